@@ -1,0 +1,27 @@
+# Two entry points that work on a fresh machine with only Python 3.11+ and make.
+#   make demo  -> records a small scheduler day into ./epochledger-demo.db and prints it
+#   make test  -> the whole suite (PostgreSQL tests skip unless a server answers,
+#                 or fail when EPOCHLEDGER_TEST_POSTGRES=require)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: demo test bench clean
+
+$(BIN)/epochledger: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[postgres,dev]'
+	touch $@
+
+demo: $(BIN)/epochledger
+	$(BIN)/epochledger demo
+
+test: $(BIN)/epochledger
+	$(BIN)/python -m pytest -n 2 -q
+
+bench: $(BIN)/epochledger
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) *.egg-info epochledger-demo.db*

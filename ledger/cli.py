@@ -1,0 +1,258 @@
+"""The `epochledger` command line.
+
+Each command parses, opens the ledger, calls one library function and prints
+(sqlite-utils' style): no logic here that the library lacks. A command's docstring is
+its --help. Every read command takes --json. Errors: the root `LedgerError` alone is
+caught and mapped to its documented exit code (README.md); anything else is a bug and
+shows its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from ledger.codes import show_code
+from ledger.errors import LedgerError
+from ledger.events import Status
+from ledger.run import RunState
+from ledger.service import Ledger, open_ledger
+from projections import lifecycle
+
+Handler = Callable[[argparse.Namespace], int | None]
+_COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
+
+
+def arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return flags, kw
+
+
+JSON = arg("--json", action="store_true", help="print JSON instead of a table")
+
+
+def command(name: str, *args: tuple[tuple[str, ...], dict[str, Any]]) -> Callable[[Handler], Handler]:
+    def register(f: Handler) -> Handler:
+        _COMMANDS.append((name, f, list(args)))
+        return f
+
+    return register
+
+
+# ------------------------------------------------------------------ output
+def out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def out_json(obj: Any) -> None:
+    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(obj, order="deterministic"), indent=2) + b"\n")
+    sys.stdout.flush()
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    if not rows:
+        out("(none)")
+        return
+    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    out("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row in cells:
+        out("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def run_record(s: RunState) -> dict[str, Any]:
+    """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
+    d = msgspec.to_builtins(s)
+    d.pop("last", None)
+    d["code_shown"] = show_code(s.code) if lifecycle.is_failure(s.status) else ""
+    d["predicates"] = lifecycle.predicates(s.status, s.code)
+    return d
+
+
+def _open(ns: argparse.Namespace) -> Ledger:
+    return open_ledger(ns.store)
+
+
+# ---------------------------------------------------------------- commands
+@command("init")
+def cmd_init(ns: argparse.Namespace) -> None:
+    """Create the ledger's tables (idempotent) and print where the ledger is.
+
+    Example: epochledger --store sqlite:///runs.db init
+    """
+    with _open(ns) as ledger:
+        out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
+
+
+@command("import", arg("file", help="NDJSON file, or - for standard input"))
+def cmd_import(ns: argparse.Namespace) -> None:
+    """Import an NDJSON history: one event per line, {"type": TAG, "at": RFC3339, ...}.
+
+    Every line goes through the same rules as the API, stamped with its own "at". Any
+    bad line rejects the whole file (exit 3, the line number and the reason), and
+    nothing is appended.
+
+    Example: epochledger import history.ndjson
+    """
+    from ledger.ndjson import import_lines
+
+    with _open(ns) as ledger:
+        if ns.file == "-":
+            n = import_lines(ledger, sys.stdin.buffer)
+        else:
+            try:
+                f = open(ns.file, "rb")
+            except OSError as e:
+                from ledger.errors import InvalidInput
+
+                raise InvalidInput(f"cannot read: {e.strerror}", where=ns.file) from None
+            with f:
+                n = import_lines(ledger, f)
+        out(f"imported {n} events from {ns.file}")
+
+
+@command("export", arg("--after", type=int, default=0, help="only events after this position"),
+         arg("-o", "--output", default="-", help="file to write (default: standard output)"))  # fmt: skip
+def cmd_export(ns: argparse.Namespace) -> None:
+    """Export the log as NDJSON, in log order; `import` of it into an empty ledger
+    reproduces it byte for byte.
+
+    Example: epochledger export -o history.ndjson
+    """
+    from ledger.ndjson import export_to
+
+    with _open(ns) as ledger:
+        if ns.output == "-":
+            export_to(ledger, sys.stdout.buffer, ns.after)
+            sys.stdout.flush()
+        else:
+            with open(ns.output, "wb") as f:
+                n = export_to(ledger, f, ns.after)
+            print(f"exported {n} events to {ns.output}", file=sys.stderr)
+
+
+@command("show", arg("run"), JSON)
+def cmd_show(ns: argparse.Namespace) -> None:
+    """Show one run's current state, its failure code and every lifecycle predicate.
+
+    Example: epochledger show nightly-0042 --json
+    """
+    with _open(ns) as ledger:
+        rec = run_record(ledger.get_run(ns.run))
+    if ns.json:
+        out_json(rec)
+        return
+    preds = rec.pop("predicates")
+    rec.pop("code", None)
+    for k, v in rec.items():
+        if v is not None and v != "":
+            out(f"{k:>12}: {v}")
+    out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
+
+
+@command(
+    "runs",
+    arg("--status", choices=[s.value for s in Status], action="append", help="only runs in this status (repeatable)"),
+    arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
+    arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
+    JSON,
+)
+def cmd_runs(ns: argparse.Namespace) -> None:
+    """List runs, optionally filtered by status, predicate and failure code.
+
+    Example: epochledger runs --where can_auto_resume --code TIMEOUT
+    """
+
+    def keep(s: RunState) -> bool:
+        if ns.status and s.status not in ns.status:
+            return False
+        if ns.where and not all(lifecycle.PREDICATES[p](s.status, s.code) for p in ns.where):
+            return False
+        if ns.code and not (lifecycle.is_failure(s.status) and show_code(s.code) in ns.code):
+            return False
+        return True
+
+    with _open(ns) as ledger:
+        rows = [run_record(s) for s in ledger.runs(keep)]
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
+
+
+@command("history", arg("run"), JSON)
+def cmd_history(ns: argparse.Namespace) -> None:
+    """Every event of one run, in order, with who made each transition and why.
+
+    Example: epochledger history nightly-0042
+    """
+    with _open(ns) as ledger:
+        history = ledger.history(ns.run)
+    rows = []
+    for r in history:
+        d = msgspec.to_builtins(r.event)
+        rows.append({"position": r.position, "version": r.version, **d})
+    if ns.json:
+        out_json(rows)
+        return
+    for d in rows:
+        if d.get("code") == "" and lifecycle.is_failure(Status(d["status"])):
+            d["code"] = "UNKNOWN"
+    table(rows, ["position", "at", "type", "status", "code", "actor", "reason"])
+
+
+@command("demo", arg("--force", action="store_true", help="replace an existing demo file"))
+def cmd_demo(ns: argparse.Namespace) -> None:
+    """Record a small, believable scheduler day into a fresh SQLite file and print it.
+
+    Writes ./epochledger-demo.db unless --store names another SQLite file.
+
+    Example: epochledger demo && epochledger --store epochledger-demo.db runs
+    """
+    from ledger.demo import run_demo
+
+    run_demo(ns.store, force=ns.force, out=out)
+
+
+# -------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=argparse.SUPPRESS,
+                        help="store URL: sqlite:///file.db, a path, or postgresql://user@host:port/db "
+                             "(default: $EPOCHLEDGER_STORE, then ./epochledger.db)")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="epochledger",
+        description="An event-sourced ledger of scheduler runs.",
+        epilog="Exit codes: 0 ok, 1 ledger error, 2 usage, 3 invalid input, 4 run not found, "
+        "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, handler, args in _COMMANDS:
+        doc = textwrap.dedent(handler.__doc__ or "")
+        p = sub.add_parser(name, help=doc.strip().splitlines()[0] if doc else None, description=doc,
+                           formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
+        for flags, kw in args:
+            p.add_argument(*flags, **kw)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ns = build_parser().parse_args(list(argv) if argv is not None else None)
+    ns.store = getattr(ns, "store", None)
+    try:
+        return ns.handler(ns) or 0
+    except LedgerError as e:
+        print(f"epochledger: {type(e).__name__}: {e}", file=sys.stderr)
+        return e.exit_code
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

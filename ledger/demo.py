@@ -1,0 +1,110 @@
+"""`epochledger demo`: a small, believable day of a scheduler, recorded through the
+public API with a manual clock, so the same demo always writes the same history.
+
+A day on 2026-09-09: two worker slots and an API process; a few dozen nightly, hourly
+and report runs; failures with known and unknown codes; a human-in-the-loop pause and
+its answered resume; an operator cancel; a redeploy of worker-1 at 14:20.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from ledger.clock import ManualClock
+from ledger.codes import show_code
+from ledger.errors import InvalidInput
+from ledger.service import open_ledger
+from ledger.store import resolve_url
+
+DEMO_PATH = "epochledger-demo.db"
+DAY = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)
+
+
+def record_day(ledger, clock: ManualClock) -> dict[str, str]:  # noqa: ANN001
+    """Record the day; return the ids of the runs worth a look."""
+    notable: dict[str, str] = {}
+    rnd = random.Random(20260909)
+    api = ledger.boot("api-1", epoch="api-1.e1", host="sched-a", pid=4101, actor="systemd")
+    w1 = ledger.boot("worker-1", epoch="worker-1.e1", host="sched-a", pid=4102, actor="systemd")
+    w2 = ledger.boot("worker-2", epoch="worker-2.e1", host="sched-b", pid=5120, actor="systemd")
+    epochs = {"worker-1": w1.epoch, "worker-2": w2.epoch}
+    del api
+
+    n = 0
+    for hour in range(0, 24, 1):
+        clock.advance(3600 if hour else 60)
+        if hour == 14:
+            # Redeploy of worker-1 at 14:20: a new epoch supersedes the old one.
+            clock.advance(20 * 60)
+            clock.restart()
+            epochs["worker-1"] = ledger.boot("worker-1", epoch="worker-1.e2", host="sched-a", pid=7001, actor="deploy").epoch
+        for _ in range(2 if hour % 3 else 3):
+            n += 1
+            workflow = rnd.choice(["nightly-etl", "hourly-sync", "report"])
+            slot = rnd.choice(["worker-1", "worker-2"])
+            run = f"{workflow}-{n:04d}"
+            with ledger.batch() as b:
+                b.queue(run, workflow=workflow, process=slot, actor="api-1")
+                b.start(run, epoch=epochs[slot], process=slot, actor=epochs[slot])
+                b.checkpoint(run, "extract", f"ckpt/{run}/1", actor=epochs[slot])
+            clock.advance(rnd.randint(30, 600))
+            fate = rnd.random()
+            if n == 7:
+                notable["paused"] = run
+                ledger.pause(run, "waiting_human", interaction=f"approve-{n}",
+                             questions=["Ship the report to finance?"], actor=epochs[slot])  # fmt: skip
+                clock.advance(900)
+                ledger.resume(run, "operator", answers={"Ship the report to finance?": "yes"}, actor="alice",
+                              reason="approved in #ops")  # fmt: skip
+                ledger.start(run, epoch=epochs[slot], process=slot, actor=epochs[slot])
+                ledger.finish(run, actor=epochs[slot])
+            elif n == 12:
+                notable["cancelled"] = run
+                ledger.cancel(run, actor="bob", reason="duplicate of an earlier run")
+            elif fate < 0.12:
+                ledger.fail(run, "TIMEOUT", resumable=True, error="step load exceeded 600s", actor=epochs[slot])
+            elif fate < 0.18:
+                ledger.fail(run, "OOM_KILLED", resumable=True, error="worker killed by the kernel", actor=epochs[slot])
+            elif fate < 0.22:
+                ledger.fail(run, "FAIL_NODE", resumable=False, error="validation node rejected the input", actor=epochs[slot])
+            elif fate < 0.25:
+                ledger.fail(run, "", resumable=True, error="exit status 137", actor=epochs[slot])
+            elif hour == 23 and fate > 0.6:
+                pass  # still running at midnight
+            else:
+                ledger.checkpoint(run, "load", f"ckpt/{run}/2", actor=epochs[slot])
+                ledger.finish(run, actor=epochs[slot])
+    return notable
+
+
+def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], None] = print) -> None:
+    url = store or DEMO_PATH
+    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else url
+    if "://" in path:
+        raise InvalidInput("the demo writes a fresh SQLite file; give a file path", where="--store")
+    if os.path.exists(path):
+        if not force and store is not None:
+            raise InvalidInput("file exists; pass --force to replace it", where=path)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+    clock = ManualClock(DAY, uptime=12.0)
+    with open_ledger(path, clock=clock) as ledger:
+        notable = record_day(ledger, clock)
+        runs = ledger.runs()
+        events = ledger.store.max_position()
+    by_status = Counter(str(r.status) for r in runs)
+    out(f"recorded {events} events for {len(runs)} runs into {os.path.abspath(path)}")
+    out("runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items())))
+    codes = Counter(show_code(r.code) for r in runs if r.code or str(r.status).startswith("failed"))
+    out("failure codes: " + ", ".join(f"{k} {v}" for k, v in sorted(codes.items())))
+    out("")
+    out("try:")
+    shown = "" if resolve_url(None) == path else f" --store {path}"
+    out(f"  epochledger{shown} runs")
+    out(f"  epochledger{shown} show {notable['paused']} --json")
+    out(f"  epochledger{shown} history {notable['paused']}")

@@ -1,0 +1,89 @@
+"""One root, specific subclasses with structured attributes (STYLE.md, Errors).
+
+Library exceptions (eventsourcing, sqlite3, psycopg, msgspec) are translated at the
+adapter and never leak. The CLI catches `LedgerError` alone and maps each subclass to
+its `exit_code` (documented in README.md); anything else is a bug.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    exit_code = 1
+
+
+class InvalidInput(LedgerError):
+    """Malformed payload, oversized field, bad time, unknown type (BRIEF L4)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, where: str | None = None):
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ImportRejected(InvalidInput):
+    """A line of an NDJSON file was refused; nothing from the file was appended."""
+
+    def __init__(self, line: int, reason: str):
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{reason} (nothing was imported)", where=f"line {line}")
+
+
+class RunNotFound(LedgerError):
+    exit_code = 4
+
+    def __init__(self, run: str, *, deleted: bool = False):
+        self.run = run
+        self.deleted = deleted
+        super().__init__(f"run {run!r} was deleted" if deleted else f"run {run!r} not found")
+
+
+class IllegalTransition(LedgerError):
+    """The command is impossible from the run's current status (BRIEF L4)."""
+
+    exit_code = 5
+
+    def __init__(self, run: str, status: str | None, attempted: str, why: str = ""):
+        self.run = run
+        self.status = status
+        self.attempted = attempted
+        self.why = why
+        shown = status if status is not None else "(no such run)"
+        super().__init__(
+            f"run {run!r} is {shown}: {attempted} refused" + (f" ({why})" if why else "")
+        )
+
+
+class ConflictError(LedgerError):
+    """Another writer appended to the stream first (BRIEF L5). Nothing was appended."""
+
+    exit_code = 6
+
+    def __init__(self, streams: list[str], detail: str = ""):
+        self.streams = streams
+        super().__init__(
+            "concurrent write to "
+            + ", ".join(streams)
+            + ": another writer appended first; nothing was appended"
+            + (f" ({detail})" if detail else "")
+        )
+
+
+class StoreError(LedgerError):
+    """The store is unreachable or failed; the operation may be retried."""
+
+    exit_code = 7
+
+
+class DecodeError(LedgerError):
+    """A stored payload does not decode (a poison event)."""
+
+    exit_code = 8
+
+    def __init__(self, position: int, tag: str | None, error: str):
+        self.position = position
+        self.tag = tag
+        self.error = error
+        super().__init__(f"event at position {position} ({tag or 'unknown type'}) does not decode: {error}")

@@ -1,0 +1,170 @@
+"""The event catalogue: the ledger's on-disk format.
+
+WARNING: tags and field names below ARE the storage format, the NDJSON import/export
+format and the audit schema. Never rename a tag or a field, never change a field's
+type, and give every new field a default. Adding an event is local: define the class,
+add it to `RunEvent` / `ProcessEvent`, and the type checker (via `assert_never` in the
+folds) names every fold that must learn it. See docs/events.md.
+
+Run events carry the run's resulting `status` and `code` (BRIEF L1). A command is the
+same class with `status` unset; `ledger.run.decide` stamps the result.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+# Field shapes. The limits are the "oversized field" rule of L4: they are checked on
+# every write (API and import alike) by decoding the encoded event (ledger.codec).
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s\x00-\x1f\x7f]+$")]
+Text = Annotated[str, msgspec.Meta(max_length=4096)]
+LongText = Annotated[str, msgspec.Meta(max_length=65536)]
+Code = Annotated[str, msgspec.Meta(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")]
+Instant = Annotated[datetime, msgspec.Meta(tz=True)]
+Questions = Annotated[list[Text], msgspec.Meta(max_length=100)]
+Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
+
+
+class Status(enum.StrEnum):
+    """The eight statuses of a run. Which status answers which policy question lives in
+    projections/lifecycle.py and nowhere else (BRIEF P1, P3)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED_OPERATOR = "paused_operator"
+    PAUSED_WAITING_HUMAN = "paused_waiting_human"
+    FAILED_RESUMABLE = "failed_resumable"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    FINISHED = "finished"
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+    at: Instant
+    actor: Name | None = None
+    reason: LongText | None = None
+
+
+# ---------------------------------------------------------------- run stream
+class RunEventBase(Event, frozen=True, kw_only=True):
+    run: Name
+    status: Status | None = None  # resulting status; stamped by decide
+    code: Code = ""  # failure code of the resulting status; "" = UNKNOWN on failures
+
+
+class RunQueued(RunEventBase, frozen=True, kw_only=True, tag="run.queued"):
+    workflow: Name | None = None
+    process: Name | None = None
+
+
+class RunStarted(RunEventBase, frozen=True, kw_only=True, tag="run.started"):
+    epoch: Name | None = None
+    process: Name | None = None
+
+
+class RunCheckpointed(RunEventBase, frozen=True, kw_only=True, tag="run.checkpointed"):
+    node: Name
+    ref: Text
+
+
+class RunPaused(RunEventBase, frozen=True, kw_only=True, tag="run.paused"):
+    kind: Literal["operator", "waiting_human"]
+    interaction: Name | None = None
+    questions: Questions | None = None
+
+
+class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
+    by: Literal["operator", "auto"]
+    answers: Answers | None = None
+
+
+class RunFailed(RunEventBase, frozen=True, kw_only=True, tag="run.failed"):
+    resumable: bool
+    error: LongText | None = None
+
+
+class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled"):
+    pass
+
+
+class RunFinished(RunEventBase, frozen=True, kw_only=True, tag="run.finished"):
+    pass
+
+
+class RunRewound(RunEventBase, frozen=True, kw_only=True, tag="run.rewound"):
+    to_ref: Text | None = None
+
+
+class RunDeleted(RunEventBase, frozen=True, kw_only=True, tag="run.deleted"):
+    pass
+
+
+RunEvent = (
+    RunQueued
+    | RunStarted
+    | RunCheckpointed
+    | RunPaused
+    | RunResumed
+    | RunFailed
+    | RunCancelled
+    | RunFinished
+    | RunRewound
+    | RunDeleted
+)
+
+
+# ------------------------------------------------------------ process stream
+class ProcessEventBase(Event, frozen=True, kw_only=True):
+    process: Name
+    epoch: Name
+
+
+class ProcessBooted(ProcessEventBase, frozen=True, kw_only=True, tag="process.booted"):
+    booted_at: Instant
+    host: Name | None = None
+    pid: int | None = None
+
+
+class ProcessStopping(ProcessEventBase, frozen=True, kw_only=True, tag="process.stopping"):
+    pass
+
+
+class ProcessStopped(ProcessEventBase, frozen=True, kw_only=True, tag="process.stopped"):
+    pass
+
+
+ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped
+
+AnyEvent = RunEvent | ProcessEvent
+
+RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__  # type: ignore[attr-defined]
+PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__  # type: ignore[attr-defined]
+EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES)
+TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
+
+
+def tag_of(event: Event | type[Event]) -> str:
+    return event.__struct_config__.tag  # type: ignore[return-value]
+
+
+def run_stream(run: str) -> str:
+    """Stream id of a run. Prefixed so run and process ids can never collide."""
+    return "run:" + run
+
+
+def process_stream(process: str) -> str:
+    return "process:" + process
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """An event as the log holds it: its position in the notification log (contiguous on
+    SQLite, gapped on PostgreSQL), its stream, its version within the stream."""
+
+    position: int
+    stream: str
+    version: int
+    event: AnyEvent

@@ -1,0 +1,109 @@
+"""A process slot's stream as a Decider: its boot epochs (BRIEF O1).
+
+Each `process.booted` starts a new epoch of the slot and supersedes the previous one;
+`process.stopping` / `process.stopped` record a clean shutdown of one epoch. Whether a
+run is orphaned is a fleet-wide question answered by projections/orphans.py from these
+facts; this module only keeps one slot's history straight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import assert_never
+
+import msgspec
+
+from ledger.errors import IllegalTransition
+from ledger.events import ProcessBooted, ProcessEvent, ProcessStopped, ProcessStopping, tag_of
+
+replace = msgspec.structs.replace
+
+
+class EpochState(msgspec.Struct, frozen=True, kw_only=True):
+    process: str
+    epoch: str
+    booted_at: datetime  # the instant the process started (now - uptime, BRIEF O1)
+    recorded_at: datetime  # when the boot was recorded
+    host: str | None = None
+    pid: int | None = None
+    superseded_by: str | None = None
+    superseded_at: datetime | None = None
+    stopping_at: datetime | None = None
+    stopped_at: datetime | None = None
+
+    @property
+    def live(self) -> bool:
+        """Not superseded by a later boot of the slot and not cleanly stopped."""
+        return self.superseded_by is None and self.stopped_at is None
+
+
+class ProcessState(msgspec.Struct, frozen=True, kw_only=True):
+    process: str
+    epochs: tuple[EpochState, ...] = ()
+    version: int = 0
+
+    @property
+    def current(self) -> EpochState | None:
+        return self.epochs[-1] if self.epochs else None
+
+    def epoch(self, epoch: str) -> EpochState | None:
+        for e in self.epochs:
+            if e.epoch == epoch:
+                return e
+        return None
+
+
+def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
+    if state is None:
+        state = ProcessState(process=e.process)
+    match e:
+        case ProcessBooted():
+            epochs = tuple(
+                replace(x, superseded_by=e.epoch, superseded_at=e.at) if x.superseded_by is None else x
+                for x in state.epochs
+            )
+            new = EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at,
+                             recorded_at=e.at, host=e.host, pid=e.pid)  # fmt: skip
+            return replace(state, epochs=(*epochs, new), version=state.version + 1)
+        case ProcessStopping():
+            return _with_epoch(state, e.epoch, stopping_at=e.at)
+        case ProcessStopped():
+            return _with_epoch(state, e.epoch, stopped_at=e.at)
+        case _:
+            assert_never(e)
+
+
+def _with_epoch(state: ProcessState, epoch: str, **changes: object) -> ProcessState:
+    epochs = tuple(replace(x, **changes) if x.epoch == epoch else x for x in state.epochs)
+    return replace(state, epochs=epochs, version=state.version + 1)
+
+
+def fold(events: Iterable[ProcessEvent], state: ProcessState | None = None) -> ProcessState | None:
+    for e in events:
+        state = evolve(state, e)
+    return state
+
+
+def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
+    tag = tag_of(cmd)
+    cmd = replace(cmd, at=cmd.at.astimezone(UTC))
+    known = state.epoch(cmd.epoch) if state is not None else None
+    match cmd:
+        case ProcessBooted():
+            cmd = replace(cmd, booted_at=cmd.booted_at.astimezone(UTC))
+            if known is not None:
+                if known.booted_at == cmd.booted_at and known.recorded_at == cmd.at:
+                    return []  # the same boot again
+                raise IllegalTransition(cmd.process, "booted", tag, f"epoch {cmd.epoch!r} was already booted")
+            return [cmd]
+        case ProcessStopping():
+            if known is None:
+                raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
+            return [] if known.stopping_at is not None or known.stopped_at is not None else [cmd]
+        case ProcessStopped():
+            if known is None:
+                raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
+            return [] if known.stopped_at is not None else [cmd]
+        case _:
+            assert_never(cmd)

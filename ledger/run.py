@@ -1,0 +1,188 @@
+"""A run's stream as a Decider: state -> evolve/fold -> decide (STYLE.md).
+
+`evolve` is total on well-typed events and never raises: the decision was made by
+`decide` when the event was written. `decide` refuses an impossible command with a
+typed error naming the run, its status and the attempt (BRIEF L4), returns `[]` when
+the same event is submitted again (a retried delivery), and otherwise returns the
+event stamped with the run's resulting status and code (BRIEF L1, L2).
+
+Which transition is legal, and every policy question, is asked of
+projections.lifecycle: this module holds no status sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import assert_never
+
+import msgspec
+
+from ledger.codes import CANCELLED
+from ledger.errors import IllegalTransition
+from ledger.events import (
+    RunCancelled,
+    RunCheckpointed,
+    RunDeleted,
+    RunEvent,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunQueued,
+    RunResumed,
+    RunRewound,
+    RunStarted,
+    Status,
+    tag_of,
+)
+from projections import lifecycle
+
+replace = msgspec.structs.replace
+
+
+class Checkpoint(msgspec.Struct, frozen=True, omit_defaults=True):
+    ref: str
+    node: str | None = None  # None after a rewind to a bare ref
+
+
+class RunState(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    status: Status
+    code: str = ""
+    error: str | None = None
+    workflow: str | None = None
+    process: str | None = None
+    epoch: str | None = None
+    checkpoint: Checkpoint | None = None
+    interaction: str | None = None  # pending interaction of a pause (BRIEF L7)
+    questions: list[str] | None = None
+    answers: dict[str, str] | None = None  # handed over by the last resume
+    queued_at: datetime
+    started_at: datetime | None = None
+    updated_at: datetime
+    actor: str | None = None  # who made the last transition
+    reason: str | None = None
+    version: int = 0
+    deleted: bool = False
+    last: RunEvent | None = None  # the last event, to recognise "the same event again"
+
+
+# -------------------------------------------------------------------- fold
+def evolve(state: RunState | None, e: RunEvent) -> RunState:
+    assert e.status is not None, "stored run events are stamped by decide"
+    if isinstance(e, RunQueued):
+        return RunState(
+            run=e.run,
+            status=e.status,
+            code=e.code,
+            workflow=e.workflow,
+            process=e.process,
+            queued_at=e.at,
+            updated_at=e.at,
+            actor=e.actor,
+            reason=e.reason,
+            version=1,
+            last=e,
+        )
+    assert state is not None, f"{tag_of(e)} before run.queued"
+    common = dict(
+        status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
+        version=state.version + 1, last=e,
+    )  # fmt: skip
+    match e:
+        case RunStarted():
+            return replace(state, epoch=e.epoch, process=e.process or state.process,
+                           started_at=e.at, error=None, **common)  # fmt: skip
+        case RunCheckpointed():
+            return replace(state, checkpoint=Checkpoint(ref=e.ref, node=e.node), **common)
+        case RunPaused():
+            # A new pause starts a new interaction and drops answers handed over by an
+            # earlier resume, so they can never reach the next resume (BRIEF L7).
+            return replace(state, interaction=e.interaction, questions=e.questions,
+                           answers=None, error=None, **common)  # fmt: skip
+        case RunResumed():
+            # The resume consumes the pending interaction (BRIEF L7).
+            return replace(state, interaction=None, questions=None, answers=e.answers,
+                           error=None, **common)  # fmt: skip
+        case RunFailed():
+            return replace(state, error=e.error, **common)
+        case RunCancelled() | RunFinished():
+            return replace(state, error=None, **common)
+        case RunRewound():
+            # Rewinding is one of the two ways a checkpoint may go (BRIEF L6).
+            checkpoint = Checkpoint(ref=e.to_ref) if e.to_ref is not None else None
+            return replace(state, checkpoint=checkpoint, interaction=None, questions=None,
+                           answers=None, error=None, **common)  # fmt: skip
+        case RunDeleted():
+            return replace(state, deleted=True, checkpoint=None, interaction=None,
+                           questions=None, answers=None, **common)  # fmt: skip
+        case RunQueued():  # handled above; here for exhaustiveness
+            raise AssertionError
+        case _:
+            assert_never(e)
+
+
+def fold(events: Iterable[RunEvent], state: RunState | None = None) -> RunState | None:
+    for e in events:
+        state = evolve(state, e)
+    return state
+
+
+# ------------------------------------------------------------------ decide
+def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
+    """The status and code a command would leave the run in (legality aside)."""
+    match cmd:
+        case RunQueued() | RunResumed() | RunRewound():
+            return Status.QUEUED, ""
+        case RunStarted():
+            return Status.RUNNING, ""
+        case RunPaused():
+            kind = Status.PAUSED_OPERATOR if cmd.kind == "operator" else Status.PAUSED_WAITING_HUMAN
+            return kind, ""
+        case RunFailed():
+            return (Status.FAILED_RESUMABLE if cmd.resumable else Status.FAILED), cmd.code
+        case RunCancelled():
+            return Status.CANCELLED, cmd.code or CANCELLED
+        case RunFinished():
+            return Status.FINISHED, ""
+        case RunCheckpointed() | RunDeleted():
+            assert state is not None
+            return state.status, state.code
+        case _:
+            assert_never(cmd)
+
+
+def _sans_stamp(e: RunEvent) -> RunEvent:
+    return replace(e, at=datetime.min.replace(tzinfo=UTC), actor=None, reason=None)
+
+
+def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
+    """Command (a run event with `status` unset, or set to what the caller expects)
+    and current state -> the events to append, [] if its effect already holds, or a
+    typed refusal. Pure: no clock, no I/O."""
+    tag = tag_of(cmd)
+    status = None if state is None else state.status
+    if state is not None and state.deleted:
+        if isinstance(cmd, RunDeleted):
+            return []
+        raise IllegalTransition(cmd.run, "deleted", tag, "a deleted run accepts nothing")
+    new_status, new_code = _result(cmd, state)
+    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted):
+        raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
+    if cmd.status is not None and cmd.status != new_status:
+        raise IllegalTransition(cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}")
+    event = replace(cmd, status=new_status, code=new_code, at=cmd.at.astimezone(UTC))
+    if state is not None and state.last is not None and _sans_stamp(event) == _sans_stamp(state.last):
+        return []  # the same event again: its effect already holds
+    if not lifecycle.allowed_from(tag, status):
+        raise IllegalTransition(cmd.run, status, tag)
+    assert state is not None or isinstance(cmd, RunQueued)
+    if isinstance(cmd, RunResumed):
+        assert status is not None and state is not None
+        if cmd.by == "auto" and not lifecycle.can_auto_resume(status, state.code):
+            raise IllegalTransition(cmd.run, status, tag, f"automation may not resume a run that is {status} with code {state.code or 'UNKNOWN'}")
+        if cmd.by == "operator" and not lifecycle.can_operator_resume(status, state.code):
+            raise IllegalTransition(cmd.run, status, tag)
+        if lifecycle.requires_resume_answers(status, state.code) and not cmd.answers:
+            raise IllegalTransition(cmd.run, status, tag, "a run waiting on a human needs answers to resume")
+    return [event]

@@ -1,0 +1,276 @@
+"""The ledger service: the one place that does I/O for the write side.
+
+Every write, from the Python API, the CLI or an NDJSON import, is a command submitted
+to a `Batch`: the stream's events are read and folded, `decide` (ledger.run /
+ledger.process) returns the events, and the batch appends all of its streams in one
+transaction (group commit), all or nothing (BRIEF L1, L5). A single API call is a
+batch of one. Time comes from the injected clock (BRIEF L8).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, Literal
+
+from ledger import process as process_stream_mod
+from ledger import run as run_mod
+from ledger.clock import Clock, SystemClock, boot_instant
+from ledger.codec import checked
+from ledger.errors import ConflictError, RunNotFound
+from ledger.events import (
+    AnyEvent,
+    ProcessBooted,
+    ProcessEventBase,
+    ProcessStopped,
+    ProcessStopping,
+    Recorded,
+    RunCancelled,
+    RunCheckpointed,
+    RunDeleted,
+    RunEventBase,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunQueued,
+    RunResumed,
+    RunRewound,
+    RunStarted,
+    process_stream,
+    run_stream,
+)
+from ledger.store import Store, StreamWrite, open_store
+
+RunState = run_mod.RunState
+ProcessState = process_stream_mod.ProcessState
+
+
+def stream_of(event: AnyEvent) -> str:
+    if isinstance(event, RunEventBase):
+        return run_stream(event.run)
+    assert isinstance(event, ProcessEventBase)
+    return process_stream(event.process)
+
+
+class Commands:
+    """One method per event of the catalogue. `submit` is the only write path."""
+
+    clock: Clock
+
+    def submit(self, command: AnyEvent) -> Any:
+        raise NotImplementedError
+
+    def _at(self, at: datetime | None) -> datetime:
+        return at if at is not None else self.clock.now()
+
+    def queue(self, run: str, *, workflow: str | None = None, process: str | None = None,
+              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor, reason=reason))
+
+    def start(self, run: str, *, epoch: str | None = None, process: str | None = None,
+              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunStarted(at=self._at(at), run=run, epoch=epoch, process=process, actor=actor, reason=reason))
+
+    def checkpoint(self, run: str, node: str, ref: str, *, actor: str | None = None,
+                   reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunCheckpointed(at=self._at(at), run=run, node=node, ref=ref, actor=actor, reason=reason))
+
+    def pause(self, run: str, kind: Literal["operator", "waiting_human"], *, interaction: str | None = None,
+              questions: list[str] | None = None, actor: str | None = None, reason: str | None = None,
+              at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunPaused(at=self._at(at), run=run, kind=kind, interaction=interaction,
+                                     questions=questions, actor=actor, reason=reason))  # fmt: skip
+
+    def resume(self, run: str, by: Literal["operator", "auto"], *, answers: dict[str, str] | None = None,
+               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
+
+    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None,
+             actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
+                                     actor=actor, reason=reason))  # fmt: skip
+
+    def cancel(self, run: str, *, actor: str | None = None, reason: str | None = None,
+               at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunCancelled(at=self._at(at), run=run, actor=actor, reason=reason))
+
+    def finish(self, run: str, *, actor: str | None = None, reason: str | None = None,
+               at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunFinished(at=self._at(at), run=run, actor=actor, reason=reason))
+
+    def rewind(self, run: str, *, to_ref: str | None = None, actor: str | None = None,
+               reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunRewound(at=self._at(at), run=run, to_ref=to_ref, actor=actor, reason=reason))
+
+    def delete(self, run: str, *, actor: str | None = None, reason: str | None = None,
+               at: datetime | None = None) -> RunState:  # fmt: skip
+        return self.submit(RunDeleted(at=self._at(at), run=run, actor=actor, reason=reason))
+
+    def begin_stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+        """Record that this epoch has begun to shut down (`process.stopping`)."""
+        return self.submit(ProcessStopping(at=self.clock.now(), process=process, epoch=epoch, actor=actor, reason=reason))
+
+    def stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+        """Record a clean stop: `process.stopping` (unless already recorded) then
+        `process.stopped`. A stopped epoch's running runs are orphans (BRIEF O2)."""
+        now = self.clock.now()
+        self.submit(ProcessStopping(at=now, process=process, epoch=epoch, actor=actor, reason=reason))
+        return self.submit(ProcessStopped(at=now, process=process, epoch=epoch, actor=actor, reason=reason))
+
+
+class Batch(Commands):
+    """Commands decided against the batch's own view of each stream, appended together
+    on `commit()` in one transaction. Use as a context manager: commit on success,
+    nothing appended if the block raises."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self.clock = ledger.clock
+        self._base: dict[str, int] = {}
+        self._state: dict[str, Any] = {}
+        self._pending: dict[str, list[AnyEvent]] = {}
+        self.recorded: list[Recorded] = []
+
+    def state(self, stream: str) -> Any:
+        if stream not in self._base:
+            history = self.ledger.store.read_stream(stream)
+            events = [r.event for r in history]
+            fold = run_mod.fold if stream.startswith("run:") else process_stream_mod.fold
+            self._state[stream] = fold(events)  # type: ignore[arg-type]
+            self._base[stream] = history[-1].version if history else 0
+        return self._state[stream]
+
+    def submit(self, command: AnyEvent) -> Any:
+        checked(command)
+        stream = stream_of(command)
+        state = self.state(stream)
+        if isinstance(command, RunEventBase):
+            events: list[Any] = run_mod.decide(command, state)  # type: ignore[arg-type]
+            new_state = run_mod.fold(events, state)
+        else:
+            events = process_stream_mod.decide(command, state)  # type: ignore[arg-type]
+            new_state = process_stream_mod.fold(events, state)
+        if events:
+            self._state[stream] = new_state
+            self._pending.setdefault(stream, []).extend(events)
+        return new_state
+
+    @property
+    def pending(self) -> int:
+        return sum(len(v) for v in self._pending.values())
+
+    def commit(self) -> list[Recorded]:
+        writes = [
+            StreamWrite(stream, self._base[stream], events)
+            for stream, events in self._pending.items()
+            if events
+        ]
+        positions = self.ledger.store.append(writes)
+        recorded = []
+        it = iter(positions)
+        for w in writes:
+            for i, e in enumerate(w.events, start=1):
+                recorded.append(Recorded(next(it, 0), w.stream, w.expected_version + i, e))
+        self.recorded = recorded
+        self._pending.clear()
+        self._base.clear()
+        self._state.clear()
+        return recorded
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+
+
+class Ledger(Commands):
+    """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`."""
+
+    def __init__(self, store: Store, clock: Clock | None = None):
+        self.store = store
+        self.clock = clock or SystemClock()
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------- writes
+    def batch(self) -> Batch:
+        return Batch(self)
+
+    def submit(self, command: AnyEvent) -> Any:
+        with self.batch() as b:
+            return b.submit(command)
+
+    def boot(self, process: str, *, epoch: str | None = None, host: str | None = None,
+             pid: int | None = None, actor: str | None = None) -> ProcessBooted:  # fmt: skip
+        """Start a new epoch of `process`, superseding its previous epoch (BRIEF O1).
+        The boot instant is now - monotonic uptime, taken from the clock port."""
+        event = ProcessBooted(
+            at=self.clock.now(),
+            process=process,
+            epoch=epoch or uuid.uuid4().hex,
+            booted_at=boot_instant(self.clock),
+            host=host if host is not None else socket.gethostname(),
+            pid=pid if pid is not None else os.getpid(),
+            actor=actor,
+        )
+        for attempt in range(5):  # a boot is always legal: a lost race just retries
+            try:
+                self.submit(event)
+                return event
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    # -------------------------------------------------------------- reads
+    def get_run(self, run: str) -> RunState:
+        history = self.store.read_stream(run_stream(run))
+        state = run_mod.fold(r.event for r in history)  # type: ignore[misc]
+        if state is None:
+            raise RunNotFound(run)
+        if state.deleted:
+            raise RunNotFound(run, deleted=True)
+        return state
+
+    def history(self, run: str) -> list[Recorded]:
+        history = self.store.read_stream(run_stream(run))
+        if not history:
+            raise RunNotFound(run)
+        return history
+
+    def process(self, process: str) -> ProcessState | None:
+        return process_stream_mod.fold(r.event for r in self.store.read_stream(process_stream(process)))  # type: ignore[misc]
+
+    def events(self, after: int = 0, upto: int | None = None) -> Iterator[Recorded]:
+        return self.store.read_all(after, upto)
+
+    def runs(self, where: Callable[[RunState], bool] | None = None) -> list[RunState]:
+        """Every live (not deleted) run, folded from the whole log, sorted by run id."""
+        from projections import runs as runs_view
+
+        view = runs_view.fold(self.events())
+        return sorted(
+            (s for s in view.values() if not s.deleted and (where is None or where(s))),
+            key=lambda s: s.run,
+        )
+
+
+def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> Ledger:
+    """Open the ledger at `url` (default: $EPOCHLEDGER_STORE, then ./epochledger.db)."""
+    return Ledger(open_store(url), clock)

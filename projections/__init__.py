@@ -1,0 +1,1 @@
+"""Pure folds of the ledger's events into read models (BRIEF P*, O*, R*)."""

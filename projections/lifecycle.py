@@ -1,0 +1,175 @@
+"""The lifecycle contract: the only home of status sets (BRIEF P1, P3).
+
+Every policy question a consumer asks of a run (stop polling? launch slot? may
+automation resume it?) is one predicate here over `(status, failure_code)`, and the
+transition table (which event is legal from which status) is here too. The write side
+(ledger.run.decide), the projections, replay and the CLI all ask these functions;
+`tests/test_negative_space.py` fails on a hand-written set of statuses anywhere else.
+
+The cells that are not obvious are argued in docs/lifecycle.md, whose tables are
+rendered from this module (`python -m projections.lifecycle`) and checked by a test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ledger.codes import NO_AUTO_RESUME
+from ledger.events import Status
+
+S = Status
+
+# --------------------------------------------------------------- status sets
+_PAUSED = frozenset({S.PAUSED_OPERATOR, S.PAUSED_WAITING_HUMAN})
+# Resumable by an operator: a pause, a resumable failure, and a cancel (an operator
+# may undo an operator's stop; automation may not, see can_auto_resume).
+_TERMINAL_RESUMABLE = _PAUSED | {S.FAILED_RESUMABLE, S.CANCELLED}
+# Absorbing: nothing but delete (and an audited correction) leaves these.
+_FINAL = frozenset({S.FAILED, S.FINISHED})
+# Stop polling: nothing will change until someone acts.
+_TERMINAL = _TERMINAL_RESUMABLE | _FINAL
+# Carry a failure code (BRIEF L2); every other status clears it.
+_FAILURE = frozenset({S.FAILED, S.FAILED_RESUMABLE, S.CANCELLED})
+# Driven by the scheduler's tick.
+_ACTIVE = frozenset({S.QUEUED, S.RUNNING})
+# Hold a launch slot: only a run that is executing. A queued run has not launched; a
+# paused or failed run has released its worker.
+_LAUNCH_SLOT = frozenset({S.RUNNING})
+
+
+# ---------------------------------------------------------------- predicates
+def is_terminal(status: Status, code: str = "") -> bool:
+    """Stop polling: the run will not move until an operator, a human or automation acts."""
+    return status in _TERMINAL
+
+
+def is_paused(status: Status, code: str = "") -> bool:
+    return status in _PAUSED
+
+
+def is_final_success(status: Status, code: str = "") -> bool:
+    return status is S.FINISHED
+
+
+def is_final_failure(status: Status, code: str = "") -> bool:
+    """Failed for good. `cancelled` is not final: an operator may resume it."""
+    return status is S.FAILED
+
+
+def is_terminal_resumable(status: Status, code: str = "") -> bool:
+    """Stopped, but a resume can bring it back."""
+    return status in _TERMINAL_RESUMABLE
+
+
+def is_queued(status: Status, code: str = "") -> bool:
+    return status is S.QUEUED
+
+
+def is_active(status: Status, code: str = "") -> bool:
+    """Driven by the scheduler's tick (queued or running)."""
+    return status in _ACTIVE
+
+
+def is_failure(status: Status, code: str = "") -> bool:
+    """The status carries a failure code (BRIEF L2)."""
+    return status in _FAILURE
+
+
+def can_operator_resume(status: Status, code: str = "") -> bool:
+    return status in _TERMINAL_RESUMABLE
+
+
+def requires_resume_answers(status: Status, code: str = "") -> bool:
+    """A resume must hand the run the answers to the questions it is waiting on."""
+    return status is S.PAUSED_WAITING_HUMAN
+
+
+def can_auto_resume(status: Status, code: str = "") -> bool:
+    """Automation may resume only a resumable failure, and not one whose cause makes a
+    resume pointless (the node is gone, the resume itself is invalid, the flow failed
+    on purpose). Never a cancel or an operator pause: automation must not override an
+    operator's stop. Never a human wait: a human must answer. Unknown codes (open
+    world, including "" = UNKNOWN) are allowed: the refusal list is a deny-list."""
+    return status is S.FAILED_RESUMABLE and code not in NO_AUTO_RESUME
+
+
+def counts_against_launch_limit(status: Status, code: str = "") -> bool:
+    return status in _LAUNCH_SLOT
+
+
+PREDICATES: dict[str, Callable[[Status, str], bool]] = {
+    f.__name__: f
+    for f in (
+        is_terminal,
+        is_paused,
+        is_final_success,
+        is_final_failure,
+        is_terminal_resumable,
+        is_queued,
+        is_active,
+        can_operator_resume,
+        requires_resume_answers,
+        can_auto_resume,
+        counts_against_launch_limit,
+    )
+}
+
+
+def predicates(status: Status, code: str = "") -> dict[str, bool]:
+    return {name: f(status, code) for name, f in PREDICATES.items()}
+
+
+# ---------------------------------------------------------- transition table
+# Which statuses each event is legal from. `None` stands for "no such run yet".
+# run.resumed is gated by can_operator_resume / can_auto_resume (by = operator/auto);
+# run.deleted is legal from everywhere. Failed and finished absorb everything else:
+# rewind is "from any non-running status" except those two, because a verdict that
+# downstream systems may already have acted on is only changed by an audited
+# correction (docs/lifecycle.md).
+_ALL = frozenset(Status)
+TRANSITIONS: dict[str, frozenset[Status | None]] = {
+    "run.queued": frozenset({None}),
+    "run.started": frozenset({S.QUEUED}),
+    "run.checkpointed": frozenset({S.RUNNING}),
+    "run.paused": frozenset({S.RUNNING}),
+    "run.resumed": frozenset(_TERMINAL_RESUMABLE),
+    "run.failed": frozenset(_ACTIVE),
+    "run.cancelled": frozenset(_ACTIVE | _TERMINAL_RESUMABLE),
+    "run.finished": frozenset({S.RUNNING}),
+    "run.rewound": frozenset(_ALL - _FINAL - {S.RUNNING}),
+    "run.deleted": frozenset(_ALL),
+}
+
+
+def allowed_from(tag: str, status: Status | None) -> bool:
+    return status in TRANSITIONS[tag]
+
+
+def render_markdown() -> str:
+    """The truth tables of docs/lifecycle.md, generated from this module."""
+    from ledger.codes import KNOWN_CODES
+
+    statuses = list(Status)
+    lines = ["### Predicates by status (code = \"\")", ""]
+    lines.append("| status | " + " | ".join(f"`{n}`" for n in PREDICATES) + " |")
+    lines.append("|---|" + "---|" * len(PREDICATES))
+    for s in statuses:
+        row = predicates(s, "")
+        lines.append(f"| `{s}` | " + " | ".join("yes" if row[n] else "-" for n in PREDICATES) + " |")
+    lines += ["", "### `can_auto_resume` for `failed_resumable` by code", ""]
+    lines.append("| code | can_auto_resume |")
+    lines.append("|---|---|")
+    for code in ["", *sorted(KNOWN_CODES)]:
+        shown = f"`{code}`" if code else "`\"\"` (UNKNOWN)"
+        lines.append(f"| {shown} | {'yes' if can_auto_resume(S.FAILED_RESUMABLE, code) else '-'} |")
+    lines += ["", "### Transition table (event legal from status)", ""]
+    cols: list[Status | None] = [None, *statuses]
+    lines.append("| event | " + " | ".join("(new)" if c is None else f"`{c}`" for c in cols) + " |")
+    lines.append("|---|" + "---|" * len(cols))
+    for tag, sources in TRANSITIONS.items():
+        lines.append(f"| `{tag}` | " + " | ".join("yes" if c in sources else "-" for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render_markdown(), end="")

@@ -1,0 +1,88 @@
+"""Shared fixtures: a manual clock, and one ledger per backend (BRIEF L5: a behaviour
+only one backend has is a bug in the other).
+
+PostgreSQL tests run against a real server, each in a schema of its own so parallel
+runs cannot collide. With EPOCHLEDGER_TEST_POSTGRES=require (CI) a missing server is
+a failure; otherwise those tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from ledger import ManualClock, open_ledger
+from ledger.service import Ledger
+
+PG_BASE = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)
+
+_pg_problem: str | None | bool = False  # False = not probed yet
+
+
+def _probe_pg() -> str | None:
+    global _pg_problem
+    if _pg_problem is False:
+        try:
+            import psycopg
+
+            with psycopg.connect(PG_BASE, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            _pg_problem = None
+        except Exception as e:  # noqa: BLE001 - any failure means "no server"
+            _pg_problem = f"PostgreSQL at {PG_BASE} unavailable: {type(e).__name__}: {e}"
+    return _pg_problem  # type: ignore[return-value]
+
+
+def need_pg() -> None:
+    problem = _probe_pg()
+    if problem:
+        if os.environ.get("EPOCHLEDGER_TEST_POSTGRES") == "require":
+            pytest.fail(f"EPOCHLEDGER_TEST_POSTGRES=require but {problem}")
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL store URL in a fresh schema, dropped afterwards."""
+    need_pg()
+    import psycopg
+
+    schema = "t_" + uuid.uuid4().hex[:16]
+    yield f"{PG_BASE}?schema={schema}"
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:  # noqa: ANN001
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request) -> str:  # noqa: ANN001
+    """Every store contract test runs once per backend."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_url")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0, uptime=60.0)
+
+
+@pytest.fixture
+def ledger(store_url: str, clock: ManualClock) -> Iterator[Ledger]:
+    with open_ledger(store_url, clock=clock) as lg:
+        yield lg
+
+
+@pytest.fixture
+def sqlite_ledger(sqlite_url: str, clock: ManualClock) -> Iterator[Ledger]:
+    with open_ledger(sqlite_url, clock=clock) as lg:
+        yield lg
