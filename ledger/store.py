@@ -27,8 +27,11 @@ from ledger.errors import ConflictError, DecodeError, InvalidInput, StoreError
 from ledger.events import AnyEvent, Recorded, tag_of
 
 EVENTS_TABLE = "epochledger_events"
+TRACKING_TABLE = "epochledger_tracking"
+PARKED_TABLE = "epochledger_parked"
 DEFAULT_PATH = "epochledger.db"
 READ_BATCH = 10_000
+_MAX_POS = (1 << 63) - 1
 
 
 class StreamWrite(NamedTuple):
@@ -53,15 +56,43 @@ def _translated(what: str) -> Iterator[None]:
         raise
 
 
+class Poison(msgspec.Struct, frozen=True):
+    """A stored event that does not decode, in place of its Recorded (BRIEF T4): the
+    reader does not stop at it; the consumer (the projection engine) decides what to do."""
+
+    position: int
+    stream: str
+    version: int
+    tag: str | None
+    error: str
+
+
+def _tag_of_raw(state: bytes) -> str | None:
+    try:
+        tag = msgspec.json.decode(state).get("type")
+    except Exception:  # noqa: BLE001 - the payload is already known to be bad
+        return None
+    return tag if isinstance(tag, str) else None
+
+
 def _decode(position: int, state: bytes) -> AnyEvent:
     try:
         return codec.decode(state)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise DecodeError(position, _tag_of_raw(state), str(e)) from None
+
+
+def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded | Poison]:
+    """Typed decode of raw rows; a row that does not decode becomes a Poison in place."""
+    decode = codec.decode
+    out: list[Recorded | Poison] = []
+    append = out.append
+    for pos, stream, ver, state in rows:
         try:
-            tag = msgspec.json.decode(state).get("type")
-        except Exception:
-            tag = None
-        raise DecodeError(position, tag, str(e)) from None
+            append(Recorded(pos, stream, ver, decode(state)))
+        except (msgspec.ValidationError, msgspec.DecodeError) as e:
+            append(Poison(pos, stream, ver, _tag_of_raw(bytes(state)), str(e)))
+    return out
 
 
 class Store:
@@ -109,18 +140,55 @@ class Store:
             return self._stream_version(stream)
 
     def read_all(self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH) -> Iterator[Recorded]:
-        """Every event with after < position <= upto, in log order, in keyset batches."""
+        """Every event with after < position <= upto, in log order, in keyset batches.
+        Raises DecodeError at the first event that does not decode."""
+        for chunk in self.read_batches(after, upto, batch):
+            for rec in chunk:
+                if isinstance(rec, Poison):
+                    raise DecodeError(rec.position, rec.tag, rec.error)
+                yield rec
+
+    def read_batches(self, after: int = 0, upto: int | None = None,
+                     batch: int = READ_BATCH) -> Iterator[list[Recorded | Poison]]:  # fmt: skip
+        """The log after `after` (up to `upto`) as lists of decoded records, one list per
+        keyset batch. An undecodable event is a Poison in its place, never an abort
+        (BRIEF T4). Equal to the library's select_notifications + decode
+        (tests/test_engine_read_path.py)."""
         while True:
             with _translated("read the log"):
-                rows = self._select_after(after, batch)
+                rows = self._select_after(after, batch, upto)
             if not rows:
                 return
-            for pos, stream, ver, state in rows:
-                if upto is not None and pos > upto:
-                    return
-                yield Recorded(pos, stream, ver, _decode(pos, state))
+            yield _decode_rows(rows)
             after = rows[-1][0]
             if len(rows) < batch:
+                return
+
+    def read_raw(self, after: int = 0, upto: int | None = None,
+                 batch: int = READ_BATCH) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip
+        """Raw rows (position, stream, version, payload) in keyset batches: for the
+        benchmarks and the contract test, which compare it with the library's read."""
+        while True:
+            with _translated("read the log"):
+                rows = self._select_after(after, batch, upto)
+            if not rows:
+                return
+            yield rows
+            after = rows[-1][0]
+            if len(rows) < batch:
+                return
+
+    def library_read(self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH) -> Iterator[Any]:
+        """The library's own read path (select_notifications, eventsourcing Notification
+        objects): the reference the fast path is checked and benchmarked against."""
+        while True:
+            with _translated("read the log"):
+                got = self.recorder.select_notifications(after, batch, stop=upto, inclusive_of_start=False)
+            if not got:
+                return
+            yield from got
+            after = got[-1].id
+            if len(got) < batch:
                 return
 
     def max_position(self) -> int:
@@ -130,6 +198,149 @@ class Store:
     def close(self) -> None:
         self.datastore.close()
 
+    # ------------------------------------------- projections: views, tracking, parked
+    # The projection engine (projections/engine.py) keeps its SQL here, so that the
+    # adapter stays the one module that knows the database. A view is one table
+    # `view_<name>(k TEXT PRIMARY KEY, <columns>, state BLOB)`; its tracking position
+    # lives in TRACKING_TABLE and is written in the same transaction as its rows, with
+    # a compare-and-set on the old position, so a batch is applied exactly once (R3).
+
+    _projection_tables = False
+
+    def ensure_projection_tables(self) -> None:
+        if self._projection_tables:
+            return
+        with _translated("create projection tables"), self._tx() as cur:
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self._q(TRACKING_TABLE)} "
+                        "(view TEXT PRIMARY KEY, version BIGINT NOT NULL, position BIGINT NOT NULL)")  # fmt: skip
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self._q(PARKED_TABLE)} "
+                        "(view TEXT NOT NULL, position BIGINT NOT NULL, stream TEXT NOT NULL, tag TEXT, "
+                        "error TEXT NOT NULL, attempts BIGINT NOT NULL, parked_at TEXT, "
+                        "PRIMARY KEY (view, position))")  # fmt: skip
+        self._projection_tables = True
+
+    def create_view_table(self, table: str, columns: Sequence[tuple[str, str]]) -> None:
+        cols = "".join(f", {c} {self._types[t]}" for c, t in columns)
+        with _translated(f"create {table}"), self._tx() as cur:
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self._q(table)} "
+                        f"(k TEXT PRIMARY KEY{cols}, state {self._blob_type} NOT NULL)")  # fmt: skip
+
+    def drop_view_table(self, table: str) -> None:
+        with _translated(f"drop {table}"), self._tx() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {self._q(table)}")
+
+    def tracking(self, view: str) -> tuple[int, int] | None:
+        """(version, position) of a view, None if it was never materialized."""
+        with _translated("read tracking"), self._tx(commit=False) as cur:
+            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
+            row = cur.fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def reset_view(self, view: str, table: str, columns: Sequence[tuple[str, str]], version: int) -> None:
+        """Empty `table` (created if absent) and set the view's tracking to position 0,
+        in one transaction, dropping the view's parked events."""
+        cols = "".join(f", {c} {self._types[t]}" for c, t in columns)
+        with _translated(f"reset {view}"), self._tx() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {self._q(table)}")
+            cur.execute(f"CREATE TABLE {self._q(table)} (k TEXT PRIMARY KEY{cols}, state {self._blob_type} NOT NULL)")
+            cur.execute(f"DELETE FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
+            cur.execute(f"INSERT INTO {self._q(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, 0)", (view, version))
+            cur.execute(f"DELETE FROM {self._q(PARKED_TABLE)} WHERE view=?", (view,))
+
+    def commit_view(self, view: str, expected: int, position: int, table: str, columns: Sequence[str],
+                    upserts: Sequence[tuple[Any, ...]], deletes: Sequence[str],
+                    parked: Sequence[tuple[Any, ...]] = ()) -> None:  # fmt: skip
+        """One transaction: move the view's tracking from `expected` to `position`, upsert
+        and delete its rows, record parked events. Raises ConflictError if the tracking
+        position is not `expected` (another runner applied these events): nothing is
+        written, so no event is ever applied twice (BRIEF R3)."""
+        names = ("k", *columns, "state")
+        upsert = (f"INSERT INTO {self._q(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+                  f"ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:]))  # fmt: skip
+        with _translated(f"write view {view}"), self._tx() as cur:
+            cur.execute(f"UPDATE {self._q(TRACKING_TABLE)} SET position=? WHERE view=? AND position=?",
+                        (position, view, expected))  # fmt: skip
+            if cur.rowcount != 1:
+                raise ConflictError([view], f"tracking position is no longer {expected}")
+            if deletes:
+                cur.executemany(f"DELETE FROM {self._q(table)} WHERE k=?", [(k,) for k in deletes])
+            if upserts:
+                cur.executemany(upsert, upserts)
+            if parked:
+                cur.executemany(
+                    f"INSERT INTO {self._q(PARKED_TABLE)} (view, position, stream, tag, error, attempts, parked_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (view, position) DO UPDATE SET "
+                    "tag=excluded.tag, error=excluded.error, attempts=excluded.attempts, parked_at=excluded.parked_at",
+                    parked,
+                )
+
+    def load_states(self, table: str, keys: Sequence[str]) -> dict[str, bytes]:
+        """The state column of the rows with these keys (absent keys are left out)."""
+        found: dict[str, bytes] = {}
+        with _translated(f"read {table}"), self._tx(commit=False) as cur:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                cur.execute(f"SELECT k, state FROM {self._q(table)} WHERE k IN ({', '.join('?' * len(chunk))})", chunk)
+                found.update((k, bytes(v)) for k, v in cur.fetchall())
+        return found
+
+    def view_rows(self, view: str, table: str, columns: Sequence[str],
+                  where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
+        """(tracking, rows sorted by key) read in one transaction, so the rows are exactly
+        the view as of its tracking position. `where`: (column, value) equalities."""
+        cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
+        with _translated(f"read {table}"), self._tx(commit=False) as cur:
+            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
+            row = cur.fetchone()
+            if row is None:
+                return None, []
+            cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {self._q(table)}{cond} ORDER BY k",
+                        [v for _, v in where])  # fmt: skip
+            rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
+        return (int(row[0]), int(row[1])), rows
+
+    def swap_view(self, view: str, shadow_view: str, live: str, shadow: str) -> tuple[int, int]:
+        """Replace the live table by the rebuilt one, and the live tracking and parked
+        rows by the rebuild's, in one transaction: readers see the old view or the new
+        one, never a half-built one. Returns the new (version, position)."""
+        with _translated(f"swap {view}"), self._tx() as cur:
+            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (shadow_view,))
+            row = cur.fetchone()
+            if row is None:
+                raise StoreError(f"no rebuild of {view} to swap in")
+            cur.execute(f"DROP TABLE IF EXISTS {self._q(live)}")
+            cur.execute(f"ALTER TABLE {self._q(shadow)} RENAME TO {live}")
+            self._after_rename(cur, shadow, live)
+            cur.execute(f"DELETE FROM {self._q(TRACKING_TABLE)} WHERE view=? OR view=?", (view, shadow_view))
+            cur.execute(f"INSERT INTO {self._q(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, ?)",
+                        (view, row[0], row[1]))  # fmt: skip
+            cur.execute(f"DELETE FROM {self._q(PARKED_TABLE)} WHERE view=?", (view,))
+            cur.execute(f"UPDATE {self._q(PARKED_TABLE)} SET view=? WHERE view=?", (view, shadow_view))
+        return int(row[0]), int(row[1])
+
+    def parked(self, view: str | None = None) -> list[tuple[Any, ...]]:
+        """(view, position, stream, tag, error, attempts, parked_at), by view and position."""
+        cond = " WHERE view=?" if view is not None else ""
+        with _translated("read parked events"), self._tx(commit=False) as cur:
+            cur.execute(f"SELECT view, position, stream, tag, error, attempts, parked_at FROM {self._q(PARKED_TABLE)}"
+                        f"{cond} ORDER BY view, position", (view,) if view is not None else ())  # fmt: skip
+            return [tuple(r) for r in cur.fetchall()]
+
+    # dialect hooks
+    _blob_type = "BLOB"
+    _types = {"text": "TEXT", "int": "BIGINT"}
+
+    def _q(self, table: str) -> str:
+        return f'"{table}"'
+
+    def _after_rename(self, cur: Any, old: str, new: str) -> None:
+        pass
+
+    @contextmanager
+    def _tx(self, commit: bool = True) -> Iterator[Any]:
+        raise NotImplementedError
+        yield
+
     # subclass SQL
     def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
         raise NotImplementedError
@@ -137,7 +348,7 @@ class Store:
     def _stream_version(self, stream: str) -> int:
         raise NotImplementedError
 
-    def _select_after(self, after: int, limit: int) -> list[tuple[int, str, int, bytes]]:
+    def _select_after(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str, int, bytes]]:
         raise NotImplementedError
 
 
@@ -165,6 +376,13 @@ class SQLiteStore(Store):
             cur.row_factory = None
             yield cur
 
+    @contextmanager
+    def _tx(self, commit: bool = True) -> Iterator[Any]:
+        with self.datastore.transaction(commit=commit) as c:
+            cur = c.sqlite_cursor
+            cur.row_factory = None
+            yield cur
+
     def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
         with self._cursor() as cur:
             cur.execute(
@@ -179,12 +397,12 @@ class SQLiteStore(Store):
             cur.execute(f"SELECT MAX(originator_version) FROM {EVENTS_TABLE} WHERE originator_id=?", (stream,))
             return cur.fetchone()[0] or 0
 
-    def _select_after(self, after: int, limit: int) -> list[tuple[int, str, int, bytes]]:
+    def _select_after(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str, int, bytes]]:
         with self._cursor() as cur:
             cur.execute(
                 f"SELECT rowid, originator_id, originator_version, state FROM {EVENTS_TABLE} "
-                "WHERE rowid>? ORDER BY rowid LIMIT ?",
-                (after, limit),
+                "WHERE rowid>? AND rowid<=? ORDER BY rowid LIMIT ?",
+                (after, _MAX_POS if upto is None else upto, limit),
             )
             return cur.fetchall()
 
@@ -229,6 +447,23 @@ class PostgresStore(Store):
         super().__init__(recorder, datastore)
         self._table = SQL("{}.{}").format(Identifier(self.schema), Identifier(EVENTS_TABLE))
 
+    _blob_type = "BYTEA"
+
+    def _q(self, table: str) -> str:
+        return f'"{self.schema}"."{table}"'
+
+    def _after_rename(self, cur: Any, old: str, new: str) -> None:
+        # PostgreSQL keeps the primary key index's old name; the next rebuild would
+        # collide with it.
+        cur.execute(f'ALTER INDEX IF EXISTS "{self.schema}"."{old}_pkey" RENAME TO "{new}_pkey"')
+
+    @contextmanager
+    def _tx(self, commit: bool = True) -> Iterator[Any]:
+        from psycopg.rows import tuple_row
+
+        with self.datastore.get_connection() as conn, conn.transaction(force_rollback=not commit):
+            yield _QmarkCursor(conn.cursor(row_factory=tuple_row))
+
     def _rows(self, statement: Any, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         from psycopg.rows import tuple_row
 
@@ -247,12 +482,35 @@ class PostgresStore(Store):
         rows = self._rows(self._sql("SELECT MAX(originator_version) FROM {} WHERE originator_id=%s").format(self._table), (stream,))
         return rows[0][0] or 0
 
-    def _select_after(self, after: int, limit: int) -> list[tuple[int, str, int, bytes]]:
+    def _select_after(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str, int, bytes]]:
         return self._rows(
             self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
-                      "WHERE notification_id>%s ORDER BY notification_id LIMIT %s").format(self._table),
-            (after, limit),
+                      "WHERE notification_id>%s AND notification_id<=%s ORDER BY notification_id LIMIT %s").format(self._table),
+            (after, _MAX_POS if upto is None else upto, limit),
         )  # type: ignore[return-value]
+
+
+class _QmarkCursor:
+    """A psycopg cursor that takes the qmark placeholders the shared SQL above uses."""
+
+    def __init__(self, cur: Any):
+        self._cur = cur
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._cur.execute(sql.replace("?", "%s"), params)
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        self._cur.executemany(sql.replace("?", "%s"), params)
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
 
 
 def resolve_url(url: str | None) -> str:

@@ -2,6 +2,9 @@
 
 A view is `(initial, evolve)` with a stable NAME and a VERSION (STYLE.md). It reuses
 ledger.run.evolve, so a live view, a rebuild and a replay cannot disagree.
+
+Materialized by projections/engine.py as table `view_runs`: one row per run (deleted
+runs included, flagged), the queryable COLUMNS beside the full RunState.
 """
 
 from __future__ import annotations
@@ -15,6 +18,16 @@ NAME = "runs"
 VERSION = 1
 
 View = dict[str, run_mod.RunState]
+STATE = run_mod.RunState
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("status", "text"),
+    ("code", "text"),
+    ("workflow", "text"),
+    ("process", "text"),
+    ("epoch", "text"),
+    ("updated_at", "text"),
+    ("deleted", "int"),
+)
 
 
 def initial() -> View:
@@ -24,8 +37,20 @@ def initial() -> View:
 def evolve(view: View, rec: Recorded) -> View:
     e = rec.event
     if isinstance(e, RunEventBase):
+        # Computed before it is stored: an event evolve refuses leaves the view as it was.
         view[e.run] = run_mod.evolve(view.get(e.run), e)  # type: ignore[arg-type]
     return view
+
+
+def keys(rec: Recorded) -> tuple[str, ...]:
+    """The only entries of the view that `evolve(view, rec)` reads or changes: lets the
+    engine keep a bounded cache of runs instead of the whole fleet (docs/projections.md)."""
+    e = rec.event
+    return (e.run,) if isinstance(e, RunEventBase) else ()
+
+
+def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
+    return (str(s.status), s.code, s.workflow, s.process, s.epoch, s.updated_at.isoformat(), int(s.deleted))
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:

@@ -1,0 +1,322 @@
+"""The projection engine: materializes views into the ledger's own database, exactly
+once, rebuildable, and checkable against a replay (BRIEF R2, R3, T4).
+
+A view module (projections/registry.py lists them) provides:
+
+- `NAME` (table `view_<NAME>`), `VERSION` (bump it when the view's meaning changes: the
+  stored view is then stale and the next catch-up rebuilds it);
+- `initial() -> dict[str, V]` and `evolve(view, rec) -> view`: the pure fold, the same
+  one replay and verify use (STYLE.md: one code path, so they cannot disagree);
+  `evolve` must compute before it stores, so an event it refuses leaves the view as
+  it was;
+- `STATE` (the msgspec type V, stored as JSON in the `state` column), `COLUMNS`
+  ((name, "text"|"int") pairs) and `columns(key, value)`: queryable columns beside it;
+- optionally `keys(rec)`: the only keys `evolve(view, rec)` reads or changes. With it
+  the engine keeps a bounded cache of entries and loads the rest from the table on
+  demand, so memory grows with the cache, not with the fleet. Without it the engine
+  keeps the whole view in memory and writes the rows that changed (small views).
+
+Exactly once: each batch of events is applied in memory, then its changed rows and the
+new tracking position are written in one transaction that first moves the tracking
+position with a compare-and-set (Store.commit_view). A crash loses the uncommitted
+batch, whose events are read again; a racing runner's batch is refused, and the loser
+reloads from the table.
+
+Poison (T4): an event that does not decode, or whose evolve raises, is tried
+MAX_ATTEMPTS times, then parked in `epochledger_parked` with its position, stream,
+tag, error and the ledger time of the last event before it (not the wall clock: the
+engine stays deterministic); the tracking position moves past it. `rebuild` starts
+from zero and so retries every parked event; the swap replaces the view's parked list.
+
+Rebuild: from position zero into `view_<NAME>__rebuild` (tracked as `<NAME>__rebuild`),
+resumable if killed, then swapped in by rename in one transaction (Store.swap_view).
+
+Live catch-up: `catch_up` on demand (show/runs do it before reading), `follow` keeps
+going: polling on SQLite (the library has no SQLite subscription), the library's
+LISTEN/NOTIFY subscription on PostgreSQL as the wake-up.
+See docs/projections.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from types import ModuleType
+from typing import Any
+
+import msgspec
+
+from ledger.errors import ConflictError
+from ledger.events import Recorded
+from ledger.store import READ_BATCH, Poison, Store
+from projections.registry import VIEWS
+
+MAX_ATTEMPTS = 3
+CACHE_LIMIT = 100_000  # decoded entries a keyed view keeps between batches
+SHADOW = "__rebuild"
+
+Progress = Callable[[str, int, int], None]  # (view, position reached, head)
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+
+
+class Stats(msgspec.Struct, kw_only=True):
+    view: str
+    events: int = 0
+    parked: int = 0
+    position: int = 0
+    seconds: float = 0.0
+    rebuilt: bool = False
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+
+def table_of(view_key: str) -> str:
+    return "view_" + view_key
+
+
+class Runner:
+    """Applies the log to one view's table, batch by batch, from its tracking position."""
+
+    def __init__(self, store: Store, module: ModuleType, *, shadow: bool = False, cache_limit: int = CACHE_LIMIT):
+        self.store = store
+        self.module = module
+        self.key = module.NAME + (SHADOW if shadow else "")
+        self.table = table_of(self.key)
+        self.columns = [c for c, _ in module.COLUMNS]
+        self.keyed = hasattr(module, "keys")
+        self.cache_limit = cache_limit
+        self._decode = msgspec.json.Decoder(module.STATE).decode
+        self.view: dict[str, Any] = {}
+        self.flushed: dict[str, bytes] = {}
+        self.position = 0
+        self._reread_keys: set[str] = set()
+
+    def load(self) -> None:
+        """(Re)read the tracking position, and for a whole view its rows."""
+        tracking = self.store.tracking(self.key)
+        assert tracking is not None, f"view {self.key} has no tracking row"
+        self.position = tracking[1]
+        self.view = self.module.initial()
+        self.flushed = {}
+        if not self.keyed:
+            _, rows = self.store.view_rows(self.key, self.table, [])
+            for k, state in rows:
+                self.view[k] = self._decode(state)
+                self.flushed[k] = state
+
+    def run(self, upto: int | None = None, progress: Progress | None = None, head: int = 0,
+            batch: int = READ_BATCH) -> Stats:  # fmt: skip
+        stats = Stats(view=self.module.NAME)
+        t0 = time.perf_counter()
+        self.load()
+        while True:
+            try:
+                for chunk in self.store.read_batches(self.position, upto, batch):
+                    self.apply(chunk, stats)
+                    if progress is not None:
+                        progress(self.module.NAME, self.position, head)
+                break
+            except ConflictError:
+                self.load()  # another runner applied these events; carry on from its position
+        stats.position = self.position
+        stats.seconds = time.perf_counter() - t0
+        return stats
+
+    def apply(self, chunk: Sequence[Recorded | Poison], stats: Stats) -> None:
+        module, view = self.module, self.view
+        evolve = module.evolve
+        parked: list[tuple[Any, ...]] = []
+        dirty: set[str] = set()
+        if self.keyed:
+            keys = module.keys
+            for rec in chunk:
+                if type(rec) is Recorded:
+                    dirty.update(keys(rec))
+            missing = [k for k in dirty if k not in view]
+            if missing:
+                for k, state in self.store.load_states(self.table, missing).items():
+                    view[k] = self._decode(state)
+        for rec in chunk:
+            if type(rec) is Poison:
+                rec = self._reread(rec)
+            if type(rec) is Recorded:
+                self._last = rec
+                try:
+                    evolve(view, rec)
+                except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
+                    error = _retry(evolve, view, rec, first)
+                    if error is not None:
+                        parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
+                                       self._ledger_time()))  # fmt: skip
+            else:
+                parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
+                               self._ledger_time()))  # fmt: skip
+        upserts: list[tuple[Any, ...]] = []
+        deletes: list[str] = []
+        columns, encode = module.columns, _encoder.encode
+        if self.keyed:
+            if self._reread_keys:
+                dirty |= self._reread_keys
+                self._reread_keys = set()
+            for k in dirty:
+                v = view.get(k)
+                if v is None:
+                    deletes.append(k)
+                else:
+                    upserts.append((k, *columns(k, v), encode(v)))
+        else:
+            for k, v in view.items():
+                data = encode(v)
+                if self.flushed.get(k) != data:
+                    upserts.append((k, *columns(k, v), data))
+                    self.flushed[k] = data
+            for k in [k for k in self.flushed if k not in view]:
+                deletes.append(k)
+                del self.flushed[k]
+        new_position = chunk[-1].position
+        self.store.commit_view(self.key, self.position, new_position, self.table, self.columns,
+                               upserts, deletes, parked)  # fmt: skip
+        self.position = new_position
+        stats.events += len(chunk)
+        stats.parked += len(parked)
+        if self.keyed and len(view) > self.cache_limit:
+            # Every entry is on disk now; forget the oldest half (insertion order).
+            for k in list(islice(view, len(view) - self.cache_limit // 2)):
+                del view[k]
+
+    _last: Recorded | None = None
+
+    def _reread(self, rec: Poison) -> Recorded | Poison:
+        """An undecodable event is read again, MAX_ATTEMPTS reads in all, before it is
+        parked (a torn read heals; a bad payload stays bad). A keyed view's entries for
+        it are loaded if the re-read decodes."""
+        for _ in range(MAX_ATTEMPTS - 1):
+            again = next(iter(self.store.read_batches(rec.position - 1, rec.position, 1)), [rec])[0]
+            if type(again) is Recorded:
+                if self.keyed:
+                    missing = [k for k in self.module.keys(again) if k not in self.view]
+                    for k, state in self.store.load_states(self.table, missing).items():
+                        self.view[k] = self._decode(state)
+                    self._reread_keys.update(self.module.keys(again))
+                return again
+        return rec
+
+    def _ledger_time(self) -> str | None:
+        """The ledger time of the last event seen: a parked row's `parked_at`."""
+        return self._last.event.at.isoformat() if self._last is not None else None
+
+
+def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded, first: Exception) -> str | None:
+    """Try again up to MAX_ATTEMPTS in all; None if it went through, else the error."""
+    error = f"{type(first).__name__}: {first}"
+    for _ in range(MAX_ATTEMPTS - 1):
+        try:
+            evolve(view, rec)
+            return None
+        except Exception as e:  # noqa: BLE001
+            error = f"{type(e).__name__}: {e}"
+    return error
+
+
+def _tag(rec: Recorded) -> str:
+    from ledger.events import tag_of
+
+    return tag_of(rec.event)
+
+
+# ----------------------------------------------------------------- operations
+def status(store: Store, module: ModuleType) -> tuple[int, int] | None:
+    """(version, position) of the live view, None if never built."""
+    store.ensure_projection_tables()
+    return store.tracking(module.NAME)
+
+
+def is_current(store: Store, module: ModuleType) -> bool:
+    tracking = status(store, module)
+    return tracking is not None and tracking[0] == module.VERSION
+
+
+def rebuild(store: Store, module: ModuleType, *, progress: Progress | None = None,
+            cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
+    """Rebuild `module`'s view from position zero beside the live one and swap it in.
+    Resumes a rebuild that was killed (same VERSION), else starts from zero."""
+    store.ensure_projection_tables()
+    shadow_key = module.NAME + SHADOW
+    shadow_table = table_of(shadow_key)
+    tracking = store.tracking(shadow_key)
+    if tracking is None or tracking[0] != module.VERSION:
+        store.reset_view(shadow_key, shadow_table, module.COLUMNS, module.VERSION)
+    head = store.max_position()
+    runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
+    stats = runner.run(progress=progress, head=head, batch=batch)
+    t0 = time.perf_counter()
+    store.swap_view(module.NAME, shadow_key, table_of(module.NAME), shadow_table)
+    stats.seconds += time.perf_counter() - t0
+    stats.rebuilt = True
+    return stats
+
+
+def catch_up(store: Store, module: ModuleType, *, upto: int | None = None, progress: Progress | None = None,
+             cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
+    """Bring the live view up to the log's head (or `upto`). A view never built, or
+    built by another VERSION, is rebuilt first (readers keep the old one meanwhile)."""
+    stats = None
+    if not is_current(store, module):
+        stats = rebuild(store, module, progress=progress, cache_limit=cache_limit, batch=batch)
+    runner = Runner(store, module, cache_limit=cache_limit)
+    more = runner.run(upto=upto, progress=progress, head=store.max_position(), batch=batch)
+    if stats is None:
+        return more
+    stats.events += more.events
+    stats.parked += more.parked
+    stats.position = more.position
+    stats.seconds += more.seconds
+    return stats
+
+
+def catch_up_all(store: Store, views: Iterable[ModuleType] = VIEWS, **kw: Any) -> list[Stats]:
+    return [catch_up(store, v, **kw) for v in views]
+
+
+def _position(store: Store, module: ModuleType) -> int:
+    tracking = status(store, module)
+    return tracking[1] if tracking is not None else 0
+
+
+def behind(store: Store, module: ModuleType) -> int:
+    """How many positions the live view lags the log (0 when caught up; the whole log
+    when it was never built). Positions, not events: PostgreSQL ids have gaps."""
+    tracking = status(store, module)
+    return store.max_position() - (tracking[1] if tracking is not None and tracking[0] == module.VERSION else 0)
+
+
+def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading.Event,
+           poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None) -> None:
+    """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
+    seconds. PostgreSQL: the library's subscription (LISTEN/NOTIFY) wakes us; the
+    events themselves are read by the fast path."""
+    def once() -> None:
+        stats = catch_up_all(store, views)
+        if on_batch is not None and any(s.events for s in stats):
+            on_batch(stats)
+
+    once()
+    if store.kind != "postgresql":
+        while not stop.wait(poll):
+            once()
+        return
+    start = min(_position(store, v) for v in views)
+    with store.recorder.subscribe(gt=start) as subscription:
+        stopper = threading.Thread(target=lambda: (stop.wait(), subscription.stop()), daemon=True)
+        stopper.start()
+        for notification in subscription:
+            if stop.is_set():
+                break
+            if all(_position(store, v) >= notification.id for v in views):
+                continue  # already applied by an earlier catch-up
+            once()

@@ -1,0 +1,67 @@
+"""The failure-counts view: how many times runs entered each failure status with each
+code, from events alone (BRIEF L2, L3: unknown codes and the empty code = UNKNOWN are
+counted under their own key, unharmed).
+
+Key: "<status> <code>" (a status has no space, so the first space splits it). A
+transition counts when the event's resulting status is a failure status; a deletion
+carries the run's status without changing it, so it is not a transition and does not
+count. Small (one row per status and code seen), so the engine keeps it whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import msgspec
+
+from ledger.events import Recorded, RunDeleted, RunEventBase, Status
+from projections import lifecycle
+
+NAME = "failures"
+VERSION = 1
+
+
+class FailureCount(msgspec.Struct, frozen=True, kw_only=True):
+    status: Status
+    code: str
+    transitions: int
+    last_run: str  # the run of the latest such transition
+    first_at: datetime
+    last_at: datetime
+
+
+View = dict[str, FailureCount]
+STATE = FailureCount
+COLUMNS: tuple[tuple[str, str], ...] = (("status", "text"), ("code", "text"), ("transitions", "int"))
+
+
+def initial() -> View:
+    return {}
+
+
+def evolve(view: View, rec: Recorded) -> View:
+    e = rec.event
+    if not isinstance(e, RunEventBase) or isinstance(e, RunDeleted) or e.status is None:
+        return view
+    if not lifecycle.is_failure(e.status, e.code):
+        return view
+    key = f"{e.status} {e.code}"
+    old = view.get(key)
+    if old is None:
+        view[key] = FailureCount(status=e.status, code=e.code, transitions=1, last_run=e.run,
+                                 first_at=e.at, last_at=e.at)  # fmt: skip
+    else:
+        view[key] = msgspec.structs.replace(old, transitions=old.transitions + 1, last_run=e.run, last_at=e.at)
+    return view
+
+
+def columns(key: str, c: FailureCount) -> tuple[object, ...]:
+    return (str(c.status), c.code, c.transitions)
+
+
+def fold(records: Iterable[Recorded], view: View | None = None) -> View:
+    view = initial() if view is None else view
+    for rec in records:
+        evolve(view, rec)
+    return view

@@ -1,0 +1,22 @@
+"""Every materialized view, in one place. Adding a view is one line here (and its
+module, which follows the protocol in projections/engine.py)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from projections import failures, runs
+
+VIEWS: tuple[ModuleType, ...] = (
+    runs,
+    failures,
+)
+
+
+def by_name(name: str) -> ModuleType:
+    for v in VIEWS:
+        if v.NAME == name:
+            return v
+    from ledger.errors import InvalidInput
+
+    raise InvalidInput(f"unknown view {name!r} (known: {', '.join(v.NAME for v in VIEWS)})", where="VIEW")
