@@ -33,6 +33,8 @@ def arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 
 JSON = arg("--json", action="store_true", help="print JSON instead of a table")
+NO_CATCH_UP = arg("--no-catch-up", action="store_true",
+                  help="read the view as it is, without applying new events first (says how far behind it is)")
 
 
 def command(name: str, *args: tuple[tuple[str, ...], dict[str, Any]]) -> Callable[[Handler], Handler]:
@@ -135,14 +137,20 @@ def cmd_export(ns: argparse.Namespace) -> None:
             print(f"exported {n} events to {ns.output}", file=sys.stderr)
 
 
-@command("show", arg("run"), JSON)
+@command("show", arg("run"), JSON, NO_CATCH_UP)
 def cmd_show(ns: argparse.Namespace) -> None:
     """Show one run's current state, its failure code and every lifecycle predicate.
 
+    Reads the runs view, caught up first (see --no-catch-up).
+
     Example: epochledger show nightly-0042 --json
     """
+    from projections.engine import read_run
+
     with _open(ns) as ledger:
-        rec = run_record(ledger.get_run(ns.run))
+        state, lag = read_run(ledger.store, ns.run, catch_up_first=not ns.no_catch_up)
+    _say_lag(lag)
+    rec = run_record(state)
     if ns.json:
         out_json(rec)
         return
@@ -160,9 +168,12 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
     JSON,
+    NO_CATCH_UP,
 )
 def cmd_runs(ns: argparse.Namespace) -> None:
     """List runs, optionally filtered by status, predicate and failure code.
+
+    Reads the runs view, caught up first (see --no-catch-up).
 
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
     """
@@ -176,8 +187,12 @@ def cmd_runs(ns: argparse.Namespace) -> None:
             return False
         return True
 
+    from projections.engine import read_runs
+
     with _open(ns) as ledger:
-        rows = [run_record(s) for s in ledger.runs(keep)]
+        found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up)
+    _say_lag(lag)
+    rows = [run_record(s) for s in found]
     if ns.json:
         out_json(rows)
         return
@@ -218,6 +233,171 @@ def cmd_demo(ns: argparse.Namespace) -> None:
     run_demo(ns.store, force=ns.force, out=out)
 
 
+# ----------------------------------------------------- projections and replay
+# (issue 6: the read side; docs/projections.md)
+def _say_lag(lag: int) -> None:
+    if lag:
+        print(f"epochledger: note: the view is {lag} positions behind the log", file=sys.stderr)
+
+
+def _progress() -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(view: str, position: int, head: int) -> None:
+        done = min(position, head) / head if head else 1.0
+        bar = "#" * int(done * 30)
+        sys.stderr.write(f"\r{view:>10} [{bar:<30}] {done:6.1%} {position}/{head}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _view_names() -> list[str]:
+    from projections.registry import VIEWS
+
+    return [v.NAME for v in VIEWS]
+
+
+@command("rebuild", arg("view", nargs="?", choices=_view_names(), help="one view (default: all)"), JSON)
+def cmd_rebuild(ns: argparse.Namespace) -> None:
+    """Rebuild views from position zero beside the live ones, then swap them in.
+
+    Readers see the old view until the swap. A rebuild that is killed resumes where it
+    stopped. Parked events are retried. Prints events, seconds and events/s per view.
+
+    Example: epochledger rebuild runs
+    """
+    from projections import engine, registry
+
+    views = [registry.by_name(ns.view)] if ns.view else list(registry.VIEWS)
+    progress = _progress()
+    results = []
+    with _open(ns) as ledger:
+        for v in views:
+            st = engine.rebuild(ledger.store, v, progress=progress)
+            more = engine.catch_up(ledger.store, v)  # events appended during the rebuild
+            st.events += more.events
+            st.parked += more.parked
+            st.position = more.position
+            if progress is not None:
+                sys.stderr.write("\n")
+            results.append(st)
+    if ns.json:
+        out_json([{**msgspec.to_builtins(s), "events_per_second": round(s.rate)} for s in results])
+        return
+    for s in results:
+        out(f"rebuilt {s.view}: {s.events} events in {s.seconds:.2f} s ({s.rate:,.0f} events/s), "
+            f"{s.parked} parked, at position {s.position}")
+
+
+@command("verify", JSON)
+def cmd_verify(ns: argparse.Namespace) -> None:
+    """Replay the log from zero in memory and compare every live view with it, row by
+    row, up to the view's own position. Names the first difference (exit 9).
+
+    Example: epochledger verify
+    """
+    from ledger.errors import ViewMismatch
+    from projections import engine
+
+    with _open(ns) as ledger:
+        results = engine.verify(ledger.store)
+    if ns.json:
+        out_json(results)
+    else:
+        for r in results:
+            verdict = "ok" if r.difference is None else "DIFFERS: " + r.difference.message
+            out(f"{r.view}: {verdict} (position {r.position}, {r.rows} rows, {r.parked} parked)")
+    bad = [r for r in results if r.difference is not None]
+    if bad:
+        raise ViewMismatch(bad[0].view, bad[0].difference.message)  # type: ignore[union-attr]
+
+
+@command("replay", arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),
+         arg("--position", type=int, help="a notification position"), JSON)  # fmt: skip
+def cmd_replay(ns: argparse.Namespace) -> None:
+    """The fleet's state as of a log position or an instant, and its state hash.
+
+    The same prefix of the log always gives byte-identical state and the same hash.
+    --at stops before the first event stamped after the instant. --json prints the
+    whole state (every view), canonically encoded.
+
+    Example: epochledger replay --at 2026-09-09T14:29:19Z
+    """
+    from datetime import datetime
+
+    from ledger.errors import InvalidInput
+    from replay import canonical_bytes, state_at, state_hash
+
+    at = None
+    if ns.at is not None:
+        try:
+            at = datetime.fromisoformat(ns.at)
+        except ValueError:
+            raise InvalidInput(f"not an RFC 3339 instant: {ns.at!r}", where="--at") from None
+    with _open(ns) as ledger:
+        state = state_at(ledger.store, position=ns.position, at=at)
+    if ns.json:
+        sys.stdout.buffer.write(canonical_bytes(state) + b"\n")
+        sys.stdout.flush()
+        return
+    out(f"position {state.position}" + (f" (at {state.at.isoformat()})" if state.at else "")
+        + f", {state.events} events, state hash {state_hash(state)}")  # fmt: skip
+    runs = [s for s in state.views.get("runs", {}).values() if not s.deleted]
+    by_status: dict[str, int] = {}
+    for r in runs:
+        by_status[str(r.status)] = by_status.get(str(r.status), 0) + 1
+    out(f"runs: {len(runs)}" + "".join(f", {k} {v}" for k, v in sorted(by_status.items())))
+    parked = sorted({p for ps in state.parked.values() for p in ps})
+    if parked:
+        out(f"unapplied (parked) events at positions: {', '.join(map(str, parked))}")
+
+
+@command("parked", arg("view", nargs="?", help="only this view"), JSON)
+def cmd_parked(ns: argparse.Namespace) -> None:
+    """List events a view could not process (undecodable, or its fold raised), parked
+    after bounded retries (BRIEF T4). `rebuild` retries them.
+
+    Example: epochledger parked --json
+    """
+    from projections import registry
+
+    if ns.view:
+        registry.by_name(ns.view)
+    with _open(ns) as ledger:
+        ledger.store.ensure_projection_tables()
+        rows = [dict(zip(("view", "position", "stream", "tag", "error", "attempts", "parked_at"), r, strict=True))
+                for r in ledger.store.parked(ns.view)]  # fmt: skip
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
+
+
+@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite"))
+def cmd_follow(ns: argparse.Namespace) -> None:
+    """Keep every view caught up with the log until interrupted (Ctrl-C): polling on
+    SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
+
+    Example: epochledger follow
+    """
+    import threading
+
+    from projections import engine
+
+    stop = threading.Event()
+
+    def report(stats: list[Any]) -> None:
+        out(", ".join(f"{s.view} +{s.events} -> {s.position}" for s in stats if s.events))
+
+    with _open(ns) as ledger:
+        try:
+            engine.follow(ledger.store, stop=stop, poll=ns.poll, on_batch=report)
+        except KeyboardInterrupt:
+            stop.set()
+
+
 # -------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -228,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="epochledger",
         description="An event-sourced ledger of scheduler runs.",
         epilog="Exit codes: 0 ok, 1 ledger error, 2 usage, 3 invalid input, 4 run not found, "
-        "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event.",
+        "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event, "
+        "9 a view differs from its replay (verify).",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

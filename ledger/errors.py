@@ -87,3 +87,13 @@ class DecodeError(LedgerError):
         self.tag = tag
         self.error = error
         super().__init__(f"event at position {position} ({tag or 'unknown type'}) does not decode: {error}")
+
+
+class ViewMismatch(LedgerError):
+    """A live view differs from a replay from zero (BRIEF R2, `epochledger verify`)."""
+
+    exit_code = 9
+
+    def __init__(self, view: str, message: str):
+        self.view = view
+        super().__init__(message)

@@ -320,3 +320,134 @@ def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading
             if all(_position(store, v) >= notification.id for v in views):
                 continue  # already applied by an earlier catch-up
             once()
+
+
+# --------------------------------------------------------------------- verify
+class Difference(msgspec.Struct, frozen=True, kw_only=True):
+    """The first place a live view and a replay from zero disagree (BRIEF R2)."""
+
+    view: str
+    key: str | None = None  # row key; None for a difference of the whole view
+    column: str | None = None
+    live: Any = None
+    replay: Any = None
+    message: str
+
+
+class Verified(msgspec.Struct, kw_only=True):
+    view: str
+    position: int
+    rows: int
+    parked: int
+    difference: Difference | None = None
+
+
+def replay_rows(store: Store, module: ModuleType, upto: int) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """Fold the log up to `upto` in memory with the view's own evolve, under the
+    engine's rules for poison, and materialize it: (rows sorted by key, parked positions)."""
+    view = module.initial()
+    parked: list[int] = []
+    for chunk in store.read_batches(0, upto):
+        for rec in chunk:
+            if type(rec) is Poison:
+                parked.append(rec.position)
+                continue
+            try:
+                module.evolve(view, rec)
+            except Exception as first:  # noqa: BLE001 - the engine's rule, exactly
+                if _retry(module.evolve, view, rec, first) is not None:
+                    parked.append(rec.position)
+    encode = _encoder.encode
+    rows = sorted((k, *module.columns(k, v), encode(v)) for k, v in view.items())
+    return rows, parked
+
+
+def verify_view(store: Store, module: ModuleType) -> Verified:
+    store.ensure_projection_tables()
+    columns = [c for c, _ in module.COLUMNS]
+    tracking, live = store.view_rows(module.NAME, table_of(module.NAME), columns)
+    if tracking is None:
+        return Verified(view=module.NAME, position=0, rows=0, parked=0, difference=Difference(
+            view=module.NAME, message=f"view {module.NAME} was never built (epochledger rebuild {module.NAME})"))
+    if tracking[0] != module.VERSION:
+        return Verified(view=module.NAME, position=tracking[1], rows=len(live), parked=0, difference=Difference(
+            view=module.NAME, live=tracking[0], replay=module.VERSION,
+            message=f"view {module.NAME} was built by version {tracking[0]}, the code is version {module.VERSION}"))
+    position = tracking[1]
+    live_parked = [r[1] for r in store.parked(module.NAME) if r[1] <= position]
+    expected, parked = replay_rows(store, module, position)
+    live.sort(key=lambda r: r[0])
+    result = Verified(view=module.NAME, position=position, rows=len(live), parked=len(live_parked))
+    result.difference = _first_difference(module.NAME, ["k", *columns, "state"], live, expected)
+    if result.difference is None and live_parked != parked:
+        result.difference = Difference(view=module.NAME, column="parked", live=live_parked, replay=parked,
+                                       message=f"parked events differ: live {live_parked}, replay {parked}")  # fmt: skip
+    return result
+
+
+def _first_difference(view: str, names: list[str], live: list[tuple[Any, ...]],
+                      expected: list[tuple[Any, ...]]) -> Difference | None:  # fmt: skip
+    i = j = 0
+    while i < len(live) or j < len(expected):
+        a = live[i] if i < len(live) else None
+        b = expected[j] if j < len(expected) else None
+        if b is None or (a is not None and a[0] < b[0]):
+            assert a is not None
+            return Difference(view=view, key=a[0], message=f"{view}: row {a[0]!r} is live but not in the replay")
+        if a is None or b[0] < a[0]:
+            return Difference(view=view, key=b[0], message=f"{view}: row {b[0]!r} is in the replay but not live")
+        for name, x, y in zip(names, a, b, strict=True):
+            if x != y:
+                shown_x = x.decode() if isinstance(x, bytes) else x
+                shown_y = y.decode() if isinstance(y, bytes) else y
+                return Difference(view=view, key=a[0], column=name, live=shown_x, replay=shown_y,
+                                  message=f"{view}: row {a[0]!r} column {name}: live {shown_x!r}, replay {shown_y!r}")  # fmt: skip
+        i += 1
+        j += 1
+    return None
+
+
+def verify(store: Store, views: Iterable[ModuleType] = VIEWS) -> list[Verified]:
+    """Replay from zero in memory, compare with every live view row by row (BRIEF R2)."""
+    return [verify_view(store, v) for v in views]
+
+
+# ---------------------------------------------------------------- fleet reads
+def read_view(store: Store, module: ModuleType, *, key: str | None = None,
+              catch_up_first: bool = True) -> tuple[dict[str, Any], int]:  # fmt: skip
+    """The entries of a live view (all, or the one at `key`) and how many positions it
+    lags the log when read. Catches up first unless told not to."""
+    if catch_up_first:
+        catch_up(store, module)
+    store.ensure_projection_tables()
+    decode = msgspec.json.Decoder(module.STATE).decode
+    tracking, rows = store.view_rows(module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
+    head = store.max_position()
+    if tracking is None or tracking[0] != module.VERSION:
+        return {}, head
+    return {k: decode(state) for k, state in rows}, max(0, head - tracking[1])
+
+
+def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:
+    """One run from the runs view: (RunState, positions behind). RunNotFound if the
+    view does not have it or it was deleted."""
+    from ledger.errors import RunNotFound
+    from projections import runs
+
+    found, lag = read_view(store, runs, key=run, catch_up_first=catch_up_first)
+    state = found.get(run)
+    if state is None:
+        raise RunNotFound(run)
+    if state.deleted:
+        raise RunNotFound(run, deleted=True)
+    return state, lag
+
+
+def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *,
+              catch_up_first: bool = True) -> tuple[list[Any], int]:  # fmt: skip
+    """Every live (not deleted) run from the runs view, sorted by run id, and the lag."""
+    from projections import runs
+
+    found, lag = read_view(store, runs, catch_up_first=catch_up_first)
+    return sorted((s for s in found.values() if not s.deleted and (where is None or where(s))),
+                  key=lambda s: s.run), lag  # fmt: skip
