@@ -231,6 +231,7 @@ class Store:
 
     def tracking(self, view: str) -> tuple[int, int] | None:
         """(version, position) of a view, None if it was never materialized."""
+        self.ensure_projection_tables()
         with _translated("read tracking"), self._tx(commit=False) as cur:
             cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
             row = cur.fetchone()
@@ -288,6 +289,7 @@ class Store:
                   where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
         """(tracking, rows sorted by key) read in one transaction, so the rows are exactly
         the view as of its tracking position. `where`: (column, value) equalities."""
+        self.ensure_projection_tables()
         cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
         with _translated(f"read {table}"), self._tx(commit=False) as cur:
             cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
@@ -320,6 +322,7 @@ class Store:
 
     def parked(self, view: str | None = None) -> list[tuple[Any, ...]]:
         """(view, position, stream, tag, error, attempts, parked_at), by view and position."""
+        self.ensure_projection_tables()
         cond = " WHERE view=?" if view is not None else ""
         with _translated("read parked events"), self._tx(commit=False) as cur:
             cur.execute(f"SELECT view, position, stream, tag, error, attempts, parked_at FROM {self._q(PARKED_TABLE)}"

@@ -241,19 +241,20 @@ def is_current(store: Store, module: ModuleType) -> bool:
     return tracking is not None and tracking[0] == module.VERSION
 
 
-def rebuild(store: Store, module: ModuleType, *, progress: Progress | None = None,
+def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progress: Progress | None = None,
             cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
-    """Rebuild `module`'s view from position zero beside the live one and swap it in.
-    Resumes a rebuild that was killed (same VERSION), else starts from zero."""
+    """Rebuild `module`'s view from position zero (up to `upto`, default the head)
+    beside the live one and swap it in. Resumes a rebuild that was killed (same
+    VERSION), else starts from zero."""
     store.ensure_projection_tables()
     shadow_key = module.NAME + SHADOW
     shadow_table = table_of(shadow_key)
     tracking = store.tracking(shadow_key)
     if tracking is None or tracking[0] != module.VERSION:
         store.reset_view(shadow_key, shadow_table, module.COLUMNS, module.VERSION)
-    head = store.max_position()
+    head = store.max_position() if upto is None else upto
     runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
-    stats = runner.run(progress=progress, head=head, batch=batch)
+    stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
     t0 = time.perf_counter()
     store.swap_view(module.NAME, shadow_key, table_of(module.NAME), shadow_table)
     stats.seconds += time.perf_counter() - t0
@@ -267,7 +268,7 @@ def catch_up(store: Store, module: ModuleType, *, upto: int | None = None, progr
     built by another VERSION, is rebuilt first (readers keep the old one meanwhile)."""
     stats = None
     if not is_current(store, module):
-        stats = rebuild(store, module, progress=progress, cache_limit=cache_limit, batch=batch)
+        stats = rebuild(store, module, upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)
     runner = Runner(store, module, cache_limit=cache_limit)
     more = runner.run(upto=upto, progress=progress, head=store.max_position(), batch=batch)
     if stats is None:
