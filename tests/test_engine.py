@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ledger import ManualClock, open_ledger
 from ledger.cli import main
-from ledger.errors import RunNotFound
+from ledger.errors import ConflictError, RunNotFound
 from projections import engine, failures, registry, runs
 from tests.conftest import T0
 from tests.engine_helpers import bulk_history, corrupt, random_history, tamper_view
@@ -78,16 +78,20 @@ def test_R3_rebuild_equals_incremental_on_both_stores(ledger) -> None:  # noqa: 
 
 
 def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:  # noqa: ANN001
-    """Two runners on one view: the one whose tracking position is stale is refused
-    (compare-and-set) and reloads; failure counts would double otherwise."""
+    """Two runners on one view: the one that folded a batch from a stale tracking
+    position is refused (compare-and-set on the position) and writes nothing.
+    Catches: tracking written without the compare (failure counts double); proved by
+    dropping the `AND position=?` condition."""
     bulk_history(ledger, 50)
     engine.catch_up(ledger.store, failures)
     bulk_history(ledger, 50, prefix="more")
     slow = engine.Runner(ledger.store, failures)
-    slow.load()  # reads the tracking position now
-    engine.catch_up(ledger.store, failures)  # another process applies everything
-    stats = slow.run()  # starts from its stale position: refused, reloads, nothing left
-    assert stats.events == 0
+    slow.load()
+    chunk = next(ledger.store.read_batches(slow.position, None, 10_000))
+    engine.catch_up(ledger.store, failures)  # another process applies the same events
+    with pytest.raises(ConflictError):
+        slow.apply(chunk, engine.Stats(view="failures"))
+    assert slow.run().events == 0  # reloads from the table: nothing left to do
     assert live_rows(ledger.store, failures)[1] == replayed(ledger.store, failures)[0]
     counts = {r[0]: r[3] for r in live_rows(ledger.store, failures)[1]}
     assert counts == {"failed_resumable TIMEOUT": 10, "failed_resumable ": 10}
