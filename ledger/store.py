@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -363,6 +364,8 @@ class SQLiteStore(Store):
 
         self.path = os.path.abspath(path)
         self.url = "sqlite:///" + self.path
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise StoreError(f"cannot open {self.path}: directory {parent} does not exist")
@@ -374,10 +377,26 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _cursor(self) -> Iterator[sqlite3.Cursor]:
-        with self.datastore.transaction(commit=False) as c:
-            cur = c.sqlite_cursor
-            cur.row_factory = None
+        # Reads use a plain connection per thread, in autocommit mode: each read is one
+        # SELECT, which SQLite runs on a consistent snapshot (WAL). Going through the
+        # library's pool and an explicit BEGIN/ROLLBACK cost ~100 us per read, most of
+        # a group commit's time (docs/benchmarks.md).
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            self._local.conn = conn
+            self._readers.append(conn)
+        cur = conn.cursor()
+        try:
             yield cur
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        for conn in self._readers:
+            conn.close()
+        self._readers.clear()
+        super().close()
 
     @contextmanager
     def _tx(self, commit: bool = True) -> Iterator[Any]:
