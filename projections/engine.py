@@ -39,6 +39,7 @@ See docs/projections.md.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -114,15 +115,23 @@ class Runner:
         stats = Stats(view=self.module.NAME)
         t0 = time.perf_counter()
         self.load()
-        while True:
-            try:
-                for chunk in self.store.read_batches(self.position, upto, batch):
-                    self.apply(chunk, stats)
-                    if progress is not None:
-                        progress(self.module.NAME, self.position, head)
-                break
-            except ConflictError:
-                self.load()  # another runner applied these events; carry on from its position
+        # The cyclic GC would walk every cached entry and batch record again and again
+        # (they are acyclic msgspec structs): off while applying, ~1.3x faster here.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            while True:
+                try:
+                    for chunk in self.store.read_batches(self.position, upto, batch):
+                        self.apply(chunk, stats)
+                        if progress is not None:
+                            progress(self.module.NAME, self.position, head)
+                    break
+                except ConflictError:
+                    self.load()  # another runner applied these events; carry on from its position
+        finally:
+            if collecting:
+                gc.enable()
         stats.position = self.position
         stats.seconds = time.perf_counter() - t0
         return stats
