@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from types import ModuleType
@@ -64,16 +63,14 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 
 class Stats(msgspec.Struct, kw_only=True):
+    """What a run of the engine did. No timings: nothing under projections/ reads a
+    clock (STYLE.md); the CLI and the benchmarks time it from outside."""
+
     view: str
     events: int = 0
     parked: int = 0
     position: int = 0
-    seconds: float = 0.0
     rebuilt: bool = False
-
-    @property
-    def rate(self) -> float:
-        return self.events / self.seconds if self.seconds > 0 else 0.0
 
 
 def table_of(view_key: str) -> str:
@@ -113,7 +110,6 @@ class Runner:
     def run(self, upto: int | None = None, progress: Progress | None = None, head: int = 0,
             batch: int = READ_BATCH) -> Stats:  # fmt: skip
         stats = Stats(view=self.module.NAME)
-        t0 = time.perf_counter()
         self.load()
         # The cyclic GC would walk every cached entry and batch record again and again
         # (they are acyclic msgspec structs): off while applying, ~1.3x faster here.
@@ -133,7 +129,6 @@ class Runner:
             if collecting:
                 gc.enable()
         stats.position = self.position
-        stats.seconds = time.perf_counter() - t0
         return stats
 
     def apply(self, chunk: Sequence[Recorded | Poison], stats: Stats) -> None:
@@ -264,9 +259,7 @@ def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progre
     head = store.max_position() if upto is None else upto
     runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
     stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
-    t0 = time.perf_counter()
     store.swap_view(module.NAME, shadow_key, table_of(module.NAME), shadow_table)
-    stats.seconds += time.perf_counter() - t0
     stats.rebuilt = True
     return stats
 
@@ -285,7 +278,6 @@ def catch_up(store: Store, module: ModuleType, *, upto: int | None = None, progr
     stats.events += more.events
     stats.parked += more.parked
     stats.position = more.position
-    stats.seconds += more.seconds
     return stats
 
 
