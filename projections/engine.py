@@ -313,15 +313,23 @@ def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading
             once()
         return
     start = min(_position(store, v) for v in views)
-    with store.recorder.subscribe(gt=start) as subscription:
-        stopper = threading.Thread(target=lambda: (stop.wait(), subscription.stop()), daemon=True)
-        stopper.start()
-        for notification in subscription:
-            if stop.is_set():
-                break
-            if all(_position(store, v) >= notification.id for v in views):
-                continue  # already applied by an earlier catch-up
-            once()
+    # The subscription holds connections for as long as it lives (LISTEN, and its pull
+    # thread): it gets a store, and so a connection pool, of its own.
+    from ledger.store import open_store
+
+    waker = open_store(store.url)
+    try:
+        with waker.recorder.subscribe(gt=start) as subscription:
+            stopper = threading.Thread(target=lambda: (stop.wait(), subscription.stop()), daemon=True)
+            stopper.start()
+            for notification in subscription:
+                if stop.is_set():
+                    break
+                if all(_position(store, v) >= notification.id for v in views):
+                    continue  # already applied by an earlier catch-up
+                once()
+    finally:
+        waker.close()
 
 
 # --------------------------------------------------------------------- verify

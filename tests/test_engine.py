@@ -210,3 +210,41 @@ def _record(state):  # noqa: ANN001, ANN202
     from ledger.cli import run_record
 
     return run_record(state)
+
+
+# ------------------------------------------------------------------- live catch-up
+def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:  # noqa: ANN001
+    """SQLite: polling; PostgreSQL: woken by the library's LISTEN/NOTIFY subscription.
+    Waits for the result (bounded), asserts no speed."""
+    import threading
+    import time
+
+    from ledger.store import open_store
+
+    ledger.queue("first")
+    follower_store = open_store(ledger.url)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            engine.follow(follower_store, stop=stop, poll=0.05)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    try:
+        bulk_history(ledger, 30)
+        head = ledger.store.max_position()
+        deadline = time.monotonic() + 30
+        while any(engine.status(ledger.store, v) != (v.VERSION, head) for v in registry.VIEWS):
+            assert not errors, errors
+            assert time.monotonic() < deadline, [engine.status(ledger.store, v) for v in registry.VIEWS]
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(30)
+        follower_store.close()
+    assert not thread.is_alive() and not errors
+    assert engine.verify_view(ledger.store, runs).difference is None
