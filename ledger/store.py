@@ -212,6 +212,7 @@ class Store:
         if self._projection_tables:
             return
         with _translated("create projection tables"), self._tx() as cur:
+            self._ddl_lock(cur)
             cur.execute(f"CREATE TABLE IF NOT EXISTS {self._q(TRACKING_TABLE)} "
                         "(view TEXT PRIMARY KEY, version BIGINT NOT NULL, position BIGINT NOT NULL)")  # fmt: skip
             cur.execute(f"CREATE TABLE IF NOT EXISTS {self._q(PARKED_TABLE)} "
@@ -223,6 +224,7 @@ class Store:
     def create_view_table(self, table: str, columns: Sequence[tuple[str, str]]) -> None:
         cols = "".join(f", {c} {self._types[t]}" for c, t in columns)
         with _translated(f"create {table}"), self._tx() as cur:
+            self._ddl_lock(cur)
             cur.execute(f"CREATE TABLE IF NOT EXISTS {self._q(table)} "
                         f"(k TEXT PRIMARY KEY{cols}, state {self._blob_type} NOT NULL)")  # fmt: skip
 
@@ -243,6 +245,7 @@ class Store:
         in one transaction, dropping the view's parked events."""
         cols = "".join(f", {c} {self._types[t]}" for c, t in columns)
         with _translated(f"reset {view}"), self._tx() as cur:
+            self._ddl_lock(cur)
             cur.execute(f"DROP TABLE IF EXISTS {self._q(table)}")
             cur.execute(f"CREATE TABLE {self._q(table)} (k TEXT PRIMARY KEY{cols}, state {self._blob_type} NOT NULL)")
             cur.execute(f"DELETE FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
@@ -307,6 +310,7 @@ class Store:
         rows by the rebuild's, in one transaction: readers see the old view or the new
         one, never a half-built one. Returns the new (version, position)."""
         with _translated(f"swap {view}"), self._tx() as cur:
+            self._ddl_lock(cur)
             cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (shadow_view,))
             row = cur.fetchone()
             if row is None:
@@ -339,6 +343,9 @@ class Store:
 
     def _after_rename(self, cur: Any, old: str, new: str) -> None:
         pass
+
+    def _ddl_lock(self, cur: Any) -> None:
+        """Serialize schema changes of the projection tables between processes."""
 
     @contextmanager
     def _tx(self, commit: bool = True) -> Iterator[Any]:
@@ -381,16 +388,19 @@ class SQLiteStore(Store):
         # SELECT, which SQLite runs on a consistent snapshot (WAL). Going through the
         # library's pool and an explicit BEGIN/ROLLBACK cost ~100 us per read, most of
         # a group commit's time (docs/benchmarks.md).
+        cur = self._reader().cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
+
+    def _reader(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             self._local.conn = conn
             self._readers.append(conn)
-        cur = conn.cursor()
-        try:
-            yield cur
-        finally:
-            cur.close()
+        return conn
 
     def close(self) -> None:
         for conn in self._readers:
@@ -400,10 +410,24 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _tx(self, commit: bool = True) -> Iterator[Any]:
-        with self.datastore.transaction(commit=commit) as c:
-            cur = c.sqlite_cursor
-            cur.row_factory = None
+        # BEGIN IMMEDIATE for writes: a deferred transaction that reads first cannot
+        # upgrade to a write once another writer has committed (SQLITE_BUSY at once,
+        # no busy wait), e.g. the swap racing a group commit.
+        conn = self._reader()
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE" if commit else "BEGIN")
+        try:
             yield cur
+        except BaseException:
+            conn.rollback()
+            raise
+        else:
+            if commit:
+                conn.commit()
+            else:
+                conn.rollback()
+        finally:
+            cur.close()
 
     def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
         with self._cursor() as cur:
@@ -473,6 +497,10 @@ class PostgresStore(Store):
 
     def _q(self, table: str) -> str:
         return f'"{self.schema}"."{table}"'
+
+    def _ddl_lock(self, cur: Any) -> None:
+        # Two CREATE TABLE IF NOT EXISTS racing on PostgreSQL collide in pg_type.
+        cur.execute("SELECT pg_advisory_xact_lock(6006)")
 
     def _after_rename(self, cur: Any, old: str, new: str) -> None:
         # PostgreSQL keeps the primary key index's old name; the next rebuild would
