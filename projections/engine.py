@@ -101,6 +101,9 @@ class Runner:
         self.position = tracking[1]
         self.view = self.module.initial()
         self.flushed = {}
+        # From an empty table (a rebuild from zero) a key that is neither cached nor
+        # evicted is known to be new: no need to look it up. Otherwise, look up.
+        self.evicted: set[str] | None = set() if self.keyed and self.position == 0 else None
         if not self.keyed:
             _, rows = self.store.view_rows(self.key, self.table, [])
             for k, state in rows:
@@ -141,7 +144,10 @@ class Runner:
             for rec in chunk:
                 if type(rec) is Recorded:
                     dirty.update(keys(rec))
-            missing = [k for k in dirty if k not in view]
+            if self.evicted is None:
+                missing = [k for k in dirty if k not in view]
+            else:  # the table holds exactly the cached and the evicted entries
+                missing = [k for k in dirty if k not in view and k in self.evicted]
             if missing:
                 for k, state in self.store.load_states(self.table, missing).items():
                     view[k] = self._decode(state)
@@ -192,6 +198,8 @@ class Runner:
             # Every entry is on disk now; forget the oldest half (insertion order).
             for k in list(islice(view, len(view) - self.cache_limit // 2)):
                 del view[k]
+                if self.evicted is not None:
+                    self.evicted.add(k)
 
     _last: Recorded | None = None
 
