@@ -6,7 +6,8 @@ sqlite3 in the same run.
 - single: one transition per transaction (`ledger.queue(...)`, a full read-decide-append
   cycle each); anchor: raw sqlite3 INSERT, one row per transaction, WAL, synchronous
   FULL (the eventsourcing default), same payload size, same disk.
-- group: `with ledger.batch() as b:` 1000 transitions (1000 new runs queued) per commit.
+- group: `with ledger.batch() as b:` 1000 transitions (1000 new runs queued) per commit;
+  `_prefetch`: the same after `b.prefetch(streams)` (one read per 500 streams).
 """
 
 from __future__ import annotations
@@ -49,14 +50,19 @@ def ledger_single(url: str, n: int) -> float:
         return n / (time.perf_counter() - t0)
 
 
-def ledger_group(url: str, batches: int, size: int = 1000) -> float:
+def ledger_group(url: str, batches: int, size: int = 1000, prefetch: bool = False) -> float:
+    from ledger.events import run_stream
+
     with open_ledger(url, clock=ManualClock(T0, 1)) as lg:
         times = []
+        tag = "p" if prefetch else "g"
         for b in range(batches):
             t0 = time.perf_counter()
             with lg.batch() as batch:
+                if prefetch:
+                    batch.prefetch([run_stream(f"{tag}{b}-{i}") for i in range(size)])
                 for i in range(size):
-                    batch.queue(f"g{b}-{i}", workflow="nightly", process="worker-1", actor="api-1")
+                    batch.queue(f"{tag}{b}-{i}", workflow="nightly", process="worker-1", actor="api-1")
             times.append(time.perf_counter() - t0)
         return size / statistics.median(times)
 
@@ -79,6 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "raw_sqlite3_batch1_events_per_second": round(raw_sqlite_batch1(os.path.join(tmp, "raw.db"), ns.single, payload)),
                 "ledger_batch1_events_per_second": round(ledger_single(f"sqlite:///{tmp}/a.db", ns.single)),
                 "ledger_group1000_events_per_second": round(ledger_group(f"sqlite:///{tmp}/b.db", ns.batches)),
+                "ledger_group1000_prefetch_events_per_second": round(ledger_group(f"sqlite:///{tmp}/b.db", ns.batches, prefetch=True)),
                 "goal_group1000": 60_000,
             }
             s = result["sqlite"]
@@ -92,6 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
             result["postgresql"] = {
                 "ledger_batch1_events_per_second": round(ledger_single(url, max(100, ns.single // 4))),
                 "ledger_group1000_events_per_second": round(ledger_group(url, ns.batches)),
+                "ledger_group1000_prefetch_events_per_second": round(ledger_group(url, ns.batches, prefetch=True)),
                 "goal_group1000": 25_000,
             }
         finally:
