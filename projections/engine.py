@@ -33,8 +33,8 @@ resumable if killed, then swapped in by rename in one transaction (Store.swap_vi
 
 Live catch-up: `catch_up` on demand (show/runs do it before reading), `follow` keeps
 going: polling on SQLite (the library has no SQLite subscription), the library's
-LISTEN/NOTIFY subscription on PostgreSQL as the wake-up.
-See docs/projections.md.
+LISTEN/NOTIFY subscription on PostgreSQL as the wake-up (Store.wake_ups). All SQL and
+every eventsourcing type stay in the store adapter. See docs/projections.md.
 """
 
 from __future__ import annotations
@@ -320,24 +320,10 @@ def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading
         while not stop.wait(poll):
             once()
         return
-    start = min(_position(store, v) for v in views)
-    # The subscription holds connections for as long as it lives (LISTEN, and its pull
-    # thread): it gets a store, and so a connection pool, of its own.
-    from ledger.store import open_store
-
-    waker = open_store(store.url)
-    try:
-        with waker.recorder.subscribe(gt=start) as subscription:
-            stopper = threading.Thread(target=lambda: (stop.wait(), subscription.stop()), daemon=True)
-            stopper.start()
-            for notification in subscription:
-                if stop.is_set():
-                    break
-                if all(_position(store, v) >= notification.id for v in views):
-                    continue  # already applied by an earlier catch-up
-                once()
-    finally:
-        waker.close()
+    for position in store.wake_ups(min(_position(store, v) for v in views), stop):
+        if all(_position(store, v) >= position for v in views):
+            continue  # already applied by an earlier catch-up
+        once()
 
 
 # --------------------------------------------------------------------- verify
