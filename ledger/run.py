@@ -18,7 +18,7 @@ from typing import assert_never
 
 import msgspec
 
-from ledger.codes import CANCELLED
+from ledger.codes import CANCELLED, PROCESS_ORPHANED
 from ledger.errors import IllegalTransition
 from ledger.events import (
     RunCancelled,
@@ -26,9 +26,11 @@ from ledger.events import (
     RunDeleted,
     RunEvent,
     RunFailed,
+    RunFenced,
     RunFinished,
     RunPaused,
     RunQueued,
+    RunRecovered,
     RunResumed,
     RunRewound,
     RunStarted,
@@ -116,6 +118,12 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
         case RunDeleted():
             return replace(state, deleted=True, checkpoint=None, interaction=None,
                            questions=None, answers=None, **common)  # fmt: skip
+        case RunRecovered():  # an orphan recovered by a sweep (BRIEF O5)
+            return replace(state, error=None, **common)
+        case RunFenced():
+            # Evidence only: a refused late report changes neither status nor who made
+            # the last transition; it only takes a version of the stream.
+            return replace(state, version=state.version + 1, last=e)
         case RunQueued():  # handled above; here for exhaustiveness
             raise AssertionError
         case _:
@@ -145,9 +153,11 @@ def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
             return Status.CANCELLED, cmd.code or CANCELLED
         case RunFinished():
             return Status.FINISHED, ""
-        case RunCheckpointed() | RunDeleted():
+        case RunCheckpointed() | RunDeleted() | RunFenced():
             assert state is not None
             return state.status, state.code
+        case RunRecovered():
+            return Status.FAILED_RESUMABLE, PROCESS_ORPHANED
         case _:
             assert_never(cmd)
 
@@ -167,7 +177,7 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
             return []
         raise IllegalTransition(cmd.run, "deleted", tag, "a deleted run accepts nothing")
     new_status, new_code = _result(cmd, state)
-    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted):
+    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
     if cmd.status is not None and cmd.status != new_status:
         raise IllegalTransition(cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}")

@@ -97,6 +97,13 @@ def counts_against_launch_limit(status: Status, code: str = "") -> bool:
     return status in _LAUNCH_SLOT
 
 
+def can_be_orphaned(status: Status, code: str = "") -> bool:
+    """Only a run that is executing has a process that can die under it (BRIEF O2, O3).
+    A queued run has no owner yet; a paused or failed run has released its worker, so
+    a dead process strands nothing there. Asked by projections/orphans.py."""
+    return status in _LAUNCH_SLOT
+
+
 PREDICATES: dict[str, Callable[[Status, str], bool]] = {
     f.__name__: f
     for f in (
@@ -138,6 +145,10 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
     "run.finished": frozenset({S.RUNNING}),
     "run.rewound": frozenset(_ALL - _FINAL - {S.RUNNING}),
     "run.deleted": frozenset(_ALL),
+    # issue 4: a sweep recovers only a run that is running (an orphan); a fenced late
+    # report is evidence and is kept whatever the run's status.
+    "run.recovered": frozenset({S.RUNNING}),
+    "run.fenced": frozenset(_ALL),
 }
 
 
