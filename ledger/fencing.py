@@ -58,6 +58,7 @@ def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState | None) ->
         at=cmd.at,
         run=cmd.run,
         actor=cmd.actor,
+        reason=f"{tag_of(cmd)} refused and kept as evidence: {why}",
         epoch=writer.epoch,
         refused=tag_of(cmd),
         why=why,

@@ -1,0 +1,340 @@
+"""The startup sweep (BRIEF O3 step-back guard, O5), on SQLite and PostgreSQL.
+
+Tests that guard an incident name, in their docstring, the mutation they catch; each
+was applied by hand, seen to fail, and restored (issue 4).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import timedelta
+
+import pytest
+
+from conftest import T0
+from ledger import ManualClock, open_ledger
+from ledger.cli import main
+from ledger.codes import PROCESS_ORPHANED
+from ledger.errors import InvalidInput, StoreError, SweepFailed
+from ledger.events import (
+    ProcessSweepFailed,
+    ProcessSweepSkipped,
+    RunRecovered,
+    Status,
+    process_stream,
+)
+from projections import orphans
+
+
+def _running(ledger, run, process, epoch=None):  # noqa: ANN001
+    with ledger.batch() as b:
+        b.queue(run, process=process)
+        b.start(run, epoch=epoch, process=process)
+
+
+def _recoveries(ledger, run):  # noqa: ANN001
+    return [r.event for r in ledger.history(run) if isinstance(r.event, RunRecovered)]
+
+
+def _previous_day(ledger, clock):  # noqa: ANN001
+    """worker-1 epoch w1 owns `owned`; `unowned` was started by worker-1 without an
+    epoch; worker-2's `healthy` belongs to a live epoch. Then worker-1 dies."""
+    ledger.boot("worker-1", epoch="w1")
+    ledger.boot("worker-2", epoch="x1")
+    _running(ledger, "owned", "worker-1", "w1")
+    _running(ledger, "unowned", "worker-1")
+    _running(ledger, "healthy", "worker-2", "x1")
+    clock.advance(600)
+    clock.restart(30)  # worker-1's new process starts 30 s later
+
+
+# ------------------------------------------------------------ wiring at boot
+def test_O5_startup_recovers_orphans_before_any_query(ledger, clock):
+    """The 16-hour incident: the sweep ran only when someone opened the runs page.
+    Here the log itself, read raw, holds the recoveries right after startup.
+    Catches: the sweep wired lazily (startup only boots; runs()/orphans() sweep)."""
+    _previous_day(ledger, clock)
+    clock.advance(2)
+    epoch, report = ledger.startup("worker-1", epoch="w2")
+    assert report.outcome == "swept"
+    raw = [r.event for r in ledger.store.read_all() if isinstance(r.event, RunRecovered)]
+    assert sorted(e.run for e in raw) == ["owned", "unowned"]
+    assert all(e.swept_by == "w2" and e.actor == "w2" for e in raw)
+
+
+def test_O5_reads_never_recover(ledger, clock):
+    """Reading (runs, orphans, epochs, the CLI's runs --orphaned) appends nothing: the
+    verdict is visible, the recovery is the sweep's alone. Catches: a lazy sweep on
+    first query."""
+    _previous_day(ledger, clock)
+    ledger.boot("worker-1", epoch="w2")
+    before = ledger.store.max_position()
+    assert [s.run for s, _ in ledger.orphans()] == ["owned", "unowned"]
+    ledger.runs()
+    ledger.epochs()
+    assert main(["--store", ledger.url, "runs", "--orphaned", "--json"]) == 0
+    assert ledger.store.max_position() == before
+
+
+def test_O5_recovery_is_one_event_that_explains_itself(ledger, clock):
+    _previous_day(ledger, clock)
+    _, report = ledger.startup("worker-1", epoch="w2")
+    owned = ledger.get_run("owned")
+    assert (owned.status, owned.code, owned.actor) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED, "w2")
+    [e] = _recoveries(ledger, "owned")
+    assert (e.rule, e.owner_epoch, e.superseded_by, e.swept_by_process) == (orphans.SUPERSEDED, "w1", "w2", "worker-1")
+    assert "superseded by epoch w2" in e.reason
+    [u] = _recoveries(ledger, "unowned")
+    booted = ledger.process("worker-1").current.booted_at
+    assert (u.rule, u.booted_at, u.cutoff, u.margin) == (orphans.FALLBACK, booted, booted - timedelta(seconds=1), 1.0)
+    assert u.started_at == T0 and u.started_at < u.cutoff
+    assert ledger.get_run("healthy").status is Status.RUNNING
+    assert [v.run for v in report.recovered] == ["owned", "unowned"]
+
+
+# --------------------------------------------------------- incidents at boot
+def test_O2_healthy_nightly_88_minutes_in_is_never_touched_by_a_sweep(ledger, clock):
+    """The 98.7% nightly: started after the current boot of its slot, 88 minutes in;
+    another slot reboots and sweeps. Untouched, while a 1-minute-old orphan of a
+    redeployed slot is recovered. Catches: the superseded check replaced by a flat
+    age check (a 30-minute threshold takes the nightly and misses the young orphan)."""
+    ledger.boot("worker-1", epoch="w1")
+    ledger.boot("worker-2", epoch="x1")
+    clock.advance(60)
+    _running(ledger, "nightly", "worker-1", "w1")
+    clock.advance(87 * 60)
+    _running(ledger, "young", "worker-2", "x1")
+    clock.advance(60)
+    clock.restart(3)
+    _, report = ledger.startup("worker-2", epoch="x2")
+    assert [v.run for v in report.recovered] == ["young"]
+    assert ledger.get_run("nightly").status is Status.RUNNING
+    assert _recoveries(ledger, "nightly") == []
+
+
+def test_O2_deploy_in_the_middle_of_a_run_recovers_it_at_the_next_boot(ledger):
+    """Run started at 02:00, redeploy at 02:20: recovered by the 02:20 boot's sweep,
+    whether the run names its epoch (O2) or not (O3). Catches: a floor on the cutoff
+    ("at least 30 minutes old"), which misses both forever."""
+    clock = ManualClock(T0.replace(hour=1, minute=0), uptime=5)
+    lg = open_ledger(ledger.url, clock=clock)
+    lg.boot("worker-1", epoch="w1")
+    clock.advance(3600 - 5)
+    _running(lg, "owned-0200", "worker-1", "w1")
+    _running(lg, "unowned-0200", "worker-1")
+    clock.advance(20 * 60)
+    clock.restart(1)
+    _, report = lg.startup("worker-1", epoch="w2")
+    assert {v.run: v.rule for v in report.recovered} == {"owned-0200": orphans.SUPERSEDED, "unowned-0200": orphans.FALLBACK}
+    lg.close()
+
+
+# ------------------------------------------------------- O3 step-back guard
+def test_O3_clock_step_back_sweeps_nothing(ledger, clock):
+    """The clock steps back after boot; the live process then starts an unowned run,
+    stamped before its own boot instant. The sweep must not take it: the fallback
+    recovers nothing and the ledger says why. O2 recoveries are clock-free and still
+    happen. Catches: the negative-age clamp restored (cutoff clamped to "now"), and
+    the guard removed (the raw O3 comparison takes the run)."""
+    ledger.boot("worker-1", epoch="w1")
+    _running(ledger, "owned", "worker-1", "w1")
+    clock.advance(600)
+    clock.restart(0)
+    booted = ledger.boot("worker-1", epoch="w2")
+    clock.step_wall(-3600)  # NTP steps the wall clock back an hour
+    _running(ledger, "after-step", "worker-1")  # the live process's own run
+    clock.advance(30)  # still earlier than the boot instant on the wall clock
+    report = ledger.sweep(booted)
+    assert [v.run for v in report.recovered] == ["owned"]
+    assert "stepped back" in report.fallback_skipped
+    assert ledger.get_run("after-step").status is Status.RUNNING
+    [skip] = [r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, ProcessSweepSkipped)]
+    assert skip.epoch == "w2" and skip.now < skip.booted_at and "stepped back" in skip.why
+    # the clock-free view agrees with the sweep once the skip is recorded
+    assert [s.run for s, _ in ledger.orphans()] == []
+    assert ledger.epochs()[-1].sweep_skipped == skip.why
+
+
+# ----------------------------------------------------------------- races
+def test_O5_sweep_twice_recovers_each_orphan_once(ledger, clock):
+    _previous_day(ledger, clock)
+    epoch, first = ledger.startup("worker-1", epoch="w2")
+    second = ledger.sweep(epoch)
+    assert len(first.recovered) == 2 and second.recovered == [] and second.outcome == "swept"
+    assert len(_recoveries(ledger, "owned")) == 1
+
+
+def test_O5_two_replicas_sweeping_at_once_recover_each_orphan_once(store_url, clock):
+    """Two Ledger objects (two replicas) on one store sweep at the same moment: every
+    orphan is recovered exactly once; the loser of each race gets nothing, no error."""
+    with open_ledger(store_url, clock=clock) as setup:
+        setup.boot("worker-1", epoch="w1")
+        with setup.batch() as b:
+            for i in range(40):
+                b.queue(f"r{i:02d}", process="worker-1")
+                b.start(f"r{i:02d}", epoch="w1", process="worker-1")
+        clock.advance(60)
+        epoch = setup.boot("worker-1", epoch="w2")
+    replicas = [open_ledger(store_url, clock=clock) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    reports, errors = [], []
+
+    def go(lg):  # noqa: ANN001
+        try:
+            barrier.wait()
+            reports.append(lg.sweep(epoch))
+        except Exception as e:  # noqa: BLE001 - the test reports any error
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(lg,)) for lg in replicas]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(v.run for r in reports for v in r.recovered) == [f"r{i:02d}" for i in range(40)]
+    with open_ledger(store_url, clock=clock) as check:
+        for i in range(40):
+            assert len(_recoveries(check, f"r{i:02d}")) == 1
+    for lg in replicas:
+        lg.close()
+
+
+def test_O5_a_stale_sweeper_recovers_nothing(ledger, clock):
+    _previous_day(ledger, clock)
+    old = ledger.boot("worker-1", epoch="w2")
+    ledger.boot("worker-1", epoch="w3")
+    report = ledger.sweep(old)
+    assert report.outcome == "superseded" and report.recovered == []
+
+
+def test_O5_sweep_of_an_unbooted_epoch_is_refused(ledger):
+    from ledger.events import ProcessBooted
+
+    ghost = ProcessBooted(at=T0, process="worker-1", epoch="ghost", booted_at=T0)
+    with pytest.raises(InvalidInput, match="never booted"):
+        ledger.sweep(ghost)
+
+
+# ---------------------------------------------------- retries and the alert
+class Flaky:
+    """Makes ledger.events() raise StoreError the first `n` times."""
+
+    def __init__(self, ledger, n):  # noqa: ANN001
+        self.ledger, self.n, self.calls = ledger, n, 0
+        self.real = ledger.events
+
+    def __call__(self, *a, **kw):  # noqa: ANN002, ANN003
+        self.calls += 1
+        if self.calls <= self.n:
+            raise StoreError("read the log: connection refused")
+        return self.real(*a, **kw)
+
+
+def test_O5_store_errors_get_three_attempts_with_two_gaps(ledger, clock, monkeypatch):
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    monkeypatch.setattr(ledger, "events", Flaky(ledger, 2))
+    gaps = []
+    report = ledger.sweep(epoch, gaps=(0.25, 0.5), sleep=gaps.append)
+    assert (report.attempts, gaps, len(report.recovered)) == (3, [0.25, 0.5], 2)
+
+
+def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, caplog):
+    """Three failed attempts: an ERROR record on logger epochledger.sweep, a
+    process.sweep_failed event on the process stream, and SweepFailed raised."""
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    flaky = Flaky(ledger, 99)
+    monkeypatch.setattr(ledger, "events", flaky)
+    gaps = []
+    with caplog.at_level(logging.WARNING, logger="epochledger.sweep"), pytest.raises(SweepFailed) as err:
+        ledger.sweep(epoch, sleep=gaps.append)
+    assert (flaky.calls, len(gaps), err.value.attempts, err.value.alert_recorded) == (3, 2, 3, True)
+    errors = [r for r in caplog.records if r.name == "epochledger.sweep" and r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "gave up after 3 attempts" in errors[0].getMessage()
+    [failed] = [r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, ProcessSweepFailed)]
+    assert failed.epoch == "w2" and failed.attempts == 3 and "connection refused" in failed.error
+    assert ledger.process("worker-1").current.sweep_failed_at is not None
+
+
+def test_O5_exhaustion_with_the_store_down_still_alerts_in_the_log(ledger, clock, monkeypatch, caplog):
+    """When the store is down the alert event cannot be written: the log says so (a
+    second ERROR record) and SweepFailed reports alert_recorded=False."""
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    monkeypatch.setattr(ledger, "events", Flaky(ledger, 99))
+
+    def down(writes):  # noqa: ANN001
+        raise StoreError("append: connection refused")
+
+    monkeypatch.setattr(ledger.store, "append", down)
+    with caplog.at_level(logging.ERROR, logger="epochledger.sweep"), pytest.raises(SweepFailed) as err:
+        ledger.sweep(epoch, sleep=lambda s: None)
+    assert err.value.alert_recorded is False
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("gave up" in m for m in messages) and any("could not record process.sweep_failed" in m for m in messages)
+
+
+def test_O5_no_attempt_starts_once_the_process_has_begun_to_stop(ledger, clock, monkeypatch):
+    """Shutdown begins during the first gap: no second attempt, no alert, no error."""
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    flaky = Flaky(ledger, 99)
+    monkeypatch.setattr(ledger, "events", flaky)
+    report = ledger.sweep(epoch, sleep=lambda s: ledger.begin_stop("worker-1", "w2"))
+    assert (report.outcome, report.attempts, flaky.calls) == ("stopping", 1, 1)
+
+
+def test_O5_begin_stop_wakes_a_sweep_waiting_out_a_gap(ledger, clock, monkeypatch):
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    monkeypatch.setattr(ledger, "events", Flaky(ledger, 99))
+    t = threading.Timer(0.05, lambda: ledger.begin_stop("worker-1", "w2"))
+    t.start()
+    report = ledger.sweep(epoch, gaps=(600.0, 600.0))  # default wait: wakes on stop
+    t.join()
+    assert report.outcome == "stopping"
+
+
+def test_O5_an_epoch_recorded_as_stopping_sweeps_nothing(ledger, clock):
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    other = open_ledger(ledger.url, clock=clock)  # another handle recorded the stop
+    other.begin_stop("worker-1", "w2")
+    other.close()
+    report = ledger.sweep(epoch)
+    assert report.outcome == "stopping" and report.recovered == []
+    assert ledger.get_run("owned").status is Status.RUNNING
+
+
+# --------------------------------------------------------------------- CLI
+def test_cli_epochs_runs_orphaned_and_sweep(ledger, clock, capsys):
+    _previous_day(ledger, clock)
+    ledger.boot("worker-1", epoch="w2")
+    assert main(["--store", ledger.url, "epochs", "--json"]) == 0
+    epochs = json.loads(capsys.readouterr().out)
+    assert [(e["process"], e["epoch"], e["live"]) for e in epochs] == [
+        ("worker-1", "w1", False), ("worker-1", "w2", True), ("worker-2", "x1", True)]  # fmt: skip
+    assert main(["--store", ledger.url, "runs", "--orphaned", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["run"], r["orphan"]["rule"]) for r in rows] == [("owned", orphans.SUPERSEDED), ("unowned", orphans.FALLBACK)]
+    assert main(["--store", ledger.url, "sweep", "--process", "worker-2", "--epoch", "x2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["report"]["epoch"] == "x2"
+    # worker-2's new epoch supersedes x1 (so `healthy` goes) and sweeps O2 orphans fleet-wide
+    assert sorted(v["run"] for v in out["report"]["recovered"]) == ["healthy", "owned"]
+    assert main(["--store", ledger.url, "epochs"]) == 0
+    assert "x2" in capsys.readouterr().out
+
+
+def test_demo_shows_a_recovery(tmp_path, capsys):
+    path = tmp_path / "demo.db"
+    assert main(["--store", str(path), "demo"]) == 0
+    with open_ledger(str(path)) as lg:
+        recovered = [r.event for r in lg.events() if isinstance(r.event, RunRecovered)]
+        assert recovered and all(e.swept_by_process == "worker-1" for e in recovered)
+        assert lg.orphans() == []
+    assert "history" in capsys.readouterr().out
