@@ -136,6 +136,7 @@ class Batch(Commands):
         self._base: dict[str, int] = {}
         self._state: dict[str, Any] = {}
         self._pending: dict[str, list[AnyEvent]] = {}
+        self._order: list[tuple[str, AnyEvent]] = []  # submission order, across streams
         self.recorded: list[Recorded] = []
 
     def state(self, stream: str) -> Any:
@@ -160,6 +161,7 @@ class Batch(Commands):
         if events:
             self._state[stream] = new_state
             self._pending.setdefault(stream, []).extend(events)
+            self._order.extend((stream, e) for e in events)
         return new_state
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
@@ -188,11 +190,17 @@ class Batch(Commands):
         return sum(len(v) for v in self._pending.values())
 
     def commit(self) -> list[Recorded]:
-        writes = [
-            StreamWrite(stream, self._base[stream], events)
-            for stream, events in self._pending.items()
-            if events
-        ]
+        # One StreamWrite per run of consecutive events of one stream, in submission
+        # order: the log keeps the order the commands were submitted in, across
+        # streams (export -> import must reproduce the log byte for byte).
+        writes: list[StreamWrite] = []
+        version = dict(self._base)
+        for stream, event in self._order:
+            if writes and writes[-1].stream == stream:
+                writes[-1].events.append(event)  # type: ignore[attr-defined]
+            else:
+                writes.append(StreamWrite(stream, version[stream], [event]))
+            version[stream] += 1
         positions = self.ledger.store.append(writes)
         recorded = []
         it = iter(positions)
@@ -201,6 +209,7 @@ class Batch(Commands):
                 recorded.append(Recorded(next(it, 0), w.stream, w.expected_version + i, e))
         self.recorded = recorded
         self._pending.clear()
+        self._order.clear()
         self._base.clear()
         self._state.clear()
         return recorded
@@ -215,6 +224,7 @@ class Batch(Commands):
             # The batch is dropped like any refused batch, but the late report is kept
             # as run.fenced evidence in a transaction of its own (issue 4, fencing).
             self._pending.clear()
+            self._order.clear()
             self.ledger.keep_fenced(exc)
 
 

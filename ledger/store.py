@@ -94,8 +94,11 @@ class Store:
             with _translated("append"):
                 ids = self.recorder.insert_events(stored)
         except ConflictError:
-            moved = [w.stream for w in writes if self.stream_version(w.stream) != w.expected_version]
-            raise ConflictError(moved or [w.stream for w in writes]) from None
+            first: dict[str, int] = {}  # a stream may span several writes (submission order)
+            for w in writes:
+                first.setdefault(w.stream, w.expected_version)
+            moved = [s for s, v in first.items() if self.stream_version(s) != v]
+            raise ConflictError(moved or list(first)) from None
         return list(ids or [])
 
     # -------------------------------------------------------------- reads
