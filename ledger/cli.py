@@ -171,8 +171,6 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
     Example: epochledger runs --orphaned --json
     """
-    if ns.orphaned:
-        return _runs_orphaned(ns)
 
     def keep(s: RunState) -> bool:
         if ns.status and s.status not in ns.status:
@@ -183,6 +181,8 @@ def cmd_runs(ns: argparse.Namespace) -> None:
             return False
         return True
 
+    if ns.orphaned:
+        return _runs_orphaned(ns, keep)
     with _open(ns) as ledger:
         rows = [run_record(s) for s in ledger.runs(keep)]
     if ns.json:
@@ -192,12 +192,12 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------ issue 4: epochs, orphans, sweep
-def _runs_orphaned(ns: argparse.Namespace) -> None:
+def _runs_orphaned(ns: argparse.Namespace, keep: Callable[[RunState], bool]) -> None:
     with _open(ns) as ledger:
         found = ledger.orphans()
     rows = []
     for state, verdict in found:
-        if ns.status and state.status not in ns.status:
+        if not keep(state):
             continue
         rec = run_record(state)
         rec["orphan"] = msgspec.to_builtins(verdict)
@@ -224,7 +224,8 @@ def cmd_epochs(ns: argparse.Namespace) -> None:
     if ns.json:
         out_json(rows)
         return
-    table(rows, ["process", "epoch", "live", "booted_at", "host", "pid", "superseded_by", "stopped_at", "sweep_skipped"])
+    table(rows, ["process", "epoch", "live", "booted_at", "host", "pid", "superseded_by", "stopped_at",
+                 "sweep_skipped", "sweep_failed_at"])  # fmt: skip
 
 
 @command(

@@ -198,10 +198,12 @@ def verdicts(view: View, epoch: EpochState | None = None, margin: float | timede
 
 
 def _judge(view: View, run: RunState, epoch: EpochState | None, margin: timedelta, policy: Policy) -> Verdict | None:
-    rel = epoch if epoch is not None and run.process == epoch.process else None
-    if epoch is not None and rel is None and run.epoch is None:
-        return None  # another slot's unowned run: judged by that slot's own sweep
-    return policy(view, run, rel, margin)
+    if epoch is None or run.process == epoch.process:
+        return policy(view, run, epoch, margin)
+    # Another slot's run, seen by this slot's sweep: O2 facts hold fleet-wide, but the
+    # time fallback is judged only by that slot's own epoch, against its own clock.
+    v = policy(view, run, None, margin) if run.epoch is not None else None
+    return None if v is None or v.uses_time else v
 
 
 def is_orphaned(view: View, run: str, epoch: EpochState | None = None, margin: float | timedelta = MARGIN,

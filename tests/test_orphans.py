@@ -293,3 +293,16 @@ def test_O2_can_be_orphaned_truth_table():
     assert set(CAN_BE_ORPHANED) == set(Status)
     for status, expected in CAN_BE_ORPHANED.items():
         assert lifecycle.can_be_orphaned(status) is expected, status
+
+
+def test_O3_a_sweep_never_judges_another_slots_run_by_time():
+    """worker-2's run names an epoch the ledger never saw boot (so O3 would apply);
+    worker-1's sweep must leave it to worker-2's own sweep and clock."""
+    h = History(T0)
+    h.start("w2-ghost", "worker-2", at=0, epoch="never-booted")
+    h.boot("worker-2", "x1", at=50)
+    h.boot("worker-1", "w1", at=100)
+    view = h.view()
+    assert orphans.verdicts(view, view.epoch("worker-1", "w1")) == []
+    assert [v.run for v in orphans.verdicts(view, view.epoch("worker-2", "x1"))] == ["w2-ghost"]
+    assert not orphans.is_orphaned(view, "w2-ghost", epoch=view.epoch("worker-1", "w1"))

@@ -338,3 +338,13 @@ def test_demo_shows_a_recovery(tmp_path, capsys):
         assert recovered and all(e.swept_by_process == "worker-1" for e in recovered)
         assert lg.orphans() == []
     assert "history" in capsys.readouterr().out
+
+
+def test_cli_runs_orphaned_honours_the_other_filters(ledger, clock, capsys):
+    _previous_day(ledger, clock)
+    ledger.boot("worker-1", epoch="w2")
+    assert main(["--store", ledger.url, "runs", "--orphaned", "--code", "TIMEOUT", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["--store", ledger.url, "runs", "--orphaned"]) == 0
+    text = capsys.readouterr().out
+    assert "owned" in text and "O2-superseded" in text and "healthy" not in text
