@@ -306,3 +306,20 @@ def test_O3_a_sweep_never_judges_another_slots_run_by_time():
     assert orphans.verdicts(view, view.epoch("worker-1", "w1")) == []
     assert [v.run for v in orphans.verdicts(view, view.epoch("worker-2", "x1"))] == ["w2-ghost"]
     assert not orphans.is_orphaned(view, "w2-ghost", epoch=view.epoch("worker-1", "w1"))
+
+
+def test_O2_process_booted_on_import_supersedes_like_boot(ledger):
+    """A boot that arrives by NDJSON import starts an epoch and supersedes the previous
+    one exactly as boot() does: the imported run of the old epoch is an orphan."""
+    from ledger.ndjson import import_lines
+
+    lines = [
+        b'{"type":"process.booted","at":"2026-09-09T02:00:00Z","process":"w","epoch":"e1","booted_at":"2026-09-09T01:59:00Z"}',
+        b'{"type":"run.queued","at":"2026-09-09T02:00:01Z","run":"r","process":"w"}',
+        b'{"type":"run.started","at":"2026-09-09T02:00:01Z","run":"r","process":"w","epoch":"e1"}',
+        b'{"type":"process.booted","at":"2026-09-09T02:20:00Z","process":"w","epoch":"e2","booted_at":"2026-09-09T02:19:58Z"}',
+    ]
+    import_lines(ledger, lines)
+    [(state, verdict)] = ledger.orphans()
+    assert (state.run, verdict.rule, verdict.owner_epoch, verdict.superseded_by) == ("r", orphans.SUPERSEDED, "e1", "e2")
+    assert [e.live for e in ledger.epochs()] == [False, True]
