@@ -234,8 +234,8 @@ class Ledger(Commands):
     def __init__(self, store: Store, clock: Clock | None = None):
         self.store = store
         self.clock = clock or SystemClock()
-        self._stopping: set[str] = set()  # epochs this process has begun to stop
-        self._stop_signal = threading.Event()
+        self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
+        self._stopping_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -284,22 +284,24 @@ class Ledger(Commands):
     def begin_stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record `process.stopping`. The local flag is raised first, so a sweep of this
         epoch starts no further attempt even if the store cannot take the event (O5)."""
-        self._stopping.add(epoch)
-        self._stop_signal.set()
+        self._stop_signal(epoch).set()
         return super().begin_stop(process, epoch, actor=actor, reason=reason)
 
     def stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
-        self._stopping.add(epoch)
-        self._stop_signal.set()
+        self._stop_signal(epoch).set()
         return super().stop(process, epoch, actor=actor, reason=reason)
+
+    def _stop_signal(self, epoch: str) -> threading.Event:
+        with self._stopping_lock:
+            return self._stopping.setdefault(epoch, threading.Event())
 
     def is_stopping(self, epoch: str) -> bool:
         """Has this process begun to stop `epoch` (begin_stop/stop called here)?"""
-        return epoch in self._stopping
+        return self._stop_signal(epoch).is_set()
 
-    def wait_for_stop(self, seconds: float) -> bool:
-        """Sleep up to `seconds`, waking early when any epoch begins to stop."""
-        return self._stop_signal.wait(seconds)
+    def wait_for_stop(self, epoch: str, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
+        return self._stop_signal(epoch).wait(seconds)
 
     def sweep(self, epoch: Any, **options: Any) -> Any:
         """Recover every orphan visible to `epoch` (BRIEF O5; ledger/sweep.py)."""

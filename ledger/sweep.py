@@ -76,7 +76,9 @@ def sweep(
     if not math.isfinite(float(margin)):
         raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
     m = orphans.as_margin(margin)
-    wait = sleep if sleep is not None else ledger.wait_for_stop
+    def wait(seconds: float) -> object:
+        return sleep(seconds) if sleep is not None else ledger.wait_for_stop(epoch_id, seconds)
+
     last: StoreError | None = None
     for attempt in range(1, attempts + 1):
         if ledger.is_stopping(epoch_id):

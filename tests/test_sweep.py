@@ -413,3 +413,13 @@ def lifecycle_running(state) -> bool:  # noqa: ANN001
     from projections import lifecycle
 
     return lifecycle.can_be_orphaned(state.status, state.code)
+
+
+def test_O5_another_slots_shutdown_does_not_stop_this_sweep(ledger, clock, monkeypatch):
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    ledger.begin_stop("worker-2", "x1")  # a different slot hosted by the same Ledger
+    monkeypatch.setattr(ledger, "events", Flaky(ledger, 1))
+    gaps = []
+    report = ledger.sweep(epoch, sleep=gaps.append)
+    assert (report.outcome, report.attempts, len(report.recovered)) == ("swept", 2, 2)
