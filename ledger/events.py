@@ -103,6 +103,38 @@ class RunDeleted(RunEventBase, frozen=True, kw_only=True, tag="run.deleted"):
     pass
 
 
+# -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by ledger.tick only.
+class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_failed"):
+    """One of the scheduler's per-run steps raised on this run in tick `tick`. Opens or
+    extends the run's failure streak; the status does not change."""
+
+    tick: Name
+    step: Name
+    error_class: Name
+    error: LongText = ""
+
+
+class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_recovered"):
+    """Every step succeeded on a run whose streak was open: the streak closes. Never
+    written for a healthy run (BRIEF T3)."""
+
+    tick: Name
+
+
+class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_lettered"):
+    """The streak outlived the tick failure deadline: `failed` with
+    TICK_DEADLINE_EXCEEDED (BRIEF T2). Carries the last failure and the bound."""
+
+    tick: Name
+    step: Name
+    error_class: Name
+    error: LongText = ""
+    failing_since: Instant  # first failure of the streak
+    failures: int  # failures in the streak, this tick's included
+    deadline_s: float  # the bound, seconds
+    cleanup_error: LongText | None = None  # best-effort cleanup that raised
+
+
 RunEvent = (
     RunQueued
     | RunStarted
@@ -114,6 +146,9 @@ RunEvent = (
     | RunFinished
     | RunRewound
     | RunDeleted
+    | RunTickFailed
+    | RunTickRecovered
+    | RunDeadLettered
 )
 
 

@@ -18,11 +18,12 @@ from typing import assert_never
 
 import msgspec
 
-from ledger.codes import CANCELLED
+from ledger.codes import CANCELLED, TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition
 from ledger.events import (
     RunCancelled,
     RunCheckpointed,
+    RunDeadLettered,
     RunDeleted,
     RunEvent,
     RunFailed,
@@ -32,9 +33,12 @@ from ledger.events import (
     RunResumed,
     RunRewound,
     RunStarted,
+    RunTickFailed,
+    RunTickRecovered,
     Status,
     tag_of,
 )
+from ledger.streak import TickStreak, streak_after
 from projections import lifecycle
 
 replace = msgspec.structs.replace
@@ -65,6 +69,7 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     version: int = 0
     deleted: bool = False
     last: RunEvent | None = None  # the last event, to recognise "the same event again"
+    tick_streak: TickStreak | None = None  # open tick failure streak (BRIEF T3, ledger/streak.py)
 
 
 # -------------------------------------------------------------------- fold
@@ -87,7 +92,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
     assert state is not None, f"{tag_of(e)} before run.queued"
     common = dict(
         status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
-        version=state.version + 1, last=e,
+        version=state.version + 1, last=e, tick_streak=streak_after(state.tick_streak, e),
     )  # fmt: skip
     match e:
         case RunStarted():
@@ -116,6 +121,10 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
         case RunDeleted():
             return replace(state, deleted=True, checkpoint=None, interaction=None,
                            questions=None, answers=None, **common)  # fmt: skip
+        case RunTickFailed() | RunTickRecovered():
+            return replace(state, **common)
+        case RunDeadLettered():
+            return replace(state, error=f"{e.error_class}: {e.error}" if e.error else e.error_class, **common)
         case RunQueued():  # handled above; here for exhaustiveness
             raise AssertionError
         case _:
@@ -145,9 +154,11 @@ def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
             return Status.CANCELLED, cmd.code or CANCELLED
         case RunFinished():
             return Status.FINISHED, ""
-        case RunCheckpointed() | RunDeleted():
+        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered():
             assert state is not None
             return state.status, state.code
+        case RunDeadLettered():
+            return Status.FAILED, TICK_DEADLINE_EXCEEDED
         case _:
             assert_never(cmd)
 
@@ -176,6 +187,8 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         return []  # the same event again: its effect already holds
     if not lifecycle.allowed_from(tag, status):
         raise IllegalTransition(cmd.run, status, tag)
+    if isinstance(cmd, RunTickRecovered) and state is not None and state.tick_streak is None:
+        return []  # no streak is open: "recovered" already holds (BRIEF T3)
     assert state is not None or isinstance(cmd, RunQueued)
     if isinstance(cmd, RunResumed):
         assert status is not None and state is not None

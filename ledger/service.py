@@ -143,6 +143,17 @@ class Batch(Commands):
             self._base[stream] = history[-1].version if history else 0
         return self._state[stream]
 
+    def assume(self, state: RunState) -> None:
+        """Decide this run's next commands against `state`, already folded by the caller
+        (e.g. from a fleet listing), instead of reading its stream again. Safe: the
+        append still expects `state.version`, so if another writer moved the run in the
+        meantime, `commit` raises ConflictError naming its stream. No-op if the batch
+        already holds the stream. Used by the tick driver (docs/tick.md)."""
+        stream = run_stream(state.run)
+        if stream not in self._base:
+            self._base[stream] = state.version
+            self._state[stream] = state
+
     def submit(self, command: AnyEvent) -> Any:
         checked(command)
         stream = stream_of(command)

@@ -138,6 +138,10 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
     "run.finished": frozenset({S.RUNNING}),
     "run.rewound": frozenset(_ALL - _FINAL - {S.RUNNING}),
     "run.deleted": frozenset(_ALL),
+    # Tick fault isolation (BRIEF T1-T3, docs/tick.md): only runs the tick drives.
+    "run.tick_failed": frozenset(_ACTIVE),
+    "run.tick_recovered": frozenset(_ACTIVE),
+    "run.dead_lettered": frozenset(_ACTIVE),
 }
 
 
