@@ -143,15 +143,19 @@ def cmd_show(ns: argparse.Namespace) -> None:
     """
     with _open(ns) as ledger:
         rec = run_record(ledger.get_run(ns.run))
+        rec["tick_health"] = _tick.run_tick_health(ledger, ns.run)  # docs/tick.md
     if ns.json:
         out_json(rec)
         return
     preds = rec.pop("predicates")
     rec.pop("code", None)
+    health = rec.pop("tick_health")
+    rec.pop("tick_streak", None)
     for k, v in rec.items():
         if v is not None and v != "":
             out(f"{k:>12}: {v}")
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
+    _show_tick_health(health)
 
 
 @command(
@@ -159,6 +163,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--status", choices=[s.value for s in Status], action="append", help="only runs in this status (repeatable)"),
     arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
+    arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
     JSON,
 )
 def cmd_runs(ns: argparse.Namespace) -> None:
@@ -178,8 +183,14 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
     with _open(ns) as ledger:
         rows = [run_record(s) for s in ledger.runs(keep)]
+        if ns.streaking:
+            rows = _streaking(rows, _tick.tick_health(ledger))
     if ns.json:
         out_json(rows)
+        return
+    if ns.streaking:
+        cols = ["since", "age_s", "failures", "step", "error_class", "error"]
+        table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
         return
     table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
 
@@ -216,6 +227,28 @@ def cmd_demo(ns: argparse.Namespace) -> None:
     from ledger.demo import run_demo
 
     run_demo(ns.store, force=ns.force, out=out)
+
+
+# ------------------------------------------------------- tick health (docs/tick.md)
+from ledger import tick as _tick  # noqa: E402
+from projections import tick_health as _tick_health  # noqa: E402
+
+
+def _streaking(rows: list[dict[str, Any]], view: Any) -> list[dict[str, Any]]:
+    """Keep the runs with an open streak, oldest streak first, with its age in ledger time."""
+    by_run = {row["run"]: row for row in rows}
+    return [{**by_run[st["run"]], "streak": st} for st in _tick_health.open_streaks(view) if st["run"] in by_run]
+
+
+def _show_tick_health(health: dict[str, Any]) -> None:
+    s = health["streak"]
+    if s is not None:
+        out(f"{'tick streak':>12}: open since {s['since']} ({s['failures']} failed ticks, age {s['age_s']:.0f}s "
+            f"in ledger time); last: step {s['step']} {s['error_class']}: {s['error']}")  # fmt: skip
+    for d in health["dead_letters"]:
+        cleanup = f"; cleanup failed: {d['cleanup_error']}" if d.get("cleanup_error") else ""
+        out(f"{'dead-letter':>12}: {d['at']} tick {d['tick']} step {d['step']} {d['error_class']}: {d['error']} "
+            f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
 
 
 # -------------------------------------------------------------------- main
