@@ -170,6 +170,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     """List runs, optionally filtered by status, predicate and failure code.
 
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
+             epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
     """
 
     def keep(s: RunState) -> bool:
