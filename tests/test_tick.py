@@ -402,3 +402,53 @@ def test_T1_driver_rejects_bad_configuration(ledger: Ledger) -> None:
         TickDriver(ledger, [("has space", print)])
     with pytest.raises(InvalidInput, match="tick_failure_deadline"):
         TickDriver(ledger, [("a", print)], tick_failure_deadline=0)
+
+
+def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_land(ledger: Ledger,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`b` moves under the group commit (its step writes, then raises), and again under
+    its own retry (another writer). It ends in `report.unrecorded` with the conflict;
+    `a` and `c` are recorded; nothing is doubled."""
+    started(ledger, "a", "b", "c")
+
+    def advance(s):  # noqa: ANN001
+        if s.run == "b":
+            ledger.checkpoint("b", "half", "ckpt/b/half")
+        raise RuntimeError(f"{s.run} broke")
+
+    real = ledger.store.append
+    seen_group = [False]
+
+    def append(writes):  # noqa: ANN001, ANN202
+        streams = [w.stream for w in writes]
+        if len(streams) > 1:
+            seen_group[0] = True
+        elif streams == ["run:b"] and seen_group[0]:  # b's retry alone: another writer gets in first
+            seen_group[0] = False
+            ledger.checkpoint("b", "other", "ckpt/b/other", actor="another-writer")
+        return real(writes)
+
+    monkeypatch.setattr(ledger.store, "append", append)
+    report = TickDriver(ledger, {"advance": advance}).tick()
+    monkeypatch.undo()
+    assert [(u.run, u.event, type(u.error).__name__) for u in report.unrecorded] == [("b", "run.tick_failed", "ConflictError")]
+    assert not report.ok and report.appended == 2
+    assert {f.run: f.recorded for f in report.failures} == {"a": True, "b": False, "c": True}
+    assert tags(ledger, "a")[-1] == tags(ledger, "c")[-1] == "run.tick_failed"
+    assert "run.tick_failed" not in tags(ledger, "b")
+
+
+def test_T1_report_is_json_ready(ledger: Ledger, clock: ManualClock) -> None:
+    import msgspec
+
+    started(ledger, "p", "q")
+    driver = TickDriver(ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=60,
+                        on_dead_letter=lambda s: 1 / 0)  # fmt: skip
+    driver.tick()
+    clock.advance(61)
+    report = driver.tick(tick_id="tick-2")
+    doc = msgspec.json.decode(msgspec.json.encode(report.to_builtins()))
+    assert doc["tick"] == "tick-2" and doc["ok"] is False and doc["advanced"] == ["q"]
+    assert doc["dead_letters"][0]["deadline"] == 60.0
+    assert doc["dead_letters"][0]["cleanup_error"] == "ZeroDivisionError: division by zero"
+    assert "exception" not in doc["failures"][0]
