@@ -268,6 +268,10 @@ class TickDriver:
         return self.ledger.runs(where=lambda s: lifecycle.is_active(s.status, s.code))
 
     def tick(self, tick_id: str | None = None) -> TickReport:
+        """One pass over the active runs. `tick_id` names the tick in its events and in
+        a dead-letter's reason; it must be unique per tick (the default is the start
+        instant plus a random suffix), or a repeated identical failure event would be
+        taken for a retried delivery and not extend the streak."""
         clock = self.ledger.clock
         started = clock.now()
         tick = _name(tick_id, "tick_id") if tick_id is not None else f"{started:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"

@@ -452,3 +452,27 @@ def test_T1_report_is_json_ready(ledger: Ledger, clock: ManualClock) -> None:
     assert doc["dead_letters"][0]["deadline"] == 60.0
     assert doc["dead_letters"][0]["cleanup_error"] == "ZeroDivisionError: division by zero"
     assert "exception" not in doc["failures"][0]
+
+
+def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps ran and failed, but the store refuses the driver's group commit: that
+    is nobody's run's fault. The tick reports `fatal.stage == "record"`, keeps every
+    step failure (recorded=False), and nothing is appended.
+
+    Mutation caught: store failures blamed on runs (a StoreError on the commit handled
+    like a conflict and, on the retry alone, like any per-run LedgerError: every run
+    ends in `unrecorded`, `fatal` stays None)."""
+    started(ledger, "a", "b")
+    before = ledger.store.max_position()
+
+    def append(writes):  # noqa: ANN001, ANN202
+        raise StoreError("append: server closed the connection unexpectedly")
+
+    monkeypatch.setattr(ledger.store, "append", append)
+    report = TickDriver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)}).tick()
+    monkeypatch.undo()
+    # the healthy steps' own checkpoints failed too (same store): those are the runs' failures
+    assert report.fatal is not None and report.fatal.stage == "record"
+    assert [(f.run, f.recorded) for f in report.failures] == [("a", False), ("b", False)]
+    assert report.unrecorded == () and report.appended == 0
+    assert ledger.store.max_position() == before
