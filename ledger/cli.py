@@ -252,6 +252,28 @@ def _show_tick_health(health: dict[str, Any]) -> None:
             f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
 
 
+@command("tick-health", JSON)
+def cmd_tick_health(ns: argparse.Namespace) -> None:
+    """Fleet tick health: open failure streaks (age in ledger time, last error) and
+    dead-letters by step and by error class (docs/tick.md).
+
+    Example: epochledger tick-health --json
+    """
+    with _open(ns) as ledger:
+        summary = _tick_health.summary(_tick.tick_health(ledger))
+    if ns.json:
+        out_json(summary)
+        return
+    now = summary["now"]
+    out(f"ledger time: {msgspec.to_builtins(now) if now is not None else '(empty log)'}")
+    out(f"open streaks: {len(summary['open_streaks'])}")
+    table(summary["open_streaks"], ["run", "since", "age_s", "failures", "step", "error_class", "error"])
+    out(f"dead-letters: {summary['dead_letters']}")
+    for key in ("dead_letters_by_step", "dead_letters_by_error_class"):
+        for name, n in summary[key].items():
+            out(f"  {key.removeprefix('dead_letters_')} {name}: {n}")
+
+
 # -------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)

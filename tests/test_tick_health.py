@@ -161,3 +161,15 @@ def test_T2_T3_cli_show_run_tick_health(fleet_url: str, capsys: pytest.CaptureFi
     assert "dead-letter" in text and "bound 300s" in text and "tick deadline exceeded" in text
     assert main(["--store", fleet_url, "show", "stuck"]) == 0
     assert "tick streak: open since 2026-09-09T14:02:00Z (5 failed ticks, age 240s" in capsys.readouterr().out
+
+
+def test_T2_T3_cli_tick_health(fleet_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", fleet_url, "tick-health", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["now"] == "2026-09-09T14:06:00Z"
+    assert [(r["run"], r["age_s"]) for r in doc["open_streaks"]] == [("stuck", 240.0)]
+    assert doc["dead_letters"] == 1
+    assert doc["dead_letters_by_step"] == {"advance": 1} and doc["dead_letters_by_error_class"] == {"ValueError": 1}
+    assert main(["--store", fleet_url, "tick-health"]) == 0
+    text = capsys.readouterr().out
+    assert "ledger time: 2026-09-09T14:06:00Z" in text and "by_step advance: 1" in text and "stuck" in text
