@@ -166,6 +166,8 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         if isinstance(cmd, RunDeleted):
             return []
         raise IllegalTransition(cmd.run, "deleted", tag, "a deleted run accepts nothing")
+    if state is None and not isinstance(cmd, RunQueued):
+        raise IllegalTransition(cmd.run, None, tag, "a run begins with run.queued")
     new_status, new_code = _result(cmd, state)
     if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
@@ -176,7 +178,6 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         return []  # the same event again: its effect already holds
     if not lifecycle.allowed_from(tag, status):
         raise IllegalTransition(cmd.run, status, tag)
-    assert state is not None or isinstance(cmd, RunQueued)
     if isinstance(cmd, RunResumed):
         assert status is not None and state is not None
         if cmd.by == "auto" and not lifecycle.can_auto_resume(status, state.code):
