@@ -15,6 +15,7 @@ from ledger.errors import IllegalTransition
 from ledger.events import (
     RunCancelled,
     RunCheckpointed,
+    RunCorrected,
     RunDeleted,
     RunFailed,
     RunFinished,
@@ -50,6 +51,8 @@ COMMANDS = {
     "finish": lambda t: RunFinished(at=t, run=RUN),
     "rewind": lambda t: RunRewound(at=t, run=RUN, to_ref="ref-0"),
     "delete": lambda t: RunDeleted(at=t, run=RUN),
+    "correct_to_failed": lambda t: RunCorrected(at=t, run=RUN, to=Status.FAILED, code="BAD_OUTPUT", actor="alice", reason="output was empty"),
+    "correct_to_finished": lambda t: RunCorrected(at=t, run=RUN, to=Status.FINISHED, actor="alice", reason="it had completed"),
 }
 
 # How each starting status is reached (None = no such run yet).
@@ -70,16 +73,16 @@ NOOP = "no-op"
 DEL = "deleted"
 # fmt: off
 TABLE = {
-    #  from \ command          queue   start      checkpoint  pause_operator     pause_human             resume_operator resume_auto fail_resumable      fail_final cancel       finish      rewind    delete
-    None:                   ("queued", X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           X,          X,        X),
-    "queued":               (NOOP,     "running", X,          X,                 X,                      X,              X,          "failed_resumable", "failed",  "cancelled", X,          "queued", DEL),
-    "running":              (X,        NOOP,      "running",  "paused_operator", "paused_waiting_human", X,              X,          "failed_resumable", "failed",  "cancelled", "finished", X,        DEL),
-    "paused_operator":      (X,        X,         X,          NOOP,              X,                      "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL),
-    "paused_waiting_human": (X,        X,         X,          X,                 NOOP,                   "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL),
-    "failed_resumable":     (X,        X,         X,          X,                 X,                      "queued",       "queued",   NOOP,               X,         "cancelled", X,          "queued", DEL),
-    "failed":               (X,        X,         X,          X,                 X,                      X,              X,          X,                  NOOP,      X,           X,          X,        DEL),
-    "cancelled":            (X,        X,         X,          X,                 X,                      "queued",       X,          X,                  X,         NOOP,        X,          "queued", DEL),
-    "finished":             (X,        X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           NOOP,       X,        DEL),
+    #  from \ command          queue   start      checkpoint  pause_operator     pause_human             resume_operator resume_auto fail_resumable      fail_final cancel       finish      rewind    delete  correct_to_failed correct_to_finished
+    None:                   ("queued", X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           X,          X,        X, X, X),
+    "queued":               (NOOP,     "running", X,          X,                 X,                      X,              X,          "failed_resumable", "failed",  "cancelled", X,          "queued", DEL, X, X),
+    "running":              (X,        NOOP,      "running",  "paused_operator", "paused_waiting_human", X,              X,          "failed_resumable", "failed",  "cancelled", "finished", X,        DEL, X, X),
+    "paused_operator":      (X,        X,         X,          NOOP,              X,                      "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL, X, X),
+    "paused_waiting_human": (X,        X,         X,          X,                 NOOP,                   "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL, X, X),
+    "failed_resumable":     (X,        X,         X,          X,                 X,                      "queued",       "queued",   NOOP,               X,         "cancelled", X,          "queued", DEL, X, X),
+    "failed":               (X,        X,         X,          X,                 X,                      X,              X,          X,                  NOOP,      X,           X,          X,        DEL, "failed", "finished"),
+    "cancelled":            (X,        X,         X,          X,                 X,                      "queued",       X,          X,                  X,         NOOP,        X,          "queued", DEL, X, X),
+    "finished":             (X,        X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           NOOP,       X,        DEL, "failed", X),
 }
 # fmt: on
 CASES = [

@@ -12,6 +12,7 @@ from ledger.errors import IllegalTransition
 from ledger.events import (
     RunCancelled,
     RunCheckpointed,
+    RunCorrected,
     RunDeleted,
     RunFailed,
     RunFinished,
@@ -21,6 +22,7 @@ from ledger.events import (
     RunRewound,
     RunStarted,
 )
+from ledger.events import Status
 from ledger.run import decide, evolve, fold
 from projections import lifecycle
 
@@ -41,6 +43,8 @@ commands = st.one_of(
     st.builds(lambda: RunFinished(at=T0, run=R)),
     st.builds(lambda r: RunRewound(at=T0, run=R, to_ref=r), st.one_of(st.none(), refs)),
     st.builds(lambda: RunDeleted(at=T0, run=R)),
+    st.builds(lambda to, c, who: RunCorrected(at=T0, run=R, to=to, code=c, actor=who, reason=who and "audit"),
+              st.sampled_from(list(Status)), codes, st.sampled_from([None, "alice"])),  # fmt: skip
 )
 
 
@@ -97,7 +101,7 @@ def test_fold_in_two_parts_equals_fold_at_once(cmds, cut) -> None:  # noqa: ANN0
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(commands, max_size=40), st.lists(commands, max_size=20))
-def test_L4_final_states_absorb_everything_but_delete(cmds, more) -> None:  # noqa: ANN001
+def test_L4_final_states_absorb_everything_but_delete_and_an_attributed_correction(cmds, more) -> None:  # noqa: ANN001
     events, _ = play(cmds)
     state = fold(events)
     if state is None or not lifecycle.is_final_success(state.status) and not lifecycle.is_final_failure(state.status):
@@ -107,4 +111,5 @@ def test_L4_final_states_absorb_everything_but_delete(cmds, more) -> None:  # no
             new = decide(c, state)
         except IllegalTransition:
             continue
-        assert all(isinstance(e, RunDeleted) for e in new) or new == []
+        for e in new:
+            assert isinstance(e, RunDeleted) or (isinstance(e, RunCorrected) and e.actor and e.reason), e
