@@ -204,17 +204,55 @@ def cmd_history(ns: argparse.Namespace) -> None:
     """
     with _open(ns) as ledger:
         history = ledger.history(ns.run)
-    rows = []
+    rows, previous = [], None
     for r in history:
-        d = msgspec.to_builtins(r.event)
-        rows.append({"position": r.position, "version": r.version, **d})
+        d = {"position": r.position, "version": r.version, "from_status": previous, **msgspec.to_builtins(r.event)}
+        previous = d["status"]
+        rows.append(d)
     if ns.json:
         out_json(rows)
         return
     for d in rows:
-        if d.get("code") == "" and lifecycle.is_failure(Status(d["status"])):
-            d["code"] = "UNKNOWN"
+        if lifecycle.is_failure(Status(d["status"])):
+            d["code"] = show_code(d.get("code", ""))
+        if d["type"] == "run.corrected":  # corrections stand out in every history
+            d["type"] = f"CORRECTION {d['from_status']} -> {d['status']}"
+        if d.get("cause"):
+            d["reason"] = "; ".join(filter(None, [d.get("reason"), "caused by " + describe_cause(d["cause"])]))
     table(rows, ["position", "at", "type", "status", "code", "actor", "reason"])
+
+
+def describe_cause(cause: dict[str, Any]) -> str:
+    """`OOM_KILLED: cgroup limit <- ...` for a nested cause chain."""
+    parts = []
+    while cause:
+        parts.append(": ".join(filter(None, [show_code(cause.get("code", "")), cause.get("message")])))
+        cause = cause.get("cause")  # type: ignore[assignment]
+    return " caused by ".join(parts)
+
+
+@command(
+    "correct",
+    arg("run"),
+    arg("--to", required=True, choices=[s.value for s in Status if lifecycle.is_correction_target(s)], help="the corrected status"),
+    arg("--code", default="", help="the corrected failure code (for a failure status; empty = UNKNOWN)"),
+    arg("--error", help="the corrected error text"),
+    arg("--actor", required=True, help="who makes the correction"),
+    arg("--reason", required=True, help="why: shown in every history and counted in audit"),
+    JSON,
+)
+def cmd_correct(ns: argparse.Namespace) -> None:
+    """Correct the verdict of a failed or finished run: the only way out of a final
+    status. Needs an actor and a reason; shows as a CORRECTION in `history`.
+
+    Example: epochledger correct nightly-0042 --to failed --code BAD_OUTPUT --actor alice --reason "empty export"
+    """
+    with _open(ns) as ledger:
+        state = ledger.correct(ns.run, Status(ns.to), code=ns.code, error=ns.error, actor=ns.actor, reason=ns.reason)
+    if ns.json:
+        out_json(run_record(state))
+    else:
+        out(f"{ns.run}: corrected to {state.status}" + (f" ({show_code(state.code)})" if lifecycle.is_failure(state.status) else ""))
 
 
 @command("demo", arg("--force", action="store_true", help="replace an existing demo file"))

@@ -82,9 +82,19 @@ class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
     answers: Answers | None = None
 
 
+class Cause(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What caused a failure, itself possibly caused by something deeper (as Temporal's
+    failures nest): `ENGINE_ERROR caused by OOM_KILLED: cgroup limit`."""
+
+    code: Code = ""
+    message: LongText | None = None
+    cause: Cause | None = None
+
+
 class RunFailed(RunEventBase, frozen=True, kw_only=True, tag="run.failed"):
     resumable: bool
     error: LongText | None = None
+    cause: Cause | None = None
 
 
 class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled"):
@@ -101,6 +111,16 @@ class RunRewound(RunEventBase, frozen=True, kw_only=True, tag="run.rewound"):
 
 class RunDeleted(RunEventBase, frozen=True, kw_only=True, tag="run.deleted"):
     pass
+
+
+class RunCorrected(RunEventBase, frozen=True, kw_only=True, tag="run.corrected"):
+    """The one way out of an absorbing status (failed, finished): an audited correction
+    with an actor and a reason, e.g. a run recorded as finished whose output proved
+    bad, or a crash that had in fact completed. `to` is the corrected status; `code`
+    (on a failure status) the corrected failure code."""
+
+    to: Status
+    error: LongText | None = None
 
 
 # -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by ledger.tick only.
@@ -146,6 +166,7 @@ RunEvent = (
     | RunFinished
     | RunRewound
     | RunDeleted
+    | RunCorrected
     | RunTickFailed
     | RunTickRecovered
     | RunDeadLettered

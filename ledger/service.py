@@ -23,6 +23,7 @@ from ledger.codec import checked
 from ledger.errors import ConflictError, RunNotFound
 from ledger.events import (
     AnyEvent,
+    Cause,
     ProcessBooted,
     ProcessEventBase,
     ProcessStopped,
@@ -30,6 +31,7 @@ from ledger.events import (
     Recorded,
     RunCancelled,
     RunCheckpointed,
+    RunCorrected,
     RunDeleted,
     RunEventBase,
     RunFailed,
@@ -39,6 +41,7 @@ from ledger.events import (
     RunResumed,
     RunRewound,
     RunStarted,
+    Status,
     process_stream,
     run_stream,
 )
@@ -88,10 +91,17 @@ class Commands:
                actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
 
-    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None,
+    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, cause: Cause | None = None,
              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
-                                     actor=actor, reason=reason))  # fmt: skip
+                                     cause=cause, actor=actor, reason=reason))  # fmt: skip
+
+    def correct(self, run: str, to: Status, *, actor: str, reason: str, code: str = "",
+                error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        """Move a final run (failed, finished) to another verdict: audited, attributed,
+        and shown as a correction in every history (docs/lifecycle.md)."""
+        return self.submit(RunCorrected(at=self._at(at), run=run, to=Status(to), code=code, error=error,
+                                        actor=actor, reason=reason))  # fmt: skip
 
     def cancel(self, run: str, *, actor: str | None = None, reason: str | None = None,
                at: datetime | None = None) -> RunState:  # fmt: skip

@@ -476,3 +476,80 @@ def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger,
     assert [(f.run, f.recorded) for f in report.failures] == [("a", False), ("b", False)]
     assert report.unrecorded == () and report.appended == 0
     assert ledger.store.max_position() == before
+
+
+# status x tick event -> resulting status, "no-op" ([]), or REFUSED. "open" = a run of
+# that status with an open streak (only the active statuses can have one).
+X, NOOP = "REFUSED", "no-op"
+# fmt: off
+TICK_TABLE = {
+    #  from                   tick_failed  recovered(no streak)  recovered(open)  dead_lettered
+    "queued":               ("queued",    NOOP,                  "queued",        "failed"),
+    "running":              ("running",   NOOP,                  "running",       "failed"),
+    "paused_operator":      (X,           X,                     None,            X),
+    "paused_waiting_human": (X,           X,                     None,            X),
+    "failed_resumable":     (X,           X,                     None,            X),
+    "failed":               (X,           X,                     None,            X),
+    "cancelled":            (X,           X,                     None,            X),
+    "finished":             (X,           X,                     None,            X),
+}
+# fmt: on
+_REACH = {
+    "queued": [], "running": ["start"], "paused_operator": ["start", "pause"],
+    "paused_waiting_human": ["start", "ask"], "failed_resumable": ["start", "fail_r"], "failed": ["start", "fail"],
+    "cancelled": ["cancel"], "finished": ["start", "finish"],
+}  # fmt: skip
+
+
+def test_L4_tick_table_covers_every_status() -> None:
+    assert set(TICK_TABLE) == {s.value for s in Status} == set(_REACH)
+
+
+@pytest.mark.parametrize("start", list(TICK_TABLE))
+def test_L1_L4_tick_events_transition_table(start: str) -> None:
+    from ledger.events import RunCancelled, RunFailed, RunFinished, RunPaused, RunQueued, RunStarted
+    from ledger.run import evolve
+
+    t = T0
+    steps = {
+        "start": RunStarted(at=t, run="r"), "pause": RunPaused(at=t, run="r", kind="operator"),
+        "ask": RunPaused(at=t, run="r", kind="waiting_human", interaction="i", questions=["q?"]),
+        "fail_r": RunFailed(at=t, run="r", code="TIMEOUT", resumable=True),
+        "fail": RunFailed(at=t, run="r", code="FAIL_NODE", resumable=False),
+        "cancel": RunCancelled(at=t, run="r"), "finish": RunFinished(at=t, run="r"),
+    }  # fmt: skip
+    state = None
+    for cmd in [RunQueued(at=t, run="r"), *(steps[s] for s in _REACH[start])]:
+        [e] = decide(cmd, state)
+        state = evolve(state, e)
+    assert state is not None and state.status == start
+    failed = RunTickFailed(at=t, run="r", tick="t1", step="advance", error_class="E")
+    commands = [
+        (failed, state),
+        (RunTickRecovered(at=t, run="r", tick="t2"), state),
+        (RunTickRecovered(at=t, run="r", tick="t2"), evolve(state, decide(failed, state)[0]) if TICK_TABLE[start][0] != X else None),
+        (RunDeadLettered(at=t, run="r", tick="t3", step="advance", error_class="E", failing_since=t, failures=2,
+                         deadline_s=300), state),  # fmt: skip
+    ]
+    for (cmd, given_state), expected in zip(commands, TICK_TABLE[start], strict=True):
+        if expected is None:
+            assert given_state is None  # no open streak outside the active statuses
+            continue
+        if expected == X:
+            with pytest.raises(IllegalTransition) as refused:
+                decide(cmd, given_state)
+            assert refused.value.status == start and refused.value.attempted == tag_of(cmd)
+            continue
+        events = decide(cmd, given_state)
+        if expected == NOOP:
+            assert events == []
+            continue
+        [e] = events
+        after = evolve(given_state, e)
+        assert e.status == after.status == expected
+        if isinstance(e, RunDeadLettered):
+            assert after.code == TICK_DEADLINE_EXCEEDED and after.tick_streak is None
+        elif isinstance(e, RunTickFailed):
+            assert after.tick_streak is not None and after.tick_streak.failures == 1
+        else:
+            assert after.tick_streak is None
