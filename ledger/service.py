@@ -45,7 +45,7 @@ from ledger.events import (
     process_stream,
     run_stream,
 )
-from ledger.store import Store, StreamWrite, open_store
+from ledger.store import Append, Store, open_store
 
 RunState = run_mod.RunState
 ProcessState = process_stream_mod.ProcessState
@@ -139,18 +139,16 @@ class Batch(Commands):
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self.clock = ledger.clock
-        self._base: dict[str, int] = {}
         self._state: dict[str, Any] = {}
-        self._pending: dict[str, list[AnyEvent]] = {}
+        self._pending: list[Append] = []  # in submission order: the log order
         self.recorded: list[Recorded] = []
 
     def state(self, stream: str) -> Any:
-        if stream not in self._base:
+        if stream not in self._state:
             history = self.ledger.store.read_stream(stream)
             events = [r.event for r in history]
             fold = run_mod.fold if stream.startswith("run:") else process_stream_mod.fold
             self._state[stream] = fold(events)  # type: ignore[arg-type]
-            self._base[stream] = history[-1].version if history else 0
         return self._state[stream]
 
     def assume(self, state: RunState) -> None:
@@ -160,8 +158,7 @@ class Batch(Commands):
         meantime, `commit` raises ConflictError naming its stream. No-op if the batch
         already holds the stream. Used by the tick driver (docs/tick.md)."""
         stream = run_stream(state.run)
-        if stream not in self._base:
-            self._base[stream] = state.version
+        if stream not in self._state:
             self._state[stream] = state
 
     def submit(self, command: AnyEvent) -> Any:
@@ -176,30 +173,20 @@ class Batch(Commands):
             new_state = process_stream_mod.fold(events, state)
         if events:
             self._state[stream] = new_state
-            self._pending.setdefault(stream, []).extend(events)
+            version = new_state.version - len(events)
+            self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
 
     @property
     def pending(self) -> int:
-        return sum(len(v) for v in self._pending.values())
+        return len(self._pending)
 
     def commit(self) -> list[Recorded]:
-        writes = [
-            StreamWrite(stream, self._base[stream], events)
-            for stream, events in self._pending.items()
-            if events
-        ]
-        positions = self.ledger.store.append(writes)
-        recorded = []
-        it = iter(positions)
-        for w in writes:
-            for i, e in enumerate(w.events, start=1):
-                recorded.append(Recorded(next(it, 0), w.stream, w.expected_version + i, e))
-        self.recorded = recorded
-        self._pending.clear()
-        self._base.clear()
+        positions = self.ledger.store.append(self._pending)
+        self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, self._pending, strict=True)]
+        self._pending = []
         self._state.clear()
-        return recorded
+        return self.recorded
 
     def __enter__(self) -> Batch:
         return self

@@ -53,6 +53,21 @@ def test_L3_import_then_export_then_import_is_byte_identical(ledger: Ledger, tmp
     assert ledger.get_run("r3").code == ""  # UNKNOWN, kept as written
 
 
+def test_L3_interleaved_streams_keep_log_order_through_import_and_export(ledger: Ledger) -> None:
+    """A batch appends in submission order, not grouped by stream. Catches the mutation
+    (an earlier bug) of writing a group commit stream by stream, which reordered an
+    imported history whose runs interleave."""
+    rows = [
+        {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "a"},
+        {"type": "run.queued", "at": "2026-09-09T14:00:02Z", "run": "b"},
+        {"type": "run.started", "at": "2026-09-09T14:00:03Z", "run": "a"},
+        {"type": "run.started", "at": "2026-09-09T14:00:04Z", "run": "b"},
+    ]
+    import_lines(ledger, lines(rows))
+    assert [(r.event.run, r.version) for r in ledger.events()] == [("a", 1), ("b", 1), ("a", 2), ("b", 2)]
+    assert [json.loads(x)["at"] for x in export(ledger).splitlines()] == [r["at"] for r in rows]
+
+
 def test_L8_import_stamps_the_files_time_not_the_wall_clock(ledger: Ledger) -> None:
     import_lines(ledger, lines(GOOD[:3]))
     started = ledger.history("r1")[1].event

@@ -10,7 +10,7 @@ import pytest
 from ledger import ConflictError, IllegalTransition, InvalidInput, RunNotFound, StoreError
 from ledger.events import RunFailed, RunQueued, Status
 from ledger.service import Ledger
-from ledger.store import StreamWrite, open_store
+from ledger.store import Append, open_store
 from tests.conftest import T0
 
 
@@ -131,9 +131,9 @@ def test_raw_store_append_checks_expected_version(store_url: str) -> None:
     store = open_store(store_url)
     try:
         e = RunQueued(at=T0, run="x", status=Status.QUEUED)
-        store.append([StreamWrite("run:x", 0, [e])])
+        store.append([Append("run:x", 1, e)])
         with pytest.raises(ConflictError):
-            store.append([StreamWrite("run:x", 0, [e])])
+            store.append([Append("run:x", 1, e)])
         assert store.stream_version("run:x") == 1
     finally:
         store.close()
