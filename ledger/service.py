@@ -25,6 +25,7 @@ from ledger.codec import checked
 from ledger.errors import ConflictError, IllegalTransition, RunNotFound, StaleEpoch
 from ledger.events import (
     AnyEvent,
+    Cause,
     ProcessBooted,
     ProcessEventBase,
     ProcessStopped,
@@ -32,6 +33,7 @@ from ledger.events import (
     Recorded,
     RunCancelled,
     RunCheckpointed,
+    RunCorrected,
     RunDeleted,
     RunEventBase,
     RunFailed,
@@ -41,11 +43,12 @@ from ledger.events import (
     RunResumed,
     RunRewound,
     RunStarted,
+    Status,
     process_stream,
     run_stream,
     tag_of,
 )
-from ledger.store import Store, StreamWrite, open_store
+from ledger.store import Append, Store, open_store
 
 RunState = run_mod.RunState
 ProcessState = process_stream_mod.ProcessState
@@ -92,10 +95,18 @@ class Commands:
                actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
 
-    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, epoch: str | None = None,
-             actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, cause: Cause | None = None,
+             epoch: str | None = None, actor: str | None = None, reason: str | None = None,
+             at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
-                                     epoch=epoch, actor=actor, reason=reason))  # fmt: skip
+                                     cause=cause, epoch=epoch, actor=actor, reason=reason))  # fmt: skip
+
+    def correct(self, run: str, to: Status, *, actor: str, reason: str, code: str = "",
+                error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        """Move a final run (failed, finished) to another verdict: audited, attributed,
+        and shown as a correction in every history (docs/lifecycle.md)."""
+        return self.submit(RunCorrected(at=self._at(at), run=run, to=Status(to), code=code, error=error,
+                                        actor=actor, reason=reason))  # fmt: skip
 
     def cancel(self, run: str, *, actor: str | None = None, reason: str | None = None,
                at: datetime | None = None) -> RunState:  # fmt: skip
@@ -133,20 +144,27 @@ class Batch(Commands):
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self.clock = ledger.clock
-        self._base: dict[str, int] = {}
         self._state: dict[str, Any] = {}
-        self._pending: dict[str, list[AnyEvent]] = {}
-        self._order: list[tuple[str, AnyEvent]] = []  # submission order, across streams
+        self._pending: list[Append] = []  # in submission order: the log order
         self.recorded: list[Recorded] = []
 
     def state(self, stream: str) -> Any:
-        if stream not in self._base:
+        if stream not in self._state:
             history = self.ledger.store.read_stream(stream)
             events = [r.event for r in history]
             fold = run_mod.fold if stream.startswith("run:") else process_stream_mod.fold
             self._state[stream] = fold(events)  # type: ignore[arg-type]
-            self._base[stream] = history[-1].version if history else 0
         return self._state[stream]
+
+    def assume(self, state: RunState) -> None:
+        """Decide this run's next commands against `state`, already folded by the caller
+        (e.g. from a fleet listing), instead of reading its stream again. Safe: the
+        append still expects `state.version`, so if another writer moved the run in the
+        meantime, `commit` raises ConflictError naming its stream. No-op if the batch
+        already holds the stream. Used by the tick driver (docs/tick.md)."""
+        stream = run_stream(state.run)
+        if stream not in self._state:
+            self._state[stream] = state
 
     def submit(self, command: AnyEvent) -> Any:
         checked(command)
@@ -160,8 +178,8 @@ class Batch(Commands):
             new_state = process_stream_mod.fold(events, state)
         if events:
             self._state[stream] = new_state
-            self._pending.setdefault(stream, []).extend(events)
-            self._order.extend((stream, e) for e in events)
+            version = new_state.version - len(events)
+            self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
@@ -187,32 +205,14 @@ class Batch(Commands):
 
     @property
     def pending(self) -> int:
-        return sum(len(v) for v in self._pending.values())
+        return len(self._pending)
 
     def commit(self) -> list[Recorded]:
-        # One StreamWrite per run of consecutive events of one stream, in submission
-        # order: the log keeps the order the commands were submitted in, across
-        # streams (export -> import must reproduce the log byte for byte).
-        writes: list[StreamWrite] = []
-        version = dict(self._base)
-        for stream, event in self._order:
-            if writes and writes[-1].stream == stream:
-                writes[-1].events.append(event)  # type: ignore[attr-defined]
-            else:
-                writes.append(StreamWrite(stream, version[stream], [event]))
-            version[stream] += 1
-        positions = self.ledger.store.append(writes)
-        recorded = []
-        it = iter(positions)
-        for w in writes:
-            for i, e in enumerate(w.events, start=1):
-                recorded.append(Recorded(next(it, 0), w.stream, w.expected_version + i, e))
-        self.recorded = recorded
-        self._pending.clear()
-        self._order.clear()
-        self._base.clear()
+        positions = self.ledger.store.append(self._pending)
+        self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, self._pending, strict=True)]
+        self._pending = []
         self._state.clear()
-        return recorded
+        return self.recorded
 
     def __enter__(self) -> Batch:
         return self
@@ -223,8 +223,7 @@ class Batch(Commands):
         elif isinstance(exc, StaleEpoch):
             # The batch is dropped like any refused batch, but the late report is kept
             # as run.fenced evidence in a transaction of its own (issue 4, fencing).
-            self._pending.clear()
-            self._order.clear()
+            self._pending = []
             self.ledger.keep_fenced(exc)
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from orphan_helpers import History
+from tests.orphan_helpers import History
 
-from conftest import T0
+from tests.conftest import T0
 from ledger.errors import InvalidInput
 from ledger.events import Status
 from projections import lifecycle, orphans

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from conftest import T0
+from tests.conftest import T0
 from ledger import ManualClock, open_ledger
 from ledger.cli import main
 from ledger.codes import PROCESS_ORPHANED
