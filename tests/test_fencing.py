@@ -32,7 +32,9 @@ def _types(ledger, run):  # noqa: ANN001
 def test_fencing_late_finish_after_recovery_leaves_the_verdict_and_keeps_the_report(ledger, clock):
     """The old process wakes up after the sweep and reports `finish`: refused with
     StaleEpoch; the run stays failed_resumable / PROCESS_ORPHANED; history holds the
-    recovery and, after it, the late report as run.fenced evidence."""
+    recovery and, after it, the late report as run.fenced evidence. Catches: fencing
+    disabled (the late report gets a bare IllegalTransition and is lost), and the
+    evidence not kept when the batch is refused."""
     epoch = _setup(ledger, clock)
     ledger.sweep(epoch)
     clock.advance(5)
@@ -57,7 +59,9 @@ def test_fencing_late_finish_after_recovery_leaves_the_verdict_and_keeps_the_rep
 
 def test_fencing_report_from_superseded_epoch_before_the_sweep(ledger, clock):
     """Owner superseded, sweep not yet run: the stale finish is fenced, the run stays
-    running (an orphan), and the sweep then recovers it despite the fenced event."""
+    running (an orphan), and the sweep then recovers it despite the fenced event.
+    Catches: fencing disabled (the stale process finishes an orphan the new epoch owns
+    the recovery of)."""
     epoch = _setup(ledger, clock)
     with pytest.raises(StaleEpoch):
         ledger.finish("r", epoch="w1")
