@@ -247,6 +247,7 @@ def cmd_epochs(ns: argparse.Namespace) -> None:
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
     arg("--margin", type=float, default=1.0, help="O3 fallback margin in seconds (default 1, no floor)"),
     arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
+    arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
     JSON,
 )
 def cmd_sweep(ns: argparse.Namespace) -> None:
@@ -257,8 +258,21 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
     recovered as an orphan. Use it only for a slot whose process is dead; a live
     scheduler recovers its own orphans at start (docs/operations.md).
 
-    Example: epochledger sweep --process worker-1
+    Example: epochledger sweep --process worker-1 --dry-run   (what would be recovered)
+             epochledger sweep --process worker-1
     """
+    if ns.dry_run:
+        from ledger.sweep import preview
+
+        with _open(ns) as ledger:
+            report = preview(ledger, ns.process, margin=ns.margin)
+        if ns.json:
+            out_json({"booted": None, "report": report})
+            return
+        out(f"dry run: booting a new epoch of {report.process} now would recover {len(report.recovered)} orphan(s)")
+        for v in report.recovered:
+            out(f"  {v.run}: {v.rule}: {v.explain()}")
+        return
     with _open(ns) as ledger:
         epoch, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin)
     if ns.json:

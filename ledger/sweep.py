@@ -23,8 +23,17 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
+from ledger.clock import boot_instant
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
-from ledger.events import ProcessSweepFailed, ProcessSweepSkipped, RunRecovered, run_stream
+from ledger.events import (
+    ProcessBooted,
+    ProcessSweepFailed,
+    ProcessSweepSkipped,
+    Recorded,
+    RunRecovered,
+    process_stream,
+    run_stream,
+)
 from projections import orphans
 
 if TYPE_CHECKING:
@@ -47,7 +56,8 @@ class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     epoch: str
     # "swept": the sweep ran to the end (recovered may be empty);
     # "stopping": the epoch has begun to stop, no (further) attempt was started;
-    # "superseded": a later boot of the slot exists; its own sweep is the one that counts.
+    # "superseded": a later boot of the slot exists; its own sweep is the one that counts;
+    # "preview": nothing was written (preview()).
     outcome: str
     recovered: list[orphans.Verdict] = []
     fallback_skipped: str | None = None  # why O3 recovered nothing (clock stepped back)
@@ -173,3 +183,21 @@ def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) ->
         cutoff=v.cutoff,
         margin=v.margin,
     )
+
+
+PREVIEW_EPOCH = "(preview)"
+
+
+def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.total_seconds()) -> SweepReport:
+    """What booting a new epoch of `process` now and sweeping with it would recover,
+    without writing anything: the same verdicts (projections/orphans.py) over the log
+    plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`."""
+    if not math.isfinite(float(margin)):
+        raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
+    m = orphans.as_margin(margin)
+    view = orphans.fold(ledger.events())
+    now = ledger.clock.now()
+    boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock))
+    orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
+    found = orphans.verdicts(view, view.epoch(process, PREVIEW_EPOCH), m)
+    return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found)

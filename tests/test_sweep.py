@@ -423,3 +423,24 @@ def test_O5_another_slots_shutdown_does_not_stop_this_sweep(ledger, clock, monke
     gaps = []
     report = ledger.sweep(epoch, sleep=gaps.append)
     assert (report.outcome, report.attempts, len(report.recovered)) == ("swept", 2, 2)
+
+
+def test_O5_sweep_dry_run_shows_what_a_hand_sweep_would_take_and_writes_nothing(ledger, clock, capsys):
+    """An operator about to recover worker-2 by hand sees first that its live epoch's
+    running run would be taken (the new epoch supersedes it); nothing is written."""
+    _previous_day(ledger, clock)
+    ledger.boot("worker-1", epoch="w2")
+    before = ledger.store.max_position()
+    assert main(["--store", ledger.url, "sweep", "--process", "worker-2", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)["report"]
+    assert ledger.store.max_position() == before
+    assert dry["outcome"] == "preview"
+    assert sorted(v["run"] for v in dry["recovered"]) == ["healthy", "owned"]
+    assert main(["--store", ledger.url, "sweep", "--process", "worker-2", "--json"]) == 0
+    real = json.loads(capsys.readouterr().out)["report"]
+    assert sorted(v["run"] for v in real["recovered"]) == sorted(v["run"] for v in dry["recovered"])
+    # worker-1's unowned run was never swept (w2 booted without a sweep): a new boot of
+    # worker-1 would take it by the O3 fallback; `owned` went with worker-2's sweep (O2).
+    assert main(["--store", ledger.url, "sweep", "--process", "worker-1", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "would recover 1 orphan(s)" in text and "unowned: O3-fallback" in text
