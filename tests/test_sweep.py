@@ -26,6 +26,7 @@ from ledger.events import (
     process_stream,
 )
 from projections import orphans
+from tests.test_orphans import MARGIN_TABLE
 
 
 def _running(ledger, run, process, epoch=None):  # noqa: ANN001
@@ -444,3 +445,20 @@ def test_O5_sweep_dry_run_shows_what_a_hand_sweep_would_take_and_writes_nothing(
     assert main(["--store", ledger.url, "sweep", "--process", "worker-1", "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert "would recover 1 orphan(s)" in text and "unowned: O3-fallback" in text
+
+
+@pytest.mark.parametrize("started, margin, orphaned", MARGIN_TABLE)
+def test_O3_margin_truth_table_through_the_sweep(ledger, clock, started, margin, orphaned):
+    """The O3 margin table of test_orphans, end to end on each backend: an unowned run
+    started `started` seconds from the new epoch's boot instant. Catches: the margin
+    zeroed or inverted in the sweep's path."""
+    ledger.boot("worker-1", epoch="w1")
+    clock.restart(100)  # the new process starts; its boot instant is now
+    clock.step_wall(started)
+    _running(ledger, "r", "worker-1")
+    clock.step_wall(-started)
+    clock.advance(30)
+    booted = ledger.boot("worker-1", epoch="w2")
+    assert booted.booted_at == clock.now() - timedelta(seconds=30)
+    report = ledger.sweep(booted, margin=margin)
+    assert ([v.run for v in report.recovered] == ["r"]) is orphaned
