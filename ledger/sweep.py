@@ -32,7 +32,6 @@ from ledger.events import (
     Recorded,
     RunRecovered,
     process_stream,
-    run_stream,
 )
 from projections import orphans
 
@@ -141,27 +140,23 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
                                   f"{me.booted_at.isoformat()} (it stepped back): the O3 time fallback "
                                   "recovers nothing in this sweep")  # fmt: skip
             found = [v for v in found if not v.uses_time]
-        changed = False
-        batch_recovered = []
         try:
             with ledger.batch() as b:
                 if skipped is not None and not skip_recorded:
                     b.submit(ProcessSweepSkipped(at=now, process=process, epoch=epoch_id, actor=epoch_id,
                                                  why=skipped, now=now, booted_at=me.booted_at))  # fmt: skip
                 for v in found:
-                    state = b.state(run_stream(v.run))
-                    if state is None or state.version != v.run_version:
-                        changed = True  # moved since the fold: judge it again next round
-                        continue
+                    # Decide against the state the verdict was made on; the append still
+                    # expects its version, so a run that moved since the fold (another
+                    # replica recovered it) fails the batch and we judge again.
+                    b.assume(view.runs[v.run])
                     b.submit(_recovery(v, now, process, epoch_id))
-                    batch_recovered.append(v)
         except ConflictError:
             continue  # another writer (another replica's sweep) moved a stream: re-read
         skip_recorded = skip_recorded or skipped is not None
-        recovered.extend(batch_recovered)
-        if not changed:
-            return SweepReport(process=process, epoch=epoch_id, outcome="swept", recovered=recovered,
-                               fallback_skipped=skipped, conflict_rounds=rounds)  # fmt: skip
+        recovered.extend(found)
+        return SweepReport(process=process, epoch=epoch_id, outcome="swept", recovered=recovered,
+                           fallback_skipped=skipped, conflict_rounds=rounds)
     raise ConflictError([], f"sweep of {process} epoch {epoch_id!r} kept losing races after {CONFLICT_ROUNDS} re-reads")
 
 
