@@ -47,7 +47,7 @@ def record_day(ledger, clock: ManualClock) -> dict[str, str]:  # noqa: ANN001
             ledger.queue("backfill-redeploy", workflow="backfill", process="worker-1", actor="api-1")
             ledger.start("backfill-redeploy", epoch=epochs["worker-1"], process="worker-1", actor=epochs["worker-1"])
             clock.advance(20 * 60)
-            clock.restart(2)
+            clock.restart()
             booted, _report = ledger.startup("worker-1", epoch="worker-1.e2", host="sched-a", pid=7001, actor="deploy")
             epochs["worker-1"] = booted.epoch
         for _ in range(2 if hour % 3 else 3):
