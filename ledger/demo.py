@@ -13,7 +13,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from ledger.clock import ManualClock
 from ledger.codes import show_code
@@ -38,7 +38,8 @@ def record_day(ledger, clock: ManualClock) -> dict[str, str]:  # noqa: ANN001
 
     n = 0
     for hour in range(0, 24, 1):
-        clock.advance(3600 if hour else 60)
+        # each hour's runs begin at the top of the hour (runs inside it move the clock)
+        clock.advance(max(0.0, (DAY + timedelta(hours=hour, minutes=1) - clock.now()).total_seconds()))
         if hour == 14:
             # A backfill is running on worker-1 when it is redeployed at 14:20: the new
             # epoch supersedes the old one, and its sweep at boot recovers the backfill
@@ -46,7 +47,7 @@ def record_day(ledger, clock: ManualClock) -> dict[str, str]:  # noqa: ANN001
             notable["orphan"] = "backfill-redeploy"
             ledger.queue("backfill-redeploy", workflow="backfill", process="worker-1", actor="api-1")
             ledger.start("backfill-redeploy", epoch=epochs["worker-1"], process="worker-1", actor=epochs["worker-1"])
-            clock.advance(20 * 60)
+            clock.advance(max(0.0, (DAY + timedelta(hours=14, minutes=20) - clock.now()).total_seconds()))
             clock.restart()
             booted, _report = ledger.startup("worker-1", epoch="worker-1.e2", host="sched-a", pid=7001, actor="deploy")
             epochs["worker-1"] = booted.epoch
