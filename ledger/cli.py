@@ -149,17 +149,21 @@ def cmd_show(ns: argparse.Namespace) -> None:
 
     with _open(ns) as ledger:
         state, lag = read_run(ledger.store, ns.run, catch_up_first=not ns.no_catch_up)
+        rec = run_record(state)
+        rec["tick_health"] = _tick.run_tick_health(ledger, ns.run)  # docs/tick.md
     _say_lag(lag)
-    rec = run_record(state)
     if ns.json:
         out_json(rec)
         return
     preds = rec.pop("predicates")
     rec.pop("code", None)
+    health = rec.pop("tick_health")
+    rec.pop("tick_streak", None)
     for k, v in rec.items():
         if v is not None and v != "":
             out(f"{k:>12}: {v}")
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
+    _show_tick_health(health)
 
 
 @command(
@@ -167,6 +171,8 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--status", choices=[s.value for s in Status], action="append", help="only runs in this status (repeatable)"),
     arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
+    arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
+    arg("--orphaned", action="store_true", help="only running runs whose owner is gone (BRIEF O2/O3), with the verdict"),
     JSON,
     NO_CATCH_UP,
 )
@@ -175,7 +181,13 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
     Reads the runs view, caught up first (see --no-catch-up).
 
+    --orphaned lists the running runs the ledger's events say are orphans, each with
+    its rule and evidence; it only reads (recovering them is the sweep's job;
+    docs/operations.md).
+
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
+             epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
+             epochledger runs --orphaned --json
     """
 
     def keep(s: RunState) -> bool:
@@ -187,16 +199,105 @@ def cmd_runs(ns: argparse.Namespace) -> None:
             return False
         return True
 
+    if ns.orphaned:
+        return _runs_orphaned(ns, keep)
     from projections.engine import read_runs
 
     with _open(ns) as ledger:
         found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up)
+        rows = [run_record(s) for s in found]
+        if ns.streaking:
+            rows = _streaking(rows, _tick.tick_health(ledger))
     _say_lag(lag)
-    rows = [run_record(s) for s in found]
     if ns.json:
         out_json(rows)
         return
+    if ns.streaking:
+        cols = ["since", "age_s", "failures", "step", "error_class", "error"]
+        table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
+        return
     table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
+
+
+# ------------------------------------------------ issue 4: epochs, orphans, sweep
+def _runs_orphaned(ns: argparse.Namespace, keep: Callable[[RunState], bool]) -> None:
+    with _open(ns) as ledger:
+        found = ledger.orphans()
+    rows = []
+    for state, verdict in found:
+        if not keep(state):
+            continue
+        rec = run_record(state)
+        rec["orphan"] = msgspec.to_builtins(verdict)
+        rec["rule"], rec["why"] = verdict.rule, verdict.explain()
+        rows.append(rec)
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["run", "status", "process", "epoch", "started_at", "rule", "why"])
+
+
+@command("epochs", arg("--process", help="only this process slot"), JSON)
+def cmd_epochs(ns: argparse.Namespace) -> None:
+    """List process slots and their boot epochs, live or not (BRIEF O1, O2).
+
+    An epoch is live until a later boot of its slot supersedes it or it records a
+    clean stop; the running runs of an epoch that is not live are orphans.
+
+    Example: epochledger epochs --process worker-1
+    """
+    with _open(ns) as ledger:
+        epochs = ledger.epochs()
+    rows = [{**msgspec.to_builtins(e), "live": e.live} for e in epochs if ns.process in (None, e.process)]
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["process", "epoch", "live", "booted_at", "host", "pid", "superseded_by", "stopped_at",
+                 "sweep_skipped", "sweep_failed_at"])  # fmt: skip
+
+
+@command(
+    "sweep",
+    arg("--process", required=True, help="the process slot to recover"),
+    arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
+    arg("--margin", type=float, default=1.0, help="O3 fallback margin in seconds (default 1, no floor)"),
+    arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
+    arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
+    JSON,
+)
+def cmd_sweep(ns: argparse.Namespace) -> None:
+    """Boot a new epoch of a process slot and sweep with it: for an operator recovering
+    by hand a slot whose process is gone.
+
+    CAUTION: the new epoch supersedes the slot's current epoch, so every run it owns is
+    recovered as an orphan. Use it only for a slot whose process is dead; a live
+    scheduler recovers its own orphans at start (docs/operations.md).
+
+    Example: epochledger sweep --process worker-1 --dry-run   (what would be recovered)
+             epochledger sweep --process worker-1
+    """
+    if ns.dry_run:
+        from ledger.sweep import preview
+
+        with _open(ns) as ledger:
+            report = preview(ledger, ns.process, margin=ns.margin)
+        if ns.json:
+            out_json({"booted": None, "report": report})
+            return
+        out(f"dry run: booting a new epoch of {report.process} now would recover {len(report.recovered)} orphan(s)")
+        for v in report.recovered:
+            out(f"  {v.run}: {v.rule}: {v.explain()}")
+        return
+    with _open(ns) as ledger:
+        epoch, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin)
+    if ns.json:
+        out_json({"booted": epoch, "report": report})
+        return
+    out(f"booted {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
+    if report.fallback_skipped:
+        out(f"O3 fallback skipped: {report.fallback_skipped}")
+    for v in report.recovered:
+        out(f"  {v.run}: {v.rule}: {v.explain()}")
 
 
 @command("history", arg("run"), JSON)
@@ -207,17 +308,55 @@ def cmd_history(ns: argparse.Namespace) -> None:
     """
     with _open(ns) as ledger:
         history = ledger.history(ns.run)
-    rows = []
+    rows, previous = [], None
     for r in history:
-        d = msgspec.to_builtins(r.event)
-        rows.append({"position": r.position, "version": r.version, **d})
+        d = {"position": r.position, "version": r.version, "from_status": previous, **msgspec.to_builtins(r.event)}
+        previous = d["status"]
+        rows.append(d)
     if ns.json:
         out_json(rows)
         return
     for d in rows:
-        if d.get("code") == "" and lifecycle.is_failure(Status(d["status"])):
-            d["code"] = "UNKNOWN"
+        if lifecycle.is_failure(Status(d["status"])):
+            d["code"] = show_code(d.get("code", ""))
+        if d["type"] == "run.corrected":  # corrections stand out in every history
+            d["type"] = f"CORRECTION {d['from_status']} -> {d['status']}"
+        if d.get("cause"):
+            d["reason"] = "; ".join(filter(None, [d.get("reason"), "caused by " + describe_cause(d["cause"])]))
     table(rows, ["position", "at", "type", "status", "code", "actor", "reason"])
+
+
+def describe_cause(cause: dict[str, Any]) -> str:
+    """`OOM_KILLED: cgroup limit <- ...` for a nested cause chain."""
+    parts = []
+    while cause:
+        parts.append(": ".join(filter(None, [show_code(cause.get("code", "")), cause.get("message")])))
+        cause = cause.get("cause")  # type: ignore[assignment]
+    return " caused by ".join(parts)
+
+
+@command(
+    "correct",
+    arg("run"),
+    arg("--to", required=True, choices=[s.value for s in Status if lifecycle.is_correction_target(s)], help="the corrected status"),
+    arg("--code", default="", help="the corrected failure code (for a failure status; empty = UNKNOWN)"),
+    arg("--error", help="the corrected error text"),
+    arg("--actor", required=True, help="who makes the correction"),
+    arg("--reason", required=True, help="why: shown in every history and counted in audit"),
+    JSON,
+)
+def cmd_correct(ns: argparse.Namespace) -> None:
+    """Correct the verdict of a failed or finished run: the only way out of a final
+    status. Needs an actor and a reason; shows as a CORRECTION in `history`.
+
+    Example: epochledger correct nightly-0042 --to failed --code BAD_OUTPUT --actor alice --reason "empty export"
+    """
+    with _open(ns) as ledger:
+        state = ledger.correct(ns.run, Status(ns.to), code=ns.code, error=ns.error, actor=ns.actor, reason=ns.reason)
+    if ns.json:
+        out_json(run_record(state))
+    else:
+        out(f"{ns.run}: corrected to {state.status}" + (f" ({show_code(state.code)})" if lifecycle.is_failure(state.status) else ""))
 
 
 @command("demo", arg("--force", action="store_true", help="replace an existing demo file"))
@@ -231,6 +370,50 @@ def cmd_demo(ns: argparse.Namespace) -> None:
     from ledger.demo import run_demo
 
     run_demo(ns.store, force=ns.force, out=out)
+
+
+# ------------------------------------------------------- tick health (docs/tick.md)
+from ledger import tick as _tick  # noqa: E402
+from projections import tick_health as _tick_health  # noqa: E402
+
+
+def _streaking(rows: list[dict[str, Any]], view: Any) -> list[dict[str, Any]]:
+    """Keep the runs with an open streak, oldest streak first, with its age in ledger time."""
+    by_run = {row["run"]: row for row in rows}
+    return [{**by_run[st["run"]], "streak": st} for st in _tick_health.open_streaks(view) if st["run"] in by_run]
+
+
+def _show_tick_health(health: dict[str, Any]) -> None:
+    s = health["streak"]
+    if s is not None:
+        out(f"{'tick streak':>12}: open since {s['since']} ({s['failures']} failed ticks, age {s['age_s']:.0f}s "
+            f"in ledger time); last: step {s['step']} {s['error_class']}: {s['error']}")  # fmt: skip
+    for d in health["dead_letters"]:
+        cleanup = f"; cleanup failed: {d['cleanup_error']}" if d.get("cleanup_error") else ""
+        out(f"{'dead-letter':>12}: {d['at']} tick {d['tick']} step {d['step']} {d['error_class']}: {d['error']} "
+            f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
+
+
+@command("tick-health", JSON)
+def cmd_tick_health(ns: argparse.Namespace) -> None:
+    """Fleet tick health: open failure streaks (age in ledger time, last error) and
+    dead-letters by step and by error class (docs/tick.md).
+
+    Example: epochledger tick-health --json
+    """
+    with _open(ns) as ledger:
+        summary = _tick_health.summary(_tick.tick_health(ledger))
+    if ns.json:
+        out_json(summary)
+        return
+    now = summary["now"]
+    out(f"ledger time: {msgspec.to_builtins(now) if now is not None else '(empty log)'}")
+    out(f"open streaks: {len(summary['open_streaks'])}")
+    table(summary["open_streaks"], ["run", "since", "age_s", "failures", "step", "error_class", "error"])
+    out(f"dead-letters: {summary['dead_letters']}")
+    for key in ("dead_letters_by_step", "dead_letters_by_error_class"):
+        for name, n in summary[key].items():
+            out(f"  {key.removeprefix('dead_letters_')} {name}: {n}")
 
 
 # ----------------------------------------------------- projections and replay
@@ -412,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="An event-sourced ledger of scheduler runs.",
         epilog="Exit codes: 0 ok, 1 ledger error, 2 usage, 3 invalid input, 4 run not found, "
         "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event, "
-        "9 a view differs from its replay (verify).",
+        "9 stale epoch (report fenced; kept as run.fenced), 10 a view differs from its replay (verify).",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -69,12 +69,14 @@ class RunStarted(RunEventBase, frozen=True, kw_only=True, tag="run.started"):
 class RunCheckpointed(RunEventBase, frozen=True, kw_only=True, tag="run.checkpointed"):
     node: Name
     ref: Text
+    epoch: Name | None = None  # written on behalf of this epoch (fencing, docs/operations.md)
 
 
 class RunPaused(RunEventBase, frozen=True, kw_only=True, tag="run.paused"):
     kind: Literal["operator", "waiting_human"]
     interaction: Name | None = None
     questions: Questions | None = None
+    epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
@@ -82,9 +84,20 @@ class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
     answers: Answers | None = None
 
 
+class Cause(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What caused a failure, itself possibly caused by something deeper (as Temporal's
+    failures nest): `ENGINE_ERROR caused by OOM_KILLED: cgroup limit`."""
+
+    code: Code = ""
+    message: LongText | None = None
+    cause: Cause | None = None
+
+
 class RunFailed(RunEventBase, frozen=True, kw_only=True, tag="run.failed"):
     resumable: bool
     error: LongText | None = None
+    cause: Cause | None = None
+    epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled"):
@@ -92,7 +105,7 @@ class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled")
 
 
 class RunFinished(RunEventBase, frozen=True, kw_only=True, tag="run.finished"):
-    pass
+    epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunRewound(RunEventBase, frozen=True, kw_only=True, tag="run.rewound"):
@@ -101,6 +114,78 @@ class RunRewound(RunEventBase, frozen=True, kw_only=True, tag="run.rewound"):
 
 class RunDeleted(RunEventBase, frozen=True, kw_only=True, tag="run.deleted"):
     pass
+
+
+class RunCorrected(RunEventBase, frozen=True, kw_only=True, tag="run.corrected"):
+    """The one way out of an absorbing status (failed, finished): an audited correction
+    with an actor and a reason, e.g. a run recorded as finished whose output proved
+    bad, or a crash that had in fact completed. `to` is the corrected status; `code`
+    (on a failure status) the corrected failure code."""
+
+    to: Status
+    error: LongText | None = None
+
+
+# -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by ledger.tick only.
+class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_failed"):
+    """One of the scheduler's per-run steps raised on this run in tick `tick`. Opens or
+    extends the run's failure streak; the status does not change."""
+
+    tick: Name
+    step: Name
+    error_class: Name
+    error: LongText = ""
+
+
+class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_recovered"):
+    """Every step succeeded on a run whose streak was open: the streak closes. Never
+    written for a healthy run (BRIEF T3)."""
+
+    tick: Name
+
+
+class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_lettered"):
+    """The streak outlived the tick failure deadline: `failed` with
+    TICK_DEADLINE_EXCEEDED (BRIEF T2). Carries the last failure and the bound."""
+
+    tick: Name
+    step: Name
+    error_class: Name
+    error: LongText = ""
+    failing_since: Instant  # first failure of the streak
+    failures: int  # failures in the streak, this tick's included
+    deadline_s: float  # the bound, seconds
+    cleanup_error: LongText | None = None  # best-effort cleanup that raised
+
+
+# -------------------------------------- orphans and fencing (issue 4, BRIEF O2-O5)
+class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered"):
+    """A sweep recovered an orphan: moves it to failed_resumable / PROCESS_ORPHANED and
+    is the audit record of why (BRIEF O5). `actor` is the sweeping epoch."""
+
+    rule: Name  # "O2-superseded" | "O2-stopped" | "O3-fallback" (projections/orphans.py)
+    swept_by: Name  # the sweeping epoch
+    swept_by_process: Name
+    owner_process: Name | None = None
+    owner_epoch: Name | None = None
+    superseded_by: Name | None = None  # O2-superseded: the epoch that superseded the owner
+    stopped_at: Instant | None = None  # O2-stopped: when the owner recorded its clean stop
+    started_at: Instant | None = None  # the run's last start
+    booted_at: Instant | None = None  # O3: boot instant of the epoch the verdict is relative to
+    cutoff: Instant | None = None  # O3: booted_at - margin
+    margin: float | None = None  # O3: seconds
+
+
+class RunFenced(RunEventBase, frozen=True, kw_only=True, tag="run.fenced"):
+    """A report written on behalf of a stale epoch, refused and kept as evidence. It
+    changes nothing: status and code stay what they were."""
+
+    epoch: Name  # the stale epoch the refused report was written for
+    refused: Name  # tag of the refused report
+    why: Text
+    superseded_by: Name | None = None
+    stopped_at: Instant | None = None
+    report: dict[str, Any] = {}  # the refused report as it was submitted
 
 
 RunEvent = (
@@ -114,6 +199,12 @@ RunEvent = (
     | RunFinished
     | RunRewound
     | RunDeleted
+    | RunCorrected
+    | RunTickFailed
+    | RunTickRecovered
+    | RunDeadLettered
+    | RunRecovered
+    | RunFenced
 )
 
 
@@ -137,7 +228,23 @@ class ProcessStopped(ProcessEventBase, frozen=True, kw_only=True, tag="process.s
     pass
 
 
-ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped
+class ProcessSweepSkipped(ProcessEventBase, frozen=True, kw_only=True, tag="process.sweep_skipped"):
+    """The sweep of this epoch did not apply the O3 time fallback, and why (e.g. the
+    wall clock read earlier than the boot instant: it stepped back)."""
+
+    why: Text
+    now: Instant | None = None
+    booted_at: Instant | None = None
+
+
+class ProcessSweepFailed(ProcessEventBase, frozen=True, kw_only=True, tag="process.sweep_failed"):
+    """The sweep of this epoch gave up after its bounded retries (BRIEF O5 alert)."""
+
+    attempts: int
+    error: LongText
+
+
+ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessSweepSkipped | ProcessSweepFailed
 
 AnyEvent = RunEvent | ProcessEvent
 

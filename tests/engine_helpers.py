@@ -54,8 +54,6 @@ def random_history(ledger: Ledger, seed: int, runs: int = 20, ops: int = 300) ->
     for n in range(ops):
         run = f"run-{rnd.randrange(runs):03d}"
         op = "queue" if rnd.random() < 0.15 or run not in queued else rnd.choice(OPS)
-        # (checkpoint/delete of a never-queued run trips an assert in ledger.run._result
-        # on main: reported to the lead, so histories here only touch queued runs.)
         queued.add(run)
         apply_op(ledger, op, run, n)
 

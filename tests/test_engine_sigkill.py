@@ -87,8 +87,9 @@ def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, o
         assert store.tracking(runs.NAME) is None
         reached = _tracked(store, key)
         assert threshold <= reached < head
+        left = sum(len(chunk) for chunk in store.read_batches(reached))  # ids have gaps on PostgreSQL
         stats = engine.rebuild(store, runs)
-        assert stats.events == head - reached
+        assert stats.events == left
         engine.rebuild(store, failures)
     else:
         assert threshold <= _tracked(store, key) < head * views

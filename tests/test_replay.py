@@ -36,10 +36,7 @@ def test_R1_replay_of_the_same_prefix_is_byte_identical(seed: int, cut: float) -
             assert state_hash(one) == state_hash(two)
             lines = list(export_lines(a))[:position]
         with open_ledger(f"sqlite:///{tmp}/b.db", clock=ManualClock(T0, 60)) as b:
-            # one import per line: a multi-stream batch is committed grouped by stream
-            # (Batch.commit), which reorders the log (reported to the lead)
-            for line in lines:
-                import_lines(b, [line])
+            import_lines(b, lines)
             prefix_only = state_at(b.store)
         assert canonical_bytes(prefix_only) == canonical_bytes(one)
     finally:
