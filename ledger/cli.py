@@ -480,7 +480,8 @@ def cmd_rebuild(ns: argparse.Namespace) -> None:
 @command("verify", JSON)
 def cmd_verify(ns: argparse.Namespace) -> None:
     """Replay the log from zero in memory and compare every live view with it, row by
-    row, up to the view's own position. Names the first difference (exit 9).
+    row, up to the view's own position. Names the first difference (exit 10). A view
+    that was never built is reported as such (nothing to compare).
 
     Example: epochledger verify
     """
@@ -494,6 +495,8 @@ def cmd_verify(ns: argparse.Namespace) -> None:
     else:
         for r in results:
             verdict = "ok" if r.difference is None else "DIFFERS: " + r.difference.message
+            if not r.built:
+                verdict = f"not built yet, nothing to compare (epochledger rebuild {r.view})"
             out(f"{r.view}: {verdict} (position {r.position}, {r.rows} rows, {r.parked} parked)")
     bad = [r for r in results if r.difference is not None]
     if bad:
