@@ -16,6 +16,12 @@ A view module (projections/registry.py lists them) provides:
   demand, so memory grows with the cache, not with the fleet. Without it the engine
   keeps the whole view in memory and writes the rows that changed (small views).
 
+A view whose state is not a dict (a Struct or dataclass of several parts) is stored
+whole, as one row with key "*" (`STATE`, `COLUMNS`, `columns` optional: the state's own
+type, no columns): registering it is one line, but every batch that changes it
+rewrites it whole, so this suits small views only; a large one should be a dict keyed
+by stream or entity (docs/projections.md).
+
 Exactly once: each batch of events is applied in memory, then its changed rows and the
 new tracking position are written in one transaction that first moves the tracking
 position with a compare-and-set (Store.commit_view). A crash loses the uncommitted
@@ -73,8 +79,33 @@ class Stats(msgspec.Struct, kw_only=True):
     rebuilt: bool = False
 
 
+WHOLE = "*"  # the key of the one row of a view stored whole
+
+
 def table_of(view_key: str) -> str:
     return "view_" + view_key
+
+
+def is_whole(module: ModuleType) -> bool:
+    return not isinstance(module.initial(), dict)
+
+
+def column_spec(module: ModuleType) -> tuple[tuple[str, str], ...]:
+    return tuple(getattr(module, "COLUMNS", ()))
+
+
+def state_type(module: ModuleType) -> Any:
+    return getattr(module, "STATE", None) or type(module.initial())
+
+
+def entries(module: ModuleType, view: Any) -> dict[str, Any]:
+    """The view as rows-to-be: its own dict, or {"*": view} for a view stored whole."""
+    return {WHOLE: view} if is_whole(module) else view
+
+
+def row_of(module: ModuleType, key: str, value: Any) -> tuple[Any, ...]:
+    columns = getattr(module, "columns", None)
+    return (key, *(columns(key, value) if columns is not None else ()), _encoder.encode(value))
 
 
 class Runner:
@@ -85,10 +116,11 @@ class Runner:
         self.module = module
         self.key = module.NAME + (SHADOW if shadow else "")
         self.table = table_of(self.key)
-        self.columns = [c for c, _ in module.COLUMNS]
+        self.columns = [c for c, _ in column_spec(module)]
         self.keyed = hasattr(module, "keys")
+        self.whole = is_whole(module)
         self.cache_limit = cache_limit
-        self._decode = msgspec.json.Decoder(module.STATE).decode
+        self._decode = msgspec.json.Decoder(state_type(module)).decode
         self.view: dict[str, Any] = {}
         self.flushed: dict[str, bytes] = {}
         self.position = 0
@@ -107,7 +139,10 @@ class Runner:
         if not self.keyed:
             _, rows = self.store.view_rows(self.key, self.table, [])
             for k, state in rows:
-                self.view[k] = self._decode(state)
+                if self.whole:
+                    self.view = self._decode(state)
+                else:
+                    self.view[k] = self._decode(state)
                 self.flushed[k] = state
 
     def run(self, upto: int | None = None, progress: Progress | None = None, head: int = 0,
@@ -157,18 +192,18 @@ class Runner:
             if type(rec) is Recorded:
                 self._last = rec
                 try:
-                    evolve(view, rec)
+                    view = evolve(view, rec)
                 except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
-                    error = _retry(evolve, view, rec, first)
+                    view, error = _retry(evolve, view, rec, first)
                     if error is not None:
                         parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
                                        self._ledger_time()))  # fmt: skip
             else:
                 parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
                                self._ledger_time()))  # fmt: skip
+        self.view = view
         upserts: list[tuple[Any, ...]] = []
         deletes: list[str] = []
-        columns, encode = module.columns, _encoder.encode
         if self.keyed:
             if self._reread_keys:
                 dirty |= self._reread_keys
@@ -178,14 +213,15 @@ class Runner:
                 if v is None:
                     deletes.append(k)
                 else:
-                    upserts.append((k, *columns(k, v), encode(v)))
+                    upserts.append(row_of(module, k, v))
         else:
-            for k, v in view.items():
-                data = encode(v)
-                if self.flushed.get(k) != data:
-                    upserts.append((k, *columns(k, v), data))
-                    self.flushed[k] = data
-            for k in [k for k in self.flushed if k not in view]:
+            current = entries(module, view)
+            for k, v in current.items():
+                row = row_of(module, k, v)
+                if self.flushed.get(k) != row[-1]:
+                    upserts.append(row)
+                    self.flushed[k] = row[-1]
+            for k in [k for k in self.flushed if k not in current]:
                 deletes.append(k)
                 del self.flushed[k]
         new_position = chunk[-1].position
@@ -223,16 +259,17 @@ class Runner:
         return self._last.event.at.isoformat() if self._last is not None else None
 
 
-def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded, first: Exception) -> str | None:
-    """Try again up to MAX_ATTEMPTS in all; None if it went through, else the error."""
+def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded,
+           first: Exception) -> tuple[Any, str | None]:  # fmt: skip
+    """Try again up to MAX_ATTEMPTS in all: (view, None) if it went through, else
+    (the unchanged view, the error)."""
     error = f"{type(first).__name__}: {first}"
     for _ in range(MAX_ATTEMPTS - 1):
         try:
-            evolve(view, rec)
-            return None
+            return evolve(view, rec), None
         except Exception as e:  # noqa: BLE001
             error = f"{type(e).__name__}: {e}"
-    return error
+    return view, error
 
 
 def _tag(rec: Recorded) -> str:
@@ -263,7 +300,7 @@ def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progre
     shadow_table = table_of(shadow_key)
     tracking = store.tracking(shadow_key)
     if tracking is None or tracking[0] != module.VERSION:
-        store.reset_view(shadow_key, shadow_table, module.COLUMNS, module.VERSION)
+        store.reset_view(shadow_key, shadow_table, column_spec(module), module.VERSION)
     head = store.max_position() if upto is None else upto
     runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
     stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
@@ -358,18 +395,18 @@ def replay_rows(store: Store, module: ModuleType, upto: int) -> tuple[list[tuple
                 parked.append(rec.position)
                 continue
             try:
-                module.evolve(view, rec)
+                view = module.evolve(view, rec)
             except Exception as first:  # noqa: BLE001 - the engine's rule, exactly
-                if _retry(module.evolve, view, rec, first) is not None:
+                view, error = _retry(module.evolve, view, rec, first)
+                if error is not None:
                     parked.append(rec.position)
-    encode = _encoder.encode
-    rows = sorted((k, *module.columns(k, v), encode(v)) for k, v in view.items())
+    rows = sorted(row_of(module, k, v) for k, v in entries(module, view).items())
     return rows, parked
 
 
 def verify_view(store: Store, module: ModuleType) -> Verified:
     store.ensure_projection_tables()
-    columns = [c for c, _ in module.COLUMNS]
+    columns = [c for c, _ in column_spec(module)]
     tracking, live = store.view_rows(module.NAME, table_of(module.NAME), columns)
     if tracking is None:  # nothing live to compare; not a difference
         return Verified(view=module.NAME, position=0, rows=0, parked=0, built=False)
@@ -424,7 +461,7 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
     if catch_up_first:
         catch_up(store, module)
     store.ensure_projection_tables()
-    decode = msgspec.json.Decoder(module.STATE).decode
+    decode = msgspec.json.Decoder(state_type(module)).decode
     tracking, rows = store.view_rows(module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
     head = store.max_position()
     if tracking is None or tracking[0] != module.VERSION:

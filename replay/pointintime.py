@@ -32,7 +32,7 @@ class FleetState(msgspec.Struct, frozen=True, kw_only=True):
     position: int  # last position in the prefix (0: empty prefix)
     at: datetime | None  # ledger time of the last event in the prefix
     events: int  # events in the prefix, parked included
-    views: dict[str, dict[str, Any]]
+    views: dict[str, Any]  # each view as its module folds it
     parked: dict[str, list[int]]
 
 
@@ -65,7 +65,8 @@ def state_at(store: Store, *, position: int | None = None, at: datetime | None =
                     return _done(last_position, last_at, events, folded, parked)
                 last_at = rec.event.at
                 for v in views:
-                    if not _apply(v, folded[v.NAME], rec):
+                    folded[v.NAME], ok = _apply(v, folded[v.NAME], rec)
+                    if not ok:
                         parked[v.NAME].append(rec.position)
             else:
                 assert isinstance(rec, Poison)
@@ -76,14 +77,13 @@ def state_at(store: Store, *, position: int | None = None, at: datetime | None =
     return _done(last_position, last_at, events, folded, parked)
 
 
-def _apply(view_module: ModuleType, view: Any, rec: Recorded) -> bool:
+def _apply(view_module: ModuleType, view: Any, rec: Recorded) -> tuple[Any, bool]:
     for _ in range(MAX_ATTEMPTS):
         try:
-            view_module.evolve(view, rec)
-            return True
+            return view_module.evolve(view, rec), True
         except Exception:  # noqa: BLE001 - the engine's poison rule (BRIEF T4)
             continue
-    return False
+    return view, False
 
 
 def _done(position: int, at: datetime | None, events: int, folded: dict[str, Any],

@@ -60,7 +60,7 @@ def _kill_mid_way(url: str, op: str, key: str, store, threshold: int) -> None:  
 
 def _assert_equals_clean_replay(store) -> None:  # noqa: ANN001
     for v in registry.VIEWS:
-        columns = [c for c, _ in v.COLUMNS]
+        columns = [c for c, _ in engine.column_spec(v)]
         tracking, rows = store.view_rows(v.NAME, engine.table_of(v.NAME), columns)
         assert tracking == (v.VERSION, store.max_position())
         assert sorted(rows) == engine.replay_rows(store, v, store.max_position())[0], v.NAME
