@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
-from ledger.store import Store, StreamWrite, open_store
+from ledger.store import Append, Store, open_store
 
 T0 = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)
 PG_URL = os.environ.get("EPOCHLEDGER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -54,7 +54,7 @@ def make_history(store: Store, runs: int, per_run: int = 5, window: int = 1000,
         ids = range(base, min(runs, base + window))
         for step in range(per_run):
             at += timedelta(milliseconds=1)
-            store.append([StreamWrite(run_stream(f"run-{i:07d}"), step, [run_events(i, step, at, per_run)]) for i in ids])
+            store.append([Append(run_stream(f"run-{i:07d}"), step + 1, run_events(i, step, at, per_run)) for i in ids])
             n += len(ids)
         if log is not None and (base // window) % 100 == 0:
             log(f"  {n} events")
