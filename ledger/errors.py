@@ -87,3 +87,13 @@ class DecodeError(LedgerError):
         self.tag = tag
         self.error = error
         super().__init__(f"event at position {position} ({tag or 'unknown type'}) does not decode: {error}")
+
+
+class QueryRefused(InvalidInput):
+    """An audit query that is not one read-only statement, or that DuckDB rejects
+    (docs/audit.md). Nothing was changed."""
+
+    def __init__(self, reason: str, sql: str):
+        self.reason = reason
+        self.sql = sql
+        super().__init__(reason, where="audit query")

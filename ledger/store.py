@@ -123,6 +123,28 @@ class Store:
             if len(rows) < batch:
                 return
 
+    def read_raw(self, after: int = 0, upto: int | None = None,
+                 batch: int = READ_BATCH) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip
+        """The stored rows (position, stream, version, state bytes) with after < position
+        <= upto, in log order, one keyset batch per list, NOT decoded. For exports that
+        must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
+        written by a newer version and refuse a tag this version does not know (BRIEF L3).
+        The state may come back as bytes or a buffer (memoryview), per driver."""
+        while True:
+            with _translated("read the log"):
+                rows = self._select_after(after, batch)
+            if not rows:
+                return
+            if upto is not None and rows[-1][0] > upto:
+                rows = [r for r in rows if r[0] <= upto]
+                if rows:
+                    yield rows
+                return
+            yield rows
+            after = rows[-1][0]
+            if len(rows) < batch:
+                return
+
     def max_position(self) -> int:
         with _translated("read the log"):
             return self.recorder.max_notification_id() or 0
