@@ -1,9 +1,12 @@
 -- Runs marked orphaned while the epoch that owned them was live (BRIEF O2: must be
 -- none). A mark is a run.recovered event, or any run event that newly sets the code
 -- PROCESS_ORPHANED. The owner is the epoch of the run's last run.started before the
--- mark; it was live if it had booted and was neither superseded by a later boot of its
--- process nor cleanly stopped before the mark, in log order. Returns the offending
--- marks up to $as_of; an empty result proves the invariant on the data.
+-- mark; it was live if its boot was recorded at or before the mark and it was neither
+-- superseded by a later boot of its process nor cleanly stopped at or before the mark.
+-- Instants, not positions, order events of different streams: one batch (an NDJSON
+-- import) appends its streams one after the other, so positions across streams need
+-- not follow time (docs/audit.md). Returns the offending marks up to $as_of; an empty
+-- result proves the invariant on the data.
 WITH marked AS (
     SELECT
         run, position, occurred_at, type, code, actor,
@@ -28,12 +31,12 @@ SELECT
     m.actor AS marked_by,
     m.owner_epoch,
     ep.process AS owner_process,
-    ep.boot_position,
-    ep.superseded_position,
-    ep.stopped_position
+    ep.recorded_at AS owner_booted_at,
+    ep.superseded_at AS owner_superseded_at,
+    ep.stopped_at AS owner_stopped_at
 FROM marks m
 JOIN epochs ep ON ep.epoch = m.owner_epoch
-WHERE ep.boot_position < m.position
-  AND (ep.superseded_position IS NULL OR ep.superseded_position > m.position)
-  AND (ep.stopped_position IS NULL OR ep.stopped_position > m.position)
+WHERE ep.recorded_at <= m.occurred_at
+  AND (ep.superseded_at IS NULL OR ep.superseded_at > m.occurred_at)
+  AND (ep.stopped_at IS NULL OR ep.stopped_at > m.occurred_at)
 ORDER BY m.position;

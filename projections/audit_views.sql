@@ -51,8 +51,8 @@ FROM latest l
 LEFT JOIN lifecycle_predicates p ON p.status = l.status AND p.code = l.code;
 
 -- One row per boot of a process slot. An epoch is superseded by the next boot of the
--- same slot; `live` is as of the last synced event (BRIEF O2). Positions are given
--- beside instants because the log order, not the clock, decides what came first.
+-- same slot; `live` is as of the last synced event (BRIEF O2). Positions order events
+-- within the process's stream; across streams compare instants (docs/audit.md).
 CREATE OR REPLACE VIEW epochs AS
 WITH boots AS (
     SELECT
