@@ -47,7 +47,7 @@ from projections import lifecycle
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "epochledger.duckdb"
-CHUNK = 200_000  # events per DuckDB transaction
+CHUNK = 100_000  # events per DuckDB transaction
 
 # Columns read from each NDJSON line; the common fields are then extracted from the
 # payload by DuckDB (the payload is nested, never spliced into the line, so an event
@@ -286,9 +286,9 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK,
                     nonlocal pending, position, appended, n
                     n += 1
                     file = os.path.join(tmp, f"chunk-{n % 2}.ndjson")  # two files: one loading, one being written
+                    _write_chunk(rows, file)  # while the previous chunk loads
                     if pending is not None:  # at most one load in flight; errors surface here
                         position = pending.result()
-                    _write_chunk(rows, file)
                     pending = pool.submit(_load, con, file, rows, position)
                     appended += len(rows)
                     if progress:

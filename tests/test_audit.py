@@ -76,8 +76,8 @@ def test_A1_sync_after_more_events_appends_exactly_those(ledger: Ledger, tmp_pat
 def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_nothing(
     sqlite_ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Mutation caught: writing the sync position outside the rows' transaction (or
-    not at all) duplicates or loses the first chunk on the re-sync."""
+    """Mutation caught (applied, seen failing): not recording the sync position with
+    the chunk's rows; the re-sync then appends the first chunk a second time."""
     sqlite_ledger.boot("worker-1", epoch="w1.e1")
     day(sqlite_ledger, 6)  # 1 boot + 6 x 3 events
     path = str(tmp_path / "audit.duckdb")
