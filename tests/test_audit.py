@@ -462,3 +462,30 @@ def test_A1_transitions_carry_from_and_to_status(tmp_path: Path, capsys: pytest.
         ("run.finished", "running", "finished", "", "w1.e1"),
     ]
 
+
+
+def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
+    """docs/audit.md is part of the feature: each of its SQL examples runs through
+    `audit query` on the demo's audit file (the Parquet ones on an export of it)."""
+    from ledger.clock import ManualClock
+    from ledger.demo import DAY, record_day
+
+    store = str(tmp_path / "demo.db")
+    with open_ledger(store, clock=ManualClock(DAY, uptime=12.0)) as lg:
+        record_day(lg, lg.clock)  # type: ignore[arg-type]
+        path = str(tmp_path / "demo.duckdb")
+        audit.sync(lg.store, path)
+    doc = (Path(audit.__file__).parent.parent / "docs" / "audit.md").read_text()
+    blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
+    statements = [s.strip() for b in blocks for s in re.sub(r"--[^\n]*", "", b).split(";") if s.strip()]
+    assert len(statements) >= 10
+    parquet = tmp_path / "audit-parquet"
+    audit.export_parquet(path, str(parquet))
+    for sql in statements:
+        if "read_parquet" in sql:
+            con = duckdb.connect()
+            assert con.execute(sql.replace("audit-parquet/", f"{parquet}/")).fetchall()
+        else:
+            audit.query(path, sql)
+    for sql in re.findall(r'audit query "((?:SELECT|DESCRIBE|SHOW) [^"]+)"', doc):
+        audit.query(path, sql)
