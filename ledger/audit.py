@@ -57,7 +57,7 @@ _INSERT = f"""
 INSERT INTO events
 SELECT
     position, stream, version,
-    j[1], j[2]::TIMESTAMPTZ, j[3], j[4], j[5], j[6],
+    j[1], TRY_CAST(j[2] AS TIMESTAMPTZ), j[3], j[4], j[5], j[6],
     CASE WHEN starts_with(stream, 'run:') THEN coalesce(j[7], '') ELSE j[7] END,
     j[8], j[9], payload
 FROM (
@@ -233,13 +233,18 @@ def _write_chunk(rows: list[tuple[int, str, int, Any]], path: str) -> None:
 
 
 def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
+    """The slow path, taken only when DuckDB refused a chunk: each payload is checked,
+    JSON spread over several lines is re-encoded on one, and non-JSON is kept as text."""
     lines = []
     for row in rows:
         try:
-            msgspec.json.decode(row[3])
-            lines.append(_line(row))
+            value = msgspec.json.decode(row[3])
         except msgspec.DecodeError:
             lines.append(_undecodable_line(row))
+            continue
+        if b"\n" in row[3] or b"\r" in row[3]:
+            row = (row[0], row[1], row[2], _encode(value))
+        lines.append(_line(row))
     with open(path, "wb") as f:
         f.write(b"".join(lines))
 

@@ -270,7 +270,7 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
         out(f"appended {result.appended} events to {result.duckdb} (position {result.position}, {result.events} events in all)")
 
 
-@command("audit report", arg("name", help="report name (see the list below)"), DUCKDB,
+@command("audit report", arg("name", help="one of the reports listed above"), DUCKDB,
          arg("--as-of", metavar="INSTANT", default=None,
              help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),
          arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
@@ -302,8 +302,10 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
 @command("audit query", arg("sql", help="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"), DUCKDB,
          arg("--format", choices=["table", "csv", "json"], default="table"), JSON)  # fmt: skip
 def cmd_audit_query(ns: argparse.Namespace) -> None:
-    """Run one read-only SQL statement on the audit file. Writes are refused (exit 3):
-    the file is opened read-only, with file access disabled and settings locked.
+    """Run one read-only SQL statement (SELECT, DESCRIBE, ...) on the audit file.
+
+    Writes are refused (exit 3): the statement type is checked, and the file is opened
+    read-only with file access disabled and settings locked (docs/audit.md).
 
     Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
     """
@@ -314,8 +316,10 @@ def cmd_audit_query(ns: argparse.Namespace) -> None:
 
 @command("audit export-parquet", arg("dir", help="a new or empty directory"), DUCKDB, JSON)
 def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
-    """Write the audit file's events as Parquet, partitioned by event date, for
-    histories larger than one machine's memory (DuckDB, Spark, pandas read it).
+    """Write the audit file's events as Parquet files partitioned by event date.
+
+    For histories larger than one machine's memory: DuckDB, Spark and pandas read
+    DIR/events/event_date=YYYY-MM-DD/*.parquet (docs/audit.md).
 
     Example: epochledger audit export-parquet ./audit-parquet
     """

@@ -175,6 +175,41 @@ def test_T4_A1_an_undecodable_payload_is_kept_and_does_not_wedge_the_sync(sqlite
     assert rows == [(1, "run.queued", None), (2, None, '{"type":"run.started", garbage'), (3, "run.queued", None)]
 
 
+def test_T4_A1_odd_but_valid_payloads_do_not_wedge_the_sync(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    """JSON spread over several lines would split an NDJSON line; an `at` that is not a
+    time would fail the column cast. Both are kept (the payload as stored) and later
+    events still arrive."""
+    sqlite_ledger.queue("x")
+    odd = [
+        (2, b'{\n  "type": "run.started",\n  "at": "2026-09-09T14:01:00Z",\n  "run": "x",\n  "status": "running"\n}'),
+        (3, b'{"type":"run.checkpointed","at":"yesterday","run":"x","status":"running","node":"n","ref":"r"}'),
+    ]
+    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+        for version, state in odd:
+            conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                         ("run:x", version, "run.x", state))  # fmt: skip
+    sqlite_ledger.queue("y")
+    path = str(tmp_path / "audit.duckdb")
+    assert audit.sync(sqlite_ledger.store, path).appended == 4
+    rows = audit.query(path, "SELECT type, occurred_at IS NULL, payload->>'at' FROM events ORDER BY position").rows
+    assert rows == [("run.queued", False, "2026-09-09T14:00:00Z"), ("run.started", False, "2026-09-09T14:01:00Z"),
+                    ("run.checkpointed", True, "yesterday"), ("run.queued", False, "2026-09-09T14:00:00Z")]  # fmt: skip
+
+
+def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> None:
+    ledger.boot("worker-1", epoch="w1.e1")
+    day(ledger, 3)
+    typed = list(ledger.events())
+    batches = list(ledger.store.read_raw(0, batch=4))
+    assert [len(b) for b in batches][:-1] == [4] * (len(batches) - 1)
+    raw = [r for b in batches for r in b]
+    from ledger import codec
+
+    assert [(p, s, v, bytes(b)) for p, s, v, b in raw] == [(r.position, r.stream, r.version, codec.encode(r.event)) for r in typed]
+    upto = typed[5].position
+    assert [r[0] for b in ledger.store.read_raw(typed[1].position, upto, batch=2) for r in b] == [r.position for r in typed[2:6]]
+
+
 def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger: Ledger, tmp_path: Path) -> None:
     """The runs view takes status and code from each run's last event (L1) and its
     predicates from projections/lifecycle.py; it must agree with Ledger.runs()."""
