@@ -35,7 +35,7 @@ WITH latest AS (
         arg_max(process, position) FILTER (WHERE process IS NOT NULL) AS process,
         arg_max_null(epoch, position) FILTER (WHERE type = 'run.started') AS epoch,
         min(occurred_at) FILTER (WHERE type = 'run.queued') AS queued_at,
-        max(occurred_at) FILTER (WHERE type = 'run.started') AS started_at,
+        arg_max(occurred_at, position) FILTER (WHERE type = 'run.started') AS started_at,
         arg_max(occurred_at, position) AS updated_at,
         arg_max_null(actor, position) AS actor,
         arg_max_null(reason, position) AS reason,
