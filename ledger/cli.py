@@ -143,15 +143,19 @@ def cmd_show(ns: argparse.Namespace) -> None:
     """
     with _open(ns) as ledger:
         rec = run_record(ledger.get_run(ns.run))
+        rec["tick_health"] = _tick.run_tick_health(ledger, ns.run)  # docs/tick.md
     if ns.json:
         out_json(rec)
         return
     preds = rec.pop("predicates")
     rec.pop("code", None)
+    health = rec.pop("tick_health")
+    rec.pop("tick_streak", None)
     for k, v in rec.items():
         if v is not None and v != "":
             out(f"{k:>12}: {v}")
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
+    _show_tick_health(health)
 
 
 @command(
@@ -159,12 +163,14 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--status", choices=[s.value for s in Status], action="append", help="only runs in this status (repeatable)"),
     arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
+    arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
     JSON,
 )
 def cmd_runs(ns: argparse.Namespace) -> None:
     """List runs, optionally filtered by status, predicate and failure code.
 
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
+             epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
     """
 
     def keep(s: RunState) -> bool:
@@ -178,8 +184,14 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
     with _open(ns) as ledger:
         rows = [run_record(s) for s in ledger.runs(keep)]
+        if ns.streaking:
+            rows = _streaking(rows, _tick.tick_health(ledger))
     if ns.json:
         out_json(rows)
+        return
+    if ns.streaking:
+        cols = ["since", "age_s", "failures", "step", "error_class", "error"]
+        table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
         return
     table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
 
@@ -192,17 +204,55 @@ def cmd_history(ns: argparse.Namespace) -> None:
     """
     with _open(ns) as ledger:
         history = ledger.history(ns.run)
-    rows = []
+    rows, previous = [], None
     for r in history:
-        d = msgspec.to_builtins(r.event)
-        rows.append({"position": r.position, "version": r.version, **d})
+        d = {"position": r.position, "version": r.version, "from_status": previous, **msgspec.to_builtins(r.event)}
+        previous = d["status"]
+        rows.append(d)
     if ns.json:
         out_json(rows)
         return
     for d in rows:
-        if d.get("code") == "" and lifecycle.is_failure(Status(d["status"])):
-            d["code"] = "UNKNOWN"
+        if lifecycle.is_failure(Status(d["status"])):
+            d["code"] = show_code(d.get("code", ""))
+        if d["type"] == "run.corrected":  # corrections stand out in every history
+            d["type"] = f"CORRECTION {d['from_status']} -> {d['status']}"
+        if d.get("cause"):
+            d["reason"] = "; ".join(filter(None, [d.get("reason"), "caused by " + describe_cause(d["cause"])]))
     table(rows, ["position", "at", "type", "status", "code", "actor", "reason"])
+
+
+def describe_cause(cause: dict[str, Any]) -> str:
+    """`OOM_KILLED: cgroup limit <- ...` for a nested cause chain."""
+    parts = []
+    while cause:
+        parts.append(": ".join(filter(None, [show_code(cause.get("code", "")), cause.get("message")])))
+        cause = cause.get("cause")  # type: ignore[assignment]
+    return " caused by ".join(parts)
+
+
+@command(
+    "correct",
+    arg("run"),
+    arg("--to", required=True, choices=[s.value for s in Status if lifecycle.is_correction_target(s)], help="the corrected status"),
+    arg("--code", default="", help="the corrected failure code (for a failure status; empty = UNKNOWN)"),
+    arg("--error", help="the corrected error text"),
+    arg("--actor", required=True, help="who makes the correction"),
+    arg("--reason", required=True, help="why: shown in every history and counted in audit"),
+    JSON,
+)
+def cmd_correct(ns: argparse.Namespace) -> None:
+    """Correct the verdict of a failed or finished run: the only way out of a final
+    status. Needs an actor and a reason; shows as a CORRECTION in `history`.
+
+    Example: epochledger correct nightly-0042 --to failed --code BAD_OUTPUT --actor alice --reason "empty export"
+    """
+    with _open(ns) as ledger:
+        state = ledger.correct(ns.run, Status(ns.to), code=ns.code, error=ns.error, actor=ns.actor, reason=ns.reason)
+    if ns.json:
+        out_json(run_record(state))
+    else:
+        out(f"{ns.run}: corrected to {state.status}" + (f" ({show_code(state.code)})" if lifecycle.is_failure(state.status) else ""))
 
 
 @command("demo", arg("--force", action="store_true", help="replace an existing demo file"))
@@ -216,6 +266,50 @@ def cmd_demo(ns: argparse.Namespace) -> None:
     from ledger.demo import run_demo
 
     run_demo(ns.store, force=ns.force, out=out)
+
+
+# ------------------------------------------------------- tick health (docs/tick.md)
+from ledger import tick as _tick  # noqa: E402
+from projections import tick_health as _tick_health  # noqa: E402
+
+
+def _streaking(rows: list[dict[str, Any]], view: Any) -> list[dict[str, Any]]:
+    """Keep the runs with an open streak, oldest streak first, with its age in ledger time."""
+    by_run = {row["run"]: row for row in rows}
+    return [{**by_run[st["run"]], "streak": st} for st in _tick_health.open_streaks(view) if st["run"] in by_run]
+
+
+def _show_tick_health(health: dict[str, Any]) -> None:
+    s = health["streak"]
+    if s is not None:
+        out(f"{'tick streak':>12}: open since {s['since']} ({s['failures']} failed ticks, age {s['age_s']:.0f}s "
+            f"in ledger time); last: step {s['step']} {s['error_class']}: {s['error']}")  # fmt: skip
+    for d in health["dead_letters"]:
+        cleanup = f"; cleanup failed: {d['cleanup_error']}" if d.get("cleanup_error") else ""
+        out(f"{'dead-letter':>12}: {d['at']} tick {d['tick']} step {d['step']} {d['error_class']}: {d['error']} "
+            f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
+
+
+@command("tick-health", JSON)
+def cmd_tick_health(ns: argparse.Namespace) -> None:
+    """Fleet tick health: open failure streaks (age in ledger time, last error) and
+    dead-letters by step and by error class (docs/tick.md).
+
+    Example: epochledger tick-health --json
+    """
+    with _open(ns) as ledger:
+        summary = _tick_health.summary(_tick.tick_health(ledger))
+    if ns.json:
+        out_json(summary)
+        return
+    now = summary["now"]
+    out(f"ledger time: {msgspec.to_builtins(now) if now is not None else '(empty log)'}")
+    out(f"open streaks: {len(summary['open_streaks'])}")
+    table(summary["open_streaks"], ["run", "since", "age_s", "failures", "step", "error_class", "error"])
+    out(f"dead-letters: {summary['dead_letters']}")
+    for key in ("dead_letters_by_step", "dead_letters_by_error_class"):
+        for name, n in summary[key].items():
+            out(f"  {key.removeprefix('dead_letters_')} {name}: {n}")
 
 
 # ------------------------------------------------------ audit (issue 7, A1)

@@ -19,6 +19,7 @@ from ledger.codes import show_code
 from ledger.errors import InvalidInput
 from ledger.service import open_ledger
 from ledger.store import resolve_url
+from projections import lifecycle
 
 DEMO_PATH = "epochledger-demo.db"
 DAY = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)
@@ -100,7 +101,7 @@ def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], Non
     by_status = Counter(str(r.status) for r in runs)
     out(f"recorded {events} events for {len(runs)} runs into {os.path.abspath(path)}")
     out("runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items())))
-    codes = Counter(show_code(r.code) for r in runs if r.code or str(r.status).startswith("failed"))
+    codes = Counter(show_code(r.code) for r in runs if lifecycle.is_failure(r.status))
     out("failure codes: " + ", ".join(f"{k} {v}" for k, v in sorted(codes.items())))
     out("")
     out("try:")

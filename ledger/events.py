@@ -82,9 +82,19 @@ class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
     answers: Answers | None = None
 
 
+class Cause(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What caused a failure, itself possibly caused by something deeper (as Temporal's
+    failures nest): `ENGINE_ERROR caused by OOM_KILLED: cgroup limit`."""
+
+    code: Code = ""
+    message: LongText | None = None
+    cause: Cause | None = None
+
+
 class RunFailed(RunEventBase, frozen=True, kw_only=True, tag="run.failed"):
     resumable: bool
     error: LongText | None = None
+    cause: Cause | None = None
 
 
 class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled"):
@@ -103,6 +113,48 @@ class RunDeleted(RunEventBase, frozen=True, kw_only=True, tag="run.deleted"):
     pass
 
 
+class RunCorrected(RunEventBase, frozen=True, kw_only=True, tag="run.corrected"):
+    """The one way out of an absorbing status (failed, finished): an audited correction
+    with an actor and a reason, e.g. a run recorded as finished whose output proved
+    bad, or a crash that had in fact completed. `to` is the corrected status; `code`
+    (on a failure status) the corrected failure code."""
+
+    to: Status
+    error: LongText | None = None
+
+
+# -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by ledger.tick only.
+class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_failed"):
+    """One of the scheduler's per-run steps raised on this run in tick `tick`. Opens or
+    extends the run's failure streak; the status does not change."""
+
+    tick: Name
+    step: Name
+    error_class: Name
+    error: LongText = ""
+
+
+class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_recovered"):
+    """Every step succeeded on a run whose streak was open: the streak closes. Never
+    written for a healthy run (BRIEF T3)."""
+
+    tick: Name
+
+
+class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_lettered"):
+    """The streak outlived the tick failure deadline: `failed` with
+    TICK_DEADLINE_EXCEEDED (BRIEF T2). Carries the last failure and the bound."""
+
+    tick: Name
+    step: Name
+    error_class: Name
+    error: LongText = ""
+    failing_since: Instant  # first failure of the streak
+    failures: int  # failures in the streak, this tick's included
+    deadline_s: float  # the bound, seconds
+    cleanup_error: LongText | None = None  # best-effort cleanup that raised
+
+
 RunEvent = (
     RunQueued
     | RunStarted
@@ -114,6 +166,10 @@ RunEvent = (
     | RunFinished
     | RunRewound
     | RunDeleted
+    | RunCorrected
+    | RunTickFailed
+    | RunTickRecovered
+    | RunDeadLettered
 )
 
 

@@ -18,11 +18,14 @@ from typing import assert_never
 
 import msgspec
 
-from ledger.codes import CANCELLED
+from ledger.codes import CANCELLED, TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition
 from ledger.events import (
+    Cause,
     RunCancelled,
     RunCheckpointed,
+    RunCorrected,
+    RunDeadLettered,
     RunDeleted,
     RunEvent,
     RunFailed,
@@ -32,9 +35,12 @@ from ledger.events import (
     RunResumed,
     RunRewound,
     RunStarted,
+    RunTickFailed,
+    RunTickRecovered,
     Status,
     tag_of,
 )
+from ledger.streak import TickStreak, streak_after
 from projections import lifecycle
 
 replace = msgspec.structs.replace
@@ -50,6 +56,7 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     status: Status
     code: str = ""
     error: str | None = None
+    cause: Cause | None = None
     workflow: str | None = None
     process: str | None = None
     epoch: str | None = None
@@ -64,7 +71,9 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     reason: str | None = None
     version: int = 0
     deleted: bool = False
+    corrections: int = 0  # audited corrections out of a final status
     last: RunEvent | None = None  # the last event, to recognise "the same event again"
+    tick_streak: TickStreak | None = None  # open tick failure streak (BRIEF T3, ledger/streak.py)
 
 
 # -------------------------------------------------------------------- fold
@@ -87,35 +96,43 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
     assert state is not None, f"{tag_of(e)} before run.queued"
     common = dict(
         status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
-        version=state.version + 1, last=e,
+        version=state.version + 1, last=e, tick_streak=streak_after(state.tick_streak, e),
     )  # fmt: skip
     match e:
         case RunStarted():
             return replace(state, epoch=e.epoch, process=e.process or state.process,
-                           started_at=e.at, error=None, **common)  # fmt: skip
+                           started_at=e.at, error=None, cause=None, **common)  # fmt: skip
         case RunCheckpointed():
             return replace(state, checkpoint=Checkpoint(ref=e.ref, node=e.node), **common)
         case RunPaused():
             # A new pause starts a new interaction and drops answers handed over by an
             # earlier resume, so they can never reach the next resume (BRIEF L7).
             return replace(state, interaction=e.interaction, questions=e.questions,
-                           answers=None, error=None, **common)  # fmt: skip
+                           answers=None, error=None, cause=None, **common)  # fmt: skip
         case RunResumed():
             # The resume consumes the pending interaction (BRIEF L7).
             return replace(state, interaction=None, questions=None, answers=e.answers,
-                           error=None, **common)  # fmt: skip
+                           error=None, cause=None, **common)  # fmt: skip
         case RunFailed():
-            return replace(state, error=e.error, **common)
+            return replace(state, error=e.error, cause=e.cause, **common)
         case RunCancelled() | RunFinished():
-            return replace(state, error=None, **common)
+            return replace(state, error=None, cause=None, **common)
+        case RunCorrected():
+            failure = lifecycle.is_failure(e.status)
+            return replace(state, error=e.error if failure else None, cause=state.cause if failure else None,
+                           corrections=state.corrections + 1, **common)  # fmt: skip
         case RunRewound():
             # Rewinding is one of the two ways a checkpoint may go (BRIEF L6).
             checkpoint = Checkpoint(ref=e.to_ref) if e.to_ref is not None else None
             return replace(state, checkpoint=checkpoint, interaction=None, questions=None,
-                           answers=None, error=None, **common)  # fmt: skip
+                           answers=None, error=None, cause=None, **common)  # fmt: skip
         case RunDeleted():
             return replace(state, deleted=True, checkpoint=None, interaction=None,
                            questions=None, answers=None, **common)  # fmt: skip
+        case RunTickFailed() | RunTickRecovered():
+            return replace(state, **common)
+        case RunDeadLettered():
+            return replace(state, error=f"{e.error_class}: {e.error}" if e.error else e.error_class, **common)
         case RunQueued():  # handled above; here for exhaustiveness
             raise AssertionError
         case _:
@@ -145,9 +162,13 @@ def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
             return Status.CANCELLED, cmd.code or CANCELLED
         case RunFinished():
             return Status.FINISHED, ""
-        case RunCheckpointed() | RunDeleted():
+        case RunCorrected():
+            return cmd.to, cmd.code
+        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered():
             assert state is not None
             return state.status, state.code
+        case RunDeadLettered():
+            return Status.FAILED, TICK_DEADLINE_EXCEEDED
         case _:
             assert_never(cmd)
 
@@ -166,6 +187,8 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         if isinstance(cmd, RunDeleted):
             return []
         raise IllegalTransition(cmd.run, "deleted", tag, "a deleted run accepts nothing")
+    if state is None and not isinstance(cmd, RunQueued):
+        raise IllegalTransition(cmd.run, None, tag, "a run begins with run.queued")
     new_status, new_code = _result(cmd, state)
     if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
@@ -176,7 +199,8 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         return []  # the same event again: its effect already holds
     if not lifecycle.allowed_from(tag, status):
         raise IllegalTransition(cmd.run, status, tag)
-    assert state is not None or isinstance(cmd, RunQueued)
+    if isinstance(cmd, RunTickRecovered) and state is not None and state.tick_streak is None:
+        return []  # no streak is open: "recovered" already holds (BRIEF T3)
     if isinstance(cmd, RunResumed):
         assert status is not None and state is not None
         if cmd.by == "auto" and not lifecycle.can_auto_resume(status, state.code):
@@ -185,4 +209,11 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
             raise IllegalTransition(cmd.run, status, tag)
         if lifecycle.requires_resume_answers(status, state.code) and not cmd.answers:
             raise IllegalTransition(cmd.run, status, tag, "a run waiting on a human needs answers to resume")
+    if isinstance(cmd, RunCorrected):
+        if not cmd.actor or not cmd.reason:
+            raise IllegalTransition(cmd.run, status, tag, "a correction needs an actor and a reason")
+        if not lifecycle.is_correction_target(cmd.to):
+            raise IllegalTransition(cmd.run, status, tag, f"a correction may not set {cmd.to}")
+        if cmd.to == status and new_code == state.code:  # type: ignore[union-attr]
+            raise IllegalTransition(cmd.run, status, tag, f"the run is already {status} with that code")
     return [event]

@@ -23,6 +23,7 @@ from ledger.codec import checked
 from ledger.errors import ConflictError, RunNotFound
 from ledger.events import (
     AnyEvent,
+    Cause,
     ProcessBooted,
     ProcessEventBase,
     ProcessStopped,
@@ -30,6 +31,7 @@ from ledger.events import (
     Recorded,
     RunCancelled,
     RunCheckpointed,
+    RunCorrected,
     RunDeleted,
     RunEventBase,
     RunFailed,
@@ -39,10 +41,11 @@ from ledger.events import (
     RunResumed,
     RunRewound,
     RunStarted,
+    Status,
     process_stream,
     run_stream,
 )
-from ledger.store import Store, StreamWrite, open_store
+from ledger.store import Append, Store, open_store
 
 RunState = run_mod.RunState
 ProcessState = process_stream_mod.ProcessState
@@ -88,10 +91,17 @@ class Commands:
                actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
 
-    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None,
+    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, cause: Cause | None = None,
              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
-                                     actor=actor, reason=reason))  # fmt: skip
+                                     cause=cause, actor=actor, reason=reason))  # fmt: skip
+
+    def correct(self, run: str, to: Status, *, actor: str, reason: str, code: str = "",
+                error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+        """Move a final run (failed, finished) to another verdict: audited, attributed,
+        and shown as a correction in every history (docs/lifecycle.md)."""
+        return self.submit(RunCorrected(at=self._at(at), run=run, to=Status(to), code=code, error=error,
+                                        actor=actor, reason=reason))  # fmt: skip
 
     def cancel(self, run: str, *, actor: str | None = None, reason: str | None = None,
                at: datetime | None = None) -> RunState:  # fmt: skip
@@ -129,19 +139,27 @@ class Batch(Commands):
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self.clock = ledger.clock
-        self._base: dict[str, int] = {}
         self._state: dict[str, Any] = {}
-        self._pending: dict[str, list[AnyEvent]] = {}
+        self._pending: list[Append] = []  # in submission order: the log order
         self.recorded: list[Recorded] = []
 
     def state(self, stream: str) -> Any:
-        if stream not in self._base:
+        if stream not in self._state:
             history = self.ledger.store.read_stream(stream)
             events = [r.event for r in history]
             fold = run_mod.fold if stream.startswith("run:") else process_stream_mod.fold
             self._state[stream] = fold(events)  # type: ignore[arg-type]
-            self._base[stream] = history[-1].version if history else 0
         return self._state[stream]
+
+    def assume(self, state: RunState) -> None:
+        """Decide this run's next commands against `state`, already folded by the caller
+        (e.g. from a fleet listing), instead of reading its stream again. Safe: the
+        append still expects `state.version`, so if another writer moved the run in the
+        meantime, `commit` raises ConflictError naming its stream. No-op if the batch
+        already holds the stream. Used by the tick driver (docs/tick.md)."""
+        stream = run_stream(state.run)
+        if stream not in self._state:
+            self._state[stream] = state
 
     def submit(self, command: AnyEvent) -> Any:
         checked(command)
@@ -155,30 +173,20 @@ class Batch(Commands):
             new_state = process_stream_mod.fold(events, state)
         if events:
             self._state[stream] = new_state
-            self._pending.setdefault(stream, []).extend(events)
+            version = new_state.version - len(events)
+            self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
 
     @property
     def pending(self) -> int:
-        return sum(len(v) for v in self._pending.values())
+        return len(self._pending)
 
     def commit(self) -> list[Recorded]:
-        writes = [
-            StreamWrite(stream, self._base[stream], events)
-            for stream, events in self._pending.items()
-            if events
-        ]
-        positions = self.ledger.store.append(writes)
-        recorded = []
-        it = iter(positions)
-        for w in writes:
-            for i, e in enumerate(w.events, start=1):
-                recorded.append(Recorded(next(it, 0), w.stream, w.expected_version + i, e))
-        self.recorded = recorded
-        self._pending.clear()
-        self._base.clear()
+        positions = self.ledger.store.append(self._pending)
+        self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, self._pending, strict=True)]
+        self._pending = []
         self._state.clear()
-        return recorded
+        return self.recorded
 
     def __enter__(self) -> Batch:
         return self

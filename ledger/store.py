@@ -31,10 +31,13 @@ DEFAULT_PATH = "epochledger.db"
 READ_BATCH = 10_000
 
 
-class StreamWrite(NamedTuple):
+class Append(NamedTuple):
+    """One event to append at an exact version of its stream. A batch of these is
+    appended in the order given: that order is the log order (BRIEF R1)."""
+
     stream: str
-    expected_version: int  # events the writer saw in the stream
-    events: Sequence[AnyEvent]
+    version: int
+    event: AnyEvent
 
 
 @contextmanager
@@ -75,18 +78,14 @@ class Store:
         self.datastore = datastore
 
     # ------------------------------------------------------------- writes
-    def append(self, writes: Sequence[StreamWrite]) -> list[int]:
-        """Append every write in one transaction, all or nothing. Raises ConflictError,
-        naming the streams another writer moved, if any expected version is stale."""
+    def append(self, appends: Sequence[Append]) -> list[int]:
+        """Append every event in one transaction, in the order given, all or nothing;
+        returns their positions. Each event names the exact version it takes in its
+        stream (the optimistic lock): if another writer took it first, raises
+        ConflictError naming the streams that moved, and nothing is appended."""
         stored = [
-            StoredEvent(
-                originator_id=w.stream,
-                originator_version=w.expected_version + i,
-                topic=tag_of(e),
-                state=codec.encode(e),
-            )
-            for w in writes
-            for i, e in enumerate(w.events, start=1)
+            StoredEvent(originator_id=a.stream, originator_version=a.version, topic=tag_of(a.event), state=codec.encode(a.event))
+            for a in appends
         ]
         if not stored:
             return []
@@ -94,8 +93,11 @@ class Store:
             with _translated("append"):
                 ids = self.recorder.insert_events(stored)
         except ConflictError:
-            moved = [w.stream for w in writes if self.stream_version(w.stream) != w.expected_version]
-            raise ConflictError(moved or [w.stream for w in writes]) from None
+            expected: dict[str, int] = {}
+            for a in appends:
+                expected.setdefault(a.stream, a.version - 1)
+            moved = [stream for stream, v in expected.items() if self.stream_version(stream) != v]
+            raise ConflictError(moved or list(expected)) from None
         return list(ids or [])
 
     # -------------------------------------------------------------- reads

@@ -1,0 +1,82 @@
+"""What the tick driver's group commit buys (docs/tick.md, "How the tick's events are
+written"). Prints one JSON line; the anchor (the same tick events appended one
+transaction each, through `Ledger.submit`) is measured in the same run, same store.
+
+    .venv/bin/python bench/tick_commit.py sqlite 1000
+    .venv/bin/python bench/tick_commit.py postgresql 1000   # needs the test server
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+
+from ledger import ManualClock, open_ledger
+from ledger.events import RunTickFailed
+from ledger.tick import TickDriver
+
+PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def median_of(n: int, f) -> float:  # noqa: ANN001
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times), 4)
+
+
+def main(kind: str, n: int) -> dict:
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tempfile.mkdtemp()}/bench.db" if kind == "sqlite" else f"{PG}?schema={schema}"
+    clock = ManualClock(datetime(2026, 9, 9, 14, tzinfo=UTC))
+    res: dict = {"store": kind, "active_runs": n}
+    try:
+        with open_ledger(url, clock=clock) as lg:
+            with lg.batch() as b:
+                for i in range(n):
+                    b.queue(f"r{i:05d}")
+                    b.start(f"r{i:05d}")
+
+            def boom(s):  # noqa: ANN001, ANN202
+                raise ValueError("x")
+
+            healthy = TickDriver(lg, {"advance": lambda s: None})
+            failing = TickDriver(lg, {"advance": boom}, tick_failure_deadline=10**9)
+            res["healthy_tick_s"] = median_of(3, healthy.tick)
+
+            def fail_tick() -> None:
+                clock.advance(1)
+                assert failing.tick().appended == n
+
+            res["all_failing_tick_group_commit_s"] = median_of(3, fail_tick)
+            k = [0]
+
+            def per_run() -> None:
+                k[0] += 1
+                for s in states:
+                    lg.submit(RunTickFailed(at=clock.now(), run=s.run, tick=f"x{k[0]}", step="advance",
+                                            error_class="ValueError", error="x"))  # fmt: skip
+
+            states = lg.runs()
+            res["anchor_per_run_appends_only_s"] = median_of(3, per_run)
+            res["listing_only_s"] = median_of(3, lg.runs)
+            res["events_in_log"] = lg.store.max_position()
+    finally:
+        if kind != "sqlite":
+            import psycopg
+
+            with psycopg.connect(PG, autocommit=True) as c:
+                c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return res
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1] if len(sys.argv) > 1 else "sqlite", int(sys.argv[2]) if len(sys.argv) > 2 else 1000)))

@@ -1,0 +1,467 @@
+"""The tick driver: fault-isolated per-run steps, a durable failure streak, and a
+bounded dead-letter (BRIEF T1-T3). The contract and the arguments are in docs/tick.md.
+
+    driver = TickDriver(ledger, [("reconcile", reconcile), ("admit", admit), ("advance", advance)],
+                        on_dead_letter=release_leases)
+    while running:
+        report = driver.tick()
+        if report.fatal: ...        # the tick as a whole failed (listing, store down)
+        for f in report.failures: ...  # one run's step raised; the others went on
+        sleep(interval)
+
+What the driver guarantees:
+- T1 isolation: a step's exception is caught, attributed to its run, and the tick goes
+  on with the next run; the next run's step runs outside any `except` block, so it
+  never sees another run's exception (no `__context__`, empty `sys.exc_info()`).
+  Only failures that belong to no run (listing the active runs, the store failing
+  under the driver's own writes) make `report.fatal`; listing failures append nothing.
+- T3 durable, free streak: a failed run gets `run.tick_failed`; a successful run whose
+  streak is open gets `run.tick_recovered`; a healthy run gets nothing, and the driver
+  reads nothing per run: the streak comes folded in the listing's RunState.
+- T2 bound: a failure whose streak began more than `tick_failure_deadline` ago (wall
+  clock, from the clock port, from the streak's first failure; tick frequency is
+  irrelevant) becomes `run.dead_lettered` (`failed`, TICK_DEADLINE_EXCEEDED). The
+  scheduler's cleanup runs first, best-effort: if it raises, its error goes into the
+  reason and the dead-letter lands anyway. Nothing the driver needs for it is read
+  per run, so a run whose every read fails is still dead-lettered.
+
+The driver returns a report; it never logs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import msgspec
+
+from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError
+from ledger.events import (
+    Name,
+    RunDeadLettered,
+    RunEventBase,
+    RunTickFailed,
+    RunTickRecovered,
+    run_stream,
+    tag_of,
+)
+from ledger.run import RunState
+from ledger.service import Ledger
+from ledger.streak import TickStreak
+from projections import lifecycle
+
+DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
+MAX_ERROR = 4096  # characters of an exception message kept in an event
+MAX_CLASS = 200  # the Name limit of error_class
+
+Step = Callable[[RunState], object]
+Cleanup = Callable[[RunState], object]
+Decision = Literal["healthy", "recovered", "failed", "dead_letter"]
+
+
+# ------------------------------------------------------------------ report
+@dataclass(frozen=True)
+class RunFailure:
+    """One run's step raised in this tick (T1)."""
+
+    run: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: datetime  # first failure of the streak (this tick's if it just opened)
+    failures: int  # failures in the streak, this one included
+    dead_lettered: bool  # this failure ended the streak in a dead-letter
+    recorded: bool  # its event is in the ledger
+    exception: BaseException = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A run dead-lettered by this tick (T2). `recorded` is False only if the store
+    refused the write; then the next failing tick dead-letters it again."""
+
+    run: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: datetime
+    failures: int
+    deadline: timedelta
+    reason: str
+    cleanup_error: str | None
+    recorded: bool
+
+
+@dataclass(frozen=True)
+class Unrecorded:
+    """The driver could not write a run's tick event (another writer kept moving the
+    run). The step outcome is still in the report; the next tick records it."""
+
+    run: str
+    event: str
+    error: LedgerError
+
+
+@dataclass(frozen=True)
+class TickFatal:
+    """A failure that belongs to no single run (T1): listing the active runs failed
+    (nothing ran, nothing was appended) or the store failed under the driver's own
+    writes (the steps ran; their events may be missing)."""
+
+    stage: Literal["list", "record"]
+    error_class: str
+    error: str
+    exception: BaseException = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TickReport:
+    tick: str
+    started_at: datetime
+    active: int = 0  # runs the tick drove
+    advanced: tuple[str, ...] = ()  # every step succeeded
+    recovered: tuple[str, ...] = ()  # ... and an open streak closed
+    failures: tuple[RunFailure, ...] = ()
+    dead_letters: tuple[DeadLetter, ...] = ()
+    unrecorded: tuple[Unrecorded, ...] = ()
+    fatal: TickFatal | None = None
+    appended: int = 0  # events the driver appended
+
+    @property
+    def ok(self) -> bool:
+        return self.fatal is None and not self.failures and not self.unrecorded
+
+    def to_builtins(self) -> dict[str, Any]:
+        """JSON-ready (exceptions shown by class and message)."""
+
+        def plain(x: Any) -> Any:
+            d = {k: v for k, v in x.__dict__.items() if k != "exception"}
+            if isinstance(x, Unrecorded):
+                d["error"] = f"{type(x.error).__name__}: {x.error}"
+            if isinstance(x, DeadLetter):
+                d["deadline"] = x.deadline.total_seconds()
+            return d
+
+        return msgspec.to_builtins({
+            **{k: v for k, v in self.__dict__.items() if k not in ("failures", "dead_letters", "unrecorded", "fatal")},
+            "failures": [plain(f) for f in self.failures],
+            "dead_letters": [plain(d) for d in self.dead_letters],
+            "unrecorded": [plain(u) for u in self.unrecorded],
+            "fatal": plain(self.fatal) if self.fatal else None,
+            "ok": self.ok,
+        })  # fmt: skip
+
+
+# ------------------------------------------------------------- pure parts
+def decision(streak: TickStreak | None, failed: bool, now: datetime, deadline: timedelta) -> Decision:
+    """What the tick records for one run. Pure. The deadline counts wall-clock time from
+    the streak's first failure ("longer than": strictly greater), never ticks. A clock
+    that stepped back gives a negative age: no dead-letter until it catches up."""
+    if not failed:
+        return "recovered" if streak is not None else "healthy"
+    if streak is not None and now - streak.since > deadline:
+        return "dead_letter"
+    return "failed"
+
+
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def error_class(exc: BaseException) -> str:
+    """`module.Qualname` (builtins bare), fitted to the event's Name field."""
+    cls = type(exc)
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return _UNSAFE.sub("_", name)[:MAX_CLASS] or "Exception"
+
+
+def error_message(exc: BaseException) -> str:
+    """str(exc), cut to MAX_ERROR. A poison exception whose __str__ raises must not
+    take the tick down with it."""
+    try:
+        text = str(exc)
+    except Exception as e:  # noqa: BLE001 - any failure of a foreign __str__
+        text = f"<str() of the exception raised {type(e).__name__}>"
+    return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 14] + " …(truncated)"
+
+
+def dead_letter_reason(tick: str, step: str, cls: str, error: str, since: datetime, now: datetime,
+                       failures: int, deadline: timedelta, cleanup_error: str | None) -> str:  # fmt: skip
+    """Names the tick, the step and the bound, so a reader can tell a dead-letter from a
+    step's own failure (which would be `run.failed` with the step's code)."""
+    reason = (
+        f"tick deadline exceeded: tick {tick} dead-lettered the run because step {step!r} "
+        f"has failed on every tick since {since.isoformat()} ({failures} failures over "
+        f"{(now - since).total_seconds():.0f}s, bound tick_failure_deadline={deadline.total_seconds():.0f}s); "
+        f"last error {cls}: {error}"
+    )
+    if cleanup_error is not None:
+        reason += f"; dead-letter cleanup failed (best-effort, the dead-letter stands): {cleanup_error}"
+    return reason
+
+
+def _name(value: str, what: str) -> str:
+    try:
+        return msgspec.convert(value, Name)
+    except msgspec.ValidationError as e:
+        raise InvalidInput(f"{value!r} is not a valid name ({e})", where=what) from None
+
+
+# ------------------------------------------------------------------ driver
+@dataclass
+class _Outcome:
+    state: RunState
+    now: datetime
+    step: str | None = None
+    exc: BaseException | None = None
+    decision: Decision = "healthy"
+    event: RunEventBase | None = None
+    cleanup_ran: bool = False
+    cleanup_error: str | None = None
+    recorded: bool = False
+
+
+class TickDriver:
+    """Runs the scheduler's per-run steps over the active runs, one tick per `tick()`.
+
+    `steps`: (name, callable) pairs, or a mapping, run in order on each active run's
+    RunState; the first that raises ends that run's tick. A step that writes to the
+    ledger (start, finish, ...) does so itself through the ledger it closes over.
+    `on_dead_letter`: best-effort cleanup called with the run's state just before its
+    dead-letter is written; it must be idempotent (a dead-letter the store refused is
+    retried on the next failing tick).
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        steps: Sequence[tuple[str, Step]] | Mapping[str, Step],
+        *,
+        tick_failure_deadline: timedelta | float = DEFAULT_TICK_FAILURE_DEADLINE,
+        on_dead_letter: Cleanup | None = None,
+        actor: str = "tick",
+    ):
+        pairs = list(steps.items()) if isinstance(steps, Mapping) else list(steps)
+        if not pairs:
+            raise InvalidInput("a tick needs at least one step", where="steps")
+        names = [_name(n, "steps") for n, _ in pairs]
+        if len(set(names)) != len(names):
+            raise InvalidInput(f"step names must be unique, got {names}", where="steps")
+        for n, f in pairs:
+            if not callable(f):
+                raise InvalidInput(f"step {n!r} is not callable", where="steps")
+        deadline = tick_failure_deadline if isinstance(tick_failure_deadline, timedelta) else timedelta(seconds=tick_failure_deadline)
+        if deadline <= timedelta(0):
+            raise InvalidInput(f"must be positive, got {deadline}", where="tick_failure_deadline")
+        self.ledger = ledger
+        self.steps: list[tuple[str, Step]] = pairs
+        self.deadline = deadline
+        self.on_dead_letter = on_dead_letter
+        self.actor = _name(actor, "actor")
+
+    # -------------------------------------------------------------- tick
+    def list_active(self) -> list[RunState]:
+        """The runs this tick drives, with their streaks folded in: the tick's one read."""
+        return self.ledger.runs(where=lambda s: lifecycle.is_active(s.status, s.code))
+
+    def tick(self, tick_id: str | None = None) -> TickReport:
+        """One pass over the active runs. `tick_id` names the tick in its events and in
+        a dead-letter's reason; it must be unique per tick (the default is the start
+        instant plus a random suffix), or a repeated identical failure event would be
+        taken for a retried delivery and not extend the streak."""
+        clock = self.ledger.clock
+        started = clock.now()
+        tick = _name(tick_id, "tick_id") if tick_id is not None else f"{started:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"
+        try:
+            active = self.list_active()
+        except Exception as exc:  # noqa: BLE001 - whatever it is, it belongs to no run
+            fatal = TickFatal("list", error_class(exc), error_message(exc), exc)
+            return TickReport(tick=tick, started_at=started, fatal=fatal)
+
+        outcomes: list[_Outcome] = []
+        for state in active:
+            step, exc = self._run_steps(state)
+            o = _Outcome(state, clock.now(), step, exc)
+            o.decision = decision(state.tick_streak, exc is not None, o.now, self.deadline)
+            o.event = self._event(o, tick)
+            outcomes.append(o)
+
+        appended, unrecorded, fatal = self._record(tick, [o for o in outcomes if o.event is not None])
+        return self._report(tick, started, outcomes, appended, unrecorded, fatal)
+
+    def _run_steps(self, state: RunState) -> tuple[str | None, BaseException | None]:
+        # The exception is kept outside its `except` block: the next step (this run's or
+        # the next run's) starts with no exception being handled, so it can neither see
+        # nor chain (`__context__`) another run's failure. BaseException (Ctrl-C,
+        # SystemExit) is not caught: it stops the scheduler, not one run.
+        for name, step in self.steps:
+            caught: Exception | None = None
+            try:
+                step(state)
+            except Exception as exc:  # noqa: BLE001 - T1: any step error is the run's
+                caught = exc
+            if caught is not None:
+                return name, caught
+        return None, None
+
+    def _event(self, o: _Outcome, tick: str) -> RunEventBase | None:
+        s = o.state
+        common = dict(at=o.now, run=s.run, actor=self.actor, tick=tick)
+        if o.decision == "healthy":
+            return None
+        if o.decision == "recovered":
+            return RunTickRecovered(**common)  # type: ignore[arg-type]
+        assert o.step is not None and o.exc is not None
+        cls, msg = error_class(o.exc), error_message(o.exc)
+        if o.decision == "failed":
+            return RunTickFailed(step=o.step, error_class=cls, error=msg, **common)  # type: ignore[arg-type]
+        streak = s.tick_streak
+        assert streak is not None
+        if not o.cleanup_ran:
+            o.cleanup_ran = True
+            o.cleanup_error = self._cleanup(s)
+        return RunDeadLettered(
+            step=o.step, error_class=cls, error=msg, failing_since=streak.since,
+            failures=streak.failures + 1, deadline_s=self.deadline.total_seconds(),
+            cleanup_error=o.cleanup_error,
+            reason=dead_letter_reason(tick, o.step, cls, msg, streak.since, o.now, streak.failures + 1,
+                                      self.deadline, o.cleanup_error),
+            **common,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    def _cleanup(self, state: RunState) -> str | None:
+        # Best-effort (BRIEF T2): the incident this answers is a run whose reads always
+        # failed, so its cleanup's read failed first and the bound never fired. A cleanup
+        # error is reported in the reason; it never stops the dead-letter.
+        if self.on_dead_letter is None:
+            return None
+        caught: Exception | None = None
+        try:
+            self.on_dead_letter(state)
+        except Exception as exc:  # noqa: BLE001
+            caught = exc
+        return None if caught is None else f"{error_class(caught)}: {error_message(caught)}"
+
+    # ------------------------------------------------------------ record
+    def _record(self, tick: str, todo: list[_Outcome]) -> tuple[int, list[Unrecorded], TickFatal | None]:
+        """Group commit: every run's tick event in one transaction, decided against the
+        listing's state (no read per run). A run another writer moved meanwhile (a step
+        that wrote to it, another replica) makes the commit conflict; the store names the
+        moved streams, so those runs are retried one by one against a fresh read and the
+        rest are committed together again. One run's conflict never drops another's event."""
+        appended = 0
+        unrecorded: list[Unrecorded] = []
+        group = {run_stream(o.state.run): o for o in todo}
+        alone: list[_Outcome] = []
+        while group:
+            batch = self.ledger.batch()
+            for stream, o in list(group.items()):
+                assert o.event is not None
+                batch.assume(o.state)
+                try:
+                    batch.submit(o.event)
+                except LedgerError:
+                    # Refused against the listing's view (e.g. a step moved the run out
+                    # of the tick): decide again below against a fresh read.
+                    alone.append(group.pop(stream))
+            try:
+                recorded = batch.commit()
+            except ConflictError as e:
+                moved = [s for s in e.streams if s in group] or list(group)
+                alone.extend(group.pop(s) for s in moved)
+                continue
+            except StoreError as exc:
+                return appended, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
+            appended += len(recorded)
+            for o in group.values():
+                o.recorded = True
+            break
+        for o in alone:
+            try:
+                appended += self._record_alone(tick, o)
+            except StoreError as exc:
+                return appended, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
+            except LedgerError as e:
+                assert o.event is not None
+                unrecorded.append(Unrecorded(o.state.run, tag_of(o.event), e))
+        return appended, unrecorded, None
+
+    def _record_alone(self, tick: str, o: _Outcome) -> int:
+        with self.ledger.batch() as b:
+            fresh = b.state(run_stream(o.state.run))
+            if fresh is None or fresh.deleted or not lifecycle.is_active(fresh.status, fresh.code):
+                # A step (or someone else) moved the run out of the tick: its streak is
+                # closed by that move (ledger/streak.py), there is nothing to record.
+                o.decision = "healthy" if o.exc is None else "failed"
+                o.event = None
+                return 0
+            o.state = fresh
+            o.decision = decision(fresh.tick_streak, o.exc is not None, o.now, self.deadline)
+            o.event = self._event(o, tick)
+            if o.event is not None:
+                b.submit(o.event)
+            n = b.pending
+        o.recorded = o.event is not None
+        return n
+
+    # ------------------------------------------------------------ report
+    def _report(self, tick: str, started: datetime, outcomes: Iterable[_Outcome], appended: int,
+                unrecorded: list[Unrecorded], fatal: TickFatal | None) -> TickReport:  # fmt: skip
+        advanced: list[str] = []
+        recovered: list[str] = []
+        failures: list[RunFailure] = []
+        dead: list[DeadLetter] = []
+        n = 0
+        for o in outcomes:
+            n += 1
+            run = o.state.run
+            if o.exc is None:
+                advanced.append(run)
+                if o.decision == "recovered":
+                    recovered.append(run)
+                continue
+            assert o.step is not None
+            streak = o.state.tick_streak
+            since = streak.since if streak is not None else o.now
+            count = (streak.failures if streak is not None else 0) + 1
+            cls, msg = error_class(o.exc), error_message(o.exc)
+            failures.append(RunFailure(run, o.step, cls, msg, since, count, o.decision == "dead_letter",
+                                       o.recorded, o.exc))  # fmt: skip
+            if o.decision == "dead_letter":
+                assert isinstance(o.event, RunDeadLettered)
+                dead.append(DeadLetter(run, o.step, cls, msg, since, count, self.deadline,
+                                       o.event.reason or "", o.cleanup_error, o.recorded))  # fmt: skip
+        return TickReport(
+            tick=tick, started_at=started, active=n, advanced=tuple(advanced), recovered=tuple(recovered),
+            failures=tuple(failures), dead_letters=tuple(dead), unrecorded=tuple(unrecorded), fatal=fatal,
+            appended=appended,
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------- reads
+def tick_health(ledger: Ledger) -> Any:
+    """The tick-health view (projections.tick_health) folded from the whole log."""
+    from projections import tick_health as view
+
+    return view.fold(ledger.events())
+
+
+def run_tick_health(ledger: Ledger, run: str) -> dict[str, Any]:
+    """One run's tick health for `show`: its open streak with its age in ledger time
+    (the `at` of the log's last event) and its dead-letters. Reads the run's history
+    and the log's last event, not the whole log."""
+    from projections import tick_health as view
+
+    v = view.fold(ledger.history(run))
+    last = ledger.store.max_position()
+    tail = next(iter(ledger.events(after=max(last - 1, 0))), None) if last else None
+    if tail is not None:
+        v.now = tail.event.at
+    return {
+        "streak": view.streak_row(v, run),
+        "dead_letters": msgspec.to_builtins(v.dead_letters),
+        "ledger_now": v.now,
+    }

@@ -1,0 +1,103 @@
+"""The tick-health view: open failure streaks and dead-letters (BRIEF T1-T3, docs/tick.md).
+
+A pure fold of the log (NAME, VERSION, initial, evolve; STYLE.md). Which streaks are
+open is decided by `ledger.streak.streak_after`, the same function `ledger.run.evolve`
+uses, so this view and a run's state cannot disagree. Ages are in ledger time: the
+view's `now` is the `at` of the last event it has seen, never the wall clock, so a
+replay of any prefix gives the same view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from ledger.events import Recorded, RunDeadLettered, RunEventBase
+from ledger.streak import TickStreak, streak_after
+
+NAME = "tick_health"
+VERSION = 1
+
+
+class DeadLetterRow(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    at: datetime
+    position: int
+    tick: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: datetime
+    failures: int
+    deadline_s: float
+    cleanup_error: str | None = None
+
+
+class View(msgspec.Struct, kw_only=True):
+    now: datetime | None = None  # ledger time: `at` of the last event seen
+    streaks: dict[str, TickStreak] = msgspec.field(default_factory=dict)  # open, by run
+    dead_letters: list[DeadLetterRow] = msgspec.field(default_factory=list)
+    by_step: dict[str, int] = msgspec.field(default_factory=dict)  # dead-letters by step
+    by_error_class: dict[str, int] = msgspec.field(default_factory=dict)  # ... by error class
+
+
+def initial() -> View:
+    return View()
+
+
+def evolve(view: View, rec: Recorded) -> View:
+    e = rec.event
+    view.now = e.at
+    if not isinstance(e, RunEventBase):
+        return view
+    streak = streak_after(view.streaks.get(e.run), e)
+    if streak is None:
+        view.streaks.pop(e.run, None)
+    else:
+        view.streaks[e.run] = streak
+    if isinstance(e, RunDeadLettered):
+        view.dead_letters.append(DeadLetterRow(
+            run=e.run, at=e.at, position=rec.position, tick=e.tick, step=e.step,
+            error_class=e.error_class, error=e.error, failing_since=e.failing_since,
+            failures=e.failures, deadline_s=e.deadline_s, cleanup_error=e.cleanup_error,
+        ))  # fmt: skip
+        view.by_step[e.step] = view.by_step.get(e.step, 0) + 1
+        view.by_error_class[e.error_class] = view.by_error_class.get(e.error_class, 0) + 1
+    return view
+
+
+def fold(records: Iterable[Recorded], view: View | None = None) -> View:
+    view = initial() if view is None else view
+    for rec in records:
+        evolve(view, rec)
+    return view
+
+
+# ------------------------------------------------------------------ queries
+def streak_row(view: View, run: str) -> dict[str, Any] | None:
+    """One open streak with its age in ledger time (seconds; negative if the writer's
+    clock ran behind the log: shown as is, never clamped)."""
+    s = view.streaks.get(run)
+    if s is None:
+        return None
+    row: dict[str, Any] = {"run": run, **msgspec.to_builtins(s)}
+    row["age_s"] = (view.now - s.since).total_seconds() if view.now is not None else None
+    return row
+
+
+def open_streaks(view: View) -> list[dict[str, Any]]:
+    """Open streaks, oldest first."""
+    return [r for r in (streak_row(view, run) for run in sorted(view.streaks, key=lambda k: (view.streaks[k].since, k))) if r]
+
+
+def summary(view: View) -> dict[str, Any]:
+    return {
+        "now": view.now,
+        "open_streaks": open_streaks(view),
+        "dead_letters": len(view.dead_letters),
+        "dead_letters_by_step": dict(sorted(view.by_step.items())),
+        "dead_letters_by_error_class": dict(sorted(view.by_error_class.items())),
+    }

@@ -1,0 +1,99 @@
+"""The command line: each command calls the library and prints; errors map to the
+documented exit codes (README.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ledger.cli import main
+from tests.test_ndjson import GOOD, lines
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:  # noqa: ANN001
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def history_file(tmp_path):  # noqa: ANN001, ANN201
+    path = tmp_path / "history.ndjson"
+    path.write_bytes(b"".join(lines(GOOD)))
+    return path
+
+
+def test_import_show_runs_history_export(capsys, tmp_path, history_file) -> None:  # noqa: ANN001
+    store = f"sqlite:///{tmp_path / 'l.db'}"
+    assert cli(capsys, "--store", store, "init")[0] == 0
+    code, out, _ = cli(capsys, "--store", store, "import", str(history_file))
+    assert code == 0 and f"imported {len(GOOD)} events" in out
+
+    code, out, _ = cli(capsys, "show", "r1", "--json", "--store", store)  # --store after the command works too
+    shown = json.loads(out)
+    assert shown["status"] == "failed_resumable" and shown["code"] == "GPU_XID_79"
+    assert shown["predicates"]["can_auto_resume"] is True and shown["predicates"]["is_terminal"] is True
+
+    code, out, _ = cli(capsys, "--store", store, "runs", "--json")
+    assert [r["run"] for r in json.loads(out)] == ["r1", "r3"]  # r2 was deleted
+    code, out, _ = cli(capsys, "--store", store, "runs", "--code", "UNKNOWN", "--json")
+    assert [r["run"] for r in json.loads(out)] == ["r3"]
+    code, out, _ = cli(capsys, "--store", store, "runs", "--where", "can_auto_resume", "--json")
+    assert [r["run"] for r in json.loads(out)] == ["r1"]
+    code, out, _ = cli(capsys, "--store", store, "runs", "--status", "failed")
+    assert "r3" in out and "UNKNOWN" in out and "r1" not in out
+
+    code, out, _ = cli(capsys, "--store", store, "history", "r1")
+    assert "alice" in out and "approved" in out and "GPU_XID_79" in out
+    code, out, _ = cli(capsys, "--store", store, "history", "r1", "--json")
+    assert [e["type"] for e in json.loads(out)][:2] == ["run.queued", "run.started"]
+
+    code, out, _ = cli(capsys, "--store", store, "export")
+    assert out.encode() == b"".join(
+        subprocess.run([sys.executable, "-m", "ledger.cli", "--store", store, "export"], capture_output=True, check=True).stdout.splitlines(keepends=True)
+    )
+    assert out.count("\n") == len(GOOD)
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "message"),
+    [
+        (["show", "nope"], 4, "run 'nope' not found"),
+        (["show", "r2"], 4, "run 'r2' was deleted"),
+        (["import", "/nonexistent.ndjson"], 3, "/nonexistent.ndjson: cannot read"),
+        (["--store", "mysql://x", "runs"], 3, "unsupported store URL scheme"),
+    ],
+)
+def test_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, args, exit_code, message) -> None:  # noqa: ANN001
+    store = f"sqlite:///{tmp_path / 'l.db'}"
+    cli(capsys, "--store", store, "import", str(history_file))
+    if "--store" not in args:
+        args = ["--store", store, *args]
+    code, _, err = cli(capsys, *args)
+    assert code == exit_code and message in err
+
+
+def test_L4_import_with_a_bad_line_exits_3_naming_the_line(capsys, tmp_path) -> None:  # noqa: ANN001
+    store = f"sqlite:///{tmp_path / 'l.db'}"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_bytes(b"".join(lines(GOOD[:3])) + b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"zzz"}\n')
+    code, _, err = cli(capsys, "--store", store, "import", str(bad))
+    assert code == 3 and "line 4" in err and "nothing was imported" in err
+    code, out, _ = cli(capsys, "--store", store, "export")
+    assert out == ""
+
+
+def test_demo_records_a_day_and_prints_it(capsys, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli(capsys, "demo")
+    assert code == 0 and "recorded" in out and "runs by status" in out
+    code, out, _ = cli(capsys, "--store", "epochledger-demo.db", "runs", "--json")
+    runs = json.loads(out)
+    assert len(runs) > 30
+    assert {r["status"] for r in runs} >= {"finished", "failed_resumable", "cancelled"}
+    assert cli(capsys, "demo")[0] == 0  # the default demo file is replaced, the same day again
+    code, out2, _ = cli(capsys, "--store", "epochledger-demo.db", "runs", "--json")
+    assert json.loads(out2) == runs

@@ -1,0 +1,220 @@
+"""The run decider: the transition table as a literal table (BRIEF L1, L2, L4).
+
+Given a run in a status, when a command is decided, then the run ends in the listed
+status, the command is a no-op (its effect already holds), or it is refused with an
+error naming the run, its status and the attempt.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ledger.errors import IllegalTransition
+from ledger.events import (
+    RunCancelled,
+    RunCheckpointed,
+    RunCorrected,
+    RunDeleted,
+    RunFailed,
+    RunFinished,
+    RunPaused,
+    RunQueued,
+    RunResumed,
+    RunRewound,
+    RunStarted,
+    Status,
+)
+from ledger.run import RunState, decide, evolve, fold
+
+T0 = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)
+RUN = "r-1"
+
+
+def at(i: int) -> datetime:
+    return T0 + timedelta(seconds=i)
+
+
+# The commands of the table, each as the API would build it.
+COMMANDS = {
+    "queue": lambda t: RunQueued(at=t, run=RUN, workflow="wf"),
+    "start": lambda t: RunStarted(at=t, run=RUN),
+    "checkpoint": lambda t: RunCheckpointed(at=t, run=RUN, node="n1", ref="ref-1"),
+    "pause_operator": lambda t: RunPaused(at=t, run=RUN, kind="operator"),
+    "pause_human": lambda t: RunPaused(at=t, run=RUN, kind="waiting_human", interaction="i1", questions=["ok?"]),
+    "resume_operator": lambda t: RunResumed(at=t, run=RUN, by="operator", answers={"ok?": "yes"}),
+    "resume_auto": lambda t: RunResumed(at=t, run=RUN, by="auto"),
+    "fail_resumable": lambda t: RunFailed(at=t, run=RUN, code="TIMEOUT", resumable=True),
+    "fail_final": lambda t: RunFailed(at=t, run=RUN, code="FAIL_NODE", resumable=False),
+    "cancel": lambda t: RunCancelled(at=t, run=RUN),
+    "finish": lambda t: RunFinished(at=t, run=RUN),
+    "rewind": lambda t: RunRewound(at=t, run=RUN, to_ref="ref-0"),
+    "delete": lambda t: RunDeleted(at=t, run=RUN),
+    "correct_to_failed": lambda t: RunCorrected(at=t, run=RUN, to=Status.FAILED, code="BAD_OUTPUT", actor="alice", reason="output was empty"),
+    "correct_to_finished": lambda t: RunCorrected(at=t, run=RUN, to=Status.FINISHED, actor="alice", reason="it had completed"),
+}
+
+# How each starting status is reached (None = no such run yet).
+PATHS = {
+    None: [],
+    "queued": ["queue"],
+    "running": ["queue", "start"],
+    "paused_operator": ["queue", "start", "pause_operator"],
+    "paused_waiting_human": ["queue", "start", "pause_human"],
+    "failed_resumable": ["queue", "start", "fail_resumable"],
+    "failed": ["queue", "start", "fail_final"],
+    "cancelled": ["queue", "cancel"],
+    "finished": ["queue", "start", "finish"],
+}
+
+X = "REFUSED"
+NOOP = "no-op"
+DEL = "deleted"
+# fmt: off
+TABLE = {
+    #  from \ command          queue   start      checkpoint  pause_operator     pause_human             resume_operator resume_auto fail_resumable      fail_final cancel       finish      rewind    delete  correct_to_failed correct_to_finished
+    None:                   ("queued", X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           X,          X,        X, X, X),
+    "queued":               (NOOP,     "running", X,          X,                 X,                      X,              X,          "failed_resumable", "failed",  "cancelled", X,          "queued", DEL, X, X),
+    "running":              (X,        NOOP,      "running",  "paused_operator", "paused_waiting_human", X,              X,          "failed_resumable", "failed",  "cancelled", "finished", X,        DEL, X, X),
+    "paused_operator":      (X,        X,         X,          NOOP,              X,                      "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL, X, X),
+    "paused_waiting_human": (X,        X,         X,          X,                 NOOP,                   "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL, X, X),
+    "failed_resumable":     (X,        X,         X,          X,                 X,                      "queued",       "queued",   NOOP,               X,         "cancelled", X,          "queued", DEL, X, X),
+    "failed":               (X,        X,         X,          X,                 X,                      X,              X,          X,                  NOOP,      X,           X,          X,        DEL, "failed", "finished"),
+    "cancelled":            (X,        X,         X,          X,                 X,                      "queued",       X,          X,                  X,         NOOP,        X,          "queued", DEL, X, X),
+    "finished":             (X,        X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           NOOP,       X,        DEL, "failed", X),
+}
+# fmt: on
+CASES = [
+    (start, cmd, TABLE[start][i])
+    for start in TABLE
+    for i, cmd in enumerate(COMMANDS)
+]
+
+
+def given(start: str | None) -> RunState | None:
+    state = None
+    for i, name in enumerate(PATHS[start]):
+        [event] = decide(COMMANDS[name](at(i)), state)
+        state = evolve(state, event)
+    assert (state.status if state else None) == start
+    return state
+
+
+def test_L4_table_covers_every_status_and_every_command() -> None:
+    assert set(TABLE) == {None, *(s.value for s in Status)}
+    assert set(PATHS) == set(TABLE)
+    assert all(len(row) == len(COMMANDS) for row in TABLE.values())
+
+
+@pytest.mark.parametrize(("start", "cmd", "expected"), CASES, ids=[f"{s}-{c}" for s, c, _ in CASES])
+def test_L1_L4_transition_table(start: str | None, cmd: str, expected: str) -> None:
+    state = given(start)
+    command = COMMANDS[cmd](at(100))
+    if expected == X:
+        with pytest.raises(IllegalTransition) as refused:
+            decide(command, state)
+        assert refused.value.run == RUN
+        assert refused.value.status == start
+        assert refused.value.attempted == command.__struct_config__.tag
+        assert RUN in str(refused.value) and command.__struct_config__.tag in str(refused.value)
+        return
+    events = decide(command, state)
+    if expected == NOOP:
+        assert events == []
+        return
+    [event] = events
+    after = evolve(state, event)
+    assert event.status == after.status  # the event carries the resulting status (L1)
+    if expected == DEL:
+        assert after.deleted and after.status == start
+    else:
+        assert after.status == expected
+
+
+def test_L2_failure_carries_code_and_other_transitions_clear_it() -> None:
+    state = given("failed_resumable")
+    assert state.code == "TIMEOUT"
+    [resumed] = decide(COMMANDS["resume_auto"](at(100)), state)
+    assert resumed.code == "" and evolve(state, resumed).code == ""
+
+
+def test_L2_cancel_carries_CANCELLED_and_empty_failure_code_is_unknown_not_none() -> None:
+    [cancelled] = decide(COMMANDS["cancel"](at(100)), given("running"))
+    assert cancelled.code == "CANCELLED"
+    [failed] = decide(RunFailed(at=at(100), run=RUN, code="", resumable=True), given("running"))
+    assert failed.status == Status.FAILED_RESUMABLE and failed.code == ""
+
+
+def test_L2_code_on_a_non_failure_transition_is_refused() -> None:
+    with pytest.raises(IllegalTransition, match="belongs only on a failure"):
+        decide(RunFinished(at=at(100), run=RUN, code="TIMEOUT"), given("running"))
+
+
+def test_L1_a_command_claiming_the_wrong_resulting_status_is_refused() -> None:
+    with pytest.raises(IllegalTransition, match="transition gives finished"):
+        decide(RunFinished(at=at(100), run=RUN, status=Status.FAILED), given("running"))
+
+
+def test_L4_waiting_human_resume_needs_answers() -> None:
+    with pytest.raises(IllegalTransition, match="needs answers"):
+        decide(RunResumed(at=at(100), run=RUN, by="operator"), given("paused_waiting_human"))
+
+
+@pytest.mark.parametrize("code", ["NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE"])
+def test_P1_auto_resume_refused_for_pointless_codes(code: str) -> None:
+    state = given("running")
+    [failed] = decide(RunFailed(at=at(50), run=RUN, code=code, resumable=True), state)
+    state = evolve(state, failed)
+    with pytest.raises(IllegalTransition, match="automation may not resume"):
+        decide(COMMANDS["resume_auto"](at(100)), state)
+    [resumed] = decide(COMMANDS["resume_operator"](at(100)), state)  # an operator may
+    assert resumed.status == Status.QUEUED
+
+
+def test_L4_deleted_run_accepts_nothing_but_delete_again() -> None:
+    state = evolve(given("running"), decide(COMMANDS["delete"](at(50)), given("running"))[0])
+    assert decide(COMMANDS["delete"](at(60)), state) == []
+    for name in COMMANDS:
+        if name != "delete":
+            with pytest.raises(IllegalTransition, match="deleted"):
+                decide(COMMANDS[name](at(70)), state)
+
+
+def test_L6_rewind_sets_checkpoint_to_ref_and_delete_removes_it() -> None:
+    state = given("running")
+    state = fold(decide(COMMANDS["checkpoint"](at(10)), state), state)
+    state = fold(decide(COMMANDS["pause_operator"](at(11)), state), state)
+    assert state.checkpoint is not None and state.checkpoint.ref == "ref-1"
+    rewound = fold(decide(COMMANDS["rewind"](at(12)), state), state)
+    assert rewound.checkpoint is not None and rewound.checkpoint.ref == "ref-0"
+    to_start = fold(decide(RunRewound(at=at(12), run=RUN), state), state)
+    assert to_start.checkpoint is None
+    deleted = fold(decide(COMMANDS["delete"](at(13)), state), state)
+    assert deleted.checkpoint is None
+
+
+def test_L6_finished_run_keeps_its_checkpoint() -> None:
+    state = given("running")
+    state = fold(decide(COMMANDS["checkpoint"](at(10)), state), state)
+    state = fold(decide(COMMANDS["finish"](at(11)), state), state)
+    assert state.status == Status.FINISHED and state.checkpoint is not None
+
+
+def test_L7_resume_consumes_the_interaction_and_a_later_pause_drops_old_answers() -> None:
+    state = given("paused_waiting_human")
+    assert state.interaction == "i1" and state.questions == ["ok?"]
+    state = fold(decide(COMMANDS["resume_operator"](at(10)), state), state)
+    assert state.interaction is None and state.questions is None and state.answers == {"ok?": "yes"}
+    state = fold(decide(COMMANDS["start"](at(11)), state), state)
+    state = fold(decide(RunPaused(at=at(12), run=RUN, kind="waiting_human", interaction="i2", questions=["again?"]), state), state)
+    assert state.answers is None and state.interaction == "i2"
+    with pytest.raises(IllegalTransition, match="needs answers"):
+        decide(RunResumed(at=at(13), run=RUN, by="operator"), state)
+
+
+def test_L1_same_event_again_is_a_no_op_even_at_a_later_time() -> None:
+    state = given("running")
+    state = fold(decide(COMMANDS["checkpoint"](at(10)), state), state)
+    assert decide(COMMANDS["checkpoint"](at(99)), state) == []
+    assert decide(RunCheckpointed(at=at(99), run=RUN, node="n1", ref="ref-2"), state) != []

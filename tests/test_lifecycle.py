@@ -1,0 +1,91 @@
+"""The lifecycle contract (BRIEF P1, P2): every predicate over every status as a literal
+truth table, the code-dependent cells, the relation invariants, and the rendered table
+in docs/lifecycle.md checked against the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ledger.codes import KNOWN_CODES, NO_AUTO_RESUME
+from ledger.events import Status
+from projections import lifecycle
+
+Y, N = True, False
+PREDS = ["is_terminal", "is_paused", "is_final_success", "is_final_failure", "is_terminal_resumable",
+         "is_queued", "is_active", "can_operator_resume", "requires_resume_answers", "can_auto_resume",
+         "counts_against_launch_limit"]  # fmt: skip
+# fmt: off
+TRUTH = {
+    #                        term paus fsuc ffai tres queu actv opre answ auto lim
+    "queued":               (N,   N,   N,   N,   N,   Y,   Y,   N,   N,   N,   N),
+    "running":              (N,   N,   N,   N,   N,   N,   Y,   N,   N,   N,   Y),
+    "paused_operator":      (Y,   Y,   N,   N,   Y,   N,   N,   Y,   N,   N,   N),
+    "paused_waiting_human": (Y,   Y,   N,   N,   Y,   N,   N,   Y,   Y,   N,   N),
+    "failed_resumable":     (Y,   N,   N,   N,   Y,   N,   N,   Y,   N,   Y,   N),
+    "failed":               (Y,   N,   N,   Y,   N,   N,   N,   N,   N,   N,   N),
+    "cancelled":            (Y,   N,   N,   N,   Y,   N,   N,   Y,   N,   N,   N),
+    "finished":             (Y,   N,   Y,   N,   N,   N,   N,   N,   N,   N,   N),
+}
+# fmt: on
+CODES = ["", "TIMEOUT", "NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE", "PROCESS_ORPHANED", "SOMETHING_NEW"]
+
+
+def test_P2_tables_cover_every_status_and_every_predicate() -> None:
+    assert set(TRUTH) == {s.value for s in Status}
+    assert PREDS == list(lifecycle.PREDICATES)
+
+
+@pytest.mark.parametrize("status", list(TRUTH))
+@pytest.mark.parametrize("code", CODES)
+def test_P1_P2_truth_table(status: str, code: str) -> None:
+    expected = dict(zip(PREDS, TRUTH[status], strict=True))
+    if code in ("NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE"):
+        expected["can_auto_resume"] = False  # the only code-dependent cells
+    assert lifecycle.predicates(Status(status), code) == expected
+
+
+def test_P1_auto_resume_refusal_list_is_at_least_the_pointless_codes() -> None:
+    assert {"NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE"} <= NO_AUTO_RESUME
+    assert NO_AUTO_RESUME <= set(KNOWN_CODES)
+
+
+@pytest.mark.parametrize("status", list(Status))
+@pytest.mark.parametrize("code", CODES)
+def test_P2_relation_invariants(status: Status, code: str) -> None:
+    p = lifecycle.predicates(status, code)
+
+    def implies(a: str, b: str) -> None:
+        assert not p[a] or p[b], f"{status}/{code!r}: {a} without {b}"
+
+    implies("is_final_success", "is_terminal")
+    implies("is_final_failure", "is_terminal")
+    implies("is_terminal_resumable", "is_terminal")
+    implies("is_paused", "is_terminal_resumable")
+    implies("can_auto_resume", "can_operator_resume")
+    implies("can_operator_resume", "is_terminal_resumable")
+    implies("requires_resume_answers", "is_paused")
+    assert p["is_active"] != p["is_terminal"]  # a run is driven by the tick or waits on someone
+    assert not (p["is_final_success"] and p["is_final_failure"])
+    assert not (p["counts_against_launch_limit"] and p["is_terminal"])
+    assert not (p["is_final_success"] or p["is_final_failure"]) or not p["can_operator_resume"]
+    if status is Status.CANCELLED:
+        assert not p["can_auto_resume"]  # automation never overrides an operator's stop
+
+
+def test_P1_transitions_are_decided_by_the_same_predicates() -> None:
+    for s in Status:
+        assert lifecycle.allowed_from("run.resumed", s) == lifecycle.can_operator_resume(s)
+        assert lifecycle.allowed_from("run.corrected", s) == (lifecycle.is_final_success(s) or lifecycle.is_final_failure(s))
+        assert lifecycle.allowed_from("run.failed", s) == lifecycle.is_active(s)
+
+
+def test_P2_docs_lifecycle_table_is_generated_from_the_code() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "lifecycle.md").read_text()
+    m = re.search(r"<!-- BEGIN GENERATED .*? -->\n(.*?)<!-- END GENERATED -->", doc, re.S)
+    assert m, "docs/lifecycle.md lost its generated block"
+    assert m.group(1) == lifecycle.render_markdown(), (
+        "docs/lifecycle.md is out of date: regenerate with `python -m projections.lifecycle --write`"
+    )
