@@ -1,6 +1,7 @@
--- Dead-letters: every run the tick driver dead-lettered up to $as_of, with the length
--- and start of the failure streak that led to it.
-SELECT position, occurred_at, run, status, code, streak_failures, streak_started_at, actor, reason
+-- Dead-letters: every run the tick driver dead-lettered up to $as_of, with the step
+-- and error that kept failing, how long and how often, and the bound it outlived.
+SELECT position, occurred_at, run, code, step, error_class, error, failing_since, failures,
+       deadline_s, cleanup_error, reason
 FROM dead_letters
 WHERE occurred_at <= $as_of
 ORDER BY position;

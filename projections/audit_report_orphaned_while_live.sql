@@ -1,20 +1,20 @@
 -- Runs marked orphaned while the epoch that owned them was live (BRIEF O2: must be
 -- none). A mark is a run.recovered event, or any run event that newly sets the code
--- PROCESS_ORPHANED. The owner is the epoch of the run's last run.started before the
--- mark; it was live if its boot was recorded at or before the mark and it was neither
--- superseded by a later boot of its process nor cleanly stopped at or before the mark.
--- Instants, not positions, order events of different streams: one batch (an NDJSON
--- import) appends its streams one after the other, so positions across streams need
--- not follow time (docs/audit.md). Returns the offending marks up to $as_of; an empty
--- result proves the invariant on the data.
+-- PROCESS_ORPHANED. The owner is the epoch the mark names (run.recovered's
+-- owner_epoch), else the epoch of the run's last run.started before the mark. It was
+-- live if its boot was recorded at or before the mark and it was neither superseded
+-- by a later boot of its process nor cleanly stopped at or before the mark: instants,
+-- as the sweep judges them (BRIEF O2, O4). Returns the offending marks up to $as_of;
+-- an empty result proves the invariant on the data.
 WITH marked AS (
     SELECT
         run, position, occurred_at, type, code, actor,
+        payload->>'owner_epoch' AS recorded_owner,
         lag(code) OVER (PARTITION BY stream ORDER BY version) AS previous_code
     FROM events
     WHERE starts_with(stream, 'run:')
 ), marks AS (
-    SELECT m.*, s.epoch AS owner_epoch, s.process AS owner_process
+    SELECT m.*, coalesce(m.recorded_owner, s.epoch) AS owner_epoch
     FROM marked m
     ASOF LEFT JOIN (
         SELECT run, position, epoch, process FROM events WHERE type = 'run.started'

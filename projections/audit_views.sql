@@ -91,16 +91,19 @@ FROM boots b
 LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch;
 
 -- Sweep recoveries (run.recovered, BRIEF O5): who recovered the run (the sweeping
--- epoch is the actor), which epoch owned it (its last run.started before the
--- recovery), and the evidence exactly as recorded (the whole event).
+-- epoch), which epoch owned it (as the event says; else the epoch of the run's last
+-- run.started before the recovery), the rule applied, and the evidence exactly as
+-- recorded (the whole event: superseded_by, stopped_at, booted_at, cutoff, margin...).
 CREATE OR REPLACE VIEW recoveries AS
 SELECT
     e.run,
     e.position,
     e.occurred_at,
-    e.actor AS recovered_by,
-    s.epoch AS owner_epoch,
-    s.process AS owner_process,
+    coalesce(e.payload->>'swept_by', e.actor) AS recovered_by,
+    e.payload->>'swept_by_process' AS recovered_by_process,
+    e.payload->>'rule' AS rule,
+    coalesce(e.payload->>'owner_epoch', s.epoch) AS owner_epoch,
+    coalesce(e.payload->>'owner_process', s.process) AS owner_process,
     e.status,
     e.code,
     e.reason,
@@ -111,34 +114,28 @@ ASOF LEFT JOIN (
 ) s ON s.run = e.run AND e.position > s.position
 WHERE e.type = 'run.recovered';
 
--- Dead-letters by the tick driver (run.dead_lettered, BRIEF T2), with the streak's
--- tick failures (run.tick_failed) counted since the last run.tick_recovered.
+-- Dead-letters by the tick driver (run.dead_lettered, BRIEF T2): the streak and the
+-- bound as the event recorded them (docs/tick.md).
 CREATE OR REPLACE VIEW dead_letters AS
-WITH ticks AS (
-    SELECT run, position, occurred_at, type,
-           max(position) FILTER (WHERE type = 'run.tick_recovered') OVER w AS last_recovery
-    FROM events
-    WHERE type IN ('run.tick_failed', 'run.tick_recovered', 'run.dead_lettered')
-    WINDOW w AS (PARTITION BY run ORDER BY position ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-)
 SELECT
-    e.run,
-    e.position,
-    e.occurred_at,
-    e.status,
-    e.code,
-    e.actor,
-    e.reason,
-    (SELECT count(*) FROM ticks f
-      WHERE f.run = e.run AND f.type = 'run.tick_failed' AND f.position < e.position
-        AND f.position > coalesce(t.last_recovery, 0)) AS streak_failures,
-    (SELECT min(f.occurred_at) FROM ticks f
-      WHERE f.run = e.run AND f.type = 'run.tick_failed' AND f.position < e.position
-        AND f.position > coalesce(t.last_recovery, 0)) AS streak_started_at,
-    e.payload
-FROM events e
-JOIN ticks t ON t.position = e.position
-WHERE e.type = 'run.dead_lettered';
+    run,
+    position,
+    occurred_at,
+    status,
+    code,
+    payload->>'tick' AS tick,
+    payload->>'step' AS step,
+    payload->>'error_class' AS error_class,
+    payload->>'error' AS error,
+    TRY_CAST(payload->>'failing_since' AS TIMESTAMPTZ) AS failing_since,
+    TRY_CAST(payload->>'failures' AS BIGINT) AS failures,
+    TRY_CAST(payload->>'deadline_s' AS DOUBLE) AS deadline_s,
+    payload->>'cleanup_error' AS cleanup_error,
+    actor,
+    reason,
+    payload
+FROM events
+WHERE type = 'run.dead_lettered';
 
 -- Audited corrections (run.corrected): a run moved out of a final status, by whom
 -- and why, with the status it had before.
