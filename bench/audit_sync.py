@@ -28,7 +28,7 @@ import duckdb
 from ledger import audit
 from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
 from ledger.service import open_ledger
-from ledger.store import StreamWrite
+from ledger.store import Append
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 
@@ -45,12 +45,13 @@ def build(path: str, events: int) -> None:
                 last = (RunFailed(at=at + timedelta(seconds=90), run=r, status=Status.FAILED_RESUMABLE,
                                   code="TIMEOUT" if run % 7 else "A_CODE_NOBODY_KNOWS", resumable=True)  # fmt: skip
                         if run % 5 == 0 else RunFinished(at=at + timedelta(seconds=90), run=r, status=Status.FINISHED))  # fmt: skip
-                writes.append(StreamWrite(run_stream(r), 0, [
+                stream = run_stream(r)
+                writes.extend(Append(stream, v, e) for v, e in enumerate([
                     RunQueued(at=at, run=r, status=Status.QUEUED, workflow=f"wf-{run % 13}", process="worker-1"),
                     RunStarted(at=at + timedelta(seconds=2), run=r, status=Status.RUNNING, epoch="w1.e1", process="worker-1"),
                     RunCheckpointed(at=at + timedelta(seconds=30), run=r, status=Status.RUNNING, node="extract", ref=f"ckpt/{r}/1"),
                     last,
-                ]))  # fmt: skip
+                ], start=1))  # fmt: skip
                 run += 1
             lg.store.append(writes)
             have += 4000
