@@ -7,10 +7,12 @@ the ledger stored, not a re-encoding of a typed decode: a field written by a new
 version, or a tag this version does not know, survives (BRIEF L3).
 
 Feeding DuckDB: the stored JSON is wrapped in one NDJSON line per event and loaded with
-`read_ndjson` (measured in docs/benchmarks-audit.md: executemany ~1k rows/s, the line
-path several hundred thousand events/s end to end). DuckDB cannot read the ledger
-itself here (its sqlite/postgres extensions are not installable offline), so Python
-feeds it. Building the next chunk's file overlaps with DuckDB loading the previous one.
+`read_ndjson`; DuckDB extracts the common columns from the payload. Measured in
+docs/benchmarks-audit.md: executemany ~1k rows/s; this path 90k-213k events/s end to
+end on the shared 2-core box, bounded by DuckDB storing the payload, not by parsing.
+DuckDB cannot read the ledger itself here (its sqlite/postgres extensions are not
+installable offline), so Python feeds it. The next chunk's file is written while
+DuckDB loads the previous one.
 
 Every other table in the file is a view over `events` (projections/audit_views.sql)
 except `lifecycle_predicates`, which sync computes from projections/lifecycle.py for
