@@ -317,16 +317,23 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK,
 
 
 # ---------------------------------------------------------------- reading
-def status(path: str) -> dict[str, Any]:
-    """The sync position, the store mirrored, and the newest event's time."""
+def status(path: str, store: Store | None = None) -> dict[str, Any]:
+    """The sync position, the store mirrored, the newest event's time; given the
+    store, also its last position and how many positions the file is behind."""
     with _translated("audit file", path):
         con = _connect_ro(path)
         try:
-            store, position = con.execute("SELECT store, position FROM audit_sync").fetchone()  # type: ignore[misc]
+            mirrored, position = con.execute("SELECT store, position FROM audit_sync").fetchone()  # type: ignore[misc]
             events, latest = con.execute("SELECT count(*), max(occurred_at) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()
-    return {"duckdb": os.path.abspath(path), "store": store, "position": position, "events": events, "latest": latest}
+    result = {"duckdb": os.path.abspath(path), "store": mirrored, "position": position, "events": events, "latest": latest}
+    if store is not None:
+        if store.url != mirrored:
+            raise InvalidInput(f"this audit file mirrors {mirrored}, not {store.url}", where="--duckdb")
+        result["ledger_position"] = store.max_position()
+        result["behind"] = result["ledger_position"] - position  # positions, not events, on PostgreSQL (gaps)
+    return result
 
 
 def _result(rel: Any) -> Result:

@@ -364,6 +364,23 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
         out(f"appended {result.appended} events to {result.duckdb} (position {result.position}, {result.events} events in all)")
 
 
+@command("audit status", DUCKDB, JSON)
+def cmd_audit_status(ns: argparse.Namespace) -> None:
+    """Show how far the audit file has synced, and how far behind the ledger it is.
+
+    Example: epochledger --store runs.db audit status
+    """
+    from ledger.audit import status
+
+    with _open_existing(ns) as ledger:
+        result = status(_duckdb(ns), ledger.store)
+    if ns.json:
+        out_json(result)
+    else:
+        out(f"{result['duckdb']}: position {result['position']} of {result['ledger_position']} "
+            f"({result['behind']} behind), {result['events']} events, newest at {result['latest']}")  # fmt: skip
+
+
 @command("audit report", arg("name", help="one of the reports listed above"), DUCKDB,
          arg("--as-of", metavar="INSTANT", default=None,
              help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),

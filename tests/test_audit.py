@@ -103,6 +103,18 @@ def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_no
     assert positions(path) == list(range(1, 20))
 
 
+def test_A1_audit_status_says_how_far_behind_the_file_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store, _ = _golden_file(tmp_path, capsys)
+    with open_ledger(store) as lg:
+        lg.queue("late", at=datetime(2026, 9, 11, tzinfo=UTC))
+    assert main(["--store", store, "audit", "status", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["position"], got["ledger_position"], got["behind"], got["events"]) == (47, 48, 1, 47)
+    assert main(["--store", store, "audit", "sync"]) == 0
+    assert main(["--store", store, "audit", "status"]) == 0
+    assert "position 48 of 48 (0 behind)" in capsys.readouterr().out
+
+
 def test_A1_an_audit_file_mirrors_one_ledger(tmp_path: Path, clock) -> None:  # noqa: ANN001
     path = str(tmp_path / "audit.duckdb")
     with open_ledger(str(tmp_path / "a.db"), clock=clock) as a, open_ledger(str(tmp_path / "b.db"), clock=clock) as b:
