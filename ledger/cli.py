@@ -444,19 +444,11 @@ def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
 
 
 def _open_existing(ns: argparse.Namespace) -> Ledger:
-    """Open a ledger that must already exist: an audit command never creates one."""
-    import os
+    """Open a ledger that must already exist, writing nothing to it: an audit command
+    never creates a file, schema or table, and only reads."""
+    from ledger.store import open_store
 
-    from ledger.store import resolve_url
-
-    url = resolve_url(ns.store)
-    if "://" not in url or url.lower().startswith("sqlite:///"):
-        path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else url
-        if not os.path.exists(path):
-            from ledger.errors import InvalidInput
-
-            raise InvalidInput("no ledger here (give --store or set EPOCHLEDGER_STORE)", where=path)
-    return _open(ns)
+    return Ledger(open_store(ns.store, create=False))
 
 
 # -------------------------------------------------------------------- main

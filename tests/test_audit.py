@@ -494,6 +494,32 @@ def test_A1_audit_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.
     assert "audit sync" in capsys.readouterr().err
 
 
+def test_A1_audit_sync_writes_nothing_to_a_file_that_is_not_a_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mutation caught (applied, seen failing): opening the store with create=True
+    (the library creates its table, and switches the file to WAL)."""
+    other = tmp_path / "inventory.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE parts (id INTEGER)")
+    conn.close()
+    before = file_digest(str(other))
+    assert main(["--store", str(other), "audit", "sync"]) == 3
+    assert "not an epochledger store" in capsys.readouterr().err
+    assert file_digest(str(other)) == before
+    assert sorted(os.listdir(tmp_path)) == ["inventory.db"]
+
+
+def test_A1_audit_sync_creates_no_postgresql_schema(pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import psycopg
+
+    from tests.conftest import PG_BASE
+
+    schema = pg_url.rsplit("schema=", 1)[1]
+    assert main(["--store", pg_url, "audit", "sync", "--duckdb", str(tmp_path / "a.duckdb")]) == 3
+    assert "no epochledger store" in capsys.readouterr().err
+    with psycopg.connect(PG_BASE) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() == (0,)
+
+
 # ---------------------------------------------------------------- parquet
 def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store, path = _golden_file(tmp_path, capsys)
