@@ -431,6 +431,9 @@ WRITES = [
     "CHECKPOINT",
     "SELECT 1; DELETE FROM events",
     "CALL pragma_version()",
+    "EXPLAIN ANALYZE DELETE FROM events",
+    "SELECT * FROM read_csv('{store}')",
+    "WITH d AS (DELETE FROM events RETURNING *) SELECT * FROM d",
 ]
 
 
