@@ -2,9 +2,10 @@
 
     from ledger import open_ledger
     with open_ledger("sqlite:///runs.db") as ledger:
-        epoch = ledger.boot("api-1")
+        epoch, swept = ledger.startup("api-1")  # boot() then sweep(): docs/operations.md
         ledger.queue("run-1", workflow="nightly")
         ledger.start("run-1", epoch=epoch.epoch, process="api-1")
+        ledger.finish("run-1", epoch=epoch.epoch)
 """
 
 from ledger.clock import Clock, ManualClock, SystemClock
@@ -16,7 +17,9 @@ from ledger.errors import (
     InvalidInput,
     LedgerError,
     RunNotFound,
+    StaleEpoch,
     StoreError,
+    SweepFailed,
 )
 from ledger.events import Status
 from ledger.service import Batch, Ledger, open_ledger
@@ -24,5 +27,5 @@ from ledger.service import Batch, Ledger, open_ledger
 __all__ = [
     "Batch", "Clock", "ConflictError", "DecodeError", "IllegalTransition", "ImportRejected",
     "InvalidInput", "Ledger", "LedgerError", "ManualClock", "RunNotFound", "Status",
-    "StoreError", "SystemClock", "open_ledger",
+    "StaleEpoch", "StoreError", "SweepFailed", "SystemClock", "open_ledger",
 ]

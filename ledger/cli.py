@@ -164,13 +164,19 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
     arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
+    arg("--orphaned", action="store_true", help="only running runs whose owner is gone (BRIEF O2/O3), with the verdict"),
     JSON,
 )
 def cmd_runs(ns: argparse.Namespace) -> None:
     """List runs, optionally filtered by status, predicate and failure code.
 
+    --orphaned lists the running runs the ledger's events say are orphans, each with
+    its rule and evidence; it only reads (recovering them is the sweep's job;
+    docs/operations.md).
+
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
              epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
+             epochledger runs --orphaned --json
     """
 
     def keep(s: RunState) -> bool:
@@ -182,6 +188,8 @@ def cmd_runs(ns: argparse.Namespace) -> None:
             return False
         return True
 
+    if ns.orphaned:
+        return _runs_orphaned(ns, keep)
     with _open(ns) as ledger:
         rows = [run_record(s) for s in ledger.runs(keep)]
         if ns.streaking:
@@ -194,6 +202,87 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
         return
     table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
+
+
+# ------------------------------------------------ issue 4: epochs, orphans, sweep
+def _runs_orphaned(ns: argparse.Namespace, keep: Callable[[RunState], bool]) -> None:
+    with _open(ns) as ledger:
+        found = ledger.orphans()
+    rows = []
+    for state, verdict in found:
+        if not keep(state):
+            continue
+        rec = run_record(state)
+        rec["orphan"] = msgspec.to_builtins(verdict)
+        rec["rule"], rec["why"] = verdict.rule, verdict.explain()
+        rows.append(rec)
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["run", "status", "process", "epoch", "started_at", "rule", "why"])
+
+
+@command("epochs", arg("--process", help="only this process slot"), JSON)
+def cmd_epochs(ns: argparse.Namespace) -> None:
+    """List process slots and their boot epochs, live or not (BRIEF O1, O2).
+
+    An epoch is live until a later boot of its slot supersedes it or it records a
+    clean stop; the running runs of an epoch that is not live are orphans.
+
+    Example: epochledger epochs --process worker-1
+    """
+    with _open(ns) as ledger:
+        epochs = ledger.epochs()
+    rows = [{**msgspec.to_builtins(e), "live": e.live} for e in epochs if ns.process in (None, e.process)]
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["process", "epoch", "live", "booted_at", "host", "pid", "superseded_by", "stopped_at",
+                 "sweep_skipped", "sweep_failed_at"])  # fmt: skip
+
+
+@command(
+    "sweep",
+    arg("--process", required=True, help="the process slot to recover"),
+    arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
+    arg("--margin", type=float, default=1.0, help="O3 fallback margin in seconds (default 1, no floor)"),
+    arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
+    arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
+    JSON,
+)
+def cmd_sweep(ns: argparse.Namespace) -> None:
+    """Boot a new epoch of a process slot and sweep with it: for an operator recovering
+    by hand a slot whose process is gone.
+
+    CAUTION: the new epoch supersedes the slot's current epoch, so every run it owns is
+    recovered as an orphan. Use it only for a slot whose process is dead; a live
+    scheduler recovers its own orphans at start (docs/operations.md).
+
+    Example: epochledger sweep --process worker-1 --dry-run   (what would be recovered)
+             epochledger sweep --process worker-1
+    """
+    if ns.dry_run:
+        from ledger.sweep import preview
+
+        with _open(ns) as ledger:
+            report = preview(ledger, ns.process, margin=ns.margin)
+        if ns.json:
+            out_json({"booted": None, "report": report})
+            return
+        out(f"dry run: booting a new epoch of {report.process} now would recover {len(report.recovered)} orphan(s)")
+        for v in report.recovered:
+            out(f"  {v.run}: {v.rule}: {v.explain()}")
+        return
+    with _open(ns) as ledger:
+        epoch, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin)
+    if ns.json:
+        out_json({"booted": epoch, "report": report})
+        return
+    out(f"booted {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
+    if report.fallback_skipped:
+        out(f"O3 fallback skipped: {report.fallback_skipped}")
+    for v in report.recovered:
+        out(f"  {v.run}: {v.rule}: {v.explain()}")
 
 
 @command("history", arg("run"), JSON)
@@ -461,7 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="epochledger",
         description="An event-sourced ledger of scheduler runs.",
         epilog="Exit codes: 0 ok, 1 ledger error, 2 usage, 3 invalid input, 4 run not found, "
-        "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event.",
+        "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event, "
+        "9 stale epoch (report fenced; kept as run.fenced).",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

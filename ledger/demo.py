@@ -3,7 +3,8 @@ public API with a manual clock, so the same demo always writes the same history.
 
 A day on 2026-09-09: two worker slots and an API process; a few dozen nightly, hourly
 and report runs; failures with known and unknown codes; a human-in-the-loop pause and
-its answered resume; an operator cancel; a redeploy of worker-1 at 14:20.
+its answered resume; an operator cancel; a redeploy of worker-1 at 14:20 that finds
+a backfill running and recovers it with the startup sweep.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import random
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from ledger.clock import ManualClock
 from ledger.codes import show_code
@@ -37,12 +38,19 @@ def record_day(ledger, clock: ManualClock) -> dict[str, str]:  # noqa: ANN001
 
     n = 0
     for hour in range(0, 24, 1):
-        clock.advance(3600 if hour else 60)
+        # each hour's runs begin at the top of the hour (runs inside it move the clock)
+        clock.advance(max(0.0, (DAY + timedelta(hours=hour, minutes=1) - clock.now()).total_seconds()))
         if hour == 14:
-            # Redeploy of worker-1 at 14:20: a new epoch supersedes the old one.
-            clock.advance(20 * 60)
+            # A backfill is running on worker-1 when it is redeployed at 14:20: the new
+            # epoch supersedes the old one, and its sweep at boot recovers the backfill
+            # (BRIEF O2, O5; see `history backfill-redeploy`).
+            notable["orphan"] = "backfill-redeploy"
+            ledger.queue("backfill-redeploy", workflow="backfill", process="worker-1", actor="api-1")
+            ledger.start("backfill-redeploy", epoch=epochs["worker-1"], process="worker-1", actor=epochs["worker-1"])
+            clock.advance(max(0.0, (DAY + timedelta(hours=14, minutes=20) - clock.now()).total_seconds()))
             clock.restart()
-            epochs["worker-1"] = ledger.boot("worker-1", epoch="worker-1.e2", host="sched-a", pid=7001, actor="deploy").epoch
+            booted, _report = ledger.startup("worker-1", epoch="worker-1.e2", host="sched-a", pid=7001, actor="deploy")
+            epochs["worker-1"] = booted.epoch
         for _ in range(2 if hour % 3 else 3):
             n += 1
             workflow = rnd.choice(["nightly-etl", "hourly-sync", "report"])
@@ -109,3 +117,5 @@ def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], Non
     out(f"  epochledger{shown} runs")
     out(f"  epochledger{shown} show {notable['paused']} --json")
     out(f"  epochledger{shown} history {notable['paused']}")
+    out(f"  epochledger{shown} history {notable['orphan']}    # recovered by worker-1's sweep at its redeploy")
+    out(f"  epochledger{shown} epochs")

@@ -89,6 +89,42 @@ class DecodeError(LedgerError):
         super().__init__(f"event at position {position} ({tag or 'unknown type'}) does not decode: {error}")
 
 
+# ------------------------------------------------ issue 4: fencing and the sweep
+class StaleEpoch(IllegalTransition):
+    """A report written on behalf of an epoch that is no longer live (superseded by a
+    later boot of its process, or cleanly stopped) was refused: the run's verdict
+    stands. Unlike other refusals this one APPENDS: the late report is kept as a
+    `run.fenced` event (`evidence`), so nothing the old process said is lost
+    (docs/operations.md, "Fencing")."""
+
+    exit_code = 9
+
+    def __init__(self, run: str, status: str | None, attempted: str, epoch: str, why: str,
+                 evidence: object | None = None):  # fmt: skip
+        self.epoch = epoch
+        self.evidence = evidence  # the run.fenced command to keep, or None once kept
+        self.kept_at: int | None = None  # log position of the kept run.fenced event
+        super().__init__(run, status, attempted, f"stale epoch {epoch!r}: {why}")
+
+
+class SweepFailed(StoreError):
+    """The startup sweep gave up after its bounded retries (BRIEF O5). It was logged at
+    ERROR on logger `epochledger.sweep` and, if the store took it, recorded as
+    `process.sweep_failed` on the process stream."""
+
+    def __init__(self, process: str, epoch: str, attempts: int, error: str, alert_recorded: bool):
+        self.process = process
+        self.epoch = epoch
+        self.attempts = attempts
+        self.error = error
+        self.alert_recorded = alert_recorded
+        super().__init__(
+            f"sweep of {process} epoch {epoch!r} gave up after {attempts} attempts: {error}"
+            + ("" if alert_recorded else " (the process.sweep_failed event could not be written either)")
+        )
+
+
+# ------------------------------------------------------- issue 7: audit
 class QueryRefused(InvalidInput):
     """An audit query that is not one read-only statement, or that DuckDB rejects
     (docs/audit.md). Nothing was changed."""

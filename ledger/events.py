@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -69,12 +69,14 @@ class RunStarted(RunEventBase, frozen=True, kw_only=True, tag="run.started"):
 class RunCheckpointed(RunEventBase, frozen=True, kw_only=True, tag="run.checkpointed"):
     node: Name
     ref: Text
+    epoch: Name | None = None  # written on behalf of this epoch (fencing, docs/operations.md)
 
 
 class RunPaused(RunEventBase, frozen=True, kw_only=True, tag="run.paused"):
     kind: Literal["operator", "waiting_human"]
     interaction: Name | None = None
     questions: Questions | None = None
+    epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
@@ -95,6 +97,7 @@ class RunFailed(RunEventBase, frozen=True, kw_only=True, tag="run.failed"):
     resumable: bool
     error: LongText | None = None
     cause: Cause | None = None
+    epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled"):
@@ -102,7 +105,7 @@ class RunCancelled(RunEventBase, frozen=True, kw_only=True, tag="run.cancelled")
 
 
 class RunFinished(RunEventBase, frozen=True, kw_only=True, tag="run.finished"):
-    pass
+    epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunRewound(RunEventBase, frozen=True, kw_only=True, tag="run.rewound"):
@@ -155,6 +158,36 @@ class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_let
     cleanup_error: LongText | None = None  # best-effort cleanup that raised
 
 
+# -------------------------------------- orphans and fencing (issue 4, BRIEF O2-O5)
+class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered"):
+    """A sweep recovered an orphan: moves it to failed_resumable / PROCESS_ORPHANED and
+    is the audit record of why (BRIEF O5). `actor` is the sweeping epoch."""
+
+    rule: Name  # "O2-superseded" | "O2-stopped" | "O3-fallback" (projections/orphans.py)
+    swept_by: Name  # the sweeping epoch
+    swept_by_process: Name
+    owner_process: Name | None = None
+    owner_epoch: Name | None = None
+    superseded_by: Name | None = None  # O2-superseded: the epoch that superseded the owner
+    stopped_at: Instant | None = None  # O2-stopped: when the owner recorded its clean stop
+    started_at: Instant | None = None  # the run's last start
+    booted_at: Instant | None = None  # O3: boot instant of the epoch the verdict is relative to
+    cutoff: Instant | None = None  # O3: booted_at - margin
+    margin: float | None = None  # O3: seconds
+
+
+class RunFenced(RunEventBase, frozen=True, kw_only=True, tag="run.fenced"):
+    """A report written on behalf of a stale epoch, refused and kept as evidence. It
+    changes nothing: status and code stay what they were."""
+
+    epoch: Name  # the stale epoch the refused report was written for
+    refused: Name  # tag of the refused report
+    why: Text
+    superseded_by: Name | None = None
+    stopped_at: Instant | None = None
+    report: dict[str, Any] = {}  # the refused report as it was submitted
+
+
 RunEvent = (
     RunQueued
     | RunStarted
@@ -170,6 +203,8 @@ RunEvent = (
     | RunTickFailed
     | RunTickRecovered
     | RunDeadLettered
+    | RunRecovered
+    | RunFenced
 )
 
 
@@ -193,7 +228,23 @@ class ProcessStopped(ProcessEventBase, frozen=True, kw_only=True, tag="process.s
     pass
 
 
-ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped
+class ProcessSweepSkipped(ProcessEventBase, frozen=True, kw_only=True, tag="process.sweep_skipped"):
+    """The sweep of this epoch did not apply the O3 time fallback, and why (e.g. the
+    wall clock read earlier than the boot instant: it stepped back)."""
+
+    why: Text
+    now: Instant | None = None
+    booted_at: Instant | None = None
+
+
+class ProcessSweepFailed(ProcessEventBase, frozen=True, kw_only=True, tag="process.sweep_failed"):
+    """The sweep of this epoch gave up after its bounded retries (BRIEF O5 alert)."""
+
+    attempts: int
+    error: LongText
+
+
+ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessSweepSkipped | ProcessSweepFailed
 
 AnyEvent = RunEvent | ProcessEvent
 

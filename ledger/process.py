@@ -15,7 +15,15 @@ from typing import assert_never
 import msgspec
 
 from ledger.errors import IllegalTransition
-from ledger.events import ProcessBooted, ProcessEvent, ProcessStopped, ProcessStopping, tag_of
+from ledger.events import (
+    ProcessBooted,
+    ProcessEvent,
+    ProcessStopped,
+    ProcessStopping,
+    ProcessSweepFailed,
+    ProcessSweepSkipped,
+    tag_of,
+)
 
 replace = msgspec.structs.replace
 
@@ -31,6 +39,9 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     superseded_at: datetime | None = None
     stopping_at: datetime | None = None
     stopped_at: datetime | None = None
+    # issue 4: the epoch's sweep skipped the O3 time fallback (why), or gave up (when).
+    sweep_skipped: str | None = None
+    sweep_failed_at: datetime | None = None
 
     @property
     def live(self) -> bool:
@@ -70,6 +81,10 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
             return _with_epoch(state, e.epoch, stopping_at=e.at)
         case ProcessStopped():
             return _with_epoch(state, e.epoch, stopped_at=e.at)
+        case ProcessSweepSkipped():
+            return _with_epoch(state, e.epoch, sweep_skipped=e.why)
+        case ProcessSweepFailed():
+            return _with_epoch(state, e.epoch, sweep_failed_at=e.at)
         case _:
             assert_never(e)
 
@@ -105,5 +120,11 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
             if known is None:
                 raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
             return [] if known.stopped_at is not None else [cmd]
+        case ProcessSweepSkipped() | ProcessSweepFailed():
+            # Every sweep that skips or gives up says so: no dedupe (a second sweep of
+            # the same epoch is a second fact).
+            if known is None:
+                raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
+            return [cmd]
         case _:
             assert_never(cmd)

@@ -18,7 +18,7 @@ from typing import assert_never
 
 import msgspec
 
-from ledger.codes import CANCELLED, TICK_DEADLINE_EXCEEDED
+from ledger.codes import CANCELLED, PROCESS_ORPHANED, TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition
 from ledger.events import (
     Cause,
@@ -29,9 +29,11 @@ from ledger.events import (
     RunDeleted,
     RunEvent,
     RunFailed,
+    RunFenced,
     RunFinished,
     RunPaused,
     RunQueued,
+    RunRecovered,
     RunResumed,
     RunRewound,
     RunStarted,
@@ -133,6 +135,12 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return replace(state, **common)
         case RunDeadLettered():
             return replace(state, error=f"{e.error_class}: {e.error}" if e.error else e.error_class, **common)
+        case RunRecovered():  # an orphan recovered by a sweep (BRIEF O5)
+            return replace(state, error=None, **common)
+        case RunFenced():
+            # Evidence only: a refused late report changes neither status nor who made
+            # the last transition; it only takes a version of the stream.
+            return replace(state, version=state.version + 1, last=e)
         case RunQueued():  # handled above; here for exhaustiveness
             raise AssertionError
         case _:
@@ -164,11 +172,13 @@ def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
             return Status.FINISHED, ""
         case RunCorrected():
             return cmd.to, cmd.code
-        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered():
+        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered() | RunFenced():
             assert state is not None
             return state.status, state.code
         case RunDeadLettered():
             return Status.FAILED, TICK_DEADLINE_EXCEEDED
+        case RunRecovered():
+            return Status.FAILED_RESUMABLE, PROCESS_ORPHANED
         case _:
             assert_never(cmd)
 
@@ -190,7 +200,7 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     if state is None and not isinstance(cmd, RunQueued):
         raise IllegalTransition(cmd.run, None, tag, "a run begins with run.queued")
     new_status, new_code = _result(cmd, state)
-    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted):
+    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
     if cmd.status is not None and cmd.status != new_status:
         raise IllegalTransition(cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}")

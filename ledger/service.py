@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Literal
 
+from ledger import fencing
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, SystemClock, boot_instant
 from ledger.codec import checked
-from ledger.errors import ConflictError, RunNotFound
+from ledger.errors import ConflictError, IllegalTransition, RunNotFound, StaleEpoch
 from ledger.events import (
     AnyEvent,
     Cause,
@@ -44,6 +46,7 @@ from ledger.events import (
     Status,
     process_stream,
     run_stream,
+    tag_of,
 )
 from ledger.store import Append, Store, open_store
 
@@ -77,24 +80,26 @@ class Commands:
               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunStarted(at=self._at(at), run=run, epoch=epoch, process=process, actor=actor, reason=reason))
 
-    def checkpoint(self, run: str, node: str, ref: str, *, actor: str | None = None,
+    def checkpoint(self, run: str, node: str, ref: str, *, epoch: str | None = None, actor: str | None = None,
                    reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunCheckpointed(at=self._at(at), run=run, node=node, ref=ref, actor=actor, reason=reason))
+        return self.submit(RunCheckpointed(at=self._at(at), run=run, node=node, ref=ref, epoch=epoch, actor=actor,
+                                           reason=reason))  # fmt: skip
 
     def pause(self, run: str, kind: Literal["operator", "waiting_human"], *, interaction: str | None = None,
-              questions: list[str] | None = None, actor: str | None = None, reason: str | None = None,
-              at: datetime | None = None) -> RunState:  # fmt: skip
+              questions: list[str] | None = None, epoch: str | None = None, actor: str | None = None,
+              reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunPaused(at=self._at(at), run=run, kind=kind, interaction=interaction,
-                                     questions=questions, actor=actor, reason=reason))  # fmt: skip
+                                     questions=questions, epoch=epoch, actor=actor, reason=reason))  # fmt: skip
 
     def resume(self, run: str, by: Literal["operator", "auto"], *, answers: dict[str, str] | None = None,
                actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
 
     def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, cause: Cause | None = None,
-             actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+             epoch: str | None = None, actor: str | None = None, reason: str | None = None,
+             at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
-                                     cause=cause, actor=actor, reason=reason))  # fmt: skip
+                                     cause=cause, epoch=epoch, actor=actor, reason=reason))  # fmt: skip
 
     def correct(self, run: str, to: Status, *, actor: str, reason: str, code: str = "",
                 error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
@@ -107,9 +112,9 @@ class Commands:
                at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunCancelled(at=self._at(at), run=run, actor=actor, reason=reason))
 
-    def finish(self, run: str, *, actor: str | None = None, reason: str | None = None,
+    def finish(self, run: str, *, epoch: str | None = None, actor: str | None = None, reason: str | None = None,
                at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunFinished(at=self._at(at), run=run, actor=actor, reason=reason))
+        return self.submit(RunFinished(at=self._at(at), run=run, epoch=epoch, actor=actor, reason=reason))
 
     def rewind(self, run: str, *, to_ref: str | None = None, actor: str | None = None,
                reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
@@ -166,7 +171,7 @@ class Batch(Commands):
         stream = stream_of(command)
         state = self.state(stream)
         if isinstance(command, RunEventBase):
-            events: list[Any] = run_mod.decide(command, state)  # type: ignore[arg-type]
+            events: list[Any] = self._decide_run(command, state)
             new_state = run_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type]
@@ -176,6 +181,27 @@ class Batch(Commands):
             version = new_state.version - len(events)
             self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
+
+    def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
+        """run.decide, behind the fence (ledger/fencing.py): a report written on behalf of
+        a stale epoch raises StaleEpoch carrying the run.fenced evidence to keep. A
+        retried delivery whose effect already holds stays a no-op, stale or not."""
+        evidence = None
+        epoch = fencing.writer_epoch(command)
+        process = fencing.writer_process(command, state) if epoch is not None else None
+        if epoch is not None and process is not None:
+            slot = self.state(process_stream(process))
+            evidence = fencing.fence(command, state, slot.epoch(epoch) if slot is not None else None)
+        try:
+            events: list[Any] = run_mod.decide(command, state)  # type: ignore[arg-type]
+        except IllegalTransition:
+            if evidence is None:
+                raise
+            events = [command]
+        if evidence is not None and events:
+            assert state is not None
+            raise StaleEpoch(command.run, state.status, tag_of(command), evidence.epoch, evidence.why, evidence)
+        return events
 
     @property
     def pending(self) -> int:
@@ -194,6 +220,11 @@ class Batch(Commands):
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.commit()
+        elif isinstance(exc, StaleEpoch):
+            # The batch is dropped like any refused batch, but the late report is kept
+            # as run.fenced evidence in a transaction of its own (issue 4, fencing).
+            self._pending = []
+            self.ledger.keep_fenced(exc)
 
 
 class Ledger(Commands):
@@ -202,6 +233,8 @@ class Ledger(Commands):
     def __init__(self, store: Store, clock: Clock | None = None):
         self.store = store
         self.clock = clock or SystemClock()
+        self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
+        self._stopping_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -245,6 +278,78 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
         raise AssertionError  # pragma: no cover
+
+    # ------------------------------------------- issue 4: epochs, sweep, fencing
+    def begin_stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+        """Record `process.stopping`. The local flag is raised first, so a sweep of this
+        epoch starts no further attempt even if the store cannot take the event (O5)."""
+        self._stop_signal(epoch).set()
+        return super().begin_stop(process, epoch, actor=actor, reason=reason)
+
+    def stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+        self._stop_signal(epoch).set()
+        return super().stop(process, epoch, actor=actor, reason=reason)
+
+    def _stop_signal(self, epoch: str) -> threading.Event:
+        with self._stopping_lock:
+            return self._stopping.setdefault(epoch, threading.Event())
+
+    def is_stopping(self, epoch: str) -> bool:
+        """Has this process begun to stop `epoch` (begin_stop/stop called here)?"""
+        return self._stop_signal(epoch).is_set()
+
+    def wait_for_stop(self, epoch: str, seconds: float) -> bool:
+        """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
+        return self._stop_signal(epoch).wait(seconds)
+
+    def sweep(self, epoch: Any, **options: Any) -> Any:
+        """Recover every orphan visible to `epoch` (BRIEF O5; ledger/sweep.py)."""
+        from ledger.sweep import sweep
+
+        return sweep(self, epoch, **options)
+
+    def startup(self, process: str, *, margin: float = 1.0, **boot: Any) -> tuple[ProcessBooted, Any]:
+        """The documented way to start a scheduler process: `boot()` a new epoch, then
+        `sweep()` with it, before serving anything (never on first query; BRIEF O5).
+        Returns the boot event and the sweep report."""
+        epoch = self.boot(process, **boot)
+        return epoch, self.sweep(epoch, margin=margin)
+
+    def keep_fenced(self, refusal: StaleEpoch) -> None:
+        """Append the run.fenced evidence of a refused stale report (its own
+        transaction; re-decided on a conflict, since run.fenced is legal from any status)."""
+        evidence = refusal.evidence
+        if evidence is None:
+            return
+        for attempt in range(5):
+            try:
+                with self.batch() as b:
+                    b.submit(evidence)  # type: ignore[arg-type]
+                refusal.kept_at = b.recorded[-1].position if b.recorded else None
+                return
+            except ConflictError:
+                if attempt == 4:
+                    raise
+
+    def orphan_view(self) -> Any:
+        """The orphans view (projections/orphans.py) folded from the whole log."""
+        from projections import orphans
+
+        return orphans.fold(self.events())
+
+    def epochs(self) -> list[process_stream_mod.EpochState]:
+        """Every epoch of every process slot, live or not."""
+        from projections import orphans
+
+        return orphans.epochs(self.orphan_view())
+
+    def orphans(self, margin: float = 1.0) -> list[tuple[RunState, Any]]:
+        """Every running run the ledger's events say is an orphan, with its verdict
+        (clock-free; O3 judged against each process's current epoch). Reads only."""
+        from projections import orphans
+
+        view = self.orphan_view()
+        return [(view.runs[v.run], v) for v in orphans.verdicts(view, margin=margin)]
 
     # -------------------------------------------------------------- reads
     def get_run(self, run: str) -> RunState:

@@ -106,6 +106,13 @@ def is_correction_target(status: Status, code: str = "") -> bool:
     return status in _CORRECTION_TARGETS
 
 
+def can_be_orphaned(status: Status, code: str = "") -> bool:
+    """Only a run that is executing has a process that can die under it (BRIEF O2, O3).
+    A queued run has no owner yet; a paused or failed run has released its worker, so
+    a dead process strands nothing there. Asked by projections/orphans.py."""
+    return status in _LAUNCH_SLOT
+
+
 PREDICATES: dict[str, Callable[[Status, str], bool]] = {
     f.__name__: f
     for f in (
@@ -152,6 +159,10 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
     "run.tick_failed": frozenset(_ACTIVE),
     "run.tick_recovered": frozenset(_ACTIVE),
     "run.dead_lettered": frozenset(_ACTIVE),
+    # issue 4: a sweep recovers only a run that is running (an orphan); a fenced late
+    # report is evidence and is kept whatever the run's status.
+    "run.recovered": frozenset({S.RUNNING}),
+    "run.fenced": frozenset(_ALL),
 }
 
 

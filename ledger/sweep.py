@@ -1,0 +1,198 @@
+"""The startup sweep (BRIEF O5): recover every orphan visible to a freshly booted epoch.
+
+The I/O edge of projections/orphans.py: it folds the log into the orphans view, asks
+that module for the verdicts, and submits one `run.recovered` event per orphan in one
+group commit. The wall clock enters only here, in the O3 step-back guard: if the clock
+reads earlier than the epoch's boot instant, the time fallback recovers nothing and
+`process.sweep_skipped` says why (never clamp a negative age to zero: the clamp makes
+the cutoff "now" and sweeps runs the live process started after the step).
+
+Wire it at process start, never on first query: `ledger.startup(name)` (= `boot()` then
+`sweep()`), docs/operations.md. Safe to run twice and from two replicas at once: a
+recovery is an append at the run's expected version, the loser of a race gets a
+conflict for that run, re-reads, finds it already recovered and recovers nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
+
+from ledger.clock import boot_instant
+from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
+from ledger.events import (
+    ProcessBooted,
+    ProcessSweepFailed,
+    ProcessSweepSkipped,
+    Recorded,
+    RunRecovered,
+    process_stream,
+)
+from projections import orphans
+
+if TYPE_CHECKING:
+    from ledger.service import Ledger
+
+log = logging.getLogger("epochledger.sweep")
+
+ATTEMPTS = 3  # BRIEF O5: 3 attempts, 2 gaps
+GAPS = (1.0, 4.0)  # seconds before attempt 2 and attempt 3
+CONFLICT_ROUNDS = 8  # re-reads after losing a race, within one attempt
+
+
+class EpochRef(Protocol):
+    process: str
+    epoch: str
+
+
+class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    process: str
+    epoch: str
+    # "swept": the sweep ran to the end (recovered may be empty);
+    # "stopping": the epoch has begun to stop, no (further) attempt was started;
+    # "superseded": a later boot of the slot exists; its own sweep is the one that counts;
+    # "preview": nothing was written (preview()).
+    outcome: str
+    recovered: list[orphans.Verdict] = []
+    fallback_skipped: str | None = None  # why O3 recovered nothing (clock stepped back)
+    attempts: int = 0
+    conflict_rounds: int = 0
+
+
+def sweep(
+    ledger: Ledger,
+    epoch: EpochRef,
+    *,
+    margin: float = orphans.MARGIN.total_seconds(),
+    attempts: int = ATTEMPTS,
+    gaps: Sequence[float] = GAPS,
+    sleep: Callable[[float], object] | None = None,
+) -> SweepReport:
+    """Recover every orphan visible to `epoch` (a `process.booted` event, as `boot()`
+    returns, or any object with `.process` and `.epoch`). Store errors are retried
+    (`attempts` attempts, `gaps` between them); exhaustion logs at ERROR on logger
+    `epochledger.sweep`, records `process.sweep_failed` if the store takes it, and
+    raises SweepFailed. Once `begin_stop()` was called for the epoch, no attempt starts.
+    `sleep` waits out a gap (default: wakes early when the process begins to stop)."""
+    process, epoch_id = epoch.process, epoch.epoch
+    if attempts < 1 or len(gaps) < attempts - 1:
+        raise InvalidInput(f"need attempts >= 1 and {attempts - 1} gaps, got {attempts} and {list(gaps)}", where="sweep")
+    if not math.isfinite(float(margin)):
+        raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
+    m = orphans.as_margin(margin)
+    def wait(seconds: float) -> object:
+        return sleep(seconds) if sleep is not None else ledger.wait_for_stop(epoch_id, seconds)
+
+    last: StoreError | None = None
+    for attempt in range(1, attempts + 1):
+        if ledger.is_stopping(epoch_id):
+            log.warning("sweep of %s epoch %s: the process has begun to stop; no attempt %d", process, epoch_id, attempt)
+            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", attempts=attempt - 1)
+        try:
+            report = _attempt(ledger, process, epoch_id, m)
+            report.attempts = attempt
+            return report
+        except StoreError as e:  # infrastructure: retried. Conflicts are handled inside.
+            last = e
+            log.warning("sweep of %s epoch %s: attempt %d of %d failed: %s", process, epoch_id, attempt, attempts, e)
+            if attempt < attempts:
+                wait(gaps[attempt - 1])
+    assert last is not None
+    log.error("sweep of %s epoch %s gave up after %d attempts: %s; orphans may still show as running",
+              process, epoch_id, attempts, last)  # fmt: skip
+    recorded = True
+    try:
+        ledger.submit(ProcessSweepFailed(at=ledger.clock.now(), process=process, epoch=epoch_id, actor=epoch_id,
+                                         attempts=attempts, error=str(last)))  # fmt: skip
+    except LedgerError as e:
+        recorded = False
+        log.error("sweep of %s epoch %s: could not record process.sweep_failed either: %s", process, epoch_id, e)
+    raise SweepFailed(process, epoch_id, attempts, str(last), recorded) from last
+
+
+def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> SweepReport:
+    recovered: list[orphans.Verdict] = []
+    skipped: str | None = None
+    skip_recorded = False
+    for rounds in range(CONFLICT_ROUNDS):
+        view = orphans.fold(ledger.events())
+        me = view.epoch(process, epoch_id)
+        if me is None:
+            raise InvalidInput(f"epoch {epoch_id!r} of {process!r} was never booted; boot() before sweep()", where="sweep")
+        if me.stopping_at is not None or me.stopped_at is not None:
+            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", recovered=recovered,
+                               fallback_skipped=skipped, conflict_rounds=rounds)  # fmt: skip
+        if me.superseded_by is not None:
+            return SweepReport(process=process, epoch=epoch_id, outcome="superseded", recovered=recovered,
+                               fallback_skipped=skipped, conflict_rounds=rounds)  # fmt: skip
+        now = ledger.clock.now()
+        found = orphans.verdicts(view, me, margin)
+        if now < me.booted_at or skipped is not None:
+            # The wall clock stepped back past the boot instant: every O3 stamp compared
+            # with it is suspect, so the fallback recovers nothing. Do NOT clamp the
+            # negative age to zero (that makes the cutoff "now": incident in BRIEF).
+            skipped = skipped or (f"wall clock {now.isoformat()} reads earlier than the boot instant "
+                                  f"{me.booted_at.isoformat()} (it stepped back): the O3 time fallback "
+                                  "recovers nothing in this sweep")  # fmt: skip
+            found = [v for v in found if not v.uses_time]
+        try:
+            with ledger.batch() as b:
+                if skipped is not None and not skip_recorded:
+                    b.submit(ProcessSweepSkipped(at=now, process=process, epoch=epoch_id, actor=epoch_id,
+                                                 why=skipped, now=now, booted_at=me.booted_at))  # fmt: skip
+                for v in found:
+                    # Decide against the state the verdict was made on; the append still
+                    # expects its version, so a run that moved since the fold (another
+                    # replica recovered it) fails the batch and we judge again.
+                    b.assume(view.runs[v.run])
+                    b.submit(_recovery(v, now, process, epoch_id))
+        except ConflictError:
+            continue  # another writer (another replica's sweep) moved a stream: re-read
+        skip_recorded = skip_recorded or skipped is not None
+        recovered.extend(found)
+        return SweepReport(process=process, epoch=epoch_id, outcome="swept", recovered=recovered,
+                           fallback_skipped=skipped, conflict_rounds=rounds)
+    raise ConflictError([], f"sweep of {process} epoch {epoch_id!r} kept losing races after {CONFLICT_ROUNDS} re-reads")
+
+
+def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) -> RunRecovered:
+    return RunRecovered(
+        at=now,
+        run=v.run,
+        actor=epoch_id,
+        reason=v.explain(),
+        rule=v.rule,
+        swept_by=epoch_id,
+        swept_by_process=process,
+        owner_process=v.owner_process,
+        owner_epoch=v.owner_epoch,
+        superseded_by=v.superseded_by,
+        stopped_at=v.stopped_at,
+        started_at=v.started_at,
+        booted_at=v.booted_at,
+        cutoff=v.cutoff,
+        margin=v.margin,
+    )
+
+
+PREVIEW_EPOCH = "(preview)"
+
+
+def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.total_seconds()) -> SweepReport:
+    """What booting a new epoch of `process` now and sweeping with it would recover,
+    without writing anything: the same verdicts (projections/orphans.py) over the log
+    plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`."""
+    if not math.isfinite(float(margin)):
+        raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
+    m = orphans.as_margin(margin)
+    view = orphans.fold(ledger.events())
+    now = ledger.clock.now()
+    boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock))
+    orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
+    found = orphans.verdicts(view, view.epoch(process, PREVIEW_EPOCH), m)
+    return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found)

@@ -1,0 +1,217 @@
+"""Orphan verdicts: the ONE definition of "this run is an orphan" (BRIEF O2, O3, O4).
+
+A view is a pure fold of recorded events (process streams and run streams, through the
+same `evolve` functions as the write side), and a verdict is a pure function of the
+view: no clock, no environment, so a live view, a replay of any prefix and a rebuild
+give the same verdicts. The sweep (ledger/sweep.py), the CLI (`runs --orphaned`) and
+replay ask this module; nothing else decides what an orphan is.
+
+The rules (argued in docs/operations.md):
+- O2, clock-free: a running run whose owner epoch was superseded by a later boot of its
+  process, or recorded a clean stop, is orphaned at ANY age. A run owned by a live
+  epoch is NEVER orphaned, however long it runs. No age threshold enters here: a flat
+  threshold kills the healthy 88-minute nightly and misses the 20-minute-old orphan.
+- O3, the fallback for a running run with a process but no (known) owner epoch: it is
+  orphaned relative to an epoch of that process iff it started before that epoch's
+  `booted_at - margin`. NO FLOOR on that cutoff ("at least 30 minutes old" misses a run
+  started at 02:00 and redeployed at 02:20 forever). Both instants are in the events,
+  so this too is clock-free; the wall clock enters only in the sweep's step-back guard,
+  and once a sweep has recorded `process.sweep_skipped` for an epoch, the fallback
+  relative to that epoch is off here as well, so the view never disagrees with it.
+
+A policy is a function `(view, run, relative_to, margin) -> Verdict | None`;
+`verdicts(..., policy=...)` lets counterfactual replay (BRIEF R4) plug in another one,
+such as a flat 30-minute threshold, over the same view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import msgspec
+
+from ledger import process as process_mod
+from ledger import run as run_mod
+from ledger.errors import InvalidInput
+from ledger.events import ProcessEventBase, Recorded, RunEventBase
+from ledger.process import EpochState, ProcessState
+from ledger.run import RunState
+from projections import lifecycle
+
+NAME = "orphans"
+VERSION = 1
+
+MARGIN = timedelta(seconds=1)  # BRIEF O3; configurable per call, never floored
+
+SUPERSEDED = "O2-superseded"
+STOPPED = "O2-stopped"
+FALLBACK = "O3-fallback"
+
+
+@dataclass
+class View:
+    """Every process slot's epochs and every run's state, as of `position`."""
+
+    processes: dict[str, ProcessState] = field(default_factory=dict)
+    runs: dict[str, RunState] = field(default_factory=dict)
+    position: int = 0
+
+    def epoch(self, process: str, epoch: str) -> EpochState | None:
+        p = self.processes.get(process)
+        return p.epoch(epoch) if p is not None else None
+
+    def current(self, process: str) -> EpochState | None:
+        p = self.processes.get(process)
+        return p.current if p is not None else None
+
+
+def initial() -> View:
+    return View()
+
+
+def evolve(view: View, rec: Recorded) -> View:
+    e = rec.event
+    if isinstance(e, RunEventBase):
+        view.runs[e.run] = run_mod.evolve(view.runs.get(e.run), e)  # type: ignore[arg-type]
+    else:
+        assert isinstance(e, ProcessEventBase)
+        view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)  # type: ignore[arg-type]
+    view.position = rec.position
+    return view
+
+
+def fold(records: Iterable[Recorded], view: View | None = None) -> View:
+    view = initial() if view is None else view
+    for rec in records:
+        evolve(view, rec)
+    return view
+
+
+# ------------------------------------------------------------------ verdicts
+class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Why a run is an orphan, from the ledger alone: the evidence a sweep copies into
+    its `run.recovered` event."""
+
+    run: str
+    rule: str  # SUPERSEDED | STOPPED | FALLBACK
+    owner_process: str | None = None
+    owner_epoch: str | None = None
+    superseded_by: str | None = None  # O2-superseded
+    stopped_at: datetime | None = None  # O2-stopped
+    started_at: datetime | None = None
+    relative_to: str | None = None  # O3: the epoch the fallback was judged against
+    booted_at: datetime | None = None  # O3: its boot instant
+    cutoff: datetime | None = None  # O3: booted_at - margin
+    margin: float | None = None  # O3, seconds
+    run_version: int = 0  # the run's stream version the verdict was made at
+
+    @property
+    def uses_time(self) -> bool:
+        """The verdict rests on wall-clock stamps (O3), so the sweep's step-back guard
+        applies to it. O2 verdicts rest on epoch facts alone."""
+        return self.rule == FALLBACK
+
+    def explain(self) -> str:
+        if self.rule == SUPERSEDED:
+            return (f"owner epoch {self.owner_epoch} of {self.owner_process} was superseded by "
+                    f"epoch {self.superseded_by} (BRIEF O2: orphaned at any age)")  # fmt: skip
+        if self.rule == STOPPED:
+            return (f"owner epoch {self.owner_epoch} of {self.owner_process} recorded a clean stop at "
+                    f"{_iso(self.stopped_at)} (BRIEF O2: orphaned at any age)")  # fmt: skip
+        return (f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
+                f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
+                f"of {self.owner_process} - {self.margin:g}s margin (BRIEF O3 fallback)")  # fmt: skip
+
+
+def _iso(t: datetime | None) -> str:
+    return t.isoformat() if t is not None else "?"
+
+
+Policy = Callable[[View, RunState, "EpochState | None", timedelta], "Verdict | None"]
+
+
+def owner_of(view: View, run: RunState) -> EpochState | None:
+    """The epoch that owns a run: the epoch its last start named, looked up in its
+    process slot (or, for a run without a process, the one slot that knows the id)."""
+    if run.epoch is None:
+        return None
+    if run.process is not None:
+        return view.epoch(run.process, run.epoch)
+    found = [e for p in view.processes.values() if (e := p.epoch(run.epoch)) is not None]
+    return found[0] if len(found) == 1 else None
+
+
+def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, margin: timedelta) -> Verdict | None:
+    """BRIEF O2 then O3. `relative_to` is the epoch an unowned run is judged against
+    (the sweeping epoch, or its process's current epoch when None)."""
+    if run.deleted or not lifecycle.can_be_orphaned(run.status, run.code):
+        return None
+    owner = owner_of(view, run)
+    if owner is not None:
+        # O2. Liveness is a fact of the process stream; the run's age plays no part.
+        # Replacing this with an age check is the 30-minute-threshold incident.
+        if owner.superseded_by is not None:
+            return Verdict(run=run.run, rule=SUPERSEDED, owner_process=owner.process, owner_epoch=owner.epoch,
+                           superseded_by=owner.superseded_by, started_at=run.started_at,
+                           run_version=run.version)  # fmt: skip
+        if owner.stopped_at is not None:
+            return Verdict(run=run.run, rule=STOPPED, owner_process=owner.process, owner_epoch=owner.epoch,
+                           stopped_at=owner.stopped_at, started_at=run.started_at, run_version=run.version)  # fmt: skip
+        return None  # a live owner: never an orphan, however long the run has run
+    # O3 fallback: a process but no known owner epoch.
+    if run.process is None or run.started_at is None:
+        return None
+    rel = relative_to if relative_to is not None else view.current(run.process)
+    if rel is None or rel.process != run.process or rel.sweep_skipped is not None:
+        return None
+    # No floor: the cutoff is the boot instant minus the margin, never "at least N
+    # minutes old" (a floor misses a run started at 02:00 and redeployed at 02:20).
+    cutoff = rel.booted_at - margin
+    if run.started_at < cutoff:
+        return Verdict(run=run.run, rule=FALLBACK, owner_process=run.process, owner_epoch=run.epoch,
+                       started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
+                       cutoff=cutoff, margin=margin.total_seconds(), run_version=run.version)  # fmt: skip
+    return None
+
+
+def as_margin(margin: float | timedelta) -> timedelta:
+    """Seconds or a timedelta; zero is allowed, negative is refused (it would turn the
+    margin around and orphan runs the new process started itself)."""
+    m = margin if isinstance(margin, timedelta) else timedelta(seconds=float(margin))
+    if m < timedelta(0) or m != m:  # NaN never compares; guard anyway
+        raise InvalidInput(f"margin must be >= 0 seconds, got {margin!r}", where="margin")
+    return m
+
+
+def verdicts(view: View, epoch: EpochState | None = None, margin: float | timedelta = MARGIN,
+             policy: Policy = epoch_policy) -> list[Verdict]:  # fmt: skip
+    """Every orphan visible in `view`, sorted by run id.
+
+    With `epoch` (a sweep): O2 orphans fleet-wide, and O3 fallback orphans of that
+    epoch's own process judged against it. Without (a read): O2 orphans, and O3 judged
+    against each process's current epoch."""
+    m = as_margin(margin)
+    out = [v for run in view.runs.values() if (v := _judge(view, run, epoch, m, policy)) is not None]
+    return sorted(out, key=lambda v: v.run)
+
+
+def _judge(view: View, run: RunState, epoch: EpochState | None, margin: timedelta, policy: Policy) -> Verdict | None:
+    if epoch is None or run.process == epoch.process:
+        return policy(view, run, epoch, margin)
+    # Another slot's run, seen by this slot's sweep: O2 facts hold fleet-wide, but the
+    # time fallback is judged only by that slot's own epoch, against its own clock.
+    v = policy(view, run, None, margin) if run.epoch is not None else None
+    return None if v is None or v.uses_time else v
+
+
+def is_orphaned(view: View, run: str, epoch: EpochState | None = None, margin: float | timedelta = MARGIN,
+                policy: Policy = epoch_policy) -> bool:  # fmt: skip
+    state = view.runs.get(run)
+    return state is not None and _judge(view, state, epoch, as_margin(margin), policy) is not None
+
+
+def epochs(view: View) -> list[EpochState]:
+    """Every epoch of every process slot, slots sorted by name, epochs in boot order."""
+    return [e for name in sorted(view.processes) for e in view.processes[name].epochs]
