@@ -109,10 +109,10 @@ def test_A1_audit_status_says_how_far_behind_the_file_is(tmp_path: Path, capsys:
         lg.queue("late", at=datetime(2026, 9, 11, tzinfo=UTC))
     assert main(["--store", store, "audit", "status", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert (got["position"], got["ledger_position"], got["behind"], got["events"]) == (47, 48, 1, 47)
+    assert (got["position"], got["ledger_position"], got["behind"], got["events"]) == (50, 51, 1, 50)
     assert main(["--store", store, "audit", "sync"]) == 0
     assert main(["--store", store, "audit", "status"]) == 0
-    assert "position 48 of 48 (0 behind)" in capsys.readouterr().out
+    assert "position 51 of 51 (0 behind)" in capsys.readouterr().out
 
 
 def test_A1_an_audit_file_mirrors_one_ledger(tmp_path: Path, clock) -> None:  # noqa: ANN001
@@ -324,7 +324,7 @@ def test_A1_failure_codes_by_week_and_unknown_period_refused(tmp_path: Path, cap
     _, path = _golden_file(tmp_path, capsys)
     weekly = audit.report(path, "failure_codes", as_of=AS_OF, period="week").records()
     assert {r["code"]: r["failures"] for r in weekly} == {
-        "TIMEOUT": 3, "CANCELLED": 1, "DISK_QUOTA_EXCEEDED": 1, "PROCESS_ORPHANED": 1, "UNKNOWN": 1,
+        "TIMEOUT": 3, "CANCELLED": 1, "DISK_QUOTA_EXCEEDED": 1, "PROCESS_ORPHANED": 2, "UNKNOWN": 1,
         "TICK_DEADLINE_EXCEEDED": 1}  # fmt: skip
     with pytest.raises(InvalidInput, match="period"):
         audit.report(path, "failure_codes", period="fortnight; DROP TABLE events")
@@ -354,6 +354,27 @@ def test_O2_A1_orphaned_while_live_lists_a_run_marked_orphaned_under_a_live_epoc
     assert [(r["run"], r["owner_epoch"], r["marked_by"]) for r in rows] == [("healthy-nightly", "w1.e1", "w2.e2")]
 
 
+def test_O2_O5_A1_a_real_sweep_shows_in_recoveries_and_keeps_the_invariant(ledger: Ledger, tmp_path: Path) -> None:
+    """Real data through the real sweep (ledger.startup): the healthy run under the live
+    worker-2 is never touched, the orphan of the superseded worker-1 epoch is recovered
+    at boot, and the invariant report proves it on both backends."""
+    ledger.boot("worker-1", epoch="w1.e1")
+    ledger.boot("worker-2", epoch="w2.e1")
+    for run, epoch, process in [("orphan", "w1.e1", "worker-1"), ("healthy-nightly", "w2.e1", "worker-2")]:
+        ledger.queue(run, workflow="nightly")
+        ledger.start(run, epoch=epoch, process=process, actor=epoch)
+    ledger.clock.advance(88 * 60)  # type: ignore[attr-defined]
+    ledger.clock.restart()  # type: ignore[attr-defined]
+    ledger.startup("worker-1", epoch="w1.e2")
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(ledger.store, path)
+    rows = audit.query(path, "SELECT run, recovered_by, rule, owner_epoch FROM recoveries").rows
+    assert rows == [("orphan", "w1.e2", "O2-superseded", "w1.e1")]
+    assert audit.report(path, "orphaned_while_live").rows == []
+    assert audit.query(path, "SELECT run, status FROM runs ORDER BY run").rows == [
+        ("healthy-nightly", "running"), ("orphan", "failed_resumable")]  # fmt: skip
+
+
 def _insert(path: str, rows: list[dict]) -> None:
     """Rows for event tags other issues are adding (run.recovered, run.dead_lettered,
     run.corrected, ...), written straight into the events table as sync would."""
@@ -371,24 +392,22 @@ def _insert(path: str, rows: list[dict]) -> None:
 
 
 def test_O5_A1_recoveries_per_epoch_lists_each_sweep_with_its_evidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The golden history's sweep (w1.e2 recovers k from the superseded w1.e1), plus a
+    recovery that breaks O2, written straight into the file: w1.e2 "recovers" y, a run
+    it owns itself while it is live. The invariant report lists exactly that one."""
     _, path = _golden_file(tmp_path, capsys)
-    # run.recovered as issue 4 writes it (not on main yet): one recovery by the new
-    # epoch w1.e2 of a run owned by the superseded w1.e1, one of a run owned by itself.
-    recovered = {"type": "run.recovered", "status": "failed_resumable", "code": "PROCESS_ORPHANED",
-                 "actor": "w1.e2", "swept_by": "w1.e2", "swept_by_process": "worker-1", "owner_process": "worker-1"}
     _insert(path, [
-        {**recovered, "position": 101, "stream": "run:x", "version": 3, "at": "2026-09-10T12:30:00Z", "run": "x",
-         "rule": "O2-superseded", "owner_epoch": "w1.e1", "superseded_by": "w1.e2"},
-        {**recovered, "position": 102, "stream": "run:y", "version": 3, "at": "2026-09-10T12:31:00Z", "run": "y",
-         "rule": "O3-fallback", "owner_epoch": "w1.e2", "cutoff": "2026-09-09T09:59:57Z", "margin": 1.0},
+        {"position": 101, "stream": "run:y", "version": 3, "type": "run.recovered", "at": "2026-09-10T12:31:00Z",
+         "run": "y", "status": "failed_resumable", "code": "PROCESS_ORPHANED", "actor": "w1.e2", "swept_by": "w1.e2",
+         "swept_by_process": "worker-1", "owner_process": "worker-1", "owner_epoch": "w1.e2", "rule": "O3-fallback",
+         "cutoff": "2026-09-09T09:59:57Z", "margin": 1.0},
     ])  # fmt: skip
     rows = audit.report(path, "recoveries_per_epoch", as_of=AS_OF).records()
     assert [(r["epoch"], r["process"], r["recovered"], r["runs"], r["owner_epochs"]) for r in rows] == [
-        ("w1.e2", "worker-1", 2, ["x", "y"], ["w1.e1", "w1.e2"])]  # fmt: skip
+        ("w1.e2", "worker-1", 2, ["k", "y"], ["w1.e1", "w1.e2"])]  # fmt: skip
     evidence = json.loads(rows[0]["evidence"])
     assert [e["evidence"]["rule"] for e in evidence] == ["O2-superseded", "O3-fallback"]
     assert evidence[0]["evidence"]["superseded_by"] == "w1.e2"
-    # w1.e2 was live when it "recovered" a run it owned: the invariant report says so.
     live = audit.report(path, "orphaned_while_live", as_of=AS_OF).records()
     assert [(r["run"], r["type"], r["owner_epoch"]) for r in live] == [("y", "run.recovered", "w1.e2")]
 
@@ -473,18 +492,18 @@ def test_A1_the_statement_check_refuses_writes_on_its_own(tmp_path: Path, capsys
     for sql in ["DELETE FROM events", "CREATE TABLE t AS SELECT 1", "SELECT 1; DELETE FROM events"]:
         with pytest.raises(QueryRefused):
             audit.query(path, sql)
-    assert audit.query(path, "SELECT count(*) FROM events").rows == [(47,)]
+    assert audit.query(path, "SELECT count(*) FROM events").rows == [(50,)]
 
 
 def test_A1_audit_query_answers_in_table_csv_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store, _ = _golden_file(tmp_path, capsys)
     sql = "SELECT workflow, count(*) AS runs FROM runs GROUP BY ALL ORDER BY workflow"
     assert main(["--store", store, "audit", "query", sql, "--format", "csv"]) == 0
-    assert capsys.readouterr().out == "workflow,runs\nhourly,5\nnightly,4\n"
+    assert capsys.readouterr().out == "workflow,runs\nhourly,6\nnightly,4\n"
     assert main(["--store", store, "audit", "query", sql, "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"workflow": "hourly", "runs": 5}, {"workflow": "nightly", "runs": 4}]
+    assert json.loads(capsys.readouterr().out) == [{"workflow": "hourly", "runs": 6}, {"workflow": "nightly", "runs": 4}]
     assert main(["--store", store, "audit", "query", sql]) == 0
-    assert capsys.readouterr().out.splitlines() == ["workflow  runs", "hourly    5", "nightly   4"]
+    assert capsys.readouterr().out.splitlines() == ["workflow  runs", "hourly    6", "nightly   4"]
     assert main(["--store", store, "audit", "query", "SELECT nope FROM runs"]) == 3
     assert "nope" in capsys.readouterr().err
 
@@ -532,7 +551,7 @@ def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(tmp_path: Path,
     con = duckdb.connect()
     got = con.execute(f"SELECT count(*), count(DISTINCT position), sum(CASE WHEN payload->>'code' = 'DISK_QUOTA_EXCEEDED' "
                       f"THEN 1 ELSE 0 END) FROM read_parquet('{out}/events/**/*.parquet', hive_partitioning = true)").fetchall()  # fmt: skip
-    assert got == [(47, 47, 2)]
+    assert got == [(50, 50, 2)]
     assert main(["--store", store, "audit", "export-parquet", str(out)]) == 3  # not empty: refused
 
 
