@@ -125,14 +125,26 @@ def _translated(what: str, path: str) -> Iterator[None]:
         raise StoreError(f"{what} {path}: {type(e).__name__}: {e}") from None
 
 
+def _require_duckdb_file(path: str) -> None:
+    """A --duckdb that names another kind of file (the SQLite ledger itself, say) is
+    refused before DuckDB opens it: DuckDB would try to fetch a scanner extension for
+    it, or fail with a less helpful message. DuckDB files carry "DUCK" at byte 8."""
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        with open(path, "rb") as f:
+            head = f.read(12)
+        if head[8:12] != b"DUCK":
+            raise InvalidInput("not a DuckDB audit file (is it the ledger itself?)", where=path)
+
+
 def _connect_rw(path: str) -> duckdb.DuckDBPyConnection:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise InvalidInput(f"directory {parent} does not exist", where="--duckdb")
-    con = duckdb.connect(path)
+    _require_duckdb_file(path)
+    con = duckdb.connect(path, config={"autoinstall_known_extensions": False})
     con.execute("SET TimeZone = 'UTC'")
-    # Row order within the table carries no meaning (position does); letting DuckDB
-    # load in parallel roughly halves the load time.
+    # Row order within the table carries no meaning (position does): DuckDB may load
+    # the chunk in parallel.
     con.execute("SET preserve_insertion_order = false")
     return con
 
@@ -140,6 +152,7 @@ def _connect_rw(path: str) -> duckdb.DuckDBPyConnection:
 def _connect_ro(path: str, *, external_access: bool = False) -> duckdb.DuckDBPyConnection:
     if not os.path.exists(path):
         raise InvalidInput("no audit file here; run `epochledger audit sync` first", where=path)
+    _require_duckdb_file(path)
     con = duckdb.connect(path, read_only=True, config={"enable_external_access": external_access})
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET lock_configuration = true")  # no SET can re-enable file access

@@ -530,6 +530,15 @@ def test_A1_audit_sync_writes_nothing_to_a_file_that_is_not_a_ledger(tmp_path: P
     assert sorted(os.listdir(tmp_path)) == ["inventory.db"]
 
 
+def test_A1_a_duckdb_path_naming_the_ledger_itself_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store, _ = _golden_file(tmp_path, capsys)
+    before = file_digest(store)
+    for argv in (["audit", "sync"], ["audit", "query", "SELECT 1"], ["audit", "report", "corrections"]):
+        assert main(["--store", store, *argv, "--duckdb", store]) == 3
+        assert "not a DuckDB audit file" in capsys.readouterr().err
+    assert file_digest(store) == before
+
+
 def test_A1_audit_sync_creates_no_postgresql_schema(pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import psycopg
 
