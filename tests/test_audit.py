@@ -61,6 +61,18 @@ def test_A1_sync_twice_appends_nothing_the_second_time(ledger: Ledger, tmp_path:
     assert positions(path) == [r.position for r in ledger.events()]
 
 
+def test_A1_audit_sync_from_the_command_line_on_both_stores(ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger.boot("worker-1", epoch="w1.e1")
+    day(ledger, 2)
+    path = str(tmp_path / "cli.duckdb")
+    assert main(["--store", ledger.url, "audit", "sync", "--duckdb", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["appended"] == 7
+    assert main(["--store", ledger.url, "audit", "sync", "--duckdb", path]) == 0
+    assert "appended 0 events" in capsys.readouterr().out
+    assert main(["--store", ledger.url, "audit", "query", "SELECT count(*) AS n FROM runs", "--duckdb", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 2}]
+
+
 def test_A1_sync_after_more_events_appends_exactly_those(ledger: Ledger, tmp_path: Path) -> None:
     ledger.boot("worker-1", epoch="w1.e1")
     day(ledger, 4)
