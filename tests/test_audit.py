@@ -646,8 +646,6 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
         for n, (op, i, dt) in enumerate(steps):
             clock.step_wall(dt)
             run = f"r{i}"
-            if op in ("checkpoint", "delete") and not lg.store.stream_version(f"run:{run}"):
-                continue  # on main, these two on an unknown run trip an assert in run._result (reported)
             try:
                 match op:
                     case "sync":
