@@ -587,6 +587,145 @@ def cmd_follow(ns: argparse.Namespace) -> None:
             stop.set()
 
 
+# ------------------------------------------------------ audit (issue 7, A1)
+# Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
+GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
+DUCKDB = arg("--duckdb", metavar="FILE", default=None,
+             help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)")  # fmt: skip
+
+
+def _duckdb(ns: argparse.Namespace) -> str:
+    from ledger.audit import default_path
+
+    return ns.duckdb or default_path(ns.store)
+
+
+def _print_result(result: Any, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result.records(), enc_hook=str), indent=2) + b"\n")
+        sys.stdout.flush()
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(result.columns)
+        w.writerows(result.rows)
+    else:
+        table(result.records(), result.columns)
+
+
+@command("audit sync", DUCKDB, JSON)
+def cmd_audit_sync(ns: argparse.Namespace) -> None:
+    """Copy the events recorded since the last sync into the DuckDB audit file.
+
+    Incremental: the file keeps the notification position it has reached, updated in
+    the same transaction as the rows, so a second sync appends only newer events. The
+    ledger store is only read.
+
+    Example: epochledger --store runs.db audit sync      # writes runs.duckdb
+    """
+    from ledger.audit import sync
+
+    path = _duckdb(ns)
+    with _open_existing(ns) as ledger:
+        tty = sys.stderr.isatty()
+        progress = (lambda n, pos: print(f"\r{n} events (position {pos})", end="", file=sys.stderr)) if tty else None
+        result = sync(ledger.store, path, progress=progress)
+        if tty and result.appended:
+            print(file=sys.stderr)
+    if ns.json:
+        out_json(result._asdict())
+    else:
+        out(f"appended {result.appended} events to {result.duckdb} (position {result.position}, {result.events} events in all)")
+
+
+@command("audit status", DUCKDB, JSON)
+def cmd_audit_status(ns: argparse.Namespace) -> None:
+    """Show how far the audit file has synced, and how far behind the ledger it is.
+
+    Example: epochledger --store runs.db audit status
+    """
+    from ledger.audit import status
+
+    with _open_existing(ns) as ledger:
+        result = status(_duckdb(ns), ledger.store)
+    if ns.json:
+        out_json(result)
+    else:
+        out(f"{result['duckdb']}: position {result['position']} of {result['ledger_position']} "
+            f"({result['behind']} behind), {result['events']} events, newest at {result['latest']}")  # fmt: skip
+
+
+@command("audit report", arg("name", help="one of the reports listed above"), DUCKDB,
+         arg("--as-of", metavar="INSTANT", default=None,
+             help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),
+         arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
+         arg("--format", choices=["table", "csv", "json"], default="table"), JSON)  # fmt: skip
+def cmd_audit_report(ns: argparse.Namespace) -> None:
+    """Run a canned audit report over the audit file (run `audit sync` first).
+
+    Reports: failure_codes, recoveries_per_epoch, time_in_status, corrections,
+    dead_letters, orphaned_while_live (must print "(none)"). Each is one SQL file,
+    projections/audit_report_NAME.sql, computed as of an explicit instant.
+
+    Example: epochledger audit report failure_codes --period week --as-of 2026-09-10T00:00:00Z
+    """
+    from ledger.audit import report
+
+    as_of = None
+    if ns.as_of is not None:
+        try:
+            from ledger.events import Instant
+
+            as_of = msgspec.json.decode(msgspec.json.encode(ns.as_of), type=Instant)
+        except msgspec.ValidationError as e:
+            from ledger.errors import InvalidInput
+
+            raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
+    _print_result(report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period), "json" if ns.json else ns.format)
+
+
+@command("audit query", arg("sql", help="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"), DUCKDB,
+         arg("--format", choices=["table", "csv", "json"], default="table"), JSON)  # fmt: skip
+def cmd_audit_query(ns: argparse.Namespace) -> None:
+    """Run one read-only SQL statement (SELECT, DESCRIBE, ...) on the audit file.
+
+    Writes are refused (exit 3): the statement type is checked, and the file is opened
+    read-only with file access disabled and settings locked (docs/audit.md).
+
+    Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
+    """
+    from ledger.audit import query
+
+    _print_result(query(_duckdb(ns), ns.sql), "json" if ns.json else ns.format)
+
+
+@command("audit export-parquet", arg("dir", help="a new or empty directory"), DUCKDB, JSON)
+def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
+    """Write the audit file's events as Parquet files partitioned by event date.
+
+    For histories larger than one machine's memory: DuckDB, Spark and pandas read
+    DIR/events/event_date=YYYY-MM-DD/*.parquet (docs/audit.md).
+
+    Example: epochledger audit export-parquet ./audit-parquet
+    """
+    from ledger.audit import export_parquet
+
+    result = export_parquet(_duckdb(ns), ns.dir)
+    if ns.json:
+        out_json(result)
+    else:
+        out(f"wrote {result['events']} events in {result['files']} Parquet files under {result['directory']}")
+
+
+def _open_existing(ns: argparse.Namespace) -> Ledger:
+    """Open a ledger that must already exist, writing nothing to it: an audit command
+    never creates a file, schema or table, and only reads."""
+    from ledger.store import open_store
+
+    return Ledger(open_store(ns.store, create=False))
+
+
 # -------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -602,10 +741,18 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    groups: dict[str, Any] = {}
     for name, handler, args in _COMMANDS:
         doc = textwrap.dedent(handler.__doc__ or "")
-        p = sub.add_parser(name, help=doc.strip().splitlines()[0] if doc else None, description=doc,
-                           formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
+        where = sub
+        if " " in name:  # a grouped command, e.g. "audit sync"
+            group, name = name.split(" ", 1)
+            if group not in groups:
+                gp = sub.add_parser(group, help=GROUPS.get(group), description=GROUPS.get(group), parents=[common])
+                groups[group] = gp.add_subparsers(dest=group + "_command", metavar="ACTION", required=True)
+            where = groups[group]
+        p = where.add_parser(name, help=doc.strip().splitlines()[0] if doc else None, description=doc,
+                             formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
         for flags, kw in args:
             p.add_argument(*flags, **kw)
         p.set_defaults(handler=handler)

@@ -124,6 +124,17 @@ class SweepFailed(StoreError):
         )
 
 
+# ------------------------------------------------------- issue 7: audit
+class QueryRefused(InvalidInput):
+    """An audit query that is not one read-only statement, or that DuckDB rejects
+    (docs/audit.md). Nothing was changed."""
+
+    def __init__(self, reason: str, sql: str):
+        self.reason = reason
+        self.sql = sql
+        super().__init__(reason, where="audit query")
+
+
 # ------------------------------------------------ issue 6: projections
 class ViewMismatch(LedgerError):
     """A live view differs from a replay from zero (BRIEF R2, `epochledger verify`)."""

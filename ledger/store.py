@@ -182,8 +182,12 @@ class Store:
 
     def read_raw(self, after: int = 0, upto: int | None = None,
                  batch: int = READ_BATCH) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip
-        """Raw rows (position, stream, version, payload) in keyset batches: for the
-        benchmarks and the contract test, which compare it with the library's read."""
+        """The stored rows (position, stream, version, state bytes) with after < position
+        <= upto, in log order, one keyset batch per list, NOT decoded. For exports that
+        must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
+        written by a newer version and refuse a tag this version does not know (BRIEF L3).
+        Also the raw side of the read-path benchmarks (docs/benchmarks.md). The state may
+        come back as bytes or a buffer (memoryview), per driver."""
         while True:
             with _translated("read the log"):
                 rows = self._select_after(after, batch, upto)
@@ -401,7 +405,7 @@ class Store:
 class SQLiteStore(Store):
     kind = "sqlite"
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, create: bool = True):
         from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
         self.path = os.path.abspath(path)
@@ -411,10 +415,13 @@ class SQLiteStore(Store):
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise StoreError(f"cannot open {self.path}: directory {parent} does not exist")
+        if not create:
+            _require_sqlite_ledger(self.path)
         with _translated(f"open {self.path}"):
             datastore = SQLiteDatastore(self.path, originator_id_type="text", lock_timeout=30)
             recorder = SQLiteApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
-            recorder.create_table()
+            if create:
+                recorder.create_table()
         super().__init__(recorder, datastore)
 
     @contextmanager
@@ -500,7 +507,7 @@ class SQLiteStore(Store):
 class PostgresStore(Store):
     kind = "postgresql"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, create: bool = True):
         try:
             from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
             from psycopg.sql import SQL, Identifier
@@ -534,13 +541,22 @@ class PostgresStore(Store):
                 connect_timeout=10,
                 pool_open_timeout=10,
             )
-            with datastore.transaction(commit=True) as cur:
-                cur.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.schema)))
+            if not create:
+                with datastore.transaction(commit=False) as cur:
+                    cur.execute("SELECT to_regclass(%s)", (f'"{self.schema}"."{EVENTS_TABLE}"',))
+                    found = cur.fetchone()
+                if not found or next(iter(found.values() if isinstance(found, dict) else found)) is None:
+                    datastore.close()
+                    raise InvalidInput(f"no epochledger store in schema {self.schema!r}", where=url)
+            else:
+                with datastore.transaction(commit=True) as cur:
+                    cur.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.schema)))
             recorder = PostgresApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
-            try:
-                recorder.create_table()
-            except PersistenceError:
-                recorder.create_table()  # lost a CREATE race with another replica; now it exists
+            if create:
+                try:
+                    recorder.create_table()
+                except PersistenceError:
+                    recorder.create_table()  # lost a CREATE race with another replica; now it exists
         super().__init__(recorder, datastore)
         self._table = SQL("{}.{}").format(Identifier(self.schema), Identifier(EVENTS_TABLE))
 
@@ -679,18 +695,38 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("EPOCHLEDGER_STORE") or DEFAULT_PATH
 
 
-def open_store(url: str | None = None) -> Store:
+def _require_sqlite_ledger(path: str) -> None:
+    """For readers that must not create or alter anything (audit): the file must exist
+    and hold the events table. Checked on a read-only connection, before the library
+    opens the file (it would switch a non-ledger file to WAL)."""
+    if not os.path.exists(path):
+        raise InvalidInput("no ledger here (give --store or set EPOCHLEDGER_STORE)", where=path)
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (EVENTS_TABLE,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise InvalidInput(f"not a readable SQLite ledger: {e}", where=path) from None
+    if not found:
+        raise InvalidInput(f"not an epochledger store (no table {EVENTS_TABLE})", where=path)
+
+
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """`sqlite:///relative.db`, `sqlite:////absolute.db` (SQLAlchemy's convention), a bare
-    file path, or `postgresql://user@host:port/db[?schema=name]`."""
+    file path, or `postgresql://user@host:port/db[?schema=name]`. With create=False the
+    store must already exist, and opening it writes nothing (no file, schema or table
+    is created): for readers such as `audit sync`."""
     url = resolve_url(url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
-        return PostgresStore(url)
+        return PostgresStore(url, create=create)
     if scheme == "sqlite":
         path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else ""
         if not path:
             raise InvalidInput(f"SQLite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}", where="--store")
-        return SQLiteStore(path)
+        return SQLiteStore(path, create=create)
     if scheme:
         raise InvalidInput(f"unsupported store URL scheme {scheme!r} (use sqlite:/// or postgresql://)", where="--store")
-    return SQLiteStore(url)
+    return SQLiteStore(url, create=create)

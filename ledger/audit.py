@@ -1,0 +1,438 @@
+"""The audit edge: the ledger's whole history as a DuckDB file (BRIEF A1, docs/audit.md).
+
+`sync` copies the events after the file's sync position into the `events` table, in
+chunks, each chunk one DuckDB transaction together with the new sync position (so a
+crash mid-sync loses nothing and doubles nothing, BRIEF R3). The rows are the bytes
+the ledger stored, not a re-encoding of a typed decode: a field written by a newer
+version, or a tag this version does not know, survives (BRIEF L3).
+
+Feeding DuckDB: the stored JSON is wrapped in one NDJSON line per event and loaded with
+`read_ndjson`; DuckDB extracts the common columns from the payload. Measured in
+docs/benchmarks-audit.md: executemany ~1k rows/s; this path 90k-213k events/s end to
+end on the shared 2-core box, bounded by DuckDB storing the payload, not by parsing.
+DuckDB cannot read the ledger itself here (its sqlite/postgres extensions are not
+installable offline), so Python feeds it. The next chunk's file is written while
+DuckDB loads the previous one.
+
+Every other table in the file is a view over `events` (projections/audit_views.sql)
+except `lifecycle_predicates`, which sync computes from projections/lifecycle.py for
+every (status, code) pair seen: the lifecycle module stays the only home of status
+sets (BRIEF P3); no SQL here names a status.
+
+`query` runs arbitrary SQL on a read-only connection with file-system access
+disabled and the configuration locked: no statement can change the audit file, write
+another file, attach a database or load an extension. Audit commands never open the
+ledger store for writing (sync only reads it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import resources
+from typing import Any, NamedTuple
+
+import duckdb
+import msgspec
+
+from ledger.codes import KNOWN_CODES
+from ledger.errors import InvalidInput, LedgerError, QueryRefused, StoreError
+from ledger.events import Status
+from ledger.store import Store, resolve_url
+from projections import lifecycle
+
+SCHEMA_VERSION = 1
+DEFAULT_FILE = "epochledger.duckdb"
+CHUNK = 100_000  # events per DuckDB transaction
+
+# Columns read from each NDJSON line; the common fields are then extracted from the
+# payload by DuckDB (the payload is nested, never spliced into the line, so an event
+# field named like one of ours, e.g. a future "version", cannot shadow it).
+_LINE_COLUMNS = "{position: 'BIGINT', stream: 'VARCHAR', version: 'BIGINT', payload: 'JSON'}"
+_INSERT = f"""
+INSERT INTO events
+SELECT
+    position, stream, version,
+    j[1], TRY_CAST(j[2] AS TIMESTAMPTZ), j[3], j[4], j[5], j[6],
+    CASE WHEN starts_with(stream, 'run:') THEN coalesce(j[7], '') ELSE j[7] END,
+    j[8], j[9], payload
+FROM (
+    SELECT position, stream, version, payload,
+           json_extract_string(payload, ['$.type', '$.at', '$.run', '$.process', '$.epoch',
+                                         '$.status', '$.code', '$.actor', '$.reason']) AS j
+    FROM read_ndjson(?, columns = {_LINE_COLUMNS}, format = 'newline_delimited')
+)
+"""
+_encode = msgspec.json.Encoder().encode
+
+
+class SyncResult(NamedTuple):
+    duckdb: str
+    appended: int
+    position: int  # the sync position after this sync
+    events: int  # rows in the events table
+
+
+class Result(NamedTuple):
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+# ------------------------------------------------------------------ files
+def default_path(store_url: str | None) -> str:
+    """Beside a SQLite store (runs.db -> runs.duckdb), else ./epochledger.duckdb."""
+    url = resolve_url(store_url)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "sqlite" and url.lower().startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+    elif not scheme:
+        path = url
+    else:
+        return DEFAULT_FILE
+    root, ext = os.path.splitext(path)
+    return (root if ext in (".db", ".sqlite", ".sqlite3") else path) + ".duckdb"
+
+
+def _sql(name: str) -> str:
+    return resources.files("projections").joinpath(name).read_text(encoding="utf-8")
+
+
+def report_names() -> list[str]:
+    """Every canned report: one projections/audit_report_<name>.sql file each."""
+    names = [p.name for p in resources.files("projections").iterdir()]
+    return sorted(n[len("audit_report_"):-len(".sql")] for n in names
+                  if n.startswith("audit_report_") and n.endswith(".sql"))  # fmt: skip
+
+
+@contextmanager
+def _translated(what: str, path: str) -> Iterator[None]:
+    try:
+        yield
+    except LedgerError:
+        raise
+    except duckdb.IOException as e:
+        raise StoreError(f"{what} {path}: {e}") from None
+    except duckdb.Error as e:
+        raise StoreError(f"{what} {path}: {type(e).__name__}: {e}") from None
+
+
+def _require_duckdb_file(path: str) -> None:
+    """A --duckdb that names another kind of file (the SQLite ledger itself, say) is
+    refused before DuckDB opens it: DuckDB would try to fetch a scanner extension for
+    it, or fail with a less helpful message. DuckDB files carry "DUCK" at byte 8."""
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        with open(path, "rb") as f:
+            head = f.read(12)
+        if head[8:12] != b"DUCK":
+            raise InvalidInput("not a DuckDB audit file (is it the ledger itself?)", where=path)
+
+
+def _connect_rw(path: str) -> duckdb.DuckDBPyConnection:
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise InvalidInput(f"directory {parent} does not exist", where="--duckdb")
+    _require_duckdb_file(path)
+    con = duckdb.connect(path, config={"autoinstall_known_extensions": False})
+    con.execute("SET TimeZone = 'UTC'")
+    # Row order within the table carries no meaning (position does): DuckDB may load
+    # the chunk in parallel.
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def _connect_ro(path: str, *, external_access: bool = False) -> duckdb.DuckDBPyConnection:
+    if not os.path.exists(path):
+        raise InvalidInput("no audit file here; run `epochledger audit sync` first", where=path)
+    _require_duckdb_file(path)
+    con = duckdb.connect(path, read_only=True, config={"enable_external_access": external_access})
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET lock_configuration = true")  # no SET can re-enable file access
+    return con
+
+
+# -------------------------------------------------------- lifecycle table
+def _predicate_columns() -> list[str]:
+    return ["is_failure", *lifecycle.PREDICATES]
+
+
+def _predicate_row(status: str, code: str) -> list[Any] | None:
+    try:
+        s = Status(status)
+    except ValueError:
+        return None  # a status this version does not know: its predicates stay NULL
+    return [status, code, lifecycle.is_failure(s, code), *(f(s, code) for f in lifecycle.PREDICATES.values())]
+
+
+def _predicate_signature() -> str:
+    """Changes whenever lifecycle's answers change, so sync rebuilds the table."""
+    codes = ["", *sorted(KNOWN_CODES), "A_CODE_NOBODY_KNOWS"]
+    table = [_predicate_columns(), [_predicate_row(s, code) for s in Status for code in codes]]
+    return hashlib.sha256(msgspec.json.encode(table)).hexdigest()[:16]
+
+
+def _create_predicates(con: duckdb.DuckDBPyConnection) -> None:
+    cols = ", ".join(f"{c} BOOLEAN" for c in _predicate_columns())
+    con.execute("DROP TABLE IF EXISTS lifecycle_predicates")
+    con.execute(f"CREATE TABLE lifecycle_predicates (status VARCHAR NOT NULL, code VARCHAR NOT NULL, {cols}, "
+                "PRIMARY KEY (status, code))")  # fmt: skip
+
+
+def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
+    pairs = con.execute(
+        "SELECT DISTINCT e.status, e.code FROM events e WHERE e.position > ? AND e.status IS NOT NULL "
+        "AND e.code IS NOT NULL AND NOT EXISTS (SELECT 1 FROM lifecycle_predicates p "
+        "WHERE p.status = e.status AND p.code = e.code) ORDER BY 1, 2",
+        [after],
+    ).fetchall()
+    rows = [r for r in (_predicate_row(s, c) for s, c in pairs) if r is not None]
+    width = 2 + len(_predicate_columns())
+    for i in range(0, len(rows), 500):
+        part = rows[i:i + 500]
+        marks = ", ".join("(" + ", ".join("?" * width) + ")" for _ in part)
+        con.execute(f"INSERT INTO lifecycle_predicates VALUES {marks}", [v for r in part for v in r])
+
+
+# ------------------------------------------------------------------- sync
+def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
+    """Create or check the file; return its sync position."""
+    con.execute("BEGIN")
+    con.execute(_sql("audit_schema.sql"))
+    row = con.execute("SELECT store, position, schema_version, predicates FROM audit_sync").fetchall()
+    signature = _predicate_signature()
+    if not row:
+        con.execute("INSERT INTO audit_sync VALUES (?, 0, ?, '')", [store_url, SCHEMA_VERSION])
+        row = [(store_url, 0, SCHEMA_VERSION, "")]
+    store, position, version, predicates = row[0]
+    if store != store_url:
+        con.execute("ROLLBACK")
+        raise InvalidInput(f"this audit file mirrors {store}, not {store_url}; use another --duckdb file", where="--duckdb")
+    if version != SCHEMA_VERSION:
+        con.execute("ROLLBACK")
+        raise InvalidInput(f"audit schema version {version}, this epochledger writes {SCHEMA_VERSION}: "
+                           "the file is derived, delete it and sync again", where="--duckdb")  # fmt: skip
+    if predicates != signature:
+        # lifecycle changed (or first sync): recompute every pair seen so far.
+        _create_predicates(con)
+        _add_predicates(con, 0)
+        con.execute("UPDATE audit_sync SET predicates = ?", [signature])
+    con.execute(_sql("audit_views.sql"))
+    con.execute("COMMIT")
+    return int(position)
+
+
+def _line(row: tuple[int, str, int, Any]) -> bytes:
+    position, stream, version, state = row
+    return b'{"position":%d,"stream":%b,"version":%d,"payload":%b}\n' % (position, _encode(stream), version, state)
+
+
+def _undecodable_line(row: tuple[int, str, int, Any]) -> bytes:
+    """A stored payload that is not JSON (tampering, a poison write) is kept, as text,
+    rather than dropped or allowed to wedge every later sync (BRIEF T4, S1)."""
+    position, stream, version, state = row
+    text = bytes(state).decode("utf-8", "replace")
+    return _line((position, stream, version, _encode({"undecodable": text})))
+
+
+def _write_chunk(rows: list[tuple[int, str, int, Any]], path: str) -> None:
+    with open(path, "wb") as f:
+        f.write(b"".join(map(_line, rows)))
+
+
+def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
+    """The slow path, taken only when DuckDB refused a chunk: each payload is checked,
+    JSON spread over several lines is re-encoded on one, and non-JSON is kept as text."""
+    lines = []
+    for row in rows:
+        try:
+            value = msgspec.json.decode(row[3])
+        except msgspec.DecodeError:
+            lines.append(_undecodable_line(row))
+            continue
+        if b"\n" in row[3] or b"\r" in row[3]:
+            row = (row[0], row[1], row[2], _encode(value))
+        lines.append(_line(row))
+    with open(path, "wb") as f:
+        f.write(b"".join(lines))
+
+
+def _load(con: duckdb.DuckDBPyConnection, path: str, rows: list[tuple[int, str, int, Any]], before: int) -> int:
+    """One chunk, one transaction: the rows, their predicates, the new position."""
+    last = rows[-1][0]
+    con.execute("BEGIN")
+    try:
+        (position,) = con.execute("SELECT position FROM audit_sync").fetchone()  # type: ignore[misc]
+        if position != before:
+            raise StoreError(f"audit file moved from position {before} to {position} during this sync")
+        try:
+            con.execute(_INSERT, [path])
+        except duckdb.InvalidInputException:
+            con.execute("ROLLBACK")
+            con.execute("BEGIN")
+            _rewrite_checked(rows, path)
+            con.execute(_INSERT, [path])
+        _add_predicates(con, before)
+        con.execute("UPDATE audit_sync SET position = ?", [last])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return last
+
+
+def sync(store: Store, path: str, *, chunk: int = CHUNK,
+         progress: Callable[[int, int], None] | None = None) -> SyncResult:  # fmt: skip
+    """Copy every event after the file's sync position into `path`. Reads the store only."""
+    with _translated("audit file", path):
+        con = _connect_rw(path)
+        try:
+            position = _ensure_schema(con, store.url)
+            appended = 0
+            with tempfile.TemporaryDirectory(prefix="epochledger-audit-", dir=os.path.dirname(os.path.abspath(path))) as tmp, \
+                    ThreadPoolExecutor(max_workers=1) as pool:  # fmt: skip
+                pending: Future[int] | None = None
+                buffered: list[tuple[int, str, int, Any]] = []
+                n = 0
+
+                def flush(rows: list[tuple[int, str, int, Any]]) -> None:
+                    nonlocal pending, position, appended, n
+                    n += 1
+                    file = os.path.join(tmp, f"chunk-{n % 2}.ndjson")  # two files: one loading, one being written
+                    _write_chunk(rows, file)  # while the previous chunk loads
+                    if pending is not None:  # at most one load in flight; errors surface here
+                        position = pending.result()
+                    pending = pool.submit(_load, con, file, rows, position)
+                    appended += len(rows)
+                    if progress:
+                        progress(appended, rows[-1][0])
+
+                for rows in store.read_raw(position, batch=min(chunk, 10_000)):
+                    buffered.extend(rows)
+                    if len(buffered) >= chunk:
+                        flush(buffered)
+                        buffered = []
+                if buffered:
+                    flush(buffered)
+                if pending is not None:
+                    position = pending.result()
+            (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
+        finally:
+            con.close()
+    return SyncResult(os.path.abspath(path), appended, position, int(events))
+
+
+# ---------------------------------------------------------------- reading
+def status(path: str, store: Store | None = None) -> dict[str, Any]:
+    """The sync position, the store mirrored, the newest event's time; given the
+    store, also its last position and how many positions the file is behind."""
+    with _translated("audit file", path):
+        con = _connect_ro(path)
+        try:
+            mirrored, position = con.execute("SELECT store, position FROM audit_sync").fetchone()  # type: ignore[misc]
+            events, latest = con.execute("SELECT count(*), max(occurred_at) FROM events").fetchone()  # type: ignore[misc]
+        finally:
+            con.close()
+    result = {"duckdb": os.path.abspath(path), "store": mirrored, "position": position, "events": events, "latest": latest}
+    if store is not None:
+        if store.url != mirrored:
+            raise InvalidInput(f"this audit file mirrors {mirrored}, not {store.url}", where="--duckdb")
+        result["ledger_position"] = store.max_position()
+        result["behind"] = result["ledger_position"] - position  # positions, not events, on PostgreSQL (gaps)
+    return result
+
+
+def _result(rel: Any) -> Result:
+    if rel is None:
+        return Result([], [])
+    return Result([d[0] for d in rel.description], rel.fetchall())
+
+
+_PARAM = re.compile(r"\$([a-z_]+)")
+PERIODS = ("hour", "day", "week", "month", "quarter", "year")
+
+
+def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day") -> Result:
+    """Run one canned report (projections/audit_report_<name>.sql) as of an instant.
+    Without `as_of`, the instant of the newest synced event: the report depends on the
+    data alone, never on the wall clock."""
+    if name not in report_names():
+        raise InvalidInput(f"unknown report {name!r}; reports: {', '.join(report_names())}", where="report")
+    if period not in PERIODS:
+        raise InvalidInput(f"unknown period {period!r}; one of {', '.join(PERIODS)}", where="--period")
+    if as_of is not None and as_of.tzinfo is None:
+        raise InvalidInput("as_of needs a time zone (e.g. 2026-09-09T23:59:59Z)", where="--as-of")
+    sql = _sql(f"audit_report_{name}.sql")
+    with _translated("audit file", path):
+        con = _connect_ro(path)
+        try:
+            if as_of is None:
+                (as_of,) = con.execute("SELECT coalesce(max(occurred_at), TIMESTAMPTZ '1970-01-01 00:00:00+00') FROM events").fetchone()  # type: ignore[misc]
+            values = {"as_of": as_of, "period": period}
+            params = {k: values[k] for k in sorted(set(_PARAM.findall(sql)))}
+            return _result(con.execute(sql, params))
+        finally:
+            con.close()
+
+
+_READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
+def query(path: str, sql: str) -> Result:
+    """One read-only statement (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN).
+
+    Two locks, either enough on its own: the statement type is checked before it runs,
+    and the connection is read-only with file-system access disabled and its
+    configuration locked (so COPY TO, ATTACH, INSTALL/LOAD from a path and SET fail)."""
+    with _translated("audit file", path):
+        con = _connect_ro(path)
+        try:
+            try:
+                statements = con.extract_statements(sql)
+            except duckdb.Error as e:
+                raise QueryRefused(str(e).splitlines()[0], sql) from None
+            if len(statements) != 1:
+                raise QueryRefused(f"expected one statement, got {len(statements)}", sql)
+            kind = statements[0].type
+            if kind not in _READ_ONLY_STATEMENTS:
+                raise QueryRefused(f"{kind.name} statements are refused: the audit query is read-only", sql)
+            try:
+                return _result(con.execute(sql))
+            except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
+                    duckdb.PermissionException, duckdb.InvalidInputException,
+                    duckdb.ConversionException) as e:  # fmt: skip
+                raise QueryRefused(str(e).splitlines()[0], sql) from None
+        finally:
+            con.close()
+
+
+def export_parquet(path: str, directory: str) -> dict[str, Any]:
+    """Write the events table as Parquet under `directory`, partitioned by event date
+    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
+    streams the copy, so a history larger than memory exports (it spills to disk)."""
+    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
+        raise InvalidInput("exists and is not an empty directory", where=directory)
+    os.makedirs(directory, exist_ok=True)
+    events_dir = os.path.join(directory, "events")
+    with _translated("audit file", path):
+        con = _connect_ro(path, external_access=True)
+        try:
+            con.execute(
+                "COPY (SELECT *, CAST(occurred_at AS DATE) AS event_date FROM events ORDER BY position) "
+                "TO ? (FORMAT parquet, PARTITION_BY (event_date), COMPRESSION zstd)",
+                [events_dir],
+            )
+            con.execute("COPY lifecycle_predicates TO ? (FORMAT parquet)",
+                        [os.path.join(directory, "lifecycle_predicates.parquet")])  # fmt: skip
+            (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
+        finally:
+            con.close()
+    files = sum(len([f for f in fs if f.endswith(".parquet")]) for _, _, fs in os.walk(directory))
+    return {"directory": os.path.abspath(directory), "events": events, "files": files}

@@ -1,0 +1,42 @@
+-- Runs marked orphaned while the epoch that owned them was live (BRIEF O2: must be
+-- none). A mark is a run.recovered event, or any run event that newly sets the code
+-- PROCESS_ORPHANED. The owner is the epoch the mark names (run.recovered's
+-- owner_epoch), else the epoch of the run's last run.started before the mark. It was
+-- live if its boot was recorded at or before the mark and it was neither superseded
+-- by a later boot of its process nor cleanly stopped at or before the mark: instants,
+-- as the sweep judges them (BRIEF O2, O4). Returns the offending marks up to $as_of;
+-- an empty result proves the invariant on the data.
+WITH marked AS (
+    SELECT
+        run, position, occurred_at, type, code, actor,
+        payload->>'owner_epoch' AS recorded_owner,
+        lag(code) OVER (PARTITION BY stream ORDER BY version) AS previous_code
+    FROM events
+    WHERE starts_with(stream, 'run:')
+), marks AS (
+    SELECT m.*, coalesce(m.recorded_owner, s.epoch) AS owner_epoch
+    FROM marked m
+    ASOF LEFT JOIN (
+        SELECT run, position, epoch, process FROM events WHERE type = 'run.started'
+    ) s ON s.run = m.run AND m.position > s.position
+    WHERE (m.type = 'run.recovered'
+           OR (m.code = 'PROCESS_ORPHANED' AND m.previous_code IS DISTINCT FROM 'PROCESS_ORPHANED'))
+      AND m.occurred_at <= $as_of
+)
+SELECT
+    m.position,
+    m.occurred_at,
+    m.run,
+    m.type,
+    m.actor AS marked_by,
+    m.owner_epoch,
+    ep.process AS owner_process,
+    ep.recorded_at AS owner_booted_at,
+    ep.superseded_at AS owner_superseded_at,
+    ep.stopped_at AS owner_stopped_at
+FROM marks m
+JOIN epochs ep ON ep.epoch = m.owner_epoch
+WHERE ep.recorded_at <= m.occurred_at
+  AND (ep.superseded_at IS NULL OR ep.superseded_at > m.occurred_at)
+  AND (ep.stopped_at IS NULL OR ep.stopped_at > m.occurred_at)
+ORDER BY m.position;

@@ -1,0 +1,31 @@
+-- The audit file's base tables (docs/audit.md). Created by `epochledger audit sync`;
+-- everything else in the file is a view over `events` (projections/audit_views.sql),
+-- so the views can never disagree with the rows they are computed from.
+
+-- One row per ledger event, as stored. Common fields are columns; `payload` is the
+-- whole event exactly as the ledger holds it, so fields and codes this version does
+-- not know survive (BRIEF L3). `occurred_at` is the event's "at" (in DuckDB 2 `at`
+-- is a keyword and would have to be quoted in every query).
+CREATE TABLE IF NOT EXISTS events (
+    position    BIGINT NOT NULL,   -- notification position in the ledger (gapped on PostgreSQL)
+    stream      VARCHAR NOT NULL,  -- run:<id> or process:<name>
+    version     BIGINT NOT NULL,   -- place in the stream, from 1
+    type        VARCHAR,           -- the event tag, e.g. run.failed (NULL only if undecodable)
+    occurred_at TIMESTAMPTZ,       -- the event's "at", UTC
+    run         VARCHAR,
+    process     VARCHAR,
+    epoch       VARCHAR,
+    status      VARCHAR,           -- resulting status (run events)
+    code        VARCHAR,           -- resulting failure code; '' = UNKNOWN on a failure status
+    actor       VARCHAR,
+    reason      VARCHAR,
+    payload     JSON NOT NULL
+);
+
+-- Where the last sync stopped: one row, updated in the same transaction as the rows.
+CREATE TABLE IF NOT EXISTS audit_sync (
+    store          VARCHAR NOT NULL,  -- the ledger this file mirrors
+    position       BIGINT NOT NULL,   -- last notification position copied
+    schema_version INTEGER NOT NULL,
+    predicates     VARCHAR NOT NULL   -- signature of the lifecycle predicates table
+);

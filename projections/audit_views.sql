@@ -1,0 +1,156 @@
+-- Views over `events` (docs/audit.md). Re-created by every `audit sync`.
+-- No status appears as a literal here: every policy question is a column of
+-- `lifecycle_predicates`, which sync computes from projections/lifecycle.py (BRIEF P3).
+
+-- Every run event with the status it left and the status it entered. run.checkpointed
+-- and run.deleted keep the status (from_status = to_status); filter
+-- `from_status IS DISTINCT FROM to_status` for status changes only.
+CREATE OR REPLACE VIEW transitions AS
+SELECT
+    run,
+    position,
+    version,
+    occurred_at,
+    type,
+    lag(status) OVER w AS from_status,
+    status AS to_status,
+    lag(code) OVER w AS from_code,
+    code AS failure_code,
+    actor,
+    reason
+FROM events
+WHERE starts_with(stream, 'run:')
+WINDOW w AS (PARTITION BY stream ORDER BY version);
+
+-- Each run's current state: the status and code of its last event (each run event
+-- carries its resulting status and code, BRIEF L1), plus every lifecycle predicate.
+-- Deleted runs are kept, with deleted = true.
+CREATE OR REPLACE VIEW runs AS
+WITH latest AS (
+    SELECT
+        run,
+        arg_max(status, position) AS status,
+        arg_max(code, position) AS code,
+        arg_max(payload->>'workflow', position) FILTER (WHERE type = 'run.queued') AS workflow,
+        arg_max(process, position) FILTER (WHERE process IS NOT NULL) AS process,
+        arg_max_null(epoch, position) FILTER (WHERE type = 'run.started') AS epoch,
+        min(occurred_at) FILTER (WHERE type = 'run.queued') AS queued_at,
+        arg_max(occurred_at, position) FILTER (WHERE type = 'run.started') AS started_at,
+        arg_max(occurred_at, position) AS updated_at,
+        arg_max_null(actor, position) AS actor,
+        arg_max_null(reason, position) AS reason,
+        max(version) AS version,
+        max(position) AS last_position,
+        bool_or(type = 'run.deleted') AS deleted
+    FROM events
+    WHERE starts_with(stream, 'run:')
+    GROUP BY run
+)
+SELECT l.*, p.* EXCLUDE (status, code)
+FROM latest l
+LEFT JOIN lifecycle_predicates p ON p.status = l.status AND p.code = l.code;
+
+-- One row per boot of a process slot. An epoch is superseded by the next boot of the
+-- same slot; `live` is as of the last synced event (BRIEF O2). Positions order events
+-- within the process's stream; across streams compare instants (docs/audit.md).
+CREATE OR REPLACE VIEW epochs AS
+WITH boots AS (
+    SELECT
+        process,
+        epoch,
+        (payload->>'booted_at')::TIMESTAMPTZ AS booted_at,
+        occurred_at AS recorded_at,
+        payload->>'host' AS host,
+        TRY_CAST(payload->>'pid' AS BIGINT) AS pid,
+        actor,
+        position AS boot_position,
+        lead(epoch) OVER w AS superseded_by,
+        lead(occurred_at) OVER w AS superseded_at,
+        lead(position) OVER w AS superseded_position
+    FROM events
+    WHERE type = 'process.booted'
+    WINDOW w AS (PARTITION BY process ORDER BY position)
+), stops AS (
+    SELECT
+        process,
+        epoch,
+        min(occurred_at) FILTER (WHERE type = 'process.stopping') AS stopping_at,
+        min(occurred_at) FILTER (WHERE type = 'process.stopped') AS stopped_at,
+        min(position) FILTER (WHERE type = 'process.stopped') AS stopped_position
+    FROM events
+    WHERE type IN ('process.stopping', 'process.stopped')
+    GROUP BY process, epoch
+)
+SELECT
+    b.*,
+    s.stopping_at,
+    s.stopped_at,
+    s.stopped_position,
+    (b.superseded_by IS NULL AND s.stopped_at IS NULL) AS live
+FROM boots b
+LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch;
+
+-- Sweep recoveries (run.recovered, BRIEF O5): who recovered the run (the sweeping
+-- epoch), which epoch owned it (as the event says; else the epoch of the run's last
+-- run.started before the recovery), the rule applied, and the evidence exactly as
+-- recorded (the whole event: superseded_by, stopped_at, booted_at, cutoff, margin...).
+CREATE OR REPLACE VIEW recoveries AS
+SELECT
+    e.run,
+    e.position,
+    e.occurred_at,
+    coalesce(e.payload->>'swept_by', e.actor) AS recovered_by,
+    e.payload->>'swept_by_process' AS recovered_by_process,
+    e.payload->>'rule' AS rule,
+    coalesce(e.payload->>'owner_epoch', s.epoch) AS owner_epoch,
+    coalesce(e.payload->>'owner_process', s.process) AS owner_process,
+    e.status,
+    e.code,
+    e.reason,
+    e.payload AS evidence
+FROM events e
+ASOF LEFT JOIN (
+    SELECT run, position, epoch, process FROM events WHERE type = 'run.started'
+) s ON s.run = e.run AND e.position > s.position
+WHERE e.type = 'run.recovered';
+
+-- Dead-letters by the tick driver (run.dead_lettered, BRIEF T2): the streak and the
+-- bound as the event recorded them (docs/tick.md).
+CREATE OR REPLACE VIEW dead_letters AS
+SELECT
+    run,
+    position,
+    occurred_at,
+    status,
+    code,
+    payload->>'tick' AS tick,
+    payload->>'step' AS step,
+    payload->>'error_class' AS error_class,
+    payload->>'error' AS error,
+    TRY_CAST(payload->>'failing_since' AS TIMESTAMPTZ) AS failing_since,
+    TRY_CAST(payload->>'failures' AS BIGINT) AS failures,
+    TRY_CAST(payload->>'deadline_s' AS DOUBLE) AS deadline_s,
+    payload->>'cleanup_error' AS cleanup_error,
+    actor,
+    reason,
+    payload
+FROM events
+WHERE type = 'run.dead_lettered';
+
+-- Audited corrections (run.corrected): a run moved out of a final status, by whom
+-- and why, with the status it had before.
+CREATE OR REPLACE VIEW corrections AS
+SELECT
+    t.run,
+    t.position,
+    t.occurred_at,
+    t.from_status,
+    t.from_code,
+    t.to_status,
+    t.failure_code,
+    t.actor,
+    t.reason,
+    e.payload
+FROM transitions t
+JOIN events e ON e.position = t.position
+WHERE t.type = 'run.corrected';
