@@ -31,6 +31,8 @@ class TickStreak(msgspec.Struct, frozen=True, kw_only=True):
 
 def streak_after(streak: TickStreak | None, e: RunEventBase) -> TickStreak | None:
     """The run's streak after event `e` (stamped with its resulting status)."""
+    if streak is None and type(e) is not RunTickFailed:
+        return None  # the healthy path, most events of every run: nothing to open or close
     if isinstance(e, RunTickFailed):
         return TickStreak(
             since=streak.since if streak is not None else e.at,

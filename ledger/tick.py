@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ledger.codec import check_value
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError
 from ledger.events import (
     Name,
@@ -204,10 +205,7 @@ def dead_letter_reason(tick: str, step: str, cls: str, error: str, since: dateti
 
 
 def _name(value: str, what: str) -> str:
-    try:
-        return msgspec.convert(value, Name)
-    except msgspec.ValidationError as e:
-        raise InvalidInput(f"{value!r} is not a valid name ({e})", where=what) from None
+    return check_value(value, Name, what)
 
 
 # ------------------------------------------------------------------ driver

@@ -456,8 +456,9 @@ def verify(store: Store, views: Iterable[ModuleType] = VIEWS) -> list[Verified]:
 # ---------------------------------------------------------------- fleet reads
 def read_view(store: Store, module: ModuleType, *, key: str | None = None,
               catch_up_first: bool = True) -> tuple[dict[str, Any], int]:  # fmt: skip
-    """The entries of a live view (all, or the one at `key`) and how many positions it
-    lags the log when read. Catches up first unless told not to."""
+    """The entries of a live view (all, or the one at `key`; a view stored whole comes
+    back as itself) and how many positions it lags the log when read. Catches up first
+    unless told not to."""
     if catch_up_first:
         catch_up(store, module)
     store.ensure_projection_tables()
@@ -465,7 +466,9 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
     tracking, rows = store.view_rows(module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
     head = store.max_position()
     if tracking is None or tracking[0] != module.VERSION:
-        return {}, head
+        return ({} if not is_whole(module) else module.initial()), head
+    if is_whole(module):  # one row, key "*": the view itself
+        return (decode(rows[0][1]) if rows else module.initial()), max(0, head - tracking[1])
     return {k: decode(state) for k, state in rows}, max(0, head - tracking[1])
 
 

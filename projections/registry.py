@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from projections import failures, runs
+from projections import epochs, failures, runs, tick_health
 
 VIEWS: tuple[ModuleType, ...] = (
     runs,
+    epochs,  # with runs: what the orphan rule reads (projections/orphans.py)
+    tick_health,  # small, stored whole (open streaks, dead-letters)
     failures,
 )
 

@@ -90,7 +90,9 @@ def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, o
         left = sum(len(chunk) for chunk in store.read_batches(reached))  # ids have gaps on PostgreSQL
         stats = engine.rebuild(store, runs)
         assert stats.events == left
-        engine.rebuild(store, failures)
+        for v in registry.VIEWS:
+            if v is not runs:
+                engine.rebuild(store, v)
     else:
         assert threshold <= _tracked(store, key) < head * views
         for v in registry.VIEWS:

@@ -1,0 +1,49 @@
+"""The epochs view: every process slot's boot epochs (BRIEF O1, O2), keyed by slot.
+
+Together with the runs view it is everything the orphan rule reads:
+`projections.orphans.View(processes=<epochs view>, runs=<runs view>)` gives the same
+verdicts as a fold of the log (tests/test_views_registered.py). Materialized by
+projections/engine.py as table `view_epochs`, one row per process slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ledger import process as process_mod
+from ledger.events import ProcessEventBase, Recorded
+
+NAME = "epochs"
+VERSION = 1
+
+View = dict[str, process_mod.ProcessState]
+STATE = process_mod.ProcessState
+COLUMNS: tuple[tuple[str, str], ...] = (("current_epoch", "text"), ("live", "int"), ("epochs", "int"))
+
+
+def initial() -> View:
+    return {}
+
+
+def evolve(view: View, rec: Recorded) -> View:
+    e = rec.event
+    if isinstance(e, ProcessEventBase):
+        view[e.process] = process_mod.evolve(view.get(e.process), e)  # type: ignore[arg-type]
+    return view
+
+
+def keys(rec: Recorded) -> tuple[str, ...]:
+    e = rec.event
+    return (e.process,) if isinstance(e, ProcessEventBase) else ()
+
+
+def columns(key: str, p: process_mod.ProcessState) -> tuple[object, ...]:
+    current = p.current
+    return (current.epoch if current else None, int(bool(current and current.live)), len(p.epochs))
+
+
+def fold(records: Iterable[Recorded], view: View | None = None) -> View:
+    view = initial() if view is None else view
+    for rec in records:
+        evolve(view, rec)
+    return view
