@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ledger import process as process_mod
 from ledger.events import ProcessEventBase, Recorded
+from projections import fold_records
 
 NAME = "epochs"
 VERSION = 1
@@ -43,7 +44,4 @@ def columns(key: str, p: process_mod.ProcessState) -> tuple[object, ...]:
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
-    view = initial() if view is None else view
-    for rec in records:
-        evolve(view, rec)
-    return view
+    return fold_records(initial, evolve, records, view)

@@ -16,7 +16,7 @@ from datetime import datetime
 import msgspec
 
 from ledger.events import Recorded, RunDeleted, RunEventBase, Status
-from projections import lifecycle
+from projections import fold_records, lifecycle
 
 NAME = "failures"
 VERSION = 1
@@ -61,7 +61,4 @@ def columns(key: str, c: FailureCount) -> tuple[object, ...]:
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
-    view = initial() if view is None else view
-    for rec in records:
-        evolve(view, rec)
-    return view
+    return fold_records(initial, evolve, records, view)

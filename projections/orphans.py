@@ -38,7 +38,7 @@ from ledger.errors import InvalidInput
 from ledger.events import ProcessEventBase, Recorded, RunEventBase
 from ledger.process import EpochState, ProcessState
 from ledger.run import RunState
-from projections import lifecycle
+from projections import fold_records, lifecycle
 
 NAME = "orphans"
 VERSION = 1
@@ -83,10 +83,7 @@ def evolve(view: View, rec: Recorded) -> View:
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
-    view = initial() if view is None else view
-    for rec in records:
-        evolve(view, rec)
-    return view
+    return fold_records(initial, evolve, records, view)
 
 
 # ------------------------------------------------------------------ verdicts

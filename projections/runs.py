@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from ledger import run as run_mod
 from ledger.events import Recorded, RunEventBase
+from projections import fold_records
 
 NAME = "runs"
 VERSION = 1
@@ -54,7 +55,4 @@ def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
-    view = initial() if view is None else view
-    for rec in records:
-        evolve(view, rec)
-    return view
+    return fold_records(initial, evolve, records, view)

@@ -17,6 +17,7 @@ import msgspec
 
 from ledger.events import Recorded, RunDeadLettered, RunEventBase
 from ledger.streak import TickStreak, streak_after
+from projections import fold_records
 
 NAME = "tick_health"
 VERSION = 1
@@ -70,10 +71,7 @@ def evolve(view: View, rec: Recorded) -> View:
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
-    view = initial() if view is None else view
-    for rec in records:
-        evolve(view, rec)
-    return view
+    return fold_records(initial, evolve, records, view)
 
 
 # ------------------------------------------------------------------ queries
