@@ -9,7 +9,7 @@ queued, started, checkpointed, finished/failed) through the store adapter, then 
   sync_full         - audit sync into a fresh DuckDB file (read + NDJSON + DuckDB load)
   sync_incremental  - audit sync of the last 1% appended afterwards
   sync_nothing      - a sync with nothing new (the fixed cost of a sync)
-Prints one JSON object. Figures and the command go into docs/benchmarks-audit.md.
+Prints one JSON object. Figures and the command go into docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ version, or a tag this version does not know, survives (BRIEF L3).
 
 Feeding DuckDB: the stored JSON is wrapped in one NDJSON line per event and loaded with
 `read_ndjson`; DuckDB extracts the common columns from the payload. Measured in
-docs/benchmarks-audit.md: executemany ~1k rows/s; this path 90k-213k events/s end to
+docs/benchmarks.md: executemany ~1k rows/s; this path 90k-213k events/s end to
 end on the shared 2-core box, bounded by DuckDB storing the payload, not by parsing.
 DuckDB cannot read the ledger itself here (its sqlite/postgres extensions are not
 installable offline), so Python feeds it. The next chunk's file is written while
