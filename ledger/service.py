@@ -383,14 +383,14 @@ class Ledger(Commands):
         return self.store.read_all(after, upto)
 
     def runs(self, where: Callable[[RunState], bool] | None = None) -> list[RunState]:
-        """Every live (not deleted) run, folded from the whole log, sorted by run id."""
-        from projections import runs as runs_view
+        """Every live (not deleted) run, sorted by run id, from the materialized runs
+        view after catching it up (projections/engine.py): the cost is the events since
+        the last catch-up, not the whole log, and an event that no longer decodes is
+        parked there instead of failing every caller (BRIEF T4; the tick driver lists
+        its active runs here)."""
+        from projections import engine
 
-        view = runs_view.fold(self.events())
-        return sorted(
-            (s for s in view.values() if not s.deleted and (where is None or where(s))),
-            key=lambda s: s.run,
-        )
+        return engine.read_runs(self.store, where)[0]
 
 
 def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> Ledger:

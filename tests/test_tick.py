@@ -553,3 +553,23 @@ def test_L1_L4_tick_events_transition_table(start: str) -> None:
             assert after.tick_streak is not None and after.tick_streak.failures == 1
         else:
             assert after.tick_streak is None
+
+
+# ---------------------------------------------------------------- T4 under the tick
+def test_T4_an_undecodable_event_in_the_log_does_not_make_every_tick_fatal(ledger: Ledger, store_url: str) -> None:
+    """The BRIEF's last incident: a payload that no longer decoded aborted every tick
+    for every run. The tick's listing reads the materialized runs view, which parks a
+    poison event and moves on (T4). Catches: the listing folding the raw log again
+    (`Ledger.runs` over `read_all`, which raises DecodeError on the poison)."""
+    from tests.engine_helpers import corrupt
+
+    started(ledger, "a", "b", "p")
+    ledger.checkpoint("p", "n", "ckpt/p/0")
+    poison = ledger.store.max_position()
+    corrupt(store_url, poison, b"\x00 no longer decodes")
+    advance = checkpointing(ledger, poison=set())
+    report = TickDriver(ledger, [("advance", advance)]).tick()
+    assert report.fatal is None
+    assert {r.run for r in ledger.runs()} == {"a", "b", "p"}
+    assert tags(ledger, "a")[-1] == "run.checkpointed" and tags(ledger, "b")[-1] == "run.checkpointed"
+    assert [row[1] for row in ledger.store.parked("runs")] == [poison]  # parked with its position
