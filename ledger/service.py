@@ -341,10 +341,21 @@ class Ledger(Commands):
                     raise
 
     def orphan_view(self) -> Any:
-        """The orphans view (projections/orphans.py) folded from the whole log."""
-        from projections import orphans
+        """What the orphan rule reads (projections/orphans.py): every slot's epochs and
+        every run's state, from the materialized `epochs` and `runs` views after
+        catching both up to the same head. Like `runs`, it costs the events since the
+        last catch-up, and an event that no longer decodes is parked by the views (T4)
+        instead of stopping every boot's sweep. Facts it reads only ever accrue (an
+        epoch once superseded or stopped stays so), and a sweep's recoveries still
+        expect each run's version, so a concurrent writer is caught at append."""
+        from projections import engine, epochs, orphans, runs
 
-        return orphans.fold(self.events())
+        head = self.store.max_position()
+        for view in (runs, epochs):
+            engine.catch_up(self.store, view, upto=head)
+        by_run, _ = engine.read_view(self.store, runs, catch_up_first=False)
+        by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
+        return orphans.View(processes=by_process, runs=by_run, position=head)
 
     def epochs(self) -> list[process_stream_mod.EpochState]:
         """Every epoch of every process slot, live or not."""

@@ -538,8 +538,10 @@ class PostgresStore(Store):
                 originator_id_type="text",
                 pool_size=1,
                 max_overflow=4,
+                # No pool_open_timeout: with it, eventsourcing calls pool.open(wait=True)
+                # on every connection, and two threads waiting at once trip an assert
+                # inside psycopg_pool. connect_timeout still bounds a dead server.
                 connect_timeout=10,
-                pool_open_timeout=10,
             )
             if not create:
                 with datastore.transaction(commit=False) as cur:

@@ -120,7 +120,7 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
     skipped: str | None = None
     skip_recorded = False
     for rounds in range(CONFLICT_ROUNDS):
-        view = orphans.fold(ledger.events())
+        view = ledger.orphan_view()
         me = view.epoch(process, epoch_id)
         if me is None:
             raise InvalidInput(f"epoch {epoch_id!r} of {process!r} was never booted; boot() before sweep()", where="sweep")
@@ -190,7 +190,7 @@ def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.tota
     if not math.isfinite(float(margin)):
         raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
     m = orphans.as_margin(margin)
-    view = orphans.fold(ledger.events())
+    view = ledger.orphan_view()
     now = ledger.clock.now()
     boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock))
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))

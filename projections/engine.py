@@ -54,7 +54,7 @@ from typing import Any
 
 import msgspec
 
-from ledger.errors import ConflictError
+from ledger.errors import ConflictError, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
 from projections.registry import VIEWS
@@ -108,6 +108,10 @@ def row_of(module: ModuleType, key: str, value: Any) -> tuple[Any, ...]:
     return (key, *(columns(key, value) if columns is not None else ()), _encoder.encode(value))
 
 
+class ShadowGone(Exception):
+    """A rebuild's shadow table was swapped in (or reset) under it by another runner."""
+
+
 class Runner:
     """Applies the log to one view's table, batch by batch, from its tracking position."""
 
@@ -129,7 +133,8 @@ class Runner:
     def load(self) -> None:
         """(Re)read the tracking position, and for a whole view its rows."""
         tracking = self.store.tracking(self.key)
-        assert tracking is not None, f"view {self.key} has no tracking row"
+        if tracking is None:
+            raise ShadowGone(self.key)
         self.position = tracking[1]
         self.view = self.module.initial()
         self.flushed = {}
@@ -303,8 +308,18 @@ def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progre
         store.reset_view(shadow_key, shadow_table, column_spec(module), module.VERSION)
     head = store.max_position() if upto is None else upto
     runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
-    stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
-    store.swap_view(module.NAME, shadow_key, table_of(module.NAME), shadow_table)
+    try:
+        stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
+        store.swap_view(module.NAME, shadow_key, table_of(module.NAME), shadow_table)
+    except (ShadowGone, StoreError):
+        # Two runners rebuilding one view at once (two replicas booting on a fresh
+        # ledger, two `runs` commands): they share the shadow's tracking row, so their
+        # batches never double, and whichever finishes first swaps it in. The other
+        # then finds its shadow gone: the view it was building is live, and it is done.
+        # Anything else (the store down) still raises: the shadow would still be there.
+        if store.tracking(shadow_key) is not None or not is_current(store, module):
+            raise
+        return Stats(view=module.NAME, position=(store.tracking(module.NAME) or (0, 0))[1])
     stats.rebuilt = True
     return stats
 

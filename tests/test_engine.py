@@ -276,3 +276,31 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
         state = state_at(ledger.store, views=(v,))
         assert lag == 0
         assert msgspec.json.encode(found, order="sorted") == msgspec.json.encode(state.views[v.NAME], order="sorted")
+
+
+def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger) -> None:  # noqa: ANN001
+    """Two replicas booting on a fresh ledger both catch up an unbuilt view, so both
+    rebuild it into the same shadow. Catches: the loser, finding the shadow swapped in
+    under it, failing ("view runs__rebuild has no tracking row") instead of seeing
+    the view it was building live."""
+    import threading
+
+    bulk_history(ledger, 300)
+    barrier, errors = threading.Barrier(2), []
+
+    def go() -> None:
+        try:
+            barrier.wait()
+            for v in registry.VIEWS:
+                engine.catch_up(ledger.store, v, batch=50)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for v in registry.VIEWS:
+        assert engine.verify_view(ledger.store, v).difference is None

@@ -221,11 +221,12 @@ def test_O5_sweep_of_an_unbooted_epoch_is_refused(ledger):
 
 # ---------------------------------------------------- retries and the alert
 class Flaky:
-    """Makes ledger.events() raise StoreError the first `n` times."""
+    """Makes the sweep's read of the ledger (ledger.orphan_view) raise StoreError the
+    first `n` times, as an unreachable store would."""
 
     def __init__(self, ledger, n):  # noqa: ANN001
         self.ledger, self.n, self.calls = ledger, n, 0
-        self.real = ledger.events
+        self.real = ledger.orphan_view
 
     def __call__(self, *a, **kw):  # noqa: ANN002, ANN003
         self.calls += 1
@@ -237,7 +238,7 @@ class Flaky:
 def test_O5_store_errors_get_three_attempts_with_two_gaps(ledger, clock, monkeypatch):
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
-    monkeypatch.setattr(ledger, "events", Flaky(ledger, 2))
+    monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 2))
     gaps = []
     report = ledger.sweep(epoch, gaps=(0.25, 0.5), sleep=gaps.append)
     assert (report.attempts, gaps, len(report.recovered)) == (3, [0.25, 0.5], 2)
@@ -249,7 +250,7 @@ def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, cap
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
     flaky = Flaky(ledger, 99)
-    monkeypatch.setattr(ledger, "events", flaky)
+    monkeypatch.setattr(ledger, "orphan_view", flaky)
     gaps = []
     with caplog.at_level(logging.WARNING, logger="epochledger.sweep"), pytest.raises(SweepFailed) as err:
         ledger.sweep(epoch, sleep=gaps.append)
@@ -266,7 +267,7 @@ def test_O5_exhaustion_with_the_store_down_still_alerts_in_the_log(ledger, clock
     second ERROR record) and SweepFailed reports alert_recorded=False."""
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
-    monkeypatch.setattr(ledger, "events", Flaky(ledger, 99))
+    monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
 
     def down(writes):  # noqa: ANN001
         raise StoreError("append: connection refused")
@@ -284,7 +285,7 @@ def test_O5_no_attempt_starts_once_the_process_has_begun_to_stop(ledger, clock, 
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
     flaky = Flaky(ledger, 99)
-    monkeypatch.setattr(ledger, "events", flaky)
+    monkeypatch.setattr(ledger, "orphan_view", flaky)
     report = ledger.sweep(epoch, sleep=lambda s: ledger.begin_stop("worker-1", "w2"))
     assert (report.outcome, report.attempts, flaky.calls) == ("stopping", 1, 1)
 
@@ -292,7 +293,7 @@ def test_O5_no_attempt_starts_once_the_process_has_begun_to_stop(ledger, clock, 
 def test_O5_begin_stop_wakes_a_sweep_waiting_out_a_gap(ledger, clock, monkeypatch):
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
-    monkeypatch.setattr(ledger, "events", Flaky(ledger, 99))
+    monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
     t = threading.Timer(0.05, lambda: ledger.begin_stop("worker-1", "w2"))
     t.start()
     report = ledger.sweep(epoch, gaps=(600.0, 600.0))  # default wait: wakes on stop
@@ -420,7 +421,7 @@ def test_O5_another_slots_shutdown_does_not_stop_this_sweep(ledger, clock, monke
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
     ledger.begin_stop("worker-2", "x1")  # a different slot hosted by the same Ledger
-    monkeypatch.setattr(ledger, "events", Flaky(ledger, 1))
+    monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 1))
     gaps = []
     report = ledger.sweep(epoch, sleep=gaps.append)
     assert (report.outcome, report.attempts, len(report.recovered)) == ("swept", 2, 2)
@@ -462,3 +463,20 @@ def test_O3_margin_truth_table_through_the_sweep(ledger, clock, started, margin,
     assert booted.booted_at == clock.now() - timedelta(seconds=30)
     report = ledger.sweep(booted, margin=margin)
     assert ([v.run for v in report.recovered] == ["r"]) is orphaned
+
+
+def test_O5_T4_an_undecodable_event_does_not_stop_the_startup_sweep(ledger, clock, store_url):
+    """A payload that no longer decodes must not keep every boot from recovering its
+    orphans (they would show as running for as long as it stays). The sweep reads the
+    materialized runs and epochs views, which park the poison (T4). Catches: the sweep
+    folding the raw log again (DecodeError out of startup, nothing recovered)."""
+    from tests.engine_helpers import corrupt
+
+    _previous_day(ledger, clock)
+    ledger.queue("unrelated")
+    poison = ledger.store.max_position()
+    corrupt(store_url, poison, b"\x00 no longer decodes")
+    epoch = ledger.boot("worker-1", epoch="w2")
+    report = ledger.sweep(epoch)
+    assert report.outcome == "swept" and len(report.recovered) == 2
+    assert [p[1] for p in ledger.store.parked("runs")] == [poison]
