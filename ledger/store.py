@@ -278,6 +278,8 @@ class Store:
         cols = "".join(f", {c} {self._types[t]}" for c, t in columns)
         with _translated(f"reset {view}"), self._tx() as cur:
             self._ddl_lock(cur)
+            # tracking row before table, as commit_view and swap_view take them
+            cur.execute(f"SELECT position FROM {self._q(TRACKING_TABLE)} WHERE view=?{self._for_update}", (view,))
             cur.execute(f"DROP TABLE IF EXISTS {self._q(table)}")
             cur.execute(f"CREATE TABLE {self._q(table)} (k TEXT PRIMARY KEY{cols}, state {self._blob_type} NOT NULL)")
             cur.execute(f"DELETE FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
@@ -343,7 +345,11 @@ class Store:
         one, never a half-built one. Returns the new (version, position)."""
         with _translated(f"swap {view}"), self._tx() as cur:
             self._ddl_lock(cur)
-            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (shadow_view,))
+            # Lock order: the shadow's tracking row first, then its table, the same order
+            # commit_view takes them in; the other order deadlocks on PostgreSQL against a
+            # second runner committing a batch of the same rebuild.
+            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?{self._for_update}",
+                        (shadow_view,))  # fmt: skip
             row = cur.fetchone()
             if row is None:
                 raise StoreError(f"no rebuild of {view} to swap in")
@@ -367,6 +373,7 @@ class Store:
             return [tuple(r) for r in cur.fetchall()]
 
     # dialect hooks
+    _for_update = ""  # SQLite: one writer at a time already
     _blob_type = "BLOB"
     _types = {"text": "TEXT", "int": "BIGINT"}
 
@@ -603,6 +610,8 @@ class PostgresStore(Store):
         finally:
             done.set()
             waker.close()
+
+    _for_update = " FOR UPDATE"
 
     def _ddl_lock(self, cur: Any) -> None:
         # Two CREATE TABLE IF NOT EXISTS racing on PostgreSQL collide in pg_type.
