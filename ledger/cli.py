@@ -21,7 +21,7 @@ from ledger.codes import show_code
 from ledger.errors import LedgerError
 from ledger.events import Status
 from ledger.run import RunState
-from ledger.service import Ledger, open_ledger
+from ledger.service import ORPHAN_MARGIN_S, Ledger, open_ledger
 from projections import lifecycle
 
 Handler = Callable[[argparse.Namespace], int | None]
@@ -260,7 +260,7 @@ def cmd_epochs(ns: argparse.Namespace) -> None:
     "sweep",
     arg("--process", required=True, help="the process slot to recover"),
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
-    arg("--margin", type=float, default=1.0, help="O3 fallback margin in seconds (default 1, no floor)"),
+    arg("--margin", type=float, default=ORPHAN_MARGIN_S, help="O3 fallback margin in seconds (default 1, no floor)"),
     arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
     arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
     JSON,

@@ -49,8 +49,10 @@ from ledger.events import (
     tag_of,
 )
 from ledger.store import Append, Store, open_store
+from projections.orphans import MARGIN
 
 RunState = run_mod.RunState
+ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
 ProcessState = process_stream_mod.ProcessState
 
 
@@ -59,6 +61,14 @@ def stream_of(event: AnyEvent) -> str:
         return run_stream(event.run)
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
+
+
+def _fold_stream(stream: str, history: list[Recorded]) -> Any:
+    """A stream's state by the fold of its kind (run or process slot)."""
+    events = [r.event for r in history]
+    if stream.startswith(run_stream("")):
+        return run_mod.fold(events)  # type: ignore[arg-type]
+    return process_stream_mod.fold(events)  # type: ignore[arg-type]
 
 
 class Commands:
@@ -150,10 +160,7 @@ class Batch(Commands):
 
     def state(self, stream: str) -> Any:
         if stream not in self._state:
-            history = self.ledger.store.read_stream(stream)
-            events = [r.event for r in history]
-            fold = run_mod.fold if stream.startswith("run:") else process_stream_mod.fold
-            self._state[stream] = fold(events)  # type: ignore[arg-type]
+            self._state[stream] = _fold_stream(stream, self.ledger.store.read_stream(stream))
         return self._state[stream]
 
     def prefetch(self, streams: list[str]) -> None:
@@ -162,8 +169,7 @@ class Batch(Commands):
         PostgreSQL, docs/benchmarks.md). Optional: `submit` reads what is missing."""
         missing = [s for s in dict.fromkeys(streams) if s not in self._state]
         for stream, history in self.ledger.store.read_streams(missing).items():
-            fold = run_mod.fold if stream.startswith("run:") else process_stream_mod.fold
-            self._state[stream] = fold(r.event for r in history)  # type: ignore[arg-type, misc]
+            self._state[stream] = _fold_stream(stream, history)
 
     def assume(self, state: RunState) -> None:
         """Decide this run's next commands against `state`, already folded by the caller
@@ -317,7 +323,7 @@ class Ledger(Commands):
 
         return sweep(self, epoch, **options)
 
-    def startup(self, process: str, *, margin: float = 1.0, **boot: Any) -> tuple[ProcessBooted, Any]:
+    def startup(self, process: str, *, margin: float = ORPHAN_MARGIN_S, **boot: Any) -> tuple[ProcessBooted, Any]:
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; BRIEF O5).
         Returns the boot event and the sweep report."""
@@ -363,7 +369,7 @@ class Ledger(Commands):
 
         return orphans.epochs(self.orphan_view())
 
-    def orphans(self, margin: float = 1.0) -> list[tuple[RunState, Any]]:
+    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:
         """Every running run the ledger's events say is an orphan, with its verdict
         (clock-free; O3 judged against each process's current epoch). Reads only."""
         from projections import orphans

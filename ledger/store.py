@@ -170,15 +170,8 @@ class Store:
         keyset batch. An undecodable event is a Poison in its place, never an abort
         (BRIEF T4). Equal to the library's select_notifications + decode
         (tests/test_engine_read_path.py)."""
-        while True:
-            with _translated("read the log"):
-                rows = self._select_after(after, batch, upto)
-            if not rows:
-                return
+        for rows in self.read_raw(after, upto, batch):
             yield _decode_rows(rows)
-            after = rows[-1][0]
-            if len(rows) < batch:
-                return
 
     def read_raw(self, after: int = 0, upto: int | None = None,
                  batch: int = READ_BATCH) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip

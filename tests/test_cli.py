@@ -26,7 +26,7 @@ def history_file(tmp_path):  # noqa: ANN001, ANN201
     return path
 
 
-def test_import_show_runs_history_export(capsys, tmp_path, history_file) -> None:  # noqa: ANN001
+def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> None:  # noqa: ANN001
     store = f"sqlite:///{tmp_path / 'l.db'}"
     assert cli(capsys, "--store", store, "init")[0] == 0
     code, out, _ = cli(capsys, "--store", store, "import", str(history_file))
@@ -67,7 +67,7 @@ def test_import_show_runs_history_export(capsys, tmp_path, history_file) -> None
         (["--store", "mysql://x", "runs"], 3, "unsupported store URL scheme"),
     ],
 )
-def test_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, args, exit_code, message) -> None:  # noqa: ANN001
+def test_L4_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, args, exit_code, message) -> None:  # noqa: ANN001
     store = f"sqlite:///{tmp_path / 'l.db'}"
     cli(capsys, "--store", store, "import", str(history_file))
     if "--store" not in args:

@@ -93,7 +93,7 @@ def test_L7_answers_never_outlive_the_next_pause(cmds) -> None:  # noqa: ANN001
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(commands, max_size=40), st.integers(min_value=0, max_value=40))
-def test_fold_in_two_parts_equals_fold_at_once(cmds, cut) -> None:  # noqa: ANN001
+def test_R1_fold_in_two_parts_equals_fold_at_once(cmds, cut) -> None:  # noqa: ANN001
     events = play(cmds)[0]
     cut = min(cut, len(events))
     assert fold(events[cut:], fold(events[:cut])) == fold(events)

@@ -96,7 +96,7 @@ def test_L5_stale_writer_gets_a_typed_conflict_and_nothing_lands(store_url: str,
             one.get_run("other")  # the whole losing batch rolled back
 
 
-def test_read_all_is_log_order_with_keyset_batches(ledger: Ledger) -> None:
+def test_R1_read_all_is_log_order_with_keyset_batches(ledger: Ledger) -> None:
     with ledger.batch() as b:
         for i in range(25):
             b.queue(f"r{i:02d}")
@@ -127,7 +127,7 @@ def test_O1_boot_records_boot_instant_from_uptime(ledger: Ledger, clock) -> None
     assert state.epoch(booted.epoch).superseded_by == again.epoch  # type: ignore[union-attr]
 
 
-def test_raw_store_append_checks_expected_version(store_url: str) -> None:
+def test_L5_raw_store_append_checks_expected_version(store_url: str) -> None:
     store = open_store(store_url)
     try:
         e = RunQueued(at=T0, run="x", status=Status.QUEUED)
