@@ -77,16 +77,37 @@ class StoreError(LedgerError):
     exit_code = 7
 
 
-class DecodeError(LedgerError):
-    """A stored payload does not decode (a poison event)."""
+class DamagedLog(LedgerError):
+    """The stored log is damaged: an event does not decode, or a stream has a gap."""
 
     exit_code = 8
+
+
+class DecodeError(DamagedLog):
+    """A stored payload does not decode (a poison event)."""
 
     def __init__(self, position: int, tag: str | None, error: str):
         self.position = position
         self.tag = tag
         self.error = error
         super().__init__(f"event at position {position} ({tag or 'unknown type'}) does not decode: {error}")
+
+
+class StreamGap(DamagedLog):
+    """A stream's versions are not contiguous: an event was removed from the store
+    (by hand, or by a failed restore). Writing to the stream would collide with the
+    version after the gap, so the stream is refused with this error instead of a
+    misleading write conflict. `missing` is the first absent version; `after` and
+    `before` are the log positions either side of the gap (None at the start)."""
+
+    def __init__(self, stream: str, missing: int, after: int | None, before: int):
+        self.stream = stream
+        self.missing = missing
+        self.after = after
+        self.before = before
+        where = f"after position {after}" if after is not None else "at the start of the stream"
+        super().__init__(f"stream {stream} has a gap: version {missing} is missing ({where}, before position "
+                         f"{before}); an event was removed from the store")  # fmt: skip
 
 
 # ------------------------------------------------ issue 4: fencing and the sweep
@@ -105,6 +126,17 @@ class StaleEpoch(IllegalTransition):
         self.evidence = evidence  # the run.fenced command to keep, or None once kept
         self.kept_at: int | None = None  # log position of the kept run.fenced event
         super().__init__(run, status, attempted, f"stale epoch {epoch!r}: {why}")
+
+
+class UnknownEpoch(InvalidInput):
+    """A report names an epoch no process slot ever booted, or one that belongs to
+    another slot than the report says. Its liveness cannot be judged, so it is refused
+    and nothing is appended (rule F1: every report naming an epoch is fenced by that
+    epoch's liveness)."""
+
+    def __init__(self, epoch: str, message: str, *, where: str = "epoch"):
+        self.epoch = epoch
+        super().__init__(message, where=where)
 
 
 class SweepFailed(StoreError):

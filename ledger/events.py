@@ -74,8 +74,12 @@ class RunQueued(RunEventBase, frozen=True, kw_only=True, tag="run.queued"):
 
 
 class RunStarted(RunEventBase, frozen=True, kw_only=True, tag="run.started"):
-    epoch: Name | None = None
-    process: Name | None = None
+    epoch: Name | None = None  # the owner: the epoch this start names (rule O2)
+    process: Name | None = None  # stamped with the owner epoch's slot when only `epoch` is given
+    # A start that names no epoch: the current epoch of the run's slot when the start was
+    # recorded, stamped by the ledger. A run started after an epoch's boot is never that
+    # epoch's orphan under the O3 fallback, whatever the clock said (docs/operations.md).
+    slot_epoch: Name | None = None
 
 
 class RunCheckpointed(RunEventBase, frozen=True, kw_only=True, tag="run.checkpointed"):
@@ -147,6 +151,7 @@ class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_faile
     step: Name
     error_class: Name
     error: LongText = ""
+    epoch: Name | None = None  # the ticking epoch: fenced like any report (rule F1)
 
 
 class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_recovered"):
@@ -154,6 +159,7 @@ class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_re
     written for a healthy run (BRIEF T3)."""
 
     tick: Name
+    epoch: Name | None = None  # the ticking epoch (rule F1)
 
 
 class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_lettered"):
@@ -168,6 +174,7 @@ class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_let
     failures: int  # failures in the streak, this tick's included
     deadline_s: float  # the bound, seconds
     cleanup_error: LongText | None = None  # best-effort cleanup that raised
+    epoch: Name | None = None  # the ticking epoch (rule F1)
 
 
 # -------------------------------------- orphans and fencing (issue 4, BRIEF O2-O5)
@@ -198,6 +205,10 @@ class RunFenced(RunEventBase, frozen=True, kw_only=True, tag="run.fenced"):
     superseded_by: Name | None = None
     stopped_at: Instant | None = None
     report: dict[str, Any] = {}  # the refused report as it was submitted
+    # For an outcome report (run.finished, run.failed): the status it would have set,
+    # stamped when it was refused. Such evidence binds automation: the run is not
+    # auto-resumed until it starts again (rule F2).
+    reported: Status | None = None
 
 
 RunEvent = (

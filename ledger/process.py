@@ -27,6 +27,10 @@ from ledger.events import (
 
 replace = msgspec.structs.replace
 
+# Why an epoch is no longer live: the rule ids verdicts, fenced reports and docs name.
+SUPERSEDED = "O2-superseded"
+STOPPED = "O2-stopped"
+
 
 class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     process: str
@@ -46,7 +50,20 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def live(self) -> bool:
         """Not superseded by a later boot of the slot and not cleanly stopped."""
-        return self.superseded_by is None and self.stopped_at is None
+        return end_of(self) is None
+
+
+def end_of(epoch: EpochState) -> tuple[str, str] | None:
+    """Why `epoch` is no longer live, as (rule, sentence), or None while it is live.
+
+    The one liveness definition: fencing (ledger/fencing.py), the orphan rule
+    (projections/orphans.py), the sweep and the CLI all ask it. Liveness is a fact of
+    the slot's stream, never a guess from the clock or the run's age."""
+    if epoch.superseded_by is not None:
+        return SUPERSEDED, f"epoch {epoch.epoch} of {epoch.process} was superseded by epoch {epoch.superseded_by}"
+    if epoch.stopped_at is not None:
+        return STOPPED, f"epoch {epoch.epoch} of {epoch.process} recorded a clean stop at {epoch.stopped_at.isoformat()}"
+    return None
 
 
 class ProcessState(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,6 +80,14 @@ class ProcessState(msgspec.Struct, frozen=True, kw_only=True):
             if e.epoch == epoch:
                 return e
         return None
+
+    def booted_no_later(self, first: str, second: str) -> bool | None:
+        """Was epoch `first` booted at or before epoch `second` in this slot's log order?
+        None if either is not an epoch of this slot."""
+        order = {e.epoch: i for i, e in enumerate(self.epochs)}
+        if first not in order or second not in order:
+            return None
+        return order[first] <= order[second]
 
 
 def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:

@@ -53,6 +53,16 @@ class Checkpoint(msgspec.Struct, frozen=True, omit_defaults=True):
     node: str | None = None  # None after a rewind to a bare ref
 
 
+class FencedEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """A stale epoch's report, refused and kept as run.fenced evidence, that the run's
+    work ended (rule F2): automation may not resume the run until it starts again."""
+
+    epoch: str  # the stale epoch that reported it
+    refused: str  # tag of the refused report (run.finished, run.failed)
+    reported: Status  # the status it would have set
+    at: datetime  # when it was reported
+
+
 class RunState(msgspec.Struct, frozen=True, kw_only=True):
     run: str
     status: Status
@@ -76,6 +86,9 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     corrections: int = 0  # audited corrections out of a final status
     last: RunEvent | None = None  # the last event, to recognise "the same event again"
     tick_streak: TickStreak | None = None  # open tick failure streak (BRIEF T3, ledger/streak.py)
+    slot_epoch: str | None = None  # a start without epoch: its slot's epoch then (rule O3)
+    fenced: int = 0  # stale reports refused and kept as run.fenced evidence (rule F1)
+    fenced_end: FencedEnd | None = None  # since the last start (rule F2)
 
 
 # -------------------------------------------------------------------- fold
@@ -98,8 +111,12 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
     assert state is not None, f"{tag_of(e)} before run.queued"
     if type(e) is RunFenced:
         # Evidence only: a refused late report changes neither status nor who made the
-        # last transition; it only takes a version of the stream.
-        return replace(state, version=state.version + 1, last=e)
+        # last transition; it only takes a version of the stream. A claim that the work
+        # ended binds automation until the next start (rule F2).
+        end = state.fenced_end
+        if e.reported is not None:
+            end = FencedEnd(epoch=e.epoch, refused=e.refused, reported=e.reported, at=e.at)
+        return replace(state, version=state.version + 1, last=e, fenced=state.fenced + 1, fenced_end=end)
     # What every transition sets, in one replace with explicit keywords (a shared
     # **kwargs dict costs twice as much, and this runs for every event of a rebuild).
     new = replace(state, status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
@@ -109,7 +126,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return replace(new, checkpoint=Checkpoint(ref=e.ref, node=e.node))
         case RunStarted():
             return replace(new, epoch=e.epoch, process=e.process or state.process, started_at=e.at,
-                           error=None, cause=None)  # fmt: skip
+                           slot_epoch=e.slot_epoch, error=None, cause=None, fenced_end=None)  # fmt: skip
         case RunCancelled() | RunFinished():
             return replace(new, error=None, cause=None)
         case RunFailed():
@@ -154,7 +171,7 @@ def fold(events: Iterable[RunEvent], state: RunState | None = None) -> RunState 
 
 
 # ------------------------------------------------------------------ decide
-def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
+def result_of(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
     """The status and code a command would leave the run in (legality aside)."""
     match cmd:
         case RunQueued() | RunResumed() | RunRewound():
@@ -184,7 +201,10 @@ def _result(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
 
 
 def _sans_stamp(e: RunEvent) -> RunEvent:
-    return replace(e, at=datetime.min.replace(tzinfo=UTC), actor=None, reason=None)
+    """The event without what a retried delivery may change: its time, who, why, and
+    what the ledger stamps from the moment (a start's `slot_epoch`)."""
+    e = replace(e, at=datetime.min.replace(tzinfo=UTC), actor=None, reason=None)
+    return replace(e, slot_epoch=None) if type(e) is RunStarted else e
 
 
 def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
@@ -199,7 +219,7 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         raise IllegalTransition(cmd.run, "deleted", tag, "a deleted run accepts nothing")
     if state is None and not isinstance(cmd, RunQueued):
         raise IllegalTransition(cmd.run, None, tag, "a run begins with run.queued")
-    new_status, new_code = _result(cmd, state)
+    new_status, new_code = result_of(cmd, state)
     if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
     if cmd.status is not None and cmd.status != new_status:
@@ -213,7 +233,12 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         return []  # no streak is open: "recovered" already holds (BRIEF T3)
     if isinstance(cmd, RunResumed):
         assert status is not None and state is not None
-        if cmd.by == "auto" and not lifecycle.can_auto_resume(status, state.code):
+        end = state.fenced_end
+        if cmd.by == "auto" and not lifecycle.can_auto_resume(status, state.code, fenced_end=end is not None):
+            if end is not None:
+                raise IllegalTransition(cmd.run, status, tag, f"automation may not resume it: stale epoch {end.epoch} "
+                                        f"reported {end.refused} ({end.reported}) at {end.at.isoformat()}, kept as "
+                                        "fenced evidence; an operator decides (rule F2)")  # fmt: skip
             raise IllegalTransition(cmd.run, status, tag, f"automation may not resume a run that is {status} with code {state.code or 'UNKNOWN'}")
         if cmd.by == "operator" and not lifecycle.can_operator_resume(status, state.code):
             raise IllegalTransition(cmd.run, status, tag)

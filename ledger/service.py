@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Literal
 
+import msgspec
+
 from ledger import fencing
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, SystemClock, boot_instant
 from ledger.codec import checked
-from ledger.errors import ConflictError, IllegalTransition, RunNotFound, StaleEpoch
+from ledger.errors import ConflictError, IllegalTransition, RunNotFound, StaleEpoch, UnknownEpoch
 from ledger.events import (
     AnyEvent,
     Cause,
@@ -48,7 +50,7 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
-from ledger.store import Append, Store, open_store
+from ledger.store import Append, Poison, Store, open_store
 from projections.orphans import MARGIN
 
 RunState = run_mod.RunState
@@ -63,12 +65,29 @@ def stream_of(event: AnyEvent) -> str:
     return process_stream(event.process)
 
 
-def _fold_stream(stream: str, history: list[Recorded]) -> Any:
-    """A stream's state by the fold of its kind (run or process slot)."""
-    events = [r.event for r in history]
+def _fold_stream(stream: str, history: list[Recorded | Poison]) -> Any:
+    """A stream's state by the fold of its kind (run or process slot), as the views fold
+    it: an event that does not decode, or that its fold cannot apply, is skipped (the
+    views park it, rule T4), so one bad row never makes a run or a slot unwritable.
+    The state's version is the stream's, bad rows included: the next append takes the
+    version after them."""
+    if not history:
+        return None
     if stream.startswith(run_stream("")):
-        return run_mod.fold(events)  # type: ignore[arg-type]
-    return process_stream_mod.fold(events)  # type: ignore[arg-type]
+        evolve: Callable[[Any, Any], Any] = run_mod.evolve
+    else:
+        evolve = process_stream_mod.evolve
+    state = None
+    for rec in history:
+        if type(rec) is not Recorded:
+            continue
+        try:
+            state = evolve(state, rec.event)
+        except Exception:  # noqa: BLE001 - the engine's poison rule: skip, as the views park it
+            continue
+    if state is not None and state.version != history[-1].version:
+        state = msgspec.structs.replace(state, version=history[-1].version)
+    return state
 
 
 class Commands:
@@ -156,6 +175,7 @@ class Batch(Commands):
         self.clock = ledger.clock
         self._state: dict[str, Any] = {}
         self._pending: list[Append] = []  # in submission order: the log order
+        self._epochs: dict[str, str] = {}  # epoch id -> slot, learned in this batch
         self.recorded: list[Recorded] = []
 
     def state(self, stream: str) -> Any:
@@ -181,6 +201,12 @@ class Batch(Commands):
         if stream not in self._state:
             self._state[stream] = state
 
+    def declare_epoch(self, epoch: str, process: str) -> None:
+        """Say which slot booted `epoch`, so reports naming it find it without a lookup
+        (the tick driver declares its own epoch). Checked when used: the slot's stream
+        must know the epoch."""
+        self._epochs[epoch] = process
+
     def submit(self, command: AnyEvent) -> Any:
         checked(command)
         stream = stream_of(command)
@@ -191,22 +217,69 @@ class Batch(Commands):
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type]
             new_state = process_stream_mod.fold(events, state)
+            if isinstance(command, ProcessBooted) and events:
+                self._epochs.setdefault(command.epoch, command.process)
         if events:
             self._state[stream] = new_state
             version = new_state.version - len(events)
             self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
 
+    def find_epoch(self, epoch: str, hint: str | None = None,
+                   *, must_be_in: str | None = None) -> process_stream_mod.EpochState:  # fmt: skip
+        """The epoch with this id, wherever it booted: in slot `hint` if it is there,
+        else in the slot this batch or the epoch index (projections/epoch_index.py)
+        knows for it. `must_be_in`: the report names that slot, so the epoch must be
+        one of its epochs. Raises UnknownEpoch if no slot booted it (its liveness
+        cannot be judged), or if two slots booted the same id."""
+        for slot in (must_be_in or hint, self._epochs.get(epoch)):
+            if slot is not None:
+                known = self.state(process_stream(slot))
+                found = known.epoch(epoch) if known is not None else None
+                if found is not None:
+                    return found
+            if must_be_in is not None:
+                break
+        slots = self.ledger.epoch_slots(epoch)
+        if must_be_in is not None:
+            elsewhere = f"it was booted by slot {', '.join(slots)}" if slots else "no slot booted it (boot() first)"
+            raise UnknownEpoch(epoch, f"epoch {epoch!r} is not an epoch of slot {must_be_in!r}: {elsewhere}")
+        if not slots:
+            raise UnknownEpoch(epoch, f"no process slot ever booted epoch {epoch!r}, so its liveness cannot be "
+                               "judged (boot() the process first and name the epoch it returns)")  # fmt: skip
+        if len(slots) > 1:
+            raise UnknownEpoch(epoch, f"epoch id {epoch!r} was booted by several slots ({', '.join(slots)}); "
+                               "name the slot with process=")  # fmt: skip
+        known = self.state(process_stream(slots[0]))
+        found = known.epoch(epoch) if known is not None else None
+        if found is None:  # the index and the slot's stream disagree: an index of another ledger?
+            raise UnknownEpoch(epoch, f"the epoch index says slot {slots[0]!r} booted {epoch!r}, but its stream "
+                               "does not hold that boot; rebuild the views (epochledger rebuild)")  # fmt: skip
+        self._epochs[epoch] = slots[0]
+        return found
+
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/fencing.py): a report written on behalf of
         a stale epoch raises StaleEpoch carrying the run.fenced evidence to keep. A
-        retried delivery whose effect already holds stays a no-op, stale or not."""
+        retried delivery whose effect already holds stays a no-op, stale or not.
+
+        Before deciding, the ledger stamps what only it knows: a start that names an
+        epoch but no slot gets the epoch's slot (the run's owner is the epoch its last
+        start named, wherever it booted: rule O2); a start that names no epoch gets its
+        slot's current epoch (`slot_epoch`, rule O3)."""
         evidence = None
         epoch = fencing.writer_epoch(command)
-        process = fencing.writer_process(command, state) if epoch is not None else None
-        if epoch is not None and process is not None:
-            slot = self.state(process_stream(process))
-            evidence = fencing.fence(command, state, slot.epoch(epoch) if slot is not None else None)
+        if epoch is not None:
+            named = command.process if isinstance(command, RunStarted) else None
+            writer = self.find_epoch(epoch, fencing.slot_hint(command, state), must_be_in=named)
+            if isinstance(command, RunStarted) and command.process is None:
+                command = msgspec.structs.replace(command, process=writer.process)
+            evidence = fencing.fence(command, state, writer)
+        elif isinstance(command, RunStarted):
+            slot = command.process or (state.process if state is not None else None)
+            known = self.state(process_stream(slot)) if slot is not None else None
+            current = known.current if known is not None else None
+            command = msgspec.structs.replace(command, slot_epoch=current.epoch if current is not None else None)
         try:
             events: list[Any] = run_mod.decide(command, state)  # type: ignore[arg-type]
         except IllegalTransition:
@@ -379,22 +452,33 @@ class Ledger(Commands):
 
     # -------------------------------------------------------------- reads
     def get_run(self, run: str) -> RunState:
-        history = self.store.read_stream(run_stream(run))
-        state = run_mod.fold(r.event for r in history)  # type: ignore[misc]
+        """A run's state, folded from its stream as the write side folds it (an event
+        that does not decode is skipped, as the views park it)."""
+        state = _fold_stream(run_stream(run), self.store.read_stream(run_stream(run)))
         if state is None:
             raise RunNotFound(run)
         if state.deleted:
             raise RunNotFound(run, deleted=True)
-        return state
+        return state  # type: ignore[no-any-return]
 
-    def history(self, run: str) -> list[Recorded]:
+    def history(self, run: str) -> list[Recorded | Poison]:
+        """Every event of a run in order; an event that does not decode is a Poison in
+        its place (position, version, tag and error), so a history always shows."""
         history = self.store.read_stream(run_stream(run))
         if not history:
             raise RunNotFound(run)
         return history
 
     def process(self, process: str) -> ProcessState | None:
-        return process_stream_mod.fold(r.event for r in self.store.read_stream(process_stream(process)))  # type: ignore[misc]
+        return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
+
+    def epoch_slots(self, epoch: str) -> list[str]:
+        """The slots that booted this epoch id (normally one), from the epoch index
+        view, caught up first (projections/epoch_index.py)."""
+        from projections import engine, epoch_index
+
+        found, _ = engine.read_view(self.store, epoch_index, key=epoch)
+        return list(found.get(epoch, []))
 
     def events(self, after: int = 0, upto: int | None = None) -> Iterator[Recorded]:
         return self.store.read_all(after, upto)

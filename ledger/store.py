@@ -24,7 +24,7 @@ import msgspec
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
 from ledger import codec
-from ledger.errors import ConflictError, DecodeError, InvalidInput, StoreError
+from ledger.errors import ConflictError, DamagedLog, DecodeError, InvalidInput, StoreError, StreamGap
 from ledger.events import AnyEvent, Recorded, tag_of
 
 EVENTS_TABLE = "epochledger_events"
@@ -48,7 +48,7 @@ class Append(NamedTuple):
 def _translated(what: str) -> Iterator[None]:
     try:
         yield
-    except (ConflictError, StoreError, DecodeError):
+    except (ConflictError, StoreError, DamagedLog):
         raise
     except IntegrityError as e:
         raise ConflictError([], str(e)) from None
@@ -99,6 +99,14 @@ def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded |
     return out
 
 
+def _contiguous(stream: str, records: list[Recorded | Poison]) -> list[Recorded | Poison]:
+    for expected, rec in enumerate(records, start=1):
+        if rec.version != expected:
+            after = records[expected - 2].position if expected > 1 else None
+            raise StreamGap(stream, expected, after, rec.position)
+    return records
+
+
 class Store:
     """Common logic over one recorder. Subclasses give the SQL of the raw read path."""
 
@@ -133,22 +141,29 @@ class Store:
         return list(ids or [])
 
     # -------------------------------------------------------------- reads
-    def read_stream(self, stream: str) -> list[Recorded]:
+    def read_stream(self, stream: str) -> list[Recorded | Poison]:
+        """One stream's events in version order. An event that does not decode is a
+        Poison in its place (rule T4: the caller decides, the write side skips it as the
+        views park it). Raises StreamGap if the versions are not 1, 2, 3, ...: a removed
+        row would otherwise surface later as a misleading write conflict."""
         with _translated(f"read {stream}"):
             rows = self._select_stream(stream)
-        return [Recorded(pos, stream, ver, _decode(pos, state)) for pos, ver, state in rows]
+        return _contiguous(stream, _decode_rows([(pos, stream, ver, state) for pos, ver, state in rows]))
 
-    def read_streams(self, streams: Sequence[str]) -> dict[str, list[Recorded]]:
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[Recorded | Poison]]:
         """Several streams in one query per 500 (group commit's prefetch): each stream's
-        events in version order; a stream with no events maps to []."""
-        found: dict[str, list[Recorded]] = {s: [] for s in streams}
+        events in version order, as read_stream gives them; a stream with no events
+        maps to []."""
+        found: dict[str, list[Recorded | Poison]] = {s: [] for s in streams}
         wanted = list(found)
         for i in range(0, len(wanted), 500):
             chunk = wanted[i:i + 500]
             with _translated("read streams"):
                 rows = self._select_streams(chunk)
-            for pos, stream, ver, state in rows:
-                found[stream].append(Recorded(pos, stream, ver, _decode(pos, state)))
+            for rec in _decode_rows(rows):
+                found[rec.stream].append(rec)
+        for stream, records in found.items():
+            _contiguous(stream, records)
         return found
 
     def stream_version(self, stream: str) -> int:

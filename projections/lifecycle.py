@@ -88,13 +88,18 @@ def requires_resume_answers(status: Status, code: str = "") -> bool:
     return status is S.PAUSED_WAITING_HUMAN
 
 
-def can_auto_resume(status: Status, code: str = "") -> bool:
+def can_auto_resume(status: Status, code: str = "", *, fenced_end: bool = False) -> bool:
     """Automation may resume only a resumable failure, and not one whose cause makes a
     resume pointless (the node is gone, the resume itself is invalid, the flow failed
     on purpose). Never a cancel or an operator pause: automation must not override an
     operator's stop. Never a human wait: a human must answer. Unknown codes (open
-    world, including "" = UNKNOWN) are allowed: the refusal list is a deny-list."""
-    return status is S.FAILED_RESUMABLE and code not in NO_AUTO_RESUME
+    world, including "" = UNKNOWN) are allowed: the refusal list is a deny-list.
+
+    `fenced_end`: the run's fenced evidence holds an outcome report (finished, failed)
+    made by a stale epoch after the run's last start. Evidence binds (F2): a stale
+    worker said the work ended, so resuming could run the job twice; an operator
+    decides."""
+    return status is S.FAILED_RESUMABLE and code not in NO_AUTO_RESUME and not fenced_end
 
 
 def counts_against_launch_limit(status: Status, code: str = "") -> bool:
@@ -131,8 +136,11 @@ PREDICATES: dict[str, Callable[[Status, str], bool]] = {
 }
 
 
-def predicates(status: Status, code: str = "") -> dict[str, bool]:
-    return {name: f(status, code) for name, f in PREDICATES.items()}
+def predicates(status: Status, code: str = "", *, fenced_end: bool = False) -> dict[str, bool]:
+    """Every predicate of PREDICATES for one run; `fenced_end` as in can_auto_resume."""
+    out = {name: f(status, code) for name, f in PREDICATES.items()}
+    out["can_auto_resume"] = can_auto_resume(status, code, fenced_end=fenced_end)
+    return out
 
 
 # ---------------------------------------------------------- transition table

@@ -45,8 +45,8 @@ VERSION = 1
 
 MARGIN = timedelta(seconds=1)  # BRIEF O3; configurable per call, never floored
 
-SUPERSEDED = "O2-superseded"
-STOPPED = "O2-stopped"
+SUPERSEDED = process_mod.SUPERSEDED
+STOPPED = process_mod.STOPPED
 FALLBACK = "O3-fallback"
 
 
@@ -57,10 +57,23 @@ class View:
     processes: dict[str, ProcessState] = field(default_factory=dict)
     runs: dict[str, RunState] = field(default_factory=dict)
     position: int = 0
+    _by_id: dict[str, list[EpochState]] | None = field(default=None, repr=False, compare=False)
 
     def epoch(self, process: str, epoch: str) -> EpochState | None:
         p = self.processes.get(process)
         return p.epoch(epoch) if p is not None else None
+
+    def find_epoch(self, epoch: str) -> EpochState | None:
+        """The epoch with this id, in whatever slot booted it; None if no slot did, or
+        if two slots booted the same id (the view refuses to guess)."""
+        if self._by_id is None:
+            index: dict[str, list[EpochState]] = {}
+            for p in self.processes.values():
+                for e in p.epochs:
+                    index.setdefault(e.epoch, []).append(e)
+            self._by_id = index
+        found = self._by_id.get(epoch, [])
+        return found[0] if len(found) == 1 else None
 
     def current(self, process: str) -> EpochState | None:
         p = self.processes.get(process)
@@ -78,6 +91,7 @@ def evolve(view: View, rec: Recorded) -> View:
     else:
         assert isinstance(e, ProcessEventBase)
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)  # type: ignore[arg-type]
+        view._by_id = None
     view.position = rec.position
     return view
 
@@ -113,13 +127,13 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def explain(self) -> str:
         if self.rule == SUPERSEDED:
             return (f"owner epoch {self.owner_epoch} of {self.owner_process} was superseded by "
-                    f"epoch {self.superseded_by} (BRIEF O2: orphaned at any age)")  # fmt: skip
+                    f"epoch {self.superseded_by}; orphaned at any age, rule O2")  # fmt: skip
         if self.rule == STOPPED:
             return (f"owner epoch {self.owner_epoch} of {self.owner_process} recorded a clean stop at "
-                    f"{_iso(self.stopped_at)} (BRIEF O2: orphaned at any age)")  # fmt: skip
+                    f"{_iso(self.stopped_at)}; orphaned at any age, rule O2")  # fmt: skip
         return (f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
                 f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
-                f"of {self.owner_process} - {self.margin:g}s margin (BRIEF O3 fallback)")  # fmt: skip
+                f"of {self.owner_process} - {self.margin:g}s margin; the time fallback, rule O3")  # fmt: skip
 
 
 def _iso(t: datetime | None) -> str:
@@ -130,39 +144,48 @@ Policy = Callable[[View, RunState, "EpochState | None", timedelta], "Verdict | N
 
 
 def owner_of(view: View, run: RunState) -> EpochState | None:
-    """The epoch that owns a run: the epoch its last start named, looked up in its
-    process slot (or, for a run without a process, the one slot that knows the id)."""
+    """The epoch that owns a run: the epoch its last start named, wherever that epoch
+    booted (its run's `process` may name another slot: a run queued for one slot can be
+    started by another slot's epoch). None if the start named no epoch, or one no slot
+    booted."""
     if run.epoch is None:
         return None
-    if run.process is not None:
-        return view.epoch(run.process, run.epoch)
-    found = [e for p in view.processes.values() if (e := p.epoch(run.epoch)) is not None]
-    return found[0] if len(found) == 1 else None
+    if run.process is not None and (e := view.epoch(run.process, run.epoch)) is not None:
+        return e
+    return view.find_epoch(run.epoch)
 
 
 def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, margin: timedelta) -> Verdict | None:
-    """BRIEF O2 then O3. `relative_to` is the epoch an unowned run is judged against
+    """Rule O2 then O3. `relative_to` is the epoch an unowned run is judged against
     (the sweeping epoch, or its process's current epoch when None)."""
     if run.deleted or not lifecycle.can_be_orphaned(run.status, run.code):
         return None
     owner = owner_of(view, run)
     if owner is not None:
-        # O2. Liveness is a fact of the process stream; the run's age plays no part.
-        # Replacing this with an age check is the 30-minute-threshold incident.
-        if owner.superseded_by is not None:
-            return Verdict(run=run.run, rule=SUPERSEDED, owner_process=owner.process, owner_epoch=owner.epoch,
-                           superseded_by=owner.superseded_by, started_at=run.started_at,
-                           run_version=run.version)  # fmt: skip
-        if owner.stopped_at is not None:
-            return Verdict(run=run.run, rule=STOPPED, owner_process=owner.process, owner_epoch=owner.epoch,
-                           stopped_at=owner.stopped_at, started_at=run.started_at, run_version=run.version)  # fmt: skip
-        return None  # a live owner: never an orphan, however long the run has run
+        # O2. Liveness is a fact of the process stream (ledger.process.end_of); the
+        # run's age plays no part. Replacing this with an age check is the
+        # 30-minute-threshold incident.
+        ended = process_mod.end_of(owner)
+        if ended is None:
+            return None  # a live owner: never an orphan, however long the run has run
+        rule, _why = ended
+        return Verdict(run=run.run, rule=rule, owner_process=owner.process, owner_epoch=owner.epoch,
+                       superseded_by=owner.superseded_by,
+                       stopped_at=owner.stopped_at if owner.superseded_by is None else None,
+                       started_at=run.started_at, run_version=run.version)  # fmt: skip
     # O3 fallback: a process but no known owner epoch.
     if run.process is None or run.started_at is None:
         return None
     rel = relative_to if relative_to is not None else view.current(run.process)
     if rel is None or rel.process != run.process or rel.sweep_skipped is not None:
         return None
+    if run.slot_epoch is not None:
+        # Log order, not the clock: a run whose start was recorded while `rel` (or a
+        # later epoch) was its slot's current epoch was started after `rel` booted, so
+        # it is never `rel`'s orphan, even if the wall clock read early when it started.
+        slot = view.processes.get(run.process)
+        if slot is not None and slot.booted_no_later(rel.epoch, run.slot_epoch):
+            return None
     # No floor: the cutoff is the boot instant minus the margin, never "at least N
     # minutes old" (a floor misses a run started at 02:00 and redeployed at 02:20).
     cutoff = rel.booted_at - margin

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from projections import epochs, failures, runs, tick_health
+from projections import epoch_index, epochs, failures, runs, tick_health
 
 VIEWS: tuple[ModuleType, ...] = (
     runs,
     epochs,  # with runs: what the orphan rule reads (projections/orphans.py)
+    epoch_index,  # epoch id -> slot: where the write side finds a report's epoch (F1)
     tick_health,  # small, stored whole (open streaks, dead-letters)
     failures,
 )

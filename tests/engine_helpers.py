@@ -22,7 +22,7 @@ def apply_op(ledger: Ledger, op: str, run: str, n: int) -> None:
             case "queue":
                 ledger.queue(run, workflow="wf")
             case "start":
-                ledger.start(run, epoch=f"e{n % 3}", process="w1")
+                ledger.start(run, epoch=f"e{n % 3}", process=f"w{n % 3}")
             case "checkpoint":
                 ledger.checkpoint(run, "node", f"ref-{n}")
             case "pause":
@@ -41,15 +41,25 @@ def apply_op(ledger: Ledger, op: str, run: str, n: int) -> None:
                 ledger.rewind(run, to_ref=f"ref-{n}" if n % 2 else None)
             case "delete":
                 ledger.delete(run)
-            case "boot":
+            case "boot":  # supersedes e1: its later reports are fenced (rule F1)
                 ledger.boot("w1", epoch=f"boot-{n}")
     except IllegalTransition:
         pass
     ledger.clock.advance(1)  # type: ignore[attr-defined]
 
 
+def boot_once(ledger: Ledger, process: str, epoch: str) -> None:
+    """Boot `epoch` of `process` unless the slot already has it: every report naming an
+    epoch needs one that some slot booted (rule F1)."""
+    state = ledger.process(process)
+    if state is None or state.epoch(epoch) is None:
+        ledger.boot(process, epoch=epoch)
+
+
 def random_history(ledger: Ledger, seed: int, runs: int = 20, ops: int = 300) -> None:
     rnd = random.Random(seed)
+    for i in range(3):
+        boot_once(ledger, f"w{i}", f"e{i}")
     queued: set[str] = set()
     for n in range(ops):
         run = f"run-{rnd.randrange(runs):03d}"
@@ -59,13 +69,14 @@ def random_history(ledger: Ledger, seed: int, runs: int = 20, ops: int = 300) ->
 
 
 def bulk_history(ledger: Ledger, runs: int, per_batch: int = 200, prefix: str = "bulk") -> None:
-    """queue, start, checkpoint and an end for `runs` runs, group-committed."""
+    """queue, start (no epoch: the O3 path), checkpoint and an end for `runs` runs,
+    group-committed."""
     for base in range(0, runs, per_batch):
         with ledger.batch() as b:
             for i in range(base, min(runs, base + per_batch)):
                 run = f"{prefix}-{i:06d}"
                 b.queue(run, workflow="wf")
-                b.start(run, epoch="e1", process="w1")
+                b.start(run, process="w1")
                 b.checkpoint(run, "n", "r")
                 if i % 5 == 0:
                     b.fail(run, ("TIMEOUT", "")[i % 2], resumable=True)

@@ -264,6 +264,8 @@ def test_A1_O3_runs_view_follows_the_log_not_the_clock(sqlite_ledger: Ledger, tm
     start, as in the fold, even though an earlier start has a later instant.
     Mutation caught: started_at as max(occurred_at)."""
     lg = sqlite_ledger
+    lg.boot("w", epoch="e1")
+    lg.boot("v", epoch="e2")
     lg.queue("x")
     lg.start("x", epoch="e1")
     lg.fail("x", "TIMEOUT", resumable=True)

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 from ledger import ManualClock
 from ledger.service import Ledger
-from projections import engine, epochs, failures, orphans, registry, runs, tick_health
+from projections import engine, epoch_index, epochs, failures, orphans, registry, runs, tick_health
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:
-    assert set(registry.VIEWS) == {runs, epochs, tick_health, failures}
+    assert set(registry.VIEWS) == {runs, epochs, epoch_index, tick_health, failures}
     assert len({v.NAME for v in registry.VIEWS}) == len(registry.VIEWS)
 
 
