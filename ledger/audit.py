@@ -164,26 +164,29 @@ def _predicate_columns() -> list[str]:
     return ["is_failure", *lifecycle.PREDICATES]
 
 
-def _predicate_row(status: str, code: str) -> list[Any] | None:
+def _predicate_rows(status: str, code: str) -> list[list[Any]]:
+    """The two rows of one (status, code): without and with fenced evidence of an end
+    (`fenced_end`, rule F2: only can_auto_resume differs)."""
     try:
         s = Status(status)
     except ValueError:
-        return None  # a status this version does not know: its predicates stay NULL
-    return [status, code, lifecycle.is_failure(s, code), *(f(s, code) for f in lifecycle.PREDICATES.values())]
+        return []  # a status this version does not know: its predicates stay NULL
+    return [[status, code, fenced_end, lifecycle.is_failure(s, code),
+             *lifecycle.predicates(s, code, fenced_end=fenced_end).values()] for fenced_end in (False, True)]  # fmt: skip
 
 
 def _predicate_signature() -> str:
     """Changes whenever lifecycle's answers change, so sync rebuilds the table."""
     codes = ["", *sorted(KNOWN_CODES), "A_CODE_NOBODY_KNOWS"]
-    table = [_predicate_columns(), [_predicate_row(s, code) for s in Status for code in codes]]
+    table = [_predicate_columns(), [_predicate_rows(s, code) for s in Status for code in codes]]
     return hashlib.sha256(msgspec.json.encode(table)).hexdigest()[:16]
 
 
 def _create_predicates(con: duckdb.DuckDBPyConnection) -> None:
     cols = ", ".join(f"{c} BOOLEAN" for c in _predicate_columns())
     con.execute("DROP TABLE IF EXISTS lifecycle_predicates")
-    con.execute(f"CREATE TABLE lifecycle_predicates (status VARCHAR NOT NULL, code VARCHAR NOT NULL, {cols}, "
-                "PRIMARY KEY (status, code))")  # fmt: skip
+    con.execute(f"CREATE TABLE lifecycle_predicates (status VARCHAR NOT NULL, code VARCHAR NOT NULL, "
+                f"fenced_end BOOLEAN NOT NULL, {cols}, PRIMARY KEY (status, code, fenced_end))")  # fmt: skip
 
 
 def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
@@ -193,8 +196,8 @@ def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
         "WHERE p.status = e.status AND p.code = e.code) ORDER BY 1, 2",
         [after],
     ).fetchall()
-    rows = [r for r in (_predicate_row(s, c) for s, c in pairs) if r is not None]
-    width = 2 + len(_predicate_columns())
+    rows = [r for s, c in pairs for r in _predicate_rows(s, c)]
+    width = 3 + len(_predicate_columns())
     for i in range(0, len(rows), 500):
         part = rows[i:i + 500]
         marks = ", ".join("(" + ", ".join("?" * width) + ")" for _ in part)

@@ -71,7 +71,7 @@ def run_record(s: RunState) -> dict[str, Any]:
     d = msgspec.to_builtins(s)
     d.pop("last", None)
     d["code_shown"] = show_code(s.code) if lifecycle.is_failure(s.status) else ""
-    d["predicates"] = lifecycle.predicates(s.status, s.code)
+    d["predicates"] = lifecycle.predicates(s.status, s.code, fenced_end=s.fenced_end is not None)
     return d
 
 
@@ -159,9 +159,13 @@ def cmd_show(ns: argparse.Namespace) -> None:
     rec.pop("code", None)
     health = rec.pop("tick_health")
     rec.pop("tick_streak", None)
+    end = rec.pop("fenced_end", None)
     for k, v in rec.items():
-        if v is not None and v != "":
+        if v is not None and v != "" and not (k == "fenced" and v == 0):
             out(f"{k:>12}: {v}")
+    if end is not None:
+        out(f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
+            f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)")  # fmt: skip
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
 
@@ -306,10 +310,16 @@ def cmd_history(ns: argparse.Namespace) -> None:
 
     Example: epochledger history nightly-0042
     """
+    from ledger.store import Poison
+
     with _open(ns) as ledger:
         history = ledger.history(ns.run)
-    rows, previous = [], None
+    rows: list[dict[str, Any]] = []
+    previous = None
     for r in history:
+        if isinstance(r, Poison):  # shown in its place, never a reason to hide the rest (rule T4)
+            rows.append({"position": r.position, "version": r.version, "type": r.tag, "undecodable": r.error})
+            continue
         d = {"position": r.position, "version": r.version, "from_status": previous, **msgspec.to_builtins(r.event)}
         previous = d["status"]
         rows.append(d)
@@ -317,10 +327,17 @@ def cmd_history(ns: argparse.Namespace) -> None:
         out_json(rows)
         return
     for d in rows:
+        if "undecodable" in d:
+            d["type"] = f"UNDECODABLE {d['type'] or '(unknown type)'}"
+            d["reason"] = d.pop("undecodable")
+            continue
         if lifecycle.is_failure(Status(d["status"])):
             d["code"] = show_code(d.get("code", ""))
         if d["type"] == "run.corrected":  # corrections stand out in every history
             d["type"] = f"CORRECTION {d['from_status']} -> {d['status']}"
+        if d["type"] == "run.fenced":  # so do late reports of stale epochs (rules F1, F2)
+            d["type"] = f"FENCED {d['refused']}" + (f" -> {d['reported']}" if d.get("reported") else "")
+            d["actor"] = d.get("actor") or d["epoch"]
         if d.get("cause"):
             d["reason"] = "; ".join(filter(None, [d.get("reason"), "caused by " + describe_cause(d["cause"])]))
     table(rows, ["position", "at", "type", "status", "code", "actor", "reason"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import assert_never
+from typing import Protocol, assert_never
 
 import msgspec
 
@@ -30,6 +30,17 @@ replace = msgspec.structs.replace
 # Why an epoch is no longer live: the rule ids verdicts, fenced reports and docs name.
 SUPERSEDED = "O2-superseded"
 STOPPED = "O2-stopped"
+
+
+class EpochRef(Protocol):
+    """Anything naming one epoch of one slot: boot()'s `process.booted` event, an
+    EpochState, a sweep's argument."""
+
+    @property
+    def process(self) -> str: ...
+
+    @property
+    def epoch(self) -> str: ...
 
 
 class EpochState(msgspec.Struct, frozen=True, kw_only=True):

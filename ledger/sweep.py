@@ -19,11 +19,12 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ledger.clock import boot_instant
+from ledger.process import EpochRef
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
 from ledger.events import (
     ProcessBooted,
@@ -43,11 +44,6 @@ log = logging.getLogger("epochledger.sweep")
 ATTEMPTS = 3  # BRIEF O5: 3 attempts, 2 gaps
 GAPS = (1.0, 4.0)  # seconds before attempt 2 and attempt 3
 CONFLICT_ROUNDS = 8  # re-reads after losing a race, within one attempt
-
-
-class EpochRef(Protocol):
-    process: str
-    epoch: str
 
 
 class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):

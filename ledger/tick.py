@@ -1,8 +1,9 @@
 """The tick driver: fault-isolated per-run steps, a durable failure streak, and a
 bounded dead-letter (BRIEF T1-T3). The contract and the arguments are in docs/tick.md.
 
+    epoch, _ = ledger.startup("scheduler-1")
     driver = TickDriver(ledger, [("reconcile", reconcile), ("admit", admit), ("advance", advance)],
-                        on_dead_letter=release_leases)
+                        epoch=epoch, on_dead_letter=release_leases)
     while running:
         report = driver.tick()
         if report.fatal: ...        # the tick as a whole failed (listing, store down)
@@ -25,6 +26,14 @@ What the driver guarantees:
   reason and the dead-letter lands anyway. Nothing the driver needs for it is read
   per run, so a run whose every read fails is still dead-lettered.
 
+- F1 fencing: the driver is bound to the epoch it ticks for (`epoch=`, the boot of its
+  process). Its events carry that epoch and are fenced like any report: once the epoch
+  is superseded or stopped, the driver can neither fail, streak, recover nor
+  dead-letter a run. A tick by a stale epoch stops and says so (`report.fatal.stage ==
+  "stale_epoch"`): checked before any step runs, and again if a step's own write is
+  fenced for this epoch; events of a tick that found itself stale are kept as
+  `run.fenced` evidence, never lost, never counted against the run.
+
 The driver returns a report; it never logs.
 """
 
@@ -40,9 +49,10 @@ from typing import Any, Literal
 import msgspec
 
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError
+from ledger.errors import ConflictError, InvalidInput, LedgerError, StaleEpoch, StoreError
 from ledger.events import (
     Name,
+    RunFenced,
     RunDeadLettered,
     RunEventBase,
     RunTickFailed,
@@ -50,6 +60,7 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
+from ledger.process import EpochRef, EpochState, end_of
 from ledger.run import RunState
 from ledger.service import Ledger
 from ledger.streak import TickStreak
@@ -110,10 +121,12 @@ class Unrecorded:
 @dataclass(frozen=True)
 class TickFatal:
     """A failure that belongs to no single run (T1): listing the active runs failed
-    (nothing ran, nothing was appended) or the store failed under the driver's own
-    writes (the steps ran; their events may be missing)."""
+    (nothing ran, nothing was appended), the store failed under the driver's own
+    writes (the steps ran; their events may be missing), or the driver's epoch is no
+    longer live (`stale_epoch`, rule F1: the tick stopped; what it had observed is kept
+    as run.fenced evidence)."""
 
-    stage: Literal["list", "record"]
+    stage: Literal["list", "record", "stale_epoch"]
     error_class: str
     error: str
     exception: BaseException = field(repr=False, compare=False)
@@ -130,7 +143,8 @@ class TickReport:
     dead_letters: tuple[DeadLetter, ...] = ()
     unrecorded: tuple[Unrecorded, ...] = ()
     fatal: TickFatal | None = None
-    appended: int = 0  # events the driver appended
+    appended: int = 0  # events the driver appended (run.fenced evidence included)
+    fenced: int = 0  # of them, run.fenced evidence kept for a stale epoch (rule F1)
 
     @property
     def ok(self) -> bool:
@@ -238,6 +252,7 @@ class TickDriver:
         ledger: Ledger,
         steps: Sequence[tuple[str, Step]] | Mapping[str, Step],
         *,
+        epoch: EpochRef | str,
         tick_failure_deadline: timedelta | float = DEFAULT_TICK_FAILURE_DEADLINE,
         on_dead_letter: Cleanup | None = None,
         actor: str = "tick",
@@ -259,11 +274,24 @@ class TickDriver:
         self.deadline = deadline
         self.on_dead_letter = on_dead_letter
         self.actor = _name(actor, "actor")
+        if isinstance(epoch, str):
+            self.epoch, self.process = _name(epoch, "epoch"), None
+        elif isinstance(getattr(epoch, "epoch", None), str) and isinstance(getattr(epoch, "process", None), str):
+            self.epoch, self.process = _name(epoch.epoch, "epoch"), _name(epoch.process, "epoch.process")
+        else:
+            raise InvalidInput(f"expected the epoch this driver ticks for (boot()'s result or its id), got {epoch!r}",
+                               where="epoch")  # fmt: skip
+        self.process = self._own_epoch(ledger.batch()).process  # UnknownEpoch if no slot booted it
 
     # -------------------------------------------------------------- tick
     def list_active(self) -> list[RunState]:
         """The runs this tick drives, with their streaks folded in: the tick's one read."""
         return self.ledger.runs(where=lambda s: lifecycle.is_active(s.status, s.code))
+
+    def _own_epoch(self, batch: Any) -> EpochState:
+        batch.declare_epoch(self.epoch, self.process) if self.process is not None else None
+        found: EpochState = batch.find_epoch(self.epoch, self.process)
+        return found
 
     def tick(self, tick_id: str | None = None) -> TickReport:
         """One pass over the active runs. `tick_id` names the tick in its events and in
@@ -274,21 +302,34 @@ class TickDriver:
         started = clock.now()
         tick = _name(tick_id, "tick_id") if tick_id is not None else f"{started:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"
         try:
+            ended = end_of(self._own_epoch(self.ledger.batch()))
+            if ended is not None:  # F1: a stale epoch's tick runs no step and writes nothing
+                return TickReport(tick=tick, started_at=started, fatal=self._stale(ended[1]))
             active = self.list_active()
         except Exception as exc:  # noqa: BLE001 - whatever it is, it belongs to no run
             fatal = TickFatal("list", error_class(exc), error_message(exc), exc)
             return TickReport(tick=tick, started_at=started, fatal=fatal)
 
         outcomes: list[_Outcome] = []
+        stale: StaleEpoch | None = None
         for state in active:
             step, exc = self._run_steps(state)
+            if isinstance(exc, StaleEpoch) and exc.epoch == self.epoch:
+                stale = exc  # a step's own write was fenced for this epoch: stop here (F1)
+                break
             o = _Outcome(state, clock.now(), step, exc)
             o.decision = decision(state.tick_streak, exc is not None, o.now, self.deadline)
             o.event = self._event(o, tick)
             outcomes.append(o)
 
-        appended, unrecorded, fatal = self._record(tick, [o for o in outcomes if o.event is not None])
-        return self._report(tick, started, outcomes, appended, unrecorded, fatal)
+        appended, fenced, unrecorded, fatal = self._record(tick, [o for o in outcomes if o.event is not None])
+        if stale is not None and fatal is None:
+            fatal = self._stale(stale.why, stale)
+        return self._report(tick, started, outcomes, appended, fenced, unrecorded, fatal)
+
+    def _stale(self, why: str, exc: BaseException | None = None) -> TickFatal:
+        message = f"the tick's epoch {self.epoch} of {self.process} is no longer live ({why}): the tick stopped (rule F1)"
+        return TickFatal("stale_epoch", "StaleEpoch", message, exc or StaleEpoch("", None, "tick", self.epoch, why))
 
     def _run_steps(self, state: RunState) -> tuple[str | None, BaseException | None]:
         # The exception is kept outside its `except` block: the next step (this run's or
@@ -307,7 +348,7 @@ class TickDriver:
 
     def _event(self, o: _Outcome, tick: str) -> RunEventBase | None:
         s = o.state
-        common = dict(at=o.now, run=s.run, actor=self.actor, tick=tick)
+        common = dict(at=o.now, run=s.run, actor=self.actor, tick=tick, epoch=self.epoch)
         if o.decision == "healthy":
             return None
         if o.decision == "recovered":
@@ -344,27 +385,40 @@ class TickDriver:
         return None if caught is None else f"{error_class(caught)}: {error_message(caught)}"
 
     # ------------------------------------------------------------ record
-    def _record(self, tick: str, todo: list[_Outcome]) -> tuple[int, list[Unrecorded], TickFatal | None]:
+    def _record(self, tick: str, todo: list[_Outcome]) -> tuple[int, int, list[Unrecorded], TickFatal | None]:
         """Group commit: every run's tick event in one transaction, decided against the
         listing's state (no read per run). A run another writer moved meanwhile (a step
         that wrote to it, another replica) makes the commit conflict; the store names the
         moved streams, so those runs are retried one by one against a fresh read and the
-        rest are committed together again. One run's conflict never drops another's event."""
+        rest are committed together again. One run's conflict never drops another's event.
+
+        If the driver's epoch is found stale while recording (another process booted its
+        slot meanwhile), every event is fenced: each is kept as run.fenced evidence in
+        the same group commit, and the tick reports `stale_epoch` (F1)."""
         appended = 0
         unrecorded: list[Unrecorded] = []
         group = {run_stream(o.state.run): o for o in todo}
         alone: list[_Outcome] = []
         while group:
             batch = self.ledger.batch()
+            self._own_epoch(batch)
+            evidence: list[RunFenced] = []
+            stale: StaleEpoch | None = None
             for stream, o in list(group.items()):
                 assert o.event is not None
                 batch.assume(o.state)
                 try:
                     batch.submit(o.event)
+                except StaleEpoch as e:
+                    stale = e
+                    if isinstance(e.evidence, RunFenced):
+                        evidence.append(e.evidence)
                 except LedgerError:
                     # Refused against the listing's view (e.g. a step moved the run out
                     # of the tick): decide again below against a fresh read.
                     alone.append(group.pop(stream))
+            if stale is not None:
+                return self._keep_stale(evidence, appended, unrecorded, stale)
             try:
                 recorded = batch.commit()
             except ConflictError as e:
@@ -372,7 +426,7 @@ class TickDriver:
                 alone.extend(group.pop(s) for s in moved)
                 continue
             except StoreError as exc:
-                return appended, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
+                return appended, 0, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
             appended += len(recorded)
             for o in group.values():
                 o.recorded = True
@@ -380,15 +434,37 @@ class TickDriver:
         for o in alone:
             try:
                 appended += self._record_alone(tick, o)
+            except StaleEpoch as e:
+                return self._keep_stale([e.evidence] if isinstance(e.evidence, RunFenced) else [], appended,
+                                        unrecorded, e)  # fmt: skip
             except StoreError as exc:
-                return appended, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
+                return appended, 0, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
             except LedgerError as e:
                 assert o.event is not None
                 unrecorded.append(Unrecorded(o.state.run, tag_of(o.event), e))
-        return appended, unrecorded, None
+        return appended, 0, unrecorded, None
+
+    def _keep_stale(self, evidence: list[RunFenced], appended: int, unrecorded: list[Unrecorded],
+                    stale: StaleEpoch) -> tuple[int, int, list[Unrecorded], TickFatal | None]:  # fmt: skip
+        """Append the fenced tick events as evidence, one group commit (run.fenced is
+        legal from any status; a run moved meanwhile is re-read)."""
+        kept = 0
+        for _ in range(5):
+            try:
+                with self.ledger.batch() as b:
+                    for f in evidence:
+                        b.submit(f)
+                kept = len(b.recorded)
+                break
+            except ConflictError:
+                continue
+            except StoreError as exc:
+                return appended, 0, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
+        return appended + kept, kept, unrecorded, self._stale(stale.why, stale)
 
     def _record_alone(self, tick: str, o: _Outcome) -> int:
         with self.ledger.batch() as b:
+            self._own_epoch(b)
             fresh = b.state(run_stream(o.state.run))
             if fresh is None or fresh.deleted or not lifecycle.is_active(fresh.status, fresh.code):
                 # A step (or someone else) moved the run out of the tick: its streak is
@@ -406,7 +482,7 @@ class TickDriver:
         return n
 
     # ------------------------------------------------------------ report
-    def _report(self, tick: str, started: datetime, outcomes: Iterable[_Outcome], appended: int,
+    def _report(self, tick: str, started: datetime, outcomes: Iterable[_Outcome], appended: int, fenced: int,
                 unrecorded: list[Unrecorded], fatal: TickFatal | None) -> TickReport:  # fmt: skip
         advanced: list[str] = []
         recovered: list[str] = []
@@ -435,31 +511,31 @@ class TickDriver:
         return TickReport(
             tick=tick, started_at=started, active=n, advanced=tuple(advanced), recovered=tuple(recovered),
             failures=tuple(failures), dead_letters=tuple(dead), unrecorded=tuple(unrecorded), fatal=fatal,
-            appended=appended,
+            appended=appended, fenced=fenced,
         )  # fmt: skip
 
 
 # ------------------------------------------------------------------- reads
 def tick_health(ledger: Ledger) -> Any:
-    """The tick-health view (projections.tick_health) folded from the whole log."""
+    """The tick-health view (projections.tick_health), read from its materialized
+    table after catching it up: an event that does not decode is parked there, never
+    a reason for this read to fail (rule T4)."""
+    from projections import engine
     from projections import tick_health as view
 
-    return view.fold(ledger.events())
+    found, _lag = engine.read_view(ledger.store, view)
+    return found
 
 
 def run_tick_health(ledger: Ledger, run: str) -> dict[str, Any]:
     """One run's tick health for `show`: its open streak with its age in ledger time
-    (the `at` of the log's last event) and its dead-letters. Reads the run's history
-    and the log's last event, not the whole log."""
+    (the `at` of the last event the view has seen) and its dead-letters, from the
+    tick-health view."""
     from projections import tick_health as view
 
-    v = view.fold(ledger.history(run))
-    last = ledger.store.max_position()
-    tail = next(iter(ledger.events(after=max(last - 1, 0))), None) if last else None
-    if tail is not None:
-        v.now = tail.event.at
+    v = tick_health(ledger)
     return {
         "streak": view.streak_row(v, run),
-        "dead_letters": msgspec.to_builtins(v.dead_letters),
+        "dead_letters": msgspec.to_builtins([d for d in v.dead_letters if d.run == run]),
         "ledger_now": v.now,
     }

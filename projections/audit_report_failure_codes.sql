@@ -9,8 +9,8 @@ WITH failures AS (
         t.failure_code AS code,
         t.run
     FROM transitions t
-    JOIN lifecycle_predicates p ON p.status = t.to_status AND p.code = t.failure_code
-    LEFT JOIN lifecycle_predicates pf ON pf.status = t.from_status AND pf.code = t.from_code
+    JOIN lifecycle_predicates p ON p.status = t.to_status AND p.code = t.failure_code AND NOT p.fenced_end
+    LEFT JOIN lifecycle_predicates pf ON pf.status = t.from_status AND pf.code = t.from_code AND NOT pf.fenced_end
     WHERE p.is_failure
       AND (pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code)
       AND t.occurred_at <= $as_of

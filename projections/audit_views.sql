@@ -41,14 +41,49 @@ WITH latest AS (
         arg_max_null(reason, position) AS reason,
         max(version) AS version,
         max(position) AS last_position,
-        bool_or(type = 'run.deleted') AS deleted
+        bool_or(type = 'run.deleted') AS deleted,
+        max(position) FILTER (WHERE type = 'run.started') AS last_start_position,
+        -- a fenced outcome report (run.fenced carrying `reported`) binds automation until
+        -- the run's next start (rule F2)
+        max(position) FILTER (WHERE type = 'run.fenced' AND payload->>'reported' IS NOT NULL) AS fenced_end_position,
+        arg_max(epoch, position) FILTER (WHERE type = 'run.fenced' AND payload->>'reported' IS NOT NULL) AS fenced_end_epoch_any,
+        count(*) FILTER (WHERE type = 'run.fenced') AS fenced
     FROM events
     WHERE starts_with(stream, 'run:')
     GROUP BY run
+), bound AS (
+    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position),
+           CASE WHEN fenced_end_position > coalesce(last_start_position, 0) THEN fenced_end_epoch_any END
+               AS fenced_end_epoch
+    FROM latest
 )
-SELECT l.*, p.* EXCLUDE (status, code)
-FROM latest l
-LEFT JOIN lifecycle_predicates p ON p.status = l.status AND p.code = l.code;
+SELECT l.*, p.* EXCLUDE (status, code, fenced_end)
+FROM bound l
+LEFT JOIN lifecycle_predicates p
+    ON p.status = l.status AND p.code = l.code AND p.fenced_end = (l.fenced_end_epoch IS NOT NULL);
+
+-- Late reports of stale epochs, refused and kept as evidence (run.fenced, rules F1, F2):
+-- which epoch, which report, the status it claimed (outcome reports only), and why the
+-- epoch was stale. `binds_automation`: an outcome report after the run's last start,
+-- so automation may not resume the run until it starts again.
+CREATE OR REPLACE VIEW fenced_reports AS
+SELECT
+    e.run,
+    e.position,
+    e.occurred_at,
+    e.epoch,
+    e.payload->>'refused' AS refused,
+    e.payload->>'reported' AS reported,
+    e.payload->>'why' AS why,
+    e.payload->>'superseded_by' AS superseded_by,
+    e.status AS status_kept,
+    e.payload->>'reported' IS NOT NULL AND e.position > coalesce(s.last_start, 0) AS binds_automation,
+    e.payload->'report' AS report
+FROM events e
+LEFT JOIN (
+    SELECT run, max(position) AS last_start FROM events WHERE type = 'run.started' GROUP BY run
+) s ON s.run = e.run
+WHERE e.type = 'run.fenced';
 
 -- One row per boot of a process slot. An epoch is superseded by the next boot of the
 -- same slot; `live` is as of the last synced event (BRIEF O2). Positions order events

@@ -114,3 +114,16 @@ def tamper_view(url: str, table: str, key: str, column: str, value: object) -> N
         return
     with sqlite3.connect(url[len("sqlite:///"):]) as conn:
         conn.execute(f'UPDATE "{table}" SET {column}=? WHERE k=?', (value, key))
+
+
+def delete_row(url: str, position: int) -> None:
+    """Remove the stored event at `position`, as a hand edit or a bad restore would."""
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        schema = parse_qs(urlsplit(url).query)["schema"][0]
+        with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
+            conn.execute(f'DELETE FROM "{schema}".epochledger_events WHERE notification_id=%s', (position,))
+        return
+    with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+        conn.execute("DELETE FROM epochledger_events WHERE rowid=?", (position,))

@@ -121,10 +121,10 @@ def test_A1_audit_status_says_how_far_behind_the_file_is(tmp_path: Path, capsys:
         lg.queue("late", at=datetime(2026, 9, 11, tzinfo=UTC))
     assert main(["--store", store, "audit", "status", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert (got["position"], got["ledger_position"], got["behind"], got["events"]) == (50, 51, 1, 50)
+    assert (got["position"], got["ledger_position"], got["behind"], got["events"]) == (51, 52, 1, 51)
     assert main(["--store", store, "audit", "sync"]) == 0
     assert main(["--store", store, "audit", "status"]) == 0
-    assert "position 51 of 51 (0 behind)" in capsys.readouterr().out
+    assert "position 52 of 52 (0 behind)" in capsys.readouterr().out
 
 
 def test_A1_an_audit_file_mirrors_one_ledger(tmp_path: Path, clock) -> None:  # noqa: ANN001
@@ -506,7 +506,7 @@ def test_A1_the_statement_check_refuses_writes_on_its_own(tmp_path: Path, capsys
     for sql in ["DELETE FROM events", "CREATE TABLE t AS SELECT 1", "SELECT 1; DELETE FROM events"]:
         with pytest.raises(QueryRefused):
             audit.query(path, sql)
-    assert audit.query(path, "SELECT count(*) FROM events").rows == [(50,)]
+    assert audit.query(path, "SELECT count(*) FROM events").rows == [(51,)]
 
 
 def test_A1_audit_query_answers_in_table_csv_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -574,7 +574,7 @@ def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(tmp_path: Path,
     con = duckdb.connect()
     got = con.execute(f"SELECT count(*), count(DISTINCT position), sum(CASE WHEN payload->>'code' = 'DISK_QUOTA_EXCEEDED' "
                       f"THEN 1 ELSE 0 END) FROM read_parquet('{out}/events/**/*.parquet', hive_partitioning = true)").fetchall()  # fmt: skip
-    assert got == [(50, 50, 2)]
+    assert got == [(51, 51, 2)]
     assert main(["--store", store, "audit", "export-parquet", str(out)]) == 3  # not empty: refused
 
 

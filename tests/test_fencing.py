@@ -175,3 +175,190 @@ def test_fencing_recovered_and_fenced_events_round_trip_through_export_and_impor
         kinds = [type(r.event) for r in copy.history("r")]
         assert RunRecovered in kinds and RunFenced in kinds
         assert copy.get_run("r").code == PROCESS_ORPHANED
+
+
+# ------------------------------------------------ which epoch, not which run (issue 10)
+def test_F1_stale_finish_on_a_run_queued_without_a_process_is_fenced(ledger, clock):
+    """Issue repro (item 5): a run queued without a process, started by w1's epoch; w1 is
+    redeployed; the old epoch's finish landed on its unswept orphan, because the fence
+    looked the writer's epoch up in the run's process slot, which was None.
+    Mutation caught: `fence` skipped when the run has no process (writer looked up only
+    in `run.process`)."""
+    ledger.boot("worker-1", epoch="w1")
+    ledger.queue("r")  # no process
+    ledger.start("r", epoch="w1")  # no process either: the ledger finds w1's slot
+    assert ledger.get_run("r").process == "worker-1"
+    ledger.boot("worker-1", epoch="w2")
+    with pytest.raises(StaleEpoch):
+        ledger.finish("r", epoch="w1")
+    assert ledger.get_run("r").status is Status.RUNNING
+    assert isinstance(ledger.history("r")[-1].event, RunFenced)
+
+
+def test_F1_old_owner_cannot_overwrite_the_new_owners_checkpoint(ledger, clock):
+    """Issue repro (item 5): after recovery and a restart by the new owner, the old
+    epoch's checkpoint replaced the new owner's, since the run's fields named the new
+    owner and the old epoch was looked up nowhere. Every report naming an epoch is
+    fenced by that epoch's liveness, whatever the run's fields.
+    Mutation caught: the writer's epoch taken from the run (`run.epoch`) instead of the
+    command."""
+    epoch = _setup(ledger, clock)
+    ledger.sweep(epoch)
+    ledger.resume("r", "auto")
+    ledger.start("r", epoch="w2", process="worker-1")
+    ledger.checkpoint("r", "load", "ckpt/new-owner", epoch="w2")
+    with pytest.raises(StaleEpoch):
+        ledger.checkpoint("r", "load", "ckpt/old-owner", epoch="w1")
+    state = ledger.get_run("r")
+    assert state.checkpoint is not None and state.checkpoint.ref == "ckpt/new-owner"
+    assert (state.epoch, state.status) == ("w2", Status.RUNNING)
+
+
+def test_F1_a_run_recorded_before_slots_were_stamped_is_still_fenced(ledger, clock):
+    """Histories written before the ledger stamped a start's slot: the start names w1's
+    epoch, the run's process names another slot. The epoch index finds w1 anyway.
+    Mutation caught: the epoch looked up only in `run.process` (or in the hint slot)."""
+    from ledger.events import RunQueued, RunStarted
+    from ledger.store import Append
+
+    ledger.boot("worker-1", epoch="w1")
+    ledger.boot("api", epoch="api.e1")
+    t = clock.now()
+    ledger.store.append([
+        Append("run:old", 1, RunQueued(at=t, run="old", process="api", status=Status.QUEUED)),
+        Append("run:old", 2, RunStarted(at=t, run="old", epoch="w1", status=Status.RUNNING)),
+    ])  # fmt: skip
+    ledger.boot("worker-1", epoch="w2")
+    with pytest.raises(StaleEpoch) as e:
+        ledger.finish("old", epoch="w1")
+    assert e.value.epoch == "w1" and ledger.get_run("old").status is Status.RUNNING
+
+
+def test_F1_a_report_naming_an_epoch_no_slot_booted_is_refused_and_appends_nothing(ledger, clock):
+    """An epoch no slot booted has no liveness to judge: the report is refused as bad
+    input (UnknownEpoch, exit 3) instead of landing unfenced.
+    Mutation caught: an unknown epoch treated as live (`fence` given None passes)."""
+    from ledger.errors import UnknownEpoch
+
+    ledger.boot("worker-1", epoch="w1")
+    ledger.queue("r", process="worker-1")
+    before = ledger.store.max_position()
+    with pytest.raises(UnknownEpoch, match="no process slot ever booted epoch 'ghost'") as e:
+        ledger.start("r", epoch="ghost")
+    assert e.value.exit_code == 3 and e.value.epoch == "ghost"
+    with pytest.raises(UnknownEpoch, match="not an epoch of slot 'worker-1'"):
+        ledger.start("r", epoch="ghost", process="worker-1")
+    ledger.start("r", epoch="w1", process="worker-1")
+    before = ledger.store.max_position()
+    with pytest.raises(UnknownEpoch):
+        ledger.checkpoint("r", "n", "ref", epoch="ghost")
+    assert ledger.store.max_position() == before
+
+
+def test_F1_a_start_naming_one_slot_and_another_slots_epoch_is_refused(ledger, clock):
+    from ledger.errors import UnknownEpoch
+
+    ledger.boot("worker-1", epoch="w1")
+    ledger.boot("worker-2", epoch="v1")
+    ledger.queue("r")
+    with pytest.raises(UnknownEpoch, match="'v1' is not an epoch of slot 'worker-1': it was booted by slot worker-2"):
+        ledger.start("r", epoch="v1", process="worker-1")
+    assert ledger.get_run("r").status is Status.QUEUED
+
+
+def test_F1_an_epoch_id_booted_by_two_slots_is_not_guessed(ledger, clock):
+    """Two slots booted the same id (ids chosen by hand): a report that names only the
+    epoch is refused rather than fenced against either slot's guess; naming the slot on
+    the start resolves it, and later reports find it through the run."""
+    from ledger.errors import UnknownEpoch
+
+    ledger.boot("worker-1", epoch="dup")
+    ledger.boot("worker-2", epoch="dup")
+    ledger.queue("r")
+    with pytest.raises(UnknownEpoch, match="several slots"):
+        ledger.start("r", epoch="dup")
+    ledger.start("r", epoch="dup", process="worker-2")
+    ledger.checkpoint("r", "n", "ref", epoch="dup")  # the run's owner slot: no guess needed
+    assert ledger.get_run("r").checkpoint is not None
+
+
+# ---------------------------------------------------------------- F2: evidence binds
+def test_F2_a_fenced_finish_after_the_last_start_stops_automation_from_resuming(ledger, clock):
+    """The incident: an old worker reported the run finished just after a redeploy; the
+    report was fenced, the sweep then recovered the run as an orphan and automation
+    resumed it: the job ran twice. With the evidence kept, automation is refused and an
+    operator decides; a new start clears it.
+    Mutation caught: `fenced_end` not consulted by can_auto_resume (or not set by the
+    fold): the auto resume lands."""
+    epoch = _setup(ledger, clock)
+    with pytest.raises(StaleEpoch):
+        ledger.finish("r", epoch="w1", reason="all rows loaded")
+    [v] = ledger.sweep(epoch).recovered
+    state = ledger.get_run("r")
+    assert (state.status, state.code) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED)
+    assert state.fenced_end is not None and (state.fenced_end.epoch, state.fenced_end.refused) == ("w1", "run.finished")
+    assert state.fenced_end.reported is Status.FINISHED
+    from projections import lifecycle
+
+    assert lifecycle.can_auto_resume(state.status, state.code)  # the code alone would allow it
+    assert not lifecycle.can_auto_resume(state.status, state.code, fenced_end=True)
+    before = ledger.store.max_position()
+    with pytest.raises(IllegalTransition, match="rule F2") as e:
+        ledger.resume("r", "auto")
+    assert "stale epoch w1 reported run.finished" in str(e.value)
+    assert ledger.store.max_position() == before
+    ledger.resume("r", "operator", actor="alice", reason="checked: output incomplete")
+    ledger.start("r", epoch="w2", process="worker-1")
+    assert ledger.get_run("r").fenced_end is None  # a new start: the old claim is spent
+    ledger.fail("r", "TIMEOUT", resumable=True, epoch="w2")
+    ledger.resume("r", "auto")
+
+
+@pytest.mark.parametrize("report, binds", [
+    (lambda lg: lg.finish("r", epoch="w1"), True),
+    (lambda lg: lg.fail("r", "OOM", resumable=False, epoch="w1"), True),
+    (lambda lg: lg.fail("r", "OOM", resumable=True, epoch="w1"), True),
+    (lambda lg: lg.checkpoint("r", "load", "ckpt/2", epoch="w1"), False),
+    (lambda lg: lg.pause("r", "operator", epoch="w1"), False),
+], ids=["finished", "failed", "failed_resumable", "checkpoint", "pause"])  # fmt: skip
+def test_F2_only_outcome_reports_bind(ledger, clock, report, binds):
+    """Finished or failed, the stale worker says the work ended; a checkpoint or a pause
+    does not. Mutation caught: every fenced report binding (or none)."""
+    epoch = _setup(ledger, clock)
+    with pytest.raises(StaleEpoch):
+        report(ledger)
+    ledger.sweep(epoch)
+    state = ledger.get_run("r")
+    assert (state.fenced_end is not None) is binds and state.fenced == 1
+    fenced = [r.event for r in ledger.history("r") if isinstance(r.event, RunFenced)][0]
+    assert (fenced.reported is not None) is binds
+
+
+def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, store_url, tmp_path, capsys):
+    from ledger import audit
+    from ledger.cli import main
+    from projections import engine
+
+    epoch = _setup(ledger, clock)
+    with pytest.raises(StaleEpoch):
+        ledger.finish("r", epoch="w1", reason="all rows loaded")
+    ledger.sweep(epoch)
+    capsys.readouterr()
+    assert main(["--store", store_url, "show", "r"]) == 0
+    out = capsys.readouterr().out
+    assert "fenced end: stale epoch w1 reported run.finished (finished)" in out and "rule F2" in out
+    assert "can_auto_resume" not in out.split("predicates:")[1]
+    assert main(["--store", store_url, "show", "r", "--json"]) == 0
+    shown = __import__("json").loads(capsys.readouterr().out)
+    assert shown["fenced_end"]["epoch"] == "w1" and shown["predicates"]["can_auto_resume"] is False
+    assert main(["--store", store_url, "history", "r"]) == 0
+    assert "FENCED run.finished -> finished" in capsys.readouterr().out
+    state, _ = engine.read_run(ledger.store, "r")  # the materialized runs view
+    assert state.fenced_end is not None and state.fenced == 1
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(ledger.store, path)
+    rows = audit.report(path, "fenced_reports").records()
+    assert [(r["run"], r["epoch"], r["refused"], r["reported"], r["binds_automation"]) for r in rows] == [
+        ("r", "w1", "run.finished", "finished", True)]
+    runs = audit.query(path, "SELECT run, fenced_end_epoch, can_auto_resume FROM runs WHERE run = 'r'").rows
+    assert runs == [("r", "w1", False)]

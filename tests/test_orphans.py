@@ -20,7 +20,7 @@ from tests.orphan_helpers import History
 
 from tests.conftest import T0
 from ledger.errors import InvalidInput
-from ledger.events import Status
+from ledger.events import RunQueued, RunStarted, Status
 from projections import lifecycle, orphans
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -324,3 +324,37 @@ def test_O2_process_booted_on_import_supersedes_like_boot(ledger):
     [(state, verdict)] = ledger.orphans()
     assert (state.run, verdict.rule, verdict.owner_epoch, verdict.superseded_by) == ("r", orphans.SUPERSEDED, "e1", "e2")
     assert [e.live for e in ledger.epochs()] == [False, True]
+
+
+def test_O2_owner_is_found_wherever_its_epoch_booted():
+    """A history whose start names another slot's epoch and whose run names the queue's
+    slot (as written before starts were stamped with their epoch's slot): the owner is
+    still that epoch. Mutation caught: `owner_of` looking only in `run.process`."""
+    h = History(T0)
+    h.boot("w1", "w1.e1", 0)
+    h.boot("w2", "w2.e1", 0)
+    h.add(RunQueued(at=h.at(10), run="r", process="w1"))
+    h.add(RunStarted(at=h.at(10), run="r", epoch="w2.e1"))  # decide alone: no slot stamped
+    assert h.view().runs["r"].process == "w1"
+    h.boot("w1", "w1.e2", 3600)
+    assert h.orphaned() == {}
+    epoch = h.view().epoch("w1", "w1.e2")
+    assert orphans.verdicts(h.view(), epoch) == []
+    h.boot("w2", "w2.e2", 7200)
+    assert h.orphaned() == {"r": "O2-superseded"}
+
+
+def test_O3_slot_epoch_orders_a_start_against_each_boot():
+    """`slot_epoch` truth table: judged against an epoch booted at or before the slot's
+    epoch at the start, the run is not that epoch's orphan; against a later one, the
+    time rule decides (here: started long before, so orphaned)."""
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.add(RunQueued(at=h.at(10), run="r", process="w"))
+    h.add(RunStarted(at=h.at(-7200), run="r", process="w", slot_epoch="e1"))  # a clock that read early
+    h.boot("w", "e2", 20)
+    view = h.view()
+    e1, e2 = view.epoch("w", "e1"), view.epoch("w", "e2")
+    assert orphans.epoch_policy(view, view.runs["r"], e1, orphans.MARGIN) is None
+    v = orphans.epoch_policy(view, view.runs["r"], e2, orphans.MARGIN)
+    assert v is not None and (v.rule, v.relative_to) == ("O3-fallback", "e2")

@@ -480,3 +480,54 @@ def test_O5_T4_an_undecodable_event_does_not_stop_the_startup_sweep(ledger, cloc
     report = ledger.sweep(epoch)
     assert report.outcome == "swept" and len(report.recovered) == 2
     assert [p[1] for p in ledger.store.parked("runs")] == [poison]
+
+
+# ------------------------------------------- issue 10: owner and log-order guards
+def test_O2_a_run_started_by_another_slots_live_epoch_is_not_swept_by_the_queue_slot(ledger, clock):
+    """Issue repro (item 4): `queue(r, process="w1")`, then `start(r, epoch=<live epoch of
+    w2>)` without `process=`, then w1 restarts: its sweep recovered the healthy run as
+    O3-fallback. The owner of a run is the epoch its last start named, wherever that
+    epoch booted. Mutation caught: the start not stamped with its epoch's slot AND
+    `owner_of` looking the epoch up only in `run.process` (either alone is covered by
+    test_O2_owner_is_found_wherever_its_epoch_booted)."""
+    ledger.boot("w1", epoch="w1.e1")
+    ledger.boot("w2", epoch="w2.e1")
+    ledger.queue("r", process="w1")
+    ledger.start("r", epoch="w2.e1")
+    assert (ledger.get_run("r").process, ledger.get_run("r").epoch) == ("w2", "w2.e1")
+    clock.advance(3600)
+    clock.restart(5)
+    _, report = ledger.startup("w1", epoch="w1.e2")
+    assert report.recovered == []
+    assert ledger.get_run("r").status is Status.RUNNING
+    # when w2 itself is redeployed, its own boot recovers the run by O2, at any age
+    _, report = ledger.startup("w2", epoch="w2.e2")
+    assert [(v.run, v.rule, v.owner_epoch) for v in report.recovered] == [("r", "O2-superseded", "w2.e1")]
+
+
+def test_O3_a_run_started_after_its_epochs_boot_is_never_its_own_orphan(ledger, clock):
+    """Issue repro (item 18): the live epoch starts a run without `epoch=` while its wall
+    clock reads early (stepped back), the clock is corrected, and the same epoch sweeps
+    again: the O3 fallback saw a start older than the boot instant and recovered the
+    process's own run. Log order decides instead: the start was recorded while this
+    epoch was its slot's current one (`slot_epoch`). The next epoch still judges it.
+    Mutation caught: the `slot_epoch` guard removed from `epoch_policy`."""
+    ledger.boot("worker-1", epoch="w1")
+    clock.advance(600)
+    clock.restart(0)
+    booted = ledger.boot("worker-1", epoch="w2")
+    assert ledger.sweep(booted).recovered == []  # the boot's own sweep, clock fine
+    clock.step_wall(-3600)  # the wall clock steps back an hour...
+    _running(ledger, "mine", "worker-1")  # ...while the live process starts a run
+    assert ledger.get_run("mine").slot_epoch == "w2"
+    clock.step_wall(3600)  # NTP corrects it
+    clock.advance(60)
+    report = ledger.sweep(booted)  # a later sweep by the same epoch
+    assert report.recovered == [] and report.fallback_skipped is None
+    assert ledger.get_run("mine").status is Status.RUNNING
+    assert ledger.orphans() == []
+    # w2 dies; its successor judges the run by the time fallback: started before w3 booted
+    clock.advance(60)
+    clock.restart(0)
+    _, report = ledger.startup("worker-1", epoch="w3")
+    assert [(v.run, v.rule, v.relative_to) for v in report.recovered] == [("mine", "O3-fallback", "w3")]

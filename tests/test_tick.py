@@ -15,12 +15,14 @@ import pytest
 
 from ledger import ManualClock, open_ledger
 from ledger.codes import TICK_DEADLINE_EXCEEDED
-from ledger.errors import IllegalTransition, InvalidInput, StoreError
-from ledger.events import RunDeadLettered, RunTickFailed, RunTickRecovered, Status, tag_of
+from ledger.errors import IllegalTransition, InvalidInput, StaleEpoch, StoreError
+from ledger.events import RunDeadLettered, RunFenced, RunTickFailed, RunTickRecovered, Status, tag_of
+from ledger.run import RunState
 from ledger.run import decide
 from ledger.service import Ledger
 from ledger.streak import TickStreak
 from ledger.tick import TickDriver, decision
+from tests.tick_helpers import make_driver, tick_epoch
 
 DEADLINE = timedelta(minutes=5)
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)  # the `clock` fixture's start (tests/conftest.py)
@@ -88,7 +90,7 @@ def test_T1_T2_poison_run_dead_letters_after_the_deadline_while_healthy_runs_adv
     exactly 300 s); the streak's start reset on each failure (never fires)."""
     healthy = [f"h-{i}" for i in range(5)]
     started(ledger, "a-poison", *healthy)
-    driver = TickDriver(ledger, [("reconcile", lambda s: None), ("advance", checkpointing(ledger, {"a-poison"}))],
+    driver = make_driver(ledger, [("reconcile", lambda s: None), ("advance", checkpointing(ledger, {"a-poison"}))],
                         tick_failure_deadline=DEADLINE)  # fmt: skip
     for i in range(6):  # ticks at 0, 60, ..., 300 s: age never exceeds the bound
         report = driver.tick()
@@ -132,7 +134,7 @@ def test_T2_deadline_is_wall_clock_from_the_first_failure_not_a_tick_count(ledge
     Mutation caught: the deadline counted in ticks (e.g. `failures * interval` or
     `failures > 5`): 40 fast ticks would fire, the late single tick would not."""
     started(ledger, "p")
-    driver = TickDriver(ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=DEADLINE)
+    driver = make_driver(ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=DEADLINE)
     for _ in range(40):  # 40 failures within 200 s
         assert driver.tick().dead_letters == ()
         clock.advance(5)
@@ -157,7 +159,7 @@ def test_T3_transient_error_heals_with_exactly_one_recovery_event(ledger: Ledger
         if s.run in broken:
             raise ConnectionError("engine API timed out")
 
-    driver = TickDriver(ledger, [("reconcile", reconcile)], tick_failure_deadline=DEADLINE)
+    driver = make_driver(ledger, [("reconcile", reconcile)], tick_failure_deadline=DEADLINE)
     driver.tick()
     clock.advance(30)
     driver.tick()
@@ -183,11 +185,12 @@ def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(le
 
     Mutations caught: a heartbeat (tick_recovered for a run without an open streak: the
     `streak is not None` check in `decision` and the `[]` in decide both removed); the
-    driver reading each run (`ledger.get_run`) before its steps."""
+    driver reading each run (`ledger.get_run`) before its steps. The one read per tick
+    is of the driver's own slot, to check its epoch is still live (rule F1)."""
     runs = [f"r-{i:02d}" for i in range(20)]
     started(ledger, *runs)
     calls: list[str] = []
-    driver = TickDriver(ledger, [("reconcile", lambda s: calls.append(s.run)), ("advance", lambda s: None)])
+    driver = make_driver(ledger, [("reconcile", lambda s: calls.append(s.run)), ("advance", lambda s: None)])
     before = ledger.store.max_position()
     reads: list[str] = []
     real = ledger.store.read_stream
@@ -197,7 +200,8 @@ def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(le
         assert report.ok and report.appended == 0 and len(report.advanced) == 20
         clock.advance(10)
     assert ledger.store.max_position() == before
-    assert reads == []
+    assert [s for s in reads if not s.startswith("process:")] == []
+    assert len(reads) <= 5  # one liveness check a tick, whatever the fleet's size
     assert len(calls) == 100
 
 
@@ -210,13 +214,13 @@ def test_T3_restart_in_the_middle_of_a_streak_does_not_reset_it(store_url: str, 
     and the run is not dead-lettered at 310 s."""
     with open_ledger(store_url, clock=clock) as first:
         started(first, "p")
-        d1 = TickDriver(first, {"advance": checkpointing(first, {"p"})}, tick_failure_deadline=DEADLINE)
+        d1 = make_driver(first, {"advance": checkpointing(first, {"p"})}, tick_failure_deadline=DEADLINE)
         d1.tick()
         clock.advance(120)
         d1.tick()
     clock.restart(after=120)  # redeploy: 240 s after the first failure
     with open_ledger(store_url, clock=clock) as second:
-        d2 = TickDriver(second, {"advance": checkpointing(second, {"p"})}, tick_failure_deadline=DEADLINE)
+        d2 = make_driver(second, {"advance": checkpointing(second, {"p"})}, tick_failure_deadline=DEADLINE)
         streak = second.get_run("p").tick_streak
         assert streak is not None and streak.since == T0 and streak.failures == 2
         assert d2.tick().dead_letters == ()
@@ -251,7 +255,7 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
         ledger.get_run(s.run)  # tear down its services: needs a read, which fails
         raise AssertionError("unreachable")
 
-    driver = TickDriver(ledger, [("reconcile", lambda s: ledger.get_run(s.run))],
+    driver = make_driver(ledger, [("reconcile", lambda s: ledger.get_run(s.run))],
                         tick_failure_deadline=DEADLINE, on_dead_letter=cleanup)  # fmt: skip
     driver.tick()
     clock.advance(301)
@@ -276,7 +280,7 @@ def test_T1_failure_listing_active_runs_is_tick_global_and_appends_nothing(ledge
     None: a scheduler would believe the fleet is idle while the store is down)."""
     started(ledger, "a", "b")
     ran: list[str] = []
-    driver = TickDriver(ledger, {"advance": lambda s: ran.append(s.run)})
+    driver = make_driver(ledger, {"advance": lambda s: ran.append(s.run)})
     before = ledger.store.max_position()
 
     def down(*a, **k):  # noqa: ANN002, ANN003, ANN202
@@ -303,7 +307,7 @@ def test_T1_a_step_never_sees_another_runs_exception(ledger: Ledger) -> None:
         seen[s.run] = sys.exc_info()[1]
         raise KeyError(s.run)
 
-    report = TickDriver(ledger, {"advance": advance}).tick()
+    report = make_driver(ledger, {"advance": advance}).tick()
     assert seen == {"a": None, "b": None, "c": None}
     assert [f.run for f in report.failures] == ["a", "b", "c"]
     for f in report.failures:
@@ -324,7 +328,7 @@ def test_T1_a_conflict_on_one_run_keeps_the_other_runs_events(ledger: Ledger) ->
             ledger.checkpoint("b", "half", "ckpt/b/half")  # moved, then fails
         raise RuntimeError(f"{s.run} broke")
 
-    report = TickDriver(ledger, {"advance": advance}).tick()
+    report = make_driver(ledger, {"advance": advance}).tick()
     assert report.unrecorded == () and report.appended == 4
     assert all(f.recorded for f in report.failures)
     for r in "abcd":
@@ -344,7 +348,7 @@ def test_T3_a_run_that_leaves_the_tick_closes_its_streak_without_a_recovery(ledg
             raise ValueError("not yet")
         ledger.finish(s.run)
 
-    driver = TickDriver(ledger, {"advance": advance})
+    driver = make_driver(ledger, {"advance": advance})
     driver.tick()
     assert ledger.get_run("r").tick_streak is not None
     failing.clear()
@@ -365,7 +369,7 @@ def test_T1_poison_exception_whose_str_raises_is_still_recorded(ledger: Ledger) 
     def advance(s):  # noqa: ANN001
         raise Poison
 
-    report = TickDriver(ledger, {"advance": advance}).tick()
+    report = make_driver(ledger, {"advance": advance}).tick()
     (f,) = report.failures
     assert f.recorded and "str() of the exception raised RuntimeError" in f.error
     assert f.error_class.endswith("Poison")
@@ -395,13 +399,13 @@ def test_T3_a_recovery_without_an_open_streak_is_a_no_op(ledger: Ledger, clock: 
 
 def test_T1_driver_rejects_bad_configuration(ledger: Ledger) -> None:
     with pytest.raises(InvalidInput, match="at least one step"):
-        TickDriver(ledger, [])
+        make_driver(ledger, [])
     with pytest.raises(InvalidInput, match="unique"):
-        TickDriver(ledger, [("a", print), ("a", print)])
+        make_driver(ledger, [("a", print), ("a", print)])
     with pytest.raises(InvalidInput, match="steps"):
-        TickDriver(ledger, [("has space", print)])
+        make_driver(ledger, [("has space", print)])
     with pytest.raises(InvalidInput, match="tick_failure_deadline"):
-        TickDriver(ledger, [("a", print)], tick_failure_deadline=0)
+        make_driver(ledger, [("a", print)], tick_failure_deadline=0)
 
 
 def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_land(ledger: Ledger,
@@ -429,7 +433,7 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
         return real(writes)
 
     monkeypatch.setattr(ledger.store, "append", append)
-    report = TickDriver(ledger, {"advance": advance}).tick()
+    report = make_driver(ledger, {"advance": advance}).tick()
     monkeypatch.undo()
     assert [(u.run, u.event, type(u.error).__name__) for u in report.unrecorded] == [("b", "run.tick_failed", "ConflictError")]
     assert not report.ok and report.appended == 2
@@ -442,7 +446,7 @@ def test_T1_report_is_json_ready(ledger: Ledger, clock: ManualClock) -> None:
     import msgspec
 
     started(ledger, "p", "q")
-    driver = TickDriver(ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=60,
+    driver = make_driver(ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=60,
                         on_dead_letter=lambda s: 1 / 0)  # fmt: skip
     driver.tick()
     clock.advance(61)
@@ -463,13 +467,14 @@ def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger,
     like a conflict and, on the retry alone, like any per-run LedgerError: every run
     ends in `unrecorded`, `fatal` stays None)."""
     started(ledger, "a", "b")
+    driver = make_driver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)})
     before = ledger.store.max_position()
 
     def append(writes):  # noqa: ANN001, ANN202
         raise StoreError("append: server closed the connection unexpectedly")
 
     monkeypatch.setattr(ledger.store, "append", append)
-    report = TickDriver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)}).tick()
+    report = driver.tick()
     monkeypatch.undo()
     # the healthy steps' own checkpoints failed too (same store): those are the runs' failures
     assert report.fatal is not None and report.fatal.stage == "record"
@@ -568,8 +573,97 @@ def test_T4_an_undecodable_event_in_the_log_does_not_make_every_tick_fatal(ledge
     poison = ledger.store.max_position()
     corrupt(store_url, poison, b"\x00 no longer decodes")
     advance = checkpointing(ledger, poison=set())
-    report = TickDriver(ledger, [("advance", advance)]).tick()
+    report = make_driver(ledger, [("advance", advance)]).tick()
     assert report.fatal is None
     assert {r.run for r in ledger.runs()} == {"a", "b", "p"}
     assert tags(ledger, "a")[-1] == "run.checkpointed" and tags(ledger, "b")[-1] == "run.checkpointed"
     assert [row[1] for row in ledger.store.parked("runs")] == [poison]  # parked with its position
+
+
+# ------------------------------------------------------------ F1: the tick is fenced
+def test_F1_T2_a_superseded_process_that_keeps_ticking_never_dead_letters_the_new_owners_run(ledger: Ledger, clock: ManualClock) -> None:
+    """The incident: a superseded process kept ticking; each of its refused writes
+    counted as a tick failure against the run the new epoch now owned, until that run
+    was dead-lettered `failed`. The driver is bound to its epoch: its first tick after
+    the supersession runs no step and says so, every later one too, and the run the
+    new epoch drives is never streaked or dead-lettered by it.
+    Mutations caught: the liveness check at the start of `tick()` removed and the tick
+    events not carrying the driver's epoch (the stale driver's tick_failed land, the
+    streak grows, the run is dead-lettered after the deadline)."""
+    old = ledger.boot("worker-1", epoch="old")
+    ledger.queue("r", process="worker-1")
+    ledger.start("r", epoch="old", process="worker-1")
+    ran: list[str] = []
+
+    def advance_old(s: RunState) -> None:
+        ran.append(s.run)
+        ledger.checkpoint(s.run, "step", "ckpt", epoch="old")  # fenced once superseded
+
+    stale_driver = TickDriver(ledger, {"advance": advance_old}, epoch=old, tick_failure_deadline=DEADLINE)
+    assert stale_driver.tick().ok and ran == ["r"]
+    new = ledger.boot("worker-1", epoch="new")  # the redeploy; the old process lives on
+    ledger.sweep(new)
+    ledger.resume("r", "auto")
+    ledger.start("r", epoch="new", process="worker-1")
+    ran.clear()
+    for _ in range(10):  # ten minutes of the old process ticking every minute
+        report = stale_driver.tick()
+        assert report.fatal is not None and report.fatal.stage == "stale_epoch"
+        assert "superseded by epoch new" in report.fatal.error and report.appended == 0
+        clock.advance(60)
+    assert ran == []  # no step ran on behalf of the stale epoch
+    state = ledger.get_run("r")
+    assert (state.status, state.tick_streak, state.epoch) == (Status.RUNNING, None, "new")
+    assert "run.tick_failed" not in tags(ledger, "r") and "run.dead_lettered" not in tags(ledger, "r")
+
+
+def test_F1_a_tick_that_finds_its_epoch_superseded_mid_way_stops_and_keeps_its_events_as_evidence(ledger: Ledger, clock: ManualClock) -> None:
+    """The slot is redeployed while a tick is running: the step's own write is fenced
+    for the driver's epoch, so the tick stops there (later runs' steps do not run), and
+    what it had observed (a failure on the first run) is kept as run.fenced evidence,
+    not counted as a tick failure. Mutation caught: a StaleEpoch from a step taken as an
+    ordinary per-run failure (the tick goes on, tick_failed events land)."""
+    old = ledger.boot("worker-1", epoch="old")
+    for run in ("a", "b", "c"):
+        ledger.queue(run, process="worker-1")
+        ledger.start(run, epoch="old", process="worker-1")
+    ran: list[str] = []
+
+    def advance(s: RunState) -> None:
+        ran.append(s.run)
+        if s.run == "a":
+            raise ValueError("a keeps failing")
+        ledger.boot("worker-1", epoch="new")  # the redeploy lands during the tick
+        ledger.checkpoint(s.run, "step", "ckpt", epoch="old")
+
+    report = TickDriver(ledger, {"advance": advance}, epoch=old).tick()
+    assert ran == ["a", "b"]
+    assert report.fatal is not None and report.fatal.stage == "stale_epoch"
+    assert report.fenced == 1 and report.appended == 1
+    fenced = ledger.history("a")[-1].event
+    assert isinstance(fenced, RunFenced) and fenced.refused == "run.tick_failed" and fenced.epoch == "old"
+    assert ledger.get_run("a").tick_streak is None
+    assert isinstance(ledger.history("b")[-1].event, RunFenced)  # the step's own checkpoint, kept by the ledger
+
+
+def test_F1_a_tick_event_of_a_stale_epoch_is_fenced_like_any_report(ledger: Ledger, clock: ManualClock) -> None:
+    """The tick's events name the ticking epoch and go through the one fence: refused and
+    kept when that epoch is superseded. Mutation caught: tick events left out of
+    FENCED_REPORTS."""
+    ledger.boot("worker-1", epoch="old")
+    ledger.queue("r", process="worker-1")
+    ledger.start("r", epoch="old", process="worker-1")
+    ledger.boot("worker-1", epoch="new")
+    event = RunTickFailed(at=clock.now(), run="r", tick="t1", step="advance", error_class="E", epoch="old")
+    with pytest.raises(StaleEpoch):
+        ledger.submit(event)
+    assert ledger.get_run("r").tick_streak is None and isinstance(ledger.history("r")[-1].event, RunFenced)
+
+
+def test_F1_the_driver_needs_an_epoch_some_slot_booted(ledger: Ledger) -> None:
+    from ledger.errors import UnknownEpoch
+
+    with pytest.raises(UnknownEpoch):
+        TickDriver(ledger, {"advance": print}, epoch="never-booted")
+    with pytest.raises(InvalidInput, match="epoch"):
+        TickDriver(ledger, {"advance": print}, epoch=42)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from ledger.events import (
     run_stream,
 )
 from ledger.service import Ledger
+from tests.tick_helpers import make_driver, tick_epoch
 from ledger.tick import TickDriver
 from projections import runs as runs_view
 from projections import tick_health
@@ -55,7 +56,7 @@ def _fleet(ledger: Ledger, clock: ManualClock) -> None:
         if s.run == "doomed":
             raise ValueError("bad input")
 
-    driver = TickDriver(ledger, [("reconcile", reconcile), ("advance", advance)], tick_failure_deadline=300)
+    driver = make_driver(ledger, [("reconcile", reconcile), ("advance", advance)], tick_failure_deadline=300)
     for t in range(7):  # 0, 60, ..., 360 s
         driver.tick(tick_id=f"t{t}")
         state["flaky_broken"] = False
