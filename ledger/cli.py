@@ -753,7 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="epochledger",
         description="An event-sourced ledger of scheduler runs.",
         epilog="Exit codes: 0 ok, 1 ledger error, 2 usage, 3 invalid input, 4 run not found, "
-        "5 illegal transition, 6 write conflict, 7 store error, 8 undecodable event, "
+        "5 illegal transition, 6 write conflict, 7 store error, 8 damaged log (undecodable event, stream gap), "
         "9 stale epoch (report fenced; kept as run.fenced), 10 a view differs from its replay (verify).",
         parents=[common],
     )
