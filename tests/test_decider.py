@@ -218,3 +218,81 @@ def test_L1_same_event_again_is_a_no_op_even_at_a_later_time() -> None:
     state = fold(decide(COMMANDS["checkpoint"](at(10)), state), state)
     assert decide(COMMANDS["checkpoint"](at(99)), state) == []
     assert decide(RunCheckpointed(at=at(99), run=RUN, node="n1", ref="ref-2"), state) != []
+
+
+# ---------------------------------------------- pinned by mutation testing (issue 10)
+def test_L1_a_second_different_start_of_a_running_run_is_refused() -> None:
+    """Only the same start again is a no-op; a start naming another owner is a new
+    command, and `run.started` is legal only from queued. Mutation caught: the
+    duplicate check comparing tags alone (or `_sans_stamp` dropping `epoch`)."""
+    state = fold(decide(RunStarted(at=at(1), run=RUN, epoch="e1"), given("queued")), given("queued"))
+    assert decide(RunStarted(at=at(5), run=RUN, epoch="e1"), state) == []
+    with pytest.raises(IllegalTransition, match="is running: run.started refused"):
+        decide(RunStarted(at=at(5), run=RUN, epoch="e2"), state)
+
+
+def test_L1_a_repeat_finish_is_a_no_op_and_a_different_cancel_is_refused() -> None:
+    finished = given("finished")
+    assert decide(RunFinished(at=at(50), run=RUN), finished) == []
+    with pytest.raises(IllegalTransition):
+        decide(RunFinished(at=at(50), run=RUN, epoch="other"), finished)
+    cancelled = given("cancelled")
+    assert decide(RunCancelled(at=at(50), run=RUN), cancelled) == []
+    with pytest.raises(IllegalTransition, match="is cancelled: run.cancelled refused"):
+        decide(RunCancelled(at=at(50), run=RUN, code="DUPLICATE"), cancelled)
+
+
+@pytest.mark.parametrize("to", [s for s in Status if s not in (Status.FAILED, Status.FINISHED, Status.FAILED_RESUMABLE)])
+def test_L4_a_correction_may_not_set_an_active_paused_or_cancelled_status(to: Status) -> None:
+    for start in ("failed", "finished"):
+        with pytest.raises(IllegalTransition, match=f"may not set {to}"):
+            decide(RunCorrected(at=at(50), run=RUN, to=to, actor="alice", reason="why"), given(start))
+
+
+def test_L4_a_correction_needs_an_actor_and_a_reason_and_a_change() -> None:
+    for actor, reason in ((None, "why"), ("alice", None), ("", "why")):
+        with pytest.raises(IllegalTransition, match="needs an actor and a reason"):
+            decide(RunCorrected(at=at(50), run=RUN, to=Status.FINISHED, actor=actor, reason=reason), given("failed"))
+    with pytest.raises(IllegalTransition, match="already finished"):
+        decide(RunCorrected(at=at(50), run=RUN, to=Status.FINISHED, actor="a", reason="r"), given("finished"))
+    [e] = decide(RunCorrected(at=at(50), run=RUN, to=Status.FAILED, code="OTHER", actor="a", reason="r"), given("failed"))
+    assert (e.status, e.code) == (Status.FAILED, "OTHER")
+
+
+# (command, the status it leaves the run in) for every command whose result is not a failure
+NON_FAILURE = [
+    ("queue", None, lambda: RunQueued(at=at(50), run=RUN, code="X")),
+    ("start", "queued", lambda: RunStarted(at=at(50), run=RUN, code="X")),
+    ("pause_operator", "running", lambda: RunPaused(at=at(50), run=RUN, kind="operator", code="X")),
+    ("pause_human", "running", lambda: RunPaused(at=at(50), run=RUN, kind="waiting_human", code="X")),
+    ("resume", "failed_resumable", lambda: RunResumed(at=at(50), run=RUN, by="operator", code="X")),
+    ("rewind", "cancelled", lambda: RunRewound(at=at(50), run=RUN, code="X")),
+    ("finish", "running", lambda: RunFinished(at=at(50), run=RUN, code="X")),
+]
+
+
+@pytest.mark.parametrize(("name", "start", "command"), NON_FAILURE, ids=[n for n, _, _ in NON_FAILURE])
+def test_L2_every_transition_to_a_non_failure_status_refuses_a_code(name, start, command) -> None:  # noqa: ANN001
+    """Rule L2: a code belongs only on a failure status; queued, running and paused
+    carry none. Mutation caught: the code check limited to some commands."""
+    with pytest.raises(IllegalTransition, match="belongs only on a failure status"):
+        decide(command(), given(start))
+
+
+@pytest.mark.parametrize("start", [s.value for s in Status])
+def test_F1_fenced_evidence_is_kept_from_every_status_and_changes_nothing(start: str) -> None:
+    """`run.fenced` is legal from every status and is evidence, not a transition: status,
+    code, checkpoint and last actor stay; the count goes up. Mutation caught: run.fenced
+    limited to some statuses, or evolved like a transition."""
+    from ledger.events import RunFenced
+
+    state = given(start)
+    assert state is not None
+    fenced = RunFenced(at=at(99), run=RUN, epoch="old", refused="run.finished", why="superseded",
+                       actor="old-worker", reported=Status.FINISHED)  # fmt: skip
+    [e] = decide(fenced, state)
+    after = evolve(state, e)
+    assert (after.status, after.code, after.checkpoint, after.actor, after.updated_at) == (
+        state.status, state.code, state.checkpoint, state.actor, state.updated_at)
+    assert after.fenced == state.fenced + 1 and after.version == state.version + 1
+    assert after.fenced_end is not None and after.fenced_end.epoch == "old"

@@ -358,3 +358,46 @@ def test_O3_slot_epoch_orders_a_start_against_each_boot():
     assert orphans.epoch_policy(view, view.runs["r"], e1, orphans.MARGIN) is None
     v = orphans.epoch_policy(view, view.runs["r"], e2, orphans.MARGIN)
     assert v is not None and (v.rule, v.relative_to) == ("O3-fallback", "e2")
+
+
+# ------------------------------------------- the slot's fold, pinned (issue 10)
+def test_O1_O2_each_boot_supersedes_only_the_epoch_before_it():
+    """Mutations caught: a third boot rewriting the first epoch's `superseded_by`; stop,
+    stopping and sweep-skip marks applied to every epoch of the slot."""
+    from ledger import process as process_mod
+    from ledger.events import ProcessBooted, ProcessStopped, ProcessStopping, ProcessSweepSkipped
+
+    def boot(epoch, t):  # noqa: ANN001, ANN202
+        return ProcessBooted(at=T0 + timedelta(seconds=t), process="w", epoch=epoch, booted_at=T0 + timedelta(seconds=t))
+
+    state = process_mod.fold([boot("e1", 0), boot("e2", 10), boot("e3", 20)])
+    assert state is not None
+    assert [(e.epoch, e.superseded_by, e.superseded_at) for e in state.epochs] == [
+        ("e1", "e2", T0 + timedelta(seconds=10)), ("e2", "e3", T0 + timedelta(seconds=20)), ("e3", None, None)]
+    assert [e.live for e in state.epochs] == [False, False, True]
+    at = T0 + timedelta(seconds=30)
+    state = process_mod.fold([ProcessStopping(at=at, process="w", epoch="e2"),
+                              ProcessStopped(at=at, process="w", epoch="e2"),
+                              ProcessSweepSkipped(at=at, process="w", epoch="e3", why="clock")], state)  # fmt: skip
+    assert state is not None
+    assert [(e.stopping_at, e.stopped_at, e.sweep_skipped) for e in state.epochs] == [
+        (None, None, None), (at, at, None), (None, None, "clock")]
+    assert state.version == 6 and state.current is not None and state.current.epoch == "e3"
+    assert process_mod.end_of(state.epochs[1]) == ("O2-superseded", "epoch e2 of w was superseded by epoch e3")
+    assert state.booted_no_later("e1", "e3") and not state.booted_no_later("e3", "e1")
+    assert state.booted_no_later("e2", "e2") and state.booted_no_later("e1", "nope") is None
+
+
+def test_O2_is_orphaned_answers_like_verdicts():
+    """Mutation caught: `is_orphaned` always False (or always True)."""
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.start("owned", "w", 10, epoch="e1")
+    h.start("unowned", "w", 10)
+    view = h.view()
+    assert not orphans.is_orphaned(view, "owned") and not orphans.is_orphaned(view, "unowned")
+    h.boot("w", "e2", 100)
+    view = h.view()
+    assert orphans.is_orphaned(view, "owned") and orphans.is_orphaned(view, "unowned")
+    assert not orphans.is_orphaned(view, "nope")
+    assert {v.run for v in orphans.verdicts(view)} == {"owned", "unowned"}

@@ -531,3 +531,71 @@ def test_O3_a_run_started_after_its_epochs_boot_is_never_its_own_orphan(ledger, 
     clock.restart(0)
     _, report = ledger.startup("worker-1", epoch="w3")
     assert [(v.run, v.rule, v.relative_to) for v in report.recovered] == [("mine", "O3-fallback", "w3")]
+
+
+# ---------------------------------------------- pinned by mutation testing (issue 10)
+def test_O5_the_default_wait_between_attempts_is_bounded(ledger, clock, monkeypatch):
+    """Without a `sleep`, the sweep waits out a gap on the stop signal with the gap as
+    its timeout. Mutation caught: the wait without a timeout (the sweep hangs until a
+    stop that never comes)."""
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 2))
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(ledger.sweep(epoch, gaps=(0.05, 0.05))), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and done and done[0].attempts == 3
+
+
+@pytest.mark.parametrize("attempts, gaps", [(0, ()), (-1, (1.0,)), (3, (1.0,)), (2, ())])
+def test_O5_sweep_refuses_retry_settings_that_do_not_add_up(ledger, attempts, gaps):
+    epoch = ledger.boot("worker-1", epoch="w1")
+    with pytest.raises(InvalidInput, match="attempts"):
+        ledger.sweep(epoch, attempts=attempts, gaps=gaps)
+
+
+@pytest.mark.parametrize("margin, taken", [(5.0, True), (60.0, False)])
+def test_O3_dry_run_honours_the_margin(ledger, clock, margin, taken):
+    """Mutation caught: `preview` ignoring its margin (judging with the default 1 s)."""
+    ledger.boot("worker-1", epoch="w1")
+    clock.restart(0)
+    clock.step_wall(-10)
+    _running(ledger, "r", "worker-1")  # started 10 s before the preview's boot instant
+    clock.step_wall(10)
+    from ledger.sweep import preview
+
+    assert ([v.run for v in preview(ledger, "worker-1", margin=margin).recovered] == ["r"]) is taken
+
+
+def test_O5_every_recovery_records_its_evidence(ledger, clock):
+    """The run.recovered event is the audit record: each rule's evidence fields, as the
+    verdict had them. Mutation caught: any evidence field dropped or swapped in
+    `_recovery` (and the verdict's fields in `epoch_policy`)."""
+    ledger.boot("worker-1", epoch="w1")
+    ledger.boot("worker-2", epoch="x1")
+    ledger.boot("worker-3", epoch="y1")
+    _running(ledger, "superseded", "worker-1", "w1")
+    _running(ledger, "unowned", "worker-1")
+    _running(ledger, "stopped", "worker-3", "y1")
+    started = clock.now()
+    ledger.stop("worker-3", "y1")
+    stopped_at = clock.now()
+    clock.advance(600)
+    clock.restart(30)
+    booted = ledger.boot("worker-1", epoch="w2")
+    ledger.sweep(booted, margin=2.0)
+    by_run = {r: _recoveries(ledger, r) for r in ("superseded", "unowned", "stopped")}
+    [s] = by_run["superseded"]
+    assert (s.rule, s.owner_process, s.owner_epoch, s.superseded_by, s.stopped_at, s.started_at) == (
+        "O2-superseded", "worker-1", "w1", "w2", None, started)
+    assert (s.swept_by, s.swept_by_process, s.actor, s.booted_at, s.cutoff, s.margin) == ("w2", "worker-1", "w2", None, None, None)
+    assert "superseded by epoch w2" in s.reason and "rule O2" in s.reason
+    [u] = by_run["unowned"]
+    assert (u.rule, u.owner_process, u.owner_epoch, u.started_at, u.booted_at, u.margin) == (
+        "O3-fallback", "worker-1", None, started, booted.booted_at, 2.0)
+    assert u.cutoff == booted.booted_at - timedelta(seconds=2) and "rule O3" in u.reason
+    [t] = by_run["stopped"]
+    assert (t.rule, t.owner_process, t.owner_epoch, t.stopped_at, t.superseded_by) == (
+        "O2-stopped", "worker-3", "y1", stopped_at, None)
+    assert all(r.status is Status.FAILED_RESUMABLE and r.code == PROCESS_ORPHANED for rs in by_run.values() for r in rs)

@@ -174,3 +174,29 @@ def test_T2_T3_cli_tick_health(fleet_url: str, capsys: pytest.CaptureFixture[str
     assert main(["--store", fleet_url, "tick-health"]) == 0
     text = capsys.readouterr().out
     assert "ledger time: 2026-09-09T14:06:00Z" in text and "by_step advance: 1" in text and "stuck" in text
+
+
+def test_T2_T3_only_the_streaks_own_events_move_it():
+    """An open streak survives every event that keeps the run in the tick (a checkpoint,
+    a fenced late report), so the dead-letter deadline is not restarted behind the
+    driver's back; it closes on a recovery, a dead-letter, a deletion or a status the
+    tick does not drive. Mutation caught: any other event closing (or restarting) the
+    streak in `streak_after`."""
+    from ledger.events import RunCheckpointed, RunFenced, RunFailed, Status
+    from ledger.streak import streak_after
+
+    t = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)
+    failed = RunTickFailed(at=t, run="r", tick="t1", step="advance", error_class="E", status=Status.RUNNING)
+    streak = streak_after(None, failed)
+    assert streak is not None and streak.since == t and streak.failures == 1
+    later = t + timedelta(seconds=30)
+    for keeps in (RunCheckpointed(at=later, run="r", node="n", ref="r", status=Status.RUNNING),
+                  RunFenced(at=later, run="r", epoch="old", refused="run.finished", why="x", status=Status.RUNNING)):  # fmt: skip
+        assert streak_after(streak, keeps) == streak
+    again = streak_after(streak, RunTickFailed(at=later, run="r", tick="t2", step="admit", error_class="F",
+                                               status=Status.RUNNING))  # fmt: skip
+    assert again is not None and (again.since, again.failures, again.tick, again.step) == (t, 2, "t2", "admit")
+    for closes in (RunTickRecovered(at=later, run="r", tick="t3", status=Status.RUNNING),
+                   RunFailed(at=later, run="r", code="X", resumable=True, status=Status.FAILED_RESUMABLE),
+                   RunPaused(at=later, run="r", kind="operator", status=Status.PAUSED_OPERATOR)):  # fmt: skip
+        assert streak_after(streak, closes) is None
