@@ -195,9 +195,6 @@ def render_markdown() -> str:
     for code in ["", *sorted(KNOWN_CODES)]:
         shown = f"`{code}`" if code else "`\"\"` (UNKNOWN)"
         lines.append(f"| {shown} | {'yes' if can_auto_resume(S.FAILED_RESUMABLE, code) else '-'} |")
-    lines += ["", "With fenced evidence of an end (a stale epoch's `run.finished` or `run.failed` since the "
-              "last start, rule F2), `can_auto_resume` is `-` for every status and code: "
-              f"`failed_resumable`/`\"\"` gives {'yes' if can_auto_resume(S.FAILED_RESUMABLE, '', fenced_end=True) else '-'}."]
     lines += ["", "### Transition table (event legal from status)", ""]
     cols: list[Status | None] = [None, *statuses]
     lines.append("| event | " + " | ".join("(new)" if c is None else f"`{c}`" for c in cols) + " |")

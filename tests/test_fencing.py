@@ -362,3 +362,21 @@ def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, 
         ("r", "w1", "run.finished", "finished", True)]
     runs = audit.query(path, "SELECT run, fenced_end_epoch, can_auto_resume FROM runs WHERE run = 'r'").rows
     assert runs == [("r", "w1", False)]
+
+
+def test_F1_the_evidence_says_why_in_its_reason_and_names_the_one_fact_that_ended_the_epoch(ledger, clock):
+    """An epoch that stopped cleanly and was later superseded too: the fence names the
+    supersession (`end_of`'s first fact) and not a stop instant beside it, and the
+    kept event's reason says what was refused and why. Mutations caught: the reason
+    dropped; `stopped_at` recorded beside `superseded_by`."""
+    ledger.boot("worker-1", epoch="w1")
+    ledger.queue("r", process="worker-1")
+    ledger.start("r", epoch="w1", process="worker-1")
+    ledger.stop("worker-1", "w1")
+    ledger.boot("worker-1", epoch="w2")
+    with pytest.raises(StaleEpoch):
+        ledger.checkpoint("r", "n", "ref", epoch="w1")
+    f = ledger.history("r")[-1].event
+    assert isinstance(f, RunFenced)
+    assert (f.superseded_by, f.stopped_at, f.reported) == ("w2", None, None)
+    assert f.reason == "run.checkpointed refused and kept as evidence: epoch w1 of worker-1 was superseded by epoch w2 (rule F1)"
