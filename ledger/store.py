@@ -144,6 +144,10 @@ def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded |
 _Row = tuple[str, int, str, bytes]  # (stream, version, topic, encoded state): one event as stored
 
 
+class _NoTable(Exception):
+    """The view's table does not exist (never built)."""
+
+
 class _Duplicate(Exception):
     """A row of the batch is already at its (stream, version); the batch rolled back."""
 
@@ -443,18 +447,36 @@ class Store:
 
     def view_rows(self, view: str, table: str, columns: Sequence[str],
                   where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
-        """(tracking, rows sorted by key) read in one transaction, so the rows are exactly
-        the view as of its tracking position. `where`: (column, value) equalities."""
+        """(tracking, rows sorted by key) read in one snapshot, so the rows are exactly
+        the view as of its tracking position. `where`: (column, value) equalities.
+
+        On PostgreSQL the transaction first locks the table (ACCESS SHARE: it waits out
+        a swap in progress, and then names the swapped-in table), and only then takes
+        its snapshot (repeatable read), at the first SELECT. A SELECT first would take
+        the snapshot before its lock, and a swap committing during the wait would pair
+        the old view's tracking with the new table's rows (tests/test_pg_locks.py)."""
         self.ensure_projection_tables()
         cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
-        with _translated(f"read {table}", self), self._tx(commit=False) as cur:
-            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
-            row = cur.fetchone()
-            if row is None:
-                return None, []
-            cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {self._q(table)}{cond} ORDER BY k",
-                        [v for _, v in where])  # fmt: skip
-            rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
+        try:
+            with _translated(f"read {table}", self), self._tx(commit=False) as cur:
+                try:
+                    self._lock_for_read(cur, table)
+                    cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {self._q(table)}{cond} "
+                                "ORDER BY k", [v for _, v in where])  # fmt: skip
+                except Exception as e:
+                    if self._is_missing_table(e):
+                        raise _NoTable from None
+                    raise
+                rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
+                cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (view,))
+                row = cur.fetchone()
+        except _NoTable:
+            # Never built (the table and its tracking row are created together).
+            if self.tracking(view) is not None:
+                raise StoreError(f"read {table}: view {view} has a tracking row but no table {table}") from None
+            return None, []
+        if row is None:
+            return None, []
         return (int(row[0]), int(row[1])), rows
 
     def swap_view(self, view: str, shadow_view: str, live: str, shadow: str) -> tuple[int, int]:
@@ -463,11 +485,16 @@ class Store:
         one, never a half-built one. Returns the new (version, position)."""
         with _translated(f"swap {view}", self), self._tx() as cur:
             self._ddl_lock(cur)
-            # Lock order: the shadow's tracking row first, then its table, the same order
-            # commit_view takes them in; the other order deadlocks on PostgreSQL against a
-            # second runner committing a batch of the same rebuild.
-            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?{self._for_update}",
-                        (shadow_view,))  # fmt: skip
+            # Lock order, one for every transaction on views: the tracking rows it will
+            # touch, all of them, sorted by key, then the tables. commit_view locks its
+            # tracking row (its UPDATE) before it writes its table; the swap below drops
+            # the live table and rewrites the live tracking row. Locking only the shadow's
+            # row first (the last fix) still let the swap take the live table and then
+            # wait for the live row that a catch-up held while waiting for the table:
+            # a deadlock (tests/test_pg_locks.py).
+            cur.execute(f"SELECT view FROM {self._q(TRACKING_TABLE)} WHERE view IN (?, ?) ORDER BY view"
+                        f"{self._for_update}", tuple(sorted((view, shadow_view))))  # fmt: skip
+            cur.execute(f"SELECT version, position FROM {self._q(TRACKING_TABLE)} WHERE view=?", (shadow_view,))
             row = cur.fetchone()
             if row is None:
                 raise StoreError(f"no rebuild of {view} to swap in")
@@ -491,6 +518,12 @@ class Store:
             return [tuple(r) for r in cur.fetchall()]
 
     # dialect hooks
+    def _lock_for_read(self, cur: Any, table: str) -> None:
+        """SQLite: the first SELECT takes the read snapshot; nothing to lock."""
+
+    def _is_missing_table(self, e: Exception) -> bool:
+        return isinstance(e, sqlite3.OperationalError) and "no such table" in str(e)
+
     _for_update = ""  # SQLite: one writer at a time already
     _blob_type = "BLOB"
     _types = {"text": "TEXT", "int": "BIGINT"}
@@ -1026,6 +1059,13 @@ class PostgresStore(Store):
     def _q(self, table: str) -> str:
         return f'"{self.schema}"."{table}"'
 
+    def _is_missing_table(self, e: Exception) -> bool:
+        return getattr(e, "sqlstate", None) == "42P01"
+
+    def _lock_for_read(self, cur: Any, table: str) -> None:
+        # LOCK takes no snapshot; the SELECT after it does (view_rows).
+        cur.execute(f"LOCK TABLE {self._q(table)} IN ACCESS SHARE MODE")
+
     def _upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
                      upsert: str) -> None:  # fmt: skip
         if len(rows) < 200:
@@ -1055,7 +1095,7 @@ class PostgresStore(Store):
     @contextmanager
     def _tx(self, commit: bool = True) -> Iterator[Any]:
         """A transaction on this thread's connection. Read-only ones are repeatable
-        read: every statement in them sees one snapshot."""
+        read: every statement in them sees one snapshot (view_rows relies on it)."""
         from psycopg.rows import tuple_row
 
         conn = self._conn()
