@@ -82,11 +82,15 @@ def _open(ns: argparse.Namespace) -> Ledger:
 # ---------------------------------------------------------------- commands
 @command("init")
 def cmd_init(ns: argparse.Namespace) -> None:
-    """Create the ledger's tables (idempotent) and print where the ledger is.
+    """Create the ledger's tables, or upgrade them (idempotent), and print where the
+    ledger is. On PostgreSQL this is the owner's job: writers and readers open an
+    existing store without DDL (docs/operations.md, PostgreSQL roles).
 
     Example: epochledger --store sqlite:///runs.db init
     """
-    with _open(ns) as ledger:
+    from ledger.store import open_store
+
+    with Ledger(open_store(ns.store, init=True)) as ledger:
         out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
 
 

@@ -46,6 +46,7 @@ from ledger.events import AnyEvent, Recorded, tag_of
 EVENTS_TABLE = "epochledger_events"
 TRACKING_TABLE = "epochledger_tracking"
 PARKED_TABLE = "epochledger_parked"
+APPEND_ONLY_TRIGGER = "epochledger_append_only"
 DEFAULT_PATH = "epochledger.db"
 SQLITE_BUSY_TIMEOUT = 30  # seconds a SQLite writer waits for another's lock
 READ_BATCH = 10_000
@@ -731,7 +732,7 @@ class PostgresStore(Store):
     CHUNK = 5000  # rows per INSERT: any batch size works; each statement stays small
     _OWN_PARAMS = ("schema", "connect_timeout", "lock_timeout", "statement_timeout", "idle_in_transaction_timeout")
 
-    def __init__(self, url: str, *, create: bool = True):
+    def __init__(self, url: str, *, create: bool = True, init: bool = False):
         try:
             import psycopg  # noqa: F401
             from psycopg.sql import SQL, Identifier
@@ -764,7 +765,7 @@ class PostgresStore(Store):
         exists = self._exists()
         if not exists and not create:
             raise InvalidInput(f"no epochledger store in schema {self.schema!r}", where=url)
-        if not exists:
+        if init or not exists:
             self.initialize()
 
     # ------------------------------------------------------------- settings
@@ -912,7 +913,7 @@ class PostgresStore(Store):
     # ------------------------------------------------------- the owner's DDL
     def initialize(self) -> None:
         """Create or upgrade the store: schema, events table (the library's layout), the
-        tracking and parked tables. The owner's job
+        append-only trigger, the tracking and parked tables. The owner's job
         (`epochledger init`), idempotent; writers and readers never run DDL on a store
         that exists. Serialized between processes by an advisory lock."""
         what = f"create the store in schema {self.schema}"
@@ -939,6 +940,21 @@ class PostgresStore(Store):
                                    "role may not create one", "the owner runs `epochledger init` first "
                                    "(docs/operations.md, PostgreSQL roles)")  # fmt: skip
         self._library()[1].create_table()
+        with self._tx() as cur:
+            # The database refuses UPDATE, DELETE and TRUNCATE of events for everyone,
+            # owner included, unless a migration disables this trigger in its own
+            # transaction (docs/operations.md). Writers also lack those privileges.
+            cur.raw.execute(f"""CREATE OR REPLACE FUNCTION "{self.schema}".epochledger_append_only() RETURNS trigger
+                LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION
+                'epochledger: % on %.% refused: the event log is append-only', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'insufficient_privilege',
+                HINT = 'a migration disables trigger {APPEND_ONLY_TRIGGER} in its own transaction (docs/operations.md)';
+                END $$""")  # fmt: skip
+            cur.execute("SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(?) AND tgname = ?",
+                        (self._events, APPEND_ONLY_TRIGGER))  # fmt: skip
+            if cur.fetchone() is None:
+                cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {self._events} "
+                            f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
         self._projection_tables = False
         Store.ensure_projection_tables(self)
 
@@ -1209,17 +1225,20 @@ def _require_sqlite_ledger(path: str) -> None:
         raise InvalidInput(f"not an epochledger store (no table {EVENTS_TABLE})", where=path)
 
 
-def open_store(url: str | None = None, *, create: bool = True) -> Store:
+def open_store(url: str | None = None, *, create: bool = True, init: bool = False) -> Store:
     """`sqlite:///relative.db`, `sqlite:////absolute.db` (SQLAlchemy's convention), a bare
     file path, or `postgresql://user@host:port/db[?schema=name&connect_timeout=S&
     lock_timeout=S&statement_timeout=S&...]` (other query parameters go to libpq, e.g.
-    sslmode, application_name). A store that exists is opened without any DDL. A store
-    that does not exist is created (create=True) or refused (create=False: opening
-    writes nothing, for readers such as `audit sync`)."""
+    sslmode, application_name). A store that exists is opened without any DDL, so a
+    writer or read-only role can open it. A store that does not exist is created
+    (create=True) or refused (create=False: opening writes nothing, for readers such as
+    `audit sync`). init=True runs the owner's idempotent create-or-upgrade even when
+    the store exists (`epochledger init`; on PostgreSQL it adds what an older store
+    lacks, e.g. the append-only trigger)."""
     url = resolve_url(url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
-        return PostgresStore(url, create=create)
+        return PostgresStore(url, create=create, init=init)
     if scheme == "sqlite":
         path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else ""
         if not path:

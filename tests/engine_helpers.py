@@ -83,9 +83,11 @@ def corrupt(url: str, position: int, payload: bytes) -> None:
         parts = urlsplit(url)
         schema = parse_qs(parts.query)["schema"][0]
         base = url.split("?", 1)[0]
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'UPDATE "{schema}".epochledger_events SET state=%s WHERE notification_id=%s',
-                         (payload, position))  # fmt: skip
+        with psycopg.connect(base) as conn:  # one transaction: the documented migration path
+            table = f'"{schema}".epochledger_events'
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER epochledger_append_only")
+            conn.execute(f"UPDATE {table} SET state=%s WHERE notification_id=%s", (payload, position))
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER epochledger_append_only")
         return
     path = url[len("sqlite:///"):]
     with sqlite3.connect(path) as conn:
