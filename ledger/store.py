@@ -1049,26 +1049,30 @@ class PostgresStore(Store):
             return int(self._rows(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._events}", ())[0][0])
 
     def wake_ups(self, after: int, stop: threading.Event) -> Iterator[int]:
-        # The subscription holds connections for as long as it lives (LISTEN, and its
-        # pull thread): it gets a datastore, and so a pool, of its own.
-        waker = PostgresStore(self.url)
-        done = threading.Event()
+        """The log's head each time it may have moved, until `stop` is set: once as soon
+        as it listens, whatever the head (so what was appended before LISTEN is caught
+        up), then after every NOTIFY from an append (on the library's channel, so its
+        subscription and this one wake alike) when the head is past `after` and past
+        the last head yielded, and on a heartbeat every ~5 s of silence (which also
+        finds a dead connection). Raises StoreError when the connection fails;
+        `projections.engine.follow` reconnects."""
+        conn = self._connect()  # its own: LISTEN holds it
         try:
-            with _translated("subscribe"), waker.recorder.subscribe(gt=after) as subscription:
-
-                def stopper() -> None:  # the subscription blocks; stop it from outside
-                    while not done.is_set() and not stop.wait(0.1):
-                        pass
-                    subscription.stop()
-
-                threading.Thread(target=stopper, daemon=True).start()
-                for notification in subscription:
-                    if stop.is_set():
-                        return
-                    yield notification.id
+            with _translated("listen for appends", self):
+                conn.execute(f'LISTEN "{EVENTS_TABLE}"')
+                last = None
+                silent = 0
+                while not stop.is_set():
+                    if silent == 0:
+                        head = int(conn.execute(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._events}")
+                                   .fetchone()[0])  # fmt: skip
+                        if last is None or head > max(last, after):
+                            last = head
+                            yield head
+                    notified = any(True for _ in conn.notifies(timeout=0.5, stop_after=1))
+                    silent = 0 if notified or silent >= 10 else silent + 1
         finally:
-            done.set()
-            waker.close()
+            self._drop(conn)
 
     _blob_type = "BYTEA"
 

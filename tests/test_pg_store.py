@@ -1,13 +1,15 @@
-"""PostgreSQL's write path and its bounds, against the real server (issue 10 items 2,
-10 and 14): any batch size lands, the library still reads what the store writes,
-every wait has a bound, writers stay in commit order without a table lock. The append
-outcomes that both stores share are in tests/test_store_contract.py."""
+"""PostgreSQL's write path, bounds and live follow, against the real server (issue 10
+items 2, 10, 14 and 16): any batch size lands, the library still reads what the store
+writes, every wait has a bound, writers stay in commit order without a table lock, and
+`follow` survives its connections being killed. The append outcomes that both stores
+share are in tests/test_store_contract.py."""
 
 from __future__ import annotations
 
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -16,7 +18,8 @@ import pytest
 from ledger import ManualClock, open_ledger
 from ledger.errors import LockTimeout, StoreError, SweepFailed
 from ledger.events import RunQueued, Status
-from ledger.store import Append, PostgresStore, open_store
+from ledger.store import EVENTS_TABLE, Append, PostgresStore, open_store
+from projections import engine, runs
 from tests.conftest import PG_BASE, T0
 from tests.pg_proxy import Proxy
 
@@ -248,3 +251,70 @@ def test_O5_the_startup_sweep_against_a_dead_server_gives_up_within_its_document
         elapsed = time.monotonic() - started
     assert e.value.attempts == 3 and not e.value.alert_recorded
     assert 5 < elapsed < 20, elapsed
+
+
+# ------------------------------------------------ item 16: follow reconnects
+def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_url: str, clock: ManualClock) -> None:
+    """Issue 10 item 16: every connection of a running `follow` is terminated on the
+    server (pg_terminate_backend: what a server restart does to them). follow reports
+    it, reconnects with a bounded backoff, and applies the events appended after, each
+    once (verify equals a replay). Before: follow raised and exited."""
+    app = "follow-" + uuid.uuid4().hex[:8]
+    follower = open_store(f"{pg_url}&application_name={app}")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    reported: list[tuple[StoreError, float]] = []
+
+    def target() -> None:
+        try:
+            engine.follow(follower, [runs], stop=stop, on_error=lambda e, d: reported.append((e, d)),
+                          backoff=(0.2, 0.5))  # fmt: skip
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def wait_for(run: str) -> None:
+        deadline = time.monotonic() + 20
+        while run not in engine.read_view(lg.store, runs, catch_up_first=False)[0]:
+            assert not errors, errors
+            assert time.monotonic() < deadline, f"follow never applied {run} ({reported})"
+            time.sleep(0.05)
+
+    with open_ledger(pg_url, clock=clock) as lg:
+        lg.queue("before")
+        thread = threading.Thread(target=target)
+        thread.start()
+        try:
+            wait_for("before")
+            with psycopg.connect(PG_BASE, autocommit=True) as admin:
+                killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                       "WHERE application_name = %s", (app,)).fetchone()[0]  # fmt: skip
+            assert killed >= 2  # the LISTEN connection and the catch-up's
+            lg.queue("after")
+            wait_for("after")
+            assert reported, "the lost connection was reported to on_error"
+            lg.queue("later")
+            wait_for("later")
+        finally:
+            stop.set()
+            thread.join(10)
+            follower.close()
+        assert not thread.is_alive() and not errors
+        assert engine.verify_view(lg.store, runs).difference is None
+
+
+def test_R3_wake_ups_listen_on_the_library_channel(pg_url: str) -> None:
+    """The store's NOTIFY and LISTEN use the library's channel (the table's name), so
+    the library's subscription and follow wake alike."""
+    store = open_store(pg_url)
+    stop = threading.Event()
+    try:
+        wake = store.wake_ups(0, stop)
+        assert next(wake) == 0  # listening: the head, caught up from here
+        with psycopg.connect(PG_BASE, autocommit=True) as other:
+            other.execute(f'NOTIFY "{EVENTS_TABLE}"')
+        store.append(_queued(1))
+        assert next(wake) == store.max_position()
+        stop.set()
+        assert list(wake) == []
+    finally:
+        store.close()
