@@ -101,18 +101,20 @@ class LockTimeout(NotCommitted):
     """A lock wait exceeded the store's lock_timeout: the waiting transaction was rolled
     back, so no writer blocks the fleet for longer than `seconds`."""
 
-    def __init__(self, what: str, lock: str, seconds: float, *, streams: list[str] | None = None):
+    def __init__(self, what: str, lock: str, seconds: float | None, *, streams: list[str] | None = None):
         self.lock = lock
         self.seconds = seconds
-        super().__init__(what, f"waited longer than lock_timeout={seconds:g} s for {lock}", streams=streams)
+        bound = f"lock_timeout={seconds:g} s" if seconds is not None else "the store's lock_timeout"
+        super().__init__(what, f"waited longer than {bound} for {lock}", streams=streams)
 
 
 class StatementTimeout(NotCommitted):
     """A statement exceeded the store's statement_timeout and was cancelled."""
 
-    def __init__(self, what: str, seconds: float, *, streams: list[str] | None = None):
+    def __init__(self, what: str, seconds: float | None, *, streams: list[str] | None = None):
         self.seconds = seconds
-        super().__init__(what, f"a statement ran longer than statement_timeout={seconds:g} s", streams=streams)
+        bound = f"statement_timeout={seconds:g} s" if seconds is not None else "the store's statement_timeout"
+        super().__init__(what, f"a statement ran longer than {bound}", streams=streams)
 
 
 class CommitUnknown(StoreError):

@@ -93,9 +93,9 @@ def _driver_error(e: Exception, what: str, store: Any = None) -> LedgerError:
     if state == "55P03":  # lock_not_available: lock_timeout expired
         context = getattr(getattr(e, "diag", None), "context", None)
         lock = context.strip().splitlines()[0] if context else "a lock this statement needed"
-        return LockTimeout(what, lock, getattr(store, "lock_timeout", float("nan")))
+        return LockTimeout(what, lock, getattr(store, "lock_timeout", None))
     if state == "57014" and "statement timeout" in str(e):
-        return StatementTimeout(what, getattr(store, "statement_timeout", float("nan")))
+        return StatementTimeout(what, getattr(store, "statement_timeout", None))
     if state == "42501":  # insufficient_privilege
         return PermissionDenied(what, getattr(store, "role", None), _first_line(e), getattr(store, "privilege_hint", ""))
     if state in ("40P01", "40001"):  # deadlock, serialization failure: the transaction rolled back

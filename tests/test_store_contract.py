@@ -240,13 +240,13 @@ def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reporte
     b = lg.batch()
     b.start("r1")
     b.queue("r2")
-    pending = list(b._pending)
     faults.cut("after_commit")
     recorded = b.commit()
     assert [(r.stream, r.version) for r in recorded] == [("run:r1", 2), ("run:r2", 1)]
     assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
     assert lg.get_run("r1").status == Status.RUNNING
-    assert lg.store.append(pending, resend=True) == [r.position for r in recorded]  # the same batch: nothing more
+    same = [Append(r.stream, r.version, r.event) for r in recorded]
+    assert lg.store.append(same, resend=True) == [r.position for r in recorded]  # the same batch: nothing more
     assert len(_log(lg)) == 3
 
 
