@@ -10,14 +10,19 @@
 
 from ledger.clock import Clock, ManualClock, SystemClock
 from ledger.errors import (
+    CommitUnknown,
     ConflictError,
     DecodeError,
     IllegalTransition,
     ImportRejected,
     InvalidInput,
     LedgerError,
+    LockTimeout,
+    NotCommitted,
+    PermissionDenied,
     RunNotFound,
     StaleEpoch,
+    StatementTimeout,
     StoreError,
     SweepFailed,
 )
@@ -25,7 +30,8 @@ from ledger.events import Status
 from ledger.service import Batch, Ledger, open_ledger
 
 __all__ = [
-    "Batch", "Clock", "ConflictError", "DecodeError", "IllegalTransition", "ImportRejected",
-    "InvalidInput", "Ledger", "LedgerError", "ManualClock", "RunNotFound", "Status",
-    "StaleEpoch", "StoreError", "SweepFailed", "SystemClock", "open_ledger",
+    "Batch", "Clock", "CommitUnknown", "ConflictError", "DecodeError", "IllegalTransition", "ImportRejected",
+    "InvalidInput", "Ledger", "LedgerError", "LockTimeout", "ManualClock", "NotCommitted", "PermissionDenied",
+    "RunNotFound", "Status", "StaleEpoch", "StatementTimeout", "StoreError", "SweepFailed", "SystemClock",
+    "open_ledger",
 ]

@@ -82,11 +82,15 @@ def _open(ns: argparse.Namespace) -> Ledger:
 # ---------------------------------------------------------------- commands
 @command("init")
 def cmd_init(ns: argparse.Namespace) -> None:
-    """Create the ledger's tables (idempotent) and print where the ledger is.
+    """Create the ledger's tables, or upgrade them (idempotent), and print where the
+    ledger is. On PostgreSQL this is the owner's job: writers and readers open an
+    existing store without DDL (docs/operations.md, PostgreSQL roles).
 
     Example: epochledger --store sqlite:///runs.db init
     """
-    with _open(ns) as ledger:
+    from ledger.store import open_store
+
+    with Ledger(open_store(ns.store, init=True)) as ledger:
         out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
 
 
@@ -150,7 +154,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
     with _open(ns) as ledger:
         state, lag = read_run(ledger.store, ns.run, catch_up_first=not ns.no_catch_up)
         rec = run_record(state)
-        rec["tick_health"] = _tick.run_tick_health(ledger, ns.run)  # docs/tick.md
+        rec["tick_health"] = _tick.run_tick_health(ledger, ns.run, catch_up_first=not ns.no_catch_up)  # docs/tick.md
     _say_lag(lag)
     if ns.json:
         out_json(rec)
@@ -211,7 +215,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up)
         rows = [run_record(s) for s in found]
         if ns.streaking:
-            rows = _streaking(rows, _tick.tick_health(ledger))
+            rows = _streaking(rows, _tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
     _say_lag(lag)
     if ns.json:
         out_json(rows)
@@ -753,8 +757,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="epochledger",
         description="An event-sourced ledger of scheduler runs.",
         epilog="Exit codes: 0 ok, 1 ledger error, 2 usage, 3 invalid input, 4 run not found, "
-        "5 illegal transition, 6 write conflict, 7 store error, 8 damaged log (undecodable event, stream gap), "
-        "9 stale epoch (report fenced; kept as run.fenced), 10 a view differs from its replay (verify).",
+        "5 illegal transition, 6 write conflict, 7 store error (also not committed, permission denied), "
+        "8 damaged log (undecodable event, stream gap), "
+        "9 stale epoch (report fenced; kept as run.fenced), 10 a view differs from its replay (verify), "
+        "11 commit outcome unknown (check before retrying).",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

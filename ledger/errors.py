@@ -77,6 +77,80 @@ class StoreError(LedgerError):
     exit_code = 7
 
 
+# ------------------------------------------- issue 10: what happened to a write
+# A write that fails is in one of three states, and the caller needs to know which
+# (docs/operations.md, "PostgreSQL: roles, retries and time bounds"): it landed (the
+# append returns its positions, even when the connection dropped during the commit and
+# the store checked), it did not (NotCommitted: retry it), or nobody can tell yet
+# (CommitUnknown: check, or send the very same batch again, which appends nothing if
+# it had landed).
+
+
+class NotCommitted(StoreError):
+    """The transaction was rolled back or never reached the database: nothing of it was
+    written, and retrying it is safe."""
+
+    def __init__(self, what: str, reason: str, *, streams: list[str] | None = None):
+        self.what = what
+        self.reason = reason
+        self.streams = streams or []
+        super().__init__(f"{what}: {reason}; nothing was written (rolled back), safe to retry")
+
+
+class LockTimeout(NotCommitted):
+    """A lock wait exceeded the store's lock_timeout: the waiting transaction was rolled
+    back, so no writer blocks the fleet for longer than `seconds`."""
+
+    def __init__(self, what: str, lock: str, seconds: float | None, *, streams: list[str] | None = None):
+        self.lock = lock
+        self.seconds = seconds
+        bound = f"lock_timeout={seconds:g} s" if seconds is not None else "the store's lock_timeout"
+        super().__init__(what, f"waited longer than {bound} for {lock}", streams=streams)
+
+
+class StatementTimeout(NotCommitted):
+    """A statement exceeded the store's statement_timeout and was cancelled."""
+
+    def __init__(self, what: str, seconds: float | None, *, streams: list[str] | None = None):
+        self.seconds = seconds
+        bound = f"statement_timeout={seconds:g} s" if seconds is not None else "the store's statement_timeout"
+        super().__init__(what, f"a statement ran longer than {bound}", streams=streams)
+
+
+class CommitUnknown(StoreError):
+    """The connection failed while the database was committing a batch, and checking
+    afterwards failed too: the batch may or may not have been appended. `versions` maps
+    each stream to the (first, last) version the batch writes; `appends` is the batch.
+    Either check those versions, or send the same batch again (`Batch.commit()` on the
+    same batch, or `Store.append(e.appends)`): if it had landed, that appends nothing and
+    returns its positions."""
+
+    exit_code = 11
+
+    def __init__(self, versions: dict[str, tuple[int, int]], error: str, appends: tuple[object, ...] = ()):
+        self.versions = versions
+        self.error = error
+        self.appends = appends
+        shown = ", ".join(f"{s} v{a}" + (f"-{b}" if b != a else "") for s, (a, b) in list(versions.items())[:5])
+        more = f" and {len(versions) - 5} more streams" if len(versions) > 5 else ""
+        super().__init__(
+            f"the connection failed during the commit of {sum(b - a + 1 for a, b in versions.values())} events "
+            f"({shown}{more}) and the outcome could not be checked ({error}): they may or may not have been "
+            "appended; check those versions, or commit the same batch again (it appends nothing if it landed)"
+        )
+
+
+class PermissionDenied(StoreError):
+    """The database role may not do this (docs/operations.md, PostgreSQL roles): e.g. a
+    read-only role asked to catch a view up, or a writer asked to create the store."""
+
+    def __init__(self, what: str, role: str | None, detail: str, hint: str = ""):
+        self.what = what
+        self.role = role
+        self.detail = detail
+        super().__init__(f"{what}: role {role!r} may not: {detail}" + (f" ({hint})" if hint else ""))
+
+
 class DamagedLog(LedgerError):
     """The stored log is damaged: an event does not decode, or a stream has a gap."""
 

@@ -24,7 +24,7 @@ from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, SystemClock, boot_instant
 from ledger.codec import checked
-from ledger.errors import ConflictError, IllegalTransition, RunNotFound, StaleEpoch, UnknownEpoch
+from ledger.errors import CommitUnknown, ConflictError, IllegalTransition, RunNotFound, StaleEpoch, UnknownEpoch
 from ledger.events import (
     AnyEvent,
     Cause,
@@ -177,6 +177,7 @@ class Batch(Commands):
         self._pending: list[Append] = []  # in submission order: the log order
         self._epochs: dict[str, str] = {}  # epoch id -> slot, learned in this batch
         self.recorded: list[Recorded] = []
+        self._resend = False  # a commit of these very appends may have landed (CommitUnknown)
 
     def state(self, stream: str) -> Any:
         if stream not in self._state:
@@ -296,7 +297,14 @@ class Batch(Commands):
         return len(self._pending)
 
     def commit(self) -> list[Recorded]:
-        positions = self.ledger.store.append(self._pending)
+        """Append the batch. After CommitUnknown, calling commit() again sends the same
+        appends, and appends nothing if they had landed (Store.append, resend)."""
+        try:
+            store = self.ledger.store
+            positions = store.append(self._pending, resend=True) if self._resend else store.append(self._pending)
+        except CommitUnknown:
+            self._resend = True
+            raise
         self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, self._pending, strict=True)]
         self._pending = []
         self._state.clear()

@@ -516,24 +516,24 @@ class TickDriver:
 
 
 # ------------------------------------------------------------------- reads
-def tick_health(ledger: Ledger) -> Any:
+def tick_health(ledger: Ledger, *, catch_up_first: bool = True) -> Any:
     """The tick-health view (projections.tick_health), read from its materialized
-    table after catching it up: an event that does not decode is parked there, never
-    a reason for this read to fail (rule T4)."""
+    table, caught up first unless told not to: an event that does not decode is parked
+    there, never a reason for this read to fail (rule T4)."""
     from projections import engine
     from projections import tick_health as view
 
-    found, _lag = engine.read_view(ledger.store, view)
+    found, _lag = engine.read_view(ledger.store, view, catch_up_first=catch_up_first)
     return found
 
 
-def run_tick_health(ledger: Ledger, run: str) -> dict[str, Any]:
+def run_tick_health(ledger: Ledger, run: str, *, catch_up_first: bool = True) -> dict[str, Any]:
     """One run's tick health for `show`: its open streak with its age in ledger time
     (the `at` of the last event the view has seen) and its dead-letters, from the
     tick-health view."""
     from projections import tick_health as view
 
-    v = tick_health(ledger)
+    v = tick_health(ledger, catch_up_first=catch_up_first)
     return {
         "streak": view.streak_row(v, run),
         "dead_letters": msgspec.to_builtins([d for d in v.dead_letters if d.run == run]),

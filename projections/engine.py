@@ -38,8 +38,8 @@ Rebuild: from position zero into `view_<NAME>__rebuild` (tracked as `<NAME>__reb
 resumable if killed, then swapped in by rename in one transaction (Store.swap_view).
 
 Live catch-up: `catch_up` on demand (show/runs do it before reading), `follow` keeps
-going: polling on SQLite (the library has no SQLite subscription), the library's
-LISTEN/NOTIFY subscription on PostgreSQL as the wake-up (Store.wake_ups). All SQL and
+going: polling on SQLite (the library has no SQLite subscription), LISTEN/NOTIFY on
+PostgreSQL as the wake-up (Store.wake_ups), reconnecting when the server goes away. All SQL and
 every eventsourcing type stay in the store adapter. See docs/projections.md.
 """
 
@@ -357,25 +357,54 @@ def behind(store: Store, module: ModuleType) -> int:
     return store.max_position() - (tracking[1] if tracking is not None and tracking[0] == module.VERSION else 0)
 
 
+RECONNECT_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # seconds between attempts; the last one repeats
+
+
 def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading.Event,
-           poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None) -> None:
+           poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None,
+           on_error: Callable[[StoreError, float], None] | None = None,
+           backoff: Sequence[float] = RECONNECT_BACKOFF) -> None:  # fmt: skip
     """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
-    seconds. PostgreSQL: the library's subscription (LISTEN/NOTIFY) wakes us; the
-    events themselves are read by the fast path."""
+    seconds. PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
+    themselves are read by the fast path. When the server goes away (a restart, a
+    terminated connection), follow does not exit: it reports the error to `on_error`
+    (error, seconds until the next attempt; default: a warning on logger
+    `epochledger.follow`), waits out the backoff (bounded, reset by a success),
+    listens again and catches up from the tracking positions. No event is applied
+    twice: each batch moves its view's tracking position by compare-and-set (R3)."""
     def once() -> None:
         stats = catch_up_all(store, views)
         if on_batch is not None and any(s.events for s in stats):
             on_batch(stats)
 
-    once()
     if store.kind != "postgresql":
+        once()
         while not stop.wait(poll):
             once()
         return
-    for position in store.wake_ups(min(_position(store, v) for v in views), stop):
-        if all(_position(store, v) >= position for v in views):
-            continue  # already applied by an earlier catch-up
-        once()
+    failures = 0
+    while not stop.is_set():
+        try:
+            # wake_ups yields the head as soon as it listens: the catch-up that follows
+            # covers whatever was appended while no one was listening.
+            first = True
+            for position in store.wake_ups(min(_position(store, v) for v in views), stop):
+                if first or not all(_position(store, v) >= position for v in views):
+                    once()  # the first: a view never built, or of another VERSION, is rebuilt
+                first = False
+                failures = 0
+            return  # stop was set
+        except StoreError as e:
+            delay = backoff[min(failures, len(backoff) - 1)]
+            failures += 1
+            if on_error is not None:
+                on_error(e, delay)
+            else:
+                import logging
+
+                logging.getLogger("epochledger.follow").warning("follow: %s; trying again in %g s", e, delay)
+            if stop.wait(delay):
+                return
 
 
 # --------------------------------------------------------------------- verify

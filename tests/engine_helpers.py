@@ -94,9 +94,11 @@ def corrupt(url: str, position: int, payload: bytes) -> None:
         parts = urlsplit(url)
         schema = parse_qs(parts.query)["schema"][0]
         base = url.split("?", 1)[0]
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'UPDATE "{schema}".epochledger_events SET state=%s WHERE notification_id=%s',
-                         (payload, position))  # fmt: skip
+        with psycopg.connect(base) as conn:  # one transaction: the documented migration path
+            table = f'"{schema}".epochledger_events'
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER epochledger_append_only")
+            conn.execute(f"UPDATE {table} SET state=%s WHERE notification_id=%s", (payload, position))
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER epochledger_append_only")
         return
     path = url[len("sqlite:///"):]
     with sqlite3.connect(path) as conn:
@@ -122,8 +124,11 @@ def delete_row(url: str, position: int) -> None:
         import psycopg
 
         schema = parse_qs(urlsplit(url).query)["schema"][0]
-        with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
-            conn.execute(f'DELETE FROM "{schema}".epochledger_events WHERE notification_id=%s', (position,))
+        with psycopg.connect(url.split("?", 1)[0]) as conn:  # one transaction, as corrupt() does
+            table = f'"{schema}".epochledger_events'
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER epochledger_append_only")
+            conn.execute(f"DELETE FROM {table} WHERE notification_id=%s", (position,))
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER epochledger_append_only")
         return
     with sqlite3.connect(url[len("sqlite:///"):]) as conn:
         conn.execute("DELETE FROM epochledger_events WHERE rowid=?", (position,))

@@ -217,7 +217,7 @@ def _record(state):  # noqa: ANN001, ANN202
 
 # ------------------------------------------------------------------- live catch-up
 def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:  # noqa: ANN001
-    """SQLite: polling; PostgreSQL: woken by the library's LISTEN/NOTIFY subscription.
+    """SQLite: polling; PostgreSQL: woken by LISTEN/NOTIFY (Store.wake_ups).
     Waits for the result (bounded), asserts no speed."""
     import threading
     import time

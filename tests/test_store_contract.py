@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from ledger import ConflictError, IllegalTransition, InvalidInput, RunNotFound, StoreError
+from ledger.errors import CommitUnknown, NotCommitted
 from ledger.events import RunFailed, RunQueued, Status
 from ledger.service import Ledger
 from ledger.store import Append, open_store
@@ -157,3 +158,167 @@ def test_store_url_forms(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     assert open_store().url == f"sqlite:///{tmp_path}/fromenv.db"
     monkeypatch.delenv("EPOCHLEDGER_STORE")
     assert open_store().url == f"sqlite:///{tmp_path}/epochledger.db"
+
+
+# ----------------------------------------------- what happened to a failed commit
+class Faults:
+    """Makes the next commit of a ledger fail the way a real one does, per backend.
+
+    PostgreSQL: a TCP proxy between psycopg and the server (tests/pg_proxy.py) cuts the
+    connection when the COMMIT passes: before forwarding it (the server never commits),
+    or after the server answered it (the server committed; the client never hears).
+    `check_fails`: the port closes at that moment, so the store cannot reconnect to
+    check. SQLite (a local file has no lost answers; its drivers fail instead): the
+    library's insert raises a disk error before or after its commit, and the check
+    fails with the disk."""
+
+    def __init__(self, store_url: str, clock, monkeypatch) -> None:  # noqa: ANN001
+        self.kind = "postgresql" if store_url.startswith("postgresql") else "sqlite"
+        self.monkeypatch = monkeypatch
+        self.proxy = None
+        if self.kind == "postgresql":
+            from tests.pg_proxy import Proxy
+
+            self.proxy = Proxy()
+            store_url = self.proxy.url(store_url) + "&connect_timeout=2"
+        from ledger import open_ledger
+
+        self.ledger = open_ledger(store_url, clock=clock)
+
+    def cut(self, when: str, *, check_fails: bool = False) -> None:
+        if self.proxy is not None:
+            self.proxy.arm(when, then_refuse=check_fails)  # type: ignore[arg-type]
+            return
+        import sqlite3
+
+        store = self.ledger.store
+        real = store.recorder.insert_events
+
+        def insert_events(stored):  # noqa: ANN001, ANN202
+            self.monkeypatch.setattr(store.recorder, "insert_events", real)
+            if when == "after_commit":
+                real(stored)
+            raise sqlite3.OperationalError("disk I/O error")
+
+        self.monkeypatch.setattr(store.recorder, "insert_events", insert_events)
+        if check_fails:
+            def check(rows):  # noqa: ANN001, ANN202
+                raise sqlite3.OperationalError("disk I/O error")
+
+            self.monkeypatch.setattr(store, "_check", check)
+
+    def heal(self) -> None:
+        if self.proxy is not None:
+            self.proxy.forward()
+        else:
+            self.monkeypatch.undo()
+
+    def close(self) -> None:
+        self.ledger.close()
+        if self.proxy is not None:
+            self.proxy.close()
+
+
+@pytest.fixture
+def faults(store_url, clock, monkeypatch):  # noqa: ANN001, ANN201
+    f = Faults(store_url, clock, monkeypatch)
+    yield f
+    f.close()
+
+
+def _log(ledger: Ledger) -> list[tuple[int, str, int]]:
+    return [(r.position, r.stream, r.version) for r in ledger.events()]
+
+
+def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reported_appended_once(faults) -> None:  # noqa: ANN001
+    """Issue 10 item 3. The connection drops after the server committed: the append
+    returns the batch's positions, nothing is doubled, and sending the same batch again
+    appends nothing. Before: the library retried the insert, hit its own rows and
+    reported `ConflictError ... nothing was appended` although everything was."""
+    lg = faults.ledger
+    lg.queue("r1")
+    b = lg.batch()
+    b.start("r1")
+    b.queue("r2")
+    faults.cut("after_commit")
+    recorded = b.commit()
+    assert [(r.stream, r.version) for r in recorded] == [("run:r1", 2), ("run:r2", 1)]
+    assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
+    assert lg.get_run("r1").status == Status.RUNNING
+    same = [Append(r.stream, r.version, r.event) for r in recorded]
+    assert lg.store.append(same, resend=True) == [r.position for r in recorded]  # the same batch: nothing more
+    assert len(_log(lg)) == 3
+
+
+def test_L5_a_commit_cut_before_it_reached_the_server_is_not_committed_and_can_be_retried(faults) -> None:  # noqa: ANN001
+    """Issue 10 item 3: the connection drops before the COMMIT reached the server: a
+    NotCommitted (a StoreError: retry is safe) naming the streams, and nothing landed.
+    Committing the same batch again lands it once."""
+    lg = faults.ledger
+    lg.queue("r1")
+    b = lg.batch()
+    b.start("r1")
+    b.queue("r2")
+    faults.cut("before_commit")
+    with pytest.raises(NotCommitted) as e:
+        b.commit()
+    assert isinstance(e.value, StoreError) and sorted(e.value.streams) == ["run:r1", "run:r2"]
+    assert "nothing was written" in str(e.value)
+    assert len(_log(lg)) == 1 and lg.get_run("r1").status == Status.QUEUED
+    recorded = b.commit()
+    assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
+
+
+def test_L5_commit_unknown_then_the_same_batch_again_appends_nothing(faults) -> None:  # noqa: ANN001
+    """Issue 10 item 3: the commit's answer is lost and the store cannot check either:
+    CommitUnknown (exit code 11) names each stream's versions and never claims that
+    nothing was appended. Batch.commit() again, once the store is back, sees its own
+    rows in place and returns their positions: nothing doubled."""
+    lg = faults.ledger
+    lg.queue("r1")
+    b = lg.batch()
+    b.start("r1")
+    b.checkpoint("r1", "n", "ref")
+    b.queue("r2")
+    faults.cut("after_commit", check_fails=True)
+    with pytest.raises(CommitUnknown) as e:
+        b.commit()
+    assert e.value.versions == {"run:r1": (2, 3), "run:r2": (1, 1)} and e.value.exit_code == 11
+    assert "nothing was appended" not in str(e.value) and "run:r1 v2-3" in str(e.value)
+    faults.heal()
+    recorded = b.commit()
+    assert [(r.stream, r.version) for r in recorded] == [("run:r1", 2), ("run:r1", 3), ("run:r2", 1)]
+    assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
+
+
+def test_L5_commit_unknown_when_it_had_not_landed_the_same_batch_lands_once(faults) -> None:  # noqa: ANN001
+    lg = faults.ledger
+    lg.queue("r1")
+    b = lg.batch()
+    b.start("r1")
+    faults.cut("before_commit", check_fails=True)
+    with pytest.raises((CommitUnknown, NotCommitted)):
+        b.commit()
+    faults.heal()
+    recorded = b.commit()
+    assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
+
+
+def test_L5_the_same_events_sent_again_without_resend_are_a_conflict(store_url: str) -> None:
+    """Two writers that decide byte-identical events for the same versions (same clock
+    instant) still get one success and one typed conflict: identity by bytes is only
+    trusted for a batch sent again after CommitUnknown (resend)."""
+    store = open_store(store_url)
+    try:
+        e = RunQueued(at=T0, run="x", status=Status.QUEUED)
+        [pos] = store.append([Append("run:x", 1, e)])
+        with pytest.raises(ConflictError) as c:
+            store.append([Append("run:x", 1, e)])
+        assert c.value.streams == ["run:x"] and "nothing was appended" in str(c.value)
+        assert store.append([Append("run:x", 1, e)], resend=True) == [pos]
+        other = RunQueued(at=T0, run="x", status=Status.QUEUED, workflow="other")
+        with pytest.raises(ConflictError):  # a resend whose bytes differ is a conflict, not a success
+            store.append([Append("run:x", 1, other)], resend=True)
+        assert store.max_position() == pos
+    finally:
+        store.close()
