@@ -123,17 +123,20 @@ def cmd_export(ns: argparse.Namespace) -> None:
     """Export the log as NDJSON, in log order; `import` of it into an empty ledger
     reproduces it byte for byte.
 
+    -o FILE is written atomically (a temporary file beside it, renamed over it when
+    complete): a failed or interrupted export leaves FILE as it was. A FILE that is the
+    ledger itself (or its -wal/-shm/-journal) is refused (exit 3), nothing written.
+
     Example: epochledger export -o history.ndjson
     """
-    from ledger.ndjson import export_to
+    from ledger.ndjson import export_file, export_to
 
     with _open(ns) as ledger:
         if ns.output == "-":
             export_to(ledger, sys.stdout.buffer, ns.after)
             sys.stdout.flush()
         else:
-            with open(ns.output, "wb") as f:
-                n = export_to(ledger, f, ns.after)
+            n = export_file(ledger, ns.output, ns.after)
             print(f"exported {n} events to {ns.output}", file=sys.stderr)
 
 

@@ -17,6 +17,7 @@ import msgspec
 from ledger import codec
 from ledger.errors import IllegalTransition, ImportRejected, InvalidInput
 from ledger.events import TAGS
+from ledger.files import atomic_write
 from ledger.service import Ledger
 
 _FIELDS = {tag: set(cls.__struct_fields__) | {"type"} for tag, cls in TAGS.items()}
@@ -75,3 +76,10 @@ def export_to(ledger: Ledger, out: IO[bytes], after: int = 0) -> int:
         out.write(line)
         n += 1
     return n
+
+
+def export_file(ledger: Ledger, path: str, after: int = 0) -> int:
+    """Export to the file `path`, atomically (ledger/files.py): the file is replaced
+    only by a complete export, and never when it is one of the ledger's own files."""
+    with atomic_write(path, protected=ledger.store.local_files()) as out:
+        return export_to(ledger, out, after)

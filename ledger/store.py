@@ -221,6 +221,11 @@ class Store:
         with _translated("read the log"):
             return self.recorder.max_notification_id() or 0
 
+    def local_files(self) -> list[str]:
+        """The files on this machine that hold the ledger (none for a server): what
+        a command writing an output file must never overwrite (ledger/files.py)."""
+        return []
+
     def close(self) -> None:
         self.datastore.close()
 
@@ -449,6 +454,9 @@ class SQLiteStore(Store):
             conn.close()
         self._readers.clear()
         super().close()
+
+    def local_files(self) -> list[str]:
+        return [self.path, *(self.path + suffix for suffix in ("-wal", "-shm", "-journal"))]
 
     @contextmanager
     def _tx(self, commit: bool = True) -> Iterator[Any]:
