@@ -100,11 +100,11 @@ def cmd_import(ns: argparse.Namespace) -> None:
 
     Example: epochledger import history.ndjson
     """
-    from ledger.ndjson import import_lines
+    from ledger.ndjson import import_lines, read_lines
 
     with _open(ns) as ledger:
         if ns.file == "-":
-            n = import_lines(ledger, sys.stdin.buffer)
+            n = import_lines(ledger, read_lines(sys.stdin.buffer))
         else:
             try:
                 f = open(ns.file, "rb")
@@ -113,7 +113,7 @@ def cmd_import(ns: argparse.Namespace) -> None:
 
                 raise InvalidInput(f"cannot read: {e.strerror}", where=ns.file) from None
             with f:
-                n = import_lines(ledger, f)
+                n = import_lines(ledger, read_lines(f))
         out(f"imported {n} events from {ns.file}")
 
 

@@ -9,7 +9,7 @@ ledger -> export is byte-identical.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import IO
 
 import msgspec
@@ -21,14 +21,52 @@ from ledger.files import atomic_write
 from ledger.service import Ledger
 
 _FIELDS = {tag: set(cls.__struct_fields__) | {"type"} for tag, cls in TAGS.items()}
-MAX_LINE = 1 << 20
+MAX_LINE = 1 << 20  # bytes of a line's content; its line ending does not count
+
+
+def _content(line: bytes) -> bytes:
+    """A line without its line ending (\n or \r\n)."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+    return line
+
+
+def read_lines(f: IO[bytes], limit: int = MAX_LINE) -> Iterator[bytes]:
+    """The lines of a binary file, each read with a bound: a line whose content is
+    longer than `limit` bytes is refused (ImportRejected) after reading at most
+    limit + 2 bytes of it, so `epochledger import /dev/zero` stops at once instead of
+    growing until memory runs out. A line of exactly `limit` bytes is accepted."""
+    number = 0
+    while True:
+        line = f.readline(limit + 2)  # the content, and room for \r\n
+        if not line:
+            return
+        number += 1
+        if len(_content(line)) > limit:
+            raise ImportRejected(number, f"line is longer than {limit} bytes")
+        yield line
 
 
 def parse_line(line: bytes | str, number: int) -> object:
     """One NDJSON line -> a typed event, or ImportRejected naming the line and reason.
     Unknown fields are refused (a typo such as "resumabel" must not vanish silently)."""
-    if len(line) > MAX_LINE:
+    if isinstance(line, str):
+        try:
+            line = line.encode()
+        except UnicodeEncodeError as e:
+            raise ImportRejected(number, f"not UTF-8: {e.reason} at character {e.start}") from None
+    if len(_content(line)) > MAX_LINE:
         raise ImportRejected(number, f"line is longer than {MAX_LINE} bytes")
+    try:
+        return _parse(line, number)
+    except RecursionError:
+        # msgspec's and our own walks recurse; a line nested this deep is no event.
+        raise ImportRejected(number, "JSON nested too deeply") from None
+
+
+def _parse(line: bytes, number: int) -> object:
     try:
         raw = msgspec.json.decode(line)
     except msgspec.DecodeError as e:
@@ -36,7 +74,7 @@ def parse_line(line: bytes | str, number: int) -> object:
     if not isinstance(raw, dict):
         raise ImportRejected(number, "expected a JSON object")
     tag = raw.get("type")
-    if tag not in TAGS:
+    if not isinstance(tag, str) or tag not in TAGS:
         raise ImportRejected(number, f"unknown type {tag!r}" if tag is not None else "missing field 'type'")
     unknown = sorted(set(raw) - _FIELDS[tag])
     if unknown:

@@ -102,3 +102,91 @@ def test_L4_not_json_names_the_line(ledger: Ledger) -> None:
     with pytest.raises(ImportRejected, match="line 2: not JSON"):
         import_lines(ledger, [lines(GOOD[:1])[0], b"{oops\n"])
     assert ledger.store.max_position() == 0
+
+
+# ------------------------------------------------- issue 10: hostile lines (item 12)
+DEEP = [
+    ("reason nested 5000 deep", b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","reason":' + b"[" * 5000 + b"]" * 5000 + b"}"),
+    ("unknown field nested 100000 deep", b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    ("report nested 5000 deep", b'{"type":"run.fenced","at":"2026-09-09T14:00:05Z","run":"r1","epoch":"e","refused":"run.finished",'
+                                b'"why":"w","report":' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}"),
+]
+
+
+@pytest.mark.parametrize(("name", "line"), DEEP, ids=[n for n, _ in DEEP])
+def test_L4_a_line_nested_too_deeply_is_rejected_naming_the_line(ledger: Ledger, name: str, line: bytes) -> None:
+    """Repro (before the fix): JSON nested deeper than about 500 levels raised
+    RecursionError out of import (a traceback, not exit 3)."""
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, [lines(GOOD[1:2])[0], line + b"\n"])
+    assert e.value.line == 2 and "nested too deeply" in str(e.value)
+    assert ledger.store.max_position() == 0
+
+
+@pytest.mark.parametrize("tag", ["{}", "[]", "5", "null", "true", '"RUN.QUEUED"'])
+def test_L4_a_type_that_is_not_a_known_tag_is_rejected(ledger: Ledger, tag: str) -> None:
+    """Repro (before the fix): `"type": {}` raised TypeError (unhashable) out of import."""
+    line = b'{"type":%b,"at":"2026-09-09T14:00:05Z","run":"r1"}\n' % tag.encode()
+    with pytest.raises(ImportRejected, match="line 1: unknown type|line 1: missing field 'type'"):
+        import_lines(ledger, [line])
+    assert ledger.store.max_position() == 0
+
+
+class CountingReader(io.BufferedReader):
+    def __init__(self, raw: io.RawIOBase):
+        super().__init__(raw)
+        self.consumed = 0
+
+    def readline(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+        line = super().readline(size)
+        self.consumed += len(line)
+        return line
+
+
+def test_L4_an_endless_line_is_refused_after_reading_at_most_the_limit() -> None:
+    """Repro (before the fix): `epochledger import /dev/zero` read the whole "line"
+    before checking its length and grew until MemoryError."""
+    from ledger.ndjson import MAX_LINE, read_lines
+
+    with open("/dev/zero", "rb", buffering=0) as raw:
+        f = CountingReader(raw)
+        with pytest.raises(ImportRejected, match=f"line 1: line is longer than {MAX_LINE} bytes"):
+            next(read_lines(f))
+    assert f.consumed <= MAX_LINE + 2
+
+
+def test_L4_import_of_dev_zero_exits_3_at_once(tmp_path) -> None:  # noqa: ANN001
+    from ledger.cli import main
+
+    assert main(["--store", str(tmp_path / "l.db"), "import", "/dev/zero"]) == 3
+
+
+def _padded(size: int) -> bytes:
+    """A valid run.queued line whose content is exactly `size` bytes (JSON whitespace)."""
+    line = b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"big"}'
+    return line[:-1] + b" " * (size - len(line)) + b"}"
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b""], ids=["LF", "CRLF", "last line"])
+def test_L4_a_line_of_exactly_the_limit_is_accepted_one_byte_more_is_not(ledger: Ledger, ending: bytes) -> None:
+    """Repro (before the fix): a line of exactly 1 MiB was refused: its newline was
+    counted against the limit."""
+    from ledger.ndjson import MAX_LINE, read_lines
+
+    exact = _padded(MAX_LINE)
+    assert len(exact) == MAX_LINE
+    assert import_lines(ledger, read_lines(io.BytesIO(exact + ending))) == 1
+    assert import_lines(ledger, [exact + ending]) == 0  # already recorded (I1); and not refused as too long
+    for over in (read_lines(io.BytesIO(_padded(MAX_LINE + 1) + ending)), [_padded(MAX_LINE + 1) + ending]):
+        with pytest.raises(ImportRejected, match="line 1: line is longer than"):
+            import_lines(ledger, over)
+    assert ledger.store.max_position() == 1
+
+
+def test_L4_read_lines_numbers_lines_as_import_does(ledger: Ledger) -> None:
+    from ledger.ndjson import read_lines
+
+    data = b"".join(lines(GOOD[1:3])) + b"\n" + b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"zzz"}\n'
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, read_lines(io.BytesIO(data)))
+    assert e.value.line == 4
