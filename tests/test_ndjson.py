@@ -190,3 +190,87 @@ def test_L4_read_lines_numbers_lines_as_import_does(ledger: Ledger) -> None:
     with pytest.raises(ImportRejected) as e:
         import_lines(ledger, read_lines(io.BytesIO(data)))
     assert e.value.line == 4
+
+
+# ------------------------------------- issue 10: imports that changed the input (item 13)
+HEAD = [
+    {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1"},
+    {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r1"},
+]
+RECOVERED = {"type": "run.recovered", "at": "2026-09-09T14:00:05Z", "run": "r1", "rule": "O3-fallback",
+             "swept_by": "w.e2", "swept_by_process": "w"}  # fmt: skip
+DEAD = {"type": "run.dead_lettered", "at": "2026-09-09T14:00:05Z", "run": "r1", "tick": "t1", "step": "advance",
+        "error_class": "E", "failing_since": "2026-09-09T14:00:03Z", "failures": 3, "deadline_s": 300.0}  # fmt: skip
+CHANGED = [
+    ({"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": ""},
+     """field 'code': the line states "", but the ledger would record "CANCELLED\""""),
+    ({**RECOVERED, "code": "TIMEOUT"}, """field 'code': the line states "TIMEOUT", but the ledger would record "PROCESS_ORPHANED\""""),
+    ({**RECOVERED, "code": ""}, "field 'code'"),
+    ({**DEAD, "code": "FAIL_NODE"}, """the ledger would record "TICK_DEADLINE_EXCEEDED\""""),
+]
+
+
+@pytest.mark.parametrize(("row", "reason"), CHANGED, ids=[r["type"] + " " + r["code"] for r, _ in CHANGED])
+def test_L4_a_stated_field_that_decide_would_change_is_rejected(ledger: Ledger, row: dict, reason: str) -> None:
+    """Repro (before the fix): a run.cancelled line stating "code": "" was imported with
+    code CANCELLED, a run.recovered stating TIMEOUT was recorded as PROCESS_ORPHANED:
+    the ledger silently recorded something other than the line. Mutation caught:
+    dropping the stated-versus-recorded comparison in import_lines."""
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, lines([*HEAD, row]))
+    assert e.value.line == 3 and reason in str(e.value)
+    assert ledger.store.max_position() == 0
+
+
+def test_L3_stating_exactly_what_decide_records_is_accepted(ledger: Ledger) -> None:
+    rows = [*HEAD, {**RECOVERED, "code": "PROCESS_ORPHANED", "status": "failed_resumable"},
+            {"type": "run.queued", "at": "2026-09-09T14:00:06+02:00", "run": "r2"},
+            {"type": "run.cancelled", "at": "2026-09-09T14:00:07Z", "run": "r2", "code": "CANCELLED", "status": "cancelled"}]  # fmt: skip
+    assert import_lines(ledger, lines(rows)) == 5
+
+
+UNKNOWN_NESTED = [
+    ({"code": "OOM", "zzz": 1}, "unknown field 'cause.zzz' for run.failed"),
+    ({"code": "OOM", "cause": {"code": "K", "mesage": "typo"}}, "unknown field 'cause.cause.mesage' for run.failed"),
+]
+
+
+@pytest.mark.parametrize(("cause", "reason"), UNKNOWN_NESTED, ids=[r for _, r in UNKNOWN_NESTED])
+def test_L4_an_unknown_field_inside_a_cause_is_rejected(ledger: Ledger, cause: dict, reason: str) -> None:
+    """Repro (before the fix): unknown fields inside `cause` were dropped silently
+    (only top-level fields were checked)."""
+    row = {"type": "run.failed", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": "X", "resumable": True, "cause": cause}
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, lines([*HEAD, row]))
+    assert e.value.line == 3 and reason in str(e.value)
+    assert ledger.store.max_position() == 0
+
+
+DUPLICATES = [
+    b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"a","run":"b"}',
+    b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run" : "a", "actor":"x:y","run":"b"}',
+    b'{"type":"run.queued","type":"run.queued","at":"2026-09-09T14:00:05Z","run":"a"}',
+    # the surviving value's escaped colon would hide the dropped key from a colon count
+    b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"a","run":"\\u003a"}',
+]
+
+
+@pytest.mark.parametrize("line", DUPLICATES, ids=range(len(DUPLICATES)))
+def test_L4_a_duplicate_json_key_is_rejected(ledger: Ledger, line: bytes) -> None:
+    """Repro (before the fix): `"run":"a","run":"b"` imported run b (JSON's last value
+    wins), silently dropping what the line said first."""
+    with pytest.raises(ImportRejected, match=r"line 2: duplicate key '(run|type)'"):
+        import_lines(ledger, [lines(GOOD[1:2])[0], line + b"\n"])
+    assert ledger.store.max_position() == 0
+
+
+def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger) -> None:
+    failed = (b'{"type":"run.failed","at":"2026-09-09T14:00:05Z","run":"r1","resumable":true,'
+              b'"cause":{"code":"A","message":"m: 1","code":"B"}}\n')  # fmt: skip
+    with pytest.raises(ImportRejected, match="line 3: duplicate key 'code'"):
+        import_lines(ledger, [*lines(HEAD), failed])
+    paused = b'{"type":"run.paused","at":"2026-09-09T14:00:05Z","run":"r1","kind":"waiting_human","questions":["q"]}\n'
+    resumed = b'{"type":"run.resumed","at":"2026-09-09T14:00:06Z","run":"r1","by":"operator","answers":{"q":"no","q":"yes"}}\n'
+    with pytest.raises(ImportRejected, match="line 4: duplicate key 'q'"):
+        import_lines(ledger, [*lines(HEAD), paused, resumed])
+    assert ledger.store.max_position() == 0
