@@ -274,3 +274,83 @@ def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger
     with pytest.raises(ImportRejected, match="line 4: duplicate key 'q'"):
         import_lines(ledger, [*lines(HEAD), paused, resumed])
     assert ledger.store.max_position() == 0
+
+
+# ------------------------------------------------------------ issue 10: import fuzz
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from ledger.events import TAGS  # noqa: E402
+
+_KEYS = sorted({f for cls in TAGS.values() for f in cls.__struct_fields__} | {"type", "zzz"})
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=30)
+    | st.sampled_from(["2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "", "r1",
+                       "w-1.e1", "w-1", "operator", "waiting_human", "failed", "\ud800"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=5), inner, max_size=5),
+    max_leaves=12,
+)  # fmt: skip
+_instant = st.sampled_from(["2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
+                            "1969-12-31T23:59:59Z", "2026-09-09T14:00:00"])  # fmt: skip
+_event_like = st.fixed_dictionaries({"type": st.sampled_from(sorted(TAGS)) | _json, "at": _instant},
+                                    optional={k: _json for k in _KEYS if k not in ("type", "at")})  # fmt: skip
+
+
+def _encode_json(value: object) -> bytes:
+    try:
+        return json.dumps(value).encode()
+    except (ValueError, UnicodeEncodeError):
+        return b"{}"
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> bytes:
+    row = dict(draw(st.sampled_from(GOOD)))
+    how = draw(st.sampled_from(["set", "instant", "drop", "bytes", "duplicate", "nest", "truncate"]))
+    if how == "instant":
+        row[draw(st.sampled_from(["at", *(k for k in row if k.endswith("_at"))]))] = draw(_instant)
+    elif how == "set":
+        key = draw(st.sampled_from(_KEYS))
+        row[key] = draw(_instant if key.endswith(("at", "_since")) else _json)
+    elif how == "drop" and len(row) > 1:
+        row.pop(draw(st.sampled_from(sorted(row))))
+    line = _encode_json(row)
+    if how == "bytes":
+        i = draw(st.integers(0, len(line)))
+        line = line[:i] + draw(st.binary(max_size=4)) + line[i + draw(st.integers(0, 3)):]
+    elif how == "duplicate":
+        key = draw(st.sampled_from(sorted(row)))
+        line = line[:-1] + b", " + json.dumps(key).encode() + b": " + _encode_json(draw(_json)) + b"}"
+    elif how == "nest":
+        depth = draw(st.sampled_from([40, 70, 600, 3000]))
+        line = line[:-1] + b', "cause": ' + b'{"code": "X", "cause": ' * depth + b"null" + b"}" * depth + b"}"
+    elif how == "truncate":
+        line = line[: draw(st.integers(0, len(line)))]
+    return line
+
+
+_line = st.one_of(_mutated(), _mutated(), _mutated(), _event_like.map(_encode_json), _json.map(_encode_json),
+                  st.binary(max_size=60))  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(prefix=st.integers(0, len(GOOD)), extra=st.lists(_line, min_size=1, max_size=4), endings=st.sampled_from([b"\n", b"\r\n"]))
+def test_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,  # noqa: ANN001
+                                                                     extra: list[bytes], endings: bytes) -> None:  # fmt: skip
+    """Law (issue 10 item 12, where 49 of 5,500 fuzz cases escaped as RecursionError,
+    OverflowError, TypeError): whatever the lines (random JSON, random bytes, mutated
+    valid lines, after a valid prefix of a history), import either succeeds or raises
+    ImportRejected naming a line of the file, and a rejected file appends nothing.
+    Each example gets a fresh ledger, so its lines are decided against GOOD's prefix.
+    Mutations caught: `tag not in TAGS` without the str check (TypeError), dropping the
+    instant bounds (OverflowError), the RecursionError guard of parse_line."""
+    from ledger.ndjson import read_lines
+
+    content = b"".join(x.replace(b"\n", b" ") + endings for x in [*(_encode_json(r) for r in GOOD[:prefix]), *extra])
+    with open_ledger(str(tmp_path_factory.mktemp("fuzz") / "l.db")) as lg:
+        try:
+            import_lines(lg, read_lines(io.BytesIO(content)))
+        except ImportRejected as e:
+            assert 1 <= e.line <= prefix + len(extra)
+            assert f"line {e.line}: " in str(e)
+            assert lg.store.max_position() == 0
