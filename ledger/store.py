@@ -35,6 +35,15 @@ READ_BATCH = 10_000
 _MAX_POS = (1 << 63) - 1
 
 
+def check_position(value: object, where: str) -> int:
+    """A notification position as the databases hold it: an int from 0 to 2**63-1
+    (SQLite's INTEGER, PostgreSQL's BIGINT). Beyond that the drivers raise
+    OverflowError or NumericValueOutOfRange; refused here with InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_POS:
+        raise InvalidInput(f"a position is an integer from 0 to {_MAX_POS}, got {value!r}", where=where)
+    return value
+
+
 class Append(NamedTuple):
     """One event to append at an exact version of its stream. A batch of these is
     appended in the order given: that order is the log order (BRIEF R1)."""
@@ -180,7 +189,11 @@ class Store:
         must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
         written by a newer version and refuse a tag this version does not know (BRIEF L3).
         Also the raw side of the read-path benchmarks (docs/benchmarks.md). The state may
-        come back as bytes or a buffer (memoryview), per driver."""
+        come back as bytes or a buffer (memoryview), per driver. Positions are refused
+        (InvalidInput) unless ints from 0 to 2**63-1, the databases' own range."""
+        check_position(after, "after")
+        if upto is not None:
+            check_position(upto, "upto")
         while True:
             with _translated("read the log"):
                 rows = self._select_after(after, batch, upto)
@@ -731,8 +744,14 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     store must already exist, and opening it writes nothing (no file, schema or table
     is created): for readers such as `audit sync`."""
     url = resolve_url(url)
+    if not isinstance(url, str) or "\x00" in url:
+        raise InvalidInput(f"a store URL is a string without NUL characters, got {url!r}", where="--store")
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
+        try:
+            urlsplit(url).port  # noqa: B018 - parsing it is the check: "h:abc" raises ValueError
+        except ValueError as e:
+            raise InvalidInput(f"not a valid PostgreSQL URL ({e}): postgresql://user@host:port/db", where="--store") from None
         return PostgresStore(url, create=create)
     if scheme == "sqlite":
         path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else ""

@@ -4,6 +4,7 @@ ledger stores is exactly what the caller gave, or nothing."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
 from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, RunFenced
 from ledger.ndjson import import_lines
+from ledger.sweep import preview
 from ledger.service import Ledger
 
 
@@ -155,3 +157,59 @@ def test_F1_the_evidence_of_a_stale_report_with_the_deepest_cause_is_kept(ledger
     assert e.value.kept_at is not None
     kept = ledger.history("r")[-1].event
     assert isinstance(kept, RunFenced) and kept.report["code"] == "X"
+
+
+# ------------------------------------------- issue 10 item 15: typed errors, named
+def _booted(lg: Ledger) -> Any:
+    booted = lg.boot("w", epoch="w.e1")
+    lg.queue("r", process="w")
+    lg.start("r", epoch="w.e1", process="w")
+    return booted
+
+
+TYPED: list[tuple[str, Any, str]] = [
+    ("correct to a bogus status", lambda lg, b: lg.correct("r", to="bogus", actor="a", reason="x"), "to: 'bogus' is not a status"),
+    ("get_run(None)", lambda lg, b: lg.get_run(None), "run: "),
+    ("history(None)", lambda lg, b: lg.history(None), "run: "),
+    ("process(b'w')", lambda lg, b: lg.process(b"w"), "process: "),
+    ("get_run with a surrogate", lambda lg, b: lg.get_run("r\udc80"), "run: cannot be stored"),
+    ("orphans margin NaN", lambda lg, b: lg.orphans(margin=math.nan), "margin: margin must be from 0 to 31536000 seconds"),
+    ("orphans margin 1e15", lambda lg, b: lg.orphans(margin=1e15), "margin: margin must be from 0"),
+    ("orphans margin as text", lambda lg, b: lg.orphans(margin="1"), "margin: margin must be a number of seconds"),
+    ("sweep margin inf", lambda lg, b: lg.sweep(b, margin=math.inf), "margin: "),
+    ("sweep margin 2**2000", lambda lg, b: lg.sweep(b, margin=2**2000), "margin: "),
+    ("sweep a hostile epoch", lambda lg, b: lg.sweep(object()), "epoch.process: "),
+    ("sweep attempts as text", lambda lg, b: lg.sweep(b, attempts="3"), "attempts: "),
+    ("sweep gaps NaN", lambda lg, b: lg.sweep(b, attempts=2, gaps=[math.nan]), "gaps: "),
+    ("preview margin 1e15", lambda lg, b: preview(lg, "w", margin=1e15), "margin: "),
+    ("preview process None", lambda lg, b: preview(lg, None), "process: "),
+    ("startup margin NaN", lambda lg, b: lg.startup("w", margin=math.nan), "margin: "),
+    ("stop a dict epoch", lambda lg, b: lg.stop("w", {"e": 1}), "epoch: "),
+    ("events after 2**63", lambda lg, b: list(lg.events(2**63)), "after: a position is an integer from 0 to 9223372036854775807"),
+    ("events upto -1", lambda lg, b: list(lg.events(0, -1)), "upto: "),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "message"), TYPED, ids=[n for n, _, _ in TYPED])
+def test_L4_bad_arguments_are_invalid_input_naming_the_argument(ledger: Ledger, name: str, call: Any, message: str) -> None:
+    """Repro (before the fix), each of these raised a raw Python error: ValueError
+    ('bogus' is not a valid Status; cannot convert float NaN to integer), TypeError
+    (can only concatenate str, not NoneType), OverflowError (1e15 margins, positions
+    past 2**63-1 reaching the driver), AttributeError (an epoch without .process).
+    `startup` with a bad margin used to boot first and refuse after: nothing may be
+    appended."""
+    booted = _booted(ledger)
+    before = ledger.store.max_position()
+    with pytest.raises(InvalidInput) as e:
+        call(ledger, booted)
+    assert message in str(e.value)
+    assert ledger.store.max_position() == before
+
+
+def test_R1_replay_refuses_a_position_past_the_databases_range(ledger: Ledger) -> None:
+    from replay import state_at
+
+    _booted(ledger)
+    with pytest.raises(InvalidInput, match="--position: a position is an integer from 0 to"):
+        state_at(ledger.store, position=99999999999999999999)
+    assert state_at(ledger.store, position=2**63 - 1).events == 3
