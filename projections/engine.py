@@ -46,6 +46,7 @@ every eventsourcing type stay in the store adapter. See docs/projections.md.
 from __future__ import annotations
 
 import gc
+import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
@@ -54,7 +55,7 @@ from typing import Any
 
 import msgspec
 
-from ledger.errors import ConflictError, StoreError
+from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
 from projections.registry import VIEWS
@@ -360,8 +361,12 @@ def behind(store: Store, module: ModuleType) -> int:
 def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading.Event,
            poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None) -> None:
     """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
-    seconds. PostgreSQL: the library's subscription (LISTEN/NOTIFY) wakes us; the
-    events themselves are read by the fast path."""
+    seconds (a finite number > 0: 0 or less spun at 100% CPU). PostgreSQL: the
+    library's subscription (LISTEN/NOTIFY) wakes us; the events themselves are read
+    by the fast path."""
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll < math.inf:
+        raise InvalidInput(f"poll must be a finite number of seconds > 0, got {poll!r}", where="--poll")
+
     def once() -> None:
         stats = catch_up_all(store, views)
         if on_batch is not None and any(s.events for s in stats):

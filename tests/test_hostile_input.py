@@ -213,3 +213,23 @@ def test_R1_replay_refuses_a_position_past_the_databases_range(ledger: Ledger) -
     with pytest.raises(InvalidInput, match="--position: a position is an integer from 0 to"):
         state_at(ledger.store, position=99999999999999999999)
     assert state_at(ledger.store, position=2**63 - 1).events == 3
+
+
+# ---------------------------------------------- issue 10 item 16: follow's poll
+@pytest.mark.parametrize("poll", [0, 0.0, -1, math.nan, math.inf, "0.2", None, True])
+def test_R3_follow_refuses_a_poll_that_would_spin(sqlite_ledger: Ledger, poll: Any) -> None:
+    """Repro (before the fix): `follow --poll 0` (or negative) looped on stop.wait(0)
+    at 100% CPU. The stop timer ends the loop if the refusal is missing, so the test
+    fails instead of hanging."""
+    import threading
+
+    from projections import engine
+
+    stop = threading.Event()
+    timer = threading.Timer(0.5, stop.set)
+    timer.start()
+    try:
+        with pytest.raises(InvalidInput, match="--poll: poll must be a finite number of seconds > 0"):
+            engine.follow(sqlite_ledger.store, stop=stop, poll=poll)
+    finally:
+        timer.cancel()
