@@ -129,9 +129,18 @@ def _require_duckdb_file(path: str) -> None:
     """A --duckdb that names another kind of file (the SQLite ledger itself, say) is
     refused before DuckDB opens it: DuckDB would try to fetch a scanner extension for
     it, or fail with a less helpful message. DuckDB files carry "DUCK" at byte 8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # a non-UTF-8 file name from argv: DuckDB cannot take it (std::bad_cast)
+        raise InvalidInput("DuckDB needs a file name that is valid UTF-8", where=path.encode("utf-8", "backslashreplace").decode()) from None
+    if os.path.isdir(path):
+        raise InvalidInput("is a directory, not a DuckDB audit file", where=path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
-        with open(path, "rb") as f:
-            head = f.read(12)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(12)
+        except OSError as e:
+            raise InvalidInput(f"cannot read: {e.strerror}", where=path) from None
         if head[8:12] != b"DUCK":
             raise InvalidInput("not a DuckDB audit file (is it the ledger itself?)", where=path)
 
@@ -392,6 +401,10 @@ def query(path: str, sql: str) -> Result:
     and the connection is read-only with file-system access disabled and its
     configuration locked (so COPY TO, ATTACH, INSTALL/LOAD from a path and SET fail)."""
     with _translated("audit file", path):
+        try:
+            sql.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise QueryRefused(f"not valid UTF-8 ({e.reason} at character {e.start})", sql) from None
         con = _connect_ro(path)
         try:
             try:
@@ -417,9 +430,15 @@ def export_parquet(path: str, directory: str) -> dict[str, Any]:
     """Write the events table as Parquet under `directory`, partitioned by event date
     (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
+    if not directory:
+        raise InvalidInput("needs a directory", where="export-parquet")
     if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
         raise InvalidInput("exists and is not an empty directory", where=directory)
-    os.makedirs(directory, exist_ok=True)
+    _connect_ro(path).close()  # a missing or foreign audit file is refused before the directory is made
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the name
+        raise InvalidInput(f"cannot create: {getattr(e, 'strerror', None) or e}", where=directory) from None
     events_dir = os.path.join(directory, "events")
     with _translated("audit file", path):
         con = _connect_ro(path, external_access=True)

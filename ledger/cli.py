@@ -50,6 +50,12 @@ def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def err(text: str) -> None:
+    """A line on standard error. It may echo an argument that is not valid Unicode (a
+    lone surrogate from a non-UTF-8 argv): shown escaped, never a second error."""
+    print(text.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
+
+
 def out_json(obj: Any) -> None:
     sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(obj, order="deterministic"), indent=2) + b"\n")
     sys.stdout.flush()
@@ -108,10 +114,10 @@ def cmd_import(ns: argparse.Namespace) -> None:
         else:
             try:
                 f = open(ns.file, "rb")
-            except OSError as e:
+            except (OSError, ValueError) as e:  # ValueError: a NUL in the name
                 from ledger.errors import InvalidInput
 
-                raise InvalidInput(f"cannot read: {e.strerror}", where=ns.file) from None
+                raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
                 n = import_lines(ledger, read_lines(f))
         out(f"imported {n} events from {ns.file}")
@@ -137,7 +143,7 @@ def cmd_export(ns: argparse.Namespace) -> None:
             sys.stdout.flush()
         else:
             n = export_file(ledger, ns.output, ns.after)
-            print(f"exported {n} events to {ns.output}", file=sys.stderr)
+            err(f"exported {n} events to {ns.output}")
 
 
 @command("show", arg("run"), JSON, NO_CATCH_UP)
@@ -681,7 +687,7 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
             from ledger.events import Instant
 
             as_of = msgspec.json.decode(msgspec.json.encode(ns.as_of), type=Instant)
-        except msgspec.ValidationError as e:
+        except (msgspec.ValidationError, UnicodeEncodeError) as e:
             from ledger.errors import InvalidInput
 
             raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
@@ -768,7 +774,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     try:
         return ns.handler(ns) or 0
     except LedgerError as e:
-        print(f"epochledger: {type(e).__name__}: {e}", file=sys.stderr)
+        err(f"epochledger: {type(e).__name__}: {e}")
         return e.exit_code
     except BrokenPipeError:
         return 0

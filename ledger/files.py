@@ -66,6 +66,8 @@ def atomic_write(path: str, *, protected: Iterable[str] = (), where: str = "--ou
     write, fsync or rename fails), `path` is left as it was and the temporary file is
     removed. `protected`: files that must never be the target (the ledger's own; see
     `refuse_protected`). OS errors become InvalidInput naming the path."""
+    if not path or "\x00" in path:
+        raise InvalidInput("needs a file name (without NUL characters)", where=where)
     refuse_protected(path, protected, where)
     directory = os.path.dirname(os.path.abspath(path))
     try:

@@ -495,9 +495,12 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
 def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:
     """One run from the runs view: (RunState, positions behind). RunNotFound if the
     view does not have it or it was deleted."""
+    from ledger.codec import check_value
     from ledger.errors import RunNotFound
+    from ledger.events import Name
     from projections import runs
 
+    run = check_value(run, Name, "run")  # no id that could never be written reaches the store
     found, lag = read_view(store, runs, key=run, catch_up_first=catch_up_first)
     state = found.get(run)
     if state is None:
