@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
+import shutil
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -145,12 +145,23 @@ def _require_duckdb_file(path: str) -> None:
             raise InvalidInput("not a DuckDB audit file (is it the ledger itself?)", where=path)
 
 
+def scratch_dir(path: str) -> str:
+    """The one directory a sync of `path` keeps temporary files in: its NDJSON chunks
+    and DuckDB's own spill files. Emptied at the start of every sync while the sync
+    holds DuckDB's write lock (so never under another sync), and removed at its end.
+    A killed sync leaves at most one chunk pair there (up to ~34 MB), which the next
+    sync removes: kills do not accumulate files (they used to leave a fresh
+    epochledger-audit-* directory each)."""
+    return os.path.abspath(path) + ".sync-tmp"
+
+
 def _connect_rw(path: str) -> duckdb.DuckDBPyConnection:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise InvalidInput(f"directory {parent} does not exist", where="--duckdb")
     _require_duckdb_file(path)
-    con = duckdb.connect(path, config={"autoinstall_known_extensions": False})
+    con = duckdb.connect(path, config={"autoinstall_known_extensions": False,
+                                       "temp_directory": os.path.join(scratch_dir(path), "duckdb")})  # fmt: skip
     con.execute("SET TimeZone = 'UTC'")
     # Row order within the table carries no meaning (position does): DuckDB may load
     # the chunk in parallel.
@@ -302,11 +313,13 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK,
     """Copy every event after the file's sync position into `path`. Reads the store only."""
     with _translated("audit file", path):
         con = _connect_rw(path)
+        tmp = scratch_dir(path)
         try:
+            shutil.rmtree(tmp, ignore_errors=True)  # what a killed sync left; we hold the write lock
+            os.makedirs(tmp)
             position = _ensure_schema(con, store.url)
             appended = 0
-            with tempfile.TemporaryDirectory(prefix="epochledger-audit-", dir=os.path.dirname(os.path.abspath(path))) as tmp, \
-                    ThreadPoolExecutor(max_workers=1) as pool:  # fmt: skip
+            with ThreadPoolExecutor(max_workers=1) as pool:
                 pending: Future[int] | None = None
                 buffered: list[tuple[int, str, int, Any]] = []
                 n = 0
@@ -335,6 +348,7 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK,
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()
+            shutil.rmtree(tmp, ignore_errors=True)  # after close: DuckDB's spill files too
     return SyncResult(os.path.abspath(path), appended, position, int(events))
 
 

@@ -7,7 +7,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -687,3 +691,59 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
         for run, s in want.items():
             assert {f: got[run][f] for f in fields} == {f: getattr(s, f) for f in fields}, run
             assert {p: got[run][p] for p in lifecycle.PREDICATES} == lifecycle.predicates(s.status, s.code)
+
+
+# ------------------------------------------- issue 10 item 16: a killed sync
+KILLED_SYNC = """
+import os, sys, time
+from ledger import audit
+from ledger.store import open_store
+real, calls = audit._load, []
+def load(con, file, rows, before):
+    calls.append(before)
+    if len(calls) == 2:  # the first chunk is committed, the next chunk files are written
+        open(sys.argv[3], "w").close()
+        time.sleep(600)
+    return real(con, file, rows, before)
+audit._load = load
+audit.sync(open_store(sys.argv[1], create=False), sys.argv[2], chunk=int(sys.argv[4]))
+"""
+
+
+def _kill_a_sync(store: str, path: str, marker: Path, chunk: int) -> None:
+    child = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, store, path, str(marker), str(chunk)])
+    try:
+        for _ in range(600):
+            if marker.exists() or child.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "the child never reached its second chunk"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    marker.unlink()
+
+
+def test_A1_R3_killed_syncs_leave_nothing_that_accumulates(tmp_path: Path) -> None:
+    """Repro (before the fix): every SIGKILLed sync left its own
+    epochledger-audit-XXXX directory (two chunk files, up to 34 MB) beside the audit
+    file, and no later sync removed them. Now one scratch directory per audit file,
+    emptied by the next sync under DuckDB's write lock, and removed at its end."""
+    from bench.common import make_history
+    from ledger.store import open_store
+
+    db = tmp_path / "runs.db"
+    store = open_store(str(db))
+    total = make_history(store, runs=400, per_run=5, window=200)
+    store.close()
+    path = str(tmp_path / "runs.duckdb")
+    beside = set(os.listdir(tmp_path))
+    for _ in range(2):  # two kills in a row: still one scratch directory, not two
+        _kill_a_sync(str(db), path, tmp_path / "marker", chunk=300)
+        left = {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside - {"runs.duckdb", "runs.duckdb.wal"}
+        assert left == {"runs.duckdb.sync-tmp"}, left
+        assert os.listdir(tmp_path / "runs.duckdb.sync-tmp")  # what a kill leaves: the chunk being loaded
+    with open_ledger(str(db)) as lg:
+        result = audit.sync(lg.store, path)
+        assert result.events == total and positions(path) == [r.position for r in lg.events()]
+    assert {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside == {"runs.duckdb"}
