@@ -120,7 +120,8 @@ def test_L4_the_cli_prints_no_traceback_end_to_end(store: str) -> None:
 _TOKENS = ["1e20", "99999999999999999999", "-1", "0", "nan", "inf", "-inf", "", " ", "r1", "r2", "r3", "w-1", "w-1.e1",
            "a b", "r\udc80", "x" * 300, "2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
            "not a time", "failed", "finished", "bogus", "runs", "SELECT 1", "SELECT * FROM runs", "DELETE FROM events",
-           "runs.db", "runs.db-wal", "out.ndjson", "/nonexistent/x", ".", "failure_codes", "week", "json", "--json"]  # fmt: skip
+           "runs.db", "runs.db-wal", "out.ndjson", "/nonexistent/x", ".", "failure_codes", "week", "json", "--json",
+           "1b", "64MB", "1GB", "99999999TB", "0.01", "runs.duckdb"]  # fmt: skip
 # `follow` polls until interrupted and `demo` records a day: both are left to the table
 # (follow's refusals) and their own tests.
 _FUZZED = [(name, specs) for name, _, specs in _COMMANDS if name not in ("follow", "demo")]
