@@ -83,18 +83,38 @@ def _call(lg: Ledger, name: str, kwargs: dict[str, Any], booted: Any) -> None:
         getattr(lg, name)(**kwargs)
 
 
+class SwitchClock(ManualClock):
+    """A manual clock whose readings can be replaced by hostile ones mid-example."""
+
+    hostile_now: Any = None
+    hostile_uptime: Any = None
+
+    def now(self) -> Any:
+        return self.hostile_now if self.hostile_now is not None else super().now()
+
+    def uptime(self) -> Any:
+        return self.hostile_uptime if self.hostile_uptime is not None else super().uptime()
+
+
+_hostile_now = st.none() | _instants | st.sampled_from(["2026-09-09T14:00:00Z", 0, math.nan])
+_hostile_uptime = st.none() | st.sampled_from([math.nan, math.inf, -1.0, 1e12, 1e300, "60", 2**80])
+
+
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=st.lists(calls(), min_size=1, max_size=6))
-def test_L4_fuzzed_api_calls_raise_only_ledger_errors(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, dict[str, Any]]]) -> None:
+@given(steps=st.lists(calls(), min_size=1, max_size=6), now=_hostile_now, uptime=_hostile_uptime)
+def test_L4_fuzzed_api_calls_raise_only_ledger_errors(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, dict[str, Any]]],
+                                                      now: Any, uptime: Any) -> None:  # fmt: skip
     """Repro (before the fix): lone surrogates (UnicodeEncodeError), `at` as a string
     (AttributeError), bytes in names (TypeError), correct(to="bogus") (ValueError), NaN
-    or 1e15 margins (ValueError, OverflowError), get_run(None) (TypeError) all escaped
-    as raw Python errors."""
-    clock = ManualClock(T0, uptime=60.0)
+    or 1e15 margins (ValueError, OverflowError), get_run(None) (TypeError), a clock
+    with a NaN uptime or a naive now (ValueError, TypeError) all escaped as raw Python
+    errors. After the set-up, the clock may turn hostile (None: it stays sane)."""
+    clock = SwitchClock(T0, uptime=60.0)
     with open_ledger(str(tmp_path_factory.mktemp("api") / "l.db"), clock=clock) as lg:
         booted = lg.boot("w", epoch="w.e1")
         lg.queue("r1", process="w")
         lg.start("r1", epoch="w.e1", process="w")
+        clock.hostile_now, clock.hostile_uptime = now, uptime
         for name, kwargs in steps:
             before = lg.store.max_position()
             try:
