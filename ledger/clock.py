@@ -132,7 +132,7 @@ def checked_clock(clock: Clock | None) -> Clock:
 
 
 def boot_instant(clock: Clock) -> datetime:
-    """The wall-clock instant the process started: now - monotonic uptime (BRIEF O1).
+    """The wall-clock instant the process started: now - monotonic uptime (O1).
     InvalidInput if that lies outside the range the ledger writes (an uptime longer
     than the time since 1970)."""
     now, uptime = clock.now(), clock.uptime()

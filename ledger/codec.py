@@ -26,8 +26,8 @@ decode = _decoder.decode
 
 
 def checked(event: Event, where: str | None = None) -> bytes:
-    """Encode, and prove the bytes are the event, for the API and import alike (BRIEF
-    L4: one definition of "malformed" or "oversized"):
+    """Encode, and prove the bytes are the event, for the API and import alike (L4:
+    one definition of "malformed" or "oversized"):
 
     - they encode at all (a lone surrogate, an object msgspec cannot encode, a
       structure nested past the recursion limit are refused, naming the field);

@@ -1,7 +1,7 @@
 """Fuzz of the public Python API (issue 10 item 15: 331 of 4,000 fuzz calls raised raw
 Python errors). Law: whatever the arguments, every Commands method, the reads, the
 sweep and its preview, open_ledger and a hostile clock either work or raise a
-LedgerError subclass; an InvalidInput appends nothing (BRIEF L4)."""
+LedgerError subclass; an InvalidInput appends nothing (L4)."""
 
 from __future__ import annotations
 

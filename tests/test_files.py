@@ -1,5 +1,5 @@
 """Output files (ledger/files.py): an export never overwrites the ledger it reads, and
-never leaves a partial file (BRIEF L3: history round-trips unharmed through export)."""
+never leaves a partial file (L3: history round-trips unharmed through export)."""
 
 from __future__ import annotations
 

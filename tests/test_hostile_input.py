@@ -1,5 +1,5 @@
 """Hostile input through the Python API (issue 10 items 12, 13, 15): every bad value is
-refused with InvalidInput naming the field, and appends nothing (BRIEF L4). What the
+refused with InvalidInput naming the field, and appends nothing (L4). What the
 ledger stores is exactly what the caller gave, or nothing."""
 
 from __future__ import annotations
