@@ -28,9 +28,12 @@ ledger store for writing (sync only reads it).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
-import tempfile
+import shutil
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -42,7 +45,7 @@ import duckdb
 import msgspec
 
 from ledger.codes import KNOWN_CODES
-from ledger.errors import InvalidInput, LedgerError, QueryRefused, StoreError
+from ledger.errors import InvalidInput, LedgerError, QueryInterrupted, QueryRefused, StoreError
 from ledger.events import Status
 from ledger.store import Store, resolve_url
 from projections import lifecycle
@@ -50,6 +53,15 @@ from projections import lifecycle
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "epochledger.duckdb"
 CHUNK = 100_000  # events per DuckDB transaction
+
+# Bounds (docs/audit.md, "Bounds"). A query or report is interrupted after
+# QUERY_TIMEOUT_S and may use QUERY_MEMORY_LIMIT; it never spills to disk. A sync waits
+# up to SYNC_WAIT_S for readers to close the file, longer than a query's default
+# timeout, so a default-bounded query delays a sync but never fails it.
+QUERY_TIMEOUT_S = 60.0
+QUERY_MEMORY_LIMIT = "1GB"
+SYNC_WAIT_S = 90.0
+_LOCK_RETRY_S = 0.25
 
 # Columns read from each NDJSON line; the common fields are then extracted from the
 # payload by DuckDB (the payload is nested, never spliced into the line, so an event
@@ -129,19 +141,81 @@ def _require_duckdb_file(path: str) -> None:
     """A --duckdb that names another kind of file (the SQLite ledger itself, say) is
     refused before DuckDB opens it: DuckDB would try to fetch a scanner extension for
     it, or fail with a less helpful message. DuckDB files carry "DUCK" at byte 8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # a non-UTF-8 file name from argv: DuckDB cannot take it (std::bad_cast)
+        raise InvalidInput("DuckDB needs a file name that is valid UTF-8", where=path.encode("utf-8", "backslashreplace").decode()) from None
+    if os.path.isdir(path):
+        raise InvalidInput("is a directory, not a DuckDB audit file", where=path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
-        with open(path, "rb") as f:
-            head = f.read(12)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(12)
+        except OSError as e:
+            raise InvalidInput(f"cannot read: {e.strerror}", where=path) from None
         if head[8:12] != b"DUCK":
             raise InvalidInput("not a DuckDB audit file (is it the ledger itself?)", where=path)
 
 
-def _connect_rw(path: str) -> duckdb.DuckDBPyConnection:
+def scratch_dir(path: str) -> str:
+    """The one directory a sync of `path` keeps temporary files in: its NDJSON chunks
+    and DuckDB's own spill files. Emptied at the start of every sync while the sync
+    holds DuckDB's write lock (so never under another sync), and removed at its end.
+    A killed sync leaves at most one chunk pair there (up to ~34 MB), which the next
+    sync removes: kills do not accumulate files (they used to leave a fresh
+    epochledger-audit-* directory each)."""
+    return os.path.abspath(path) + ".sync-tmp"
+
+
+def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retried while another process holds a conflicting lock on the
+    file (DuckDB allows one writing process, or any number of readers), for up to
+    `wait` seconds; then StoreError naming the holder."""
+    tries = max(1, math.ceil(wait / _LOCK_RETRY_S) + 1)
+    for attempt in range(tries):
+        try:
+            return duckdb.connect(path, read_only=read_only, config=config)
+        except duckdb.IOException as e:
+            if "lock" not in str(e).lower():
+                raise
+            holder = m.group(0) if (m := re.search(r"PID \d+", str(e))) else "another process"
+            if attempt == tries - 1:
+                doing = ("holds it open (a query, or DuckDB itself)" if not read_only
+                         else "is writing it (a sync); try again when it is done")  # fmt: skip
+                raise StoreError(f"audit file {path}: {holder} {doing}"
+                                 + (f"; waited {wait:g} s (--wait)" if wait else "")) from None  # fmt: skip
+            time.sleep(_LOCK_RETRY_S)
+    raise AssertionError  # pragma: no cover
+
+
+def _is_audit_file(con: duckdb.DuckDBPyConnection) -> tuple[bool, bool]:
+    """(has the audit_sync table, holds anything at all)."""
+    marker, objects = con.execute(
+        "SELECT (SELECT count(*) FROM duckdb_tables() WHERE NOT internal AND schema_name = 'main' AND table_name = 'audit_sync'),"
+        " (SELECT count(*) FROM duckdb_tables() WHERE NOT internal) + (SELECT count(*) FROM duckdb_views() WHERE NOT internal)"
+        " + (SELECT count(*) FROM duckdb_sequences())"
+    ).fetchone()  # type: ignore[misc]
+    return bool(marker), bool(objects)
+
+
+def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConnection:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise InvalidInput(f"directory {parent} does not exist", where="--duckdb")
     _require_duckdb_file(path)
-    con = duckdb.connect(path, config={"autoinstall_known_extensions": False})
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        # Another DuckDB database (not ours) must not receive audit tables: look on a
+        # read-only connection first, so a refused file is not even opened for writing.
+        con = _connect(path, read_only=True, config={"enable_external_access": False}, wait=wait)
+        try:
+            ours, anything = _is_audit_file(con)
+        finally:
+            con.close()
+        if not ours and anything:
+            raise InvalidInput("a DuckDB database that is not an epochledger audit file (no audit_sync table): "
+                               "refusing to write audit tables into it; give another --duckdb", where=path)  # fmt: skip
+    con = _connect(path, read_only=False, wait=wait,
+                   config={"autoinstall_known_extensions": False, "temp_directory": os.path.join(scratch_dir(path), "duckdb")})  # fmt: skip
     con.execute("SET TimeZone = 'UTC'")
     # Row order within the table carries no meaning (position does): DuckDB may load
     # the chunk in parallel.
@@ -149,14 +223,63 @@ def _connect_rw(path: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _connect_ro(path: str, *, external_access: bool = False) -> duckdb.DuckDBPyConnection:
+_MEMORY = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def _connect_ro(path: str, *, external_access: bool = False,
+                memory_limit: str | None = QUERY_MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:  # fmt: skip
+    """A read-only connection. With `memory_limit` (queries, reports), DuckDB may use
+    that much memory and never spills to disk (no temporary directory): a query beyond
+    it fails instead of filling the disk or leaving FILE.tmp behind."""
     if not os.path.exists(path):
         raise InvalidInput("no audit file here; run `epochledger audit sync` first", where=path)
     _require_duckdb_file(path)
-    con = duckdb.connect(path, read_only=True, config={"enable_external_access": external_access})
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET lock_configuration = true")  # no SET can re-enable file access
+    config: dict[str, Any] = {"enable_external_access": external_access}
+    if memory_limit is not None:
+        if not isinstance(memory_limit, str) or not _MEMORY.fullmatch(memory_limit.strip()):
+            raise InvalidInput(f"a size such as 512MB or 2GB, got {memory_limit!r}", where="--memory-limit")
+        config |= {"memory_limit": memory_limit, "temp_directory": ""}
+    try:
+        con = _connect(path, read_only=True, config=config, wait=0)
+        con.execute("SET TimeZone = 'UTC'")
+    except (duckdb.OutOfMemoryException, duckdb.ParserException, duckdb.InvalidInputException) as e:
+        if memory_limit is None:
+            raise
+        # "1b" opens and cannot allocate anything; "99999999TB" is out of DuckDB's range
+        raise InvalidInput(f"DuckDB cannot work within {memory_limit!r}: {str(e).splitlines()[0]}", where="--memory-limit") from None
+    try:
+        con.execute("SET lock_configuration = true")  # no SET can re-enable file access
+        if not _is_audit_file(con)[0]:
+            raise InvalidInput("not an epochledger audit file (no audit_sync table); `epochledger audit sync` makes one",
+                               where=path)  # fmt: skip
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _check_timeout(timeout: float) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        raise InvalidInput(f"a finite number of seconds > 0, got {timeout!r}", where="--timeout")
+    return timeout
+
+
+def _bounded(con: duckdb.DuckDBPyConnection, sql: str, params: Any, *, timeout: float, memory_limit: str | None) -> Result:
+    """Run one statement and fetch its rows, interrupted (con.interrupt from a timer)
+    once it has run `timeout` seconds: QueryInterrupted, nothing changed."""
+    timer = threading.Timer(timeout, con.interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _result(con.execute(sql, params) if params else con.execute(sql))
+    except duckdb.InterruptException:
+        raise QueryInterrupted(f"ran longer than {timeout:g} s (--timeout) and was interrupted; nothing was changed",
+                               sql, "timeout") from None  # fmt: skip
+    except duckdb.OutOfMemoryException as e:
+        raise QueryInterrupted(f"needs more memory than {memory_limit} (--memory-limit): {str(e).splitlines()[0]}",
+                               sql, "memory") from None  # fmt: skip
+    finally:
+        timer.cancel()
 
 
 # -------------------------------------------------------- lifecycle table
@@ -291,16 +414,21 @@ def _load(con: duckdb.DuckDBPyConnection, path: str, rows: list[tuple[int, str, 
     return last
 
 
-def sync(store: Store, path: str, *, chunk: int = CHUNK,
-         progress: Callable[[int, int], None] | None = None) -> SyncResult:  # fmt: skip
-    """Copy every event after the file's sync position into `path`. Reads the store only."""
+def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int, int], None] | None = None,
+         wait: float = SYNC_WAIT_S) -> SyncResult:  # fmt: skip
+    """Copy every event after the file's sync position into `path`. Reads the store only.
+    If other processes hold the file (queries), waits up to `wait` seconds for them."""
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
+        raise InvalidInput(f"a finite number of seconds >= 0, got {wait!r}", where="--wait")
     with _translated("audit file", path):
-        con = _connect_rw(path)
+        con = _connect_rw(path, wait=wait)
+        tmp = scratch_dir(path)
         try:
+            shutil.rmtree(tmp, ignore_errors=True)  # what a killed sync left; we hold the write lock
+            os.makedirs(tmp)
             position = _ensure_schema(con, store.url)
             appended = 0
-            with tempfile.TemporaryDirectory(prefix="epochledger-audit-", dir=os.path.dirname(os.path.abspath(path))) as tmp, \
-                    ThreadPoolExecutor(max_workers=1) as pool:  # fmt: skip
+            with ThreadPoolExecutor(max_workers=1) as pool:
                 pending: Future[int] | None = None
                 buffered: list[tuple[int, str, int, Any]] = []
                 n = 0
@@ -329,6 +457,7 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK,
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()
+            shutil.rmtree(tmp, ignore_errors=True)  # after close: DuckDB's spill files too
     return SyncResult(os.path.abspath(path), appended, position, int(events))
 
 
@@ -362,10 +491,12 @@ _PARAM = re.compile(r"\$([a-z_]+)")
 PERIODS = ("hour", "day", "week", "month", "quarter", "year")
 
 
-def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day") -> Result:
+def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day",
+           timeout: float = QUERY_TIMEOUT_S, memory_limit: str = QUERY_MEMORY_LIMIT) -> Result:  # fmt: skip
     """Run one canned report (projections/audit_report_<name>.sql) as of an instant.
     Without `as_of`, the instant of the newest synced event: the report depends on the
-    data alone, never on the wall clock."""
+    data alone, never on the wall clock. Bounded like `query`."""
+    _check_timeout(timeout)
     if name not in report_names():
         raise InvalidInput(f"unknown report {name!r}; reports: {', '.join(report_names())}", where="report")
     if period not in PERIODS:
@@ -374,13 +505,13 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
         raise InvalidInput("as_of needs a time zone (e.g. 2026-09-09T23:59:59Z)", where="--as-of")
     sql = _sql(f"audit_report_{name}.sql")
     with _translated("audit file", path):
-        con = _connect_ro(path)
+        con = _connect_ro(path, memory_limit=memory_limit)
         try:
             if as_of is None:
                 (as_of,) = con.execute("SELECT coalesce(max(occurred_at), TIMESTAMPTZ '1970-01-01 00:00:00+00') FROM events").fetchone()  # type: ignore[misc]
             values = {"as_of": as_of, "period": period}
             params = {k: values[k] for k in sorted(set(_PARAM.findall(sql)))}
-            return _result(con.execute(sql, params))
+            return _bounded(con, sql, params, timeout=timeout, memory_limit=memory_limit)
         finally:
             con.close()
 
@@ -388,14 +519,21 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
 _READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
 
-def query(path: str, sql: str) -> Result:
+def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit: str = QUERY_MEMORY_LIMIT) -> Result:
     """One read-only statement (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN).
 
     Two locks, either enough on its own: the statement type is checked before it runs,
     and the connection is read-only with file-system access disabled and its
-    configuration locked (so COPY TO, ATTACH, INSTALL/LOAD from a path and SET fail)."""
+    configuration locked (so COPY TO, ATTACH, INSTALL/LOAD from a path and SET fail).
+    Two bounds: interrupted after `timeout` seconds, and at most `memory_limit` of
+    memory with no spilling to disk (QueryInterrupted, exit 3)."""
+    _check_timeout(timeout)
     with _translated("audit file", path):
-        con = _connect_ro(path)
+        try:
+            sql.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise QueryRefused(f"not valid UTF-8 ({e.reason} at character {e.start})", sql) from None
+        con = _connect_ro(path, memory_limit=memory_limit)
         try:
             try:
                 statements = con.extract_statements(sql)
@@ -407,7 +545,7 @@ def query(path: str, sql: str) -> Result:
             if kind not in _READ_ONLY_STATEMENTS:
                 raise QueryRefused(f"{kind.name} statements are refused: the audit query is read-only", sql)
             try:
-                return _result(con.execute(sql))
+                return _bounded(con, sql, None, timeout=timeout, memory_limit=memory_limit)
             except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
                     duckdb.PermissionException, duckdb.InvalidInputException,
                     duckdb.ConversionException) as e:  # fmt: skip
@@ -420,12 +558,19 @@ def export_parquet(path: str, directory: str) -> dict[str, Any]:
     """Write the events table as Parquet under `directory`, partitioned by event date
     (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
+    if not directory:
+        raise InvalidInput("needs a directory", where="export-parquet")
     if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
         raise InvalidInput("exists and is not an empty directory", where=directory)
-    os.makedirs(directory, exist_ok=True)
+    with _translated("audit file", path):
+        _connect_ro(path).close()  # a missing or foreign audit file is refused before the directory is made
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the name
+        raise InvalidInput(f"cannot create: {getattr(e, 'strerror', None) or e}", where=directory) from None
     events_dir = os.path.join(directory, "events")
     with _translated("audit file", path):
-        con = _connect_ro(path, external_access=True)
+        con = _connect_ro(path, external_access=True, memory_limit=None)  # streams, and may spill: histories larger than memory
         try:
             con.execute(
                 "COPY (SELECT *, CAST(occurred_at AS DATE) AS event_date FROM events ORDER BY position) "

@@ -50,6 +50,12 @@ def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def err(text: str) -> None:
+    """A line on standard error. It may echo an argument that is not valid Unicode (a
+    lone surrogate from a non-UTF-8 argv): shown escaped, never a second error."""
+    print(text.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
+
+
 def out_json(obj: Any) -> None:
     sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(obj, order="deterministic"), indent=2) + b"\n")
     sys.stdout.flush()
@@ -104,20 +110,20 @@ def cmd_import(ns: argparse.Namespace) -> None:
 
     Example: epochledger import history.ndjson
     """
-    from ledger.ndjson import import_lines
+    from ledger.ndjson import import_lines, read_lines
 
     with _open(ns) as ledger:
         if ns.file == "-":
-            n = import_lines(ledger, sys.stdin.buffer)
+            n = import_lines(ledger, read_lines(sys.stdin.buffer))
         else:
             try:
                 f = open(ns.file, "rb")
-            except OSError as e:
+            except (OSError, ValueError) as e:  # ValueError: a NUL in the name
                 from ledger.errors import InvalidInput
 
-                raise InvalidInput(f"cannot read: {e.strerror}", where=ns.file) from None
+                raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
-                n = import_lines(ledger, f)
+                n = import_lines(ledger, read_lines(f))
         out(f"imported {n} events from {ns.file}")
 
 
@@ -127,18 +133,21 @@ def cmd_export(ns: argparse.Namespace) -> None:
     """Export the log as NDJSON, in log order; `import` of it into an empty ledger
     reproduces it byte for byte.
 
+    -o FILE is written atomically (a temporary file beside it, renamed over it when
+    complete): a failed or interrupted export leaves FILE as it was. A FILE that is the
+    ledger itself (or its -wal/-shm/-journal) is refused (exit 3), nothing written.
+
     Example: epochledger export -o history.ndjson
     """
-    from ledger.ndjson import export_to
+    from ledger.ndjson import export_file, export_to
 
     with _open(ns) as ledger:
         if ns.output == "-":
             export_to(ledger, sys.stdout.buffer, ns.after)
             sys.stdout.flush()
         else:
-            with open(ns.output, "wb") as f:
-                n = export_to(ledger, f, ns.after)
-            print(f"exported {n} events to {ns.output}", file=sys.stderr)
+            n = export_file(ledger, ns.output, ns.after)
+            err(f"exported {n} events to {ns.output}")
 
 
 @command("show", arg("run"), JSON, NO_CATCH_UP)
@@ -585,7 +594,7 @@ def cmd_parked(ns: argparse.Namespace) -> None:
     table(rows, ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
 
 
-@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite"))
+@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (> 0, default 0.2)"))
 def cmd_follow(ns: argparse.Namespace) -> None:
     """Keep every view caught up with the log until interrupted (Ctrl-C): polling on
     SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
@@ -613,6 +622,17 @@ def cmd_follow(ns: argparse.Namespace) -> None:
 GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
 DUCKDB = arg("--duckdb", metavar="FILE", default=None,
              help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)")  # fmt: skip
+# Defaults live in ledger/audit.py (QUERY_TIMEOUT_S, QUERY_MEMORY_LIMIT, SYNC_WAIT_S); the
+# help repeats them, and tests/test_audit.py checks that it (and docs/audit.md) agree.
+TIMEOUT = arg("--timeout", metavar="SECONDS", type=float, default=None,
+              help="interrupt the query after this long (default 60; docs/audit.md, Bounds)")  # fmt: skip
+MEMORY = arg("--memory-limit", metavar="SIZE", default=None,
+             help="memory DuckDB may use, never spilling to disk (default 1GB; e.g. 512MB, 4GB)")  # fmt: skip
+
+
+def _given(ns: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The flags the user gave; the library's defaults apply to the rest."""
+    return {n: getattr(ns, n) for n in names if getattr(ns, n) is not None}
 
 
 def _duckdb(ns: argparse.Namespace) -> str:
@@ -635,13 +655,16 @@ def _print_result(result: Any, fmt: str) -> None:
         table(result.records(), result.columns)
 
 
-@command("audit sync", DUCKDB, JSON)
+@command("audit sync", DUCKDB, arg("--wait", metavar="SECONDS", type=float, default=None,
+         help="how long to wait for queries holding the file (default 90, longer than their 60 s timeout)"), JSON)  # fmt: skip
 def cmd_audit_sync(ns: argparse.Namespace) -> None:
     """Copy the events recorded since the last sync into the DuckDB audit file.
 
     Incremental: the file keeps the notification position it has reached, updated in
     the same transaction as the rows, so a second sync appends only newer events. The
-    ledger store is only read.
+    ledger store is only read. A DuckDB file that is not an audit file is refused
+    (exit 3); while queries hold the file, sync waits up to --wait seconds, then
+    fails naming the holder (exit 7).
 
     Example: epochledger --store runs.db audit sync      # writes runs.duckdb
     """
@@ -651,7 +674,7 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
     with _open_existing(ns) as ledger:
         tty = sys.stderr.isatty()
         progress = (lambda n, pos: print(f"\r{n} events (position {pos})", end="", file=sys.stderr)) if tty else None
-        result = sync(ledger.store, path, progress=progress)
+        result = sync(ledger.store, path, progress=progress, **_given(ns, "wait"))
         if tty and result.appended:
             print(file=sys.stderr)
     if ns.json:
@@ -681,7 +704,7 @@ def cmd_audit_status(ns: argparse.Namespace) -> None:
          arg("--as-of", metavar="INSTANT", default=None,
              help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),
          arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
-         arg("--format", choices=["table", "csv", "json"], default="table"), JSON)  # fmt: skip
+         arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
 def cmd_audit_report(ns: argparse.Namespace) -> None:
     """Run a canned audit report over the audit file (run `audit sync` first).
 
@@ -699,26 +722,29 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
             from ledger.events import Instant
 
             as_of = msgspec.json.decode(msgspec.json.encode(ns.as_of), type=Instant)
-        except msgspec.ValidationError as e:
+        except (msgspec.ValidationError, UnicodeEncodeError) as e:
             from ledger.errors import InvalidInput
 
             raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
-    _print_result(report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period), "json" if ns.json else ns.format)
+    result = report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period, **_given(ns, "timeout", "memory_limit"))
+    _print_result(result, "json" if ns.json else ns.format)
 
 
 @command("audit query", arg("sql", help="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"), DUCKDB,
-         arg("--format", choices=["table", "csv", "json"], default="table"), JSON)  # fmt: skip
+         arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
 def cmd_audit_query(ns: argparse.Namespace) -> None:
     """Run one read-only SQL statement (SELECT, DESCRIBE, ...) on the audit file.
 
     Writes are refused (exit 3): the statement type is checked, and the file is opened
-    read-only with file access disabled and settings locked (docs/audit.md).
+    read-only with file access disabled and settings locked (docs/audit.md). Bounded:
+    interrupted after --timeout seconds, at most --memory-limit of memory, nothing
+    spilled to disk (exit 3 when a bound stops it).
 
     Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
     """
     from ledger.audit import query
 
-    _print_result(query(_duckdb(ns), ns.sql), "json" if ns.json else ns.format)
+    _print_result(query(_duckdb(ns), ns.sql, **_given(ns, "timeout", "memory_limit")), "json" if ns.json else ns.format)
 
 
 @command("audit export-parquet", arg("dir", help="a new or empty directory"), DUCKDB, JSON)
@@ -788,7 +814,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     try:
         return ns.handler(ns) or 0
     except LedgerError as e:
-        print(f"epochledger: {type(e).__name__}: {e}", file=sys.stderr)
+        err(f"epochledger: {type(e).__name__}: {e}")
         return e.exit_code
     except BrokenPipeError:
         return 0

@@ -9,10 +9,14 @@ gap would look younger than the boot; BRIEF O1).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
+
+from ledger.errors import InvalidInput
+from ledger.events import EARLIEST, LATEST
 
 
 class Clock(Protocol):
@@ -86,6 +90,57 @@ class ManualClock:
         self._uptime = 0.0
 
 
+class CheckedClock:
+    """An injected clock as the ledger reads it: every reading is checked, so a clock
+    that returns a naive datetime, something else than a datetime, an instant outside
+    the range the ledger writes (ledger/events.py), or an uptime that is NaN,
+    infinite, negative or not a number is refused with InvalidInput (where="clock")
+    at the reading, instead of failing deep in a sweep, a fold or decide. Every other
+    attribute is the wrapped clock's (a test's `ledger.clock.advance(60)` still works)."""
+
+    def __init__(self, clock: Clock):
+        if not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "uptime", None))):
+            raise InvalidInput(f"a clock needs now() and uptime(), got {clock!r}", where="clock")
+        self.inner = clock
+
+    def now(self) -> datetime:
+        t = self.inner.now()
+        if type(t) is datetime and t.tzinfo is UTC and EARLIEST <= t < LATEST:
+            return t  # the common case (ManualClock), in one line of checks
+        if not isinstance(t, datetime) or t.utcoffset() is None:
+            raise InvalidInput(f"now() returned {t!r}: an aware datetime is needed", where="clock")
+        if not EARLIEST <= t < LATEST:
+            raise InvalidInput(f"now() returned {t.isoformat()}, outside {EARLIEST.year} to {LATEST.year} UTC", where="clock")
+        return t
+
+    def uptime(self) -> float:
+        u = self.inner.uptime()
+        if isinstance(u, bool) or not isinstance(u, int | float) or not 0 <= u < math.inf:  # NaN fails too
+            raise InvalidInput(f"uptime() returned {u!r}: a finite number of seconds >= 0 is needed", where="clock")
+        return u
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def checked_clock(clock: Clock | None) -> Clock:
+    """The clock a Ledger reads: the system clock as it is (it cannot return any of the
+    refused values), any injected clock behind CheckedClock."""
+    if clock is None:
+        return SystemClock()
+    return clock if isinstance(clock, SystemClock | CheckedClock) else CheckedClock(clock)
+
+
 def boot_instant(clock: Clock) -> datetime:
-    """The wall-clock instant the process started: now - monotonic uptime (BRIEF O1)."""
-    return clock.now() - timedelta(seconds=clock.uptime())
+    """The wall-clock instant the process started: now - monotonic uptime (O1).
+    InvalidInput if that lies outside the range the ledger writes (an uptime longer
+    than the time since 1970)."""
+    now, uptime = clock.now(), clock.uptime()
+    try:
+        booted = now - timedelta(seconds=uptime)
+    except (OverflowError, ValueError, TypeError):
+        booted = None
+    if booted is None or not EARLIEST <= booted < LATEST:
+        raise InvalidInput(f"an uptime of {uptime!r} s at {now!r} puts the boot outside {EARLIEST.year} to "
+                           f"{LATEST.year} UTC", where="clock")  # fmt: skip
+    return booted

@@ -241,6 +241,15 @@ class QueryRefused(InvalidInput):
         super().__init__(reason, where="audit query")
 
 
+class QueryInterrupted(QueryRefused):
+    """An audit query or report stopped by one of its bounds (`limit`: "timeout" or
+    "memory"; docs/audit.md, "Bounds"). Nothing was changed."""
+
+    def __init__(self, reason: str, sql: str, limit: str):
+        self.limit = limit
+        super().__init__(reason, sql)
+
+
 # ------------------------------------------------ issue 6: projections
 class ViewMismatch(LedgerError):
     """A live view differs from a replay from zero (BRIEF R2, `epochledger verify`)."""

@@ -13,7 +13,7 @@ same class with `status` unset; `ledger.run.decide` stamps the result.
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
@@ -32,11 +32,35 @@ class Pattern(NamedTuple):
     meaning: str
 
 
+class Bounds(NamedTuple):
+    """Write-time bounds of an instant, low inclusive, high exclusive; checked like
+    `Pattern` (ledger.codec.checked), never on read."""
+
+    low: datetime
+    high: datetime
+    meaning: str
+
+
+# Instants are written from 1970 up to (not including) 9000, UTC. Python's datetime
+# ends at years 1 and 9999 and raises OverflowError beyond: 0001-01-01T00:00:00+14:00
+# cannot even be converted to UTC, and `booted_at - margin` or `since + deadline` near
+# either end would raise inside a fold, which must never raise. The slack on both
+# sides is far more than any margin or deadline the ledger accepts.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+# Nesting: a cause chain is at most MAX_CAUSE_DEPTH causes deep, and no event nests
+# deeper than MAX_NESTING JSON objects/arrays (a run.fenced report holds a whole
+# event, so it sits one level deeper than the event it keeps). Without a bound a
+# chain accepted by a shallow stack could blow the recursion limit of a deeper reader.
+MAX_CAUSE_DEPTH = 32
+MAX_NESTING = 64
+
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200), Pattern(r"[^\s\x00-\x1f\x7f]+", "no whitespace or control characters")]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]
 LongText = Annotated[str, msgspec.Meta(max_length=65536)]
 Code = Annotated[str, msgspec.Meta(max_length=200), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
-Instant = Annotated[datetime, msgspec.Meta(tz=True)]
+Instant = Annotated[datetime, msgspec.Meta(tz=True), Bounds(EARLIEST, LATEST, "from 1970 to before 9000 UTC")]
 Questions = Annotated[list[Text], msgspec.Meta(max_length=100)]
 Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 

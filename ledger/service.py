@@ -22,12 +22,13 @@ import msgspec
 from ledger import fencing
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
-from ledger.clock import Clock, SystemClock, boot_instant
-from ledger.codec import checked
-from ledger.errors import CommitUnknown, ConflictError, IllegalTransition, RunNotFound, StaleEpoch, UnknownEpoch
+from ledger.clock import Clock, boot_instant, checked_clock
+from ledger.codec import check_value, checked
+from ledger.errors import CommitUnknown, ConflictError, IllegalTransition, InvalidInput, RunNotFound, StaleEpoch, UnknownEpoch
 from ledger.events import (
     AnyEvent,
     Cause,
+    Name,
     ProcessBooted,
     ProcessEventBase,
     ProcessStopped,
@@ -134,7 +135,11 @@ class Commands:
                 error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         """Move a final run (failed, finished) to another verdict: audited, attributed,
         and shown as a correction in every history (docs/lifecycle.md)."""
-        return self.submit(RunCorrected(at=self._at(at), run=run, to=Status(to), code=code, error=error,
+        try:
+            to = Status(to)
+        except ValueError:
+            raise InvalidInput(f"{to!r} is not a status; one of {', '.join(Status)}", where="to") from None
+        return self.submit(RunCorrected(at=self._at(at), run=run, to=to, code=code, error=error,
                                         actor=actor, reason=reason))  # fmt: skip
 
     def cancel(self, run: str, *, actor: str | None = None, reason: str | None = None,
@@ -328,7 +333,7 @@ class Ledger(Commands):
 
     def __init__(self, store: Store, clock: Clock | None = None):
         self.store = store
-        self.clock = clock or SystemClock()
+        self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
 
@@ -379,11 +384,11 @@ class Ledger(Commands):
     def begin_stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record `process.stopping`. The local flag is raised first, so a sweep of this
         epoch starts no further attempt even if the store cannot take the event (O5)."""
-        self._stop_signal(epoch).set()
+        self._stop_signal(check_value(epoch, Name, "epoch")).set()
         return super().begin_stop(process, epoch, actor=actor, reason=reason)
 
     def stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
-        self._stop_signal(epoch).set()
+        self._stop_signal(check_value(epoch, Name, "epoch")).set()
         return super().stop(process, epoch, actor=actor, reason=reason)
 
     def _stop_signal(self, epoch: str) -> threading.Event:
@@ -407,7 +412,11 @@ class Ledger(Commands):
     def startup(self, process: str, *, margin: float = ORPHAN_MARGIN_S, **boot: Any) -> tuple[ProcessBooted, Any]:
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; BRIEF O5).
-        Returns the boot event and the sweep report."""
+        Returns the boot event and the sweep report. A bad margin is refused before
+        the boot is appended."""
+        from projections.orphans import as_margin
+
+        as_margin(margin)
         epoch = self.boot(process, **boot)
         return epoch, self.sweep(epoch, margin=margin)
 
@@ -462,6 +471,7 @@ class Ledger(Commands):
     def get_run(self, run: str) -> RunState:
         """A run's state, folded from its stream as the write side folds it (an event
         that does not decode is skipped, as the views park it)."""
+        run = check_value(run, Name, "run")
         state = _fold_stream(run_stream(run), self.store.read_stream(run_stream(run)))
         if state is None:
             raise RunNotFound(run)
@@ -472,12 +482,14 @@ class Ledger(Commands):
     def history(self, run: str) -> list[Recorded | Poison]:
         """Every event of a run in order; an event that does not decode is a Poison in
         its place (position, version, tag and error), so a history always shows."""
+        run = check_value(run, Name, "run")
         history = self.store.read_stream(run_stream(run))
         if not history:
             raise RunNotFound(run)
         return history
 
     def process(self, process: str) -> ProcessState | None:
+        process = check_value(process, Name, "process")
         return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
 
     def epoch_slots(self, epoch: str) -> list[str]:
@@ -504,4 +516,5 @@ class Ledger(Commands):
 
 def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> Ledger:
     """Open the ledger at `url` (default: $EPOCHLEDGER_STORE, then ./epochledger.db)."""
+    clock = checked_clock(clock)  # a clock that cannot work is refused before the store opens
     return Ledger(open_store(url), clock)

@@ -54,6 +54,15 @@ READ_BATCH = 10_000
 _MAX_POS = (1 << 63) - 1
 
 
+def check_position(value: object, where: str) -> int:
+    """A notification position as the databases hold it: an int from 0 to 2**63-1
+    (SQLite's INTEGER, PostgreSQL's BIGINT). Beyond that the drivers raise
+    OverflowError or NumericValueOutOfRange; refused here with InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_POS:
+        raise InvalidInput(f"a position is an integer from 0 to {_MAX_POS}, got {value!r}", where=where)
+    return value
+
+
 class Append(NamedTuple):
     """One event to append at an exact version of its stream. A batch of these is
     appended in the order given: that order is the log order (BRIEF R1)."""
@@ -326,7 +335,11 @@ class Store:
         must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
         written by a newer version and refuse a tag this version does not know (BRIEF L3).
         Also the raw side of the read-path benchmarks (docs/benchmarks.md). The state may
-        come back as bytes or a buffer (memoryview), per driver."""
+        come back as bytes or a buffer (memoryview), per driver. Positions are refused
+        (InvalidInput) unless ints from 0 to 2**63-1, the databases' own range."""
+        check_position(after, "after")
+        if upto is not None:
+            check_position(upto, "upto")
         while True:
             with _translated("read the log"):
                 rows = self._select_after(after, batch, upto)
@@ -366,6 +379,11 @@ class Store:
     def max_position(self) -> int:
         with _translated("read the log"):
             return self.recorder.max_notification_id() or 0
+
+    def local_files(self) -> list[str]:
+        """The files on this machine that hold the ledger (none for a server): what
+        a command writing an output file must never overwrite (ledger/files.py)."""
+        return []
 
     def close(self) -> None:
         self.datastore.close()
@@ -624,6 +642,9 @@ class SQLiteStore(Store):
             conn.close()
         self._readers.clear()
         super().close()
+
+    def local_files(self) -> list[str]:
+        return [self.path, *(self.path + suffix for suffix in ("-wal", "-shm", "-journal"))]
 
     @contextmanager
     def _tx(self, commit: bool = True) -> Iterator[Any]:
@@ -1256,8 +1277,18 @@ def open_store(url: str | None = None, *, create: bool = True, init: bool = Fals
     the store exists (`epochledger init`; on PostgreSQL it adds what an older store
     lacks, e.g. the append-only trigger)."""
     url = resolve_url(url)
+    if not isinstance(url, str) or "\x00" in url:
+        raise InvalidInput(f"a store URL is a string without NUL characters, got {url!r}", where="--store")
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"a store URL must be valid UTF-8 text, got {url!r}", where="--store") from None
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
+        try:
+            urlsplit(url).port  # noqa: B018 - parsing it is the check: "h:abc" raises ValueError
+        except ValueError as e:
+            raise InvalidInput(f"not a valid PostgreSQL URL ({e}): postgresql://user@host:port/db", where="--store") from None
         return PostgresStore(url, create=create, init=init)
     if scheme == "sqlite":
         path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else ""

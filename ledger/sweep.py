@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ledger.clock import boot_instant
+from ledger.codec import check_value
 from ledger.process import EpochRef
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
 from ledger.events import (
+    Name,
     ProcessBooted,
     ProcessSweepFailed,
     ProcessSweepSkipped,
@@ -75,11 +77,13 @@ def sweep(
     `epochledger.sweep`, records `process.sweep_failed` if the store takes it, and
     raises SweepFailed. Once `begin_stop()` was called for the epoch, no attempt starts.
     `sleep` waits out a gap (default: wakes early when the process begins to stop)."""
-    process, epoch_id = epoch.process, epoch.epoch
-    if attempts < 1 or len(gaps) < attempts - 1:
-        raise InvalidInput(f"need attempts >= 1 and {attempts - 1} gaps, got {attempts} and {list(gaps)}", where="sweep")
-    if not math.isfinite(float(margin)):
-        raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
+    process = check_value(getattr(epoch, "process", None), Name, "epoch.process")
+    epoch_id = check_value(getattr(epoch, "epoch", None), Name, "epoch.epoch")
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise InvalidInput(f"attempts must be an int >= 1, got {attempts!r}", where="attempts")
+    if not isinstance(gaps, Sequence) or len(gaps) < attempts - 1 or not all(
+            isinstance(g, int | float) and not isinstance(g, bool) and 0 <= g < math.inf for g in gaps):  # fmt: skip
+        raise InvalidInput(f"need {attempts - 1} gaps of >= 0 finite seconds, got {gaps!r}", where="gaps")
     m = orphans.as_margin(margin)
     def wait(seconds: float) -> object:
         return sleep(seconds) if sleep is not None else ledger.wait_for_stop(epoch_id, seconds)
@@ -183,9 +187,8 @@ def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.tota
     """What booting a new epoch of `process` now and sweeping with it would recover,
     without writing anything: the same verdicts (projections/orphans.py) over the log
     plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`."""
-    if not math.isfinite(float(margin)):
-        raise InvalidInput(f"margin must be a finite number of seconds, got {margin!r}", where="margin")
     m = orphans.as_margin(margin)
+    process = check_value(process, Name, "process")
     view = ledger.orphan_view()
     now = ledger.clock.now()
     boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock))

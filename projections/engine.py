@@ -46,6 +46,7 @@ every eventsourcing type stay in the store adapter. See docs/projections.md.
 from __future__ import annotations
 
 import gc
+import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
@@ -54,7 +55,7 @@ from typing import Any
 
 import msgspec
 
-from ledger.errors import ConflictError, StoreError
+from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
 from projections.registry import VIEWS
@@ -365,13 +366,15 @@ def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading
            on_error: Callable[[StoreError, float], None] | None = None,
            backoff: Sequence[float] = RECONNECT_BACKOFF) -> None:  # fmt: skip
     """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
-    seconds. PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
+    seconds (a finite number > 0: 0 or less spun at 100% CPU). PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
     themselves are read by the fast path. When the server goes away (a restart, a
     terminated connection), follow does not exit: it reports the error to `on_error`
     (error, seconds until the next attempt; default: a warning on logger
     `epochledger.follow`), waits out the backoff (bounded, reset by a success),
     listens again and catches up from the tracking positions. No event is applied
     twice: each batch moves its view's tracking position by compare-and-set (R3)."""
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll < math.inf:
+        raise InvalidInput(f"poll must be a finite number of seconds > 0, got {poll!r}", where="--poll")
     def once() -> None:
         stats = catch_up_all(store, views)
         if on_batch is not None and any(s.events for s in stats):
@@ -519,9 +522,12 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
 def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:
     """One run from the runs view: (RunState, positions behind). RunNotFound if the
     view does not have it or it was deleted."""
+    from ledger.codec import check_value
     from ledger.errors import RunNotFound
+    from ledger.events import Name
     from projections import runs
 
+    run = check_value(run, Name, "run")  # no id that could never be written reaches the store
     found, lag = read_view(store, runs, key=run, catch_up_first=catch_up_first)
     state = found.get(run)
     if state is None:

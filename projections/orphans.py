@@ -196,13 +196,22 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
     return None
 
 
+MAX_MARGIN = timedelta(days=365)
+
+
 def as_margin(margin: float | timedelta) -> timedelta:
-    """Seconds or a timedelta; zero is allowed, negative is refused (it would turn the
-    margin around and orphan runs the new process started itself)."""
-    m = margin if isinstance(margin, timedelta) else timedelta(seconds=float(margin))
-    if m < timedelta(0) or m != m:  # NaN never compares; guard anyway
-        raise InvalidInput(f"margin must be >= 0 seconds, got {margin!r}", where="margin")
-    return m
+    """Seconds (an int or a float) or a timedelta, from 0 to MAX_MARGIN (a year): the one
+    check of every margin (sweep, preview, orphans, the CLI). Zero is allowed; negative
+    is refused (it would turn the margin around and orphan runs the new process
+    started itself); so are NaN, infinities and anything longer than a year (1e15 s
+    overflowed timedelta, and `booted_at - margin` must stay far from datetime's ends)."""
+    if isinstance(margin, bool) or not isinstance(margin, int | float | timedelta):
+        raise InvalidInput(f"margin must be a number of seconds, got {margin!r}", where="margin")
+    seconds = margin.total_seconds() if isinstance(margin, timedelta) else margin
+    if not 0 <= seconds <= MAX_MARGIN.total_seconds():  # NaN fails both comparisons
+        raise InvalidInput(f"margin must be from 0 to {MAX_MARGIN.total_seconds():.0f} seconds (a year), "
+                           f"got {margin!r}", where="margin")  # fmt: skip
+    return margin if isinstance(margin, timedelta) else timedelta(seconds=seconds)
 
 
 def verdicts(view: View, epoch: EpochState | None = None, margin: float | timedelta = MARGIN,

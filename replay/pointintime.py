@@ -23,7 +23,7 @@ import msgspec
 
 from ledger.errors import InvalidInput
 from ledger.events import Recorded
-from ledger.store import Poison, Store
+from ledger.store import Poison, Store, check_position
 from projections.engine import MAX_ATTEMPTS
 from projections.registry import VIEWS
 
@@ -53,8 +53,8 @@ def state_at(store: Store, *, position: int | None = None, at: datetime | None =
     both: whichever prefix is shorter; neither: the whole log."""
     if at is not None and at.tzinfo is None:
         raise InvalidInput("the instant needs a time zone (e.g. 2026-09-09T14:29:19Z)", where="--at")
-    if position is not None and position < 0:
-        raise InvalidInput("a position is >= 0", where="--position")
+    if position is not None:
+        check_position(position, "--position")
     folded = {v.NAME: v.initial() for v in views}
     parked: dict[str, list[int]] = {v.NAME: [] for v in views}
     last_position, last_at, events = 0, None, 0

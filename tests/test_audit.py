@@ -7,7 +7,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -689,3 +693,196 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
         for run, s in want.items():
             assert {f: got[run][f] for f in fields} == {f: getattr(s, f) for f in fields}, run
             assert {p: got[run][p] for p in lifecycle.PREDICATES} == lifecycle.predicates(s.status, s.code)
+
+
+# ------------------------------------------- issue 10 item 16: a killed sync
+KILLED_SYNC = """
+import os, sys, time
+from ledger import audit
+from ledger.store import open_store
+real, calls = audit._load, []
+def load(con, file, rows, before):
+    calls.append(before)
+    if len(calls) == 2:  # the first chunk is committed, the next chunk files are written
+        open(sys.argv[3], "w").close()
+        time.sleep(600)
+    return real(con, file, rows, before)
+audit._load = load
+audit.sync(open_store(sys.argv[1], create=False), sys.argv[2], chunk=int(sys.argv[4]))
+"""
+
+
+def _kill_a_sync(store: str, path: str, marker: Path, chunk: int) -> None:
+    child = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, store, path, str(marker), str(chunk)])
+    try:
+        for _ in range(600):
+            if marker.exists() or child.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists(), "the child never reached its second chunk"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    marker.unlink()
+
+
+def test_A1_R3_killed_syncs_leave_nothing_that_accumulates(tmp_path: Path) -> None:
+    """Repro (before the fix): every SIGKILLed sync left its own
+    epochledger-audit-XXXX directory (two chunk files, up to 34 MB) beside the audit
+    file, and no later sync removed them. Now one scratch directory per audit file,
+    emptied by the next sync under DuckDB's write lock, and removed at its end."""
+    from bench.common import make_history
+    from ledger.store import open_store
+
+    db = tmp_path / "runs.db"
+    store = open_store(str(db))
+    total = make_history(store, runs=400, per_run=5, window=200)
+    store.close()
+    path = str(tmp_path / "runs.duckdb")
+    beside = set(os.listdir(tmp_path))
+    for _ in range(2):  # two kills in a row: still one scratch directory, not two
+        _kill_a_sync(str(db), path, tmp_path / "marker", chunk=300)
+        left = {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside - {"runs.duckdb", "runs.duckdb.wal"}
+        assert left == {"runs.duckdb.sync-tmp"}, left
+        assert os.listdir(tmp_path / "runs.duckdb.sync-tmp")  # what a kill leaves: the chunk being loaded
+    with open_ledger(str(db)) as lg:
+        result = audit.sync(lg.store, path)
+        assert result.events == total and positions(path) == [r.position for r in lg.events()]
+    assert {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside == {"runs.duckdb"}
+
+
+# ------------------------------- issue 10 item 16: foreign DuckDB files, bounds, waits
+def test_A1_a_duckdb_database_that_is_not_an_audit_file_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (before the fix): `audit sync --duckdb warehouse.duckdb` wrote the audit
+    tables (events, audit_sync, views) into someone else's DuckDB database."""
+    store, _ = _golden_file(tmp_path, capsys)
+    other = tmp_path / "warehouse.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE inventory AS SELECT range AS id FROM range(10)")
+    con.close()
+    def listing() -> list[str]:
+        return sorted(f for f in os.listdir(tmp_path) if not f.startswith("golden.db"))
+
+    before = (file_digest(str(other)), listing())
+    for argv in (["audit", "sync"], ["audit", "status"], ["audit", "query", "SELECT 1"], ["audit", "report", "corrections"]):
+        assert main(["--store", store, *argv, "--duckdb", str(other)]) == 3
+        assert "not an epochledger audit file" in capsys.readouterr().err
+    assert main(["--store", store, "audit", "export-parquet", str(tmp_path / "pq"), "--duckdb", str(other)]) == 3
+    assert (file_digest(str(other)), listing()) == before
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()  # a DuckDB file with nothing in it becomes the audit file
+    assert main(["--store", store, "audit", "sync", "--duckdb", str(empty)]) == 0
+    assert "appended 51 events" in capsys.readouterr().out
+
+
+def test_A1_a_query_is_interrupted_at_its_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (before the fix): a query had no time bound (and held the file, so no sync
+    could run, for as long as it ran)."""
+    from ledger.errors import QueryInterrupted
+
+    store, path = _golden_file(tmp_path, capsys)
+    endless = "SELECT count(*) FROM range(1000000000000) a, range(1000) b"
+    with pytest.raises(QueryInterrupted, match=r"ran longer than 0.5 s \(--timeout\)") as e:
+        audit.query(path, endless, timeout=0.5)
+    assert e.value.limit == "timeout"
+    assert main(["--store", store, "audit", "query", endless, "--timeout", "0.5"]) == 3
+    assert "QueryInterrupted" in capsys.readouterr().err
+    assert audit.query(path, "SELECT count(*) FROM events").rows == [(51,)]  # the file is fine
+
+
+def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Repro (before the fix): no memory bound, and DuckDB spilled a large sort into
+    FILE.tmp beside the audit file (a directory left behind)."""
+    from ledger.errors import QueryInterrupted
+
+    store, path = _golden_file(tmp_path, capsys)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(QueryInterrupted, match=r"needs more memory than 64MB \(--memory-limit\)") as e:
+        audit.query(path, "SELECT * FROM range(40000000) ORDER BY random()", memory_limit="64MB")
+    assert e.value.limit == "memory"
+    assert sorted(os.listdir(tmp_path)) == before
+    assert main(["--store", store, "audit", "report", "corrections", "--memory-limit", "64MB", "--timeout", "30"]) == 0
+
+
+@pytest.mark.parametrize(("argv", "where"), [
+    (["audit", "query", "SELECT 1", "--timeout", "0"], "--timeout"), (["audit", "query", "SELECT 1", "--timeout", "nan"], "--timeout"),
+    (["audit", "query", "SELECT 1", "--memory-limit", "lots"], "--memory-limit"),
+    (["audit", "report", "corrections", "--memory-limit=-1GB"], "--memory-limit"),
+    (["audit", "query", "SELECT 1", "--memory-limit", "1b"], "--memory-limit"),
+    (["audit", "query", "SELECT 1", "--memory-limit", "99999999TB"], "--memory-limit"),
+    (["audit", "sync", "--wait=-1"], "--wait"), (["audit", "sync", "--wait", "inf"], "--wait"),
+])  # fmt: skip
+def test_A1_bad_bounds_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], where: str) -> None:
+    store, _ = _golden_file(tmp_path, capsys)
+    assert main(["--store", store, *argv]) == 3
+    assert where in capsys.readouterr().err
+
+
+HOLD = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+print("holding", flush=True)
+time.sleep(float(sys.argv[3]))
+con.close()
+"""
+
+
+def _holder(path: str, mode: str, seconds: float) -> subprocess.Popen[str]:
+    child = subprocess.Popen([sys.executable, "-c", HOLD, path, mode, str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "holding\n"
+    return child
+
+
+def test_A1_sync_waits_a_bounded_time_for_a_reader_then_fails_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (before the fix): a sync met by a reader failed at once with DuckDB's lock
+    error, and a reader without bounds could hold the file for ever. Now sync waits
+    (--wait) and, past the bound, fails naming the holder's PID."""
+    store, path = _golden_file(tmp_path, capsys)
+    with open_ledger(store) as lg:
+        lg.queue("late", at=datetime(2026, 9, 11, tzinfo=UTC))
+        reader = _holder(path, "ro", 2)  # a reader that finishes within the wait
+        try:
+            assert audit.sync(lg.store, path, wait=60).appended == 1
+        finally:
+            reader.wait(timeout=60)
+        lg.queue("later", at=datetime(2026, 9, 12, tzinfo=UTC))
+        reader = _holder(path, "ro", 600)  # one that does not
+        try:
+            with pytest.raises(StoreError, match=rf"PID {reader.pid} holds it open .*waited 1 s \(--wait\)"):
+                audit.sync(lg.store, path, wait=1)
+        finally:
+            reader.kill()
+            reader.wait(timeout=60)
+        assert audit.sync(lg.store, path, wait=0).appended == 1
+
+
+def test_A1_a_query_during_a_sync_fails_at_once_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, path = _golden_file(tmp_path, capsys)
+    writer = _holder(path, "rw", 600)
+    try:
+        with pytest.raises(StoreError, match=rf"PID {writer.pid} is writing it \(a sync\); try again"):
+            audit.query(path, "SELECT 1")
+    finally:
+        writer.kill()
+        writer.wait(timeout=60)
+
+
+def test_A1_the_documented_bounds_are_the_code_s() -> None:
+    """docs/audit.md and each command's --help state the defaults ledger/audit.py uses."""
+    from ledger.cli import build_parser
+
+    doc = (Path(audit.__file__).parent.parent / "docs" / "audit.md").read_text()
+    assert f"| {audit.QUERY_TIMEOUT_S:g} s | `--timeout SECONDS`" in doc
+    assert f"| {audit.QUERY_MEMORY_LIMIT} | `--memory-limit SIZE`" in doc
+    assert f"| {audit.SYNC_WAIT_S:g} s | `--wait SECONDS`" in doc
+    sub = {a.dest: a for a in build_parser()._actions if getattr(a, "choices", None)}["command"].choices["audit"]
+    actions = {a.dest: a for a in sub._actions if getattr(a, "choices", None)}["audit_command"].choices
+
+    def help_of(name: str) -> str:
+        return " ".join(actions[name].format_help().split())
+
+    for name in ("query", "report"):
+        assert f"default {audit.QUERY_TIMEOUT_S:g};" in help_of(name)
+        assert f"default {audit.QUERY_MEMORY_LIMIT};" in help_of(name)
+    assert f"default {audit.SYNC_WAIT_S:g}," in help_of("sync")

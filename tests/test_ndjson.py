@@ -102,3 +102,255 @@ def test_L4_not_json_names_the_line(ledger: Ledger) -> None:
     with pytest.raises(ImportRejected, match="line 2: not JSON"):
         import_lines(ledger, [lines(GOOD[:1])[0], b"{oops\n"])
     assert ledger.store.max_position() == 0
+
+
+# ------------------------------------------------- issue 10: hostile lines (item 12)
+DEEP = [
+    ("reason nested 5000 deep", b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","reason":' + b"[" * 5000 + b"]" * 5000 + b"}"),
+    ("unknown field nested 100000 deep", b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    ("report nested 5000 deep", b'{"type":"run.fenced","at":"2026-09-09T14:00:05Z","run":"r1","epoch":"e","refused":"run.finished",'
+                                b'"why":"w","report":' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}"),
+]
+
+
+@pytest.mark.parametrize(("name", "line"), DEEP, ids=[n for n, _ in DEEP])
+def test_L4_a_line_nested_too_deeply_is_rejected_naming_the_line(ledger: Ledger, name: str, line: bytes) -> None:
+    """Repro (before the fix): JSON nested deeper than about 500 levels raised
+    RecursionError out of import (a traceback, not exit 3)."""
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, [lines(GOOD[1:2])[0], line + b"\n"])
+    assert e.value.line == 2 and "nested too deeply" in str(e.value)
+    assert ledger.store.max_position() == 0
+
+
+@pytest.mark.parametrize("tag", ["{}", "[]", "5", "null", "true", '"RUN.QUEUED"'])
+def test_L4_a_type_that_is_not_a_known_tag_is_rejected(ledger: Ledger, tag: str) -> None:
+    """Repro (before the fix): `"type": {}` raised TypeError (unhashable) out of import."""
+    line = b'{"type":%b,"at":"2026-09-09T14:00:05Z","run":"r1"}\n' % tag.encode()
+    with pytest.raises(ImportRejected, match="line 1: unknown type|line 1: missing field 'type'"):
+        import_lines(ledger, [line])
+    assert ledger.store.max_position() == 0
+
+
+class CountingReader(io.BufferedReader):
+    def __init__(self, raw: io.RawIOBase):
+        super().__init__(raw)
+        self.consumed = 0
+
+    def readline(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+        line = super().readline(size)
+        self.consumed += len(line)
+        return line
+
+
+def test_L4_an_endless_line_is_refused_after_reading_at_most_the_limit() -> None:
+    """Repro (before the fix): `epochledger import /dev/zero` read the whole "line"
+    before checking its length and grew until MemoryError."""
+    from ledger.ndjson import MAX_LINE, read_lines
+
+    with open("/dev/zero", "rb", buffering=0) as raw:
+        f = CountingReader(raw)
+        with pytest.raises(ImportRejected, match=f"line 1: line is longer than {MAX_LINE} bytes"):
+            next(read_lines(f))
+    assert f.consumed <= MAX_LINE + 2
+
+
+def test_L4_import_of_dev_zero_exits_3_at_once(tmp_path) -> None:  # noqa: ANN001
+    from ledger.cli import main
+
+    assert main(["--store", str(tmp_path / "l.db"), "import", "/dev/zero"]) == 3
+
+
+def _padded(size: int) -> bytes:
+    """A valid run.queued line whose content is exactly `size` bytes (JSON whitespace)."""
+    line = b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"big"}'
+    return line[:-1] + b" " * (size - len(line)) + b"}"
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b""], ids=["LF", "CRLF", "last line"])
+def test_L4_a_line_of_exactly_the_limit_is_accepted_one_byte_more_is_not(ledger: Ledger, ending: bytes) -> None:
+    """Repro (before the fix): a line of exactly 1 MiB was refused: its newline was
+    counted against the limit."""
+    from ledger.ndjson import MAX_LINE, read_lines
+
+    exact = _padded(MAX_LINE)
+    assert len(exact) == MAX_LINE
+    assert import_lines(ledger, read_lines(io.BytesIO(exact + ending))) == 1
+    assert import_lines(ledger, [exact + ending]) == 0  # already recorded (I1); and not refused as too long
+    for over in (read_lines(io.BytesIO(_padded(MAX_LINE + 1) + ending)), [_padded(MAX_LINE + 1) + ending]):
+        with pytest.raises(ImportRejected, match="line 1: line is longer than"):
+            import_lines(ledger, over)
+    assert ledger.store.max_position() == 1
+
+
+def test_L4_read_lines_numbers_lines_as_import_does(ledger: Ledger) -> None:
+    from ledger.ndjson import read_lines
+
+    data = b"".join(lines(GOOD[:3])) + b"\n" + b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"zzz"}\n'
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, read_lines(io.BytesIO(data)))
+    assert e.value.line == 5
+
+
+# ------------------------------------- issue 10: imports that changed the input (item 13)
+HEAD = [
+    {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1"},
+    {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r1"},
+]
+RECOVERED = {"type": "run.recovered", "at": "2026-09-09T14:00:05Z", "run": "r1", "rule": "O3-fallback",
+             "swept_by": "w.e2", "swept_by_process": "w"}  # fmt: skip
+DEAD = {"type": "run.dead_lettered", "at": "2026-09-09T14:00:05Z", "run": "r1", "tick": "t1", "step": "advance",
+        "error_class": "E", "failing_since": "2026-09-09T14:00:03Z", "failures": 3, "deadline_s": 300.0}  # fmt: skip
+CHANGED = [
+    ({"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": ""},
+     """field 'code': the line states "", but the ledger would record "CANCELLED\""""),
+    ({**RECOVERED, "code": "TIMEOUT"}, """field 'code': the line states "TIMEOUT", but the ledger would record "PROCESS_ORPHANED\""""),
+    ({**RECOVERED, "code": ""}, "field 'code'"),
+    ({**DEAD, "code": "FAIL_NODE"}, """the ledger would record "TICK_DEADLINE_EXCEEDED\""""),
+]
+
+
+@pytest.mark.parametrize(("row", "reason"), CHANGED, ids=[r["type"] + " " + r["code"] for r, _ in CHANGED])
+def test_L4_a_stated_field_that_decide_would_change_is_rejected(ledger: Ledger, row: dict, reason: str) -> None:
+    """Repro (before the fix): a run.cancelled line stating "code": "" was imported with
+    code CANCELLED, a run.recovered stating TIMEOUT was recorded as PROCESS_ORPHANED:
+    the ledger silently recorded something other than the line. Mutation caught:
+    dropping the stated-versus-recorded comparison in import_lines."""
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, lines([*HEAD, row]))
+    assert e.value.line == 3 and reason in str(e.value)
+    assert ledger.store.max_position() == 0
+
+
+def test_L3_stating_exactly_what_decide_records_is_accepted(ledger: Ledger) -> None:
+    rows = [*HEAD, {**RECOVERED, "code": "PROCESS_ORPHANED", "status": "failed_resumable"},
+            {"type": "run.queued", "at": "2026-09-09T14:00:06+02:00", "run": "r2"},
+            {"type": "run.cancelled", "at": "2026-09-09T14:00:07Z", "run": "r2", "code": "CANCELLED", "status": "cancelled"}]  # fmt: skip
+    assert import_lines(ledger, lines(rows)) == 5
+
+
+UNKNOWN_NESTED = [
+    ({"code": "OOM", "zzz": 1}, "unknown field 'cause.zzz' for run.failed"),
+    ({"code": "OOM", "cause": {"code": "K", "mesage": "typo"}}, "unknown field 'cause.cause.mesage' for run.failed"),
+]
+
+
+@pytest.mark.parametrize(("cause", "reason"), UNKNOWN_NESTED, ids=[r for _, r in UNKNOWN_NESTED])
+def test_L4_an_unknown_field_inside_a_cause_is_rejected(ledger: Ledger, cause: dict, reason: str) -> None:
+    """Repro (before the fix): unknown fields inside `cause` were dropped silently
+    (only top-level fields were checked)."""
+    row = {"type": "run.failed", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": "X", "resumable": True, "cause": cause}
+    with pytest.raises(ImportRejected) as e:
+        import_lines(ledger, lines([*HEAD, row]))
+    assert e.value.line == 3 and reason in str(e.value)
+    assert ledger.store.max_position() == 0
+
+
+DUPLICATES = [
+    b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"a","run":"b"}',
+    b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run" : "a", "actor":"x:y","run":"b"}',
+    b'{"type":"run.queued","type":"run.queued","at":"2026-09-09T14:00:05Z","run":"a"}',
+    # the surviving value's escaped colon would hide the dropped key from a colon count
+    b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"a","run":"\\u003a"}',
+]
+
+
+@pytest.mark.parametrize("line", DUPLICATES, ids=range(len(DUPLICATES)))
+def test_L4_a_duplicate_json_key_is_rejected(ledger: Ledger, line: bytes) -> None:
+    """Repro (before the fix): `"run":"a","run":"b"` imported run b (JSON's last value
+    wins), silently dropping what the line said first."""
+    with pytest.raises(ImportRejected, match=r"line 2: duplicate key '(run|type)'"):
+        import_lines(ledger, [lines(GOOD[1:2])[0], line + b"\n"])
+    assert ledger.store.max_position() == 0
+
+
+def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger) -> None:
+    failed = (b'{"type":"run.failed","at":"2026-09-09T14:00:05Z","run":"r1","resumable":true,'
+              b'"cause":{"code":"A","message":"m: 1","code":"B"}}\n')  # fmt: skip
+    with pytest.raises(ImportRejected, match="line 3: duplicate key 'code'"):
+        import_lines(ledger, [*lines(HEAD), failed])
+    paused = b'{"type":"run.paused","at":"2026-09-09T14:00:05Z","run":"r1","kind":"waiting_human","questions":["q"]}\n'
+    resumed = b'{"type":"run.resumed","at":"2026-09-09T14:00:06Z","run":"r1","by":"operator","answers":{"q":"no","q":"yes"}}\n'
+    with pytest.raises(ImportRejected, match="line 4: duplicate key 'q'"):
+        import_lines(ledger, [*lines(HEAD), paused, resumed])
+    assert ledger.store.max_position() == 0
+
+
+# ------------------------------------------------------------ issue 10: import fuzz
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from ledger.events import TAGS  # noqa: E402
+
+_KEYS = sorted({f for cls in TAGS.values() for f in cls.__struct_fields__} | {"type", "zzz"})
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=30)
+    | st.sampled_from(["2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "", "r1",
+                       "w-1.e1", "w-1", "operator", "waiting_human", "failed", "\ud800"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=5), inner, max_size=5),
+    max_leaves=12,
+)  # fmt: skip
+_instant = st.sampled_from(["2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
+                            "1969-12-31T23:59:59Z", "2026-09-09T14:00:00"])  # fmt: skip
+_event_like = st.fixed_dictionaries({"type": st.sampled_from(sorted(TAGS)) | _json, "at": _instant},
+                                    optional={k: _json for k in _KEYS if k not in ("type", "at")})  # fmt: skip
+
+
+def _encode_json(value: object) -> bytes:
+    try:
+        return json.dumps(value).encode()
+    except (ValueError, UnicodeEncodeError):
+        return b"{}"
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> bytes:
+    row = dict(draw(st.sampled_from(GOOD)))
+    how = draw(st.sampled_from(["set", "instant", "drop", "bytes", "duplicate", "nest", "truncate"]))
+    if how == "instant":
+        row[draw(st.sampled_from(["at", *(k for k in row if k.endswith("_at"))]))] = draw(_instant)
+    elif how == "set":
+        key = draw(st.sampled_from(_KEYS))
+        row[key] = draw(_instant if key.endswith(("at", "_since")) else _json)
+    elif how == "drop" and len(row) > 1:
+        row.pop(draw(st.sampled_from(sorted(row))))
+    line = _encode_json(row)
+    if how == "bytes":
+        i = draw(st.integers(0, len(line)))
+        line = line[:i] + draw(st.binary(max_size=4)) + line[i + draw(st.integers(0, 3)):]
+    elif how == "duplicate":
+        key = draw(st.sampled_from(sorted(row)))
+        line = line[:-1] + b", " + json.dumps(key).encode() + b": " + _encode_json(draw(_json)) + b"}"
+    elif how == "nest":
+        depth = draw(st.sampled_from([40, 70, 600, 3000]))
+        line = line[:-1] + b', "cause": ' + b'{"code": "X", "cause": ' * depth + b"null" + b"}" * depth + b"}"
+    elif how == "truncate":
+        line = line[: draw(st.integers(0, len(line)))]
+    return line
+
+
+_line = st.one_of(_mutated(), _mutated(), _mutated(), _event_like.map(_encode_json), _json.map(_encode_json),
+                  st.binary(max_size=60))  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(prefix=st.integers(0, len(GOOD)), extra=st.lists(_line, min_size=1, max_size=4), endings=st.sampled_from([b"\n", b"\r\n"]))
+def test_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,  # noqa: ANN001
+                                                                     extra: list[bytes], endings: bytes) -> None:  # fmt: skip
+    """Law (issue 10 item 12, where 49 of 5,500 fuzz cases escaped as RecursionError,
+    OverflowError, TypeError): whatever the lines (random JSON, random bytes, mutated
+    valid lines, after a valid prefix of a history), import either succeeds or raises
+    ImportRejected naming a line of the file, and a rejected file appends nothing.
+    Each example gets a fresh ledger, so its lines are decided against GOOD's prefix.
+    Mutations caught: `tag not in TAGS` without the str check (TypeError), dropping the
+    instant bounds (OverflowError), the RecursionError guard of parse_line."""
+    from ledger.ndjson import read_lines
+
+    content = b"".join(x.replace(b"\n", b" ") + endings for x in [*(_encode_json(r) for r in GOOD[:prefix]), *extra])
+    with open_ledger(str(tmp_path_factory.mktemp("fuzz") / "l.db")) as lg:
+        try:
+            import_lines(lg, read_lines(io.BytesIO(content)))
+        except ImportRejected as e:
+            assert 1 <= e.line <= prefix + len(extra)
+            assert f"line {e.line}: " in str(e)
+            assert lg.store.max_position() == 0

@@ -1,0 +1,235 @@
+"""Hostile input through the Python API (issue 10 items 12, 13, 15): every bad value is
+refused with InvalidInput naming the field, and appends nothing (L4). What the
+ledger stores is exactly what the caller gave, or nothing."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
+from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, RunFenced
+from ledger.ndjson import import_lines
+from ledger.sweep import preview
+from ledger.service import Ledger
+
+
+def chain(depth: int) -> Cause:
+    cause = None
+    for i in range(depth):
+        cause = Cause(code=f"C{i}", message="m", cause=cause)
+    assert cause is not None
+    return cause
+
+
+def _queued(lg: Ledger) -> None:
+    lg.queue("r", workflow="nightly")
+
+
+NOT_AS_GIVEN: list[tuple[str, Any, str]] = [
+    ("bytes reason", lambda lg: lg.queue("q", reason=b"x"), "bytes b'x' would be stored as str 'eA==' - at `$.reason`"),
+    ("bytes run id", lambda lg: lg.queue(b"q"), "bytes b'q' would be stored as str 'cQ==' - at `$.run`"),
+    ("at as a string", lambda lg: lg.queue("q", at="2026-09-09T14:00:00Z"),
+     "str '2026-09-09T14:00:00Z' would be stored as datetime 2026-09-09T14:00:00+00:00 - at `$.at`"),
+    ("a dict for a cause", lambda lg: lg.fail("r", "X", resumable=True, cause={"code": "OOM"}), "at `$.cause`"),
+    ("bytes inside a cause", lambda lg: lg.fail("r", "X", resumable=True, cause=Cause(code="OOM", message=b"m")),
+     "at `$.cause.message`"),
+    ("a tuple of questions", lambda lg: lg.pause("r", "waiting_human", questions=("ship?",)),
+     "tuple ('ship?',) would be stored as list ['ship?'] - at `$.questions`"),
+    ("NaN pid", lambda lg: lg.boot("w", epoch="w.e9", pid=float("nan")), "float nan would be stored as null - at `$.pid`"),
+    ("bytes answer", lambda lg: lg.resume("r", "operator", answers={"q": b"yes"}), "at `$.answers['q']`"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "message"), NOT_AS_GIVEN, ids=[n for n, _, _ in NOT_AS_GIVEN])
+def test_L4_a_value_that_would_not_be_stored_as_given_is_refused(ledger: Ledger, name: str, call: Any, message: str) -> None:
+    """Repro (before the fix): `ledger.queue("r", reason=b"x")` stored the reason as the
+    base64 text "eA=="; `at` given as a string was accepted by the check and crashed
+    in decide (AttributeError); a dict was stored where a Cause belongs. Mutation
+    caught: dropping the round-trip comparison in codec.checked."""
+    _queued(ledger)
+    ledger.start("r")
+    before = ledger.store.max_position()
+    with pytest.raises(InvalidInput) as e:
+        call(ledger)
+    assert message in str(e.value)
+    assert ledger.store.max_position() == before
+
+
+UNENCODABLE: list[tuple[str, Any, str]] = [
+    ("surrogate in a run id", lambda lg: lg.queue("h\udc80"), "at `$.run`"),
+    ("surrogate in a reason", lambda lg: lg.queue("h", reason="ok \udc80"), "at `$.reason`"),
+    ("surrogate in an answer key", lambda lg: lg.resume("r", "operator", answers={"\ud800": "y"}), "at `$.answers.key`"),
+    ("an object for a workflow", lambda lg: lg.queue("h", workflow=object()), "at `$.workflow`"),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "where"), UNENCODABLE, ids=[n for n, _, _ in UNENCODABLE])
+def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_the_field(ledger: Ledger, name: str, call: Any, where: str) -> None:
+    """Repro (before the fix): a lone surrogate raised UnicodeEncodeError out of the API."""
+    _queued(ledger)
+    ledger.start("r")
+    ledger.pause("r", "operator")
+    before = ledger.store.max_position()
+    with pytest.raises(InvalidInput, match="cannot be stored") as e:
+        call(ledger)
+    assert where in str(e.value)
+    assert ledger.store.max_position() == before
+
+
+PLUS14 = timezone(timedelta(hours=14))
+MINUS14 = timezone(timedelta(hours=-14))
+
+
+@pytest.mark.parametrize(
+    "at",
+    [datetime(1, 1, 1, tzinfo=PLUS14), datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
+     datetime(9999, 12, 31, 23, 0, tzinfo=MINUS14), datetime(9000, 1, 1, tzinfo=UTC)],
+    ids=str,
+)
+def test_L4_an_instant_outside_the_written_range_is_refused(ledger: Ledger, at: datetime) -> None:
+    """Repro (before the fix): at=0001-01-01T00:00:00+14:00 raised OverflowError in
+    decide's conversion to UTC."""
+    with pytest.raises(InvalidInput, match=r"Expected `datetime` from 1970 to before 9000 UTC, got .* - at `\$.at`"):
+        ledger.queue("q", at=at)
+    assert ledger.store.max_position() == 0
+    ledger.queue("q", at=datetime(1970, 1, 1, tzinfo=UTC))
+    ledger.queue("q2", at=datetime(8999, 12, 31, 23, 59, 59, tzinfo=UTC))
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "1969-01-01T00:00:00Z"])
+def test_L4_an_import_line_with_an_instant_outside_the_range_is_rejected(ledger: Ledger, at: str) -> None:
+    """Repro (before the fix): this line raised OverflowError out of import (traceback)."""
+    good = b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a"}\n'
+    with pytest.raises(ImportRejected, match="line 2: .*from 1970 to before 9000 UTC"):
+        import_lines(ledger, [good, b'{"type":"run.queued","at":"%b","run":"b"}\n' % at.encode()])
+    assert ledger.store.max_position() == 0
+
+
+def test_L4_a_cause_chain_is_bounded(ledger: Ledger) -> None:
+    """Repro (before the fix): a cause chain 600 deep raised RecursionError out of the
+    character check (and an import line with it, out of import)."""
+    _queued(ledger)
+    ledger.start("r")
+    before = ledger.store.max_position()
+    for depth in (MAX_CAUSE_DEPTH + 1, 600, 5000):
+        with pytest.raises(InvalidInput, match="cause chain is at most|nested too deeply"):
+            ledger.fail("r", "X", resumable=True, cause=chain(depth))
+    assert ledger.store.max_position() == before
+    ledger.fail("r", "X", resumable=True, cause=chain(MAX_CAUSE_DEPTH))
+    assert ledger.get_run("r").cause == chain(MAX_CAUSE_DEPTH)
+
+
+def test_L4_an_import_line_with_a_deep_cause_chain_is_rejected(ledger: Ledger) -> None:
+    head = [b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a"}\n',
+            b'{"type":"run.started","at":"2026-09-09T14:00:01Z","run":"a"}\n']  # fmt: skip
+    for depth in (MAX_CAUSE_DEPTH + 1, 600):
+        cause = b'{"code":"X"' + b',"cause":{"code":"X"' * (depth - 1) + b"}" * depth
+        line = b'{"type":"run.failed","at":"2026-09-09T14:00:02Z","run":"a","resumable":true,"cause":%b}\n' % cause
+        with pytest.raises(ImportRejected, match="line 3: .*(cause chain is at most|nested too deeply)"):
+            import_lines(ledger, [*head, line])
+    assert ledger.store.max_position() == 0
+
+
+def test_L4_a_free_form_field_is_bounded_in_depth(ledger: Ledger) -> None:
+    _queued(ledger)
+    deep: Any = 1
+    for _ in range(MAX_NESTING):
+        deep = {"a": deep}
+    fenced = RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report=deep)
+    with pytest.raises(InvalidInput, match=f"nested deeper than {MAX_NESTING} levels"):
+        ledger.submit(fenced)
+    ledger.submit(RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report=deep["a"]))
+
+
+def test_F1_the_evidence_of_a_stale_report_with_the_deepest_cause_is_kept(ledger: Ledger) -> None:
+    """The run.fenced evidence holds the refused report one level deeper: the bounds
+    must leave room for it, or a late report would be lost (F1)."""
+    ledger.boot("w", epoch="w.e1")
+    ledger.queue("r", process="w")
+    ledger.start("r", epoch="w.e1", process="w")
+    ledger.boot("w", epoch="w.e2")
+    with pytest.raises(StaleEpoch) as e:
+        ledger.fail("r", "X", resumable=True, epoch="w.e1", cause=chain(MAX_CAUSE_DEPTH), error="x" * 60_000)
+    assert e.value.kept_at is not None
+    kept = ledger.history("r")[-1].event
+    assert isinstance(kept, RunFenced) and kept.report["code"] == "X"
+
+
+# ------------------------------------------- issue 10 item 15: typed errors, named
+def _booted(lg: Ledger) -> Any:
+    booted = lg.boot("w", epoch="w.e1")
+    lg.queue("r", process="w")
+    lg.start("r", epoch="w.e1", process="w")
+    return booted
+
+
+TYPED: list[tuple[str, Any, str]] = [
+    ("correct to a bogus status", lambda lg, b: lg.correct("r", to="bogus", actor="a", reason="x"), "to: 'bogus' is not a status"),
+    ("get_run(None)", lambda lg, b: lg.get_run(None), "run: "),
+    ("history(None)", lambda lg, b: lg.history(None), "run: "),
+    ("process(b'w')", lambda lg, b: lg.process(b"w"), "process: "),
+    ("get_run with a surrogate", lambda lg, b: lg.get_run("r\udc80"), "run: cannot be stored"),
+    ("orphans margin NaN", lambda lg, b: lg.orphans(margin=math.nan), "margin: margin must be from 0 to 31536000 seconds"),
+    ("orphans margin 1e15", lambda lg, b: lg.orphans(margin=1e15), "margin: margin must be from 0"),
+    ("orphans margin as text", lambda lg, b: lg.orphans(margin="1"), "margin: margin must be a number of seconds"),
+    ("sweep margin inf", lambda lg, b: lg.sweep(b, margin=math.inf), "margin: "),
+    ("sweep margin 2**2000", lambda lg, b: lg.sweep(b, margin=2**2000), "margin: "),
+    ("sweep a hostile epoch", lambda lg, b: lg.sweep(object()), "epoch.process: "),
+    ("sweep attempts as text", lambda lg, b: lg.sweep(b, attempts="3"), "attempts: "),
+    ("sweep gaps NaN", lambda lg, b: lg.sweep(b, attempts=2, gaps=[math.nan]), "gaps: "),
+    ("preview margin 1e15", lambda lg, b: preview(lg, "w", margin=1e15), "margin: "),
+    ("preview process None", lambda lg, b: preview(lg, None), "process: "),
+    ("startup margin NaN", lambda lg, b: lg.startup("w", margin=math.nan), "margin: "),
+    ("stop a dict epoch", lambda lg, b: lg.stop("w", {"e": 1}), "epoch: "),
+    ("events after 2**63", lambda lg, b: list(lg.events(2**63)), "after: a position is an integer from 0 to 9223372036854775807"),
+    ("events upto -1", lambda lg, b: list(lg.events(0, -1)), "upto: "),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "message"), TYPED, ids=[n for n, _, _ in TYPED])
+def test_L4_bad_arguments_are_invalid_input_naming_the_argument(ledger: Ledger, name: str, call: Any, message: str) -> None:
+    """Repro (before the fix), each of these raised a raw Python error: ValueError
+    ('bogus' is not a valid Status; cannot convert float NaN to integer), TypeError
+    (can only concatenate str, not NoneType), OverflowError (1e15 margins, positions
+    past 2**63-1 reaching the driver), AttributeError (an epoch without .process).
+    `startup` with a bad margin used to boot first and refuse after: nothing may be
+    appended."""
+    booted = _booted(ledger)
+    before = ledger.store.max_position()
+    with pytest.raises(InvalidInput) as e:
+        call(ledger, booted)
+    assert message in str(e.value)
+    assert ledger.store.max_position() == before
+
+
+def test_R1_replay_refuses_a_position_past_the_databases_range(ledger: Ledger) -> None:
+    from replay import state_at
+
+    _booted(ledger)
+    with pytest.raises(InvalidInput, match="--position: a position is an integer from 0 to"):
+        state_at(ledger.store, position=99999999999999999999)
+    assert state_at(ledger.store, position=2**63 - 1).events == 3
+
+
+# ---------------------------------------------- issue 10 item 16: follow's poll
+@pytest.mark.parametrize("poll", [0, 0.0, -1, math.nan, math.inf, "0.2", None, True])
+def test_R3_follow_refuses_a_poll_that_would_spin(sqlite_ledger: Ledger, poll: Any) -> None:
+    """Repro (before the fix): `follow --poll 0` (or negative) looped on stop.wait(0)
+    at 100% CPU. The stop timer ends the loop if the refusal is missing, so the test
+    fails instead of hanging."""
+    import threading
+
+    from projections import engine
+
+    stop = threading.Event()
+    timer = threading.Timer(0.5, stop.set)
+    timer.start()
+    try:
+        with pytest.raises(InvalidInput, match="--poll: poll must be a finite number of seconds > 0"):
+            engine.follow(sqlite_ledger.store, stop=stop, poll=poll)
+    finally:
+        timer.cancel()
