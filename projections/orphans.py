@@ -116,7 +116,6 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     booted_at: datetime | None = None  # O3: its boot instant
     cutoff: datetime | None = None  # O3: booted_at - margin
     margin: float | None = None  # O3, seconds
-    run_version: int = 0  # the run's stream version the verdict was made at
 
     @property
     def uses_time(self) -> bool:
@@ -172,7 +171,7 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
         return Verdict(run=run.run, rule=rule, owner_process=owner.process, owner_epoch=owner.epoch,
                        superseded_by=owner.superseded_by,
                        stopped_at=owner.stopped_at if owner.superseded_by is None else None,
-                       started_at=run.started_at, run_version=run.version)  # fmt: skip
+                       started_at=run.started_at)  # fmt: skip
     # O3 fallback: a process but no known owner epoch.
     if run.process is None or run.started_at is None:
         return None
@@ -192,7 +191,7 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
     if run.started_at < cutoff:
         return Verdict(run=run.run, rule=FALLBACK, owner_process=run.process, owner_epoch=run.epoch,
                        started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
-                       cutoff=cutoff, margin=margin.total_seconds(), run_version=run.version)  # fmt: skip
+                       cutoff=cutoff, margin=margin.total_seconds())  # fmt: skip
     return None
 
 
@@ -231,7 +230,7 @@ def _judge(view: View, run: RunState, epoch: EpochState | None, margin: timedelt
         return policy(view, run, epoch, margin)
     # Another slot's run, seen by this slot's sweep: O2 facts hold fleet-wide, but the
     # time fallback is judged only by that slot's own epoch, against its own clock.
-    v = policy(view, run, None, margin) if run.epoch is not None else None
+    v = policy(view, run, None, margin)
     return None if v is None or v.uses_time else v
 
 

@@ -20,7 +20,9 @@ from tests.orphan_helpers import History
 
 from tests.conftest import T0
 from ledger.errors import InvalidInput
-from ledger.events import RunQueued, RunStarted, Status
+import msgspec
+
+from ledger.events import Recorded, RunQueued, RunStarted, Status
 from projections import lifecycle, orphans
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -401,3 +403,80 @@ def test_O2_is_orphaned_answers_like_verdicts():
     assert orphans.is_orphaned(view, "owned") and orphans.is_orphaned(view, "unowned")
     assert not orphans.is_orphaned(view, "nope")
     assert {v.run for v in orphans.verdicts(view)} == {"owned", "unowned"}
+
+
+def test_O2_O3_each_verdict_carries_its_whole_evidence_and_says_it():
+    """The verdict is what the sweep copies into run.recovered: every field, and the
+    sentence a reader sees. Mutations caught: any evidence field dropped or taken from
+    the wrong fact in `epoch_policy`; `explain` naming the wrong rule or instant."""
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.boot("v", "x1", 0)
+    h.start("owned", "w", 10, epoch="e1")
+    h.start("unowned", "w", 20)
+    h.start("stopped", "v", 30, epoch="x1")
+    h.stop("v", "x1", 40)
+    h.boot("w", "e2", 3600, uptime=5)
+    view = h.view()
+    e2 = view.epoch("w", "e2")
+    got = {v.run: v for v in orphans.verdicts(view, e2, margin=2)}
+    assert got["owned"] == orphans.Verdict(run="owned", rule="O2-superseded", owner_process="w", owner_epoch="e1",
+                                           superseded_by="e2", started_at=h.at(10))  # fmt: skip
+    assert got["stopped"] == orphans.Verdict(run="stopped", rule="O2-stopped", owner_process="v", owner_epoch="x1",
+                                             stopped_at=h.at(40), started_at=h.at(30))  # fmt: skip
+    assert got["unowned"] == orphans.Verdict(run="unowned", rule="O3-fallback", owner_process="w", started_at=h.at(20),
+                                             relative_to="e2", booted_at=h.at(3595), cutoff=h.at(3593), margin=2.0)  # fmt: skip
+    assert got["owned"].explain() == "owner epoch e1 of w was superseded by epoch e2; orphaned at any age, rule O2"
+    assert got["stopped"].explain() == (f"owner epoch x1 of v recorded a clean stop at {h.at(40).isoformat()}; "
+                                        "orphaned at any age, rule O2")  # fmt: skip
+    assert got["unowned"].explain() == (
+        f"no live owner epoch; started at {h.at(20).isoformat()}, before the cutoff {h.at(3593).isoformat()} = boot "
+        f"instant {h.at(3595).isoformat()} of epoch e2 of w - 2s margin; the time fallback, rule O3")
+    assert [v.uses_time for v in (got["owned"], got["stopped"], got["unowned"])] == [False, False, True]
+
+
+def test_O2_the_runs_own_slot_settles_an_epoch_id_two_slots_booted():
+    """Mutation caught: `owner_of` skipping the run's own slot for the global lookup,
+    which refuses to guess between two slots with the same epoch id."""
+    h = History(T0)
+    h.boot("w", "dup", 0)
+    h.boot("v", "dup", 0)
+    h.start("r", "v", 10, epoch="dup")
+    view = h.view()
+    assert orphans.owner_of(view, view.runs["r"]) == view.epoch("v", "dup")
+    assert view.find_epoch("dup") is None
+    h.boot("v", "v2", 100)
+    assert h.orphaned() == {"r": "O2-superseded"}
+
+
+def test_O3_an_epoch_whose_sweep_skipped_the_fallback_judges_nothing_by_time():
+    """Once a sweep recorded `process.sweep_skipped` for an epoch, reads agree with it:
+    no O3 verdict relative to that epoch, even for a run that started well before its
+    boot. Mutation caught: the `sweep_skipped` condition weakened in `epoch_policy`."""
+    from ledger.events import ProcessSweepSkipped
+
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.start("old", "w", 10)
+    h.boot("w", "e2", 3600)
+    assert h.orphaned() == {"old": "O3-fallback"}
+    h.add(ProcessSweepSkipped(at=h.at(3601), process="w", epoch="e2", why="the wall clock stepped back"))
+    assert h.orphaned() == {}
+
+
+def test_O3_a_sweep_judges_by_its_own_epoch_not_the_slots_current_one():
+    """`verdicts(view, epoch)` judges the time fallback against the epoch given (the
+    sweeper), not whatever epoch is current by the time the view was read. Mutation
+    caught: `_judge` passing None (the current epoch) instead of the sweeping epoch."""
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.start("r", "w", 50)  # recorded while e1 was current: not e1's orphan
+    from ledger.events import RunStarted
+
+    h.records[-1] = Recorded(h.records[-1].position, h.records[-1].stream, h.records[-1].version,
+                             msgspec.structs.replace(h.records[-1].event, slot_epoch="e1"))  # fmt: skip
+    assert isinstance(h.records[-1].event, RunStarted)
+    h.boot("w", "e2", 100)
+    view = h.view()
+    assert orphans.verdicts(view, view.epoch("w", "e1")) == []
+    assert [v.rule for v in orphans.verdicts(view, view.epoch("w", "e2"))] == ["O3-fallback"]
