@@ -22,7 +22,7 @@ import uuid
 from datetime import UTC, datetime
 
 from bench.common import PG_URL, emit
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 

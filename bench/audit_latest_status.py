@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/audit_latest_status.py [--events 10000000] [--runs 2000000]
 
-Generates the events directly in DuckDB (the schema of projections/audit_schema.sql,
+Generates the events directly in DuckDB (the schema of projections/audit/schema.sql,
 5 events per run, with a JSON payload like the ones sync writes) in a file-backed
 database, then times, best of 3 after one warm-up:
   anchor_scan       - SELECT count(DISTINCT status) FROM events (one full column scan)
@@ -25,7 +25,7 @@ import time
 
 import duckdb
 
-from ledger import audit
+from projections import audit
 
 
 def best(con: duckdb.DuckDBPyConnection, sql: str, runs: int = 3) -> tuple[float, object]:

@@ -25,9 +25,9 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 
-from ledger import audit
+from projections import audit
 from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
-from ledger.service import open_ledger
+from epochledger.app import open_ledger
 from ledger.store import Append
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)

@@ -18,8 +18,8 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from ledger import ManualClock, open_ledger
-from ledger.sweep import _recovery
+from epochledger import ManualClock, open_ledger
+from epochledger.sweep import _recovery
 from projections import orphans
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -17,9 +17,9 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 from ledger.events import RunTickFailed
-from ledger.tick import TickDriver
+from epochledger.tick import TickDriver
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -1,37 +1,10 @@
-"""epochledger: an event-sourced ledger of scheduler runs.
+"""The write model: the ledger's vocabulary and rules, with no I/O above the store.
 
-    from ledger import open_ledger
-    with open_ledger("sqlite:///runs.db") as ledger:
-        epoch, swept = ledger.startup("api-1")  # boot() then sweep(): docs/operations.md
-        ledger.queue("run-1", workflow="nightly")
-        ledger.start("run-1", epoch=epoch.epoch, process="api-1")
-        ledger.finish("run-1", epoch=epoch.epoch)
+Bottom to top: the event catalogue (`events`), failure codes (`codes`), errors
+(`errors`), the clock port (`clock`) and codec (`codec`); the lifecycle rule book
+(`lifecycle`: status sets, predicates, the transition table); the deciders, one file
+per aggregate (`run`: a run's stream, its tick streak and the fence; `process`: a
+process slot's epochs and the liveness rule); and the store adapter (`store`), the
+only place that speaks eventsourcing and SQL for the log. Users import from
+`epochledger`; docs/architecture.md draws the layers.
 """
-
-from ledger.clock import Clock, ManualClock, SystemClock
-from ledger.errors import (
-    CommitUnknown,
-    ConflictError,
-    DecodeError,
-    IllegalTransition,
-    ImportRejected,
-    InvalidInput,
-    LedgerError,
-    LockTimeout,
-    NotCommitted,
-    PermissionDenied,
-    RunNotFound,
-    StaleEpoch,
-    StatementTimeout,
-    StoreError,
-    SweepFailed,
-)
-from ledger.events import Status
-from ledger.service import Batch, Ledger, open_ledger
-
-__all__ = [
-    "Batch", "Clock", "CommitUnknown", "ConflictError", "DecodeError", "IllegalTransition", "ImportRejected",
-    "InvalidInput", "Ledger", "LedgerError", "LockTimeout", "ManualClock", "NotCommitted", "PermissionDenied",
-    "RunNotFound", "Status", "StaleEpoch", "StatementTimeout", "StoreError", "SweepFailed", "SystemClock",
-    "open_ledger",
-]

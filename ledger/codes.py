@@ -42,7 +42,7 @@ KNOWN_CODES: dict[str, CodeInfo] = {
 }
 
 # Codes for which an automatic resume is pointless or harmful (see
-# projections.lifecycle.can_auto_resume; argued in docs/lifecycle.md).
+# ledger.lifecycle.can_auto_resume; argued in docs/lifecycle.md).
 NO_AUTO_RESUME: frozenset[str] = frozenset({NODE_NOT_FOUND, RESUME_INVALID, FAIL_NODE})
 
 

@@ -67,7 +67,7 @@ Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 
 class Status(enum.StrEnum):
     """The eight statuses of a run. Which status answers which policy question lives in
-    projections/lifecycle.py and nowhere else (BRIEF P1, P3)."""
+    ledger/lifecycle.py and nowhere else (BRIEF P1, P3)."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -166,7 +166,7 @@ class RunCorrected(RunEventBase, frozen=True, kw_only=True, tag="run.corrected")
     error: LongText | None = None
 
 
-# -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by ledger.tick only.
+# -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by epochledger.tick only.
 class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_failed"):
     """One of the scheduler's per-run steps raised on this run in tick `tick`. Opens or
     extends the run's failure streak; the status does not change."""

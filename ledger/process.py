@@ -67,7 +67,7 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
 def end_of(epoch: EpochState) -> tuple[str, str] | None:
     """Why `epoch` is no longer live, as (rule, sentence), or None while it is live.
 
-    The one liveness definition: fencing (ledger/fencing.py), the orphan rule
+    The one liveness definition: fencing (ledger/run.py), the orphan rule
     (projections/orphans.py), the sweep and the CLI all ask it. Liveness is a fact of
     the slot's stream, never a guess from the clock or the run's age."""
     if epoch.superseded_by is not None:

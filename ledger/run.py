@@ -1,13 +1,22 @@
-"""A run's stream as a Decider: state -> evolve/fold -> decide (STYLE.md).
+"""A run's stream as a Decider, top to bottom: state -> fold (evolve) -> decide -> fence.
 
-`evolve` is total on well-typed events and never raises: the decision was made by
-`decide` when the event was written. `decide` refuses an impossible command with a
-typed error naming the run, its status and the attempt (BRIEF L4), returns `[]` when
-the same event is submitted again (a retried delivery), and otherwise returns the
-event stamped with the run's resulting status and code (BRIEF L1, L2).
+- State: `RunState`, with the run's tick failure streak (`TickStreak`) and the fenced
+  evidence that binds automation (`FencedEnd`).
+- Fold: `evolve(state, event)` is total on well-typed events and never raises: the
+  decision was made by `decide` when the event was written. `streak_after` is the one
+  definition of how an event moves the tick streak (rule T3): `evolve` and the
+  tick-health view (projections/tick_health.py) both call it, so they cannot disagree.
+- Decide: `decide(command, state)` refuses an impossible command with a typed error
+  naming the run, its status and the attempt (rule L4), returns `[]` when the same
+  event is submitted again (a retried delivery), and otherwise returns the event
+  stamped with the run's resulting status and code (rules L1, L2).
+- Fence: a report written on behalf of an epoch that is no longer live is refused and
+  kept as `run.fenced` evidence (rules F1, F2; `fence`). Which epoch, not which run:
+  the fence judges the epoch the report names, found (by the application, which does
+  the I/O) in whatever slot booted it, whatever the run's own fields say.
 
-Which transition is legal, and every policy question, is asked of
-projections.lifecycle: this module holds no status sets.
+Which transition is legal, and every policy question, is asked of ledger/lifecycle.py:
+this module holds no status sets. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from typing import assert_never
 
 import msgspec
 
+from ledger import lifecycle
 from ledger.codes import CANCELLED, PROCESS_ORPHANED, TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition
 from ledger.events import (
@@ -28,6 +38,7 @@ from ledger.events import (
     RunDeadLettered,
     RunDeleted,
     RunEvent,
+    RunEventBase,
     RunFailed,
     RunFenced,
     RunFinished,
@@ -42,10 +53,22 @@ from ledger.events import (
     Status,
     tag_of,
 )
-from ledger.streak import TickStreak, streak_after
-from projections import lifecycle
+from ledger.process import EpochState, end_of
 
 replace = msgspec.structs.replace
+
+
+class TickStreak(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's open tick failure streak: consecutive ticks whose steps raised on it (T3).
+    It lives in the ledger, not in the driver's memory, so a restart cannot reset it."""
+
+    since: datetime  # the first failure of the streak: the deadline counts from here (T2)
+    failures: int  # consecutive failed ticks
+    last_at: datetime  # the latest failure
+    tick: str  # the tick of the latest failure
+    step: str
+    error_class: str
+    error: str = ""
 
 
 class Checkpoint(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -85,13 +108,38 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     deleted: bool = False
     corrections: int = 0  # audited corrections out of a final status
     last: RunEvent | None = None  # the last event, to recognise "the same event again"
-    tick_streak: TickStreak | None = None  # open tick failure streak (BRIEF T3, ledger/streak.py)
+    tick_streak: TickStreak | None = None  # open tick failure streak (BRIEF T3, ledger/run.py)
     slot_epoch: str | None = None  # a start without epoch: its slot's epoch then (rule O3)
     fenced: int = 0  # stale reports refused and kept as run.fenced evidence (rule F1)
     fenced_end: FencedEnd | None = None  # since the last start (rule F2)
 
 
 # -------------------------------------------------------------------- fold
+def streak_after(streak: TickStreak | None, e: RunEventBase) -> TickStreak | None:
+    """The run's streak after event `e` (stamped with its resulting status)."""
+    if streak is None and type(e) is not RunTickFailed:
+        return None  # the healthy path, most events of every run: nothing to open or close
+    if isinstance(e, RunTickFailed):
+        return TickStreak(
+            since=streak.since if streak is not None else e.at,
+            failures=(streak.failures if streak is not None else 0) + 1,
+            last_at=e.at,
+            tick=e.tick,
+            step=e.step,
+            error_class=e.error_class,
+            error=e.error,
+        )
+    if isinstance(e, RunTickRecovered | RunDeadLettered | RunDeleted):
+        return None
+    # A run that leaves the statuses the tick drives (an operator paused it, a step
+    # finished or failed it) is no longer ticked: its streak cannot continue, and an open
+    # one would show in `runs --streaking` forever. A later resume starts afresh.
+    assert e.status is not None
+    if not lifecycle.is_active(e.status, e.code):
+        return None
+    return streak
+
+
 def evolve(state: RunState | None, e: RunEvent) -> RunState:
     assert e.status is not None, "stored run events are stamped by decide"
     if isinstance(e, RunQueued):
@@ -252,3 +300,56 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         if cmd.to == status and new_code == state.code:  # type: ignore[union-attr]
             raise IllegalTransition(cmd.run, status, tag, f"the run is already {status} with that code")
     return [event]
+
+
+# ------------------------------------------------------------------- fence
+# The reports a scheduler process writes for a run it drives, its tick's included.
+FENCED_REPORTS = (RunStarted, RunCheckpointed, RunPaused, RunFailed, RunFinished,
+                  RunTickFailed, RunTickRecovered, RunDeadLettered)  # fmt: skip
+# The reports in which a worker states the outcome of its work. Fenced, they bind
+# automation until the run starts again (rule F2).
+OUTCOME_REPORTS = (RunFinished, RunFailed)
+
+
+def writer_epoch(cmd: RunEventBase) -> str | None:
+    """The epoch a report is written on behalf of, if it names one."""
+    if isinstance(cmd, FENCED_REPORTS):
+        return cmd.epoch
+    return None
+
+
+def slot_hint(cmd: RunEventBase, run: RunState | None) -> str | None:
+    """Where to look the writer's epoch up first: the slot a start names, else the slot
+    of the run's owner when the report names the owner epoch. Only a hint: the epoch is
+    found wherever it booted, and a start naming a slot must name one of its epochs."""
+    if isinstance(cmd, RunStarted) and cmd.process is not None:
+        return cmd.process
+    if run is not None and run.epoch is not None and run.epoch == writer_epoch(cmd):
+        return run.process
+    return None
+
+
+def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState) -> RunFenced | None:
+    """The `run.fenced` evidence to keep instead of `cmd`, or None if `cmd` may proceed.
+    A report on a run that does not exist (or was deleted) is not evidence about it:
+    `decide` refuses it like any command on such a run."""
+    if run is None or run.deleted:
+        return None
+    ended = end_of(writer)
+    if ended is None:
+        return None
+    _rule, why = ended
+    reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None  # type: ignore[arg-type]
+    return RunFenced(
+        at=cmd.at,
+        run=cmd.run,
+        actor=cmd.actor,
+        reason=f"{tag_of(cmd)} refused and kept as evidence: {why} (rule F1)",
+        epoch=writer.epoch,
+        refused=tag_of(cmd),
+        why=why,
+        superseded_by=writer.superseded_by,
+        stopped_at=writer.stopped_at if writer.superseded_by is None else None,
+        report=msgspec.to_builtins(cmd),
+        reported=reported,
+    )

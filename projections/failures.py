@@ -16,7 +16,8 @@ from datetime import datetime
 import msgspec
 
 from ledger.events import Recorded, RunDeleted, RunEventBase, Status
-from projections import fold_records, lifecycle
+from ledger import lifecycle
+from projections import fold_records
 
 NAME = "failures"
 VERSION = 1

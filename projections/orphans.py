@@ -3,7 +3,7 @@
 A view is a pure fold of recorded events (process streams and run streams, through the
 same `evolve` functions as the write side), and a verdict is a pure function of the
 view: no clock, no environment, so a live view, a replay of any prefix and a rebuild
-give the same verdicts. The sweep (ledger/sweep.py), the CLI (`runs --orphaned`) and
+give the same verdicts. The sweep (epochledger/sweep.py), the CLI (`runs --orphaned`) and
 replay ask this module; nothing else decides what an orphan is.
 
 The rules (argued in docs/operations.md):
@@ -38,7 +38,8 @@ from ledger.errors import InvalidInput
 from ledger.events import ProcessEventBase, Recorded, RunEventBase
 from ledger.process import EpochState, ProcessState
 from ledger.run import RunState
-from projections import fold_records, lifecycle
+from ledger import lifecycle
+from projections import fold_records
 
 NAME = "orphans"
 VERSION = 1

@@ -1,7 +1,7 @@
 """The tick-health view: open failure streaks and dead-letters (BRIEF T1-T3, docs/tick.md).
 
 A pure fold of the log (NAME, VERSION, initial, evolve; STYLE.md). Which streaks are
-open is decided by `ledger.streak.streak_after`, the same function `ledger.run.evolve`
+open is decided by `ledger.run.streak_after`, the same function `ledger.run.evolve`
 uses, so this view and a run's state cannot disagree. Ages are in ledger time: the
 view's `now` is the `at` of the last event it has seen, never the wall clock, so a
 replay of any prefix gives the same view.
@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ledger.events import Recorded, RunDeadLettered, RunEventBase
-from ledger.streak import TickStreak, streak_after
+from ledger.run import TickStreak, streak_after
 from projections import fold_records
 
 NAME = "tick_health"

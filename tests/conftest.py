@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ledger import ManualClock, open_ledger
-from ledger.service import Ledger
+from epochledger import ManualClock, open_ledger
+from epochledger.app import Ledger
 
 PG_BASE = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ import sqlite3
 from urllib.parse import parse_qs, urlsplit
 
 from ledger.errors import IllegalTransition
-from ledger.service import Ledger
+from epochledger.app import Ledger
 
 OPS = ("queue", "start", "checkpoint", "pause", "resume", "fail", "fail_final", "cancel", "finish",
        "rewind", "delete", "boot")  # fmt: skip

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 from ledger.errors import InvalidInput, LedgerError
 from ledger.events import Cause, Status
-from ledger.service import Commands, Ledger
-from ledger.sweep import preview
+from epochledger.app import Commands, Ledger
+from epochledger.sweep import preview
 from tests.conftest import T0
 
 _any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=12)  # lone surrogates too

@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import audit, open_ledger
-from ledger.cli import main
+from epochledger import open_ledger
+from projections import audit
+from epochledger.cli import main
 from ledger.errors import InvalidInput, QueryRefused, RunNotFound, StoreError
 from ledger.events import Status
-from ledger.service import Ledger
+from epochledger.app import Ledger
 
 GOLDEN = Path(__file__).parent / "golden"
 AS_OF = datetime(2026, 9, 10, 23, 59, 59, tzinfo=UTC)
@@ -242,14 +243,14 @@ def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> No
 
 def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger: Ledger, tmp_path: Path) -> None:
     """The runs view takes status and code from each run's last event (L1) and its
-    predicates from projections/lifecycle.py; it must agree with Ledger.runs()."""
-    from ledger.demo import record_day
+    predicates from ledger/lifecycle.py; it must agree with Ledger.runs()."""
+    from epochledger.demo import record_day
 
     record_day(sqlite_ledger, sqlite_ledger.clock)  # type: ignore[arg-type]
     sqlite_ledger.delete("report-0003")
     path = str(tmp_path / "audit.duckdb")
     audit.sync(sqlite_ledger.store, path)
-    from projections import lifecycle
+    from ledger import lifecycle
 
     fields = ["run", "status", "code", "workflow", "process", "epoch", "queued_at", "started_at", "updated_at",
               "actor", "reason", "version"]  # fmt: skip
@@ -283,9 +284,9 @@ def test_A1_O3_runs_view_follows_the_log_not_the_clock(sqlite_ledger: Ledger, tm
 
 
 def test_P3_audit_sql_names_no_status() -> None:
-    """Status sets live in projections/lifecycle.py alone; SQL asks lifecycle_predicates."""
-    sql_dir = Path(audit.__file__).parent.parent / "projections"
-    files = sorted(sql_dir.glob("audit*.sql"))
+    """Status sets live in ledger/lifecycle.py alone; SQL asks lifecycle_predicates."""
+    sql_dir = Path(audit.__file__).parent
+    files = sorted(sql_dir.glob("*.sql"))
     assert len(files) >= 8
     statuses = "|".join(re.escape(s.value) for s in Status)
     for f in files:
@@ -607,14 +608,14 @@ def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
     """docs/audit.md is part of the feature: each of its SQL examples runs through
     `audit query` on the demo's audit file (the Parquet ones on an export of it)."""
     from ledger.clock import ManualClock
-    from ledger.demo import DAY, record_day
+    from epochledger.demo import DAY, record_day
 
     store = str(tmp_path / "demo.db")
     with open_ledger(store, clock=ManualClock(DAY, uptime=12.0)) as lg:
         record_day(lg, lg.clock)  # type: ignore[arg-type]
         path = str(tmp_path / "demo.duckdb")
         audit.sync(lg.store, path)
-    doc = (Path(audit.__file__).parent.parent / "docs" / "audit.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "audit.md").read_text()
     blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
     statements = [s.strip() for b in blocks for s in re.sub(r"--[^\n]*", "", b).split(";") if s.strip()]
     assert len(statements) >= 10
@@ -642,7 +643,7 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
     is Ledger.runs()."""
     from ledger.clock import ManualClock
     from ledger.errors import IllegalTransition
-    from projections import lifecycle
+    from ledger import lifecycle
 
     tmp = tmp_path_factory.mktemp("law")
     clock = ManualClock(datetime(2026, 9, 9, tzinfo=UTC), uptime=5.0)
@@ -698,7 +699,7 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
 # ------------------------------------------- issue 10 item 16: a killed sync
 KILLED_SYNC = """
 import os, sys, time
-from ledger import audit
+from projections import audit
 from ledger.store import open_store
 real, calls = audit._load, []
 def load(con, file, rows, before):
@@ -869,10 +870,10 @@ def test_A1_a_query_during_a_sync_fails_at_once_saying_so(tmp_path: Path, capsys
 
 
 def test_A1_the_documented_bounds_are_the_code_s() -> None:
-    """docs/audit.md and each command's --help state the defaults ledger/audit.py uses."""
-    from ledger.cli import build_parser
+    """docs/audit.md and each command's --help state the defaults projections/audit/ uses."""
+    from epochledger.cli import build_parser
 
-    doc = (Path(audit.__file__).parent.parent / "docs" / "audit.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "audit.md").read_text()
     assert f"| {audit.QUERY_TIMEOUT_S:g} s | `--timeout SECONDS`" in doc
     assert f"| {audit.QUERY_MEMORY_LIMIT} | `--memory-limit SIZE`" in doc
     assert f"| {audit.SYNC_WAIT_S:g} s | `--wait SECONDS`" in doc

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ledger.cli import main
+from epochledger.cli import main
 from tests.test_ndjson import GOOD, lines
 
 
@@ -53,7 +53,7 @@ def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> N
 
     code, out, _ = cli(capsys, "--store", store, "export")
     assert out.encode() == b"".join(
-        subprocess.run([sys.executable, "-m", "ledger.cli", "--store", store, "export"], capture_output=True, check=True).stdout.splitlines(keepends=True)
+        subprocess.run([sys.executable, "-m", "epochledger", "--store", store, "export"], capture_output=True, check=True).stdout.splitlines(keepends=True)
     )
     assert out.count("\n") == len(GOOD)
 

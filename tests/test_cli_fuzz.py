@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.cli import _COMMANDS, main
+from epochledger.cli import _COMMANDS, main
 from tests.test_ndjson import GOOD, lines
 
 DOCUMENTED = set(range(11))  # README.md "Exit codes": 0-10
@@ -95,7 +95,7 @@ def test_L4_hostile_command_lines_exit_with_a_documented_code(store: str, capsys
     got, err = run_main(argv, capsys)
     assert (got, "Traceback" in err) == (code, False), err
     assert message in err
-    from ledger import open_ledger
+    from epochledger import open_ledger
 
     with open_ledger(store) as lg:
         assert lg.store.max_position() == len(GOOD), "nothing appended (sweep: no boot either)"
@@ -111,7 +111,7 @@ def test_L4_the_cli_prints_no_traceback_end_to_end(store: str) -> None:
     (a traceback, exit 1)."""
     for argv in (["--store", "postgresql://u@h:abc/db", "runs"], ["--store", store, "replay", "--position", "99999999999999999999"],
                  ["--store", store, "sweep", "--process", "w-1", "--margin", "1e15"], ["--store", store, "import", "/dev/zero"]):  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "ledger.cli", *argv], capture_output=True, text=True, timeout=60,
+        done = subprocess.run([sys.executable, "-m", "epochledger", *argv], capture_output=True, text=True, timeout=60,
                               preexec_fn=_one_gigabyte)  # fmt: skip
         assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from ledger import IllegalTransition, Status
-from ledger.cli import main
+from epochledger import IllegalTransition, Status
+from epochledger.cli import main
 from ledger.events import Cause, RunCorrected
-from ledger.service import Ledger
+from epochledger.app import Ledger
 
 
 def finished(ledger: Ledger, run: str = "r1") -> None:

@@ -9,12 +9,12 @@ from datetime import timedelta
 
 import pytest
 
-from ledger.cli import main
+from epochledger.cli import main
 from ledger.codes import TICK_DEADLINE_EXCEEDED
 from ledger.errors import StreamGap
 from ledger.events import Status
 from ledger.store import Poison
-from ledger.tick import TickDriver
+from epochledger.tick import TickDriver
 from tests.engine_helpers import corrupt, delete_row
 
 BAD = b"\x00 no longer decodes"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.events import TAGS
-from projections import lifecycle
+from ledger import lifecycle
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import ManualClock, open_ledger
-from ledger.cli import main
+from epochledger import ManualClock, open_ledger
+from epochledger.cli import main
 from ledger.errors import ConflictError, RunNotFound
 from projections import engine, failures, registry, runs
 from tests.conftest import T0
@@ -210,7 +210,7 @@ def test_R3_show_and_runs_read_the_view_and_say_how_far_behind(ledger, store_url
 
 
 def _record(state):  # noqa: ANN001, ANN202
-    from ledger.cli import run_record
+    from epochledger.cli import run_record
 
     return run_record(state)
 

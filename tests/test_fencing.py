@@ -10,8 +10,8 @@ import pytest
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import IllegalTransition, ImportRejected, StaleEpoch
 from ledger.events import RunFenced, RunRecovered, Status
-from ledger.ndjson import export_to, import_lines
-from ledger.service import open_ledger
+from epochledger.ndjson import export_to, import_lines
+from epochledger.app import open_ledger
 
 
 def _setup(ledger, clock):  # noqa: ANN001
@@ -298,7 +298,7 @@ def test_F2_a_fenced_finish_after_the_last_start_stops_automation_from_resuming(
     assert (state.status, state.code) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED)
     assert state.fenced_end is not None and (state.fenced_end.epoch, state.fenced_end.refused) == ("w1", "run.finished")
     assert state.fenced_end.reported is Status.FINISHED
-    from projections import lifecycle
+    from ledger import lifecycle
 
     assert lifecycle.can_auto_resume(state.status, state.code)  # the code alone would allow it
     assert not lifecycle.can_auto_resume(state.status, state.code, fenced_end=True)
@@ -335,8 +335,8 @@ def test_F2_only_outcome_reports_bind(ledger, clock, report, binds):
 
 
 def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, store_url, tmp_path, capsys):
-    from ledger import audit
-    from ledger.cli import main
+    from projections import audit
+    from epochledger.cli import main
     from projections import engine
 
     epoch = _setup(ledger, clock)

@@ -1,4 +1,4 @@
-"""Output files (ledger/files.py): an export never overwrites the ledger it reads, and
+"""Output files (epochledger/files.py): an export never overwrites the ledger it reads, and
 never leaves a partial file (L3: history round-trips unharmed through export)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger import open_ledger
-from ledger.cli import main
+from epochledger import open_ledger
+from epochledger.cli import main
 from ledger.errors import InvalidInput, StoreError
-from ledger.files import atomic_write
+from epochledger.files import atomic_write
 from tests.test_ndjson import GOOD, lines
 
 
@@ -68,7 +68,7 @@ def test_L3_a_store_that_fails_mid_export_leaves_the_old_output_untouched(
 ) -> None:
     """Mutation caught: writing straight into the output (open(path, "wb")) leaves a
     truncated file with the lines written before the store failed."""
-    import ledger.ndjson as nd
+    import epochledger.ndjson as nd
 
     out = store.parent / "history-out.ndjson"
     out.write_bytes(b"the previous export\n")

@@ -12,9 +12,9 @@ import pytest
 
 from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
 from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, RunFenced
-from ledger.ndjson import import_lines
-from ledger.sweep import preview
-from ledger.service import Ledger
+from epochledger.ndjson import import_lines
+from epochledger.sweep import preview
+from epochledger.app import Ledger
 
 
 def chain(depth: int) -> Cause:

@@ -24,7 +24,7 @@ from ledger.events import (
 )
 from ledger.events import Status
 from ledger.run import decide, evolve, fold
-from projections import lifecycle
+from ledger import lifecycle
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 R = "r"

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ledger import ImportRejected, open_ledger
-from ledger.ndjson import export_to, import_lines
-from ledger.service import Ledger
+from epochledger import ImportRejected, open_ledger
+from epochledger.ndjson import export_to, import_lines
+from epochledger.app import Ledger
 
 GOOD = [
     {"type": "process.booted", "at": "2026-09-09T14:00:00Z", "process": "w-1", "epoch": "w-1.e1", "booted_at": "2026-09-09T13:59:58Z", "host": "h", "pid": 42},
@@ -146,7 +146,7 @@ class CountingReader(io.BufferedReader):
 def test_L4_an_endless_line_is_refused_after_reading_at_most_the_limit() -> None:
     """Repro (before the fix): `epochledger import /dev/zero` read the whole "line"
     before checking its length and grew until MemoryError."""
-    from ledger.ndjson import MAX_LINE, read_lines
+    from epochledger.ndjson import MAX_LINE, read_lines
 
     with open("/dev/zero", "rb", buffering=0) as raw:
         f = CountingReader(raw)
@@ -156,7 +156,7 @@ def test_L4_an_endless_line_is_refused_after_reading_at_most_the_limit() -> None
 
 
 def test_L4_import_of_dev_zero_exits_3_at_once(tmp_path) -> None:  # noqa: ANN001
-    from ledger.cli import main
+    from epochledger.cli import main
 
     assert main(["--store", str(tmp_path / "l.db"), "import", "/dev/zero"]) == 3
 
@@ -171,7 +171,7 @@ def _padded(size: int) -> bytes:
 def test_L4_a_line_of_exactly_the_limit_is_accepted_one_byte_more_is_not(ledger: Ledger, ending: bytes) -> None:
     """Repro (before the fix): a line of exactly 1 MiB was refused: its newline was
     counted against the limit."""
-    from ledger.ndjson import MAX_LINE, read_lines
+    from epochledger.ndjson import MAX_LINE, read_lines
 
     exact = _padded(MAX_LINE)
     assert len(exact) == MAX_LINE
@@ -184,7 +184,7 @@ def test_L4_a_line_of_exactly_the_limit_is_accepted_one_byte_more_is_not(ledger:
 
 
 def test_L4_read_lines_numbers_lines_as_import_does(ledger: Ledger) -> None:
-    from ledger.ndjson import read_lines
+    from epochledger.ndjson import read_lines
 
     data = b"".join(lines(GOOD[:3])) + b"\n" + b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"zzz"}\n'
     with pytest.raises(ImportRejected) as e:
@@ -344,7 +344,7 @@ def test_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_
     Each example gets a fresh ledger, so its lines are decided against GOOD's prefix.
     Mutations caught: `tag not in TAGS` without the str check (TypeError), dropping the
     instant bounds (OverflowError), the RecursionError guard of parse_line."""
-    from ledger.ndjson import read_lines
+    from epochledger.ndjson import read_lines
 
     content = b"".join(x.replace(b"\n", b" ") + endings for x in [*(_encode_json(r) for r in GOOD[:prefix]), *extra])
     with open_ledger(str(tmp_path_factory.mktemp("fuzz") / "l.db")) as lg:

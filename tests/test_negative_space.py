@@ -1,5 +1,5 @@
 """Negative space (BRIEF P3): no hand-written set of statuses outside
-projections/lifecycle.py.
+ledger/lifecycle.py.
 
 Walks the AST of every package and flags any literal set, tuple, list or dict keyed by
 two or more status values (strings such as "failed" or members such as Status.FAILED),
@@ -17,8 +17,8 @@ from pathlib import Path
 from ledger.events import Status
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["ledger", "projections", "replay", "bench"]
-HOME = "projections/lifecycle.py"
+PACKAGES = ["epochledger", "ledger", "projections", "replay", "bench"]
+HOME = "ledger/lifecycle.py"
 VALUES = {s.value for s in Status}
 MEMBERS = {s.name for s in Status}
 
@@ -74,7 +74,7 @@ def scan() -> list[tuple[str, str, tuple[str, ...]]]:
 def test_P3_no_status_sets_outside_lifecycle() -> None:
     offending = [f for f in scan() if f not in ALLOWLIST]
     assert not offending, (
-        "hand-written status sets outside projections/lifecycle.py (ask a lifecycle predicate, "
+        "hand-written status sets outside ledger/lifecycle.py (ask a lifecycle predicate, "
         f"or add an ALLOWLIST entry with its reason): {offending}"
     )
 

@@ -15,7 +15,7 @@ import collections
 import threading
 import time
 
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 from ledger.errors import LedgerError
 from projections import engine, runs
 

@@ -18,8 +18,8 @@ from typing import NamedTuple
 import psycopg
 import pytest
 
-from ledger import ManualClock, open_ledger
-from ledger.cli import main
+from epochledger import ManualClock, open_ledger
+from epochledger.cli import main
 from ledger.errors import PermissionDenied
 from ledger.store import open_store
 from projections import engine, runs

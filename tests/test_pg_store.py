@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 from ledger.errors import LockTimeout, StoreError, SweepFailed
 from ledger.events import RunQueued, Status
 from ledger.store import EVENTS_TABLE, Append, PostgresStore, open_store

@@ -7,7 +7,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import random
 
-from ledger import ConflictError, open_ledger
+from epochledger import ConflictError, open_ledger
 from ledger.events import RunCheckpointed, RunFinished, RunStarted
 from ledger.run import decide, evolve
 

@@ -11,9 +11,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import ManualClock, open_ledger
-from ledger.cli import main
-from ledger.ndjson import export_lines, import_lines
+from epochledger import ManualClock, open_ledger
+from epochledger.cli import main
+from epochledger.ndjson import export_lines, import_lines
 from projections import engine, registry
 from replay import canonical_bytes, state_at, state_hash
 from tests.conftest import T0

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from ledger import ConflictError, IllegalTransition, InvalidInput, RunNotFound, StoreError
+from epochledger import ConflictError, IllegalTransition, InvalidInput, RunNotFound, StoreError
 from ledger.errors import CommitUnknown, NotCommitted
 from ledger.events import RunFailed, RunQueued, Status
-from ledger.service import Ledger
+from epochledger.app import Ledger
 from ledger.store import Append, open_store
 from tests.conftest import T0
 
@@ -80,7 +80,7 @@ def test_L5_group_commit_is_all_or_nothing(ledger: Ledger) -> None:
 
 
 def test_L5_stale_writer_gets_a_typed_conflict_and_nothing_lands(store_url: str, clock) -> None:  # noqa: ANN001
-    from ledger import open_ledger
+    from epochledger import open_ledger
 
     with open_ledger(store_url, clock=clock) as one, open_ledger(store_url, clock=clock) as two:
         one.queue("r1")
@@ -181,7 +181,7 @@ class Faults:
 
             self.proxy = Proxy()
             store_url = self.proxy.url(store_url) + "&connect_timeout=2"
-        from ledger import open_ledger
+        from epochledger import open_ledger
 
         self.ledger = open_ledger(store_url, clock=clock)
 

@@ -14,8 +14,8 @@ from datetime import timedelta
 import pytest
 
 from tests.conftest import T0
-from ledger import ManualClock, open_ledger
-from ledger.cli import main
+from epochledger import ManualClock, open_ledger
+from epochledger.cli import main
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import InvalidInput, StoreError, SweepFailed
 from ledger.events import (
@@ -412,7 +412,7 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
 
 
 def lifecycle_running(state) -> bool:  # noqa: ANN001
-    from projections import lifecycle
+    from ledger import lifecycle
 
     return lifecycle.can_be_orphaned(state.status, state.code)
 
@@ -563,7 +563,7 @@ def test_O3_dry_run_honours_the_margin(ledger, clock, margin, taken):
     clock.step_wall(-10)
     _running(ledger, "r", "worker-1")  # started 10 s before the preview's boot instant
     clock.step_wall(10)
-    from ledger.sweep import preview
+    from epochledger.sweep import preview
 
     assert ([v.run for v in preview(ledger, "worker-1", margin=margin).recovered] == ["r"]) is taken
 

@@ -13,15 +13,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 from ledger.codes import TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition, InvalidInput, StaleEpoch, StoreError
 from ledger.events import RunDeadLettered, RunFenced, RunTickFailed, RunTickRecovered, Status, tag_of
 from ledger.run import RunState
 from ledger.run import decide
-from ledger.service import Ledger
-from ledger.streak import TickStreak
-from ledger.tick import TickDriver, decision
+from epochledger.app import Ledger
+from ledger.run import TickStreak
+from epochledger.tick import TickDriver, decision
 from tests.tick_helpers import make_driver, tick_epoch
 
 DEADLINE = timedelta(minutes=5)

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger
 from ledger import run as run_mod
-from ledger.cli import main
+from epochledger.cli import main
 from ledger.errors import IllegalTransition
 from ledger.events import (
     Recorded,
@@ -28,9 +28,9 @@ from ledger.events import (
     RunTickRecovered,
     run_stream,
 )
-from ledger.service import Ledger
+from epochledger.app import Ledger
 from tests.tick_helpers import make_driver, tick_epoch
-from ledger.tick import TickDriver
+from epochledger.tick import TickDriver
 from projections import runs as runs_view
 from projections import tick_health
 
@@ -183,7 +183,7 @@ def test_T2_T3_only_the_streaks_own_events_move_it():
     tick does not drive. Mutation caught: any other event closing (or restarting) the
     streak in `streak_after`."""
     from ledger.events import RunCheckpointed, RunFenced, RunFailed, Status
-    from ledger.streak import streak_after
+    from ledger.run import streak_after
 
     t = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)
     failed = RunTickFailed(at=t, run="r", tick="t1", step="advance", error_class="E", status=Status.RUNNING)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ledger import ManualClock
-from ledger.service import Ledger
+from epochledger import ManualClock
+from epochledger.app import Ledger
 from projections import engine, epoch_index, epochs, failures, orphans, registry, runs, tick_health
 
 

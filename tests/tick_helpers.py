@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.process import EpochState
-from ledger.service import Ledger
-from ledger.tick import Step, TickDriver
+from epochledger.app import Ledger
+from epochledger.tick import Step, TickDriver
 
 SLOT = "scheduler"
 

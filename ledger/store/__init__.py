@@ -382,7 +382,7 @@ class Store:
 
     def local_files(self) -> list[str]:
         """The files on this machine that hold the ledger (none for a server): what
-        a command writing an output file must never overwrite (ledger/files.py)."""
+        a command writing an output file must never overwrite (epochledger/files.py)."""
         return []
 
     def close(self) -> None:

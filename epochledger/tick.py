@@ -62,9 +62,9 @@ from ledger.events import (
 )
 from ledger.process import EpochRef, EpochState, end_of
 from ledger.run import RunState
-from ledger.service import Ledger
-from ledger.streak import TickStreak
-from projections import lifecycle
+from epochledger.app import Ledger
+from ledger.run import TickStreak
+from ledger import lifecycle
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
 MAX_ERROR = 4096  # characters of an exception message kept in an event
@@ -468,7 +468,7 @@ class TickDriver:
             fresh = b.state(run_stream(o.state.run))
             if fresh is None or fresh.deleted or not lifecycle.is_active(fresh.status, fresh.code):
                 # A step (or someone else) moved the run out of the tick: its streak is
-                # closed by that move (ledger/streak.py), there is nothing to record.
+                # closed by that move (ledger/run.py), there is nothing to record.
                 o.decision = "healthy" if o.exc is None else "failed"
                 o.event = None
                 return 0

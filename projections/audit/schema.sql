@@ -1,5 +1,5 @@
 -- The audit file's base tables (docs/audit.md). Created by `epochledger audit sync`;
--- everything else in the file is a view over `events` (projections/audit_views.sql),
+-- everything else in the file is a view over `events` (projections/audit/views.sql),
 -- so the views can never disagree with the rows they are computed from.
 
 -- One row per ledger event, as stored. Common fields are columns; `payload` is the

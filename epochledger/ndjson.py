@@ -21,8 +21,8 @@ import msgspec
 from ledger import codec
 from ledger.errors import IllegalTransition, ImportRejected, InvalidInput
 from ledger.events import TAGS, Event
-from ledger.files import atomic_write
-from ledger.service import Ledger
+from epochledger.files import atomic_write
+from epochledger.app import Ledger
 
 _encode = msgspec.json.Encoder().encode
 MAX_LINE = 1 << 20  # bytes of a line's content; its line ending does not count
@@ -251,7 +251,7 @@ def export_to(ledger: Ledger, out: IO[bytes], after: int = 0) -> int:
 
 
 def export_file(ledger: Ledger, path: str, after: int = 0) -> int:
-    """Export to the file `path`, atomically (ledger/files.py): the file is replaced
+    """Export to the file `path`, atomically (epochledger/files.py): the file is replaced
     only by a complete export, and never when it is one of the ledger's own files."""
     with atomic_write(path, protected=ledger.store.local_files()) as out:
         return export_to(ledger, out, after)

@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from ledger.clock import ManualClock
 from ledger.codes import show_code
 from ledger.errors import InvalidInput
-from ledger.service import open_ledger
+from epochledger.app import open_ledger
 from ledger.store import resolve_url
-from projections import lifecycle
+from ledger import lifecycle
 
 DEMO_PATH = "epochledger-demo.db"
 DAY = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)

@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from ledger import fencing
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, boot_instant, checked_clock
@@ -265,7 +264,7 @@ class Batch(Commands):
         return found
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
-        """run.decide, behind the fence (ledger/fencing.py): a report written on behalf of
+        """run.decide, behind the fence (ledger/run.py): a report written on behalf of
         a stale epoch raises StaleEpoch carrying the run.fenced evidence to keep. A
         retried delivery whose effect already holds stays a no-op, stale or not.
 
@@ -274,13 +273,13 @@ class Batch(Commands):
         start named, wherever it booted: rule O2); a start that names no epoch gets its
         slot's current epoch (`slot_epoch`, rule O3)."""
         evidence = None
-        epoch = fencing.writer_epoch(command)
+        epoch = run_mod.writer_epoch(command)
         if epoch is not None:
             named = command.process if isinstance(command, RunStarted) else None
-            writer = self.find_epoch(epoch, fencing.slot_hint(command, state), must_be_in=named)
+            writer = self.find_epoch(epoch, run_mod.slot_hint(command, state), must_be_in=named)
             if isinstance(command, RunStarted) and command.process is None:
                 command = msgspec.structs.replace(command, process=writer.process)
-            evidence = fencing.fence(command, state, writer)
+            evidence = run_mod.fence(command, state, writer)
         elif isinstance(command, RunStarted):
             slot = command.process or (state.process if state is not None else None)
             known = self.state(process_stream(slot)) if slot is not None else None
@@ -404,8 +403,8 @@ class Ledger(Commands):
         return self._stop_signal(epoch).wait(seconds)
 
     def sweep(self, epoch: Any, **options: Any) -> Any:
-        """Recover every orphan visible to `epoch` (BRIEF O5; ledger/sweep.py)."""
-        from ledger.sweep import sweep
+        """Recover every orphan visible to `epoch` (BRIEF O5; epochledger/sweep.py)."""
+        from epochledger.sweep import sweep
 
         return sweep(self, epoch, **options)
 

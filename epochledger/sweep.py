@@ -39,7 +39,7 @@ from ledger.events import (
 from projections import orphans
 
 if TYPE_CHECKING:
-    from ledger.service import Ledger
+    from epochledger.app import Ledger
 
 log = logging.getLogger("epochledger.sweep")
 

@@ -1,6 +1,6 @@
 -- Views over `events` (docs/audit.md). Re-created by every `audit sync`.
 -- No status appears as a literal here: every policy question is a column of
--- `lifecycle_predicates`, which sync computes from projections/lifecycle.py (BRIEF P3).
+-- `lifecycle_predicates`, which sync computes from ledger/lifecycle.py (BRIEF P3).
 
 -- Every run event with the status it left and the status it entered. run.checkpointed
 -- and run.deleted keep the status (from_status = to_status); filter

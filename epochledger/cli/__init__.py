@@ -21,8 +21,8 @@ from ledger.codes import show_code
 from ledger.errors import LedgerError
 from ledger.events import Status
 from ledger.run import RunState
-from ledger.service import ORPHAN_MARGIN_S, Ledger, open_ledger
-from projections import lifecycle
+from epochledger.app import ORPHAN_MARGIN_S, Ledger, open_ledger
+from ledger import lifecycle
 
 Handler = Callable[[argparse.Namespace], int | None]
 _COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
@@ -110,7 +110,7 @@ def cmd_import(ns: argparse.Namespace) -> None:
 
     Example: epochledger import history.ndjson
     """
-    from ledger.ndjson import import_lines, read_lines
+    from epochledger.ndjson import import_lines, read_lines
 
     with _open(ns) as ledger:
         if ns.file == "-":
@@ -139,7 +139,7 @@ def cmd_export(ns: argparse.Namespace) -> None:
 
     Example: epochledger export -o history.ndjson
     """
-    from ledger.ndjson import export_file, export_to
+    from epochledger.ndjson import export_file, export_to
 
     with _open(ns) as ledger:
         if ns.output == "-":
@@ -294,7 +294,7 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
              epochledger sweep --process worker-1
     """
     if ns.dry_run:
-        from ledger.sweep import preview
+        from epochledger.sweep import preview
 
         with _open(ns) as ledger:
             report = preview(ledger, ns.process, margin=ns.margin)
@@ -397,13 +397,13 @@ def cmd_demo(ns: argparse.Namespace) -> None:
 
     Example: epochledger demo && epochledger --store epochledger-demo.db runs
     """
-    from ledger.demo import run_demo
+    from epochledger.demo import run_demo
 
     run_demo(ns.store, force=ns.force, out=out)
 
 
 # ------------------------------------------------------- tick health (docs/tick.md)
-from ledger import tick as _tick  # noqa: E402
+from epochledger import tick as _tick  # noqa: E402
 from projections import tick_health as _tick_health  # noqa: E402
 
 
@@ -622,7 +622,7 @@ def cmd_follow(ns: argparse.Namespace) -> None:
 GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
 DUCKDB = arg("--duckdb", metavar="FILE", default=None,
              help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)")  # fmt: skip
-# Defaults live in ledger/audit.py (QUERY_TIMEOUT_S, QUERY_MEMORY_LIMIT, SYNC_WAIT_S); the
+# Defaults live in projections/audit/ (QUERY_TIMEOUT_S, QUERY_MEMORY_LIMIT, SYNC_WAIT_S); the
 # help repeats them, and tests/test_audit.py checks that it (and docs/audit.md) agree.
 TIMEOUT = arg("--timeout", metavar="SECONDS", type=float, default=None,
               help="interrupt the query after this long (default 60; docs/audit.md, Bounds)")  # fmt: skip
@@ -636,7 +636,7 @@ def _given(ns: argparse.Namespace, *names: str) -> dict[str, Any]:
 
 
 def _duckdb(ns: argparse.Namespace) -> str:
-    from ledger.audit import default_path
+    from projections.audit import default_path
 
     return ns.duckdb or default_path(ns.store)
 
@@ -668,7 +668,7 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
 
     Example: epochledger --store runs.db audit sync      # writes runs.duckdb
     """
-    from ledger.audit import sync
+    from projections.audit import sync
 
     path = _duckdb(ns)
     with _open_existing(ns) as ledger:
@@ -689,7 +689,7 @@ def cmd_audit_status(ns: argparse.Namespace) -> None:
 
     Example: epochledger --store runs.db audit status
     """
-    from ledger.audit import status
+    from projections.audit import status
 
     with _open_existing(ns) as ledger:
         result = status(_duckdb(ns), ledger.store)
@@ -710,11 +710,11 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
 
     Reports: failure_codes, recoveries_per_epoch, time_in_status, corrections,
     dead_letters, orphaned_while_live (must print "(none)"). Each is one SQL file,
-    projections/audit_report_NAME.sql, computed as of an explicit instant.
+    projections/audit/report_NAME.sql, computed as of an explicit instant.
 
     Example: epochledger audit report failure_codes --period week --as-of 2026-09-10T00:00:00Z
     """
-    from ledger.audit import report
+    from projections.audit import report
 
     as_of = None
     if ns.as_of is not None:
@@ -742,7 +742,7 @@ def cmd_audit_query(ns: argparse.Namespace) -> None:
 
     Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
     """
-    from ledger.audit import query
+    from projections.audit import query
 
     _print_result(query(_duckdb(ns), ns.sql, **_given(ns, "timeout", "memory_limit")), "json" if ns.json else ns.format)
 
@@ -756,7 +756,7 @@ def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
 
     Example: epochledger audit export-parquet ./audit-parquet
     """
-    from ledger.audit import export_parquet
+    from projections.audit import export_parquet
 
     result = export_parquet(_duckdb(ns), ns.dir)
     if ns.json:

@@ -14,8 +14,8 @@ DuckDB cannot read the ledger itself here (its sqlite/postgres extensions are no
 installable offline), so Python feeds it. The next chunk's file is written while
 DuckDB loads the previous one.
 
-Every other table in the file is a view over `events` (projections/audit_views.sql)
-except `lifecycle_predicates`, which sync computes from projections/lifecycle.py for
+Every other table in the file is a view over `events` (projections/audit/views.sql)
+except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
 every (status, code) pair seen: the lifecycle module stays the only home of status
 sets (BRIEF P3); no SQL here names a status.
 
@@ -48,7 +48,7 @@ from ledger.codes import KNOWN_CODES
 from ledger.errors import InvalidInput, LedgerError, QueryInterrupted, QueryRefused, StoreError
 from ledger.events import Status
 from ledger.store import Store, resolve_url
-from projections import lifecycle
+from ledger import lifecycle
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "epochledger.duckdb"
@@ -115,14 +115,13 @@ def default_path(store_url: str | None) -> str:
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("projections.audit").joinpath(name).read_text(encoding="utf-8")
 
 
 def report_names() -> list[str]:
-    """Every canned report: one projections/audit_report_<name>.sql file each."""
-    names = [p.name for p in resources.files("projections").iterdir()]
-    return sorted(n[len("audit_report_"):-len(".sql")] for n in names
-                  if n.startswith("audit_report_") and n.endswith(".sql"))  # fmt: skip
+    """Every canned report: one projections/audit/report_<name>.sql file each."""
+    names = [p.name for p in resources.files("projections.audit").iterdir()]
+    return sorted(n[len("report_"):-len(".sql")] for n in names if n.startswith("report_") and n.endswith(".sql"))
 
 
 @contextmanager
@@ -331,7 +330,7 @@ def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
 def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
     """Create or check the file; return its sync position."""
     con.execute("BEGIN")
-    con.execute(_sql("audit_schema.sql"))
+    con.execute(_sql("schema.sql"))
     row = con.execute("SELECT store, position, schema_version, predicates FROM audit_sync").fetchall()
     signature = _predicate_signature()
     if not row:
@@ -350,7 +349,7 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
         _create_predicates(con)
         _add_predicates(con, 0)
         con.execute("UPDATE audit_sync SET predicates = ?", [signature])
-    con.execute(_sql("audit_views.sql"))
+    con.execute(_sql("views.sql"))
     con.execute("COMMIT")
     return int(position)
 
@@ -493,7 +492,7 @@ PERIODS = ("hour", "day", "week", "month", "quarter", "year")
 
 def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day",
            timeout: float = QUERY_TIMEOUT_S, memory_limit: str = QUERY_MEMORY_LIMIT) -> Result:  # fmt: skip
-    """Run one canned report (projections/audit_report_<name>.sql) as of an instant.
+    """Run one canned report (projections/audit/report_<name>.sql) as of an instant.
     Without `as_of`, the instant of the newest synced event: the report depends on the
     data alone, never on the wall clock. Bounded like `query`."""
     _check_timeout(timeout)
@@ -503,7 +502,7 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
         raise InvalidInput(f"unknown period {period!r}; one of {', '.join(PERIODS)}", where="--period")
     if as_of is not None and as_of.tzinfo is None:
         raise InvalidInput("as_of needs a time zone (e.g. 2026-09-09T23:59:59Z)", where="--as-of")
-    sql = _sql(f"audit_report_{name}.sql")
+    sql = _sql(f"report_{name}.sql")
     with _translated("audit file", path):
         con = _connect_ro(path, memory_limit=memory_limit)
         try:

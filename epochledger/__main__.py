@@ -1,0 +1,7 @@
+"""`python -m epochledger`: the command line (docs/cli.md)."""
+
+import sys
+
+from epochledger.cli import main
+
+sys.exit(main())
