@@ -1,3 +1,4 @@
+from projections import tables
 """Peak RSS of a rebuild of the runs view, in a fresh process per measurement.
 
     python -m bench.memory [--sizes 1000000x5,200000x5,200000x25]
@@ -30,7 +31,7 @@ def child(url: str) -> None:
     stats = engine.rebuild(store, runs)
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    rows = store.view_rows("runs", "view_runs", [], where=[("k", "run-0000000")])[1]
+    rows = tables.view_rows(store, "runs", "view_runs", [], where=[("k", "run-0000000")])[1]
     assert rows, "runs view is empty"
     print(json.dumps({"events": stats.events, "seconds": round(seconds, 2), "events_per_second": round(stats.events / seconds),
                       "peak_rss_mb": round(peak / 1024, 1), "rss_before_rebuild_mb": round(baseline / 1024, 1)}))

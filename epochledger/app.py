@@ -513,7 +513,21 @@ class Ledger(Commands):
         return engine.read_runs(self.store, where)[0]
 
 
-def open_ledger(url: str | None = None, *, clock: Clock | None = None) -> Ledger:
-    """Open the ledger at `url` (default: $EPOCHLEDGER_STORE, then ./epochledger.db)."""
+def open_ledger(url: str | None = None, *, clock: Clock | None = None, create: bool = True,
+                init: bool = False) -> Ledger:  # fmt: skip
+    """Open the ledger at `url` (default: $EPOCHLEDGER_STORE, then ./epochledger.db;
+    ledger/store/url.py). create=True (the embedded default: zero set-up) creates a
+    store that does not exist; create=False refuses it, naming it and `epochledger
+    init`, and writes nothing. init=True is the owner's create-or-upgrade (`epochledger
+    init`): the log's tables and the projection engine's tracking and parked tables."""
     clock = checked_clock(clock)  # a clock that cannot work is refused before the store opens
-    return Ledger(open_store(url), clock)
+    store = open_store(url, create=create, init=init)
+    if init:
+        from projections import tables
+
+        try:
+            tables.ensure(store)
+        except BaseException:
+            store.close()
+            raise
+    return Ledger(store, clock)

@@ -55,6 +55,7 @@ from typing import Any
 
 import msgspec
 
+from projections import tables
 from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
@@ -133,7 +134,7 @@ class Runner:
 
     def load(self) -> None:
         """(Re)read the tracking position, and for a whole view its rows."""
-        tracking = self.store.tracking(self.key)
+        tracking = tables.tracking(self.store, self.key)
         if tracking is None:
             raise ShadowGone(self.key)
         self.position = tracking[1]
@@ -143,7 +144,7 @@ class Runner:
         # evicted is known to be new: no need to look it up. Otherwise, look up.
         self.evicted: set[str] | None = set() if self.keyed and self.position == 0 else None
         if not self.keyed:
-            _, rows = self.store.view_rows(self.key, self.table, [])
+            _, rows = tables.view_rows(self.store, self.key, self.table, [])
             for k, state in rows:
                 if self.whole:
                     self.view = self._decode(state)
@@ -190,7 +191,7 @@ class Runner:
             else:  # the table holds exactly the cached and the evicted entries
                 missing = [k for k in dirty if k not in view and k in self.evicted]
             if missing:
-                for k, state in self.store.load_states(self.table, missing).items():
+                for k, state in tables.load_states(self.store, self.table, missing).items():
                     view[k] = self._decode(state)
         for rec in chunk:
             if type(rec) is Poison:
@@ -231,7 +232,7 @@ class Runner:
                 deletes.append(k)
                 del self.flushed[k]
         new_position = chunk[-1].position
-        self.store.commit_view(self.key, self.position, new_position, self.table, self.columns,
+        tables.commit_view(self.store, self.key, self.position, new_position, self.table, self.columns,
                                upserts, deletes, parked)  # fmt: skip
         self.position = new_position
         stats.events += len(chunk)
@@ -254,7 +255,7 @@ class Runner:
             if type(again) is Recorded:
                 if self.keyed:
                     missing = [k for k in self.module.keys(again) if k not in self.view]
-                    for k, state in self.store.load_states(self.table, missing).items():
+                    for k, state in tables.load_states(self.store, self.table, missing).items():
                         self.view[k] = self._decode(state)
                     self._reread_keys.update(self.module.keys(again))
                 return again
@@ -287,8 +288,8 @@ def _tag(rec: Recorded) -> str:
 # ----------------------------------------------------------------- operations
 def status(store: Store, module: ModuleType) -> tuple[int, int] | None:
     """(version, position) of the live view, None if never built."""
-    store.ensure_projection_tables()
-    return store.tracking(module.NAME)
+    tables.ensure(store)
+    return tables.tracking(store, module.NAME)
 
 
 def is_current(store: Store, module: ModuleType) -> bool:
@@ -301,26 +302,26 @@ def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progre
     """Rebuild `module`'s view from position zero (up to `upto`, default the head)
     beside the live one and swap it in. Resumes a rebuild that was killed (same
     VERSION), else starts from zero."""
-    store.ensure_projection_tables()
+    tables.ensure(store)
     shadow_key = module.NAME + SHADOW
     shadow_table = table_of(shadow_key)
-    tracking = store.tracking(shadow_key)
+    tracking = tables.tracking(store, shadow_key)
     if tracking is None or tracking[0] != module.VERSION:
-        store.reset_view(shadow_key, shadow_table, column_spec(module), module.VERSION)
+        tables.reset_view(store, shadow_key, shadow_table, column_spec(module), module.VERSION)
     head = store.max_position() if upto is None else upto
     runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
     try:
         stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
-        store.swap_view(module.NAME, shadow_key, table_of(module.NAME), shadow_table)
+        tables.swap_view(store, module.NAME, shadow_key, table_of(module.NAME), shadow_table)
     except (ShadowGone, StoreError):
         # Two runners rebuilding one view at once (two replicas booting on a fresh
         # ledger, two `runs` commands): they share the shadow's tracking row, so their
         # batches never double, and whichever finishes first swaps it in. The other
         # then finds its shadow gone: the view it was building is live, and it is done.
         # Anything else (the store down) still raises: the shadow would still be there.
-        if store.tracking(shadow_key) is not None or not is_current(store, module):
+        if tables.tracking(store, shadow_key) is not None or not is_current(store, module):
             raise
-        return Stats(view=module.NAME, position=(store.tracking(module.NAME) or (0, 0))[1])
+        return Stats(view=module.NAME, position=(tables.tracking(store, module.NAME) or (0, 0))[1])
     stats.rebuilt = True
     return stats
 
@@ -452,9 +453,9 @@ def replay_rows(store: Store, module: ModuleType, upto: int) -> tuple[list[tuple
 
 
 def verify_view(store: Store, module: ModuleType) -> Verified:
-    store.ensure_projection_tables()
+    tables.ensure(store)
     columns = [c for c, _ in column_spec(module)]
-    tracking, live = store.view_rows(module.NAME, table_of(module.NAME), columns)
+    tracking, live = tables.view_rows(store, module.NAME, table_of(module.NAME), columns)
     if tracking is None:  # nothing live to compare; not a difference
         return Verified(view=module.NAME, position=0, rows=0, parked=0, built=False)
     if tracking[0] != module.VERSION:
@@ -462,7 +463,7 @@ def verify_view(store: Store, module: ModuleType) -> Verified:
             view=module.NAME, live=tracking[0], replay=module.VERSION,
             message=f"view {module.NAME} was built by version {tracking[0]}, the code is version {module.VERSION}"))
     position = tracking[1]
-    live_parked = [r[1] for r in store.parked(module.NAME) if r[1] <= position]
+    live_parked = [r[1] for r in tables.parked(store, module.NAME) if r[1] <= position]
     expected, parked = replay_rows(store, module, position)
     live.sort(key=lambda r: r[0])
     result = Verified(view=module.NAME, position=position, rows=len(live), parked=len(live_parked))
@@ -508,9 +509,9 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
     unless told not to."""
     if catch_up_first:
         catch_up(store, module)
-    store.ensure_projection_tables()
+    tables.ensure(store)
     decode = msgspec.json.Decoder(state_type(module)).decode
-    tracking, rows = store.view_rows(module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
+    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
     head = store.max_position()
     if tracking is None or tracking[0] != module.VERSION:
         return ({} if not is_whole(module) else module.initial()), head

@@ -216,5 +216,5 @@ def test_L4_fuzzed_store_urls_open_or_raise_ledger_errors(tmp_path: Path, parts:
 
 @pytest.mark.parametrize("url", ["postgresql://u@h:abc/db", "postgresql://u@[::1/db", "postgresql://u@h:99999/db", "sqlite:///a\x00b.db"])
 def test_L4_a_malformed_store_url_is_invalid_input(url: str) -> None:
-    with pytest.raises(InvalidInput, match="--store"):
+    with pytest.raises(InvalidInput, match="store URL"):
         open_ledger(url)

@@ -53,8 +53,8 @@ def store(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytes
 
 
 TABLE = [
-    (["--store", "postgresql://u@h:abc/db", "runs"], 3, "--store: not a valid PostgreSQL URL"),
-    (["--store", "postgresql://u@[::1/db", "runs"], 3, "--store: not a valid PostgreSQL URL"),
+    (["--store", "postgresql://u@h:abc/db", "runs"], 3, "store URL: not a valid PostgreSQL URL"),
+    (["--store", "postgresql://u@[::1/db", "runs"], 3, "store URL: not a valid PostgreSQL URL"),
     (["replay", "--position", "1e20"], 2, "invalid int value"),
     (["replay", "--position", "99999999999999999999"], 3, "--position: a position is an integer from 0 to 9223372036854775807"),
     (["replay", "--position", "-1"], 3, "--position: "),

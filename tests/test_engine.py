@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
+from projections import tables
 from ledger.errors import ConflictError, RunNotFound
 from projections import engine, failures, registry, runs
 from tests.conftest import T0
@@ -21,7 +22,7 @@ from tests.engine_helpers import bulk_history, corrupt, random_history, tamper_v
 
 
 def live_rows(store, module):  # noqa: ANN001, ANN201
-    tracking, rows = store.view_rows(module.NAME, engine.table_of(module.NAME), [c for c, _ in engine.column_spec(module)])
+    tracking, rows = tables.view_rows(store, module.NAME, engine.table_of(module.NAME), [c for c, _ in engine.column_spec(module)])
     return tracking, sorted(rows)
 
 
@@ -119,7 +120,7 @@ def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> No
     assert engine.behind(ledger.store, runs) == ledger.store.max_position()
     assert engine.verify_view(ledger.store, runs).difference is not None
     stats = engine.catch_up(ledger.store, runs)
-    assert stats.rebuilt and ledger.store.tracking("runs") == (runs.VERSION, ledger.store.max_position())
+    assert stats.rebuilt and tables.tracking(ledger.store, "runs") == (runs.VERSION, ledger.store.max_position())
 
 
 # ------------------------------------------------------------------------ poison
@@ -136,7 +137,7 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     ledger.queue("after-poison")
     for v in registry.VIEWS:
         engine.catch_up(ledger.store, v)
-    parked = ledger.store.parked("runs")
+    parked = tables.parked(ledger.store, "runs")
     assert [(p[1], p[3], p[5]) for p in parked] == [(6, "run.finished", engine.MAX_ATTEMPTS),
                                                     (12, "run.started", engine.MAX_ATTEMPTS)]  # fmt: skip
     assert "AssertionError" in parked[1][4] and "Invalid" in parked[0][4]
@@ -146,13 +147,13 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     assert "ghost" not in {s.run for s in found}
     assert engine.verify_view(ledger.store, runs).difference is None
     # the failures view parks the undecodable one; the ghost start is no failure
-    assert [p[1] for p in ledger.store.parked("failures")] == [6]
+    assert [p[1] for p in tables.parked(ledger.store, "failures")] == [6]
     # repair (e.g. a migration fixed the payload): the next rebuild retries it
     from ledger import codec
 
     corrupt(store_url, 6, codec.encode(good.event))
     engine.rebuild(ledger.store, runs)
-    assert [p[1] for p in ledger.store.parked("runs")] == [12]
+    assert [p[1] for p in tables.parked(ledger.store, "runs")] == [12]
     assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
 
 

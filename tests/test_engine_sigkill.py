@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from projections import tables
 from projections import engine, failures, registry, runs
 from tests.engine_helpers import bulk_history
 
@@ -35,7 +36,7 @@ print("done", flush=True)
 def _tracked(store, key: str) -> int:  # noqa: ANN001
     if key == "all":  # catch-up: the views go one after the other
         return sum(_tracked(store, v.NAME) for v in registry.VIEWS)
-    t = store.tracking(key)
+    t = tables.tracking(store, key)
     return 0 if t is None else t[1]
 
 
@@ -61,7 +62,7 @@ def _kill_mid_way(url: str, op: str, key: str, store, threshold: int) -> None:  
 def _assert_equals_clean_replay(store) -> None:  # noqa: ANN001
     for v in registry.VIEWS:
         columns = [c for c, _ in engine.column_spec(v)]
-        tracking, rows = store.view_rows(v.NAME, engine.table_of(v.NAME), columns)
+        tracking, rows = tables.view_rows(store, v.NAME, engine.table_of(v.NAME), columns)
         assert tracking == (v.VERSION, store.max_position())
         assert sorted(rows) == engine.replay_rows(store, v, store.max_position())[0], v.NAME
         assert engine.verify_view(store, v).difference is None
@@ -84,7 +85,7 @@ def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, o
     if op == "rebuild":
         # killed mid-rebuild: readers still have no half-built view, and the partial
         # rebuild resumes where it stopped rather than from zero
-        assert store.tracking(runs.NAME) is None
+        assert tables.tracking(store, runs.NAME) is None
         reached = _tracked(store, key)
         assert threshold <= reached < head
         left = sum(len(chunk) for chunk in store.read_batches(reached))  # ids have gaps on PostgreSQL
@@ -98,5 +99,5 @@ def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, o
         for v in registry.VIEWS:
             engine.catch_up(store, v)
     _assert_equals_clean_replay(store)
-    counts = {r[0]: r[3] for r in store.view_rows("failures", "view_failures", ["status", "code", "transitions"])[1]}
+    counts = {r[0]: r[3] for r in tables.view_rows(store, "failures", "view_failures", ["status", "code", "transitions"])[1]}
     assert counts == {"failed_resumable TIMEOUT": 120, "failed_resumable ": 120}

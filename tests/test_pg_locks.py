@@ -16,6 +16,7 @@ import threading
 import time
 
 from epochledger import ManualClock, open_ledger
+from projections import tables
 from ledger.errors import LedgerError
 from projections import engine, runs
 
@@ -87,7 +88,7 @@ def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_
         def read() -> None:
             with open_ledger(pg_url, clock=clock) as reader:
                 while not stop.is_set():
-                    tracking, rows = reader.store.view_rows(runs.NAME, engine.table_of(runs.NAME), columns)
+                    tracking, rows = tables.view_rows(reader.store, runs.NAME, engine.table_of(runs.NAME), columns)
                     assert tracking is not None
                     expected = engine.replay_rows(reader.store, runs, tracking[1])[0]
                     if rows != expected:

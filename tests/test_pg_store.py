@@ -18,7 +18,8 @@ import pytest
 from epochledger import ManualClock, open_ledger
 from ledger.errors import LockTimeout, StoreError, SweepFailed
 from ledger.events import RunQueued, Status
-from ledger.store import EVENTS_TABLE, Append, PostgresStore, open_store
+from ledger.store import EVENTS_TABLE, Append, open_store
+from ledger.store.postgres import PostgresStore
 from projections import engine, runs
 from tests.conftest import PG_BASE, T0
 from tests.pg_proxy import Proxy

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import T0
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
+from projections import tables
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import InvalidInput, StoreError, SweepFailed
 from ledger.events import (
@@ -479,7 +480,7 @@ def test_O5_T4_an_undecodable_event_does_not_stop_the_startup_sweep(ledger, cloc
     epoch = ledger.boot("worker-1", epoch="w2")
     report = ledger.sweep(epoch)
     assert report.outcome == "swept" and len(report.recovered) == 2
-    assert [p[1] for p in ledger.store.parked("runs")] == [poison]
+    assert [p[1] for p in tables.parked(ledger.store, "runs")] == [poison]
 
 
 # ------------------------------------------- issue 10: owner and log-order guards

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from epochledger import ManualClock, open_ledger
+from projections import tables
 from ledger.codes import TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition, InvalidInput, StaleEpoch, StoreError
 from ledger.events import RunDeadLettered, RunFenced, RunTickFailed, RunTickRecovered, Status, tag_of
@@ -577,7 +578,7 @@ def test_T4_an_undecodable_event_in_the_log_does_not_make_every_tick_fatal(ledge
     assert report.fatal is None
     assert {r.run for r in ledger.runs()} == {"a", "b", "p"}
     assert tags(ledger, "a")[-1] == "run.checkpointed" and tags(ledger, "b")[-1] == "run.checkpointed"
-    assert [row[1] for row in ledger.store.parked("runs")] == [poison]  # parked with its position
+    assert [row[1] for row in tables.parked(ledger.store, "runs")] == [poison]  # parked with its position
 
 
 # ------------------------------------------------------------ F1: the tick is fenced

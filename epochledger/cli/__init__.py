@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from projections import tables
 from ledger.codes import show_code
 from ledger.errors import LedgerError
 from ledger.events import Status
@@ -94,9 +95,7 @@ def cmd_init(ns: argparse.Namespace) -> None:
 
     Example: epochledger --store sqlite:///runs.db init
     """
-    from ledger.store import open_store
-
-    with Ledger(open_store(ns.store, init=True)) as ledger:
+    with open_ledger(ns.store, init=True) as ledger:
         out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
 
 
@@ -585,9 +584,9 @@ def cmd_parked(ns: argparse.Namespace) -> None:
     if ns.view:
         registry.by_name(ns.view)
     with _open(ns) as ledger:
-        ledger.store.ensure_projection_tables()
+        tables.ensure(ledger.store)
         rows = [dict(zip(("view", "position", "stream", "tag", "error", "attempts", "parked_at"), r, strict=True))
-                for r in ledger.store.parked(ns.view)]  # fmt: skip
+                for r in tables.parked(ledger.store, ns.view)]  # fmt: skip
     if ns.json:
         out_json(rows)
         return

@@ -1,0 +1,444 @@
+"""The store's contract and what both backends share (rules L1, L3, L5, T4).
+
+A store keeps the log in eventsourcing's application-recorder layout: each event is a
+row whose originator is the stream id, whose version is its place in the stream (the
+optimistic lock, rule L5), whose topic is the event's stable tag, and whose state is the
+msgspec encoding. `Store` is the abstract contract every backend implements (one module
+each: ledger/store/sqlite.py, ledger/store/postgres.py) and the one contract suite
+tests (tests/store_contract.py); a third backend gets the whole suite by writing one
+subclass and one `create_store()`.
+
+Reads go straight to the table with keyset pagination and a typed msgspec decode: the
+library's generic objects cost most of a fleet-wide read (docs/benchmarks.md). The
+projection engine's SQL lives with the engine (projections/tables.py) and speaks to the
+database through the small dialect a store provides here (`transaction`, `quote`, ...).
+
+Library and driver exceptions are translated here into ledger.errors and never leak.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import msgspec
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from ledger import codec
+from ledger.errors import (
+    CommitUnknown,
+    ConflictError,
+    DecodeError,
+    InvalidInput,
+    LedgerError,
+    LockTimeout,
+    NotCommitted,
+    PermissionDenied,
+    StatementTimeout,
+    StoreError,
+    StreamGap,
+)
+from ledger.events import AnyEvent, Recorded, tag_of
+
+EVENTS_TABLE = "epochledger_events"
+APPEND_ONLY_TRIGGER = "epochledger_append_only"
+DEFAULT_PATH = "epochledger.db"
+SQLITE_BUSY_TIMEOUT = 30  # seconds a SQLite writer waits for another's lock
+READ_BATCH = 10_000
+_MAX_POS = (1 << 63) - 1
+
+
+def check_position(value: object, where: str) -> int:
+    """A notification position as the databases hold it: an int from 0 to 2**63-1
+    (SQLite's INTEGER, PostgreSQL's BIGINT). Beyond that the drivers raise
+    OverflowError or NumericValueOutOfRange; refused here with InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_POS:
+        raise InvalidInput(f"a position is an integer from 0 to {_MAX_POS}, got {value!r}", where=where)
+    return value
+
+
+class Append(NamedTuple):
+    """One event to append at an exact version of its stream. A batch of these is
+    appended in the order given: that order is the log order (BRIEF R1)."""
+
+    stream: str
+    version: int
+    event: AnyEvent
+
+
+@contextmanager
+def translated(what: str, store: Any = None) -> Iterator[None]:
+    """Library and driver errors become ledger.errors types here. `store` (when given)
+    supplies the bounds a timeout message names."""
+    try:
+        yield
+    except LedgerError:
+        raise
+    except IntegrityError as e:
+        raise ConflictError([], str(e)) from None
+    except (PersistenceError, sqlite3.Error) as e:
+        if "permission denied" in str(e):
+            raise PermissionDenied(what, getattr(store, "role", None), _first_line(e)) from None
+        raise StoreError(f"{what}: {e}") from None
+    except Exception as e:  # psycopg errors, pool timeouts
+        if type(e).__module__.startswith(("psycopg", "psycopg_pool")):
+            raise _driver_error(e, what, store) from None
+        raise
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _driver_error(e: Exception, what: str, store: Any = None) -> LedgerError:
+    """A psycopg error as a ledger error, by SQLSTATE: a lock or statement timeout and
+    a refused privilege are typed (they say what to do); the rest is a StoreError."""
+    state = getattr(e, "sqlstate", None)
+    if state == "55P03":  # lock_not_available: lock_timeout expired
+        context = getattr(getattr(e, "diag", None), "context", None)
+        lock = context.strip().splitlines()[0] if context else "a lock this statement needed"
+        return LockTimeout(what, lock, getattr(store, "lock_timeout", None))
+    if state == "57014" and "statement timeout" in str(e):
+        return StatementTimeout(what, getattr(store, "statement_timeout", None))
+    if state == "42501":  # insufficient_privilege
+        return PermissionDenied(what, getattr(store, "role", None), _first_line(e), getattr(store, "privilege_hint", ""))
+    if state in ("40P01", "40001"):  # deadlock, serialization failure: the transaction rolled back
+        return NotCommitted(what, _first_line(e))
+    return StoreError(f"{what}: {_first_line(e)}")
+
+
+class Poison(msgspec.Struct, frozen=True):
+    """A stored event that does not decode, in place of its Recorded (BRIEF T4): the
+    reader does not stop at it; the consumer (the projection engine) decides what to do."""
+
+    position: int
+    stream: str
+    version: int
+    tag: str | None
+    error: str
+
+
+def _tag_of_raw(state: bytes) -> str | None:
+    try:
+        tag = msgspec.json.decode(state).get("type")
+    except Exception:  # noqa: BLE001 - the payload is already known to be bad
+        return None
+    return tag if isinstance(tag, str) else None
+
+
+def _decode(position: int, state: bytes) -> AnyEvent:
+    try:
+        return codec.decode(state)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise DecodeError(position, _tag_of_raw(state), str(e)) from None
+
+
+def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded | Poison]:
+    """Typed decode of raw rows; a row that does not decode becomes a Poison in place."""
+    decode = codec.decode
+    out: list[Recorded | Poison] = []
+    append = out.append
+    for pos, stream, ver, state in rows:
+        try:
+            append(Recorded(pos, stream, ver, decode(state)))
+        except (msgspec.ValidationError, msgspec.DecodeError) as e:
+            append(Poison(pos, stream, ver, _tag_of_raw(bytes(state)), str(e)))
+    return out
+
+
+def _contiguous(stream: str, records: list[Recorded | Poison]) -> list[Recorded | Poison]:
+    for expected, rec in enumerate(records, start=1):
+        if rec.version != expected:
+            after = records[expected - 2].position if expected > 1 else None
+            raise StreamGap(stream, expected, after, rec.position)
+    return records
+
+
+_Row = tuple[str, int, str, bytes]  # (stream, version, topic, encoded state): one event as stored
+
+
+class _Duplicate(Exception):
+    """A row of the batch is already at its (stream, version); the batch rolled back."""
+
+
+class _Unsure(Exception):
+    """The connection failed while the database was committing the batch."""
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def _landed(rows: Sequence[_Row], found: dict[tuple[str, int], tuple[int, str, bytes]]) -> list[int] | None:
+    """The positions of `rows` if every one is stored with exactly these bytes, else None."""
+    ids = []
+    for stream, version, topic, state in rows:
+        got = found.get((stream, version))
+        if got is None or got[1] != topic or bytes(got[2]) != state:
+            return None
+        ids.append(got[0])
+    return ids
+
+
+def _versions(rows: Sequence[_Row]) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for stream, version, _, _ in rows:
+        first, last = out.get(stream, (version, version))
+        out[stream] = (min(first, version), max(last, version))
+    return out
+
+
+class Store(ABC):
+    """One ledger's log, on one backend. The log's contract (append, the reads) is
+    common code over a few backend hooks (`_insert`, `_select_*`, ...); the dialect
+    (`transaction`, `quote`, ...) is what the projection engine's SQL
+    (projections/tables.py) needs to know about the database."""
+
+    url: str  # the store's URL, canonical (an absolute path for SQLite)
+    kind: str  # "sqlite" | "postgresql"
+    projection_tables_ready = False  # set by projections.tables.ensure
+
+    # ------------------------------------------------------------- writes
+    def append(self, appends: Sequence[Append], *, resend: bool = False) -> list[int]:
+        """Append every event in one transaction, in the order given, all or nothing, and
+        return their positions. Each event names the exact version it takes in its
+        stream (the optimistic lock). The outcomes (docs/operations.md, "PostgreSQL:
+        roles, retries and time bounds"):
+
+        - appended: the positions. Also when the connection failed during the commit and
+          the store then found every row of the batch stored with its bytes;
+        - not appended: ConflictError if another writer took one of the versions first,
+          naming the streams that moved; NotCommitted (LockTimeout, StatementTimeout)
+          when the database rolled the batch back or never got it. Retrying is safe;
+        - unknown: CommitUnknown, when the connection failed during the commit and the
+          check failed too. Check, or send the same batch again with resend=True
+          (Batch.commit() again does): if every row is already stored with exactly its
+          bytes, that appends nothing and returns their positions.
+
+        Without resend, a batch whose rows are already stored is a conflict even when
+        the bytes are the same: two writers that decided the same event at the same
+        instant still get one success and one ConflictError (L5).
+        """
+        rows = [(a.stream, a.version, tag_of(a.event), codec.encode(a.event)) for a in appends]
+        if not rows:
+            return []
+        try:
+            return self._insert(rows)
+        except _Duplicate:
+            pass  # rolled back; below: is it our own batch, landed before?
+        except _Unsure as unsure:
+            return self._settle(appends, rows, unsure.error)
+        if resend:
+            with translated("append: compare with the stored rows", self):
+                landed = _landed(rows, self._rows_at(rows))
+            if landed is not None:
+                return landed  # the same batch had landed: nothing appended now
+        expected: dict[str, int] = {}
+        for a in appends:
+            expected.setdefault(a.stream, a.version - 1)
+        moved = [stream for stream, v in expected.items() if self.stream_version(stream) != v]
+        raise ConflictError(moved or list(expected)) from None
+
+    def _settle(self, appends: Sequence[Append], rows: list[_Row], error: str) -> list[int]:
+        """The connection failed while the database was committing: wait until no writer
+        holds the writers' lock (so the failed transaction is over, committed or rolled
+        back), then read the batch's (stream, version) rows. Every row there with our
+        bytes: it was committed. Otherwise it was not: had it committed, those rows
+        would be ours, and rows are never changed. No answer: CommitUnknown."""
+        try:
+            with translated("append: check the outcome", self):
+                found = self._check(rows)
+        except LedgerError as e:
+            raise CommitUnknown(_versions(rows), f"{error}; checking failed: {e}", tuple(appends)) from None
+        landed = _landed(rows, found)
+        if landed is not None:
+            return landed
+        raise NotCommitted("append", f"the connection failed during the commit ({error}) and the batch is not in "
+                           "the log", streams=list(_versions(rows)))  # fmt: skip
+
+    # backend hooks for append
+    @abstractmethod
+    def _insert(self, rows: list[_Row]) -> list[int]:
+        """One transaction; raise _Duplicate on a uniqueness conflict (after rollback),
+        _Unsure if the commit's outcome is unknown, NotCommitted (or a subclass) if the
+        transaction certainly did not commit."""
+
+    @abstractmethod
+    def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
+        """The stored (position, topic, state) at each (stream, version) of `rows`."""
+
+    @abstractmethod
+    def _check(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
+        """_rows_at, read once no writer holds the writers' lock."""
+
+    # -------------------------------------------------------------- reads
+    def read_stream(self, stream: str) -> list[Recorded | Poison]:
+        """One stream's events in version order. An event that does not decode is a
+        Poison in its place (rule T4: the caller decides, the write side skips it as the
+        views park it). Raises StreamGap if the versions are not 1, 2, 3, ...: a removed
+        row would otherwise surface later as a misleading write conflict."""
+        with translated(f"read {stream}"):
+            rows = self._select_stream(stream)
+        return _contiguous(stream, _decode_rows([(pos, stream, ver, state) for pos, ver, state in rows]))
+
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[Recorded | Poison]]:
+        """Several streams in one query per 500 (group commit's prefetch): each stream's
+        events in version order, as read_stream gives them; a stream with no events
+        maps to []."""
+        found: dict[str, list[Recorded | Poison]] = {s: [] for s in streams}
+        wanted = list(found)
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            with translated("read streams"):
+                rows = self._select_streams(chunk)
+            for rec in _decode_rows(rows):
+                found[rec.stream].append(rec)
+        for stream, records in found.items():
+            _contiguous(stream, records)
+        return found
+
+    def stream_version(self, stream: str) -> int:
+        with translated(f"read {stream}"):
+            return self._stream_version(stream)
+
+    def read_all(self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH) -> Iterator[Recorded]:
+        """Every event with after < position <= upto, in log order, in keyset batches.
+        Raises DecodeError at the first event that does not decode."""
+        for chunk in self.read_batches(after, upto, batch):
+            for rec in chunk:
+                if isinstance(rec, Poison):
+                    raise DecodeError(rec.position, rec.tag, rec.error)
+                yield rec
+
+    def read_batches(self, after: int = 0, upto: int | None = None,
+                     batch: int = READ_BATCH) -> Iterator[list[Recorded | Poison]]:  # fmt: skip
+        """The log after `after` (up to `upto`) as lists of decoded records, one list per
+        keyset batch. An undecodable event is a Poison in its place, never an abort
+        (BRIEF T4). Equal to the library's select_notifications + decode
+        (tests/test_engine_read_path.py)."""
+        for rows in self.read_raw(after, upto, batch):
+            yield _decode_rows(rows)
+
+    def read_raw(self, after: int = 0, upto: int | None = None,
+                 batch: int = READ_BATCH) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip
+        """The stored rows (position, stream, version, state bytes) with after < position
+        <= upto, in log order, one keyset batch per list, NOT decoded. For exports that
+        must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
+        written by a newer version and refuse a tag this version does not know (BRIEF L3).
+        Also the raw side of the read-path benchmarks (docs/benchmarks.md). The state may
+        come back as bytes or a buffer (memoryview), per driver. Positions are refused
+        (InvalidInput) unless ints from 0 to 2**63-1, the databases' own range."""
+        check_position(after, "after")
+        if upto is not None:
+            check_position(upto, "upto")
+        while True:
+            with translated("read the log"):
+                rows = self._select_after(after, batch, upto)
+            if not rows:
+                return
+            yield rows
+            after = rows[-1][0]
+            if len(rows) < batch:
+                return
+
+    def library_read(self, after: int = 0, upto: int | None = None,
+                     batch: int = READ_BATCH) -> Iterator[tuple[int, str, int, str, Any]]:  # fmt: skip
+        """The library's own read path, the reference the fast path is checked and
+        benchmarked against: select_notifications, then each payload decoded by the
+        library's JSONTranscoder. Yields (position, stream, version, topic, decoded
+        payload); no library type leaves the adapter."""
+        from eventsourcing.persistence import JSONTranscoder
+
+        decode = JSONTranscoder().decode
+        while True:
+            with translated("read the log"):
+                got = self.recorder.select_notifications(after, batch, stop=upto, inclusive_of_start=False)
+            if not got:
+                return
+            for n in got:
+                yield n.id, n.originator_id, n.originator_version, n.topic, decode(n.state)
+            after = got[-1].id
+            if len(got) < batch:
+                return
+
+    def wake_ups(self, after: int, stop: threading.Event) -> Iterator[int]:
+        """Positions of new events as they are recorded, until `stop` is set: the
+        library's subscription (LISTEN/NOTIFY on PostgreSQL). None on SQLite, which
+        the library cannot subscribe to: poll instead."""
+        raise NotImplementedError(f"{self.kind} has no subscription; poll")
+
+    def max_position(self) -> int:
+        with translated("read the log"):
+            return self.recorder.max_notification_id() or 0
+
+    def local_files(self) -> list[str]:
+        """The files on this machine that hold the ledger (none for a server): what
+        a command writing an output file must never overwrite (epochledger/files.py)."""
+        return []
+
+    def close(self) -> None:
+        self.datastore.close()
+
+    # ----------------------------------------------------------- the dialect
+    # What projections/tables.py needs to know about the database to keep the views'
+    # tables, tracking and parked rows. SQLite's answers are the defaults.
+
+    for_update = ""  # the row-lock suffix of a SELECT; SQLite: one writer at a time already
+    blob_type = "BLOB"
+    column_types = {"text": "TEXT", "int": "BIGINT"}
+
+    @contextmanager
+    @abstractmethod
+    def transaction(self, commit: bool = True) -> Iterator[Any]:
+        """A transaction on this thread's connection, yielding a cursor that takes qmark
+        (`?`) placeholders. commit=False: a read-only transaction on one snapshot."""
+        yield
+
+    def quote(self, table: str) -> str:
+        """The table's name as SQL (schema-qualified on PostgreSQL)."""
+        return f'"{table}"'
+
+    def table_exists(self, table: str) -> bool:
+        """Does this table exist? A read: no DDL, no lock."""
+        with translated(f"look for table {table}", self), self.transaction(commit=False) as cur:
+            cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+            return cur.fetchone() is not None
+
+    def lock_for_read(self, cur: Any, table: str) -> None:
+        """Before a read of `table` that must see one snapshot with its tracking row.
+        SQLite: the first SELECT takes the read snapshot; nothing to lock."""
+
+    def is_missing_table(self, e: Exception) -> bool:
+        """Is this driver error "no such table"?"""
+        return isinstance(e, sqlite3.OperationalError) and "no such table" in str(e)
+
+    def after_rename(self, cur: Any, old: str, new: str) -> None:
+        """After `ALTER TABLE old RENAME TO new`: what else the rename must carry."""
+
+    def ddl_lock(self, cur: Any) -> None:
+        """Serialize schema changes of the projection tables between processes."""
+
+    def upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                    upsert: str) -> None:  # fmt: skip
+        """Run `upsert` (an INSERT .. ON CONFLICT with qmarks) for every row."""
+        cur.executemany(upsert, rows)
+
+    # ------------------------------------------------------- backend SQL
+    @abstractmethod
+    def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
+        """(position, version, state) of one stream, in version order."""
+
+    @abstractmethod
+    def _stream_version(self, stream: str) -> int:
+        """The stream's last version, 0 if it has none."""
+
+    @abstractmethod
+    def _select_streams(self, streams: Sequence[str]) -> list[tuple[int, str, int, bytes]]:
+        """(position, stream, version, state) of several streams, by stream and version."""
+
+    @abstractmethod
+    def _select_after(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str, int, bytes]]:
+        """(position, stream, version, state) after `after`, up to `upto`, at most `limit`."""

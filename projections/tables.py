@@ -1,0 +1,186 @@
+"""The projection engine's SQL: the views' tables, their tracking rows and parked
+events (rules R3, T4; docs/projections.md).
+
+A view is one table `view_<name>(k TEXT PRIMARY KEY, <columns>, state BLOB)`; its
+tracking position lives in TRACKING_TABLE and is written in the same transaction as its
+rows, with a compare-and-set on the old position, so a batch is applied exactly once
+(R3). Events a view could not apply are kept in PARKED_TABLE (T4).
+
+The SQL is shared by both backends; what differs (quoting, row locks, bulk upserts, how
+a swap's rename is carried) is the store's dialect (ledger/store/base.py). One lock
+order for every transaction on views: the tracking rows it will touch, all of them,
+sorted by key, then the tables (the other order deadlocked on PostgreSQL:
+tests/test_pg_locks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.errors import ConflictError, StoreError
+from ledger.store import Store, translated
+
+TRACKING_TABLE = "epochledger_tracking"
+PARKED_TABLE = "epochledger_parked"
+
+
+class _NoTable(Exception):
+    """The view's table does not exist (never built)."""
+
+
+def ensure(store: Store) -> None:
+    """The tracking and parked tables exist: created if missing (by the owner's
+    `epochledger init`, or by the first writer of a store made before they were part of
+    it). When they exist, nothing is run that needs more than reading: a writer or a
+    read-only role may open a store it may not alter."""
+    if store.projection_tables_ready:
+        return
+    if not (store.table_exists(TRACKING_TABLE) and store.table_exists(PARKED_TABLE)):
+        with translated("create projection tables", store), store.transaction() as cur:
+            store.ddl_lock(cur)
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {store.quote(TRACKING_TABLE)} "
+                        "(view TEXT PRIMARY KEY, version BIGINT NOT NULL, position BIGINT NOT NULL)")  # fmt: skip
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {store.quote(PARKED_TABLE)} "
+                        "(view TEXT NOT NULL, position BIGINT NOT NULL, stream TEXT NOT NULL, tag TEXT, "
+                        "error TEXT NOT NULL, attempts BIGINT NOT NULL, parked_at TEXT, "
+                        "PRIMARY KEY (view, position))")  # fmt: skip
+    store.projection_tables_ready = True
+
+
+def tracking(store: Store, view: str) -> tuple[int, int] | None:
+    """(version, position) of a view, None if it was never materialized."""
+    ensure(store)
+    with translated("read tracking", store), store.transaction(commit=False) as cur:
+        cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
+        row = cur.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def reset_view(store: Store, view: str, table: str, columns: Sequence[tuple[str, str]], version: int) -> None:
+    """Empty `table` (created if absent) and set the view's tracking to position 0,
+    in one transaction, dropping the view's parked events."""
+    cols = "".join(f", {c} {store.column_types[t]}" for c, t in columns)
+    with translated(f"reset {view}", store), store.transaction() as cur:
+        store.ddl_lock(cur)
+        # tracking row before table, as commit_view and swap_view take them
+        cur.execute(f"SELECT position FROM {store.quote(TRACKING_TABLE)} WHERE view=?{store.for_update}", (view,))
+        cur.execute(f"DROP TABLE IF EXISTS {store.quote(table)}")
+        cur.execute(f"CREATE TABLE {store.quote(table)} (k TEXT PRIMARY KEY{cols}, state {store.blob_type} NOT NULL)")
+        cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
+        cur.execute(f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, 0)", (view, version))
+        cur.execute(f"DELETE FROM {store.quote(PARKED_TABLE)} WHERE view=?", (view,))
+
+
+def commit_view(store: Store, view: str, expected: int, position: int, table: str, columns: Sequence[str],
+                upserts: Sequence[tuple[Any, ...]], deletes: Sequence[str],
+                parked: Sequence[tuple[Any, ...]] = ()) -> None:  # fmt: skip
+    """One transaction: move the view's tracking from `expected` to `position`, upsert
+    and delete its rows, record parked events. Raises ConflictError if the tracking
+    position is not `expected` (another runner applied these events): nothing is
+    written, so no event is ever applied twice (BRIEF R3)."""
+    names = ("k", *columns, "state")
+    upsert = (f"INSERT INTO {store.quote(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+              f"ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:]))  # fmt: skip
+    with translated(f"write view {view}", store), store.transaction() as cur:
+        cur.execute(f"UPDATE {store.quote(TRACKING_TABLE)} SET position=? WHERE view=? AND position=?",
+                    (position, view, expected))  # fmt: skip
+        if cur.rowcount != 1:
+            raise ConflictError([view], f"tracking position is no longer {expected}")
+        if deletes:
+            cur.executemany(f"DELETE FROM {store.quote(table)} WHERE k=?", [(k,) for k in deletes])
+        if upserts:
+            store.upsert_many(cur, table, names, upserts, upsert)
+        if parked:
+            cur.executemany(
+                f"INSERT INTO {store.quote(PARKED_TABLE)} (view, position, stream, tag, error, attempts, parked_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (view, position) DO UPDATE SET "
+                "tag=excluded.tag, error=excluded.error, attempts=excluded.attempts, parked_at=excluded.parked_at",
+                parked,
+            )
+
+
+def load_states(store: Store, table: str, keys: Sequence[str]) -> dict[str, bytes]:
+    """The state column of the rows with these keys (absent keys are left out)."""
+    found: dict[str, bytes] = {}
+    with translated(f"read {table}", store), store.transaction(commit=False) as cur:
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            cur.execute(f"SELECT k, state FROM {store.quote(table)} WHERE k IN ({', '.join('?' * len(chunk))})", chunk)
+            found.update((k, bytes(v)) for k, v in cur.fetchall())
+    return found
+
+
+def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
+              where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
+    """(tracking, rows sorted by key) read in one snapshot, so the rows are exactly
+    the view as of its tracking position. `where`: (column, value) equalities.
+
+    On PostgreSQL the transaction first locks the table (ACCESS SHARE: it waits out
+    a swap in progress, and then names the swapped-in table), and only then takes
+    its snapshot (repeatable read), at the first SELECT. A SELECT first would take
+    the snapshot before its lock, and a swap committing during the wait would pair
+    the old view's tracking with the new table's rows (tests/test_pg_locks.py)."""
+    ensure(store)
+    cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
+    try:
+        with translated(f"read {table}", store), store.transaction(commit=False) as cur:
+            try:
+                store.lock_for_read(cur, table)
+                cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} "
+                            "ORDER BY k", [v for _, v in where])  # fmt: skip
+            except Exception as e:
+                if store.is_missing_table(e):
+                    raise _NoTable from None
+                raise
+            rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
+            cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
+            row = cur.fetchone()
+    except _NoTable:
+        # Never built (the table and its tracking row are created together).
+        if tracking(store, view) is not None:
+            raise StoreError(f"read {table}: view {view} has a tracking row but no table {table}") from None
+        return None, []
+    if row is None:
+        return None, []
+    return (int(row[0]), int(row[1])), rows
+
+
+def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str) -> tuple[int, int]:
+    """Replace the live table by the rebuilt one, and the live tracking and parked
+    rows by the rebuild's, in one transaction: readers see the old view or the new
+    one, never a half-built one. Returns the new (version, position)."""
+    with translated(f"swap {view}", store), store.transaction() as cur:
+        store.ddl_lock(cur)
+        # Lock order, one for every transaction on views: the tracking rows it will
+        # touch, all of them, sorted by key, then the tables. commit_view locks its
+        # tracking row (its UPDATE) before it writes its table; the swap below drops
+        # the live table and rewrites the live tracking row. Locking only the shadow's
+        # row first (the last fix) still let the swap take the live table and then
+        # wait for the live row that a catch-up held while waiting for the table:
+        # a deadlock (tests/test_pg_locks.py).
+        cur.execute(f"SELECT view FROM {store.quote(TRACKING_TABLE)} WHERE view IN (?, ?) ORDER BY view"
+                    f"{store.for_update}", tuple(sorted((view, shadow_view))))  # fmt: skip
+        cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (shadow_view,))
+        row = cur.fetchone()
+        if row is None:
+            raise StoreError(f"no rebuild of {view} to swap in")
+        cur.execute(f"DROP TABLE IF EXISTS {store.quote(live)}")
+        cur.execute(f"ALTER TABLE {store.quote(shadow)} RENAME TO {live}")
+        store.after_rename(cur, shadow, live)
+        cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=? OR view=?", (view, shadow_view))
+        cur.execute(f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, ?)",
+                    (view, row[0], row[1]))  # fmt: skip
+        cur.execute(f"DELETE FROM {store.quote(PARKED_TABLE)} WHERE view=?", (view,))
+        cur.execute(f"UPDATE {store.quote(PARKED_TABLE)} SET view=? WHERE view=?", (view, shadow_view))
+    return int(row[0]), int(row[1])
+
+
+def parked(store: Store, view: str | None = None) -> list[tuple[Any, ...]]:
+    """(view, position, stream, tag, error, attempts, parked_at), by view and position."""
+    ensure(store)
+    cond = " WHERE view=?" if view is not None else ""
+    with translated("read parked events", store), store.transaction(commit=False) as cur:
+        cur.execute(f"SELECT view, position, stream, tag, error, attempts, parked_at FROM {store.quote(PARKED_TABLE)}"
+                    f"{cond} ORDER BY view, position", (view,) if view is not None else ())  # fmt: skip
+        return [tuple(r) for r in cur.fetchall()]
