@@ -17,6 +17,7 @@ from epochledger.cli import main
 from projections import tables
 from ledger.errors import ConflictError, RunNotFound
 from projections import engine, failures, registry, runs
+from replay import verify as verify_mod
 from tests.conftest import T0
 from tests.engine_helpers import bulk_history, corrupt, random_history, tamper_view
 
@@ -27,7 +28,7 @@ def live_rows(store, module):  # noqa: ANN001, ANN201
 
 
 def replayed(store, module, upto=None):  # noqa: ANN001, ANN201
-    rows, parked = engine.replay_rows(store, module, store.max_position() if upto is None else upto)
+    rows, parked = verify_mod.replay_rows(store, module, store.max_position() if upto is None else upto)
     return rows, parked
 
 
@@ -118,7 +119,7 @@ def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> No
     assert not engine.catch_up(ledger.store, runs).rebuilt
     monkeypatch.setattr(runs, "VERSION", runs.VERSION + 1)
     assert engine.behind(ledger.store, runs) == ledger.store.max_position()
-    assert engine.verify_view(ledger.store, runs).difference is not None
+    assert verify_mod.verify_view(ledger.store, runs).difference is not None
     stats = engine.catch_up(ledger.store, runs)
     assert stats.rebuilt and tables.tracking(ledger.store, "runs") == (runs.VERSION, ledger.store.max_position())
 
@@ -145,7 +146,7 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     found, lag = engine.read_runs(ledger.store)
     assert lag == 0 and "after-poison" in {s.run for s in found}
     assert "ghost" not in {s.run for s in found}
-    assert engine.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger.store, runs).difference is None
     # the failures view parks the undecodable one; the ghost start is no failure
     assert [p[1] for p in tables.parked(ledger.store, "failures")] == [6]
     # repair (e.g. a migration fixed the payload): the next rebuild retries it
@@ -182,12 +183,12 @@ def test_R2_verify_names_the_first_difference(ledger, store_url, capsys) -> None
     assert main(["--store", store_url, "verify"]) == 10
     captured = capsys.readouterr()
     assert "row 'bulk-000007' column status: live 'running', replay 'finished'" in captured.out
-    r = engine.verify_view(ledger.store, runs).difference
+    r = verify_mod.verify_view(ledger.store, runs).difference
     assert r is not None and (r.key, r.column) == ("bulk-000007", "status")
     tamper_view(store_url, "view_failures", "failed_resumable TIMEOUT", "transitions", 1)
-    assert engine.verify_view(ledger.store, failures).difference.column == "transitions"  # type: ignore[union-attr]
+    assert verify_mod.verify_view(ledger.store, failures).difference.column == "transitions"  # type: ignore[union-attr]
     engine.rebuild(ledger.store, runs)
-    assert engine.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger.store, runs).difference is None
 
 
 # ------------------------------------------------------------------- fleet reads
@@ -251,7 +252,7 @@ def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:  # noqa: ANN001
         thread.join(30)
         follower_store.close()
     assert not thread.is_alive() and not errors
-    assert engine.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger.store, runs).difference is None
 
 
 # ------------------------------------------------------- views stored whole
@@ -270,7 +271,7 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
         incremental = live_rows(ledger.store, v)
         assert [r[0] for r in incremental[1]] == [engine.WHOLE]
         assert incremental[1] == replayed(ledger.store, v)[0]
-        assert engine.verify_view(ledger.store, v).difference is None
+        assert verify_mod.verify_view(ledger.store, v).difference is None
         engine.rebuild(ledger.store, v)
         assert live_rows(ledger.store, v) == incremental
         found, lag = engine.read_view(ledger.store, v)
@@ -304,4 +305,4 @@ def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger
         t.join()
     assert errors == []
     for v in registry.VIEWS:
-        assert engine.verify_view(ledger.store, v).difference is None
+        assert verify_mod.verify_view(ledger.store, v).difference is None

@@ -15,6 +15,7 @@ import pytest
 
 from projections import tables
 from projections import engine, failures, registry, runs
+from replay import verify as verify_mod
 from tests.engine_helpers import bulk_history
 
 # The child applies the log in small batches and sleeps a little between them, so the
@@ -64,8 +65,8 @@ def _assert_equals_clean_replay(store) -> None:  # noqa: ANN001
         columns = [c for c, _ in engine.column_spec(v)]
         tracking, rows = tables.view_rows(store, v.NAME, engine.table_of(v.NAME), columns)
         assert tracking == (v.VERSION, store.max_position())
-        assert sorted(rows) == engine.replay_rows(store, v, store.max_position())[0], v.NAME
-        assert engine.verify_view(store, v).difference is None
+        assert sorted(rows) == verify_mod.replay_rows(store, v, store.max_position())[0], v.NAME
+        assert verify_mod.verify_view(store, v).difference is None
 
 
 @pytest.mark.parametrize("op", ["rebuild", "catch_up"])

@@ -19,6 +19,7 @@ from epochledger import ManualClock, open_ledger
 from projections import tables
 from ledger.errors import LedgerError
 from projections import engine, runs
+from replay import verify as verify_mod
 
 SECONDS = 4.0
 
@@ -67,7 +68,7 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
         assert not errors, dict(errors)
         assert done["rebuild"] >= 3 and done["catch-up"] >= 3 and done["read"] >= 3, dict(done)
         engine.catch_up(lg.store, runs)
-        assert engine.verify_view(lg.store, runs).difference is None
+        assert verify_mod.verify_view(lg.store, runs).difference is None
 
 
 def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_caught_up(
@@ -90,7 +91,7 @@ def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_
                 while not stop.is_set():
                     tracking, rows = tables.view_rows(reader.store, runs.NAME, engine.table_of(runs.NAME), columns)
                     assert tracking is not None
-                    expected = engine.replay_rows(reader.store, runs, tracking[1])[0]
+                    expected = verify_mod.replay_rows(reader.store, runs, tracking[1])[0]
                     if rows != expected:
                         bad.append(f"at {tracking}: {len(rows)} rows, a replay has {len(expected)}")
                     reads[0] += 1

@@ -23,6 +23,7 @@ from epochledger.cli import main
 from ledger.errors import PermissionDenied
 from ledger.store import open_store
 from projections import engine, runs
+from replay import verify as verify_mod
 from tests.conftest import PG_BASE, need_pg
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
@@ -100,7 +101,7 @@ def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_r
         assert [v.run for v in report.recovered] == ["r1"]
         assert [s.run for s in w.runs()] == ["r1"]  # catch-up as the writer
         assert engine.rebuild(w.store, runs).rebuilt  # drop + rename: the writer owns views
-        assert engine.verify_view(w.store, runs).difference is None
+        assert verify_mod.verify_view(w.store, runs).difference is None
         head = w.store.max_position()
 
     # The server refuses the writer's rewrites, by privilege.

@@ -21,6 +21,7 @@ from ledger.events import RunQueued, Status
 from ledger.store import EVENTS_TABLE, Append, open_store
 from ledger.store.postgres import PostgresStore
 from projections import engine, runs
+from replay import verify as verify_mod
 from tests.conftest import PG_BASE, T0
 from tests.pg_proxy import Proxy
 
@@ -300,7 +301,7 @@ def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_
             thread.join(10)
             follower.close()
         assert not thread.is_alive() and not errors
-        assert engine.verify_view(lg.store, runs).difference is None
+        assert verify_mod.verify_view(lg.store, runs).difference is None
 
 
 def test_R3_wake_ups_listen_on_the_library_channel(pg_url: str) -> None:

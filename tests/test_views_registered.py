@@ -9,6 +9,7 @@ from datetime import timedelta
 from epochledger import ManualClock
 from epochledger.app import Ledger
 from projections import engine, epoch_index, epochs, failures, orphans, registry, runs, tick_health
+from replay import verify as verify_mod
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:
@@ -37,4 +38,4 @@ def test_O4_orphan_verdicts_from_materialized_views_equal_the_fold(ledger: Ledge
     expected = orphans.verdicts(from_log, epoch, timedelta(seconds=1))
     assert expected and {v.run for v in expected} == {f"r{i}" for i in range(6)}
     assert orphans.verdicts(from_views, epoch, timedelta(seconds=1)) == expected
-    assert engine.verify_view(ledger.store, epochs).difference is None
+    assert verify_mod.verify_view(ledger.store, epochs).difference is None
