@@ -446,6 +446,10 @@ class Ledger(Commands):
         from projections import engine, epochs, orphans, runs
 
         head = self.store.max_position()
+        if self.store.read_only:  # a backup copy: folded in memory, nothing written
+            by_run, _ = engine.read_view(self.store, runs)
+            by_process, _ = engine.read_view(self.store, epochs)
+            return orphans.View(processes=by_process, runs=by_run, position=self.store.max_position())
         for view in (runs, epochs):
             engine.catch_up(self.store, view, upto=head)
         by_run, _ = engine.read_view(self.store, runs, catch_up_first=False)

@@ -1,25 +1,36 @@
-"""One root, specific subclasses with structured attributes (STYLE.md, Errors).
+"""One root, specific subclasses with structured attributes: the library's errors.
 
 Library exceptions (eventsourcing, sqlite3, psycopg, msgspec) are translated at the
-adapter and never leak. The CLI catches `LedgerError` alone and maps each subclass to
-its `exit_code` (documented in README.md); anything else is a bug.
+store adapter and never leak. These errors carry what a caller acts on (run, status,
+attempt, epoch, streams, position, ...), never a process exit code or a command-line
+flag: the CLI alone maps each class to its documented exit code
+(epochledger/cli/__init__.py, EXIT_CODES).
 """
 
 from __future__ import annotations
 
 
 class LedgerError(Exception):
-    exit_code = 1
+    """The root of every error the library raises on purpose."""
 
 
 class InvalidInput(LedgerError):
     """Malformed payload, oversized field, bad time, unknown type (BRIEF L4)."""
 
-    exit_code = 3
 
     def __init__(self, message: str, *, where: str | None = None):
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class NoSuchStore(InvalidInput):
+    """The store named does not exist (no file, no table, no schema). Nothing was
+    created: only `epochledger init` (or `open_ledger(..., create=True)`) creates one."""
+
+    def __init__(self, url: str, detail: str):
+        self.url = url
+        super().__init__(f"{detail}; no ledger here: create one with `epochledger init`, or name another store",
+                         where=url)  # fmt: skip
 
 
 class ImportRejected(InvalidInput):
@@ -32,7 +43,6 @@ class ImportRejected(InvalidInput):
 
 
 class RunNotFound(LedgerError):
-    exit_code = 4
 
     def __init__(self, run: str, *, deleted: bool = False):
         self.run = run
@@ -43,7 +53,6 @@ class RunNotFound(LedgerError):
 class IllegalTransition(LedgerError):
     """The command is impossible from the run's current status (BRIEF L4)."""
 
-    exit_code = 5
 
     def __init__(self, run: str, status: str | None, attempted: str, why: str = ""):
         self.run = run
@@ -59,7 +68,6 @@ class IllegalTransition(LedgerError):
 class ConflictError(LedgerError):
     """Another writer appended to the stream first (BRIEF L5). Nothing was appended."""
 
-    exit_code = 6
 
     def __init__(self, streams: list[str], detail: str = ""):
         self.streams = streams
@@ -74,7 +82,6 @@ class ConflictError(LedgerError):
 class StoreError(LedgerError):
     """The store is unreachable or failed; the operation may be retried."""
 
-    exit_code = 7
 
 
 # ------------------------------------------- issue 10: what happened to a write
@@ -84,6 +91,16 @@ class StoreError(LedgerError):
 # the store checked), it did not (NotCommitted: retry it), or nobody can tell yet
 # (CommitUnknown: check, or send the very same batch again, which appends nothing if
 # it had landed).
+
+
+class ReadOnlyStore(StoreError):
+    """A write to a store opened read-only (a 0444 file, a read-only mount, a backup
+    copy): it can be read and exported, never changed. Nothing was written."""
+
+    def __init__(self, url: str, what: str):
+        self.url = url
+        self.what = what
+        super().__init__(f"{what}: the store {url} is read-only (it can be read and exported); nothing was written")
 
 
 class NotCommitted(StoreError):
@@ -125,7 +142,6 @@ class CommitUnknown(StoreError):
     same batch, or `Store.append(e.appends)`): if it had landed, that appends nothing and
     returns its positions."""
 
-    exit_code = 11
 
     def __init__(self, versions: dict[str, tuple[int, int]], error: str, appends: tuple[object, ...] = ()):
         self.versions = versions
@@ -154,7 +170,6 @@ class PermissionDenied(StoreError):
 class DamagedLog(LedgerError):
     """The stored log is damaged: an event does not decode, or a stream has a gap."""
 
-    exit_code = 8
 
 
 class DecodeError(DamagedLog):
@@ -192,7 +207,6 @@ class StaleEpoch(IllegalTransition):
     `run.fenced` event (`evidence`), so nothing the old process said is lost
     (docs/operations.md, "Fencing")."""
 
-    exit_code = 9
 
     def __init__(self, run: str, status: str | None, attempted: str, epoch: str, why: str,
                  evidence: object | None = None):  # fmt: skip
@@ -254,7 +268,6 @@ class QueryInterrupted(QueryRefused):
 class ViewMismatch(LedgerError):
     """A live view differs from a replay from zero (BRIEF R2, `epochledger verify`)."""
 
-    exit_code = 10
 
     def __init__(self, view: str, message: str):
         self.view = view

@@ -416,18 +416,41 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
               catch_up_first: bool = True) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
-    unless told not to."""
-    if catch_up_first:
+    unless told not to. On a read-only store (a backup copy, a 0444 file) catching up
+    cannot write: the events after the stored view (all of them, if it was never built)
+    are folded in memory instead, with the view's own evolve, and nothing is written."""
+    if catch_up_first and not store.read_only:
         catch_up(store, module)
     tables.ensure(store)
     decode = msgspec.json.Decoder(state_type(module)).decode
     tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
     head = store.max_position()
-    if tracking is None or tracking[0] != module.VERSION:
-        return ({} if not is_whole(module) else module.initial()), head
+    current = tracking is not None and tracking[0] == module.VERSION
     if is_whole(module):  # one row, key "*": the view itself
-        return (decode(rows[0][1]) if rows else module.initial()), max(0, head - tracking[1])
-    return {k: decode(state) for k, state in rows}, max(0, head - tracking[1])
+        view: Any = decode(rows[0][1]) if rows and current else module.initial()
+    else:
+        view = {k: decode(state) for k, state in rows} if current else {}
+    position = tracking[1] if current and tracking is not None else 0
+    if catch_up_first and store.read_only and position < head:
+        return _fold_in_memory(store, module, view, position, key), 0
+    return view, (max(0, head - position) if current else head)
+
+
+def _fold_in_memory(store: Store, module: ModuleType, view: Any, after: int, key: str | None) -> Any:
+    """The view brought up to the log's head in memory, under the engine's poison rule
+    (an event that does not decode, or that evolve refuses, is skipped: parked)."""
+    keyed = key is not None and hasattr(module, "keys")
+    for chunk in store.read_batches(after):
+        for rec in chunk:
+            if type(rec) is not Recorded or (keyed and key not in module.keys(rec)):
+                continue
+            try:
+                view = module.evolve(view, rec)
+            except Exception as first:  # noqa: BLE001 - the engine's rule, exactly
+                view, _error = _retry(module.evolve, view, rec, first)
+    if key is not None and not is_whole(module):
+        return {k: v for k, v in view.items() if k == key}
+    return view
 
 
 def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:

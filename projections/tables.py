@@ -37,6 +37,8 @@ def ensure(store: Store) -> None:
     if store.projection_tables_ready:
         return
     if not (store.table_exists(TRACKING_TABLE) and store.table_exists(PARKED_TABLE)):
+        if store.read_only:
+            return  # nothing was ever materialized here: every view reads as never built
         with translated("create projection tables", store), store.transaction() as cur:
             store.ddl_lock(cur)
             cur.execute(f"CREATE TABLE IF NOT EXISTS {store.quote(TRACKING_TABLE)} "
@@ -48,9 +50,16 @@ def ensure(store: Store) -> None:
     store.projection_tables_ready = True
 
 
+def _absent(store: Store) -> bool:
+    """A read-only store that has no projection tables: nothing was materialized."""
+    ensure(store)
+    return not store.projection_tables_ready
+
+
 def tracking(store: Store, view: str) -> tuple[int, int] | None:
     """(version, position) of a view, None if it was never materialized."""
-    ensure(store)
+    if _absent(store):
+        return None
     with translated("read tracking", store), store.transaction(commit=False) as cur:
         cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
         row = cur.fetchone()
@@ -121,7 +130,8 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     its snapshot (repeatable read), at the first SELECT. A SELECT first would take
     the snapshot before its lock, and a swap committing during the wait would pair
     the old view's tracking with the new table's rows (tests/test_pg_locks.py)."""
-    ensure(store)
+    if _absent(store):
+        return None, []
     cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
     try:
         with translated(f"read {table}", store), store.transaction(commit=False) as cur:
@@ -178,7 +188,8 @@ def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str)
 
 def parked(store: Store, view: str | None = None) -> list[tuple[Any, ...]]:
     """(view, position, stream, tag, error, attempts, parked_at), by view and position."""
-    ensure(store)
+    if _absent(store):
+        return []
     cond = " WHERE view=?" if view is not None else ""
     with translated("read parked events", store), store.transaction(commit=False) as cur:
         cur.execute(f"SELECT view, position, stream, tag, error, attempts, parked_at FROM {store.quote(PARKED_TABLE)}"

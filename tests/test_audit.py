@@ -298,6 +298,7 @@ def test_P3_audit_sql_names_no_status() -> None:
 # ---------------------------------------------------------------- reports
 def _golden_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     store = str(tmp_path / "golden.db")
+    assert main(["--store", store, "init"]) == 0
     assert main(["--store", store, "import", str(GOLDEN / "audit_history.ndjson")]) == 0
     assert main(["--store", store, "audit", "sync"]) == 0
     capsys.readouterr()

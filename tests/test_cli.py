@@ -69,6 +69,7 @@ def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> N
 )
 def test_L4_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, args, exit_code, message) -> None:  # noqa: ANN001
     store = f"sqlite:///{tmp_path / 'l.db'}"
+    cli(capsys, "--store", store, "init")
     cli(capsys, "--store", store, "import", str(history_file))
     if "--store" not in args:
         args = ["--store", store, *args]
@@ -80,6 +81,7 @@ def test_L4_import_with_a_bad_line_exits_3_naming_the_line(capsys, tmp_path) -> 
     store = f"sqlite:///{tmp_path / 'l.db'}"
     bad = tmp_path / "bad.ndjson"
     bad.write_bytes(b"".join(lines(GOOD[:3])) + b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"zzz"}\n')
+    cli(capsys, "--store", store, "init")
     code, _, err = cli(capsys, "--store", store, "import", str(bad))
     assert code == 3 and "line 4" in err and "nothing was imported" in err
     code, out, _ = cli(capsys, "--store", store, "export")

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from epochledger.cli import _COMMANDS, main
+from epochledger.cli import main
+from epochledger.cli.common import COMMANDS as _COMMANDS
 from tests.test_ndjson import GOOD, lines
 
 DOCUMENTED = set(range(11))  # README.md "Exit codes": 0-10
@@ -47,6 +48,7 @@ def store(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     history = tmp_path / "history.ndjson"
     history.write_bytes(b"".join(lines(GOOD)))
     db = str(tmp_path / "runs.db")
+    assert main(["--store", db, "init"]) == 0
     assert main(["--store", db, "import", str(history)]) == 0
     capsys.readouterr()
     return db

@@ -212,7 +212,7 @@ def test_R3_show_and_runs_read_the_view_and_say_how_far_behind(ledger, store_url
 
 
 def _record(state):  # noqa: ANN001, ANN202
-    from epochledger.cli import run_record
+    from epochledger.cli.common import run_record
 
     return run_record(state)
 

@@ -7,6 +7,8 @@ import io
 
 import pytest
 
+from epochledger.cli import exit_code
+
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import IllegalTransition, ImportRejected, StaleEpoch
 from ledger.events import RunFenced, RunRecovered, Status
@@ -41,7 +43,7 @@ def test_fencing_late_finish_after_recovery_leaves_the_verdict_and_keeps_the_rep
     with pytest.raises(StaleEpoch) as err:
         ledger.finish("r", epoch="w1", actor="worker-1/pid-4102", reason="all rows loaded")
     e = err.value
-    assert (e.run, e.status, e.attempted, e.epoch, e.exit_code) == ("r", Status.FAILED_RESUMABLE, "run.finished", "w1", 9)
+    assert (e.run, e.status, e.attempted, e.epoch, exit_code(e)) == ("r", Status.FAILED_RESUMABLE, "run.finished", "w1", 9)
     assert isinstance(e, IllegalTransition) and e.kept_at is not None
     state = ledger.get_run("r")
     assert (state.status, state.code, state.actor) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED, "w2")
@@ -245,7 +247,7 @@ def test_F1_a_report_naming_an_epoch_no_slot_booted_is_refused_and_appends_nothi
     before = ledger.store.max_position()
     with pytest.raises(UnknownEpoch, match="no process slot ever booted epoch 'ghost'") as e:
         ledger.start("r", epoch="ghost")
-    assert e.value.exit_code == 3 and e.value.epoch == "ghost"
+    assert exit_code(e.value) == 3 and e.value.epoch == "ghost"
     with pytest.raises(UnknownEpoch, match="not an epoch of slot 'worker-1'"):
         ledger.start("r", epoch="ghost", process="worker-1")
     ledger.start("r", epoch="w1", process="worker-1")

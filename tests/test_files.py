@@ -27,6 +27,7 @@ def store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     history = tmp_path / "history.ndjson"
     history.write_bytes(b"".join(lines(GOOD)))
     db = tmp_path / "runs.db"
+    assert main(["--store", str(db), "init"]) == 0
     assert main(["--store", str(db), "import", str(history)]) == 0
     capsys.readouterr()
     return db

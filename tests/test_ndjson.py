@@ -158,6 +158,7 @@ def test_L4_an_endless_line_is_refused_after_reading_at_most_the_limit() -> None
 def test_L4_import_of_dev_zero_exits_3_at_once(tmp_path) -> None:  # noqa: ANN001
     from epochledger.cli import main
 
+    assert main(["--store", str(tmp_path / "l.db"), "init"]) == 0
     assert main(["--store", str(tmp_path / "l.db"), "import", "/dev/zero"]) == 3
 
 

@@ -7,7 +7,10 @@ from datetime import timedelta
 
 import pytest
 
+from epochledger.cli import exit_code
+
 from epochledger import ConflictError, IllegalTransition, InvalidInput, RunNotFound, StoreError
+from ledger.errors import NoSuchStore
 from ledger.errors import CommitUnknown, NotCommitted
 from ledger.events import RunFailed, RunQueued, Status
 from epochledger.app import Ledger
@@ -145,7 +148,7 @@ def test_bad_store_urls_say_what_is_wrong(tmp_path) -> None:  # noqa: ANN001
         open_store("mysql://x/y")
     with pytest.raises(InvalidInput, match="needs a path"):
         open_store("sqlite://")
-    with pytest.raises(StoreError, match="does not exist"):
+    with pytest.raises(NoSuchStore, match="does not exist"):
         open_store(str(tmp_path / "missing" / "x.db"))
 
 
@@ -283,7 +286,7 @@ def test_L5_commit_unknown_then_the_same_batch_again_appends_nothing(faults) -> 
     faults.cut("after_commit", check_fails=True)
     with pytest.raises(CommitUnknown) as e:
         b.commit()
-    assert e.value.versions == {"run:r1": (2, 3), "run:r2": (1, 1)} and e.value.exit_code == 11
+    assert e.value.versions == {"run:r1": (2, 3), "run:r2": (1, 1)} and exit_code(e.value) == 11
     assert "nothing was appended" not in str(e.value) and "run:r1 v2-3" in str(e.value)
     faults.heal()
     recorded = b.commit()

@@ -200,6 +200,7 @@ class Store(ABC):
     url: str  # the store's URL, canonical (an absolute path for SQLite)
     kind: str  # "sqlite" | "postgresql"
     projection_tables_ready = False  # set by projections.tables.ensure
+    read_only = False  # opened for reading only: writes raise ReadOnlyStore
 
     # ------------------------------------------------------------- writes
     def append(self, appends: Sequence[Append], *, resend: bool = False) -> list[int]:
@@ -370,17 +371,18 @@ class Store(ABC):
         the library cannot subscribe to: poll instead."""
         raise NotImplementedError(f"{self.kind} has no subscription; poll")
 
+    @abstractmethod
     def max_position(self) -> int:
-        with translated("read the log"):
-            return self.recorder.max_notification_id() or 0
+        """The position of the log's last event, 0 for an empty log."""
 
     def local_files(self) -> list[str]:
         """The files on this machine that hold the ledger (none for a server): what
         a command writing an output file must never overwrite (epochledger/files.py)."""
         return []
 
+    @abstractmethod
     def close(self) -> None:
-        self.datastore.close()
+        """Close every connection this store opened."""
 
     # ----------------------------------------------------------- the dialect
     # What projections/tables.py needs to know about the database to keep the views'

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ledger.errors import InvalidInput, LockTimeout, NotCommitted, PermissionDenied, StoreError
+from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
 from ledger.store.base import (
     _MAX_POS,
     APPEND_ONLY_TRIGGER,
@@ -88,7 +88,7 @@ class PostgresStore(Store):
         )  # ORDER BY n: ids are drawn in the batch's order, which is the log order
         exists = self._exists()
         if not exists and not create:
-            raise InvalidInput(f"no epochledger store in schema {self.schema!r}", where=url)
+            raise NoSuchStore(self.url, f"there is no epochledger store in schema {self.schema!r} of {self._where}")
         if init or not exists:
             self.initialize()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from ledger.errors import InvalidInput, LockTimeout, StoreError
+from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore
 from ledger.store.base import (
     _MAX_POS,
     EVENTS_TABLE,
@@ -26,27 +26,74 @@ from ledger.store.base import (
 )
 
 class SQLiteStore(Store):
+    """One SQLite file, written through eventsourcing's SQLite application recorder
+    (WAL, synchronous=FULL) and read on plain per-thread connections.
+
+    Opening never changes a file that exists: a file that is not an epochledger store
+    (another program's SQLite database, or no database at all) is refused before the
+    library touches it (the library would switch it to WAL and add its tables), and a
+    file this process may not write (0444, a read-only mount, a backup copy) is opened
+    read-only: read and exported, never written (ReadOnlyStore). A missing file is
+    created only with create=True."""
+
     kind = "sqlite"
 
     def __init__(self, path: str, *, create: bool = True):
-        from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
-
         self.path = os.path.abspath(path)
         self.url = "sqlite:///" + self.path
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        self._library_parts: tuple[Any, Any] | None = None
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
-            raise StoreError(f"cannot open {self.path}: directory {parent} does not exist")
-        if not create:
-            _require_sqlite_ledger(self.path)
-        with translated(f"open {self.path}"):
-            datastore = SQLiteDatastore(self.path, originator_id_type="text", lock_timeout=SQLITE_BUSY_TIMEOUT)
-            recorder = SQLiteApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
-            if create:
-                recorder.create_table()
-        self.recorder = recorder
-        self.datastore = datastore
+            raise NoSuchStore(self.url, f"directory {parent} does not exist")
+        exists = os.path.exists(self.path) and os.path.getsize(self.path) > 0
+        self.read_only = not (_writable(parent) and (not exists or _writable(self.path)))
+        if exists:
+            _require_sqlite_ledger(self.path, immutable=self._immutable())  # a foreign file is refused untouched
+        elif not create:
+            raise NoSuchStore(self.url, f"there is no file {self.path}" if not os.path.exists(self.path)
+                              else f"{self.path} is empty")  # fmt: skip
+        if not exists:
+            if self.read_only:
+                raise NoSuchStore(self.url, f"directory {parent} is not writable, so no ledger can be created there")
+            with translated(f"create {self.path}"):
+                self._library()[1].create_table()
+
+    def _immutable(self) -> bool:
+        """Read a read-only file as immutable when nothing waits in a -wal file beside
+        it: SQLite then takes no lock and leaves no -shm behind, so the directory is left
+        exactly as it was. With a -wal to read, SQLite needs its -shm (and makes it where
+        it can)."""
+        wal = self.path + "-wal"
+        return self.read_only and not (os.path.exists(wal) and os.path.getsize(wal) > 0)
+
+    def _library(self) -> tuple[Any, Any]:
+        """The library's datastore and recorder, made on first write: opening the file
+        through them changes it (WAL), which a read must never do."""
+        if self._library_parts is None:
+            if self.read_only:
+                raise ReadOnlyStore(self.url, "write")
+            from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+            with translated(f"open {self.path}"):
+                datastore = SQLiteDatastore(self.path, originator_id_type="text", lock_timeout=SQLITE_BUSY_TIMEOUT)
+                recorder = SQLiteApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
+            self._library_parts = (datastore, recorder)
+        return self._library_parts
+
+    @property
+    def recorder(self) -> Any:
+        return self._library()[1]
+
+    @property
+    def datastore(self) -> Any:
+        return self._library()[0]
+
+    def max_position(self) -> int:
+        with translated("read the log"), self._cursor() as cur:
+            cur.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {EVENTS_TABLE}")
+            return int(cur.fetchone()[0])
 
     @contextmanager
     def _cursor(self) -> Iterator[sqlite3.Cursor]:
@@ -63,7 +110,11 @@ class SQLiteStore(Store):
     def _reader(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT)
+            if self.read_only:
+                conn = _read_only_connection(self.path, immutable=self._immutable())
+            else:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=SQLITE_BUSY_TIMEOUT)  # fmt: skip
             self._local.conn = conn
             self._readers.append(conn)
         return conn
@@ -72,7 +123,9 @@ class SQLiteStore(Store):
         for conn in self._readers:
             conn.close()
         self._readers.clear()
-        super().close()
+        if self._library_parts is not None:
+            self._library_parts[0].close()
+            self._library_parts = None
 
     def local_files(self) -> list[str]:
         return [self.path, *(self.path + suffix for suffix in ("-wal", "-shm", "-journal"))]
@@ -82,6 +135,8 @@ class SQLiteStore(Store):
         # BEGIN IMMEDIATE for writes: a deferred transaction that reads first cannot
         # upgrade to a write once another writer has committed (SQLITE_BUSY at once,
         # no busy wait), e.g. the swap racing a group commit.
+        if commit and self.read_only:
+            raise ReadOnlyStore(self.url, "write")
         conn = self._reader()
         cur = conn.cursor()
         cur.execute("BEGIN IMMEDIATE" if commit else "BEGIN")
@@ -172,14 +227,35 @@ class SQLiteStore(Store):
 
 
 
-def _require_sqlite_ledger(path: str) -> None:
-    """For readers that must not create or alter anything (audit): the file must exist
-    and hold the events table. Checked on a read-only connection, before the library
-    opens the file (it would switch a non-ledger file to WAL)."""
-    if not os.path.exists(path):
-        raise InvalidInput("no ledger here (give --store or set EPOCHLEDGER_STORE)", where=path)
+def _writable(path: str) -> bool:
+    """May this process write `path`, by its mode bits, its mount and its permissions?
+    The mode bits decide even for root (who may write anything): a file or directory
+    made read-only on purpose (a backup copy, chmod 0444) is treated as read-only."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        if not os.stat(path).st_mode & 0o222:
+            return False
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return False
+    except OSError:
+        return False
+    return os.access(path, os.W_OK)
+
+
+def _read_only_connection(path: str, *, immutable: bool = False) -> sqlite3.Connection:
+    """A connection that cannot write. `immutable`: the file cannot change while it is
+    read (a backup copy, a read-only mount), so SQLite takes no lock and makes no -shm
+    or -wal file beside it: the directory is left exactly as it was. A plain read-only
+    open of a WAL database would create them."""
+    query = "mode=ro&immutable=1" if immutable else "mode=ro"
+    return sqlite3.connect(f"file:{path}?{query}", uri=True, isolation_level=None, check_same_thread=False)
+
+
+def _require_sqlite_ledger(path: str, *, immutable: bool = False) -> None:
+    """The file must be an SQLite database that holds the events table. Checked on a
+    read-only connection, before the library opens the file (it would switch a
+    non-ledger file to WAL and add its tables)."""
+    try:
+        conn = _read_only_connection(path, immutable=immutable)
         try:
             found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (EVENTS_TABLE,)).fetchone()
         finally:

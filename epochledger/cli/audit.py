@@ -1,0 +1,157 @@
+"""The `audit` group: the history in DuckDB (docs/audit.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+
+from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
+
+# Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
+GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
+DUCKDB = arg("--duckdb", metavar="FILE", default=None,
+             help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)")  # fmt: skip
+# Defaults live in projections/audit/ (QUERY_TIMEOUT_S, QUERY_MEMORY_LIMIT, SYNC_WAIT_S); the
+# help repeats them, and tests/test_audit.py checks that it (and docs/audit.md) agree.
+TIMEOUT = arg("--timeout", metavar="SECONDS", type=float, default=None,
+              help="interrupt the query after this long (default 60; docs/audit.md, Bounds)")  # fmt: skip
+MEMORY = arg("--memory-limit", metavar="SIZE", default=None,
+             help="memory DuckDB may use, never spilling to disk (default 1GB; e.g. 512MB, 4GB)")  # fmt: skip
+
+
+def _given(ns: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The flags the user gave; the library's defaults apply to the rest."""
+    return {n: getattr(ns, n) for n in names if getattr(ns, n) is not None}
+
+
+def _duckdb(ns: argparse.Namespace) -> str:
+    from projections.audit import default_path
+
+    return ns.duckdb or default_path(ns.store)
+
+
+def _print_result(result: Any, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result.records(), enc_hook=str), indent=2) + b"\n")
+        sys.stdout.flush()
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(result.columns)
+        w.writerows(result.rows)
+    else:
+        table(result.records(), result.columns)
+
+
+@command("audit sync", DUCKDB, arg("--wait", metavar="SECONDS", type=float, default=None,
+         help="how long to wait for queries holding the file (default 90, longer than their 60 s timeout)"), JSON)  # fmt: skip
+def cmd_audit_sync(ns: argparse.Namespace) -> None:
+    """Copy the events recorded since the last sync into the DuckDB audit file.
+
+    Incremental: the file keeps the notification position it has reached, updated in
+    the same transaction as the rows, so a second sync appends only newer events. The
+    ledger store is only read. A DuckDB file that is not an audit file is refused
+    (exit 3); while queries hold the file, sync waits up to --wait seconds, then
+    fails naming the holder (exit 7).
+
+    Example: epochledger --store runs.db audit sync      # writes runs.duckdb
+    """
+    from projections.audit import sync
+
+    path = _duckdb(ns)
+    with open_ns(ns) as ledger:
+        tty = sys.stderr.isatty()
+        progress = (lambda n, pos: print(f"\r{n} events (position {pos})", end="", file=sys.stderr)) if tty else None
+        result = sync(ledger.store, path, progress=progress, **_given(ns, "wait"))
+        if tty and result.appended:
+            print(file=sys.stderr)
+    if ns.json:
+        out_json(result._asdict())
+    else:
+        out(f"appended {result.appended} events to {result.duckdb} (position {result.position}, {result.events} events in all)")
+
+
+@command("audit status", DUCKDB, JSON)
+def cmd_audit_status(ns: argparse.Namespace) -> None:
+    """Show how far the audit file has synced, and how far behind the ledger it is.
+
+    Example: epochledger --store runs.db audit status
+    """
+    from projections.audit import status
+
+    with open_ns(ns) as ledger:
+        result = status(_duckdb(ns), ledger.store)
+    if ns.json:
+        out_json(result)
+    else:
+        out(f"{result['duckdb']}: position {result['position']} of {result['ledger_position']} "
+            f"({result['behind']} behind), {result['events']} events, newest at {result['latest']}")  # fmt: skip
+
+
+@command("audit report", arg("name", help="one of the reports listed above"), DUCKDB,
+         arg("--as-of", metavar="INSTANT", default=None,
+             help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),
+         arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
+         arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
+def cmd_audit_report(ns: argparse.Namespace) -> None:
+    """Run a canned audit report over the audit file (run `audit sync` first).
+
+    Reports: failure_codes, recoveries_per_epoch, time_in_status, corrections,
+    dead_letters, orphaned_while_live (must print "(none)"). Each is one SQL file,
+    projections/audit/report_NAME.sql, computed as of an explicit instant.
+
+    Example: epochledger audit report failure_codes --period week --as-of 2026-09-10T00:00:00Z
+    """
+    from projections.audit import report
+
+    as_of = None
+    if ns.as_of is not None:
+        try:
+            from ledger.events import Instant
+
+            as_of = msgspec.json.decode(msgspec.json.encode(ns.as_of), type=Instant)
+        except (msgspec.ValidationError, UnicodeEncodeError) as e:
+            from ledger.errors import InvalidInput
+
+            raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
+    result = report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period, **_given(ns, "timeout", "memory_limit"))
+    _print_result(result, "json" if ns.json else ns.format)
+
+
+@command("audit query", arg("sql", help="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"), DUCKDB,
+         arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
+def cmd_audit_query(ns: argparse.Namespace) -> None:
+    """Run one read-only SQL statement (SELECT, DESCRIBE, ...) on the audit file.
+
+    Writes are refused (exit 3): the statement type is checked, and the file is opened
+    read-only with file access disabled and settings locked (docs/audit.md). Bounded:
+    interrupted after --timeout seconds, at most --memory-limit of memory, nothing
+    spilled to disk (exit 3 when a bound stops it).
+
+    Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
+    """
+    from projections.audit import query
+
+    _print_result(query(_duckdb(ns), ns.sql, **_given(ns, "timeout", "memory_limit")), "json" if ns.json else ns.format)
+
+
+@command("audit export-parquet", arg("dir", help="a new or empty directory"), DUCKDB, JSON)
+def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
+    """Write the audit file's events as Parquet files partitioned by event date.
+
+    For histories larger than one machine's memory: DuckDB, Spark and pandas read
+    DIR/events/event_date=YYYY-MM-DD/*.parquet (docs/audit.md).
+
+    Example: epochledger audit export-parquet ./audit-parquet
+    """
+    from projections.audit import export_parquet
+
+    result = export_parquet(_duckdb(ns), ns.dir)
+    if ns.json:
+        out_json(result)
+    else:
+        out(f"wrote {result['events']} events in {result['files']} Parquet files under {result['directory']}")

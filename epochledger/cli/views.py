@@ -1,0 +1,186 @@
+"""Commands about the read side: tick-health, rebuild, verify, replay, parked, follow."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+
+from epochledger import tick
+from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, progress, table
+from projections import tables
+from projections import tick_health as tick_health_view
+
+@command("tick-health", JSON)
+def cmd_tick_health(ns: argparse.Namespace) -> None:
+    """Fleet tick health: open failure streaks (age in ledger time, last error) and
+    dead-letters by step and by error class (docs/tick.md).
+
+    Example: epochledger tick-health --json
+    """
+    with open_ns(ns) as ledger:
+        summary = tick_health_view.summary(tick.tick_health(ledger))
+    if ns.json:
+        out_json(summary)
+        return
+    now = summary["now"]
+    out(f"ledger time: {msgspec.to_builtins(now) if now is not None else '(empty log)'}")
+    out(f"open streaks: {len(summary['open_streaks'])}")
+    table(summary["open_streaks"], ["run", "since", "age_s", "failures", "step", "error_class", "error"])
+    out(f"dead-letters: {summary['dead_letters']}")
+    for key in ("dead_letters_by_step", "dead_letters_by_error_class"):
+        for name, n in summary[key].items():
+            out(f"  {key.removeprefix('dead_letters_')} {name}: {n}")
+
+
+def _view_names() -> list[str]:
+    from projections.registry import VIEWS
+
+    return [v.NAME for v in VIEWS]
+
+
+@command("rebuild", arg("view", nargs="?", choices=_view_names(), help="one view (default: all)"), JSON)
+def cmd_rebuild(ns: argparse.Namespace) -> None:
+    """Rebuild views from position zero beside the live ones, then swap them in.
+
+    Readers see the old view until the swap. A rebuild that is killed resumes where it
+    stopped. Parked events are retried. Prints events, seconds and events/s per view.
+
+    Example: epochledger rebuild runs
+    """
+    import time
+
+    from projections import engine, registry
+
+    views = [registry.by_name(ns.view)] if ns.view else list(registry.VIEWS)
+    show_progress = progress()
+    results = []
+    with open_ns(ns) as ledger:
+        for v in views:
+            t0 = time.perf_counter()
+            st = engine.rebuild(ledger.store, v, progress=show_progress)
+            more = engine.catch_up(ledger.store, v)  # events appended during the rebuild
+            seconds = time.perf_counter() - t0
+            if show_progress is not None:
+                sys.stderr.write("\n")
+            rate = round((st.events + more.events) / seconds) if seconds > 0 else 0
+            results.append({"view": v.NAME, "events": st.events + more.events, "parked": st.parked + more.parked,
+                            "position": more.position, "seconds": round(seconds, 3), "events_per_second": rate})  # fmt: skip
+    if ns.json:
+        out_json(results)
+        return
+    for r in results:
+        out(f"rebuilt {r['view']}: {r['events']} events in {r['seconds']:.2f} s ({r['events_per_second']:,} events/s), "
+            f"{r['parked']} parked, at position {r['position']}")
+
+
+@command("verify", JSON)
+def cmd_verify(ns: argparse.Namespace) -> None:
+    """Replay the log from zero in memory and compare every live view with it, row by
+    row, up to the view's own position. Names the first difference (exit 10). A view
+    that was never built is reported as such (nothing to compare).
+
+    Example: epochledger verify
+    """
+    from ledger.errors import ViewMismatch
+    from replay import verify as verify_mod
+
+    with open_ns(ns) as ledger:
+        results = verify_mod.verify(ledger.store)
+    if ns.json:
+        out_json(results)
+    else:
+        for r in results:
+            verdict = "ok" if r.difference is None else "DIFFERS: " + r.difference.message
+            if not r.built:
+                verdict = f"not built yet, nothing to compare (epochledger rebuild {r.view})"
+            out(f"{r.view}: {verdict} (position {r.position}, {r.rows} rows, {r.parked} parked)")
+    bad = [r for r in results if r.difference is not None]
+    if bad:
+        raise ViewMismatch(bad[0].view, bad[0].difference.message)  # type: ignore[union-attr]
+
+
+@command("replay", arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),
+         arg("--position", type=int, help="a notification position"), JSON)  # fmt: skip
+def cmd_replay(ns: argparse.Namespace) -> None:
+    """The fleet's state as of a log position or an instant, and its state hash.
+
+    The same prefix of the log always gives byte-identical state and the same hash.
+    --at stops before the first event stamped after the instant. --json prints the
+    whole state (every view), canonically encoded.
+
+    Example: epochledger replay --at 2026-09-09T14:29:19Z
+    """
+    from datetime import datetime
+
+    from ledger.errors import InvalidInput
+    from replay import canonical_bytes, state_at, state_hash
+
+    at = None
+    if ns.at is not None:
+        try:
+            at = datetime.fromisoformat(ns.at)
+        except ValueError:
+            raise InvalidInput(f"not an RFC 3339 instant: {ns.at!r}", where="--at") from None
+    with open_ns(ns) as ledger:
+        state = state_at(ledger.store, position=ns.position, at=at)
+    if ns.json:
+        sys.stdout.buffer.write(canonical_bytes(state) + b"\n")
+        sys.stdout.flush()
+        return
+    out(f"position {state.position}" + (f" (at {state.at.isoformat()})" if state.at else "")
+        + f", {state.events} events, state hash {state_hash(state)}")  # fmt: skip
+    runs = [s for s in state.views.get("runs", {}).values() if not s.deleted]
+    by_status: dict[str, int] = {}
+    for r in runs:
+        by_status[str(r.status)] = by_status.get(str(r.status), 0) + 1
+    out(f"runs: {len(runs)}" + "".join(f", {k} {v}" for k, v in sorted(by_status.items())))
+    parked = sorted({p for ps in state.parked.values() for p in ps})
+    if parked:
+        out(f"unapplied (parked) events at positions: {', '.join(map(str, parked))}")
+
+
+@command("parked", arg("view", nargs="?", help="only this view"), JSON)
+def cmd_parked(ns: argparse.Namespace) -> None:
+    """List events a view could not process (undecodable, or its fold raised), parked
+    after bounded retries (BRIEF T4). `rebuild` retries them.
+
+    Example: epochledger parked --json
+    """
+    from projections import registry
+
+    if ns.view:
+        registry.by_name(ns.view)
+    with open_ns(ns) as ledger:
+        tables.ensure(ledger.store)
+        rows = [dict(zip(("view", "position", "stream", "tag", "error", "attempts", "parked_at"), r, strict=True))
+                for r in tables.parked(ledger.store, ns.view)]  # fmt: skip
+    if ns.json:
+        out_json(rows)
+        return
+    table(rows, ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
+
+
+@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (> 0, default 0.2)"))
+def cmd_follow(ns: argparse.Namespace) -> None:
+    """Keep every view caught up with the log until interrupted (Ctrl-C): polling on
+    SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
+
+    Example: epochledger follow
+    """
+    import threading
+
+    from projections import engine
+
+    stop = threading.Event()
+
+    def report(stats: list[Any]) -> None:
+        out(", ".join(f"{s.view} +{s.events} -> {s.position}" for s in stats if s.events))
+
+    with open_ns(ns) as ledger:
+        try:
+            engine.follow(ledger.store, stop=stop, poll=ns.poll, on_batch=report)
+        except KeyboardInterrupt:
+            stop.set()

@@ -1,0 +1,117 @@
+"""Opening a store (rule L4): reads never create or change a store; a read-only ledger
+can be read and exported; a store URL that names nothing is an error, not a default."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from epochledger import open_ledger
+from epochledger.cli import main
+from ledger.errors import InvalidInput, NoSuchStore, ReadOnlyStore
+from tests.conftest import PG_BASE, need_pg
+
+READS = [["runs"], ["show", "r1"], ["history", "r1"], ["export"], ["epochs"], ["runs", "--orphaned"], ["tick-health"],
+         ["replay"], ["verify"], ["parked"], ["audit", "status"]]  # fmt: skip
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("argv", READS, ids=[" ".join(a) for a in READS])
+def test_L4_a_read_of_a_missing_sqlite_file_names_it_and_init_and_creates_nothing(tmp_path: Path, argv: list[str],
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Repro (before the fix): a mistyped path silently created an empty ledger there."""
+    missing = tmp_path / "mistyped.db"
+    assert main(["--store", str(missing), *argv]) == 3
+    err = capsys.readouterr().err
+    assert str(missing) in err and "epochledger init" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_L4_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (before the fix): a read of someone else's SQLite database added ledger
+    tables and switched it to WAL. Neither a read nor a write may touch it."""
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    before = _digest(other)
+    assert main(["--store", str(other), "runs"]) == 3
+    assert "not an epochledger store" in capsys.readouterr().err
+    with pytest.raises(InvalidInput, match="not an epochledger store"):
+        open_ledger(str(other))  # create=True does not make a foreign file a ledger
+    assert _digest(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_L4_the_empty_store_url_is_an_error_not_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert main(["--store", "", "runs"]) == 3
+    assert "the store URL is empty" in capsys.readouterr().err
+    with pytest.raises(InvalidInput, match="empty"):
+        open_ledger("")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _ledger_with_history(path: Path) -> None:
+    with open_ledger(str(path)) as ledger:
+        ledger.queue("r1", workflow="nightly")
+        ledger.start("r1", process="w")
+        ledger.checkpoint("r1", "extract", "ckpt/1")
+
+
+def test_L4_a_read_only_ledger_can_be_read_and_exported_and_refuses_writes(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A backup copy on a read-only mount: a 0444 file in a 0555 directory, its views
+    never built. Reads fold in memory, export works, writes say read-only, and not one
+    byte of the directory changes (root may write anyway, so the store goes by its
+    mode bits, not by whether a write would succeed)."""
+    live = tmp_path / "live"
+    live.mkdir()
+    _ledger_with_history(live / "runs.db")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    with sqlite3.connect(live / "runs.db") as src, sqlite3.connect(backup / "runs.db") as dst:
+        src.backup(dst)
+    (backup / "runs.db").chmod(0o444)
+    backup.chmod(0o555)
+    try:
+        before = {p.name: _digest(p) for p in backup.iterdir()}
+        assert main(["--store", str(backup / "runs.db"), "show", "r1", "--json"]) == 0
+        assert '"checkpoint"' in capsys.readouterr().out
+        assert main(["--store", str(backup / "runs.db"), "runs"]) == 0
+        assert "r1" in capsys.readouterr().out
+        out = tmp_path / "export.ndjson"
+        assert main(["--store", str(backup / "runs.db"), "export", "-o", str(out)]) == 0
+        assert out.read_bytes().count(b"\n") == 3
+        with open_ledger(str(backup / "runs.db")) as ledger, pytest.raises(ReadOnlyStore, match="read-only"):
+            ledger.finish("r1")
+        assert {p.name: _digest(p) for p in backup.iterdir()} == before
+    finally:
+        backup.chmod(0o755)
+
+
+def test_L4_a_read_of_a_missing_postgresql_schema_creates_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    need_pg()
+    import psycopg
+
+    url = f"{PG_BASE}?schema=t_missing_{os.getpid()}"
+    assert main(["--store", url, "runs"]) == 3
+    assert "no epochledger store in schema" in capsys.readouterr().err
+    with psycopg.connect(PG_BASE) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"t_missing_{os.getpid()}",)).fetchone() is None
+    with pytest.raises(NoSuchStore):
+        open_ledger(url, create=False)
+
+
+def test_L4_init_creates_and_then_every_command_finds_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "runs.db"
+    assert main(["--store", str(store), "init"]) == 0
+    assert store.exists() and stat.S_ISREG(store.stat().st_mode)
+    assert main(["--store", str(store), "runs"]) == 0
