@@ -15,9 +15,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ledger.codes import NO_AUTO_RESUME
+from ledger.errors import InvalidInput
 from ledger.events import Status
 
 S = Status
+StatusLike = Status | str  # a Status, or its value as JSON, DuckDB or a CLI flag carries it
+
+
+def as_status(value: StatusLike) -> Status:
+    """The Status a value names: a Status, or its string value ("finished"). Anything
+    else is refused (InvalidInput): a predicate never answers for a status it does not
+    know. Predicates compare by value, so "finished" and Status.FINISHED agree."""
+    if type(value) is Status:
+        return value
+    try:
+        return Status(value)
+    except ValueError:
+        raise InvalidInput(f"unknown status {value!r} (known: {', '.join(s.value for s in Status)})",
+                           where="status") from None
 
 # --------------------------------------------------------------- status sets
 _PAUSED = frozenset({S.PAUSED_OPERATOR, S.PAUSED_WAITING_HUMAN})
@@ -42,53 +57,53 @@ _LAUNCH_SLOT = frozenset({S.RUNNING})
 
 
 # ---------------------------------------------------------------- predicates
-def is_terminal(status: Status, code: str = "") -> bool:
+def is_terminal(status: StatusLike, code: str = "") -> bool:
     """Stop polling: the run will not move until an operator, a human or automation acts."""
-    return status in _TERMINAL
+    return as_status(status) in _TERMINAL
 
 
-def is_paused(status: Status, code: str = "") -> bool:
-    return status in _PAUSED
+def is_paused(status: StatusLike, code: str = "") -> bool:
+    return as_status(status) in _PAUSED
 
 
-def is_final_success(status: Status, code: str = "") -> bool:
-    return status is S.FINISHED
+def is_final_success(status: StatusLike, code: str = "") -> bool:
+    return as_status(status) == S.FINISHED
 
 
-def is_final_failure(status: Status, code: str = "") -> bool:
+def is_final_failure(status: StatusLike, code: str = "") -> bool:
     """Failed for good. `cancelled` is not final: an operator may resume it."""
-    return status is S.FAILED
+    return as_status(status) == S.FAILED
 
 
-def is_terminal_resumable(status: Status, code: str = "") -> bool:
+def is_terminal_resumable(status: StatusLike, code: str = "") -> bool:
     """Stopped, but a resume can bring it back."""
-    return status in _TERMINAL_RESUMABLE
+    return as_status(status) in _TERMINAL_RESUMABLE
 
 
-def is_queued(status: Status, code: str = "") -> bool:
-    return status is S.QUEUED
+def is_queued(status: StatusLike, code: str = "") -> bool:
+    return as_status(status) == S.QUEUED
 
 
-def is_active(status: Status, code: str = "") -> bool:
+def is_active(status: StatusLike, code: str = "") -> bool:
     """Driven by the scheduler's tick (queued or running)."""
-    return status in _ACTIVE
+    return as_status(status) in _ACTIVE
 
 
-def is_failure(status: Status, code: str = "") -> bool:
+def is_failure(status: StatusLike, code: str = "") -> bool:
     """The status carries a failure code (BRIEF L2)."""
-    return status in _FAILURE
+    return as_status(status) in _FAILURE
 
 
-def can_operator_resume(status: Status, code: str = "") -> bool:
-    return status in _TERMINAL_RESUMABLE
+def can_operator_resume(status: StatusLike, code: str = "") -> bool:
+    return as_status(status) in _TERMINAL_RESUMABLE
 
 
-def requires_resume_answers(status: Status, code: str = "") -> bool:
+def requires_resume_answers(status: StatusLike, code: str = "") -> bool:
     """A resume must hand the run the answers to the questions it is waiting on."""
-    return status is S.PAUSED_WAITING_HUMAN
+    return as_status(status) == S.PAUSED_WAITING_HUMAN
 
 
-def can_auto_resume(status: Status, code: str = "", *, fenced_end: bool = False) -> bool:
+def can_auto_resume(status: StatusLike, code: str = "", *, fenced_end: bool = False) -> bool:
     """Automation may resume only a resumable failure, and not one whose cause makes a
     resume pointless (the node is gone, the resume itself is invalid, the flow failed
     on purpose). Never a cancel or an operator pause: automation must not override an
@@ -99,26 +114,26 @@ def can_auto_resume(status: Status, code: str = "", *, fenced_end: bool = False)
     made by a stale epoch after the run's last start. Evidence binds (F2): a stale
     worker said the work ended, so resuming could run the job twice; an operator
     decides."""
-    return status is S.FAILED_RESUMABLE and code not in NO_AUTO_RESUME and not fenced_end
+    return as_status(status) == S.FAILED_RESUMABLE and code not in NO_AUTO_RESUME and not fenced_end
 
 
-def counts_against_launch_limit(status: Status, code: str = "") -> bool:
-    return status in _LAUNCH_SLOT
+def counts_against_launch_limit(status: StatusLike, code: str = "") -> bool:
+    return as_status(status) in _LAUNCH_SLOT
 
 
-def is_correction_target(status: Status, code: str = "") -> bool:
+def is_correction_target(status: StatusLike, code: str = "") -> bool:
     """A status that run.corrected may move a final run to."""
-    return status in _CORRECTION_TARGETS
+    return as_status(status) in _CORRECTION_TARGETS
 
 
-def can_be_orphaned(status: Status, code: str = "") -> bool:
+def can_be_orphaned(status: StatusLike, code: str = "") -> bool:
     """Only a run that is executing has a process that can die under it (BRIEF O2, O3).
     A queued run has no owner yet; a paused or failed run has released its worker, so
     a dead process strands nothing there. Asked by projections/orphans.py."""
-    return status in _LAUNCH_SLOT
+    return as_status(status) in _LAUNCH_SLOT
 
 
-PREDICATES: dict[str, Callable[[Status, str], bool]] = {
+PREDICATES: dict[str, Callable[[StatusLike, str], bool]] = {
     f.__name__: f
     for f in (
         is_terminal,
@@ -136,8 +151,9 @@ PREDICATES: dict[str, Callable[[Status, str], bool]] = {
 }
 
 
-def predicates(status: Status, code: str = "", *, fenced_end: bool = False) -> dict[str, bool]:
+def predicates(status: StatusLike, code: str = "", *, fenced_end: bool = False) -> dict[str, bool]:
     """Every predicate of PREDICATES for one run; `fenced_end` as in can_auto_resume."""
+    status = as_status(status)
     out = {name: f(status, code) for name, f in PREDICATES.items()}
     out["can_auto_resume"] = can_auto_resume(status, code, fenced_end=fenced_end)
     return out
@@ -174,8 +190,9 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
 }
 
 
-def allowed_from(tag: str, status: Status | None) -> bool:
-    return status in TRANSITIONS[tag]
+def allowed_from(tag: str, status: StatusLike | None) -> bool:
+    """Is event `tag` legal from `status` (None: no such run yet)?"""
+    return (None if status is None else as_status(status)) in TRANSITIONS[tag]
 
 
 def render_markdown() -> str:

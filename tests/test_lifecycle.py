@@ -114,3 +114,29 @@ def test_P2_write_doc_replaces_only_the_generated_block(tmp_path: Path) -> None:
     doc.write_text("no block here\n")
     with pytest.raises(SystemExit, match="expected one generated block, found 0"):
         lifecycle.write_doc(str(doc))
+
+
+@pytest.mark.parametrize("name", list(lifecycle.PREDICATES))
+def test_P1_predicates_take_a_status_by_value_and_refuse_an_unknown_one(name: str) -> None:
+    """Repro (before the fix): `is_final_success("finished")` answered False while
+    `is_terminal("finished")` answered True: predicates compared with `is`, so a status
+    read from JSON or DuckDB got a silently wrong answer. Mutation caught: `is` back in
+    any predicate."""
+    from ledger.errors import InvalidInput
+
+    f = lifecycle.PREDICATES[name]
+    for s in Status:
+        for code in ("", "NODE_NOT_FOUND", "TIMEOUT"):
+            assert f(s.value, code) is f(s, code), (name, s, code)
+            assert f(str(s.value), code) is f(s, code)  # a plain str, not the enum's own value object
+    with pytest.raises(InvalidInput, match="unknown status 'finised'"):
+        f("finised", "")
+    with pytest.raises(InvalidInput):
+        f(None, "")  # type: ignore[arg-type]
+
+
+def test_P1_the_exported_predicates_answer_by_value() -> None:
+    import epochledger
+
+    assert epochledger.is_final_success("finished") and epochledger.is_terminal("finished")
+    assert lifecycle.allowed_from("run.finished", "running") and not lifecycle.allowed_from("run.finished", "queued")
