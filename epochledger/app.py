@@ -13,15 +13,16 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from datetime import datetime
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import msgspec
 
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, boot_instant, checked_clock
+from ledger.process import EpochRef, EpochState
 from ledger.codec import check_value, checked
 from ledger.errors import CommitUnknown, ConflictError, IllegalTransition, InvalidInput, RunNotFound, StaleEpoch, UnknownEpoch
 from ledger.events import (
@@ -52,6 +53,9 @@ from ledger.events import (
 )
 from ledger.store import Append, Poison, Store, open_store
 from projections.orphans import MARGIN
+
+if TYPE_CHECKING:
+    from epochledger.sweep import SweepReport
 
 RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
@@ -90,12 +94,35 @@ def _fold_stream(stream: str, history: list[Recorded | Poison]) -> Any:
     return state
 
 
+EpochArg = EpochRef | str  # an epoch's state (boot()'s result) or its id
+
+
+def _epoch_id(epoch: EpochArg | None) -> str | None:
+    """The id of an epoch given as its state (or any EpochRef) or as its id."""
+    if epoch is None or isinstance(epoch, str):
+        return epoch
+    found = getattr(epoch, "epoch", None)
+    if isinstance(found, str) and isinstance(getattr(epoch, "process", None), str):
+        return found
+    raise InvalidInput(f"expected an epoch (boot()'s result, or its id), got {epoch!r}", where="epoch")
+
+
 class Commands:
-    """One method per event of the catalogue. `submit` is the only write path."""
+    """One method per event of the catalogue. `submit` is the only write path.
+
+    Every report a process writes for a run names the epoch it writes on behalf of with
+    `epoch=`: boot()'s result (an EpochState) or its id. A start given the state also
+    names its slot."""
 
     clock: Clock
 
-    def submit(self, command: AnyEvent) -> Any:
+    @overload
+    def submit(self, command: RunEventBase) -> RunState: ...
+
+    @overload
+    def submit(self, command: ProcessEventBase) -> ProcessState: ...
+
+    def submit(self, command: AnyEvent) -> RunState | ProcessState:
         raise NotImplementedError
 
     def _at(self, at: datetime | None) -> datetime:
@@ -105,30 +132,33 @@ class Commands:
               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor, reason=reason))
 
-    def start(self, run: str, *, epoch: str | None = None, process: str | None = None,
+    def start(self, run: str, *, epoch: EpochArg | None = None, process: str | None = None,
               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunStarted(at=self._at(at), run=run, epoch=epoch, process=process, actor=actor, reason=reason))
+        if process is None and epoch is not None and not isinstance(epoch, str):
+            process = getattr(epoch, "process", None)
+        return self.submit(RunStarted(at=self._at(at), run=run, epoch=_epoch_id(epoch), process=process, actor=actor,
+                                      reason=reason))  # fmt: skip
 
-    def checkpoint(self, run: str, node: str, ref: str, *, epoch: str | None = None, actor: str | None = None,
+    def checkpoint(self, run: str, node: str, ref: str, *, epoch: EpochArg | None = None, actor: str | None = None,
                    reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunCheckpointed(at=self._at(at), run=run, node=node, ref=ref, epoch=epoch, actor=actor,
-                                           reason=reason))  # fmt: skip
+        return self.submit(RunCheckpointed(at=self._at(at), run=run, node=node, ref=ref, epoch=_epoch_id(epoch),
+                                           actor=actor, reason=reason))  # fmt: skip
 
     def pause(self, run: str, kind: Literal["operator", "waiting_human"], *, interaction: str | None = None,
-              questions: list[str] | None = None, epoch: str | None = None, actor: str | None = None,
+              questions: list[str] | None = None, epoch: EpochArg | None = None, actor: str | None = None,
               reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunPaused(at=self._at(at), run=run, kind=kind, interaction=interaction,
-                                     questions=questions, epoch=epoch, actor=actor, reason=reason))  # fmt: skip
+                                     questions=questions, epoch=_epoch_id(epoch), actor=actor, reason=reason))  # fmt: skip
 
     def resume(self, run: str, by: Literal["operator", "auto"], *, answers: dict[str, str] | None = None,
                actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
 
     def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, cause: Cause | None = None,
-             epoch: str | None = None, actor: str | None = None, reason: str | None = None,
+             epoch: EpochArg | None = None, actor: str | None = None, reason: str | None = None,
              at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
-                                     cause=cause, epoch=epoch, actor=actor, reason=reason))  # fmt: skip
+                                     cause=cause, epoch=_epoch_id(epoch), actor=actor, reason=reason))  # fmt: skip
 
     def correct(self, run: str, to: Status, *, actor: str, reason: str, code: str = "",
                 error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
@@ -145,9 +175,9 @@ class Commands:
                at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunCancelled(at=self._at(at), run=run, actor=actor, reason=reason))
 
-    def finish(self, run: str, *, epoch: str | None = None, actor: str | None = None, reason: str | None = None,
+    def finish(self, run: str, *, epoch: EpochArg | None = None, actor: str | None = None, reason: str | None = None,
                at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunFinished(at=self._at(at), run=run, epoch=epoch, actor=actor, reason=reason))
+        return self.submit(RunFinished(at=self._at(at), run=run, epoch=_epoch_id(epoch), actor=actor, reason=reason))
 
     def rewind(self, run: str, *, to_ref: str | None = None, actor: str | None = None,
                reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
@@ -157,16 +187,24 @@ class Commands:
                at: datetime | None = None) -> RunState:  # fmt: skip
         return self.submit(RunDeleted(at=self._at(at), run=run, actor=actor, reason=reason))
 
-    def begin_stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
-        """Record that this epoch has begun to shut down (`process.stopping`)."""
-        return self.submit(ProcessStopping(at=self.clock.now(), process=process, epoch=epoch, actor=actor, reason=reason))
+    def _slot_of(self, epoch: EpochArg) -> tuple[str, str]:
+        """(process, epoch id) of an epoch given as its state or its id (found wherever
+        it booted)."""
+        raise NotImplementedError
 
-    def stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+    def begin_stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+        """Record that this epoch has begun to shut down (`process.stopping`)."""
+        process, epoch_id = self._slot_of(epoch)
+        return self.submit(ProcessStopping(at=self.clock.now(), process=process, epoch=epoch_id, actor=actor,
+                                           reason=reason))  # fmt: skip
+
+    def stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record a clean stop: `process.stopping` (unless already recorded) then
-        `process.stopped`. A stopped epoch's running runs are orphans (BRIEF O2)."""
+        `process.stopped`. A stopped epoch's running runs are orphans (rule O2)."""
+        process, epoch_id = self._slot_of(epoch)
         now = self.clock.now()
-        self.submit(ProcessStopping(at=now, process=process, epoch=epoch, actor=actor, reason=reason))
-        return self.submit(ProcessStopped(at=now, process=process, epoch=epoch, actor=actor, reason=reason))
+        self.submit(ProcessStopping(at=now, process=process, epoch=epoch_id, actor=actor, reason=reason))
+        return self.submit(ProcessStopped(at=now, process=process, epoch=epoch_id, actor=actor, reason=reason))
 
 
 class Batch(Commands):
@@ -211,6 +249,14 @@ class Batch(Commands):
         (the tick driver declares its own epoch). Checked when used: the slot's stream
         must know the epoch."""
         self._epochs[epoch] = process
+
+    def _slot_of(self, epoch: EpochArg) -> tuple[str, str]:
+        if not isinstance(epoch, str):
+            epoch_id = _epoch_id(epoch)
+            assert epoch_id is not None
+            return epoch.process, epoch_id
+        found = self.find_epoch(check_value(epoch, Name, "epoch"))
+        return found.process, found.epoch
 
     def submit(self, command: AnyEvent) -> Any:
         checked(command)
@@ -357,10 +403,20 @@ class Ledger(Commands):
         with self.batch() as b:
             return b.submit(command)
 
+    def _slot_of(self, epoch: EpochArg) -> tuple[str, str]:
+        return self.batch()._slot_of(epoch)
+
+    def epoch(self, epoch: EpochArg) -> EpochState:
+        """An epoch's state (booted, superseded, stopped, ...), found wherever it booted.
+        UnknownEpoch if no slot booted it."""
+        process, epoch_id = self._slot_of(epoch)
+        return self.batch().find_epoch(epoch_id, process)
+
     def boot(self, process: str, *, epoch: str | None = None, host: str | None = None,
-             pid: int | None = None, actor: str | None = None) -> ProcessBooted:  # fmt: skip
-        """Start a new epoch of `process`, superseding its previous epoch (BRIEF O1).
-        The boot instant is now - monotonic uptime, taken from the clock port."""
+             pid: int | None = None, actor: str | None = None) -> EpochState:  # fmt: skip
+        """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
+        return its state. The boot instant is now - monotonic uptime, from the clock
+        port. The returned state is what every later report names (`epoch=`)."""
         event = ProcessBooted(
             at=self.clock.now(),
             process=process,
@@ -372,23 +428,26 @@ class Ledger(Commands):
         )
         for attempt in range(5):  # a boot is always legal: a lost race just retries
             try:
-                self.submit(event)
-                return event
+                state = self.submit(event).epoch(event.epoch)
+                assert state is not None
+                return state
             except ConflictError:
                 if attempt == 4:
                     raise
         raise AssertionError  # pragma: no cover
 
     # ------------------------------------------- issue 4: epochs, sweep, fencing
-    def begin_stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+    def begin_stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record `process.stopping`. The local flag is raised first, so a sweep of this
         epoch starts no further attempt even if the store cannot take the event (O5)."""
-        self._stop_signal(check_value(epoch, Name, "epoch")).set()
-        return super().begin_stop(process, epoch, actor=actor, reason=reason)
+        epoch_id = _epoch_id(epoch)
+        self._stop_signal(check_value(epoch_id, Name, "epoch")).set()
+        return super().begin_stop(epoch, actor=actor, reason=reason)
 
-    def stop(self, process: str, epoch: str, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
-        self._stop_signal(check_value(epoch, Name, "epoch")).set()
-        return super().stop(process, epoch, actor=actor, reason=reason)
+    def stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
+        epoch_id = _epoch_id(epoch)
+        self._stop_signal(check_value(epoch_id, Name, "epoch")).set()
+        return super().stop(epoch, actor=actor, reason=reason)
 
     def _stop_signal(self, epoch: str) -> threading.Event:
         with self._stopping_lock:
@@ -402,22 +461,26 @@ class Ledger(Commands):
         """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
         return self._stop_signal(epoch).wait(seconds)
 
-    def sweep(self, epoch: Any, **options: Any) -> Any:
-        """Recover every orphan visible to `epoch` (BRIEF O5; epochledger/sweep.py)."""
+    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int = 3,
+              gaps: Sequence[float] = (1.0, 4.0), sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
+        """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
+        id): rule O5, epochledger/sweep.py."""
         from epochledger.sweep import sweep
 
-        return sweep(self, epoch, **options)
+        return sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep)
 
-    def startup(self, process: str, *, margin: float = ORPHAN_MARGIN_S, **boot: Any) -> tuple[ProcessBooted, Any]:
+    def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,
+                host: str | None = None, pid: int | None = None,
+                actor: str | None = None) -> tuple[EpochState, SweepReport]:  # fmt: skip
         """The documented way to start a scheduler process: `boot()` a new epoch, then
-        `sweep()` with it, before serving anything (never on first query; BRIEF O5).
-        Returns the boot event and the sweep report. A bad margin is refused before
+        `sweep()` with it, before serving anything (never on first query; rule O5).
+        Returns the epoch's state and the sweep report. A bad margin is refused before
         the boot is appended."""
         from projections.orphans import as_margin
 
         as_margin(margin)
-        epoch = self.boot(process, **boot)
-        return epoch, self.sweep(epoch, margin=margin)
+        booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
+        return booted, self.sweep(booted, margin=margin)
 
     def keep_fenced(self, refusal: StaleEpoch) -> None:
         """Append the run.fenced evidence of a refused stale report (its own

@@ -64,21 +64,25 @@ class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 def sweep(
     ledger: Ledger,
-    epoch: EpochRef,
+    epoch: EpochRef | str,
     *,
     margin: float = orphans.MARGIN.total_seconds(),
     attempts: int = ATTEMPTS,
     gaps: Sequence[float] = GAPS,
     sleep: Callable[[float], object] | None = None,
 ) -> SweepReport:
-    """Recover every orphan visible to `epoch` (a `process.booted` event, as `boot()`
-    returns, or any object with `.process` and `.epoch`). Store errors are retried
+    """Recover every orphan visible to `epoch` (its state, as `boot()` returns it, any
+    object with `.process` and `.epoch`, or the epoch's id). Store errors are retried
     (`attempts` attempts, `gaps` between them); exhaustion logs at ERROR on logger
     `epochledger.sweep`, records `process.sweep_failed` if the store takes it, and
     raises SweepFailed. Once `begin_stop()` was called for the epoch, no attempt starts.
     `sleep` waits out a gap (default: wakes early when the process begins to stop)."""
-    process = check_value(getattr(epoch, "process", None), Name, "epoch.process")
-    epoch_id = check_value(getattr(epoch, "epoch", None), Name, "epoch.epoch")
+    process: str | None
+    if isinstance(epoch, str):  # an id: its slot is found in the first attempt (a read, retried)
+        process, epoch_id = None, check_value(epoch, Name, "epoch")
+    else:
+        process = check_value(getattr(epoch, "process", None), Name, "epoch.process")
+        epoch_id = check_value(getattr(epoch, "epoch", None), Name, "epoch.epoch")
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise InvalidInput(f"attempts must be an int >= 1, got {attempts!r}", where="attempts")
     if not isinstance(gaps, Sequence) or len(gaps) < attempts - 1 or not all(
@@ -92,8 +96,10 @@ def sweep(
     for attempt in range(1, attempts + 1):
         if ledger.is_stopping(epoch_id):
             log.warning("sweep of %s epoch %s: the process has begun to stop; no attempt %d", process, epoch_id, attempt)
-            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", attempts=attempt - 1)
+            return SweepReport(process=process or "", epoch=epoch_id, outcome="stopping", attempts=attempt - 1)
         try:
+            if process is None:
+                process = ledger.epoch(epoch_id).process  # UnknownEpoch if no slot booted it
             report = _attempt(ledger, process, epoch_id, m)
             report.attempts = attempt
             return report
@@ -103,6 +109,7 @@ def sweep(
             if attempt < attempts:
                 wait(gaps[attempt - 1])
     assert last is not None
+    process = process or "?"  # an epoch id whose slot no attempt could read
     log.error("sweep of %s epoch %s gave up after %d attempts: %s; orphans may still show as running",
               process, epoch_id, attempts, last)  # fmt: skip
     recorded = True

@@ -161,7 +161,7 @@ def test_L8_a_hostile_clock_gives_invalid_input_and_appends_nothing(tmp_path: Pa
         refused = []
         for what, call in [("boot", lambda: lg.boot("w")), ("startup", lambda: lg.startup("w")), ("preview", lambda: preview(lg, "w")),
                            ("sweep", lambda: lg.sweep(booted)), ("queue", lambda: lg.queue("r2")),
-                           ("finish", lambda: lg.finish("r1")), ("stop", lambda: lg.stop("w", "w.e1"))]:  # fmt: skip
+                           ("finish", lambda: lg.finish("r1")), ("stop", lambda: lg.stop("w.e1"))]:  # fmt: skip
             try:
                 call()
             except InvalidInput as e:

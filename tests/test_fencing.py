@@ -108,10 +108,10 @@ def test_fencing_a_cleanly_stopped_epoch_is_fenced_a_stopping_one_is_not(ledger,
     for run in ("a", "b"):
         ledger.queue(run, process="worker-1")
         ledger.start(run, epoch="w1", process="worker-1")
-    ledger.begin_stop("worker-1", "w1")
+    ledger.begin_stop("w1")
     ledger.finish("a", epoch="w1")  # draining: still live, the finish lands
     assert ledger.get_run("a").status is Status.FINISHED
-    ledger.stop("worker-1", "w1")
+    ledger.stop("w1")
     with pytest.raises(StaleEpoch, match="clean stop"):
         ledger.finish("b", epoch="w1")
     assert ledger.history("b")[-1].event.stopped_at is not None
@@ -374,7 +374,7 @@ def test_F1_the_evidence_says_why_in_its_reason_and_names_the_one_fact_that_ende
     ledger.boot("worker-1", epoch="w1")
     ledger.queue("r", process="worker-1")
     ledger.start("r", epoch="w1", process="worker-1")
-    ledger.stop("worker-1", "w1")
+    ledger.stop("w1")
     ledger.boot("worker-1", epoch="w2")
     with pytest.raises(StaleEpoch):
         ledger.checkpoint("r", "n", "ref", epoch="w1")

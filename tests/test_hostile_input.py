@@ -184,7 +184,7 @@ TYPED: list[tuple[str, Any, str]] = [
     ("preview margin 1e15", lambda lg, b: preview(lg, "w", margin=1e15), "margin: "),
     ("preview process None", lambda lg, b: preview(lg, None), "process: "),
     ("startup margin NaN", lambda lg, b: lg.startup("w", margin=math.nan), "margin: "),
-    ("stop a dict epoch", lambda lg, b: lg.stop("w", {"e": 1}), "epoch: "),
+    ("stop a dict epoch", lambda lg, b: lg.stop({"e": 1}), "epoch: "),
     ("events after 2**63", lambda lg, b: list(lg.events(2**63)), "after: a position is an integer from 0 to 9223372036854775807"),
     ("events upto -1", lambda lg, b: list(lg.events(0, -1)), "upto: "),
 ]

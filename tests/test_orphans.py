@@ -37,7 +37,7 @@ def test_O1_boot_instant_is_now_minus_monotonic_uptime(ledger, clock):
     booted = ledger.boot("api-1", epoch="e1")
     assert booted.booted_at == T0 - timedelta(seconds=60)
     assert ledger.process("api-1").current.booted_at == T0 - timedelta(seconds=60)
-    assert booted.at == T0 + timedelta(seconds=5)
+    assert booted.recorded_at == T0 + timedelta(seconds=5)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process start time is read from /proc (Linux)")

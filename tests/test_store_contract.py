@@ -123,7 +123,7 @@ def test_L8_events_are_stamped_by_the_injected_clock(ledger: Ledger, clock) -> N
 def test_O1_boot_records_boot_instant_from_uptime(ledger: Ledger, clock) -> None:  # noqa: ANN001
     booted = ledger.boot("api-1", host="h", pid=7)
     assert booted.booted_at == T0 - timedelta(seconds=60)  # the clock's uptime is 60 s
-    assert booted.at == T0
+    assert booted.recorded_at == T0
     state = ledger.process("api-1")
     assert state is not None and state.current is not None and state.current.epoch == booted.epoch
     again = ledger.boot("api-1")

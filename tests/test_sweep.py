@@ -287,7 +287,7 @@ def test_O5_no_attempt_starts_once_the_process_has_begun_to_stop(ledger, clock, 
     epoch = ledger.boot("worker-1", epoch="w2")
     flaky = Flaky(ledger, 99)
     monkeypatch.setattr(ledger, "orphan_view", flaky)
-    report = ledger.sweep(epoch, sleep=lambda s: ledger.begin_stop("worker-1", "w2"))
+    report = ledger.sweep(epoch, sleep=lambda s: ledger.begin_stop("w2"))
     assert (report.outcome, report.attempts, flaky.calls) == ("stopping", 1, 1)
 
 
@@ -295,7 +295,7 @@ def test_O5_begin_stop_wakes_a_sweep_waiting_out_a_gap(ledger, clock, monkeypatc
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
     monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
-    t = threading.Timer(0.05, lambda: ledger.begin_stop("worker-1", "w2"))
+    t = threading.Timer(0.05, lambda: ledger.begin_stop("w2"))
     t.start()
     report = ledger.sweep(epoch, gaps=(600.0, 600.0))  # default wait: wakes on stop
     t.join()
@@ -306,7 +306,7 @@ def test_O5_an_epoch_recorded_as_stopping_sweeps_nothing(ledger, clock):
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
     other = open_ledger(ledger.url, clock=clock)  # another handle recorded the stop
-    other.begin_stop("worker-1", "w2")
+    other.begin_stop("w2")
     other.close()
     report = ledger.sweep(epoch)
     assert report.outcome == "stopping" and report.recovered == []
@@ -387,7 +387,7 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
                 lg.finish(run, epoch=state.epoch if epoch.get(state.process) == state.epoch else None)
         else:
             if roll > 0.93:
-                lg.stop(slot, epoch[slot])  # clean stop, then a restart
+                lg.stop(epoch[slot])  # clean stop, then a restart
             clock.restart(rnd.choice([0.5, 5, 60]))
             live_before = {s.run for s in lg.runs() if lifecycle_running(s) and s.epoch in epoch.values()
                            and s.process != slot}  # fmt: skip
@@ -421,7 +421,7 @@ def lifecycle_running(state) -> bool:  # noqa: ANN001
 def test_O5_another_slots_shutdown_does_not_stop_this_sweep(ledger, clock, monkeypatch):
     _previous_day(ledger, clock)
     epoch = ledger.boot("worker-1", epoch="w2")
-    ledger.begin_stop("worker-2", "x1")  # a different slot hosted by the same Ledger
+    ledger.begin_stop("x1")  # a different slot hosted by the same Ledger
     monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 1))
     gaps = []
     report = ledger.sweep(epoch, sleep=gaps.append)
@@ -580,7 +580,7 @@ def test_O5_every_recovery_records_its_evidence(ledger, clock):
     _running(ledger, "unowned", "worker-1")
     _running(ledger, "stopped", "worker-3", "y1")
     started = clock.now()
-    ledger.stop("worker-3", "y1")
+    ledger.stop("y1")
     stopped_at = clock.now()
     clock.advance(600)
     clock.restart(30)

@@ -28,7 +28,7 @@ def test_O4_orphan_verdicts_from_materialized_views_equal_the_fold(ledger: Ledge
     engine.catch_up(ledger.store, epochs)
     clock.restart(after=30)
     a2 = ledger.boot("a")  # supersedes a1: the odd runs are O2 orphans, the even ones O3
-    ledger.stop("b", ledger.process("b").current.epoch)  # type: ignore[union-attr]
+    ledger.stop(ledger.process("b").current.epoch)  # type: ignore[union-attr]
     live_runs, lag_runs = engine.read_view(ledger.store, runs)
     live_epochs, lag_epochs = engine.read_view(ledger.store, epochs)
     assert lag_runs == lag_epochs == 0
