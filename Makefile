@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test check bench mutation clean
 
 $(BIN)/epochledger: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,19 @@ demo: $(BIN)/epochledger
 test: $(BIN)/epochledger
 	$(BIN)/python -m pytest -n 2 -q
 
+# Static checks: lint, types (strict), the layer contracts.
+check: $(BIN)/epochledger
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
 bench: $(BIN)/epochledger
 	$(BIN)/python -m bench
 
+# Mutation testing of the rule modules (docs/mutation.md): minutes to an hour, not CI.
+mutation: $(BIN)/epochledger
+	$(BIN)/python -m pip install -q -e '.[postgres,dev,mutation]'
+	$(BIN)/python -m tests.mutation
+
 clean:
-	rm -rf $(VENV) *.egg-info epochledger-demo.db*
+	rm -rf $(VENV) *.egg-info epochledger-demo.db* mutants

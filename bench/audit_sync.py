@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 
-from projections import audit
-from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
 from epochledger.app import open_ledger
+from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
 from ledger.store import Append
+from projections import audit
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 
@@ -57,7 +57,7 @@ def build(path: str, events: int) -> None:
             have += 4000
 
 
-def timed(f):  # noqa: ANN001, ANN201
+def timed(f):
     t = time.perf_counter()
     r = f()
     return time.perf_counter() - t, r
@@ -80,7 +80,7 @@ def main() -> None:
             class Upto:  # the same store, seen up to `cutoff`, for the incremental step
                 url = lg.store.url
 
-                def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # noqa: ANN201
+                def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):
                     return lg.store.read_raw(after, cutoff, batch)
 
             t_full, first = timed(lambda: audit.sync(Upto(), path))  # type: ignore[arg-type]

@@ -1,4 +1,3 @@
-from projections import tables
 """Peak RSS of a rebuild of the runs view, in a fresh process per measurement.
 
     python -m bench.memory [--sizes 1000000x5,200000x5,200000x25]
@@ -19,6 +18,7 @@ import sys
 import time
 
 from bench.common import emit, sqlite_file
+from projections import tables
 
 
 def child(url: str) -> None:

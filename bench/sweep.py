@@ -25,7 +25,7 @@ from projections import orphans
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def _fleet(url: str, n: int):  # noqa: ANN202
+def _fleet(url: str, n: int):
     """n running runs of worker-1's epoch e1, then worker-1 reboots as e2."""
     clock = ManualClock(datetime(2026, 9, 9, 2, tzinfo=UTC), uptime=5)
     lg = open_ledger(url, clock=clock)

@@ -18,13 +18,13 @@ import uuid
 from datetime import UTC, datetime
 
 from epochledger import ManualClock, open_ledger
-from ledger.events import RunTickFailed
 from epochledger.tick import TickDriver
+from ledger.events import RunTickFailed
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def median_of(n: int, f) -> float:  # noqa: ANN001
+def median_of(n: int, f) -> float:
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -45,7 +45,7 @@ def main(kind: str, n: int) -> dict:
                     b.queue(f"r{i:05d}")
                     b.start(f"r{i:05d}")
 
-            def boom(s):  # noqa: ANN001, ANN202
+            def boom(s):
                 raise ValueError("x")
 
             healthy = TickDriver(lg, {"advance": lambda s: None})

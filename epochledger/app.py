@@ -22,11 +22,17 @@ import msgspec
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, boot_instant, checked_clock
-from ledger.process import EpochRef, EpochState
 from ledger.codec import check_value, checked
-from ledger.errors import CommitUnknown, ConflictError, IllegalTransition, InvalidInput, RunNotFound, StaleEpoch, UnknownEpoch
+from ledger.errors import (
+    CommitUnknown,
+    ConflictError,
+    IllegalTransition,
+    InvalidInput,
+    RunNotFound,
+    StaleEpoch,
+    UnknownEpoch,
+)
 from ledger.events import (
-    AnyEvent,
     Cause,
     Name,
     ProcessBooted,
@@ -40,6 +46,7 @@ from ledger.events import (
     RunDeleted,
     RunEventBase,
     RunFailed,
+    RunFenced,
     RunFinished,
     RunPaused,
     RunQueued,
@@ -51,6 +58,7 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
+from ledger.process import EpochRef, EpochState
 from ledger.store import Append, Poison, Store, open_store
 from projections.orphans import MARGIN
 
@@ -62,7 +70,7 @@ ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projection
 ProcessState = process_stream_mod.ProcessState
 
 
-def stream_of(event: AnyEvent) -> str:
+def stream_of(event: RunEventBase | ProcessEventBase) -> str:
     if isinstance(event, RunEventBase):
         return run_stream(event.run)
     assert isinstance(event, ProcessEventBase)
@@ -122,7 +130,13 @@ class Commands:
     @overload
     def submit(self, command: ProcessEventBase) -> ProcessState: ...
 
-    def submit(self, command: AnyEvent) -> RunState | ProcessState:
+    def submit(self, command: RunEventBase | ProcessEventBase) -> RunState | ProcessState:
+        """Decide `command` against its stream and append what it decides: the one
+        write path (rule L1). Returns the stream's state after it."""
+        result: RunState | ProcessState = self._submit(command)
+        return result
+
+    def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
         raise NotImplementedError
 
     def _at(self, at: datetime | None) -> datetime:
@@ -258,15 +272,16 @@ class Batch(Commands):
         found = self.find_epoch(check_value(epoch, Name, "epoch"))
         return found.process, found.epoch
 
-    def submit(self, command: AnyEvent) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
         checked(command)
         stream = stream_of(command)
         state = self.state(stream)
+        new_state: Any
         if isinstance(command, RunEventBase):
             events: list[Any] = self._decide_run(command, state)
             new_state = run_mod.fold(events, state)
         else:
-            events = process_stream_mod.decide(command, state)  # type: ignore[arg-type]
+            events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)
             if isinstance(command, ProcessBooted) and events:
                 self._epochs.setdefault(command.epoch, command.process)
@@ -285,7 +300,7 @@ class Batch(Commands):
         cannot be judged), or if two slots booted the same id."""
         for slot in (must_be_in or hint, self._epochs.get(epoch)):
             if slot is not None:
-                known = self.state(process_stream(slot))
+                known: ProcessState | None = self.state(process_stream(slot))
                 found = known.epoch(epoch) if known is not None else None
                 if found is not None:
                     return found
@@ -399,7 +414,7 @@ class Ledger(Commands):
     def batch(self) -> Batch:
         return Batch(self)
 
-    def submit(self, command: AnyEvent) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
         with self.batch() as b:
             return b.submit(command)
 
@@ -490,8 +505,9 @@ class Ledger(Commands):
             return
         for attempt in range(5):
             try:
+                assert isinstance(evidence, RunFenced)
                 with self.batch() as b:
-                    b.submit(evidence)  # type: ignore[arg-type]
+                    b.submit(evidence)
                 refusal.kept_at = b.recorded[-1].position if b.recorded else None
                 return
             except ConflictError:

@@ -15,18 +15,18 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from epochledger.app import Ledger, open_ledger
+from ledger import lifecycle
 from ledger.clock import ManualClock
 from ledger.codes import show_code
 from ledger.errors import InvalidInput
-from epochledger.app import open_ledger
 from ledger.store import resolve_url
-from ledger import lifecycle
 
 DEMO_PATH = "epochledger-demo.db"
 DAY = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)
 
 
-def record_day(ledger, clock: ManualClock) -> dict[str, str]:  # noqa: ANN001
+def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
     """Record the day; return the ids of the runs worth a look."""
     notable: dict[str, str] = {}
     rnd = random.Random(20260909)

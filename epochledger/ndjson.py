@@ -18,11 +18,11 @@ from typing import IO, Annotated, Any
 
 import msgspec
 
+from epochledger.app import Ledger
+from epochledger.files import atomic_write
 from ledger import codec
 from ledger.errors import IllegalTransition, ImportRejected, InvalidInput
-from ledger.events import TAGS, Event
-from epochledger.files import atomic_write
-from epochledger.app import Ledger
+from ledger.events import TAGS, Event, ProcessEventBase, RunEventBase
 
 _encode = msgspec.json.Encoder().encode
 MAX_LINE = 1 << 20  # bytes of a line's content; its line ending does not count
@@ -158,7 +158,7 @@ def _walker(tp: Any) -> Walk | None:
             ready[0] = True
             nested.extend((f, w) for f, t in fields.items() if (w := _walker(t)) is not None)
         if not raw.keys() <= fields.keys():
-            return path + next(k for k in raw if k not in fields)
+            return path + str(next(k for k in raw if k not in fields))
         for f, w in nested:
             if f in raw:
                 bad = w(raw[f], f"{path}{f}.")
@@ -222,14 +222,15 @@ def import_lines(ledger: Ledger, lines: Iterable[bytes | str]) -> int:
         raw, event = _parse_line(line, number)
         before = batch.pending
         try:
-            state = batch.submit(event)  # type: ignore[arg-type]
+            assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+            state = batch.submit(event)
         except (IllegalTransition, InvalidInput) as e:
             raise ImportRejected(number, str(e)) from None
         # A run's state keeps the event just appended (`last`); process events are
         # appended as given (ledger/process.py stamps nothing).
         recorded = getattr(state, "last", None)
         if batch.pending > before and type(recorded) is type(event):
-            bad = _not_as_stated(raw, event, recorded)  # type: ignore[arg-type]
+            bad = _not_as_stated(raw, event, recorded)
             if bad is not None:
                 raise ImportRejected(number, bad)
     appended = batch.pending

@@ -25,7 +25,6 @@ import msgspec
 
 from ledger.clock import boot_instant
 from ledger.codec import check_value
-from ledger.process import EpochRef
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
 from ledger.events import (
     Name,
@@ -36,6 +35,7 @@ from ledger.events import (
     RunRecovered,
     process_stream,
 )
+from ledger.process import EpochRef
 from projections import orphans
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def sweep(
     ledger: Ledger,
     epoch: EpochRef | str,
     *,
-    margin: float = orphans.MARGIN.total_seconds(),
+    margin: float | timedelta = orphans.MARGIN,
     attempts: int = ATTEMPTS,
     gaps: Sequence[float] = GAPS,
     sleep: Callable[[float], object] | None = None,

@@ -48,23 +48,22 @@ from typing import Any, Literal
 
 import msgspec
 
+from epochledger.app import Ledger
+from ledger import lifecycle
 from ledger.codec import check_value
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StaleEpoch, StoreError
 from ledger.events import (
     Name,
-    RunFenced,
     RunDeadLettered,
     RunEventBase,
+    RunFenced,
     RunTickFailed,
     RunTickRecovered,
     run_stream,
     tag_of,
 )
 from ledger.process import EpochRef, EpochState, end_of
-from ledger.run import RunState
-from epochledger.app import Ledger
-from ledger.run import TickStreak
-from ledger import lifecycle
+from ledger.run import RunState, TickStreak
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
 MAX_ERROR = 4096  # characters of an exception message kept in an event
@@ -161,7 +160,7 @@ class TickReport:
                 d["deadline"] = x.deadline.total_seconds()
             return d
 
-        return msgspec.to_builtins({
+        built: dict[str, Any] = msgspec.to_builtins({
             **{k: v for k, v in self.__dict__.items() if k not in ("failures", "dead_letters", "unrecorded", "fatal")},
             "failures": [plain(f) for f in self.failures],
             "dead_letters": [plain(d) for d in self.dead_letters],
@@ -169,6 +168,7 @@ class TickReport:
             "fatal": plain(self.fatal) if self.fatal else None,
             "ok": self.ok,
         })  # fmt: skip
+        return built
 
 
 # ------------------------------------------------------------- pure parts
@@ -219,7 +219,8 @@ def dead_letter_reason(tick: str, step: str, cls: str, error: str, since: dateti
 
 
 def _name(value: str, what: str) -> str:
-    return check_value(value, Name, what)
+    checked: str = check_value(value, Name, what)
+    return checked
 
 
 # ------------------------------------------------------------------ driver
@@ -313,19 +314,18 @@ class TickDriver:
         outcomes: list[_Outcome] = []
         stale: StaleEpoch | None = None
         for state in active:
-            step, exc = self._run_steps(state)
-            if isinstance(exc, StaleEpoch) and exc.epoch == self.epoch:
-                stale = exc  # a step's own write was fenced for this epoch: stop here (F1)
+            step, raised = self._run_steps(state)
+            if isinstance(raised, StaleEpoch) and raised.epoch == self.epoch:
+                stale = raised  # a step's own write was fenced for this epoch: stop here (F1)
                 break
-            o = _Outcome(state, clock.now(), step, exc)
-            o.decision = decision(state.tick_streak, exc is not None, o.now, self.deadline)
+            o = _Outcome(state, clock.now(), step, raised)
+            o.decision = decision(state.tick_streak, raised is not None, o.now, self.deadline)
             o.event = self._event(o, tick)
             outcomes.append(o)
 
-        appended, fenced, unrecorded, fatal = self._record(tick, [o for o in outcomes if o.event is not None])
-        if stale is not None and fatal is None:
-            fatal = self._stale(stale.why, stale)
-        return self._report(tick, started, outcomes, appended, fenced, unrecorded, fatal)
+        appended, fenced, unrecorded, recording = self._record(tick, [o for o in outcomes if o.event is not None])
+        ended_by = recording if recording is not None or stale is None else self._stale(stale.why, stale)
+        return self._report(tick, started, outcomes, appended, fenced, unrecorded, ended_by)
 
     def _stale(self, why: str, exc: BaseException | None = None) -> TickFatal:
         message = f"the tick's epoch {self.epoch} of {self.process} is no longer live ({why}): the tick stopped (rule F1)"

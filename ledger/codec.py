@@ -111,7 +111,7 @@ def _difference(given: Any, stored: Any, path: str) -> str | None:
     if type(given) is dict and type(stored) is dict and given.keys() == stored.keys():
         return next(filter(None, (_difference(v, stored[k], f"{path}[{k!r}]") for k, v in given.items())), None)
     if type(given) is list and type(stored) is list and len(given) == len(stored):
-        return next(filter(None, (_difference(v, w, f"{path}[{i}]") for i, (v, w) in enumerate(zip(given, stored)))), None)
+        return next(filter(None, (_difference(v, w, f"{path}[{i}]") for i, (v, w) in enumerate(zip(given, stored, strict=True)))), None)
     if given == stored:
         return None
     return f"not stored as given: {_show(given)} would be stored as {_show(stored)} - at `{path}`"

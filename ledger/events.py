@@ -295,8 +295,8 @@ ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessSweepSk
 
 AnyEvent = RunEvent | ProcessEvent
 
-RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__  # type: ignore[attr-defined]
-PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__  # type: ignore[attr-defined]
+RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
+PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
 EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES)
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 

@@ -339,7 +339,7 @@ def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState) -> RunFen
     if ended is None:
         return None
     _rule, why = ended
-    reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None  # type: ignore[arg-type]
+    reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None
     return RunFenced(
         at=cmd.at,
         run=cmd.run,

@@ -55,10 +55,10 @@ from typing import Any
 
 import msgspec
 
-from projections import tables
 from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
+from projections import tables
 from projections.registry import VIEWS
 
 MAX_ATTEMPTS = 3
@@ -206,6 +206,7 @@ class Runner:
                         parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
                                        self._ledger_time()))  # fmt: skip
             else:
+                assert isinstance(rec, Poison)
                 parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
                                self._ledger_time()))  # fmt: skip
         self.view = view

@@ -29,7 +29,7 @@ def initial() -> View:
 def evolve(view: View, rec: Recorded) -> View:
     e = rec.event
     if isinstance(e, ProcessEventBase):
-        view[e.process] = process_mod.evolve(view.get(e.process), e)  # type: ignore[arg-type]
+        view[e.process] = process_mod.evolve(view.get(e.process), e)
     return view
 
 

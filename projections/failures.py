@@ -15,8 +15,8 @@ from datetime import datetime
 
 import msgspec
 
-from ledger.events import Recorded, RunDeleted, RunEventBase, Status
 from ledger import lifecycle
+from ledger.events import Recorded, RunDeleted, RunEventBase, Status
 from projections import fold_records
 
 NAME = "failures"

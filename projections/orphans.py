@@ -32,13 +32,13 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from ledger import lifecycle
 from ledger import process as process_mod
 from ledger import run as run_mod
 from ledger.errors import InvalidInput
 from ledger.events import ProcessEventBase, Recorded, RunEventBase
 from ledger.process import EpochState, ProcessState
 from ledger.run import RunState
-from ledger import lifecycle
 from projections import fold_records
 
 NAME = "orphans"
@@ -88,10 +88,10 @@ def initial() -> View:
 def evolve(view: View, rec: Recorded) -> View:
     e = rec.event
     if isinstance(e, RunEventBase):
-        view.runs[e.run] = run_mod.evolve(view.runs.get(e.run), e)  # type: ignore[arg-type]
+        view.runs[e.run] = run_mod.evolve(view.runs.get(e.run), e)
     else:
         assert isinstance(e, ProcessEventBase)
-        view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)  # type: ignore[arg-type]
+        view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
         view._by_id = None
     view.position = rec.position
     return view

@@ -39,7 +39,7 @@ def evolve(view: View, rec: Recorded) -> View:
     e = rec.event
     if isinstance(e, RunEventBase):
         # Computed before it is stored: an event evolve refuses leaves the view as it was.
-        view[e.run] = run_mod.evolve(view.get(e.run), e)  # type: ignore[arg-type]
+        view[e.run] = run_mod.evolve(view.get(e.run), e)
     return view
 
 

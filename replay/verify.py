@@ -48,7 +48,7 @@ def replay_rows(store: Store, module: ModuleType, upto: int) -> tuple[list[tuple
     parked: list[int] = []
     for chunk in store.read_batches(0, upto):
         for rec in chunk:
-            if type(rec) is Poison:
+            if isinstance(rec, Poison):
                 parked.append(rec.position)
                 continue
             try:

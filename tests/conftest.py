@@ -33,7 +33,7 @@ def _probe_pg() -> str | None:
             with psycopg.connect(PG_BASE, connect_timeout=3) as conn:
                 conn.execute("SELECT 1")
             _pg_problem = None
-        except Exception as e:  # noqa: BLE001 - any failure means "no server"
+        except Exception as e:
             _pg_problem = f"PostgreSQL at {PG_BASE} unavailable: {type(e).__name__}: {e}"
     return _pg_problem  # type: ignore[return-value]
 
@@ -59,12 +59,12 @@ def pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path) -> str:  # noqa: ANN001
+def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request) -> str:  # noqa: ANN001
+def store_url(request) -> str:
     """Every store contract test runs once per backend."""
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_url")

@@ -7,8 +7,8 @@ import random
 import sqlite3
 from urllib.parse import parse_qs, urlsplit
 
-from ledger.errors import IllegalTransition
 from epochledger.app import Ledger
+from ledger.errors import IllegalTransition
 
 OPS = ("queue", "start", "checkpoint", "pause", "resume", "fail", "fail_final", "cancel", "finish",
        "rewind", "delete", "boot")  # fmt: skip

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
-from ledger.errors import InvalidInput, LedgerError
-from ledger.events import Cause, Status
 from epochledger.app import Commands, Ledger
 from epochledger.sweep import preview
+from ledger.errors import InvalidInput, LedgerError
+from ledger.events import Cause, Status
 from tests.conftest import T0
 
 _any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=12)  # lone surrogates too

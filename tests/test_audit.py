@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epochledger import open_ledger
-from projections import audit
+from epochledger.app import Ledger
 from epochledger.cli import main
 from ledger.errors import InvalidInput, QueryRefused, RunNotFound, StoreError
 from ledger.events import Status
-from epochledger.app import Ledger
+from projections import audit
 
 GOLDEN = Path(__file__).parent / "golden"
 AS_OF = datetime(2026, 9, 10, 23, 59, 59, tzinfo=UTC)
@@ -103,7 +103,7 @@ def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_no
     real = audit._load
     calls = []
 
-    def failing(con, file, rows, before):  # noqa: ANN001, ANN202
+    def failing(con, file, rows, before):
         calls.append(before)
         if len(calls) == 2:
             raise StoreError("disk full (injected)")
@@ -132,7 +132,7 @@ def test_A1_audit_status_says_how_far_behind_the_file_is(tmp_path: Path, capsys:
     assert "position 52 of 52 (0 behind)" in capsys.readouterr().out
 
 
-def test_A1_an_audit_file_mirrors_one_ledger(tmp_path: Path, clock) -> None:  # noqa: ANN001
+def test_A1_an_audit_file_mirrors_one_ledger(tmp_path: Path, clock) -> None:
     path = str(tmp_path / "audit.duckdb")
     with open_ledger(str(tmp_path / "a.db"), clock=clock) as a, open_ledger(str(tmp_path / "b.db"), clock=clock) as b:
         a.boot("worker-1", epoch="a.e1")
@@ -608,8 +608,8 @@ def test_A1_transitions_carry_from_and_to_status(tmp_path: Path, capsys: pytest.
 def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
     """docs/audit.md is part of the feature: each of its SQL examples runs through
     `audit query` on the demo's audit file (the Parquet ones on an export of it)."""
-    from ledger.clock import ManualClock
     from epochledger.demo import DAY, record_day
+    from ledger.clock import ManualClock
 
     store = str(tmp_path / "demo.db")
     with open_ledger(store, clock=ManualClock(DAY, uptime=12.0)) as lg:
@@ -638,13 +638,13 @@ _OPS = ["queue", "start", "checkpoint", "pause", "resume", "fail", "cancel", "fi
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 3), st.integers(-120, 600)), min_size=1, max_size=40))
-def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: list[tuple[str, int, int]], tmp_path_factory) -> None:  # noqa: ANN001
+def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: list[tuple[str, int, int]], tmp_path_factory) -> None:
     """Law: whatever the history and wherever the syncs fall (clock steps back
     included), the events table is the log, position for position, and the runs view
     is Ledger.runs()."""
+    from ledger import lifecycle
     from ledger.clock import ManualClock
     from ledger.errors import IllegalTransition
-    from ledger import lifecycle
 
     tmp = tmp_path_factory.mktemp("law")
     clock = ManualClock(datetime(2026, 9, 9, tzinfo=UTC), uptime=5.0)

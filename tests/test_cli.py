@@ -13,20 +13,20 @@ from epochledger.cli import main
 from tests.test_ndjson import GOOD, lines
 
 
-def cli(capsys, *args: str) -> tuple[int, str, str]:  # noqa: ANN001
+def cli(capsys, *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
 
 
 @pytest.fixture
-def history_file(tmp_path):  # noqa: ANN001, ANN201
+def history_file(tmp_path):
     path = tmp_path / "history.ndjson"
     path.write_bytes(b"".join(lines(GOOD)))
     return path
 
 
-def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> None:  # noqa: ANN001
+def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> None:
     store = f"sqlite:///{tmp_path / 'l.db'}"
     assert cli(capsys, "--store", store, "init")[0] == 0
     code, out, _ = cli(capsys, "--store", store, "import", str(history_file))
@@ -67,7 +67,7 @@ def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> N
         (["--store", "mysql://x", "runs"], 3, "unsupported store URL scheme"),
     ],
 )
-def test_L4_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, args, exit_code, message) -> None:  # noqa: ANN001
+def test_L4_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, args, exit_code, message) -> None:
     store = f"sqlite:///{tmp_path / 'l.db'}"
     cli(capsys, "--store", store, "init")
     cli(capsys, "--store", store, "import", str(history_file))
@@ -77,7 +77,7 @@ def test_L4_errors_map_to_documented_exit_codes(capsys, tmp_path, history_file, 
     assert code == exit_code and message in err
 
 
-def test_L4_import_with_a_bad_line_exits_3_naming_the_line(capsys, tmp_path) -> None:  # noqa: ANN001
+def test_L4_import_with_a_bad_line_exits_3_naming_the_line(capsys, tmp_path) -> None:
     store = f"sqlite:///{tmp_path / 'l.db'}"
     bad = tmp_path / "bad.ndjson"
     bad.write_bytes(b"".join(lines(GOOD[:3])) + b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"zzz"}\n')
@@ -88,7 +88,7 @@ def test_L4_import_with_a_bad_line_exits_3_naming_the_line(capsys, tmp_path) -> 
     assert out == ""
 
 
-def test_demo_records_a_day_and_prints_it(capsys, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_demo_records_a_day_and_prints_it(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, _ = cli(capsys, "demo")
     assert code == 0 and "recorded" in out and "runs by status" in out

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from epochledger import IllegalTransition, Status
+from epochledger.app import Ledger
 from epochledger.cli import main
 from ledger.events import Cause, RunCorrected
-from epochledger.app import Ledger
 
 
 def finished(ledger: Ledger, run: str = "r1") -> None:
@@ -47,7 +47,7 @@ def test_P1_correction_moves_a_final_run_with_actor_reason_and_code(ledger: Ledg
     assert ledger.resume("r1", "operator", actor="alice").status == Status.QUEUED
 
 
-def test_history_shows_corrections_distinctly_with_actor_and_reason(sqlite_ledger: Ledger, capsys) -> None:  # noqa: ANN001
+def test_history_shows_corrections_distinctly_with_actor_and_reason(sqlite_ledger: Ledger, capsys) -> None:
     finished(sqlite_ledger)
     sqlite_ledger.correct("r1", Status.FAILED, code="", actor="alice", reason="output was empty")
     assert main(["--store", sqlite_ledger.url, "history", "r1"]) == 0
@@ -60,7 +60,7 @@ def test_history_shows_corrections_distinctly_with_actor_and_reason(sqlite_ledge
     assert rows[-1]["from_status"] == "finished" and rows[-1]["type"] == "run.corrected"
 
 
-def test_cli_correct_needs_actor_and_reason(sqlite_ledger: Ledger, capsys) -> None:  # noqa: ANN001
+def test_cli_correct_needs_actor_and_reason(sqlite_ledger: Ledger, capsys) -> None:
     finished(sqlite_ledger)
     with pytest.raises(SystemExit):
         main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--actor", "alice"])
@@ -72,7 +72,7 @@ def test_cli_correct_needs_actor_and_reason(sqlite_ledger: Ledger, capsys) -> No
     assert code == 5  # a code belongs only on a failure status
 
 
-def test_L3_cause_chain_round_trips_and_prints(sqlite_ledger: Ledger, capsys) -> None:  # noqa: ANN001
+def test_L3_cause_chain_round_trips_and_prints(sqlite_ledger: Ledger, capsys) -> None:
     sqlite_ledger.queue("r1")
     sqlite_ledger.start("r1")
     chain = Cause(code="OOM_KILLED", message="cgroup limit", cause=Cause(code="", message="leak in parser"))

@@ -9,20 +9,18 @@ from datetime import timedelta
 
 import pytest
 
-from epochledger.cli import exit_code
-
-from epochledger.cli import main
+from epochledger.cli import exit_code, main
+from epochledger.tick import TickDriver
 from ledger.codes import TICK_DEADLINE_EXCEEDED
 from ledger.errors import StreamGap
 from ledger.events import Status
 from ledger.store import Poison
-from epochledger.tick import TickDriver
 from tests.engine_helpers import corrupt, delete_row
 
 BAD = b"\x00 no longer decodes"
 
 
-def _position_of(ledger, stream, version):  # noqa: ANN001
+def _position_of(ledger, stream, version):
     return next(r.position for r in ledger.store.read_stream(stream) if r.version == version)
 
 
@@ -60,7 +58,7 @@ def test_T2_T4_a_run_with_a_bad_row_can_still_be_failed_and_dead_lettered(ledger
     ledger.queue("other")
     corrupt(store_url, _position_of(ledger, "run:r", 3), BAD)
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         if s.run == "r":
             raise RuntimeError("payload does not decode")
 

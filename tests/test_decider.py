@@ -272,7 +272,7 @@ NON_FAILURE = [
 
 
 @pytest.mark.parametrize(("name", "start", "command"), NON_FAILURE, ids=[n for n, _, _ in NON_FAILURE])
-def test_L2_every_transition_to_a_non_failure_status_refuses_a_code(name, start, command) -> None:  # noqa: ANN001
+def test_L2_every_transition_to_a_non_failure_status_refuses_a_code(name, start, command) -> None:
     """Rule L2: a code belongs only on a failure status; queued, running and paused
     carry none. Mutation caught: the code check limited to some commands."""
     with pytest.raises(IllegalTransition, match="belongs only on a failure status"):

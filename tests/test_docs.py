@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.events import TAGS
 from ledger import lifecycle
+from ledger.events import TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 

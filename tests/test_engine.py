@@ -14,20 +14,19 @@ from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
-from projections import tables
 from ledger.errors import ConflictError, RunNotFound
-from projections import engine, failures, registry, runs
+from projections import engine, failures, registry, runs, tables
 from replay import verify as verify_mod
 from tests.conftest import T0
 from tests.engine_helpers import bulk_history, corrupt, random_history, tamper_view
 
 
-def live_rows(store, module):  # noqa: ANN001, ANN201
+def live_rows(store, module):
     tracking, rows = tables.view_rows(store, module.NAME, engine.table_of(module.NAME), [c for c, _ in engine.column_spec(module)])
     return tracking, sorted(rows)
 
 
-def replayed(store, module, upto=None):  # noqa: ANN001, ANN201
+def replayed(store, module, upto=None):
     rows, parked = verify_mod.replay_rows(store, module, store.max_position() if upto is None else upto)
     return rows, parked
 
@@ -62,7 +61,7 @@ def test_R3_rebuild_equals_incremental_catch_up(seed: int, cuts: list[int], batc
         shutil.rmtree(tmp)
 
 
-def test_R3_rebuild_equals_incremental_on_both_stores(ledger) -> None:  # noqa: ANN001
+def test_R3_rebuild_equals_incremental_on_both_stores(ledger) -> None:
     random_history(ledger, 11, runs=10, ops=300)
     for v in registry.VIEWS:
         engine.catch_up(ledger.store, v, upto=40, batch=7, cache_limit=3)
@@ -79,7 +78,7 @@ def test_R3_rebuild_equals_incremental_on_both_stores(ledger) -> None:  # noqa: 
     assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
 
 
-def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:  # noqa: ANN001
+def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:
     """Two runners on one view: the one that folded a batch from a stale tracking
     position is refused (compare-and-set on the position) and writes nothing.
     Catches: tracking written without the compare (failure counts double); proved by
@@ -99,7 +98,7 @@ def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:  # noqa
     assert counts == {"failed_resumable TIMEOUT": 10, "failed_resumable ": 10}
 
 
-def test_R3_rebuild_readers_see_the_old_view_until_the_swap(ledger) -> None:  # noqa: ANN001
+def test_R3_rebuild_readers_see_the_old_view_until_the_swap(ledger) -> None:
     bulk_history(ledger, 300)
     engine.catch_up(ledger.store, runs)
     old = live_rows(ledger.store, runs)
@@ -113,7 +112,7 @@ def test_R3_rebuild_readers_see_the_old_view_until_the_swap(ledger) -> None:  # 
     assert live_rows(ledger.store, runs) == old
 
 
-def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> None:  # noqa: ANN001
+def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> None:
     bulk_history(ledger, 20)
     assert engine.catch_up(ledger.store, runs).rebuilt  # never built: built
     assert not engine.catch_up(ledger.store, runs).rebuilt
@@ -125,7 +124,7 @@ def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> No
 
 
 # ------------------------------------------------------------------------ poison
-def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> None:  # noqa: ANN001
+def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> None:
     """An undecodable payload, and one that decodes but that evolve refuses (a
     run.started for a run that was never queued), are each parked with position, tag
     and error after bounded attempts; every other run is still applied; a rebuild
@@ -158,7 +157,7 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
 
 
-def test_T4_parked_cli_lists_poison_and_exit_codes(ledger, store_url, capsys) -> None:  # noqa: ANN001
+def test_T4_parked_cli_lists_poison_and_exit_codes(ledger, store_url, capsys) -> None:
     bulk_history(ledger, 3)
     corrupt(store_url, 2, b"\x00not json")
     assert main(["--store", store_url, "rebuild"]) == 0
@@ -170,7 +169,7 @@ def test_T4_parked_cli_lists_poison_and_exit_codes(ledger, store_url, capsys) ->
 
 
 # ------------------------------------------------------------------------ verify
-def test_R2_verify_names_the_first_difference(ledger, store_url, capsys) -> None:  # noqa: ANN001
+def test_R2_verify_names_the_first_difference(ledger, store_url, capsys) -> None:
     """Catches: a view row that drifted from the log (a bug in catch-up, a hand edit).
     Proved by tampering one column of one row."""
     bulk_history(ledger, 30)
@@ -192,7 +191,7 @@ def test_R2_verify_names_the_first_difference(ledger, store_url, capsys) -> None
 
 
 # ------------------------------------------------------------------- fleet reads
-def test_R3_show_and_runs_read_the_view_and_say_how_far_behind(ledger, store_url, capsys) -> None:  # noqa: ANN001
+def test_R3_show_and_runs_read_the_view_and_say_how_far_behind(ledger, store_url, capsys) -> None:
     ledger.queue("a", workflow="wf")
     assert main(["--store", store_url, "runs"]) == 0
     assert "a " in capsys.readouterr().out
@@ -211,14 +210,14 @@ def test_R3_show_and_runs_read_the_view_and_say_how_far_behind(ledger, store_url
     assert e.value.deleted
 
 
-def _record(state):  # noqa: ANN001, ANN202
+def _record(state):
     from epochledger.cli.common import run_record
 
     return run_record(state)
 
 
 # ------------------------------------------------------------------- live catch-up
-def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:  # noqa: ANN001
+def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:
     """SQLite: polling; PostgreSQL: woken by LISTEN/NOTIFY (Store.wake_ups).
     Waits for the result (bounded), asserts no speed."""
     import threading
@@ -234,7 +233,7 @@ def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:  # noqa: ANN001
     def target() -> None:
         try:
             engine.follow(follower_store, stop=stop, poll=0.05)
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     thread = threading.Thread(target=target)
@@ -256,7 +255,7 @@ def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:  # noqa: ANN001
 
 
 # ------------------------------------------------------- views stored whole
-def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> None:  # noqa: ANN001
+def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> None:
     """A view whose state is not a dict (the tick-health view, registered; the orphans
     fold, which the registry covers as runs + epochs instead) is materialized as one row:
     catch-up in slices equals a rebuild and a replay, and verify passes."""
@@ -280,7 +279,7 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
         assert msgspec.json.encode(found, order="sorted") == msgspec.json.encode(state.views[v.NAME], order="sorted")
 
 
-def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger) -> None:  # noqa: ANN001
+def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger) -> None:
     """Two replicas booting on a fresh ledger both catch up an unbuilt view, so both
     rebuild it into the same shadow. Catches: the loser, finding the shadow swapped in
     under it, failing ("view runs__rebuild has no tracking row") instead of seeing
@@ -295,7 +294,7 @@ def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger
             barrier.wait()
             for v in registry.VIEWS:
                 engine.catch_up(ledger.store, v, batch=50)
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=go) for _ in range(2)]

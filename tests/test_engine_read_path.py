@@ -12,7 +12,7 @@ from ledger.store import Poison
 from tests.engine_helpers import corrupt, random_history
 
 
-def _library(store, after=0, upto=None, batch=7):  # noqa: ANN001, ANN202
+def _library(store, after=0, upto=None, batch=7):
     """The library's path: select_notifications, payloads decoded by the library's
     JSON transcoder (the reference for content); our codec on the same payload gives
     the typed event to compare with."""
@@ -22,7 +22,7 @@ def _library(store, after=0, upto=None, batch=7):  # noqa: ANN001, ANN202
     return out
 
 
-def _fast(store, after=0, upto=None, batch=7):  # noqa: ANN001, ANN202
+def _fast(store, after=0, upto=None, batch=7):
     out = []
     for chunk in store.read_batches(after, upto, batch):
         for rec in chunk:
@@ -32,7 +32,7 @@ def _fast(store, after=0, upto=None, batch=7):  # noqa: ANN001, ANN202
     return out
 
 
-def test_R2_fast_read_path_equals_library_select_notifications(ledger) -> None:  # noqa: ANN001
+def test_R2_fast_read_path_equals_library_select_notifications(ledger) -> None:
     random_history(ledger, seed=6, runs=8, ops=400)
     head = ledger.store.max_position()
     assert head > 50
@@ -43,7 +43,7 @@ def test_R2_fast_read_path_equals_library_select_notifications(ledger) -> None: 
     assert [r.position for r in ledger.events()] == [n[0] for n in _library(ledger.store)]
 
 
-def test_T4_undecodable_event_is_a_poison_in_place_not_an_abort(ledger, store_url) -> None:  # noqa: ANN001
+def test_T4_undecodable_event_is_a_poison_in_place_not_an_abort(ledger, store_url) -> None:
     random_history(ledger, seed=7, runs=5, ops=60)
     head = ledger.store.max_position()
     corrupt(store_url, 5, b'{"type":"run.started","at":"not a time"}')

@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from projections import tables
-from projections import engine, failures, registry, runs
+from projections import engine, registry, runs, tables
 from replay import verify as verify_mod
 from tests.engine_helpers import bulk_history
 
@@ -34,14 +33,14 @@ print("done", flush=True)
 """
 
 
-def _tracked(store, key: str) -> int:  # noqa: ANN001
+def _tracked(store, key: str) -> int:
     if key == "all":  # catch-up: the views go one after the other
         return sum(_tracked(store, v.NAME) for v in registry.VIEWS)
     t = tables.tracking(store, key)
     return 0 if t is None else t[1]
 
 
-def _kill_mid_way(url: str, op: str, key: str, store, threshold: int) -> None:  # noqa: ANN001
+def _kill_mid_way(url: str, op: str, key: str, store, threshold: int) -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, op], cwd=root,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
@@ -60,7 +59,7 @@ def _kill_mid_way(url: str, op: str, key: str, store, threshold: int) -> None:  
             child.wait()
 
 
-def _assert_equals_clean_replay(store) -> None:  # noqa: ANN001
+def _assert_equals_clean_replay(store) -> None:
     for v in registry.VIEWS:
         columns = [c for c, _ in engine.column_spec(v)]
         tracking, rows = tables.view_rows(store, v.NAME, engine.table_of(v.NAME), columns)
@@ -70,7 +69,7 @@ def _assert_equals_clean_replay(store) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("op", ["rebuild", "catch_up"])
-def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, op: str) -> None:  # noqa: ANN001
+def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, op: str) -> None:
     bulk_history(ledger, 1200)  # ~5,000 events
     store = ledger.store
     head = store.max_position()

@@ -7,16 +7,15 @@ import io
 
 import pytest
 
+from epochledger.app import open_ledger
 from epochledger.cli import exit_code
-
+from epochledger.ndjson import export_to, import_lines
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import IllegalTransition, ImportRejected, StaleEpoch
 from ledger.events import RunFenced, RunRecovered, Status
-from epochledger.ndjson import export_to, import_lines
-from epochledger.app import open_ledger
 
 
-def _setup(ledger, clock):  # noqa: ANN001
+def _setup(ledger, clock):
     """worker-1 epoch w1 runs `r`; then worker-1 is redeployed as w2 (not yet swept)."""
     ledger.boot("worker-1", epoch="w1")
     ledger.queue("r", process="worker-1")
@@ -27,7 +26,7 @@ def _setup(ledger, clock):  # noqa: ANN001
     return ledger.boot("worker-1", epoch="w2")
 
 
-def _types(ledger, run):  # noqa: ANN001
+def _types(ledger, run):
     return [type(r.event).__name__ for r in ledger.history(run)]
 
 
@@ -337,9 +336,8 @@ def test_F2_only_outcome_reports_bind(ledger, clock, report, binds):
 
 
 def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, store_url, tmp_path, capsys):
-    from projections import audit
     from epochledger.cli import main
-    from projections import engine
+    from projections import audit, engine
 
     epoch = _setup(ledger, clock)
     with pytest.raises(StaleEpoch):

@@ -12,8 +12,8 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput, StoreError
 from epochledger.files import atomic_write
+from ledger.errors import InvalidInput, StoreError
 from tests.test_ndjson import GOOD, lines
 
 
@@ -75,7 +75,7 @@ def test_L3_a_store_that_fails_mid_export_leaves_the_old_output_untouched(
     out.write_bytes(b"the previous export\n")
     real = nd.export_lines
 
-    def failing(ledger, after=0):  # noqa: ANN001, ANN202
+    def failing(ledger, after=0):
         for i, line in enumerate(real(ledger, after)):
             if i == 3:
                 raise StoreError("read the log: disk I/O error (injected)")

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
-from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, RunFenced
+from epochledger.app import Ledger
 from epochledger.ndjson import import_lines
 from epochledger.sweep import preview
-from epochledger.app import Ledger
+from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
+from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, RunFenced
 
 
 def chain(depth: int) -> Cause:

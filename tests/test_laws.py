@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger import lifecycle
 from ledger.errors import IllegalTransition
 from ledger.events import (
     RunCancelled,
@@ -21,10 +22,9 @@ from ledger.events import (
     RunResumed,
     RunRewound,
     RunStarted,
+    Status,
 )
-from ledger.events import Status
 from ledger.run import decide, evolve, fold
-from ledger import lifecycle
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 R = "r"
@@ -48,7 +48,7 @@ commands = st.one_of(
 )
 
 
-def play(cmds):  # noqa: ANN001, ANN201
+def play(cmds):
     """Decide each command in turn (refusals skipped); return the events and states."""
     state, events, states = None, [], []
     for i, c in enumerate(cmds):
@@ -66,7 +66,7 @@ def play(cmds):  # noqa: ANN001, ANN201
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(commands, max_size=40))
-def test_L2_code_only_on_failure_statuses(cmds) -> None:  # noqa: ANN001
+def test_L2_code_only_on_failure_statuses(cmds) -> None:
     for _, e, s in play(cmds)[1]:
         if not lifecycle.is_failure(s.status):
             assert s.code == "" and e.code == "" and s.error is None
@@ -75,7 +75,7 @@ def test_L2_code_only_on_failure_statuses(cmds) -> None:  # noqa: ANN001
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(commands, max_size=40))
-def test_L6_only_delete_and_rewind_remove_a_checkpoint(cmds) -> None:  # noqa: ANN001
+def test_L6_only_delete_and_rewind_remove_a_checkpoint(cmds) -> None:
     for prev, e, s in play(cmds)[1]:
         if prev is not None and prev.checkpoint is not None and s.checkpoint != prev.checkpoint:
             assert isinstance(e, RunCheckpointed | RunRewound | RunDeleted), e
@@ -83,8 +83,8 @@ def test_L6_only_delete_and_rewind_remove_a_checkpoint(cmds) -> None:  # noqa: A
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(commands, max_size=40))
-def test_L7_answers_never_outlive_the_next_pause(cmds) -> None:  # noqa: ANN001
-    for prev, e, s in play(cmds)[1]:
+def test_L7_answers_never_outlive_the_next_pause(cmds) -> None:
+    for _prev, e, s in play(cmds)[1]:
         if isinstance(e, RunPaused):
             assert s.answers is None
         if isinstance(e, RunResumed):
@@ -93,7 +93,7 @@ def test_L7_answers_never_outlive_the_next_pause(cmds) -> None:  # noqa: ANN001
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(commands, max_size=40), st.integers(min_value=0, max_value=40))
-def test_R1_fold_in_two_parts_equals_fold_at_once(cmds, cut) -> None:  # noqa: ANN001
+def test_R1_fold_in_two_parts_equals_fold_at_once(cmds, cut) -> None:
     events = play(cmds)[0]
     cut = min(cut, len(events))
     assert fold(events[cut:], fold(events[:cut])) == fold(events)
@@ -101,7 +101,7 @@ def test_R1_fold_in_two_parts_equals_fold_at_once(cmds, cut) -> None:  # noqa: A
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(commands, max_size=40), st.lists(commands, max_size=20))
-def test_L4_final_states_absorb_everything_but_delete_and_an_attributed_correction(cmds, more) -> None:  # noqa: ANN001
+def test_L4_final_states_absorb_everything_but_delete_and_an_attributed_correction(cmds, more) -> None:
     events, _ = play(cmds)
     state = fold(events)
     if state is None or not lifecycle.is_final_success(state.status) and not lifecycle.is_final_failure(state.status):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger import lifecycle
 from ledger.codes import KNOWN_CODES, NO_AUTO_RESUME
 from ledger.events import Status
-from ledger import lifecycle
 
 Y, N = True, False
 PREDS = ["is_terminal", "is_paused", "is_final_success", "is_final_failure", "is_terminal_resumable",

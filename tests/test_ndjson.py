@@ -9,8 +9,8 @@ import json
 import pytest
 
 from epochledger import ImportRejected, open_ledger
-from epochledger.ndjson import export_to, import_lines
 from epochledger.app import Ledger
+from epochledger.ndjson import export_to, import_lines
 
 GOOD = [
     {"type": "process.booted", "at": "2026-09-09T14:00:00Z", "process": "w-1", "epoch": "w-1.e1", "booted_at": "2026-09-09T13:59:58Z", "host": "h", "pid": 42},
@@ -42,7 +42,7 @@ def export(ledger: Ledger) -> bytes:
     return buf.getvalue()
 
 
-def test_L3_import_then_export_then_import_is_byte_identical(ledger: Ledger, tmp_path) -> None:  # noqa: ANN001
+def test_L3_import_then_export_then_import_is_byte_identical(ledger: Ledger, tmp_path) -> None:
     assert import_lines(ledger, lines(GOOD)) == len(GOOD)
     first = export(ledger)
     assert first.count(b"\n") == len(GOOD)
@@ -155,7 +155,7 @@ def test_L4_an_endless_line_is_refused_after_reading_at_most_the_limit() -> None
     assert f.consumed <= MAX_LINE + 2
 
 
-def test_L4_import_of_dev_zero_exits_3_at_once(tmp_path) -> None:  # noqa: ANN001
+def test_L4_import_of_dev_zero_exits_3_at_once(tmp_path) -> None:
     from epochledger.cli import main
 
     assert main(["--store", str(tmp_path / "l.db"), "init"]) == 0
@@ -336,7 +336,7 @@ _line = st.one_of(_mutated(), _mutated(), _mutated(), _event_like.map(_encode_js
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(prefix=st.integers(0, len(GOOD)), extra=st.lists(_line, min_size=1, max_size=4), endings=st.sampled_from([b"\n", b"\r\n"]))
-def test_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,  # noqa: ANN001
+def test_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,
                                                                      extra: list[bytes], endings: bytes) -> None:  # fmt: skip
     """Law (issue 10 item 12, where 49 of 5,500 fuzz cases escaped as RecursionError,
     OverflowError, TypeError): whatever the lines (random JSON, random bytes, mutated

@@ -13,18 +13,17 @@ import textwrap
 from datetime import timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.orphan_helpers import History
 
-from tests.conftest import T0
-from ledger.errors import InvalidInput
-import msgspec
-
-from ledger.events import Recorded, RunQueued, RunStarted, Status
 from ledger import lifecycle
+from ledger.errors import InvalidInput
+from ledger.events import Recorded, RunQueued, RunStarted, Status
 from projections import orphans
+from tests.conftest import T0
+from tests.orphan_helpers import History
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -202,7 +201,7 @@ verbs = st.lists(
 )
 
 
-def _history(script) -> History:  # noqa: ANN001
+def _history(script) -> History:
     h = History(T0)
     t = 0.0
     current: dict[str, str] = {}
@@ -370,7 +369,7 @@ def test_O1_O2_each_boot_supersedes_only_the_epoch_before_it():
     from ledger import process as process_mod
     from ledger.events import ProcessBooted, ProcessStopped, ProcessStopping, ProcessSweepSkipped
 
-    def boot(epoch, t):  # noqa: ANN001, ANN202
+    def boot(epoch, t):
         return ProcessBooted(at=T0 + timedelta(seconds=t), process="w", epoch=epoch, booted_at=T0 + timedelta(seconds=t))
 
     state = process_mod.fold([boot("e1", 0), boot("e2", 10), boot("e3", 20)])

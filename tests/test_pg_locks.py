@@ -16,9 +16,8 @@ import threading
 import time
 
 from epochledger import ManualClock, open_ledger
-from projections import tables
 from ledger.errors import LedgerError
-from projections import engine, runs
+from projections import engine, runs, tables
 from replay import verify as verify_mod
 
 SECONDS = 4.0
@@ -29,7 +28,7 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
     errors: collections.Counter[str] = collections.Counter()
     done: collections.Counter[str] = collections.Counter()
 
-    def loop(name: str, step) -> None:  # noqa: ANN001
+    def loop(name: str, step) -> None:
         with open_ledger(pg_url, clock=clock) as lg:
             n = 0
             while not stop.is_set():
@@ -40,16 +39,16 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
                     errors[f"{name}: {type(e).__name__}: {str(e).splitlines()[0]}"] += 1
                 n += 1
 
-    def write_and_catch_up(lg, n: str) -> None:  # noqa: ANN001
+    def write_and_catch_up(lg, n: str) -> None:
         with lg.batch() as b:
             for j in range(10):
                 b.queue(f"r{n.replace(' ', '')}-{j}")
         engine.catch_up(lg.store, runs, batch=7)
 
-    def rebuild(lg, n: str) -> None:  # noqa: ANN001
+    def rebuild(lg, n: str) -> None:
         engine.rebuild(lg.store, runs, batch=13)
 
-    def read(lg, n: str) -> None:  # noqa: ANN001
+    def read(lg, n: str) -> None:
         found, _ = engine.read_view(lg.store, runs, catch_up_first=False)
         assert "seed" in found  # a reader never sees a missing or half-built view
 

@@ -67,10 +67,10 @@ def test_L5_a_100k_event_batch_lands_on_postgresql_in_one_transaction(pg_url: st
         store.close()
 
 
-def _try(fn, *args):  # noqa: ANN001, ANN002, ANN202
+def _try(fn, *args):
     try:
         return fn(*args)
-    except BaseException as e:  # noqa: BLE001 - returned to the test
+    except BaseException as e:
         return e
 
 
@@ -158,7 +158,7 @@ def test_L5_ids_are_handed_out_in_commit_order_so_a_tailing_reader_skips_nothing
             while not stop.is_set():
                 store.append(_queued(3, f"w{i}-{n}-"))
                 n += 1
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     seen: list[int] = []
@@ -271,7 +271,7 @@ def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_
         try:
             engine.follow(follower, [runs], stop=stop, on_error=lambda e, d: reported.append((e, d)),
                           backoff=(0.2, 0.5))  # fmt: skip
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     def wait_for(run: str) -> None:

@@ -14,7 +14,7 @@ from ledger.run import decide, evolve
 RUNS = [f"r{i:02d}" for i in range(12)]
 
 
-def hammer(url: str, worker: int, go, results) -> None:  # noqa: ANN001
+def hammer(url: str, worker: int, go, results) -> None:
     rnd = random.Random(worker)
     landed_ckpt = conflicts = landed_finish = 0
     with open_ledger(url) as ledger:

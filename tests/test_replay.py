@@ -43,7 +43,7 @@ def test_R1_replay_of_the_same_prefix_is_byte_identical(seed: int, cut: float) -
         shutil.rmtree(tmp)
 
 
-def test_R1_replay_to_the_head_equals_the_live_views(ledger) -> None:  # noqa: ANN001
+def test_R1_replay_to_the_head_equals_the_live_views(ledger) -> None:
     random_history(ledger, 3, runs=8, ops=200)
     state = state_at(ledger.store)
     for v in registry.VIEWS:
@@ -53,7 +53,7 @@ def test_R1_replay_to_the_head_equals_the_live_views(ledger) -> None:  # noqa: A
         assert msgspec.json.encode(found, order="sorted") == msgspec.json.encode(state.views[v.NAME], order="sorted")
 
 
-def test_R1_instant_selects_the_prefix_before_the_first_later_event(ledger, clock) -> None:  # noqa: ANN001
+def test_R1_instant_selects_the_prefix_before_the_first_later_event(ledger, clock) -> None:
     ledger.queue("a")  # T0
     clock.advance(10)
     ledger.queue("b")  # T0+10
@@ -68,7 +68,7 @@ def test_R1_instant_selects_the_prefix_before_the_first_later_event(ledger, cloc
     assert state_hash(state_at(ledger.store, position=99)) == state_hash(state_at(ledger.store))
 
 
-def test_R1_replay_cli_hash_and_json(ledger, store_url, capsys) -> None:  # noqa: ANN001
+def test_R1_replay_cli_hash_and_json(ledger, store_url, capsys) -> None:
     random_history(ledger, 5, runs=4, ops=80)
     assert main(["--store", store_url, "replay", "--position", "10"]) == 0
     first = capsys.readouterr().out

@@ -10,7 +10,7 @@ from ledger.events import run_stream
 from tests.engine_helpers import random_history
 
 
-def test_L5_read_streams_equals_read_stream_per_stream(ledger) -> None:  # noqa: ANN001
+def test_L5_read_streams_equals_read_stream_per_stream(ledger) -> None:
     random_history(ledger, 21, runs=12, ops=200)
     streams = [run_stream(f"run-{i:03d}") for i in range(14)]  # two never written
     got = ledger.store.read_streams(streams)
@@ -18,7 +18,7 @@ def test_L5_read_streams_equals_read_stream_per_stream(ledger) -> None:  # noqa:
     assert got == {s: ledger.store.read_stream(s) for s in streams}
 
 
-def test_L5_prefetched_batch_decides_like_an_unprefetched_one(ledger) -> None:  # noqa: ANN001
+def test_L5_prefetched_batch_decides_like_an_unprefetched_one(ledger) -> None:
     ledger.queue("old")
     with ledger.batch() as b:
         b.prefetch([run_stream("old"), run_stream("new"), run_stream("old")])

@@ -7,13 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from epochledger.cli import exit_code
-
 from epochledger import ConflictError, IllegalTransition, InvalidInput, RunNotFound, StoreError
-from ledger.errors import NoSuchStore
-from ledger.errors import CommitUnknown, NotCommitted
-from ledger.events import RunFailed, RunQueued, Status
 from epochledger.app import Ledger
+from epochledger.cli import exit_code
+from ledger.errors import CommitUnknown, NoSuchStore, NotCommitted
+from ledger.events import RunFailed, RunQueued, Status
 from ledger.store import Append, open_store
 from tests.conftest import T0
 
@@ -82,7 +80,7 @@ def test_L5_group_commit_is_all_or_nothing(ledger: Ledger) -> None:
     assert len(b.recorded) == 100 and len({r.position for r in b.recorded}) == 100
 
 
-def test_L5_stale_writer_gets_a_typed_conflict_and_nothing_lands(store_url: str, clock) -> None:  # noqa: ANN001
+def test_L5_stale_writer_gets_a_typed_conflict_and_nothing_lands(store_url: str, clock) -> None:
     from epochledger import open_ledger
 
     with open_ledger(store_url, clock=clock) as one, open_ledger(store_url, clock=clock) as two:
@@ -113,14 +111,14 @@ def test_R1_read_all_is_log_order_with_keyset_batches(ledger: Ledger) -> None:
     assert ledger.store.max_position() == all_[-1].position
 
 
-def test_L8_events_are_stamped_by_the_injected_clock(ledger: Ledger, clock) -> None:  # noqa: ANN001
+def test_L8_events_are_stamped_by_the_injected_clock(ledger: Ledger, clock) -> None:
     ledger.queue("r1")
     clock.advance(90)
     ledger.start("r1")
     assert [r.event.at for r in ledger.history("r1")] == [T0, T0.replace(minute=1, second=30)]
 
 
-def test_O1_boot_records_boot_instant_from_uptime(ledger: Ledger, clock) -> None:  # noqa: ANN001
+def test_O1_boot_records_boot_instant_from_uptime(ledger: Ledger, clock) -> None:
     booted = ledger.boot("api-1", host="h", pid=7)
     assert booted.booted_at == T0 - timedelta(seconds=60)  # the clock's uptime is 60 s
     assert booted.recorded_at == T0
@@ -143,7 +141,7 @@ def test_L5_raw_store_append_checks_expected_version(store_url: str) -> None:
         store.close()
 
 
-def test_bad_store_urls_say_what_is_wrong(tmp_path) -> None:  # noqa: ANN001
+def test_bad_store_urls_say_what_is_wrong(tmp_path) -> None:
     with pytest.raises(InvalidInput, match="unsupported store URL scheme 'mysql'"):
         open_store("mysql://x/y")
     with pytest.raises(InvalidInput, match="needs a path"):
@@ -152,7 +150,7 @@ def test_bad_store_urls_say_what_is_wrong(tmp_path) -> None:  # noqa: ANN001
         open_store(str(tmp_path / "missing" / "x.db"))
 
 
-def test_store_url_forms(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_store_url_forms(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert open_store("sqlite:///rel.db").url == f"sqlite:///{tmp_path}/rel.db"
     assert open_store(f"sqlite:///{tmp_path}/abs.db").url == f"sqlite:///{tmp_path}/abs.db"
@@ -175,7 +173,7 @@ class Faults:
     library's insert raises a disk error before or after its commit, and the check
     fails with the disk."""
 
-    def __init__(self, store_url: str, clock, monkeypatch) -> None:  # noqa: ANN001
+    def __init__(self, store_url: str, clock, monkeypatch) -> None:
         self.kind = "postgresql" if store_url.startswith("postgresql") else "sqlite"
         self.monkeypatch = monkeypatch
         self.proxy = None
@@ -197,7 +195,7 @@ class Faults:
         store = self.ledger.store
         real = store.recorder.insert_events
 
-        def insert_events(stored):  # noqa: ANN001, ANN202
+        def insert_events(stored):
             self.monkeypatch.setattr(store.recorder, "insert_events", real)
             if when == "after_commit":
                 real(stored)
@@ -205,7 +203,7 @@ class Faults:
 
         self.monkeypatch.setattr(store.recorder, "insert_events", insert_events)
         if check_fails:
-            def check(rows):  # noqa: ANN001, ANN202
+            def check(rows):
                 raise sqlite3.OperationalError("disk I/O error")
 
             self.monkeypatch.setattr(store, "_check", check)
@@ -223,7 +221,7 @@ class Faults:
 
 
 @pytest.fixture
-def faults(store_url, clock, monkeypatch):  # noqa: ANN001, ANN201
+def faults(store_url, clock, monkeypatch):
     f = Faults(store_url, clock, monkeypatch)
     yield f
     f.close()
@@ -233,7 +231,7 @@ def _log(ledger: Ledger) -> list[tuple[int, str, int]]:
     return [(r.position, r.stream, r.version) for r in ledger.events()]
 
 
-def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reported_appended_once(faults) -> None:  # noqa: ANN001
+def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reported_appended_once(faults) -> None:
     """Issue 10 item 3. The connection drops after the server committed: the append
     returns the batch's positions, nothing is doubled, and sending the same batch again
     appends nothing. Before: the library retried the insert, hit its own rows and
@@ -253,7 +251,7 @@ def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reporte
     assert len(_log(lg)) == 3
 
 
-def test_L5_a_commit_cut_before_it_reached_the_server_is_not_committed_and_can_be_retried(faults) -> None:  # noqa: ANN001
+def test_L5_a_commit_cut_before_it_reached_the_server_is_not_committed_and_can_be_retried(faults) -> None:
     """Issue 10 item 3: the connection drops before the COMMIT reached the server: a
     NotCommitted (a StoreError: retry is safe) naming the streams, and nothing landed.
     Committing the same batch again lands it once."""
@@ -272,7 +270,7 @@ def test_L5_a_commit_cut_before_it_reached_the_server_is_not_committed_and_can_b
     assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
 
 
-def test_L5_commit_unknown_then_the_same_batch_again_appends_nothing(faults) -> None:  # noqa: ANN001
+def test_L5_commit_unknown_then_the_same_batch_again_appends_nothing(faults) -> None:
     """Issue 10 item 3: the commit's answer is lost and the store cannot check either:
     CommitUnknown (exit code 11) names each stream's versions and never claims that
     nothing was appended. Batch.commit() again, once the store is back, sees its own
@@ -294,7 +292,7 @@ def test_L5_commit_unknown_then_the_same_batch_again_appends_nothing(faults) -> 
     assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
 
 
-def test_L5_commit_unknown_when_it_had_not_landed_the_same_batch_lands_once(faults) -> None:  # noqa: ANN001
+def test_L5_commit_unknown_when_it_had_not_landed_the_same_batch_lands_once(faults) -> None:
     lg = faults.ledger
     lg.queue("r1")
     b = lg.batch()

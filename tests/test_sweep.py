@@ -13,10 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from tests.conftest import T0
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
-from projections import tables
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import InvalidInput, StoreError, SweepFailed
 from ledger.events import (
@@ -26,21 +24,22 @@ from ledger.events import (
     Status,
     process_stream,
 )
-from projections import orphans
+from projections import orphans, tables
+from tests.conftest import T0
 from tests.test_orphans import MARGIN_TABLE
 
 
-def _running(ledger, run, process, epoch=None):  # noqa: ANN001
+def _running(ledger, run, process, epoch=None):
     with ledger.batch() as b:
         b.queue(run, process=process)
         b.start(run, epoch=epoch, process=process)
 
 
-def _recoveries(ledger, run):  # noqa: ANN001
+def _recoveries(ledger, run):
     return [r.event for r in ledger.history(run) if isinstance(r.event, RunRecovered)]
 
 
-def _previous_day(ledger, clock):  # noqa: ANN001
+def _previous_day(ledger, clock):
     """worker-1 epoch w1 owns `owned`; `unowned` was started by worker-1 without an
     epoch; worker-2's `healthy` belongs to a live epoch. Then worker-1 dies."""
     ledger.boot("worker-1", epoch="w1")
@@ -183,11 +182,11 @@ def test_O5_two_replicas_sweeping_at_once_recover_each_orphan_once(store_url, cl
     barrier = threading.Barrier(2)
     reports, errors = [], []
 
-    def go(lg):  # noqa: ANN001
+    def go(lg):
         try:
             barrier.wait()
             reports.append(lg.sweep(epoch))
-        except Exception as e:  # noqa: BLE001 - the test reports any error
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=go, args=(lg,)) for lg in replicas]
@@ -225,11 +224,11 @@ class Flaky:
     """Makes the sweep's read of the ledger (ledger.orphan_view) raise StoreError the
     first `n` times, as an unreachable store would."""
 
-    def __init__(self, ledger, n):  # noqa: ANN001
+    def __init__(self, ledger, n):
         self.ledger, self.n, self.calls = ledger, n, 0
         self.real = ledger.orphan_view
 
-    def __call__(self, *a, **kw):  # noqa: ANN002, ANN003
+    def __call__(self, *a, **kw):
         self.calls += 1
         if self.calls <= self.n:
             raise StoreError("read the log: connection refused")
@@ -270,7 +269,7 @@ def test_O5_exhaustion_with_the_store_down_still_alerts_in_the_log(ledger, clock
     epoch = ledger.boot("worker-1", epoch="w2")
     monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
 
-    def down(writes):  # noqa: ANN001
+    def down(writes):
         raise StoreError("append: connection refused")
 
     monkeypatch.setattr(ledger.store, "append", down)
@@ -412,7 +411,7 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
     lg.close()
 
 
-def lifecycle_running(state) -> bool:  # noqa: ANN001
+def lifecycle_running(state) -> bool:
     from ledger import lifecycle
 
     return lifecycle.can_be_orphaned(state.status, state.code)

@@ -14,16 +14,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from epochledger import ManualClock, open_ledger
-from projections import tables
+from epochledger.app import Ledger
+from epochledger.tick import TickDriver, decision
 from ledger.codes import TICK_DEADLINE_EXCEEDED
 from ledger.errors import IllegalTransition, InvalidInput, StaleEpoch, StoreError
 from ledger.events import RunDeadLettered, RunFenced, RunTickFailed, RunTickRecovered, Status, tag_of
-from ledger.run import RunState
-from ledger.run import decide
-from epochledger.app import Ledger
-from ledger.run import TickStreak
-from epochledger.tick import TickDriver, decision
-from tests.tick_helpers import make_driver, tick_epoch
+from ledger.run import RunState, TickStreak, decide
+from projections import tables
+from tests.tick_helpers import make_driver
 
 DEADLINE = timedelta(minutes=5)
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)  # the `clock` fixture's start (tests/conftest.py)
@@ -45,7 +43,7 @@ def checkpointing(ledger: Ledger, poison: set[str], exc: Callable[[str], Excepti
     poison run raises."""
     seen: dict[str, int] = {}
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         if s.run in poison:
             raise exc(f"cannot advance {s.run}")
         seen[s.run] = seen.get(s.run, 0) + 1
@@ -156,7 +154,7 @@ def test_T3_transient_error_heals_with_exactly_one_recovery_event(ledger: Ledger
     started(ledger, "flaky")
     broken = {"flaky"}
 
-    def reconcile(s):  # noqa: ANN001
+    def reconcile(s):
         if s.run in broken:
             raise ConnectionError("engine API timed out")
 
@@ -243,7 +241,7 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
     started(ledger, "doomed", "fine")
     real = ledger.store.read_stream
 
-    def read_stream(stream: str):  # noqa: ANN202
+    def read_stream(stream: str):
         if stream == "run:doomed":
             raise StoreError("read run:doomed: payload store for this run is corrupt")
         return real(stream)
@@ -251,7 +249,7 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
     monkeypatch.setattr(ledger.store, "read_stream", read_stream)
     cleaned: list[str] = []
 
-    def cleanup(s):  # noqa: ANN001
+    def cleanup(s):
         cleaned.append(s.run)
         ledger.get_run(s.run)  # tear down its services: needs a read, which fails
         raise AssertionError("unreachable")
@@ -284,7 +282,7 @@ def test_T1_failure_listing_active_runs_is_tick_global_and_appends_nothing(ledge
     driver = make_driver(ledger, {"advance": lambda s: ran.append(s.run)})
     before = ledger.store.max_position()
 
-    def down(*a, **k):  # noqa: ANN002, ANN003, ANN202
+    def down(*a, **k):
         raise StoreError("read the log: connection refused")
 
     monkeypatch.setattr(ledger, "runs", down)
@@ -304,7 +302,7 @@ def test_T1_a_step_never_sees_another_runs_exception(ledger: Ledger) -> None:
     started(ledger, "a", "b", "c")
     seen: dict[str, object] = {}
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         seen[s.run] = sys.exc_info()[1]
         raise KeyError(s.run)
 
@@ -324,7 +322,7 @@ def test_T1_a_conflict_on_one_run_keeps_the_other_runs_events(ledger: Ledger) ->
     (the other runs' streaks would silently not start)."""
     started(ledger, "a", "b", "c", "d")
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         if s.run == "b":
             ledger.checkpoint("b", "half", "ckpt/b/half")  # moved, then fails
         raise RuntimeError(f"{s.run} broke")
@@ -344,7 +342,7 @@ def test_T3_a_run_that_leaves_the_tick_closes_its_streak_without_a_recovery(ledg
     started(ledger, "r")
     failing = {"r"}
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         if s.run in failing:
             raise ValueError("not yet")
         ledger.finish(s.run)
@@ -367,7 +365,7 @@ def test_T1_poison_exception_whose_str_raises_is_still_recorded(ledger: Ledger) 
 
     started(ledger, "p")
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         raise Poison
 
     report = make_driver(ledger, {"advance": advance}).tick()
@@ -416,7 +414,7 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
     `a` and `c` are recorded; nothing is doubled."""
     started(ledger, "a", "b", "c")
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         if s.run == "b":
             ledger.checkpoint("b", "half", "ckpt/b/half")
         raise RuntimeError(f"{s.run} broke")
@@ -424,7 +422,7 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
     real = ledger.store.append
     seen_group = [False]
 
-    def append(writes):  # noqa: ANN001, ANN202
+    def append(writes):
         streams = [w.stream for w in writes]
         if len(streams) > 1:
             seen_group[0] = True
@@ -471,7 +469,7 @@ def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger,
     driver = make_driver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)})
     before = ledger.store.max_position()
 
-    def append(writes):  # noqa: ANN001, ANN202
+    def append(writes):
         raise StoreError("append: server closed the connection unexpectedly")
 
     monkeypatch.setattr(ledger.store, "append", append)

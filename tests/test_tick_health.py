@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
-from ledger import run as run_mod
+from epochledger.app import Ledger
 from epochledger.cli import main
+from ledger import run as run_mod
 from ledger.errors import IllegalTransition
 from ledger.events import (
     Recorded,
@@ -28,11 +29,9 @@ from ledger.events import (
     RunTickRecovered,
     run_stream,
 )
-from epochledger.app import Ledger
-from tests.tick_helpers import make_driver, tick_epoch
-from epochledger.tick import TickDriver
 from projections import runs as runs_view
 from projections import tick_health
+from tests.tick_helpers import make_driver
 
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)  # the `clock` fixture's start (tests/conftest.py)
 
@@ -46,13 +45,13 @@ def _fleet(ledger: Ledger, clock: ManualClock) -> None:
             b.start(r)
     state = {"flaky_broken": True}
 
-    def reconcile(s):  # noqa: ANN001
+    def reconcile(s):
         if s.run == "stuck" and clock.now() >= T0 + timedelta(seconds=120):
             raise TimeoutError("engine API timed out")
         if s.run == "flaky" and state["flaky_broken"]:
             raise ConnectionError("reset by peer")
 
-    def advance(s):  # noqa: ANN001
+    def advance(s):
         if s.run == "doomed":
             raise ValueError("bad input")
 
@@ -182,7 +181,7 @@ def test_T2_T3_only_the_streaks_own_events_move_it():
     driver's back; it closes on a recovery, a dead-letter, a deletion or a status the
     tick does not drive. Mutation caught: any other event closing (or restarting) the
     streak in `streak_after`."""
-    from ledger.events import RunCheckpointed, RunFenced, RunFailed, Status
+    from ledger.events import RunCheckpointed, RunFailed, RunFenced, Status
     from ledger.run import streak_after
 
     t = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.process import EpochState
 from epochledger.app import Ledger
 from epochledger.tick import Step, TickDriver
+from ledger.process import EpochState
 
 SLOT = "scheduler"
 

@@ -19,10 +19,12 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from epochledger.cli import runs  # noqa: F401, I001 - each module registers its commands, in this order
-from epochledger.cli import epochs  # noqa: F401
-from epochledger.cli import views  # noqa: F401
-from epochledger.cli import audit  # noqa: F401
+from epochledger.cli import (
+    audit,  # noqa: F401
+    epochs,  # noqa: F401
+    runs,  # noqa: F401 - each module registers its commands, in this order
+    views,  # noqa: F401
+)
 from epochledger.cli.audit import GROUPS
 from epochledger.cli.common import COMMANDS, err
 from ledger.errors import (
@@ -103,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Any] = {}
-    for name, handler, args in COMMANDS:
+    areas = ["epochledger.cli.runs", "epochledger.cli.epochs", "epochledger.cli.views", "epochledger.cli.audit"]
+    for name, handler, args in sorted(COMMANDS, key=lambda c: areas.index(c[1].__module__)):  # by area, then as registered
         doc = textwrap.dedent(handler.__doc__ or "")
         where = sub
         if " " in name:  # a grouped command, e.g. "audit sync"

@@ -68,7 +68,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
 
 def run_record(s: RunState) -> dict[str, Any]:
     """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
-    d = msgspec.to_builtins(s)
+    d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
     d["code_shown"] = show_code(s.code) if lifecycle.is_failure(s.status) else ""
     d["predicates"] = lifecycle.predicates(s.status, s.code, fenced_end=s.fenced_end is not None)

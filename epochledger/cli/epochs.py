@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+
 import msgspec
 
 from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
+
 
 @command("epochs", arg("--process", help="only this process slot"), JSON)
 def cmd_epochs(ns: argparse.Namespace) -> None:

@@ -30,6 +30,7 @@ from ledger.events import Status
 from ledger.run import RunState
 from projections import tick_health as tick_health_view
 
+
 @command("init")
 def cmd_init(ns: argparse.Namespace) -> None:
     """Create the ledger's tables, or upgrade them (idempotent), and print where the

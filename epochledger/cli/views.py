@@ -13,6 +13,7 @@ from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, p
 from projections import tables
 from projections import tick_health as tick_health_view
 
+
 @command("tick-health", JSON)
 def cmd_tick_health(ns: argparse.Namespace) -> None:
     """Fleet tick health: open failure streaks (age in ledger time, last error) and

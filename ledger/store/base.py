@@ -202,6 +202,12 @@ class Store(ABC):
     projection_tables_ready = False  # set by projections.tables.ensure
     read_only = False  # opened for reading only: writes raise ReadOnlyStore
 
+    @property
+    @abstractmethod
+    def recorder(self) -> Any:
+        """The library's application recorder, made on first use: table creation and the
+        reference read path (`library_read`). No library type leaves the adapter."""
+
     # ------------------------------------------------------------- writes
     def append(self, appends: Sequence[Append], *, resend: bool = False) -> list[int]:
         """Append every event in one transaction, in the order given, all or nothing, and
@@ -412,6 +418,7 @@ class Store(ABC):
     def lock_for_read(self, cur: Any, table: str) -> None:
         """Before a read of `table` that must see one snapshot with its tracking row.
         SQLite: the first SELECT takes the read snapshot; nothing to lock."""
+        return None
 
     def is_missing_table(self, e: Exception) -> bool:
         """Is this driver error "no such table"?"""
@@ -419,9 +426,12 @@ class Store(ABC):
 
     def after_rename(self, cur: Any, old: str, new: str) -> None:
         """After `ALTER TABLE old RENAME TO new`: what else the rename must carry."""
+        return None
 
     def ddl_lock(self, cur: Any) -> None:
-        """Serialize schema changes of the projection tables between processes."""
+        """Serialize schema changes of the projection tables between processes. SQLite:
+        one writer at a time already."""
+        return None
 
     def upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
                     upsert: str) -> None:  # fmt: skip

@@ -27,6 +27,7 @@ from ledger.store.base import (
 )
 from ledger.store.url import WHERE, PostgresURL
 
+
 class PostgresStore(Store):
     """PostgreSQL through psycopg 3 connections of the store's own, in the library's
     table layout (eventsourcing's select_notifications and subscription read what this
@@ -171,7 +172,7 @@ class PostgresStore(Store):
                 self._conns.remove(conn)
         try:
             conn.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection
+        except Exception:  # noqa: BLE001, S110 - closing a broken connection: nothing to report
             pass
         if getattr(self._local, "conn", None) is conn:
             self._local.conn = None
@@ -206,11 +207,11 @@ class PostgresStore(Store):
         return self._library_parts
 
     @property
-    def recorder(self) -> Any:  # type: ignore[override]
+    def recorder(self) -> Any:
         return self._library()[1]
 
     @property
-    def datastore(self) -> Any:  # type: ignore[override]
+    def datastore(self) -> Any:
         return self._library()[0]
 
     def close(self) -> None:
@@ -219,7 +220,7 @@ class PostgresStore(Store):
         for conn in conns:
             try:
                 conn.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - closing at exit: nothing to report
                 pass
         if self._library_parts is not None:
             self._library_parts[0].close()
@@ -438,21 +439,22 @@ class PostgresStore(Store):
 
         with self._conn().cursor(row_factory=tuple_row, binary=True) as cur:
             cur.execute(statement, params, prepare=prepare)
-            return cur.fetchall()
+            rows: list[tuple[Any, ...]] = cur.fetchall()
+            return rows
 
     def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
         return self._rows(
             self._sql("SELECT notification_id, originator_version, state FROM {} "
                       "WHERE originator_id=%s ORDER BY originator_version").format(self._table),
             (stream,), prepare=True,
-        )  # type: ignore[return-value]
+        )
 
     def _select_streams(self, streams: Sequence[str]) -> list[tuple[int, str, int, bytes]]:
         return self._rows(
             self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
                       "WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version").format(self._table),
             (list(streams),), prepare=True,
-        )  # type: ignore[return-value]
+        )
 
     def _stream_version(self, stream: str) -> int:
         rows = self._rows(self._sql("SELECT MAX(originator_version) FROM {} WHERE originator_id=%s").format(self._table),
@@ -464,7 +466,7 @@ class PostgresStore(Store):
             self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
                       "WHERE notification_id>%s AND notification_id<=%s ORDER BY notification_id LIMIT %s").format(self._table),
             (after, _MAX_POS if upto is None else upto, limit), prepare=True,
-        )  # type: ignore[return-value]
+        )
 
 
 def _usable(conn: Any) -> bool:
@@ -477,7 +479,7 @@ def _usable(conn: Any) -> bool:
     if conn.closed or conn.broken:
         return False
     if conn.info.transaction_status != TransactionStatus.IDLE:
-        return conn.info.transaction_status != TransactionStatus.UNKNOWN
+        return bool(conn.info.transaction_status != TransactionStatus.UNKNOWN)
     try:
         readable, _, _ = select.select([conn.fileno()], [], [], 0)
         if readable:
@@ -504,10 +506,10 @@ class _QmarkCursor:
         return self._cur.fetchone()
 
     def fetchall(self) -> list[Any]:
-        return self._cur.fetchall()
+        return list(self._cur.fetchall())
 
     @property
     def rowcount(self) -> int:
-        return self._cur.rowcount
+        return int(self._cur.rowcount)
 
 

@@ -25,6 +25,7 @@ from ledger.store.base import (
     translated,
 )
 
+
 class SQLiteStore(Store):
     """One SQLite file, written through eventsourcing's SQLite application recorder
     (WAL, synchronous=FULL) and read on plain per-thread connections.

@@ -44,11 +44,11 @@ from typing import Any, NamedTuple
 import duckdb
 import msgspec
 
+from ledger import lifecycle
 from ledger.codes import KNOWN_CODES
 from ledger.errors import InvalidInput, LedgerError, QueryInterrupted, QueryRefused, StoreError
 from ledger.events import Status
 from ledger.store import Store, resolve_url
-from ledger import lifecycle
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "epochledger.duckdb"

@@ -1,0 +1,35 @@
+"""The layers hold (docs/architecture.md): the import-linter contracts in pyproject.toml,
+run here so that the suite fails on a folder-level circle or an upward import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("epochledger", "ledger", "projections", "replay")
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", code, "--config", str(root / "pyproject.toml"), "--no-cache"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_the_import_contracts_are_kept() -> None:
+    done = _lint(ROOT)
+    assert done.returncode == 0 and "0 broken" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_contracts_catch_an_upward_import(tmp_path: Path) -> None:
+    """Guards the guard: a read-side module importing the application breaks them."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "projections" / "probe.py").write_text("from epochledger.app import Ledger\n")
+    done = _lint(tmp_path)
+    assert done.returncode != 0 and "BROKEN" in done.stdout and "projections.probe" in done.stdout, done.stdout
