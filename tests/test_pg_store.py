@@ -2,7 +2,7 @@
 items 2, 10, 14 and 16): any batch size lands, the library still reads what the store
 writes, every wait has a bound, writers stay in commit order without a table lock, and
 `follow` survives its connections being killed. The append outcomes that both stores
-share are in tests/test_store_contract.py."""
+share are in tests/store_contract.py."""
 
 from __future__ import annotations
 

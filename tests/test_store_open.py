@@ -14,6 +14,7 @@ import pytest
 from epochledger import open_ledger
 from epochledger.cli import main
 from ledger.errors import InvalidInput, NoSuchStore, ReadOnlyStore
+from ledger.store import open_store
 from tests.conftest import PG_BASE, need_pg
 
 READS = [["runs"], ["show", "r1"], ["history", "r1"], ["export"], ["epochs"], ["runs", "--orphaned"], ["tick-health"],
@@ -115,3 +116,23 @@ def test_L4_init_creates_and_then_every_command_finds_the_store(tmp_path: Path, 
     assert main(["--store", str(store), "init"]) == 0
     assert store.exists() and stat.S_ISREG(store.stat().st_mode)
     assert main(["--store", str(store), "runs"]) == 0
+
+
+def test_bad_store_urls_say_what_is_wrong(tmp_path) -> None:
+    with pytest.raises(InvalidInput, match="unsupported store URL scheme 'mysql'"):
+        open_store("mysql://x/y")
+    with pytest.raises(InvalidInput, match="needs a path"):
+        open_store("sqlite://")
+    with pytest.raises(NoSuchStore, match="does not exist"):
+        open_store(str(tmp_path / "missing" / "x.db"))
+
+
+def test_store_url_forms(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert open_store("sqlite:///rel.db").url == f"sqlite:///{tmp_path}/rel.db"
+    assert open_store(f"sqlite:///{tmp_path}/abs.db").url == f"sqlite:///{tmp_path}/abs.db"
+    assert open_store("bare.db").url == f"sqlite:///{tmp_path}/bare.db"
+    monkeypatch.setenv("EPOCHLEDGER_STORE", "fromenv.db")
+    assert open_store().url == f"sqlite:///{tmp_path}/fromenv.db"
+    monkeypatch.delenv("EPOCHLEDGER_STORE")
+    assert open_store().url == f"sqlite:///{tmp_path}/epochledger.db"
