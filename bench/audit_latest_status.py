@@ -1,4 +1,4 @@
-"""Benchmark: "latest status per run" over 10M events in the audit file (BRIEF A1).
+"""Benchmark: "latest status per run" over 10M events in the audit file (rule A1).
 
     .venv/bin/python bench/audit_latest_status.py [--events 10000000] [--runs 2000000]
 

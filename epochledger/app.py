@@ -3,8 +3,8 @@
 Every write, from the Python API, the CLI or an NDJSON import, is a command submitted
 to a `Batch`: the stream's events are read and folded, `decide` (ledger.run /
 ledger.process) returns the events, and the batch appends all of its streams in one
-transaction (group commit), all or nothing (BRIEF L1, L5). A single API call is a
-batch of one. Time comes from the injected clock (BRIEF L8).
+transaction (group commit), all or nothing (rules L1, L5). A single API call is a
+batch of one. Time comes from the injected clock (rule L8).
 """
 
 from __future__ import annotations
@@ -383,7 +383,7 @@ class Batch(Commands):
             self.commit()
         elif isinstance(exc, StaleEpoch):
             # The batch is dropped like any refused batch, but the late report is kept
-            # as run.fenced evidence in a transaction of its own (issue 4, fencing).
+            # as run.fenced evidence in a transaction of its own (rule F1).
             self._pending = []
             self.ledger.keep_fenced(exc)
 
@@ -451,7 +451,7 @@ class Ledger(Commands):
                     raise
         raise AssertionError  # pragma: no cover
 
-    # ------------------------------------------- issue 4: epochs, sweep, fencing
+    # ----------------------------------------------------- epochs, sweep, fencing
     def begin_stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record `process.stopping`. The local flag is raised first, so a sweep of this
         epoch starts no further attempt even if the store cannot take the event (O5)."""
@@ -589,7 +589,7 @@ class Ledger(Commands):
         """Every live (not deleted) run, sorted by run id, from the materialized runs
         view after catching it up (projections/engine.py): the cost is the events since
         the last catch-up, not the whole log, and an event that no longer decodes is
-        parked there instead of failing every caller (BRIEF T4; the tick driver lists
+        parked there instead of failing every caller (rule T4; the tick driver lists
         its active runs here)."""
         from projections import engine
 

@@ -43,7 +43,7 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
         if hour == 14:
             # A backfill is running on worker-1 when it is redeployed at 14:20: the new
             # epoch supersedes the old one, and its sweep at boot recovers the backfill
-            # (BRIEF O2, O5; see `history backfill-redeploy`).
+            # (rules O2, O5; see `history backfill-redeploy`).
             notable["orphan"] = "backfill-redeploy"
             ledger.queue("backfill-redeploy", workflow="backfill", process="worker-1", actor="api-1")
             ledger.start("backfill-redeploy", epoch=epochs["worker-1"], process="worker-1", actor=epochs["worker-1"])

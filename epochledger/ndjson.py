@@ -2,7 +2,7 @@
 
 Import sends every line through the same `decide` as the API, stamped with the line's
 own `at` (never the wall clock), inside one batch: any bad line rejects the whole file
-with its line number and reason, and nothing is appended (BRIEF L4). Export writes the
+with its line number and reason, and nothing is appended (rule L4). Export writes the
 stored events in log order with the same encoder, so export -> import into an empty
 ledger -> export is byte-identical.
 """

@@ -1,4 +1,4 @@
-"""The startup sweep (BRIEF O5): recover every orphan visible to a freshly booted epoch.
+"""The startup sweep (rule O5): recover every orphan visible to a freshly booted epoch.
 
 The I/O edge of projections/orphans.py: it folds the log into the orphans view, asks
 that module for the verdicts, and submits one `run.recovered` event per orphan in one
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("epochledger.sweep")
 
-ATTEMPTS = 3  # BRIEF O5: 3 attempts, 2 gaps
+ATTEMPTS = 3  # rule O5: 3 attempts, 2 gaps
 GAPS = (1.0, 4.0)  # seconds before attempt 2 and attempt 3
 CONFLICT_ROUNDS = 8  # re-reads after losing a race, within one attempt
 
@@ -142,7 +142,7 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
         if now < me.booted_at or skipped is not None:
             # The wall clock stepped back past the boot instant: every O3 stamp compared
             # with it is suspect, so the fallback recovers nothing. Do NOT clamp the
-            # negative age to zero (that makes the cutoff "now": incident in BRIEF).
+            # negative age to zero (that makes the cutoff "now": an incident in docs/rules.md).
             skipped = skipped or (f"wall clock {now.isoformat()} reads earlier than the boot instant "
                                   f"{me.booted_at.isoformat()} (it stepped back): the O3 time fallback "
                                   "recovers nothing in this sweep")  # fmt: skip

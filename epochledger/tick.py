@@ -1,5 +1,5 @@
 """The tick driver: fault-isolated per-run steps, a durable failure streak, and a
-bounded dead-letter (BRIEF T1-T3). The contract and the arguments are in docs/tick.md.
+bounded dead-letter (rules T1-T3). The contract and the arguments are in docs/tick.md.
 
     epoch, _ = ledger.startup("scheduler-1")
     driver = TickDriver(ledger, [("reconcile", reconcile), ("admit", admit), ("advance", advance)],
@@ -372,7 +372,7 @@ class TickDriver:
         )  # fmt: skip
 
     def _cleanup(self, state: RunState) -> str | None:
-        # Best-effort (BRIEF T2): the incident this answers is a run whose reads always
+        # Best-effort (rule T2): the incident this answers is a run whose reads always
         # failed, so its cleanup's read failed first and the bound never fired. A cleanup
         # error is reported in the reason; it never stops the dead-letter.
         if self.on_dead_letter is None:

@@ -1,10 +1,10 @@
 """The clock port: the one module that reads the wall clock and the monotonic clock
-(BRIEF L8, STYLE.md "Time and determinism").
+(rule L8; docs/architecture.md, "Time and determinism").
 
 `now()` is an aware UTC datetime; `uptime()` is monotonic seconds since *process start*
 (not since this module was imported: a boot instant computed from import time would be
 late by however long the process ran before importing us, and a run started in that
-gap would look younger than the boot; BRIEF O1).
+gap would look younger than the boot; rule O1).
 """
 
 from __future__ import annotations

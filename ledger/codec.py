@@ -1,7 +1,7 @@
 """msgspec encoding of events: the bytes the store keeps and NDJSON carries.
 
 One encoder for everything: struct fields in declaration order, dict keys sorted
-("deterministic"), so the same event is always the same bytes (BRIEF R1, S1).
+("deterministic"), so the same event is always the same bytes (rules R1, S1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Failure codes: open-world (BRIEF L2, L3).
+"""Failure codes: open-world (rules L2, L3).
 
 This registry is documentation, not validation: any string round-trips through every
 store, export and import unchanged. The empty code means UNKNOWN (a failure whose cause

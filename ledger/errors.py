@@ -15,7 +15,7 @@ class LedgerError(Exception):
 
 
 class InvalidInput(LedgerError):
-    """Malformed payload, oversized field, bad time, unknown type (BRIEF L4)."""
+    """Malformed payload, oversized field, bad time, unknown type (rule L4)."""
 
 
     def __init__(self, message: str, *, where: str | None = None):
@@ -51,7 +51,7 @@ class RunNotFound(LedgerError):
 
 
 class IllegalTransition(LedgerError):
-    """The command is impossible from the run's current status (BRIEF L4)."""
+    """The command is impossible from the run's current status (rule L4)."""
 
 
     def __init__(self, run: str, status: str | None, attempted: str, why: str = ""):
@@ -66,7 +66,7 @@ class IllegalTransition(LedgerError):
 
 
 class ConflictError(LedgerError):
-    """Another writer appended to the stream first (BRIEF L5). Nothing was appended."""
+    """Another writer appended to the stream first (rule L5). Nothing was appended."""
 
 
     def __init__(self, streams: list[str], detail: str = ""):
@@ -84,7 +84,7 @@ class StoreError(LedgerError):
 
 
 
-# ------------------------------------------- issue 10: what happened to a write
+# ------------------------------------------------- what happened to a write
 # A write that fails is in one of three states, and the caller needs to know which
 # (docs/operations.md, "PostgreSQL: roles, retries and time bounds"): it landed (the
 # append returns its positions, even when the connection dropped during the commit and
@@ -199,7 +199,7 @@ class StreamGap(DamagedLog):
                          f"{before}); an event was removed from the store")  # fmt: skip
 
 
-# ------------------------------------------------ issue 4: fencing and the sweep
+# -------------------------------------------------------- fencing and the sweep
 class StaleEpoch(IllegalTransition):
     """A report written on behalf of an epoch that is no longer live (superseded by a
     later boot of its process, or cleanly stopped) was refused: the run's verdict
@@ -228,7 +228,7 @@ class UnknownEpoch(InvalidInput):
 
 
 class SweepFailed(StoreError):
-    """The startup sweep gave up after its bounded retries (BRIEF O5). It was logged at
+    """The startup sweep gave up after its bounded retries (rule O5). It was logged at
     ERROR on logger `epochledger.sweep` and, if the store took it, recorded as
     `process.sweep_failed` on the process stream."""
 
@@ -244,7 +244,7 @@ class SweepFailed(StoreError):
         )
 
 
-# ------------------------------------------------------- issue 7: audit
+# -------------------------------------------------------------------- audit
 class QueryRefused(InvalidInput):
     """An audit query that is not one read-only statement, or that DuckDB rejects
     (docs/audit.md). Nothing was changed."""
@@ -264,9 +264,9 @@ class QueryInterrupted(QueryRefused):
         super().__init__(reason, sql)
 
 
-# ------------------------------------------------ issue 6: projections
+# -------------------------------------------------------------- projections
 class ViewMismatch(LedgerError):
-    """A live view differs from a replay from zero (BRIEF R2, `epochledger verify`)."""
+    """A live view differs from a replay from zero (rule R2, `epochledger verify`)."""
 
 
     def __init__(self, view: str, message: str):

@@ -6,7 +6,7 @@ type, and give every new field a default. Adding an event is local: define the c
 add it to `RunEvent` / `ProcessEvent`, and the type checker (via `assert_never` in the
 folds) names every fold that must learn it. See docs/events.md.
 
-Run events carry the run's resulting `status` and `code` (BRIEF L1). A command is the
+Run events carry the run's resulting `status` and `code` (rule L1). A command is the
 same class with `status` unset; `ledger.run.decide` stamps the result.
 """
 
@@ -67,7 +67,7 @@ Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 
 class Status(enum.StrEnum):
     """The eight statuses of a run. Which status answers which policy question lives in
-    ledger/lifecycle.py and nowhere else (BRIEF P1, P3)."""
+    ledger/lifecycle.py and nowhere else (rules P1, P3)."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -166,7 +166,7 @@ class RunCorrected(RunEventBase, frozen=True, kw_only=True, tag="run.corrected")
     error: LongText | None = None
 
 
-# -- tick fault isolation (BRIEF T1-T3; docs/tick.md). Written by epochledger.tick only.
+# -- tick fault isolation (rules T1-T3; docs/tick.md). Written by epochledger.tick only.
 class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_failed"):
     """One of the scheduler's per-run steps raised on this run in tick `tick`. Opens or
     extends the run's failure streak; the status does not change."""
@@ -180,7 +180,7 @@ class RunTickFailed(RunEventBase, frozen=True, kw_only=True, tag="run.tick_faile
 
 class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_recovered"):
     """Every step succeeded on a run whose streak was open: the streak closes. Never
-    written for a healthy run (BRIEF T3)."""
+    written for a healthy run (rule T3)."""
 
     tick: Name
     epoch: Name | None = None  # the ticking epoch (rule F1)
@@ -188,7 +188,7 @@ class RunTickRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.tick_re
 
 class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_lettered"):
     """The streak outlived the tick failure deadline: `failed` with
-    TICK_DEADLINE_EXCEEDED (BRIEF T2). Carries the last failure and the bound."""
+    TICK_DEADLINE_EXCEEDED (rule T2). Carries the last failure and the bound."""
 
     tick: Name
     step: Name
@@ -201,10 +201,10 @@ class RunDeadLettered(RunEventBase, frozen=True, kw_only=True, tag="run.dead_let
     epoch: Name | None = None  # the ticking epoch (rule F1)
 
 
-# -------------------------------------- orphans and fencing (issue 4, BRIEF O2-O5)
+# ----------------------------------------- orphans and fencing (rules O2-O5, F1, F2)
 class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered"):
     """A sweep recovered an orphan: moves it to failed_resumable / PROCESS_ORPHANED and
-    is the audit record of why (BRIEF O5). `actor` is the sweeping epoch."""
+    is the audit record of why (rule O5). `actor` is the sweeping epoch."""
 
     rule: Name  # "O2-superseded" | "O2-stopped" | "O3-fallback" (projections/orphans.py)
     swept_by: Name  # the sweeping epoch
@@ -285,7 +285,7 @@ class ProcessSweepSkipped(ProcessEventBase, frozen=True, kw_only=True, tag="proc
 
 
 class ProcessSweepFailed(ProcessEventBase, frozen=True, kw_only=True, tag="process.sweep_failed"):
-    """The sweep of this epoch gave up after its bounded retries (BRIEF O5 alert)."""
+    """The sweep of this epoch gave up after its bounded retries (rule O5 alert)."""
 
     attempts: int
     error: LongText

@@ -1,4 +1,4 @@
-"""The lifecycle contract: the only home of status sets (BRIEF P1, P3).
+"""The lifecycle contract: the only home of status sets (rules P1, P3).
 
 Every policy question a consumer asks of a run (stop polling? launch slot? may
 automation resume it?) is one predicate here over `(status, failure_code)`, and the
@@ -43,7 +43,7 @@ _TERMINAL_RESUMABLE = _PAUSED | {S.FAILED_RESUMABLE, S.CANCELLED}
 _FINAL = frozenset({S.FAILED, S.FINISHED})
 # Stop polling: nothing will change until someone acts.
 _TERMINAL = _TERMINAL_RESUMABLE | _FINAL
-# Carry a failure code (BRIEF L2); every other status clears it.
+# Carry a failure code (rule L2); every other status clears it.
 _FAILURE = frozenset({S.FAILED, S.FAILED_RESUMABLE, S.CANCELLED})
 # Driven by the scheduler's tick.
 _ACTIVE = frozenset({S.QUEUED, S.RUNNING})
@@ -90,7 +90,7 @@ def is_active(status: StatusLike, code: str = "") -> bool:
 
 
 def is_failure(status: StatusLike, code: str = "") -> bool:
-    """The status carries a failure code (BRIEF L2)."""
+    """The status carries a failure code (rule L2)."""
     return as_status(status) in _FAILURE
 
 
@@ -127,7 +127,7 @@ def is_correction_target(status: StatusLike, code: str = "") -> bool:
 
 
 def can_be_orphaned(status: StatusLike, code: str = "") -> bool:
-    """Only a run that is executing has a process that can die under it (BRIEF O2, O3).
+    """Only a run that is executing has a process that can die under it (rules O2, O3).
     A queued run has no owner yet; a paused or failed run has released its worker, so
     a dead process strands nothing there. Asked by projections/orphans.py."""
     return as_status(status) in _LAUNCH_SLOT
@@ -179,11 +179,11 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
     "run.rewound": frozenset(_ALL - _FINAL - {S.RUNNING}),
     "run.deleted": frozenset(_ALL),
     "run.corrected": frozenset(_FINAL),
-    # Tick fault isolation (BRIEF T1-T3, docs/tick.md): only runs the tick drives.
+    # Tick fault isolation (rules T1-T3, docs/tick.md): only runs the tick drives.
     "run.tick_failed": frozenset(_ACTIVE),
     "run.tick_recovered": frozenset(_ACTIVE),
     "run.dead_lettered": frozenset(_ACTIVE),
-    # issue 4: a sweep recovers only a run that is running (an orphan); a fenced late
+    # Rules O5, F1: a sweep recovers only a run that is running (an orphan); a fenced late
     # report is evidence and is kept whatever the run's status.
     "run.recovered": frozenset({S.RUNNING}),
     "run.fenced": frozenset(_ALL),

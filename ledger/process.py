@@ -1,4 +1,4 @@
-"""A process slot's stream as a Decider: its boot epochs (BRIEF O1).
+"""A process slot's stream as a Decider: its boot epochs (rule O1).
 
 Each `process.booted` starts a new epoch of the slot and supersedes the previous one;
 `process.stopping` / `process.stopped` record a clean shutdown of one epoch. Whether a
@@ -46,7 +46,7 @@ class EpochRef(Protocol):
 class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     process: str
     epoch: str
-    booted_at: datetime  # the instant the process started (now - uptime, BRIEF O1)
+    booted_at: datetime  # the instant the process started (now - uptime, rule O1)
     recorded_at: datetime  # when the boot was recorded
     host: str | None = None
     pid: int | None = None
@@ -54,7 +54,7 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     superseded_at: datetime | None = None
     stopping_at: datetime | None = None
     stopped_at: datetime | None = None
-    # issue 4: the epoch's sweep skipped the O3 time fallback (why), or gave up (when).
+    # The epoch's sweep skipped the O3 time fallback (why), or gave up (when): rule O5.
     sweep_skipped: str | None = None
     sweep_failed_at: datetime | None = None
 

@@ -96,7 +96,7 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     process: str | None = None
     epoch: str | None = None
     checkpoint: Checkpoint | None = None
-    interaction: str | None = None  # pending interaction of a pause (BRIEF L7)
+    interaction: str | None = None  # pending interaction of a pause (rule L7)
     questions: list[str] | None = None
     answers: dict[str, str] | None = None  # handed over by the last resume
     queued_at: datetime
@@ -108,7 +108,7 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     deleted: bool = False
     corrections: int = 0  # audited corrections out of a final status
     last: RunEvent | None = None  # the last event, to recognise "the same event again"
-    tick_streak: TickStreak | None = None  # open tick failure streak (BRIEF T3, ledger/run.py)
+    tick_streak: TickStreak | None = None  # open tick failure streak (rule T3, ledger/run.py)
     slot_epoch: str | None = None  # a start without epoch: its slot's epoch then (rule O3)
     fenced: int = 0  # stale reports refused and kept as run.fenced evidence (rule F1)
     fenced_end: FencedEnd | None = None  # since the last start (rule F2)
@@ -181,18 +181,18 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return replace(new, error=e.error, cause=e.cause)
         case RunPaused():
             # A new pause starts a new interaction and drops answers handed over by an
-            # earlier resume, so they can never reach the next resume (BRIEF L7).
+            # earlier resume, so they can never reach the next resume (rule L7).
             return replace(new, interaction=e.interaction, questions=e.questions, answers=None,
                            error=None, cause=None)  # fmt: skip
         case RunResumed():
-            # The resume consumes the pending interaction (BRIEF L7).
+            # The resume consumes the pending interaction (rule L7).
             return replace(new, interaction=None, questions=None, answers=e.answers, error=None, cause=None)
         case RunCorrected():
             failure = lifecycle.is_failure(e.status)
             return replace(new, error=e.error if failure else None, cause=state.cause if failure else None,
                            corrections=state.corrections + 1)  # fmt: skip
         case RunRewound():
-            # Rewinding is one of the two ways a checkpoint may go (BRIEF L6).
+            # Rewinding is one of the two ways a checkpoint may go (rule L6).
             checkpoint = Checkpoint(ref=e.to_ref) if e.to_ref is not None else None
             return replace(new, checkpoint=checkpoint, interaction=None, questions=None, answers=None,
                            error=None, cause=None)  # fmt: skip
@@ -202,7 +202,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return new
         case RunDeadLettered():
             return replace(new, error=f"{e.error_class}: {e.error}" if e.error else e.error_class)
-        case RunRecovered():  # an orphan recovered by a sweep (BRIEF O5)
+        case RunRecovered():  # an orphan recovered by a sweep (rule O5)
             return replace(new, error=None)
         case RunFenced():  # handled above; here for exhaustiveness
             raise AssertionError
@@ -278,7 +278,7 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     if not lifecycle.allowed_from(tag, status):
         raise IllegalTransition(cmd.run, status, tag)
     if isinstance(cmd, RunTickRecovered) and state is not None and state.tick_streak is None:
-        return []  # no streak is open: "recovered" already holds (BRIEF T3)
+        return []  # no streak is open: "recovered" already holds (rule T3)
     if isinstance(cmd, RunResumed):
         assert status is not None and state is not None
         end = state.fenced_end

@@ -1,4 +1,4 @@
-"""Pure folds of the ledger's events into read models (BRIEF P*, O*, R*)."""
+"""Pure folds of the ledger's events into read models (rules P*, O*, R*)."""
 
 from __future__ import annotations
 

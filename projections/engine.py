@@ -1,12 +1,12 @@
 """The projection engine: materializes views into the ledger's own database, exactly
-once, rebuildable, and checkable against a replay (BRIEF R2, R3, T4).
+once, rebuildable, and checkable against a replay (rules R2, R3, T4).
 
 A view module (projections/registry.py lists them) provides:
 
 - `NAME` (table `view_<NAME>`), `VERSION` (bump it when the view's meaning changes: the
   stored view is then stale and the next catch-up rebuilds it);
 - `initial() -> dict[str, V]` and `evolve(view, rec) -> view`: the pure fold, the same
-  one replay and verify use (STYLE.md: one code path, so they cannot disagree);
+  one replay and verify use (one code path, so they cannot disagree);
   `evolve` must compute before it stores, so an event it refuses leaves the view as
   it was;
 - `STATE` (the msgspec type V, stored as JSON in the `state` column), `COLUMNS`
@@ -72,7 +72,7 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 class Stats(msgspec.Struct, kw_only=True):
     """What a run of the engine did. No timings: nothing under projections/ reads a
-    clock (STYLE.md); the CLI and the benchmarks time it from outside."""
+    clock (rules R1, O4); the CLI and the benchmarks time it from outside."""
 
     view: str
     events: int = 0

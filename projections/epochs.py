@@ -1,4 +1,4 @@
-"""The epochs view: every process slot's boot epochs (BRIEF O1, O2), keyed by slot.
+"""The epochs view: every process slot's boot epochs (rules O1, O2), keyed by slot.
 
 Together with the runs view it is everything the orphan rule reads:
 `projections.orphans.View(processes=<epochs view>, runs=<runs view>)` gives the same

@@ -1,5 +1,5 @@
 """The failure-counts view: how many times runs entered each failure status with each
-code, from events alone (BRIEF L2, L3: unknown codes and the empty code = UNKNOWN are
+code, from events alone (rules L2, L3: unknown codes and the empty code = UNKNOWN are
 counted under their own key, unharmed).
 
 Key: "<status> <code>" (a status has no space, so the first space splits it). A

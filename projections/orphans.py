@@ -1,4 +1,4 @@
-"""Orphan verdicts: the ONE definition of "this run is an orphan" (BRIEF O2, O3, O4).
+"""Orphan verdicts: the ONE definition of "this run is an orphan" (rules O2, O3, O4).
 
 A view is a pure fold of recorded events (process streams and run streams, through the
 same `evolve` functions as the write side), and a verdict is a pure function of the
@@ -20,7 +20,7 @@ The rules (argued in docs/operations.md):
   relative to that epoch is off here as well, so the view never disagrees with it.
 
 A policy is a function `(view, run, relative_to, margin) -> Verdict | None`;
-`verdicts(..., policy=...)` lets counterfactual replay (BRIEF R4) plug in another one,
+`verdicts(..., policy=...)` lets counterfactual replay (rule R4) plug in another one,
 such as a flat 30-minute threshold, over the same view.
 """
 
@@ -44,7 +44,7 @@ from projections import fold_records
 NAME = "orphans"
 VERSION = 1
 
-MARGIN = timedelta(seconds=1)  # BRIEF O3; configurable per call, never floored
+MARGIN = timedelta(seconds=1)  # rule O3; configurable per call, never floored
 
 SUPERSEDED = process_mod.SUPERSEDED
 STOPPED = process_mod.STOPPED

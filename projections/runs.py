@@ -1,6 +1,6 @@
 """The runs view: every run's current state, folded from the whole log.
 
-A view is `(initial, evolve)` with a stable NAME and a VERSION (STYLE.md). It reuses
+A view is `(initial, evolve)` with a stable NAME and a VERSION (projections/view.py). It reuses
 ledger.run.evolve, so a live view, a rebuild and a replay cannot disagree.
 
 Materialized by projections/engine.py as table `view_runs`: one row per run (deleted

@@ -87,7 +87,7 @@ def commit_view(store: Store, view: str, expected: int, position: int, table: st
     """One transaction: move the view's tracking from `expected` to `position`, upsert
     and delete its rows, record parked events. Raises ConflictError if the tracking
     position is not `expected` (another runner applied these events): nothing is
-    written, so no event is ever applied twice (BRIEF R3)."""
+    written, so no event is ever applied twice (rule R3)."""
     names = ("k", *columns, "state")
     upsert = (f"INSERT INTO {store.quote(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
               f"ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:]))  # fmt: skip

@@ -1,6 +1,6 @@
-"""The tick-health view: open failure streaks and dead-letters (BRIEF T1-T3, docs/tick.md).
+"""The tick-health view: open failure streaks and dead-letters (rules T1-T3, docs/tick.md).
 
-A pure fold of the log (NAME, VERSION, initial, evolve; STYLE.md). Which streaks are
+A pure fold of the log (NAME, VERSION, initial, evolve: the view protocol). Which streaks are
 open is decided by `ledger.run.streak_after`, the same function `ledger.run.evolve`
 uses, so this view and a run's state cannot disagree. Ages are in ledger time: the
 view's `now` is the `at` of the last event it has seen, never the wall clock, so a

@@ -1,4 +1,4 @@
-"""Replay of recorded history to a position or an instant (BRIEF R1, R4)."""
+"""Replay of recorded history to a position or an instant (rules R1, R4)."""
 
 from replay.pointintime import FleetState, canonical_bytes, state_at, state_hash
 

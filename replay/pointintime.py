@@ -1,4 +1,4 @@
-"""Point-in-time replay: the fleet as of a log position or an instant (BRIEF R1).
+"""Point-in-time replay: the fleet as of a log position or an instant (rule R1).
 
 The state is every registered view folded over a prefix of the log with the views' own
 evolve (the code path of the live views and of verify), plus the positions of events
@@ -81,7 +81,7 @@ def _apply(view_module: ModuleType, view: Any, rec: Recorded) -> tuple[Any, bool
     for _ in range(MAX_ATTEMPTS):
         try:
             return view_module.evolve(view, rec), True
-        except Exception:  # noqa: BLE001 - the engine's poison rule (BRIEF T4)
+        except Exception:  # noqa: BLE001 - the engine's poison rule (rule T4)
             continue
     return view, False
 

@@ -22,7 +22,7 @@ from projections.registry import VIEWS
 
 
 class Difference(msgspec.Struct, frozen=True, kw_only=True):
-    """The first place a live view and a replay from zero disagree (BRIEF R2)."""
+    """The first place a live view and a replay from zero disagree (rule R2)."""
 
     view: str
     key: str | None = None  # row key; None for a difference of the whole view
@@ -106,5 +106,5 @@ def _first_difference(view: str, names: list[str], live: list[tuple[Any, ...]],
 
 
 def verify(store: Store, views: Iterable[ModuleType] = VIEWS) -> list[Verified]:
-    """Replay from zero in memory, compare with every live view row by row (BRIEF R2)."""
+    """Replay from zero in memory, compare with every live view row by row (rule R2)."""
     return [verify_view(store, v) for v in views]

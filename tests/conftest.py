@@ -1,4 +1,4 @@
-"""Shared fixtures: a manual clock, and one ledger per backend (BRIEF L5: a behaviour
+"""Shared fixtures: a manual clock, and one ledger per backend (rule L5: a behaviour
 only one backend has is a bug in the other).
 
 PostgreSQL tests run against a real server, each in a schema of its own so parallel

@@ -1,5 +1,5 @@
 """Helpers for the projection engine tests: random histories through the public API,
-and on-disk corruption of one stored payload (a poison event, BRIEF T4)."""
+and on-disk corruption of one stored payload (a poison event, rule T4)."""
 
 from __future__ import annotations
 

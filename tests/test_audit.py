@@ -1,4 +1,4 @@
-"""The audit file (BRIEF A1, docs/audit.md): incremental sync, the schema, the canned
+"""The audit file (rule A1, docs/audit.md): incremental sync, the schema, the canned
 reports against a golden history, read-only ad-hoc SQL, Parquet export."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Terminal is absorbing; an audited correction is the only way out (issue 3, BRIEF
-L2/L3 on both stores). Attribution: every transition records who made it and why."""
+"""Terminal is absorbing; an audited correction is the only way out (rules L2, L3, on
+both stores). Attribution: every transition records who made it and why."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run decider: the transition table as a literal table (BRIEF L1, L2, L4).
+"""The run decider: the transition table as a literal table (rules L1, L2, L4).
 
 Given a run in a status, when a command is decided, then the run ends in the listed
 status, the command is a no-op (its effect already holds), or it is refused with an

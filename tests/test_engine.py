@@ -1,5 +1,5 @@
 """The projection engine: exactly-once materialized views, rebuild, verify, poison
-parking (BRIEF R2, R3, T4). Every test runs on SQLite and PostgreSQL unless it says
+parking (rules R2, R3, T4). Every test runs on SQLite and PostgreSQL unless it says
 why not."""
 
 from __future__ import annotations

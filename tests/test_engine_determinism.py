@@ -1,5 +1,5 @@
 """No fold, projection runner or replay reads the clock, randomness, uuids or the
-environment (BRIEF R1, O4; STYLE.md "Time and determinism"): checked on the AST of the
+environment (rules R1, O4): checked on the AST of the
 read-side modules this engine added. The engine is timed from outside (CLI, bench)."""
 
 from __future__ import annotations

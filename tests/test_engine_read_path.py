@@ -1,5 +1,5 @@
 """The fast read path (raw keyset SELECT + typed msgspec decode) returns exactly what
-the library's own read path returns: select_notifications + decode (BRIEF R2; the
+the library's own read path returns: select_notifications + decode (rule R2; the
 contract behind docs/benchmarks.md's read figures). Run on both stores."""
 
 from __future__ import annotations

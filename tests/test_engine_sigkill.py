@@ -1,5 +1,5 @@
 """Kill a real rebuild / catch-up process with SIGKILL at a random event and resume:
-the result equals a clean replay, nothing doubled (BRIEF R3). The failures view
+the result equals a clean replay, nothing doubled (rule R3). The failures view
 counts transitions, so an event applied twice would show as a wrong count."""
 
 from __future__ import annotations

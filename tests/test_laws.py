@@ -1,5 +1,5 @@
-"""Laws over random command sequences (hypothesis): BRIEF L2, L6, L7, and the fold laws
-of STYLE.md (folding in two parts equals folding at once; a final state absorbs)."""
+"""Laws over random command sequences (hypothesis): rules L2, L6, L7, and the fold laws
+(folding in two parts equals folding at once; a final state absorbs)."""
 
 from __future__ import annotations
 

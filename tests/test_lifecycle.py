@@ -1,4 +1,4 @@
-"""The lifecycle contract (BRIEF P1, P2): every predicate over every status as a literal
+"""The lifecycle contract (rules P1, P2): every predicate over every status as a literal
 truth table, the code-dependent cells, the relation invariants, and the rendered table
 in docs/lifecycle.md checked against the code."""
 

@@ -1,4 +1,4 @@
-"""NDJSON import/export (BRIEF L3, L4): any bad line rejects the whole file, naming the
+"""NDJSON import/export (rules L3, L4): any bad line rejects the whole file, naming the
 line and the reason, and appends nothing; export -> import -> export is byte-identical."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("bad", "reason"), BAD, ids=[r for _, r in BAD])
-def test_L4_one_bad_line_in_the_middle_rejects_the_file_and_appends_nothing(ledger: Ledger, bad: dict, reason: str) -> None:
+def test_I1_L4_one_bad_line_in_the_middle_rejects_the_file_and_appends_nothing(ledger: Ledger, bad: dict, reason: str) -> None:
     rows = [*GOOD[:2], {"type": "run.queued", "at": "2026-09-09T14:00:02Z", "run": "r9"}, bad, *GOOD[2:]]
     rows[1] = {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1"}
     with pytest.raises(ImportRejected) as e:
@@ -212,7 +212,7 @@ CHANGED = [
 
 
 @pytest.mark.parametrize(("row", "reason"), CHANGED, ids=[r["type"] + " " + r["code"] for r, _ in CHANGED])
-def test_L4_a_stated_field_that_decide_would_change_is_rejected(ledger: Ledger, row: dict, reason: str) -> None:
+def test_I1_L4_a_stated_field_that_decide_would_change_is_rejected(ledger: Ledger, row: dict, reason: str) -> None:
     """Repro (before the fix): a run.cancelled line stating "code": "" was imported with
     code CANCELLED, a run.recovered stating TIMEOUT was recorded as PROCESS_ORPHANED:
     the ledger silently recorded something other than the line. Mutation caught:
@@ -336,7 +336,7 @@ _line = st.one_of(_mutated(), _mutated(), _mutated(), _event_like.map(_encode_js
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(prefix=st.integers(0, len(GOOD)), extra=st.lists(_line, min_size=1, max_size=4), endings=st.sampled_from([b"\n", b"\r\n"]))
-def test_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,
+def test_I1_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,
                                                                      extra: list[bytes], endings: bytes) -> None:  # fmt: skip
     """Law (issue 10 item 12, where 49 of 5,500 fuzz cases escaped as RecursionError,
     OverflowError, TypeError): whatever the lines (random JSON, random bytes, mutated

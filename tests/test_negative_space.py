@@ -1,4 +1,4 @@
-"""Negative space (BRIEF P3): no hand-written set of statuses outside
+"""Negative space (rule P3): no hand-written set of statuses outside
 ledger/lifecycle.py.
 
 Walks the AST of every package and flags any literal set, tuple, list or dict keyed by

@@ -1,4 +1,4 @@
-"""Orphan verdicts (BRIEF O1-O4): clock-free, one definition, same on every prefix.
+"""Orphan verdicts (rules O1-O4): clock-free, one definition, same on every prefix.
 
 Tests that guard an incident name, in their docstring, the mutation they catch; each
 was applied by hand, seen to fail, and restored (issue 4).
@@ -109,7 +109,7 @@ def test_O2_run_of_superseded_epoch_is_orphaned_at_any_age(minutes_before_redepl
     assert (v.run, v.rule, v.owner_epoch, v.superseded_by) == ("r", orphans.SUPERSEDED, "w1", "w2")
 
 
-def test_O2_stopped_epoch_orphans_its_running_runs_stopping_does_not():
+def test_O2_O7_stopped_epoch_orphans_its_running_runs_stopping_does_not():
     h = History(T0)
     h.boot("worker-1", "w1", at=0)
     h.boot("worker-2", "x1", at=0)

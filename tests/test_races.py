@@ -1,4 +1,4 @@
-"""Racing writers in separate processes, on each store (BRIEF L5): exactly one of two
+"""Racing writers in separate processes, on each store (rule L5): exactly one of two
 racing transitions lands, the other gets a typed conflict; nothing lost, nothing
 doubled; every run's history stays a legal sequence."""
 

@@ -1,4 +1,4 @@
-"""Point-in-time replay (BRIEF R1): the same prefix gives byte-identical state and the
+"""Point-in-time replay (rule R1): the same prefix gives byte-identical state and the
 same hash; a position and an instant select the documented prefix."""
 
 from __future__ import annotations

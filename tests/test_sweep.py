@@ -1,4 +1,4 @@
-"""The startup sweep (BRIEF O3 step-back guard, O5), on SQLite and PostgreSQL.
+"""The startup sweep (rule O3 step-back guard, O5), on SQLite and PostgreSQL.
 
 Tests that guard an incident name, in their docstring, the mutation they catch; each
 was applied by hand, seen to fail, and restored (issue 4).

@@ -1,4 +1,4 @@
-"""The tick driver (BRIEF T1-T3, docs/tick.md).
+"""The tick driver (rules T1-T3, docs/tick.md).
 
 Storage matters here (the streak is durable, the group commit conflicts), so the
 driver tests run against both stores through the `ledger` fixture, with the manual
@@ -561,7 +561,7 @@ def test_L1_L4_tick_events_transition_table(start: str) -> None:
 
 # ---------------------------------------------------------------- T4 under the tick
 def test_T4_an_undecodable_event_in_the_log_does_not_make_every_tick_fatal(ledger: Ledger, store_url: str) -> None:
-    """The BRIEF's last incident: a payload that no longer decoded aborted every tick
+    """The docs/rules.md's last incident: a payload that no longer decoded aborted every tick
     for every run. The tick's listing reads the materialized runs view, which parks a
     poison event and moves on (T4). Catches: the listing folding the raw log again
     (`Ledger.runs` over `read_all`, which raises DecodeError on the poison)."""

@@ -1,4 +1,4 @@
-"""docs/tick.md's scheduler-loop example must run as written (BRIEF T1-T3)."""
+"""docs/tick.md's scheduler-loop example must run as written (rules T1-T3)."""
 
 from __future__ import annotations
 

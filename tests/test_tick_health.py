@@ -1,4 +1,4 @@
-"""The tick-health view and its CLI (BRIEF T1-T3, docs/tick.md): open streaks with their
+"""The tick-health view and its CLI (rules T1-T3, docs/tick.md): open streaks with their
 age in ledger time and their last error, dead-letters by step and by error class;
 `epochledger runs --streaking` and `show RUN`."""
 

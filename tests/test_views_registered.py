@@ -1,6 +1,6 @@
 """The views the issue names are materialized (runs, epochs/orphans, tick health,
 failure counts), and orphan verdicts read from the materialized runs + epochs views
-equal the verdicts of a fold of the log (BRIEF O4: same live, replayed or rebuilt)."""
+equal the verdicts of a fold of the log (rule O4: same live, replayed or rebuilt)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, t
 
 @command("epochs", arg("--process", help="only this process slot"), JSON)
 def cmd_epochs(ns: argparse.Namespace) -> None:
-    """List process slots and their boot epochs, live or not (BRIEF O1, O2).
+    """List process slots and their boot epochs, live or not (rules O1, O2).
 
     An epoch is live until a later boot of its slot supersedes it or it records a
     clean stop; the running runs of an epoch that is not live are orphans.

@@ -132,7 +132,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
     arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
-    arg("--orphaned", action="store_true", help="only running runs whose owner is gone (BRIEF O2/O3), with the verdict"),
+    arg("--orphaned", action="store_true", help="only running runs whose owner is gone (rules O2/O3), with the verdict"),
     JSON,
     NO_CATCH_UP,
 )

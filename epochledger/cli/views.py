@@ -146,7 +146,7 @@ def cmd_replay(ns: argparse.Namespace) -> None:
 @command("parked", arg("view", nargs="?", help="only this view"), JSON)
 def cmd_parked(ns: argparse.Namespace) -> None:
     """List events a view could not process (undecodable, or its fold raised), parked
-    after bounded retries (BRIEF T4). `rebuild` retries them.
+    after bounded retries (rule T4). `rebuild` retries them.
 
     Example: epochledger parked --json
     """

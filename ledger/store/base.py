@@ -63,7 +63,7 @@ def check_position(value: object, where: str) -> int:
 
 class Append(NamedTuple):
     """One event to append at an exact version of its stream. A batch of these is
-    appended in the order given: that order is the log order (BRIEF R1)."""
+    appended in the order given: that order is the log order (rule R1)."""
 
     stream: str
     version: int
@@ -112,7 +112,7 @@ def _driver_error(e: Exception, what: str, store: Any = None) -> LedgerError:
 
 
 class Poison(msgspec.Struct, frozen=True):
-    """A stored event that does not decode, in place of its Recorded (BRIEF T4): the
+    """A stored event that does not decode, in place of its Recorded (rule T4): the
     reader does not stop at it; the consumer (the projection engine) decides what to do."""
 
     position: int
@@ -324,7 +324,7 @@ class Store(ABC):
                      batch: int = READ_BATCH) -> Iterator[list[Recorded | Poison]]:  # fmt: skip
         """The log after `after` (up to `upto`) as lists of decoded records, one list per
         keyset batch. An undecodable event is a Poison in its place, never an abort
-        (BRIEF T4). Equal to the library's select_notifications + decode
+        (rule T4). Equal to the library's select_notifications + decode
         (tests/test_engine_read_path.py)."""
         for rows in self.read_raw(after, upto, batch):
             yield _decode_rows(rows)
@@ -334,7 +334,7 @@ class Store(ABC):
         """The stored rows (position, stream, version, state bytes) with after < position
         <= upto, in log order, one keyset batch per list, NOT decoded. For exports that
         must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
-        written by a newer version and refuse a tag this version does not know (BRIEF L3).
+        written by a newer version and refuse a tag this version does not know (rule L3).
         Also the raw side of the read-path benchmarks (docs/benchmarks.md). The state may
         come back as bytes or a buffer (memoryview), per driver. Positions are refused
         (InvalidInput) unless ints from 0 to 2**63-1, the databases' own range."""

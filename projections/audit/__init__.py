@@ -1,10 +1,10 @@
-"""The audit edge: the ledger's whole history as a DuckDB file (BRIEF A1, docs/audit.md).
+"""The audit edge: the ledger's whole history as a DuckDB file (rule A1, docs/audit.md).
 
 `sync` copies the events after the file's sync position into the `events` table, in
 chunks, each chunk one DuckDB transaction together with the new sync position (so a
-crash mid-sync loses nothing and doubles nothing, BRIEF R3). The rows are the bytes
+crash mid-sync loses nothing and doubles nothing, rule R3). The rows are the bytes
 the ledger stored, not a re-encoding of a typed decode: a field written by a newer
-version, or a tag this version does not know, survives (BRIEF L3).
+version, or a tag this version does not know, survives (rule L3).
 
 Feeding DuckDB: the stored JSON is wrapped in one NDJSON line per event and loaded with
 `read_ndjson`; DuckDB extracts the common columns from the payload. Measured in
@@ -17,7 +17,7 @@ DuckDB loads the previous one.
 Every other table in the file is a view over `events` (projections/audit/views.sql)
 except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
 every (status, code) pair seen: the lifecycle module stays the only home of status
-sets (BRIEF P3); no SQL here names a status.
+sets (rule P3); no SQL here names a status.
 
 `query` runs arbitrary SQL on a read-only connection with file-system access
 disabled and the configuration locked: no statement can change the audit file, write
@@ -361,7 +361,7 @@ def _line(row: tuple[int, str, int, Any]) -> bytes:
 
 def _undecodable_line(row: tuple[int, str, int, Any]) -> bytes:
     """A stored payload that is not JSON (tampering, a poison write) is kept, as text,
-    rather than dropped or allowed to wedge every later sync (BRIEF T4, S1)."""
+    rather than dropped or allowed to wedge every later sync (rules T4, S1)."""
     position, stream, version, state = row
     text = bytes(state).decode("utf-8", "replace")
     return _line((position, stream, version, _encode({"undecodable": text})))

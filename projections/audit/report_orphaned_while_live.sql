@@ -1,10 +1,10 @@
--- Runs marked orphaned while the epoch that owned them was live (BRIEF O2: must be
+-- Runs marked orphaned while the epoch that owned them was live (rule O2: must be
 -- none). A mark is a run.recovered event, or any run event that newly sets the code
 -- PROCESS_ORPHANED. The owner is the epoch the mark names (run.recovered's
 -- owner_epoch), else the epoch of the run's last run.started before the mark. It was
 -- live if its boot was recorded at or before the mark and it was neither superseded
 -- by a later boot of its process nor cleanly stopped at or before the mark: instants,
--- as the sweep judges them (BRIEF O2, O4). Returns the offending marks up to $as_of;
+-- as the sweep judges them (rules O2, O4). Returns the offending marks up to $as_of;
 -- an empty result proves the invariant on the data.
 WITH marked AS (
     SELECT

@@ -4,7 +4,7 @@
 
 -- One row per ledger event, as stored. Common fields are columns; `payload` is the
 -- whole event exactly as the ledger holds it, so fields and codes this version does
--- not know survive (BRIEF L3). `occurred_at` is the event's "at" (in DuckDB 2 `at`
+-- not know survive (rule L3). `occurred_at` is the event's "at" (in DuckDB 2 `at`
 -- is a keyword and would have to be quoted in every query).
 CREATE TABLE IF NOT EXISTS events (
     position    BIGINT NOT NULL,   -- notification position in the ledger (gapped on PostgreSQL)

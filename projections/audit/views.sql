@@ -1,6 +1,6 @@
 -- Views over `events` (docs/audit.md). Re-created by every `audit sync`.
 -- No status appears as a literal here: every policy question is a column of
--- `lifecycle_predicates`, which sync computes from ledger/lifecycle.py (BRIEF P3).
+-- `lifecycle_predicates`, which sync computes from ledger/lifecycle.py (rule P3).
 
 -- Every run event with the status it left and the status it entered. run.checkpointed
 -- and run.deleted keep the status (from_status = to_status); filter
@@ -23,7 +23,7 @@ WHERE starts_with(stream, 'run:')
 WINDOW w AS (PARTITION BY stream ORDER BY version);
 
 -- Each run's current state: the status and code of its last event (each run event
--- carries its resulting status and code, BRIEF L1), plus every lifecycle predicate.
+-- carries its resulting status and code, rule L1), plus every lifecycle predicate.
 -- Deleted runs are kept, with deleted = true.
 CREATE OR REPLACE VIEW runs AS
 WITH latest AS (
@@ -86,7 +86,7 @@ LEFT JOIN (
 WHERE e.type = 'run.fenced';
 
 -- One row per boot of a process slot. An epoch is superseded by the next boot of the
--- same slot; `live` is as of the last synced event (BRIEF O2). Positions order events
+-- same slot; `live` is as of the last synced event (rule O2). Positions order events
 -- within the process's stream; across streams compare instants (docs/audit.md).
 CREATE OR REPLACE VIEW epochs AS
 WITH boots AS (
@@ -125,7 +125,7 @@ SELECT
 FROM boots b
 LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch;
 
--- Sweep recoveries (run.recovered, BRIEF O5): who recovered the run (the sweeping
+-- Sweep recoveries (run.recovered, rule O5): who recovered the run (the sweeping
 -- epoch), which epoch owned it (as the event says; else the epoch of the run's last
 -- run.started before the recovery), the rule applied, and the evidence exactly as
 -- recorded (the whole event: superseded_by, stopped_at, booted_at, cutoff, margin...).
@@ -149,7 +149,7 @@ ASOF LEFT JOIN (
 ) s ON s.run = e.run AND e.position > s.position
 WHERE e.type = 'run.recovered';
 
--- Dead-letters by the tick driver (run.dead_lettered, BRIEF T2): the streak and the
+-- Dead-letters by the tick driver (run.dead_lettered, rule T2): the streak and the
 -- bound as the event recorded them (docs/tick.md).
 CREATE OR REPLACE VIEW dead_letters AS
 SELECT
