@@ -144,8 +144,8 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
             # with it is suspect, so the fallback recovers nothing. Do NOT clamp the
             # negative age to zero (that makes the cutoff "now": an incident in docs/rules.md).
             skipped = skipped or (f"wall clock {now.isoformat()} reads earlier than the boot instant "
-                                  f"{me.booted_at.isoformat()} (it stepped back): the O3 time fallback "
-                                  "recovers nothing in this sweep")  # fmt: skip
+                                  f"{me.booted_at.isoformat()} (it stepped back): the time fallback "
+                                  "recovers nothing in this sweep, rule O3")  # fmt: skip
             found = [v for v in found if not v.uses_time]
         try:
             with ledger.batch() as b:

@@ -211,7 +211,7 @@ def dead_letter_reason(tick: str, step: str, cls: str, error: str, since: dateti
         f"tick deadline exceeded: tick {tick} dead-lettered the run because step {step!r} "
         f"has failed on every tick since {since.isoformat()} ({failures} failures over "
         f"{(now - since).total_seconds():.0f}s, bound tick_failure_deadline={deadline.total_seconds():.0f}s); "
-        f"last error {cls}: {error}"
+        f"last error {cls}: {error}; rule T2"
     )
     if cleanup_error is not None:
         reason += f"; dead-letter cleanup failed (best-effort, the dead-letter stands): {cleanup_error}"

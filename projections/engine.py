@@ -1,30 +1,16 @@
 """The projection engine: materializes views into the ledger's own database, exactly
 once, rebuildable, and checkable against a replay (rules R2, R3, T4).
 
-A view module (projections/registry.py lists them) provides:
-
-- `NAME` (table `view_<NAME>`), `VERSION` (bump it when the view's meaning changes: the
-  stored view is then stale and the next catch-up rebuilds it);
-- `initial() -> dict[str, V]` and `evolve(view, rec) -> view`: the pure fold, the same
-  one replay and verify use (one code path, so they cannot disagree);
-  `evolve` must compute before it stores, so an event it refuses leaves the view as
-  it was;
-- `STATE` (the msgspec type V, stored as JSON in the `state` column), `COLUMNS`
-  ((name, "text"|"int") pairs) and `columns(key, value)`: queryable columns beside it;
-- optionally `keys(rec)`: the only keys `evolve(view, rec)` reads or changes. With it
-  the engine keeps a bounded cache of entries and loads the rest from the table on
-  demand, so memory grows with the cache, not with the fleet. Without it the engine
-  keeps the whole view in memory and writes the rows that changed (small views).
-
-A view whose state is not a dict (a Struct or dataclass of several parts) is stored
-whole, as one row with key "*" (`STATE`, `COLUMNS`, `columns` optional: the state's own
-type, no columns): registering it is one line, but every batch that changes it
-rewrites it whole, so this suits small views only; a large one should be a dict keyed
-by stream or entity (docs/projections.md).
+A view is a module following the view protocol (projections/view.py; the registered
+ones are in projections/registry.py). A view whose state is not a dict (a Struct or
+dataclass of several parts) is stored whole, as one row with key "*": registering it is
+one line, but every batch that changes it rewrites it whole, so this suits small views
+only; a large one should be a dict keyed by stream or entity, with `keys(rec)`, so the
+engine keeps a bounded cache of entries and loads the rest from the table on demand.
 
 Exactly once: each batch of events is applied in memory, then its changed rows and the
 new tracking position are written in one transaction that first moves the tracking
-position with a compare-and-set (Store.commit_view). A crash loses the uncommitted
+position with a compare-and-set (projections/tables.py, `commit_view`). A crash loses the uncommitted
 batch, whose events are read again; a racing runner's batch is refused, and the loser
 reloads from the table.
 
@@ -35,7 +21,7 @@ engine stays deterministic); the tracking position moves past it. `rebuild` star
 from zero and so retries every parked event; the swap replaces the view's parked list.
 
 Rebuild: from position zero into `view_<NAME>__rebuild` (tracked as `<NAME>__rebuild`),
-resumable if killed, then swapped in by rename in one transaction (Store.swap_view).
+resumable if killed, then swapped in by rename in one transaction (tables.swap_view).
 
 Live catch-up: `catch_up` on demand (show/runs do it before reading), `follow` keeps
 going: polling on SQLite (the library has no SQLite subscription), LISTEN/NOTIFY on
@@ -50,7 +36,6 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
-from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -60,6 +45,7 @@ from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
 from projections import tables
 from projections.registry import VIEWS
+from projections.view import View
 
 MAX_ATTEMPTS = 3
 CACHE_LIMIT = 100_000  # decoded entries a keyed view keeps between batches
@@ -84,28 +70,34 @@ class Stats(msgspec.Struct, kw_only=True):
 WHOLE = "*"  # the key of the one row of a view stored whole
 
 
+def keys_of(module: View) -> Callable[[Recorded], tuple[str, ...]] | None:
+    """The view's `keys(rec)`, if it has one (projections/view.py)."""
+    keys: Callable[[Recorded], tuple[str, ...]] | None = getattr(module, "keys", None)
+    return keys
+
+
 def table_of(view_key: str) -> str:
     return "view_" + view_key
 
 
-def is_whole(module: ModuleType) -> bool:
+def is_whole(module: View) -> bool:
     return not isinstance(module.initial(), dict)
 
 
-def column_spec(module: ModuleType) -> tuple[tuple[str, str], ...]:
+def column_spec(module: View) -> tuple[tuple[str, str], ...]:
     return tuple(getattr(module, "COLUMNS", ()))
 
 
-def state_type(module: ModuleType) -> Any:
+def state_type(module: View) -> Any:
     return getattr(module, "STATE", None) or type(module.initial())
 
 
-def entries(module: ModuleType, view: Any) -> dict[str, Any]:
+def entries(module: View, view: Any) -> dict[str, Any]:
     """The view as rows-to-be: its own dict, or {"*": view} for a view stored whole."""
     return {WHOLE: view} if is_whole(module) else view
 
 
-def row_of(module: ModuleType, key: str, value: Any) -> tuple[Any, ...]:
+def row_of(module: View, key: str, value: Any) -> tuple[Any, ...]:
     columns = getattr(module, "columns", None)
     return (key, *(columns(key, value) if columns is not None else ()), _encoder.encode(value))
 
@@ -117,13 +109,14 @@ class ShadowGone(Exception):
 class Runner:
     """Applies the log to one view's table, batch by batch, from its tracking position."""
 
-    def __init__(self, store: Store, module: ModuleType, *, shadow: bool = False, cache_limit: int = CACHE_LIMIT):
+    def __init__(self, store: Store, module: View, *, shadow: bool = False, cache_limit: int = CACHE_LIMIT):
         self.store = store
         self.module = module
         self.key = module.NAME + (SHADOW if shadow else "")
         self.table = table_of(self.key)
         self.columns = [c for c, _ in column_spec(module)]
-        self.keyed = hasattr(module, "keys")
+        self.keys_of = keys_of(module)
+        self.keyed = self.keys_of is not None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
         self._decode = msgspec.json.Decoder(state_type(module)).decode
@@ -182,7 +175,8 @@ class Runner:
         parked: list[tuple[Any, ...]] = []
         dirty: set[str] = set()
         if self.keyed:
-            keys = module.keys
+            keys = self.keys_of
+            assert keys is not None
             for rec in chunk:
                 if type(rec) is Recorded:
                     dirty.update(keys(rec))
@@ -255,10 +249,11 @@ class Runner:
             again = next(iter(self.store.read_batches(rec.position - 1, rec.position, 1)), [rec])[0]
             if type(again) is Recorded:
                 if self.keyed:
-                    missing = [k for k in self.module.keys(again) if k not in self.view]
+                    assert self.keys_of is not None
+                    missing = [k for k in self.keys_of(again) if k not in self.view]
                     for k, state in tables.load_states(self.store, self.table, missing).items():
                         self.view[k] = self._decode(state)
-                    self._reread_keys.update(self.module.keys(again))
+                    self._reread_keys.update(self.keys_of(again))
                 return again
         return rec
 
@@ -287,18 +282,18 @@ def _tag(rec: Recorded) -> str:
 
 
 # ----------------------------------------------------------------- operations
-def status(store: Store, module: ModuleType) -> tuple[int, int] | None:
+def status(store: Store, module: View) -> tuple[int, int] | None:
     """(version, position) of the live view, None if never built."""
     tables.ensure(store)
     return tables.tracking(store, module.NAME)
 
 
-def is_current(store: Store, module: ModuleType) -> bool:
+def is_current(store: Store, module: View) -> bool:
     tracking = status(store, module)
     return tracking is not None and tracking[0] == module.VERSION
 
 
-def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progress: Progress | None = None,
+def rebuild(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
             cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
     """Rebuild `module`'s view from position zero (up to `upto`, default the head)
     beside the live one and swap it in. Resumes a rebuild that was killed (same
@@ -327,7 +322,7 @@ def rebuild(store: Store, module: ModuleType, *, upto: int | None = None, progre
     return stats
 
 
-def catch_up(store: Store, module: ModuleType, *, upto: int | None = None, progress: Progress | None = None,
+def catch_up(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
              cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
     """Bring the live view up to the log's head (or `upto`). A view never built, or
     built by another VERSION, is rebuilt first (readers keep the old one meanwhile)."""
@@ -344,16 +339,16 @@ def catch_up(store: Store, module: ModuleType, *, upto: int | None = None, progr
     return stats
 
 
-def catch_up_all(store: Store, views: Iterable[ModuleType] = VIEWS, **kw: Any) -> list[Stats]:
+def catch_up_all(store: Store, views: Iterable[View] = VIEWS, **kw: Any) -> list[Stats]:
     return [catch_up(store, v, **kw) for v in views]
 
 
-def _position(store: Store, module: ModuleType) -> int:
+def _position(store: Store, module: View) -> int:
     tracking = status(store, module)
     return tracking[1] if tracking is not None else 0
 
 
-def behind(store: Store, module: ModuleType) -> int:
+def behind(store: Store, module: View) -> int:
     """How many positions the live view lags the log (0 when caught up; the whole log
     when it was never built). Positions, not events: PostgreSQL ids have gaps."""
     tracking = status(store, module)
@@ -363,7 +358,7 @@ def behind(store: Store, module: ModuleType) -> int:
 RECONNECT_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # seconds between attempts; the last one repeats
 
 
-def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading.Event,
+def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event,
            poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None,
            on_error: Callable[[StoreError, float], None] | None = None,
            backoff: Sequence[float] = RECONNECT_BACKOFF) -> None:  # fmt: skip
@@ -413,7 +408,7 @@ def follow(store: Store, views: Sequence[ModuleType] = VIEWS, *, stop: threading
 
 
 # ---------------------------------------------------------------- fleet reads
-def read_view(store: Store, module: ModuleType, *, key: str | None = None,
+def read_view(store: Store, module: View, *, key: str | None = None,
               catch_up_first: bool = True) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
@@ -437,13 +432,13 @@ def read_view(store: Store, module: ModuleType, *, key: str | None = None,
     return view, (max(0, head - position) if current else head)
 
 
-def _fold_in_memory(store: Store, module: ModuleType, view: Any, after: int, key: str | None) -> Any:
+def _fold_in_memory(store: Store, module: View, view: Any, after: int, key: str | None) -> Any:
     """The view brought up to the log's head in memory, under the engine's poison rule
     (an event that does not decode, or that evolve refuses, is skipped: parked)."""
-    keyed = key is not None and hasattr(module, "keys")
+    view_keys = keys_of(module) if key is not None else None
     for chunk in store.read_batches(after):
         for rec in chunk:
-            if type(rec) is not Recorded or (keyed and key not in module.keys(rec)):
+            if type(rec) is not Recorded or (view_keys is not None and key not in view_keys(rec)):
                 continue
             try:
                 view = module.evolve(view, rec)

@@ -1,13 +1,12 @@
 """Every materialized view, in one place. Adding a view is one line here (and its
-module, which follows the protocol in projections/engine.py)."""
+module, which follows the view protocol in projections/view.py)."""
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from projections import epoch_index, epochs, failures, runs, tick_health
+from projections.view import View
 
-VIEWS: tuple[ModuleType, ...] = (
+VIEWS: tuple[View, ...] = (
     runs,
     epochs,  # with runs: what the orphan rule reads (projections/orphans.py)
     epoch_index,  # epoch id -> slot: where the write side finds a report's epoch (F1)
@@ -16,7 +15,7 @@ VIEWS: tuple[ModuleType, ...] = (
 )
 
 
-def by_name(name: str) -> ModuleType:
+def by_name(name: str) -> View:
     for v in VIEWS:
         if v.NAME == name:
             return v

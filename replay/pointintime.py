@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -26,6 +25,7 @@ from ledger.events import Recorded
 from ledger.store import Poison, Store, check_position
 from projections.engine import MAX_ATTEMPTS
 from projections.registry import VIEWS
+from projections.view import View
 
 
 class FleetState(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,7 +48,7 @@ def state_hash(state: FleetState) -> str:
 
 
 def state_at(store: Store, *, position: int | None = None, at: datetime | None = None,
-             views: tuple[ModuleType, ...] = VIEWS) -> FleetState:  # fmt: skip
+             views: tuple[View, ...] = VIEWS) -> FleetState:  # fmt: skip
     """The fleet as of `position` (events at or before it) or `at` (see the module doc);
     both: whichever prefix is shorter; neither: the whole log."""
     if at is not None and at.tzinfo is None:
@@ -77,7 +77,7 @@ def state_at(store: Store, *, position: int | None = None, at: datetime | None =
     return _done(last_position, last_at, events, folded, parked)
 
 
-def _apply(view_module: ModuleType, view: Any, rec: Recorded) -> tuple[Any, bool]:
+def _apply(view_module: View, view: Any, rec: Recorded) -> tuple[Any, bool]:
     for _ in range(MAX_ATTEMPTS):
         try:
             return view_module.evolve(view, rec), True

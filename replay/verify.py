@@ -10,7 +10,6 @@ is a different question (rule S1).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -19,6 +18,7 @@ from ledger.store import Poison, Store
 from projections import tables
 from projections.engine import _retry, column_spec, entries, row_of, table_of
 from projections.registry import VIEWS
+from projections.view import View
 
 
 class Difference(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,7 +41,7 @@ class Verified(msgspec.Struct, kw_only=True):
     difference: Difference | None = None
 
 
-def replay_rows(store: Store, module: ModuleType, upto: int) -> tuple[list[tuple[Any, ...]], list[int]]:
+def replay_rows(store: Store, module: View, upto: int) -> tuple[list[tuple[Any, ...]], list[int]]:
     """Fold the log up to `upto` in memory with the view's own evolve, under the
     engine's rules for poison, and materialize it: (rows sorted by key, parked positions)."""
     view = module.initial()
@@ -61,7 +61,7 @@ def replay_rows(store: Store, module: ModuleType, upto: int) -> tuple[list[tuple
     return rows, parked
 
 
-def verify_view(store: Store, module: ModuleType) -> Verified:
+def verify_view(store: Store, module: View) -> Verified:
     tables.ensure(store)
     columns = [c for c, _ in column_spec(module)]
     tracking, live = tables.view_rows(store, module.NAME, table_of(module.NAME), columns)
@@ -105,6 +105,6 @@ def _first_difference(view: str, names: list[str], live: list[tuple[Any, ...]],
     return None
 
 
-def verify(store: Store, views: Iterable[ModuleType] = VIEWS) -> list[Verified]:
+def verify(store: Store, views: Iterable[View] = VIEWS) -> list[Verified]:
     """Replay from zero in memory, compare with every live view row by row (rule R2)."""
     return [verify_view(store, v) for v in views]

@@ -127,3 +127,15 @@ def test_O6_the_operator_guide_states_the_residual_risks() -> None:
     section = guide[guide.index("## Residual risks, stated plainly"):]
     for risk in ("A task that dies inside a live process", "Clock skew between hosts", "A suspended host"):
         assert risk in section, risk
+
+
+def test_readmes_python_example_runs(tmp_path: Path, monkeypatch) -> None:
+    """The README's example is code a user pastes: it must run as written."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert code is not None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code.group(1), "README.md", "exec"), {})
+    assert (tmp_path / "runs.db").exists()
