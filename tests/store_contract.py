@@ -296,7 +296,7 @@ class StoreContract(ABC):
         faults.cut("after_commit", check_fails=True)
         with pytest.raises(CommitUnknown) as e:
             b.commit()
-        assert e.value.versions == {"run:r1": (2, 3), "run:r2": (1, 1)} and exit_code(e.value) == 11
+        assert e.value.versions == {"run:r1": (2, 3), "run:r2": (1, 1)} and exit_code(e.value) == 13
         assert "nothing was appended" not in str(e.value) and "run:r1 v2-3" in str(e.value)
         faults.heal()
         recorded = b.commit()

@@ -41,7 +41,7 @@ from ledger.errors import (
 )
 
 # The one table of exit codes: the most specific class of an error decides (its MRO is
-# walked), so StaleEpoch (an IllegalTransition) exits 9, CommitUnknown (a StoreError) 11.
+# walked), so StaleEpoch (an IllegalTransition) exits 9, CommitUnknown (a StoreError) 13.
 EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (None, 0, "success"),
     (LedgerError, 1, "other ledger error"),
@@ -61,7 +61,7 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (StaleEpoch, 9, "stale epoch: a report written for an epoch that is no longer live was refused, and kept as "
                     "`run.fenced` evidence"),
     (ViewMismatch, 10, "`verify`: a live view differs from its replay from zero (the first difference is named)"),
-    (CommitUnknown, 11, "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
+    (CommitUnknown, 13, "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
                         "could not be checked; check the named streams (`history RUN`) before running the command "
                         "again (docs/operations.md)"),
 )
