@@ -89,13 +89,16 @@ def sweep(
             isinstance(g, int | float) and not isinstance(g, bool) and 0 <= g < math.inf for g in gaps):  # fmt: skip
         raise InvalidInput(f"need {attempts - 1} gaps of >= 0 finite seconds, got {gaps!r}", where="gaps")
     m = orphans.as_margin(margin)
+
     def wait(seconds: float) -> object:
         return sleep(seconds) if sleep is not None else ledger.wait_for_stop(epoch_id, seconds)
 
     last: StoreError | None = None
     for attempt in range(1, attempts + 1):
         if ledger.is_stopping(epoch_id):
-            log.warning("sweep of %s epoch %s: the process has begun to stop; no attempt %d", process, epoch_id, attempt)
+            log.warning(
+                "sweep of %s epoch %s: the process has begun to stop; no attempt %d", process or "?", epoch_id, attempt
+            )
             return SweepReport(process=process or "", epoch=epoch_id, outcome="stopping", attempts=attempt - 1)
         try:
             if process is None:
@@ -105,38 +108,42 @@ def sweep(
             return report
         except StoreError as e:  # infrastructure: retried. Conflicts are handled inside.
             last = e
-            log.warning("sweep of %s epoch %s: attempt %d of %d failed: %s", process, epoch_id, attempt, attempts, e)
+            log.warning(
+                "sweep of %s epoch %s: attempt %d of %d failed: %s", process or "?", epoch_id, attempt, attempts, e
+            )
             if attempt < attempts:
                 wait(gaps[attempt - 1])
     assert last is not None
-    process = process or "?"  # an epoch id whose slot no attempt could read
+    slot = process or "?"  # "?": an epoch id whose slot no attempt could read
     log.error("sweep of %s epoch %s gave up after %d attempts: %s; orphans may still show as running",
-              process, epoch_id, attempts, last)  # fmt: skip
-    recorded = True
-    try:
-        ledger.submit(ProcessSweepFailed(at=ledger.clock.now(), process=process, epoch=epoch_id, actor=epoch_id,
-                                         attempts=attempts, error=str(last)))  # fmt: skip
-    except LedgerError as e:
-        recorded = False
-        log.error("sweep of %s epoch %s: could not record process.sweep_failed either: %s", process, epoch_id, e)
-    raise SweepFailed(process, epoch_id, attempts, str(last), recorded) from last
+              slot, epoch_id, attempts, last)  # fmt: skip
+    recorded = False
+    if process is None:  # the alert belongs on the slot's stream, and no read found the slot
+        log.error("sweep of ? epoch %s: its slot could not be read, so process.sweep_failed was not recorded", epoch_id)
+    else:
+        try:
+            ledger.submit(ProcessSweepFailed(at=ledger.clock.now(), process=process, epoch=epoch_id, actor=epoch_id,
+                                             attempts=attempts, error=str(last)))  # fmt: skip
+            recorded = True
+        except LedgerError as e:
+            log.error("sweep of %s epoch %s: could not record process.sweep_failed either: %s", process, epoch_id, e)
+    raise SweepFailed(slot, epoch_id, attempts, str(last), recorded) from last
 
 
 def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> SweepReport:
-    recovered: list[orphans.Verdict] = []
     skipped: str | None = None
-    skip_recorded = False
+    lost: list[str] = []
     for rounds in range(CONFLICT_ROUNDS):
         view = ledger.orphan_view()
         me = view.epoch(process, epoch_id)
         if me is None:
-            raise InvalidInput(f"epoch {epoch_id!r} of {process!r} was never booted; boot() before sweep()", where="sweep")
+            raise InvalidInput(
+                f"epoch {epoch_id!r} of {process!r} was never booted; boot() before sweep()", where="sweep"
+            )
         if me.stopping_at is not None or me.stopped_at is not None:
-            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", recovered=recovered,
-                               fallback_skipped=skipped, conflict_rounds=rounds)  # fmt: skip
+            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds)
         if me.superseded_by is not None:
-            return SweepReport(process=process, epoch=epoch_id, outcome="superseded", recovered=recovered,
-                               fallback_skipped=skipped, conflict_rounds=rounds)  # fmt: skip
+            return SweepReport(process=process, epoch=epoch_id, outcome="superseded", conflict_rounds=rounds)
         now = ledger.clock.now()
         found = orphans.verdicts(view, me, margin)
         if now < me.booted_at or skipped is not None:
@@ -149,7 +156,7 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
             found = [v for v in found if not v.uses_time]
         try:
             with ledger.batch() as b:
-                if skipped is not None and not skip_recorded:
+                if skipped is not None:  # in the same batch: a lost race writes neither
                     b.submit(ProcessSweepSkipped(at=now, process=process, epoch=epoch_id, actor=epoch_id,
                                                  why=skipped, now=now, booted_at=me.booted_at))  # fmt: skip
                 for v in found:
@@ -158,13 +165,20 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
                     # replica recovered it) fails the batch and we judge again.
                     b.assume(view.runs[v.run])
                     b.submit(_recovery(v, now, process, epoch_id))
-        except ConflictError:
+        except ConflictError as e:
+            lost = e.streams
             continue  # another writer (another replica's sweep) moved a stream: re-read
-        skip_recorded = skip_recorded or skipped is not None
-        recovered.extend(found)
-        return SweepReport(process=process, epoch=epoch_id, outcome="swept", recovered=recovered,
-                           fallback_skipped=skipped, conflict_rounds=rounds)
-    raise ConflictError([], f"sweep of {process} epoch {epoch_id!r} kept losing races after {CONFLICT_ROUNDS} re-reads")
+        return SweepReport(
+            process=process,
+            epoch=epoch_id,
+            outcome="swept",
+            recovered=found,
+            fallback_skipped=skipped,
+            conflict_rounds=rounds,
+        )
+    raise ConflictError(
+        lost, f"sweep of {process} epoch {epoch_id!r} kept losing races after {CONFLICT_ROUNDS} re-reads"
+    )
 
 
 def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) -> RunRecovered:

@@ -480,3 +480,57 @@ def test_O3_a_sweep_judges_by_its_own_epoch_not_the_slots_current_one():
     view = h.view()
     assert orphans.verdicts(view, view.epoch("w", "e1")) == []
     assert [v.rule for v in orphans.verdicts(view, view.epoch("w", "e2"))] == ["O3-fallback"]
+
+
+def test_O3_a_verdict_keeps_the_epoch_the_start_named_even_when_no_slot_booted_it():
+    """A start that names an epoch no slot booted (a history written before reports
+    were checked) has no owner: the time fallback judges it, and the verdict keeps the
+    epoch the start named as evidence. Mutation caught: `owner_epoch` dropped from the
+    fallback verdict."""
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.add(RunQueued(at=h.at(10), run="r", process="w"))
+    h.add(RunStarted(at=h.at(10), run="r", process="w", epoch="ghost"))  # decide alone: nothing checks the epoch
+    h.boot("w", "e2", 3600)
+    [v] = orphans.verdicts(h.view())
+    assert (v.rule, v.owner_epoch, v.owner_process) == ("O3-fallback", "ghost", "w")
+
+
+def test_O2_a_superseded_owner_that_had_also_stopped_is_judged_by_its_supersession():
+    """Mutation caught: a verdict carrying both superseded_by and stopped_at."""
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.start("r", "w", 10, epoch="e1")
+    h.stop("w", "e1", 20)
+    h.boot("w", "e2", 30)
+    [v] = orphans.verdicts(h.view())
+    assert (v.rule, v.superseded_by, v.stopped_at) == ("O2-superseded", "e2", None)
+
+
+def test_O4_the_view_knows_the_position_it_was_folded_to():
+    h = History(T0)
+    h.boot("w", "e1", 0)
+    h.start("r", "w", 10, epoch="e1")
+    assert h.view().position == len(h.records) and h.view(upto=2).position == 2
+
+
+def test_O2_a_verdict_missing_a_fact_says_so_instead_of_failing():
+    """`explain` shows an absent instant as "?" (a verdict built by a third-party policy
+    may leave one out)."""
+    for rule in (orphans.STOPPED, orphans.FALLBACK):
+        assert "?" in orphans.Verdict(run="r", rule=rule, margin=1.0).explain()
+
+
+@pytest.mark.parametrize("margin, ok", [(0, True), (0.5, True), (timedelta(seconds=2), True),
+                                        (orphans.MAX_MARGIN, True), (orphans.MAX_MARGIN.total_seconds(), True),
+                                        (orphans.MAX_MARGIN.total_seconds() + 1, False), (-0.001, False),
+                                        (float("nan"), False), (True, False), ("1", False)])  # fmt: skip
+def test_O3_the_margin_is_checked_in_one_place(margin, ok):
+    """Mutations caught: the bounds of `as_margin` moved or its refusals unnamed."""
+    if ok:
+        m = orphans.as_margin(margin)
+        assert m == (margin if isinstance(margin, timedelta) else timedelta(seconds=margin))
+        return
+    with pytest.raises(InvalidInput, match="margin must be") as e:
+        orphans.as_margin(margin)
+    assert e.value.where == "margin"

@@ -32,6 +32,8 @@ def at(s: float) -> datetime:
 COMMANDS = {
     "boot_e1_again": lambda: ProcessBooted(at=at(0), process=P, epoch="e1", booted_at=at(-5)),
     "boot_e1_other": lambda: ProcessBooted(at=at(99), process=P, epoch="e1", booted_at=at(90)),
+    "boot_e1_recorded_later": lambda: ProcessBooted(at=at(99), process=P, epoch="e1", booted_at=at(-5)),
+    "boot_e1_other_instant": lambda: ProcessBooted(at=at(0), process=P, epoch="e1", booted_at=at(90)),
     "boot_e2": lambda: ProcessBooted(at=at(100), process=P, epoch="e2", booted_at=at(95)),
     "stopping_e1": lambda: ProcessStopping(at=at(50), process=P, epoch="e1"),
     "stopped_e1": lambda: ProcessStopped(at=at(60), process=P, epoch="e1"),
@@ -54,12 +56,12 @@ REFUSED = ("refused", None)  # IllegalTransition(process, None, tag, "unknown ep
 DUP = ("refused", "booted")  # IllegalTransition(process, "booted", tag, "... already booted")
 # fmt: off
 TABLE = {
-    #               boot_e1_again boot_e1_other boot_e2 stopping_e1 stopped_e1 stopping_ghost stopped_ghost skipped_e1 skipped_ghost failed_e1 failed_ghost
-    "empty":        (A,           A,            A,      REFUSED,    REFUSED,   REFUSED,       REFUSED,      REFUSED,   REFUSED,      REFUSED,  REFUSED),
-    "booted":       (NOOP,        DUP,          A,      A,          A,         REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
-    "stopping":     (NOOP,        DUP,          A,      NOOP,       A,         REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
-    "stopped":      (NOOP,        DUP,          A,      NOOP,       NOOP,      REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
-    "stopped_only": (NOOP,        DUP,          A,      NOOP,       NOOP,      REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
+    #               boot_e1_again boot_e1_other later other_instant boot_e2 stopping_e1 stopped_e1 stopping_ghost stopped_ghost skipped_e1 skipped_ghost failed_e1 failed_ghost
+    "empty":        (A,           A,            A,    A,            A,      REFUSED,    REFUSED,   REFUSED,       REFUSED,      REFUSED,   REFUSED,      REFUSED,  REFUSED),
+    "booted":       (NOOP,        DUP,          DUP,  DUP,          A,      A,          A,         REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
+    "stopping":     (NOOP,        DUP,          DUP,  DUP,          A,      NOOP,       A,         REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
+    "stopped":      (NOOP,        DUP,          DUP,  DUP,          A,      NOOP,       NOOP,      REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
+    "stopped_only": (NOOP,        DUP,          DUP,  DUP,          A,      NOOP,       NOOP,      REFUSED,       REFUSED,      A,         REFUSED,      A,        REFUSED),
 }
 # fmt: on
 
@@ -102,15 +104,30 @@ def test_O5_every_sweep_skip_and_failure_is_its_own_fact() -> None:
 
 
 def test_L8_decide_stamps_times_in_utc() -> None:
-    """Mutation caught: the `at` or `booted_at` of a boot kept in its caller's zone."""
-    plus2 = timezone(timedelta(hours=2))
-    boot = ProcessBooted(at=at(0).astimezone(plus2), process=P, epoch="e1", booted_at=at(-5).astimezone(plus2))
-    [e] = process_mod.decide(boot, None)
-    assert e.at.utcoffset() == timedelta(0) and e.booted_at.utcoffset() == timedelta(0)
-    assert (e.at, e.booted_at) == (at(0), at(-5))
-    state = process_mod.fold([e])
-    [s] = process_mod.decide(ProcessStopping(at=at(5).astimezone(plus2), process=P, epoch="e1"), state)
-    assert s.at.utcoffset() == timedelta(0)
+    """Mutation caught: the `at` or `booted_at` of a boot kept in its caller's zone, or
+    converted to the machine's local zone (astimezone() without UTC): the process runs
+    in a zone that is not UTC for this test."""
+    import os
+    import time
+
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Kolkata"
+    time.tzset()
+    try:
+        plus2 = timezone(timedelta(hours=2))
+        boot = ProcessBooted(at=at(0).astimezone(plus2), process=P, epoch="e1", booted_at=at(-5).astimezone(plus2))
+        [e] = process_mod.decide(boot, None)
+        assert e.at.utcoffset() == timedelta(0) and e.booted_at.utcoffset() == timedelta(0)
+        assert (e.at, e.booted_at) == (at(0), at(-5))
+        state = process_mod.fold([e])
+        [s] = process_mod.decide(ProcessStopping(at=at(5).astimezone(plus2), process=P, epoch="e1"), state)
+        assert s.at.utcoffset() == timedelta(0)
+    finally:
+        if saved is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
 
 
 def test_O1_the_fold_keeps_the_boot_facts() -> None:
