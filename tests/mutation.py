@@ -1,0 +1,186 @@
+"""`make mutation`: mutation testing of the rule modules (docs/mutation.md). Too slow for
+CI (tens of minutes on 2 cores); run it when you touch a rule.
+
+1. mutmut 3 mutates the functions of the rule modules ([tool.mutmut] in pyproject.toml)
+   and runs the suites that pin the rules against each mutant.
+2. mutmut does not mutate module-level tables, and the rules' tables are module level:
+   the status sets and the transition table of ledger/lifecycle.py, the report types the
+   fence judges (ledger/run.py), the sweep's retry bounds. Here each entry of each table
+   is changed on its own (one status added to or removed from a set, one event's sources
+   toggled, one report type removed, a bound moved by one) by a pytest plugin at session
+   start, and the same suites run against it.
+3. A score per module. A survivor is either killed by a new test or argued equivalent in
+   docs/mutation.md (its name in a table row there); any other survivor, or a module
+   under the bar, fails the run.
+
+    python -m tests.mutation              # both parts, then the report
+    python -m tests.mutation --tables     # only part 2 (a few minutes)
+    python -m tests.mutation --report     # only the report, from mutmut's last results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BAR = 0.90
+# One list of suites and modules: mutmut's, in pyproject.toml.
+_CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+SUITES: list[str] = _CONFIG["pytest_add_cli_args_test_selection"]
+MODULES: list[str] = _CONFIG["only_mutate"]
+
+
+# ------------------------------------------------------- part 2: table mutants
+def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
+    """(module file, name, description, how) for every table entry. `how` is the value to
+    put in place of the name (or of one key of it, for the transition table)."""
+    from ledger import lifecycle, run
+    from ledger.events import Status
+
+    for name in sorted(
+        n for n in vars(lifecycle) if n.startswith("_") and isinstance(getattr(lifecycle, n), frozenset)
+    ):
+        value = getattr(lifecycle, name)
+        for s in Status:
+            changed = value - {s} if s in value else value | {s}
+            yield "ledger/lifecycle.py", name, f"{name} {'-' if s in value else '+'}{s.value}", changed
+    for tag, sources in lifecycle.TRANSITIONS.items():
+        for s in [None, *Status]:
+            changed = sources - {s} if s in sources else sources | {s}
+            yield (
+                "ledger/lifecycle.py",
+                f"TRANSITIONS[{tag}]",
+                f"TRANSITIONS[{tag}] {'-' if s in sources else '+'}{s}",
+                changed,
+            )
+    for code in sorted(lifecycle.NO_AUTO_RESUME):
+        yield "ledger/lifecycle.py", "NO_AUTO_RESUME", f"NO_AUTO_RESUME -{code}", lifecycle.NO_AUTO_RESUME - {code}
+    for name in ("FENCED_REPORTS", "OUTCOME_REPORTS"):
+        value = getattr(run, name)
+        for cls in value:
+            yield "ledger/run.py", name, f"{name} -{cls.__name__}", tuple(c for c in value if c is not cls)
+    yield "epochledger/sweep.py", "CONFLICT_ROUNDS", "CONFLICT_ROUNDS 8 -> 1", 1
+
+
+def _apply(mutant: str) -> None:
+    """Called by the plugin at session start: put the mutant's value in place."""
+    from ledger import lifecycle
+
+    index = int(mutant)
+    module, name, _, value = list(table_mutants())[index]
+    target = {"ledger/lifecycle.py": "ledger.lifecycle", "ledger/run.py": "ledger.run",
+              "epochledger/sweep.py": "epochledger.sweep"}[module]  # fmt: skip
+    mod = sys.modules.get(target) or __import__(target, fromlist=["_"])
+    if name.startswith("TRANSITIONS["):
+        lifecycle.TRANSITIONS[name[len("TRANSITIONS[") : -1]] = value
+    else:
+        setattr(mod, name, value)
+
+
+def pytest_configure(config: pytest.Config) -> None:  # the plugin: `-p tests.mutation`
+    mutant = os.environ.get("EPOCHLEDGER_TABLE_MUTANT")
+    if mutant is not None:
+        _apply(mutant)
+
+
+def run_tables() -> dict[str, str]:
+    """Each table mutant against the suites: 'killed' or 'survived'."""
+    results: dict[str, str] = {}
+    mutants = list(table_mutants())
+    for i, (module, _name, description, _value) in enumerate(mutants):
+        env = {**os.environ, "EPOCHLEDGER_TABLE_MUTANT": str(i)}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:xdist", "-p", "tests.mutation",
+                               "-k", "not postgresql", "--no-header", *SUITES],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+        results[f"{module}: {description}"] = "killed" if done.returncode != 0 else "survived"
+        print(f"[{i + 1}/{len(mutants)}] {results[f'{module}: {description}']:8} {module}: {description}", flush=True)
+    (ROOT / "mutants").mkdir(exist_ok=True)
+    (ROOT / "mutants" / "tables.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
+# ------------------------------------------------------------- the report
+def mutmut_results() -> dict[str, dict[str, int | None]]:
+    """mutant name -> exit code, per module file, from mutmut's own result files."""
+    out: dict[str, dict[str, int | None]] = {}
+    for module in MODULES:
+        meta = ROOT / "mutants" / (module + ".meta")
+        if meta.exists():
+            out[module] = json.loads(meta.read_text())["exit_code_by_key"]
+    return out
+
+
+def argued_equivalent() -> list[str]:
+    """The survivors docs/mutation.md argues are equivalent: the names (or patterns, as
+    `ledger.lifecycle.x_is_*__mutmut_1`, for one argument that covers a family) in the
+    first column of its tables."""
+    doc = (ROOT / "docs" / "mutation.md").read_text()
+    return re.findall(r"^\| `([^`]+)` \|", doc, flags=re.M)
+
+
+def is_argued(name: str, patterns: list[str]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+# mutmut's exit codes (mutmut/stats.py): a failing suite or a hang is a kill; a passing
+# suite, or no test reaching the mutant, is a survivor.
+KILLED = {1, 3, 36, 24, -24, 152, 255, -9, -11, 37}
+SURVIVED = {0, 5, 33, 35}
+
+
+def report() -> int:
+    """Score = killed / mutants, per module; the bar is BAR and no survivor unargued."""
+    equivalent = argued_equivalent()
+    tables = (
+        json.loads((ROOT / "mutants" / "tables.json").read_text())
+        if (ROOT / "mutants" / "tables.json").exists()
+        else {}
+    )
+    failures = 0
+    print(f"{'module':24} {'mutants':>8} {'killed':>7} {'equivalent':>11} {'score':>6}")
+    for module, results in mutmut_results().items():
+        table_rows = {k: v for k, v in tables.items() if k.startswith(module + ":")}
+        names = {k: v for k, v in results.items() if v is not None}
+        killed = sum(1 for v in names.values() if v in KILLED) + sum(v == "killed" for v in table_rows.values())
+        survivors = [k for k, v in names.items() if v in SURVIVED] + [
+            k for k, v in table_rows.items() if v == "survived"
+        ]
+        argued = [s for s in survivors if is_argued(s, equivalent)]
+        total = len(names) + len(table_rows)
+        score = killed / total if total else 1.0
+        print(f"{module:24} {total:8} {killed:7} {len(argued):11} {score:6.1%}")
+        unargued = [s for s in survivors if not is_argued(s, equivalent)]
+        for s in unargued:
+            print(f"    survivor, not argued: {s}")
+        if score < BAR or unargued:
+            failures += 1
+    print(f"bar: {BAR:.0%} of each module's mutants killed, every survivor argued equivalent in docs/mutation.md")
+    return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation")
+    parser.add_argument("--tables", action="store_true", help="only the module-level table mutants")
+    parser.add_argument("--report", action="store_true", help="only the report")
+    ns = parser.parse_args()
+    if not ns.report:
+        if not ns.tables:
+            subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "2"], cwd=ROOT, check=False)
+        run_tables()
+    return report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
