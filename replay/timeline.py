@@ -303,13 +303,31 @@ def _shape(kind: str, x: float, y: float, detail: str, extra: str = "") -> str:
     return f"<g {attrs}>{title}{body}</g>"
 
 
+CHAR = 6.5  # px per character of a 10px label (generous, so labels never run into the next bar)
+
+
+def _label(bar: Bar, x0: float, x1: float) -> tuple[str, str]:
+    """(text inside the bar, text after it): the run and its code inside when they fit,
+    else the failure code alone after the bar (the run id is on hover)."""
+    code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
+    label = bar.run + (f" {code}" if code else "")
+    if x1 - x0 > CHAR * len(label) + 6:
+        return label, ""
+    return "", code
+
+
 def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime) -> list[int]:
     """A row for each bar, greedy in start order, so that bars of one row never overlap."""
     rows: list[float] = []
     out = []
     for b in bars:
-        x0 = x_of(b.start)
-        x1 = max(x_of(b.segments[-1].end or end), x0 + 3)
+        x0 = x_of(b.start) - (6 if b.marks and min(m.at for m in b.marks) <= b.start else 0)
+        # A bar's markers count as part of it: a fenced report that came after the bar
+        # ended must not sit on the next bar of the row.
+        x1 = max(x_of(b.segments[-1].end or end), x0 + 3, *(x_of(m.at) + 6 for m in b.marks))
+        _, outside = _label(b, x_of(b.start), x_of(b.segments[-1].end or end))
+        if outside:  # the failure code is written after the bar: it is part of the bar too
+            x1 = max(x1, x_of(b.segments[-1].end or end) + 3 + CHAR * len(outside))
         for i, free in enumerate(rows):
             if free <= x0:
                 rows[i] = x1 + 2
@@ -378,6 +396,7 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
         for m in sorted(lane.marks, key=lambda m: (m.at, m.position, m.kind)):
             if lo <= m.at <= hi:
                 g.append(_shape(m.kind, x_of(m.at), EPOCH_ROW / 2, m.detail, f' data-epoch="{_esc(m.epoch or "")}"'))
+        on_top: list[str] = []
         for bar, row in zip(bars, rows, strict=True):
             shown_runs += 1
             by = EPOCH_ROW + row * ROW + 2
@@ -398,16 +417,17 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
                              f'<title>{_esc(detail)}</title></rect>')  # fmt: skip
             x0 = x_of(bar.start)
             x1 = x_of(bar.segments[-1].end or hi)
-            label = bar.run + (f" {code}" if code else "")
-            if x1 - x0 > 7 * len(label):
-                parts.append(f'<text class="run-label" x="{x0 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(label)}</text>')
-            elif code:
-                parts.append(f'<text class="run-code" x="{x1 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(code)}</text>')
-            for m in bar.marks:
-                if lo <= m.at <= hi:
-                    parts.append(_shape(m.kind, x_of(m.at), by + (ROW - 4) / 2, m.detail, f' data-run="{_esc(bar.run)}"'))
+            inside, outside = _label(bar, x0, x1)
+            if inside:
+                parts.append(f'<text class="run-label" x="{x0 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(inside)}</text>')
+            elif outside:
+                parts.append(f'<text class="run-code" x="{x1 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>')
             parts.append("</g>")
             g.append("".join(parts))
+            for m in bar.marks:  # drawn after the bars below, so no bar covers a marker
+                if lo <= m.at <= hi:
+                    on_top.append(_shape(m.kind, x_of(m.at), by + (ROW - 4) / 2, m.detail, f' data-run="{_esc(bar.run)}"'))
+        g.extend(on_top)
         g.append("</g>")
         body.append("\n".join(g))
         y += height + LANE_GAP
@@ -452,7 +472,7 @@ svg.timeline{display:block} .lane-bg{fill:#f9fafb;stroke:#e5e7eb}
 .axis line{stroke:#9ca3af} .axis .grid{stroke:#eef0f3} .tick{font-size:11px;fill:#4b5563;text-anchor:middle}
 .seg{stroke:#fff;stroke-width:.5} .run-label,.run-code{font-size:10px;fill:#111827;pointer-events:none}
 .run-code{fill:#991b1b} .run:hover .seg{stroke:#111827;stroke-width:1}
-.cursor line{stroke:#e11d48;stroke-width:2;stroke-dasharray:4 3} .cursor text{fill:#e11d48;font-weight:600;font-size:12px}
+.cursor line{stroke:#e11d48;stroke-width:2;stroke-dasharray:4 3;pointer-events:none} .cursor text{fill:#e11d48;font-weight:600;font-size:12px}
 #tip{position:fixed;display:none;max-width:520px;background:#111827;color:#f9fafb;padding:6px 8px;border-radius:4px;
 font-size:12px;pointer-events:none;z-index:10;white-space:pre-wrap}
 """
