@@ -316,6 +316,11 @@ def _label(bar: Bar, x0: float, x1: float) -> tuple[str, str]:
     return "", code
 
 
+def _after(bar: Bar, x_of: Callable[[datetime], float], end: datetime) -> float:
+    """Where a label after the bar starts: past its end and past its markers."""
+    return max([x_of(bar.segments[-1].end or end), *(x_of(m.at) + 5 for m in bar.marks)]) + 3
+
+
 def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime) -> list[int]:
     """A row for each bar, greedy in start order, so that bars of one row never overlap."""
     rows: list[float] = []
@@ -324,10 +329,10 @@ def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime)
         x0 = x_of(b.start) - (6 if b.marks and min(m.at for m in b.marks) <= b.start else 0)
         # A bar's markers count as part of it: a fenced report that came after the bar
         # ended must not sit on the next bar of the row.
-        x1 = max(x_of(b.segments[-1].end or end), x0 + 3, *(x_of(m.at) + 6 for m in b.marks))
+        x1 = max([x_of(b.segments[-1].end or end) + 3, *(x_of(m.at) + 6 for m in b.marks)])  # + 3: a point segment is 3 px wide
         _, outside = _label(b, x_of(b.start), x_of(b.segments[-1].end or end))
-        if outside:  # the failure code is written after the bar: it is part of the bar too
-            x1 = max(x1, x_of(b.segments[-1].end or end) + 3 + CHAR * len(outside))
+        if outside:  # the failure code is written after the bar and its markers: part of the bar too
+            x1 = max(x1, _after(b, x_of, end) + CHAR * len(outside))
         for i, free in enumerate(rows):
             if free <= x0:
                 rows[i] = x1 + 2
@@ -421,7 +426,7 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
             if inside:
                 parts.append(f'<text class="run-label" x="{x0 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(inside)}</text>')
             elif outside:
-                parts.append(f'<text class="run-code" x="{x1 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>')
+                parts.append(f'<text class="run-code" x="{_after(bar, x_of, hi):.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>')
             parts.append("</g>")
             g.append("".join(parts))
             for m in bar.marks:  # drawn after the bars below, so no bar covers a marker
