@@ -48,6 +48,7 @@ from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import BadPolicy, InvalidInput
 from ledger.events import (
     ProcessBooted,
+    ProcessSweepFailed,
     ProcessSweepSkipped,
     Recorded,
     RunCheckpointed,
@@ -352,6 +353,7 @@ class _Replay:
         self.done: list[Difference] = []
         self.sweeps = 0
         self.swept: set[str] = set()  # epochs whose sweeps left records (found by a first pass)
+        self.failed: set[str] = set()  # epochs whose sweep gave up and left no other record
         self.open: tuple[Sweep, list[Verdict], dict[str, RunState]] | None = None  # a sweep group being read
 
     # -- the alternative's world
@@ -390,8 +392,9 @@ class _Replay:
         if self.open is not None and type(e) is RunRecovered and e.run in self.view.runs:
             self.open[2][e.run] = self.view.runs[e.run]  # as the sweep found it
         self.evolve(rec)
-        if type(e) is ProcessBooted and e.epoch not in self.swept:
-            # This boot's sweep recorded nothing (or there was none): judge at the boot.
+        if type(e) is ProcessBooted and e.epoch not in self.swept and e.epoch not in self.failed:
+            # This boot's sweep recorded nothing (or there was none): judge at the boot. A
+            # sweep that gave up (process.sweep_failed) judged nothing: no decision point.
             epoch = self.view.epoch(e.process, e.epoch)
             if epoch is not None:
                 self.at_boot(epoch, e.at)
@@ -536,7 +539,12 @@ def whatif(store: Store, policy: str | Policy, *, at: datetime | None = None, po
     replay = _Replay(label, fn)
     # Two passes: the first finds which epochs' sweeps left records, so that a boot whose
     # sweep came later (a boot, other events, then `sweep`) is judged where its sweep ran.
-    replay.swept = {owner for rec in _records(store, at, position) if (owner := _sweep_records(rec.event)) is not None}
+    for rec in _records(store, at, position):
+        if (owner := _sweep_records(rec.event)) is not None:
+            replay.swept.add(owner)
+        elif type(rec.event) is ProcessSweepFailed:
+            replay.failed.add(rec.event.epoch)
+    replay.failed -= replay.swept
     last_position, last_at = 0, None
     for rec in _records(store, at, position):
         replay.apply(rec)

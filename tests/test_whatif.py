@@ -20,7 +20,7 @@ from epochledger import open_ledger
 from epochledger.cli import main
 from epochledger.ndjson import import_lines
 from ledger.errors import BadPolicy
-from replay.whatif import BUILTIN, KILLED_LIVE, LATE, MISSED, Difference, whatif
+from replay.whatif import BUILTIN, EARLY, KILLED_LIVE, LATE, MISSED, Difference, whatif
 from tests import incident_histories as incidents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,3 +183,32 @@ def test_R4_whatif_reads_postgresql_too(pg_url) -> None:
         import_lines(lg, f)
         result = whatif(lg.store, "flat-age:30m")
     assert [(d.kind, d.run) for d in result.differences] == [(KILLED_LIVE, "nightly"), (MISSED, "young")]
+
+
+def test_R4_an_orphan_found_before_any_recorded_sweep_is_early(sqlite_ledger, clock) -> None:
+    """worker-1 is redeployed with boot() alone (no sweep) while an unowned run of its old
+    epoch runs; worker-2's startup sweep an hour later cannot take it (O3 is worker-1's to
+    judge). A boot with no sweep records nothing, so what-if judges it as a sweep that found
+    nothing: the recorded rule itself finds the run there, first; a flat age finds it at
+    worker-2's sweep. Both `early`, and the record never recovers it. A sweep that gave up
+    (process.sweep_failed) judged nothing and is no decision point."""
+    from ledger.events import ProcessSweepFailed
+
+    lg = sqlite_ledger
+    lg.boot("worker-1", epoch="w1.e1")
+    lg.boot("worker-2", epoch="w2.e1")
+    clock.advance(300)
+    lg.queue("u", process="worker-1")
+    lg.start("u", process="worker-1")
+    clock.advance(15 * 60)
+    clock.restart(1)
+    lg.boot("worker-1", epoch="w1.e2")
+    clock.advance(40 * 60)
+    lg.startup("worker-2", epoch="w2.e2")
+    clock.advance(60)
+    lg.boot("worker-3", epoch="w3.e1")
+    lg.submit(ProcessSweepFailed(at=clock.now(), process="worker-3", epoch="w3.e1", attempts=3, error="store down"))
+    clock.advance(60)
+    got = {p: [(d.kind, d.run, d.sweep_epoch, d.then) for d in whatif(lg.store, p).differences] for p in ("epoch", "flat-age:30m")}
+    assert got == {"epoch": [(EARLY, "u", "w1.e2", None)], "flat-age:30m": [(EARLY, "u", "w2.e2", None)]}
+    assert whatif(lg.store, "epoch").sweeps == 4  # four boots; the one whose sweep gave up is not judged
