@@ -65,7 +65,8 @@ def cmd_whatif(ns: argparse.Namespace) -> None:
          arg("--from", dest="start", metavar="T", help="the window's start (default: the history's first instant)"),
          arg("--to", dest="end", metavar="T", help="the window's end (default: the history's last instant)"),
          arg("--at", metavar="T", help="draw the cursor at this instant (the one under investigation)"),
-         arg("--run", action="append", metavar="R", help="only this run (repeat for more) and the lanes it is in"),
+         arg("--run", action="extend", nargs="+", metavar="R",
+             help="only these runs (--run a b, or --run a --run b) and the lanes they are in"),
          arg("-o", "--output", required=True, metavar="FILE.html", help="the page to write (atomically)"))  # fmt: skip
 def cmd_timeline(ns: argparse.Namespace) -> None:
     """Write the incident's picture: one self-contained HTML page (rule V1).
