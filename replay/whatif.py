@@ -468,9 +468,11 @@ class _Replay:
                             f"({sweep.now.isoformat()}), before any recorded sweep did")  # fmt: skip
         else:
             ck = diff.last_checkpoint
+            live = {True: "was live", False: "was not live, yet the recorded rule holds the run healthy",
+                    None: "is not known"}[diff.owner_live]  # fmt: skip
             diff.message = (f"{state.run}: the alternative kills it at the sweep of {sweep.epoch.epoch} "
                             f"({sweep.now.isoformat()}) while its owner {diff.owner_epoch or '?'} of "
-                            f"{diff.owner_process or '?'} was live; it was {_dur(diff.age_s)} old, last checkpoint "
+                            f"{diff.owner_process or '?'} {live}; it was {_dur(diff.age_s)} old, last checkpoint "
                             + (f"{ck.node} {ck.ref} at {ck.at.isoformat()}" if ck is not None else "none"))  # fmt: skip
         self.done.append(diff)
         return diff
