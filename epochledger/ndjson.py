@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -286,10 +287,20 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
         return _Import(ledger, tolerant=on_error == "skip").run(lines)
     if on_error != "skip":
         raise InvalidInput("a rejects file needs --on-error skip (a strict import rejects the whole file)", where="--rejects")
-    with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
-        result = _Import(ledger, tolerant=True).run(lines)
-        for r in result.rejected:
-            out.write(reject_record(r) + b"\n")
+    if os.path.isdir(rejects):
+        raise InvalidInput("is a directory, not a file for the rejected lines (nothing was imported)", where="--rejects")
+    result: ImportResult | None = None
+    try:
+        with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
+            result = _Import(ledger, tolerant=True).run(lines)
+            for r in result.rejected:
+                out.write(reject_record(r) + b"\n")
+    except InvalidInput as e:
+        if result is None:  # refused before the import ran, or the import itself refused
+            raise
+        # The commit landed; only the rejects file could not be written: say both.
+        raise InvalidInput(f"the import was committed ({result.appended} events appended, {len(result.rejected)} lines "
+                           f"rejected), but the rejects file could not be written: {e}", where="--rejects") from None  # fmt: skip
     return result
 
 

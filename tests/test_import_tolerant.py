@@ -433,3 +433,26 @@ def test_I1_fuzz_tolerant_import_loses_nothing_and_doubles_nothing(tmp_path_fact
         assert second.appended <= len(rejected - kept)
         stored = export(lg).splitlines()
         assert len(stored) == len(set(stored)), "an event was appended twice"
+
+
+def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import(tmp_path, sqlite_ledger: Ledger,
+                                                                                 monkeypatch) -> None:  # fmt: skip
+    """A directory is refused before anything is imported. If the rename of the rejects
+    file fails after the commit (the disk filled up), the error says the import was
+    committed and how much, never that nothing was appended (the rename is made to
+    fail: a full disk cannot be arranged in a test)."""
+    with pytest.raises(InvalidInput, match="is a directory.*nothing was imported"):
+        import_events(sqlite_ledger, lines([BOOT]), on_error="skip", rejects=str(tmp_path))
+    assert sqlite_ledger.store.max_position() == 0
+    import epochledger.files
+
+    def full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(epochledger.files.os, "replace", full)
+    with pytest.raises(InvalidInput) as e:
+        import_events(sqlite_ledger, lines([BOOT, {"type": "run.nope", "at": _T + "01Z"}]), on_error="skip",
+                      rejects=str(tmp_path / "rej.ndjson"))  # fmt: skip
+    assert "the import was committed (1 events appended, 1 lines rejected)" in str(e.value)
+    assert "No space left on device" in str(e.value) and "nothing was" not in str(e.value)
+    assert sqlite_ledger.store.max_position() == 1
