@@ -458,7 +458,7 @@ class _Import:
 
     @staticmethod
     def _parse(line: bytes | str, number: int) -> Parsed:
-        content = _content(line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line)
+        content = _content(line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line)
         try:
             return number, content, _parse_line(line, number)
         except ImportRejected as e:

@@ -288,6 +288,10 @@ def test_I1_a_line_that_is_not_utf8_is_kept_exactly_in_the_rejects(tmp_path, sql
     import_events(sqlite_ledger, [b'{"type": "run.queued", "at": "\xff"}\n'], on_error="skip", rejects=str(rejects))
     [record] = [json.loads(x) for x in rejects.read_bytes().splitlines()]
     assert base64.b64decode(record["raw_base64"]) == b'{"type": "run.queued", "at": "\xff"}' and "raw" not in record
+    # a str line with a lone surrogate (the API takes str lines too): rejected, kept, no traceback
+    result = import_events(sqlite_ledger, ["\ud800"], on_error="skip", rejects=str(rejects))
+    assert "not UTF-8" in result.rejected[0].reason
+    assert base64.b64decode(json.loads(rejects.read_bytes())["raw_base64"]) == "\ud800".encode("utf-8", "surrogatepass")
 
 
 # ------------------------------------------------------------------ time sanity
