@@ -440,13 +440,17 @@ class _Import:
 
     def run(self, lines: Iterable[bytes | str]) -> ImportResult:
         chunk: list[Parsed] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            chunk.append(self._parse(line, number))
-            if len(chunk) >= CHUNK:
-                self._chunk(chunk)
-                chunk = []
+        try:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                chunk.append(self._parse(line, number))
+                if len(chunk) >= CHUNK:
+                    self._chunk(chunk)
+                    chunk = []
+        except ImportRejected:  # the reader gave up (a line over MAX_LINE): nothing lands,
+            self._chunk(chunk)  # but a strict import names the first bad line, as it reads
+            raise
         if chunk:
             self._chunk(chunk)
         result = self.result

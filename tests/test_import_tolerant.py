@@ -460,3 +460,11 @@ def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import
     assert "the import was committed (1 events appended, 1 lines rejected)" in str(e.value)
     assert "No space left on device" in str(e.value) and "nothing was" not in str(e.value)
     assert sqlite_ledger.store.max_position() == 1
+
+
+def test_I1_strict_names_the_first_bad_line_even_before_an_endless_one(sqlite_ledger: Ledger) -> None:
+    content = b"".join(lines([BOOT, S])) + b"x" * (2 << 20) + b"\n"
+    with pytest.raises(ImportRejected) as e:
+        import_events(sqlite_ledger, read_lines(io.BytesIO(content)))
+    assert e.value.line == 2 and "a run begins with run.queued" in str(e.value)
+    assert sqlite_ledger.store.max_position() == 0
