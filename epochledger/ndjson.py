@@ -493,6 +493,10 @@ class _Import:
 
     def _line(self, number: int, raw: dict[str, Any], event: Event) -> None:
         assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+        try:  # first: an instant out of bounds must not reach the index (hashing it overflows) or decide
+            codec.checked(event)
+        except InvalidInput as e:
+            raise _Refused(str(e)) from None
         stream = stream_of(event)
         known = self.known[stream]
         if known.holds(raw, event):
