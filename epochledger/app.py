@@ -102,6 +102,14 @@ def _fold_stream(stream: str, history: list[Recorded | Poison]) -> Any:
     return state
 
 
+def _labels(labels: Any) -> Any:
+    """A copy of a caller's label dict, so mutating it later cannot change the event;
+    anything else is passed on for `checked` to refuse, naming the field."""
+    if labels is None:
+        return {}
+    return dict(labels) if isinstance(labels, dict) else labels
+
+
 EpochArg = EpochRef | str  # an epoch's state (boot()'s result) or its id
 
 
@@ -143,8 +151,12 @@ class Commands:
         return at if at is not None else self.clock.now()
 
     def queue(self, run: str, *, workflow: str | None = None, process: str | None = None,
-              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor, reason=reason))
+              actor: str | None = None, reason: str | None = None, at: datetime | None = None,
+              labels: dict[str, str] | None = None, parent: str | None = None) -> RunState:  # fmt: skip
+        """Queue a new run. `labels` (string -> string, bounded: ledger/events.py) and
+        `parent` (the run it re-executes or retries) are set here, once (rule I2)."""
+        return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor,
+                                     reason=reason, labels=_labels(labels), parent=parent))  # fmt: skip
 
     def start(self, run: str, *, epoch: EpochArg | None = None, process: str | None = None,
               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip

@@ -116,14 +116,25 @@ def cmd_show(ns: argparse.Namespace) -> None:
     health = rec.pop("tick_health")
     rec.pop("tick_streak", None)
     end = rec.pop("fenced_end", None)
+    labels = rec.pop("labels", None)
     for k, v in rec.items():
         if v is not None and v != "" and not (k == "fenced" and v == 0):
             out(f"{k:>12}: {v}")
+    if labels:  # rule I2
+        out(f"{'labels':>12}: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if end is not None:
         out(f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
             f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)")  # fmt: skip
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
+
+
+def label_filter(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 @command(
@@ -133,11 +144,13 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
     arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
     arg("--orphaned", action="store_true", help="only running runs whose owner is gone (rules O2/O3), with the verdict"),
+    arg("--label", metavar="KEY=VALUE", action="append", type=label_filter,
+        help="only runs with this label (repeatable: every one must match; rule I2)"),
     JSON,
     NO_CATCH_UP,
 )
 def cmd_runs(ns: argparse.Namespace) -> None:
-    """List runs, optionally filtered by status, predicate and failure code.
+    """List runs, optionally filtered by status, predicate, failure code and labels.
 
     Reads the runs view, caught up first (see --no-catch-up).
 
@@ -148,6 +161,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
              epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
              epochledger runs --orphaned --json
+             epochledger runs --label team=data --label env=prod   (both labels; rule I2)
     """
 
     def keep(s: RunState) -> bool:
@@ -156,6 +170,8 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         if ns.where and not all(lifecycle.PREDICATES[p](s.status, s.code) for p in ns.where):
             return False
         if ns.code and not (lifecycle.is_failure(s.status) and show_code(s.code) in ns.code):
+            return False
+        if ns.label and not all(s.labels.get(k) == v for k, v in ns.label):
             return False
         return True
 
@@ -176,7 +192,13 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         cols = ["since", "age_s", "failures", "step", "error_class", "error"]
         table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
         return
-    table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
+    columns = ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"]
+    if any(r["labels"] for r in rows):
+        for r in rows:
+            r["labels"] = ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))
+        columns.append("labels")
+    table(rows, columns)
+
 
 
 @command("history", arg("run"), JSON)
