@@ -54,7 +54,7 @@ from ledger.events import (
     Status,
     tag_of,
 )
-from ledger.process import EpochState, end_of
+from ledger.process import EpochState, HostState, end_of
 
 replace = msgspec.structs.replace
 
@@ -341,16 +341,19 @@ def slot_hint(cmd: RunEventBase, run: RunState | None) -> str | None:
     return None
 
 
-def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState) -> RunFenced | None:
+def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState, host: HostState | None) -> RunFenced | None:
     """The `run.fenced` evidence to keep instead of `cmd`, or None if `cmd` may proceed.
-    A report on a run that does not exist (or was deleted) is not evidence about it:
-    `decide` refuses it like any command on such a run."""
+    `writer` is the epoch the report names; `host` its host's boots (the hosts view), so
+    a report from an epoch that was superseded, stopped, exited or whose host rebooted
+    is refused alike (ledger.process.end_of, rule O7). A report on a run that does not
+    exist (or was deleted) is not evidence about it: `decide` refuses it like any
+    command on such a run."""
     if run is None or run.deleted:
         return None
-    ended = end_of(writer)
+    ended = end_of(writer, host)
     if ended is None:
         return None
-    _rule, why = ended
+    rule, why = ended
     reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None
     return RunFenced(
         at=cmd.at,
@@ -364,4 +367,5 @@ def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState) -> RunFen
         stopped_at=writer.stopped_at if writer.superseded_by is None else None,
         report=msgspec.to_builtins(cmd),
         reported=reported,
+        rule=rule,
     )
