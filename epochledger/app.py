@@ -63,6 +63,7 @@ from ledger.store import Append, Poison, Store, open_store
 from projections.orphans import MARGIN
 
 if TYPE_CHECKING:
+    from epochledger.probe import ProbeReport
     from epochledger.sweep import SweepReport
 
 RunState = run_mod.RunState
@@ -570,6 +571,16 @@ class Ledger(Commands):
         as_margin(margin)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
         return booted, self.sweep(booted, margin=margin)
+
+    def probe(self, *, epoch: EpochArg | None = None, sweep: bool = True) -> ProbeReport:
+        """Check every live epoch recorded for this host's current boot against the
+        kernel (pid gone, a zombie, or its start time differs: `process.exited` by
+        `probe@<host>` with the evidence), then sweep: with `epoch` (the caller's own
+        live epoch) or an epoch of slot `probe@<host>` booted for it (rules O7, O8;
+        epochledger/probe.py)."""
+        from epochledger.probe import probe
+
+        return probe(self, epoch=epoch, sweep=sweep)
 
     def keep_fenced(self, refusal: StaleEpoch) -> None:
         """Append the run.fenced evidence of a refused stale report (its own
