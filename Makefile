@@ -1,7 +1,8 @@
 # Two entry points that work on a fresh machine with only Python 3.11+ and make.
 #   make demo  -> records a small scheduler day into ./epochledger-demo.db and prints it
-#   make test  -> the whole suite (PostgreSQL tests skip unless a server answers,
-#                 or fail when EPOCHLEDGER_TEST_POSTGRES=require)
+#   make test  -> the whole suite, with the Dagster extra installed (PostgreSQL tests skip
+#                 unless a server answers, or fail when EPOCHLEDGER_TEST_POSTGRES=require;
+#                 Dagster tests likewise with EPOCHLEDGER_TEST_DAGSTER=require)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -14,10 +15,15 @@ $(BIN)/epochledger: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[postgres,dev]'
 	touch $@
 
+# The Dagster importer's extra (docs/import-dagster.md), for the tests that run real Dagster.
+$(VENV)/.dagster: $(BIN)/epochledger
+	$(BIN)/python -m pip install -q -e '.[postgres,dev,dagster]'
+	touch $@
+
 demo: $(BIN)/epochledger
 	$(BIN)/epochledger demo
 
-test: $(BIN)/epochledger
+test: $(BIN)/epochledger $(VENV)/.dagster
 	$(BIN)/python -m pytest -n 2 -q
 
 # Static checks: lint, types (strict), the layer contracts.
