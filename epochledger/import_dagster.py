@@ -68,7 +68,7 @@ from ledger.run import RunState
 SOURCE = "dagster"
 PREFIX = "dagster:"  # a Dagster run's ledger run id, and its workers' slot: dagster:<run_id>
 ACTOR = "dagster-import"  # the actor of every imported event
-OBSERVER = "dagster"  # who saw a worker die when Dagster reported it from outside the worker
+OBSERVER = ACTOR  # observed_by of a worker Dagster reported dead from outside it (the evidence quotes Dagster)
 EXTRA = "pip install 'epochledger[dagster]'"
 
 # RunFailureReason (Dagster's `dagster/failure_reason`) -> the ledger's failure code. The

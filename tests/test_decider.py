@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from ledger.errors import IllegalTransition
@@ -296,3 +297,21 @@ def test_F1_fenced_evidence_is_kept_from_every_status_and_changes_nothing(start:
         state.status, state.code, state.checkpoint, state.actor, state.updated_at)
     assert after.fenced == state.fenced + 1 and after.version == state.version + 1
     assert after.fenced_end is not None and after.fenced_end.epoch == "old"
+
+
+@pytest.mark.parametrize("start", [s.value for s in Status])
+def test_I3_an_importers_cursor_is_kept_from_every_status_and_changes_nothing(start: str) -> None:
+    """`run.imported` (an importer's per-run cursor) is legal from every status and is
+    bookkeeping: status, code, the last report and who made it, and the updated time
+    all stay; only the version moves, so a retried delivery of the last report is
+    still recognised. Mutation caught: run.imported limited to some statuses, or
+    evolved like a transition (the actor and `last` would change)."""
+    from ledger.events import RunImported
+
+    state = given(start)
+    assert state is not None
+    imported = RunImported(at=at(99), run=RUN, source="dagster", cursor=17, source_status="SUCCESS", actor="importer")
+    [e] = decide(imported, state)
+    after = evolve(state, e)
+    assert after == msgspec.structs.replace(state, version=state.version + 1)
+    assert e.status == state.status and e.code == state.code

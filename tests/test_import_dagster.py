@@ -137,6 +137,19 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Histories]:
     yield Histories(home, runs, statuses, pids)
 
 
+class Imported:
+    def __init__(self, url: str, report: Any):
+        self.url, self.report = url, report
+
+
+@pytest.fixture(scope="module")
+def imported(histories: Histories, tmp_path_factory: pytest.TempPathFactory) -> Imported:
+    """The histories imported once (--local-workers) into a ledger the read-only tests share."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('imported') / 'ledger.db'}"
+    with open_ledger(url) as ledger:
+        return Imported(url, _import(ledger, histories.home))
+
+
 def _ledger(tmp_path: Path) -> Ledger:
     return open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
 
@@ -175,12 +188,12 @@ def _table(ledger: Ledger, h: Histories) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def test_I3_dagster_final_status_against_ours_run_by_run(histories: Histories, tmp_path: Path) -> None:
+def test_I3_dagster_final_status_against_ours_run_by_run(histories: Histories, imported: Imported) -> None:
     """The comparison table (docs/import-dagster.md): every real run, Dagster's final
     status beside the ledger's. Mutation caught: PIPELINE_CANCELED mapped to nothing
     (cancel stays running), a failure reason mapped to the wrong code."""
-    with _ledger(tmp_path) as ledger:
-        report = _import(ledger, histories.home)
+    report = imported.report
+    with open_ledger(imported.url) as ledger:
         assert _table(ledger, histories) == EXPECTED
         assert report.runs == report.read == len(EXPECTED)
 
@@ -223,12 +236,11 @@ def test_I3_incremental_reads_only_what_is_new_and_records_the_exit(histories: H
         assert kinds == ["RunQueued", "RunStarted", "RunImported", "RunFailed", "RunImported"]
         slot = ledger.process(run)
         assert slot is not None and slot.current is not None
-        assert slot.current.exited_by == "dagster" and not slot.current.live
+        assert slot.current.exited_by == "dagster-import" and not slot.current.live
 
 
-def test_I3_tags_become_labels_and_the_reexecuted_run_the_parent(histories: Histories, tmp_path: Path) -> None:
-    with _ledger(tmp_path) as ledger:
-        _import(ledger, histories.home)
+def test_I3_tags_become_labels_and_the_reexecuted_run_the_parent(histories: Histories, imported: Imported) -> None:
+    with open_ledger(imported.url) as ledger:
         ok = ledger.get_run("dagster:" + histories.runs["success"])
         assert ok.labels == {"team": "data", "owner": "ana"} and ok.workflow == "ok_job" and ok.parent is None
         child = ledger.get_run("dagster:" + histories.runs["re-execution"])
@@ -240,14 +252,13 @@ def test_I3_tags_become_labels_and_the_reexecuted_run_the_parent(histories: Hist
         assert failed.error is not None and "needs_fix" in failed.error
 
 
-def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories, tmp_path: Path) -> None:
+def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories, imported: Imported) -> None:
     """One slot per run (rule O8): the forked workers ran at once and none superseded
     another. A worker that wrote its run's end stopped cleanly; the SIGKILLed worker
     that a new worker replaced exited, seen by Dagster; the killed one is live. Each
     carries its pid, this host and its boot id (--local-workers)."""
     boot_id = SystemHost().boot_id()
-    with _ledger(tmp_path) as ledger:
-        _import(ledger, histories.home)
+    with open_ledger(imported.url) as ledger:
         slots = {k: ledger.process("dagster:" + r) for k, r in histories.runs.items()}
         for k in HOLD_SCENARIOS:
             slot = slots[k]
@@ -257,7 +268,7 @@ def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories,
         assert slots["cancel"].epochs[0].stopped_at is not None  # type: ignore[union-attr]
         assert slots["kill"].epochs[0].live  # type: ignore[union-attr]
         restarted = slots["restart"].epochs[0]  # type: ignore[union-attr]
-        assert restarted.exited_by == "dagster" and restarted.stopped_at is None
+        assert restarted.exited_by == "dagster-import" and restarted.stopped_at is None
         assert restarted.exit_evidence is not None and "RUN_WORKER_RESTART" in restarted.exit_evidence
         inproc = slots["success"].epochs[0]  # type: ignore[union-attr]
         assert inproc.pid == os.getpid() and inproc.pid_start is not None  # alive, started before its events
@@ -281,23 +292,22 @@ def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_r
         assert slot.epochs[0].exited_by.startswith("probe@")
 
 
-def test_I3_a_late_success_after_a_force_cancel_is_kept_not_lost(histories: Histories, tmp_path: Path) -> None:
+def test_I3_a_late_success_after_a_force_cancel_is_kept_not_lost(histories: Histories, imported: Imported) -> None:
     """The force-cancel race: Dagster's final word is the worker's late SUCCESS; the
     ledger refuses finished-after-cancelled and keeps the refused report as evidence
     (rule I1), listed in the import's report."""
     run = "dagster:" + histories.runs["race"]
-    with _ledger(tmp_path) as ledger:
-        report = _import(ledger, histories.home)
+    report = imported.report
+    with open_ledger(imported.url) as ledger:
         [refused] = report.refused
         assert (refused.run, refused.kind) == (run, "PIPELINE_SUCCESS")
         assert refused.kept_as != "nothing yet"
 
 
-def test_I3_cursor_is_kept_in_the_ledger(histories: Histories, tmp_path: Path) -> None:
+def test_I3_cursor_is_kept_in_the_ledger(histories: Histories, imported: Imported) -> None:
     """Each imported run's stream ends with run.imported: Dagster's status and the last
     storage id read."""
-    with _ledger(tmp_path) as ledger:
-        _import(ledger, histories.home)
+    with open_ledger(imported.url) as ledger:
         for scenario, run_id in histories.runs.items():
             last = ledger.history("dagster:" + run_id)[-1].event
             assert isinstance(last, RunImported) and last.source == "dagster"
@@ -344,11 +354,10 @@ def test_I3_the_core_works_without_the_extra(tmp_path: Path) -> None:
     assert "epochledger[dagster]" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_I3_booted_workers_carry_dagsters_pid(histories: Histories, tmp_path: Path) -> None:
+def test_I3_booted_workers_carry_dagsters_pid(histories: Histories, imported: Imported) -> None:
     """Every boot the import wrote names a pid Dagster recorded, at the time of the
     worker's first run-level event."""
-    with _ledger(tmp_path) as ledger:
-        _import(ledger, histories.home)
+    with open_ledger(imported.url) as ledger:
         boots = [r.event for r in ledger.events() if isinstance(r.event, ProcessBooted)]
         exits = [r.event for r in ledger.events() if isinstance(r.event, ProcessExited)]
         assert len(boots) == len(EXPECTED) and all(b.pid is not None for b in boots)
