@@ -266,8 +266,13 @@ class LocalHost:
         self.host = host or SystemHost()
         self.name = self.host.name()
         self.boot_id = self.host.boot_id()
-        self.booted = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        self.booted = self.host_booted()
         self.tick = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def host_booted() -> float:
+        """This host's boot instant on the wall clock (seconds since the epoch)."""
+        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
 
     def started_before(self, pid: int, when: datetime) -> int | None:
         """The pid's start (clock ticks after host boot) if a process with this pid runs
@@ -356,14 +361,22 @@ class _RunImport:
                                   reason=f"run worker pid {ev.pid}: first wrote Dagster event {ev.storage_id} "
                                          f"({ev.kind})"), ev)  # fmt: skip
         found = self.slot_state()
-        worker = found.epoch(epoch) if found is not None else None
-        if worker is not None and self.local is not None and host_boot is None and worker.live:
-            # It ran on this host before the host's current boot: it is gone.
-            self.submit(ProcessExited(at=ev.at, process=self.slot, epoch=epoch, observed_by=f"{ACTOR}@{self.local.name}",
-                                      evidence=f"host {self.local.name} booted at "
-                                               f"{_utc(self.local.booted).isoformat()}, after this worker ran",
-                                      actor=ACTOR), ev)  # fmt: skip
-        return worker
+        return found.epoch(epoch) if found is not None else None
+
+    def gone_with_reboot(self) -> None:
+        """`--local-workers`: a live worker that booted on this host before the host's
+        current boot is gone (its whole history is before the reboot): an exit fact at
+        the host's boot instant, after everything it wrote."""
+        slot = self.slot_state()
+        if self.local is None or self.local.boot_id is None or slot is None:
+            return
+        booted = _utc(self.local.booted)
+        for worker in slot.epochs:
+            if worker.live and worker.host == self.local.name and worker.booted_at < booted:
+                self.submit(ProcessExited(at=max(booted, worker.recorded_at), process=self.slot, epoch=worker.epoch,
+                                          observed_by=f"{ACTOR}@{self.local.name}",
+                                          evidence=f"host {self.local.name} booted at {booted.isoformat()} (boot id "
+                                                   f"{self.local.boot_id}), after this worker ran", actor=ACTOR), None)  # fmt: skip
 
     def stop(self, worker: EpochState, ev: SourceEvent) -> None:
         """The worker wrote its run's end: its work is over (a clean stop)."""
@@ -449,6 +462,7 @@ def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known
         job.apply(ev)
         cursor, last_at, n = ev.storage_id, max(last_at, ev.at), n + 1
     report.events += n
+    job.gone_with_reboot()
     after: RunState | None = batch.state(run_stream(run))
     if after is not None and (known is None or cursor != known.cursor or src.updated != known.source_updated
                               or src.status != known.source_status):  # fmt: skip

@@ -292,6 +292,31 @@ def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_r
         assert slot.epochs[0].exited_by.startswith("probe@")
 
 
+def test_I3_O7_a_live_worker_from_before_the_hosts_boot_is_gone(histories: Histories, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """--local-workers on a host that rebooted since the workers ran: no worker gets the
+    current boot id, and the one still live (the SIGKILLed worker) gets an exit fact at
+    the host's boot instant, after all it wrote; every other outcome is as before.
+    Mutation caught: the exit written at the worker's boot (its own start and finish
+    would then be fenced, and the table would change)."""
+    from epochledger.import_dagster import LocalHost
+
+    rebooted = time.time()  # as if this host booted after every run of the instance
+    monkeypatch.setattr(LocalHost, "host_booted", staticmethod(lambda: rebooted))
+    with _ledger(tmp_path) as ledger:
+        _import(ledger, histories.home)
+        assert _table(ledger, histories) == EXPECTED
+        exits = [r.event for r in ledger.events() if isinstance(r.event, ProcessExited)]
+        by_reboot = [e for e in exits if e.observed_by.startswith("dagster-import@")]
+        assert [e.process for e in by_reboot] == ["dagster:" + histories.runs["kill"]]
+        assert by_reboot[0].evidence is not None and "booted at" in by_reboot[0].evidence
+        boots = [r.event for r in ledger.events() if isinstance(r.event, ProcessBooted)]
+        assert {b.host_boot for b in boots} == {None}
+        ledger.probe()  # nothing of this boot to probe; the sweep recovers the run of the dead worker
+        state = ledger.get_run("dagster:" + histories.runs["kill"])
+        assert (state.status, state.code) == ("failed_resumable", "PROCESS_ORPHANED")
+
+
 def test_I3_a_late_success_after_a_force_cancel_is_kept_not_lost(histories: Histories, imported: Imported) -> None:
     """The force-cancel race: Dagster's final word is the worker's late SUCCESS; the
     ledger refuses finished-after-cancelled and keeps the refused report as evidence
