@@ -387,3 +387,13 @@ def test_I3_booted_workers_carry_dagsters_pid(histories: Histories, imported: Im
         exits = [r.event for r in ledger.events() if isinstance(r.event, ProcessExited)]
         assert len(boots) == len(EXPECTED) and all(b.pid is not None for b in boots)
         assert [e.process for e in exits] == ["dagster:" + histories.runs["restart"]]
+
+
+def test_I3_L5_the_same_import_on_postgresql(histories: Histories, pg_url: str) -> None:
+    """The importer only speaks the write path: on PostgreSQL the same table, and a
+    second import appends nothing."""
+    with open_ledger(pg_url, init=True) as ledger:
+        _import(ledger, histories.home)
+        assert _table(ledger, histories) == EXPECTED
+        head = ledger.store.max_position()
+        assert _import(ledger, histories.home).appended == 0 and ledger.store.max_position() == head
