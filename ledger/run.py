@@ -369,3 +369,34 @@ def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState, host: Hos
         reported=reported,
         rule=rule,
     )
+
+
+# A report kept as evidence that named no epoch (RunFenced.epoch is required).
+UNATTRIBUTED = "-"
+
+
+def refused_report(cmd: RunEventBase, run: RunState | None, why: str) -> RunFenced | None:
+    """The `run.fenced` evidence to keep for a report that `decide` refused because the
+    run's status does not allow it, though the report is a real observation: a late
+    success after a cancel, a late failure after a sweep recovered the run, a second
+    start. The tolerant import keeps it (rule I1) as the fence keeps a stale epoch's
+    report (rule F1), so an outcome report binds automation in the same way (rule F2).
+    None for anything else: an operator's command, a report on a run that does not exist
+    or was deleted, a report whose own fields are inconsistent (a code on a finish)."""
+    if run is None or run.deleted or not isinstance(cmd, FENCED_REPORTS):
+        return None
+    tag = tag_of(cmd)
+    if lifecycle.allowed_from(tag, run.status):
+        return None
+    reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None
+    return RunFenced(
+        at=cmd.at,
+        run=cmd.run,
+        actor=cmd.actor,
+        reason=f"{tag} refused and kept as evidence: {why} (rule I1)"[:65536],
+        epoch=writer_epoch(cmd) or UNATTRIBUTED,
+        refused=tag,
+        why=why[:4096],
+        report=msgspec.to_builtins(cmd),
+        reported=reported,
+    )
