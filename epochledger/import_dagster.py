@@ -39,6 +39,7 @@ import msgspec
 
 from epochledger.app import Batch, Ledger
 from ledger import codes
+from ledger import run as run_mod
 from ledger.errors import ConflictError, IllegalTransition, InvalidInput, StaleEpoch
 from ledger.events import (
     MAX_CAUSE_DEPTH,
@@ -430,8 +431,16 @@ class _RunImport:
 
 
 def keep_evidence(batch: Batch, command: RunEventBase | ProcessEventBase, error: Exception) -> str:
-    """Keep a refused Dagster transition as evidence in the batch; returns how it is kept."""
-    return "nothing yet"  # TODO(i13c): the tolerant import's evidence (rule I1)
+    """Keep a refused Dagster report as evidence in the batch, as the tolerant import
+    keeps a refused real observation (`run.fenced`, ledger.run.refused_report, rule I1);
+    returns how it is kept. What is no report (a cancel, a slot's event) is listed in
+    the import's report only."""
+    if isinstance(command, RunEventBase):
+        evidence = run_mod.refused_report(command, batch.state(run_stream(command.run)), str(error))
+        if evidence is not None:
+            batch.submit(evidence)
+            return "run.fenced"
+    return "the import's report only"
 
 
 def _name(value: str) -> str | None:

@@ -30,7 +30,7 @@ import pytest
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.events import ProcessBooted, ProcessExited, RunImported
+from ledger.events import ProcessBooted, ProcessExited, RunFenced, RunImported
 from ledger.host import SystemHost
 
 REQUIRE = os.environ.get("EPOCHLEDGER_TEST_DAGSTER") == "require"
@@ -323,10 +323,12 @@ def test_I3_a_late_success_after_a_force_cancel_is_kept_not_lost(histories: Hist
     (rule I1), listed in the import's report."""
     run = "dagster:" + histories.runs["race"]
     report = imported.report
+    [refused] = report.refused
+    assert (refused.run, refused.kind, refused.kept_as) == (run, "PIPELINE_SUCCESS", "run.fenced")
     with open_ledger(imported.url) as ledger:
-        [refused] = report.refused
-        assert (refused.run, refused.kind) == (run, "PIPELINE_SUCCESS")
-        assert refused.kept_as != "nothing yet"
+        [kept] = [r.event for r in ledger.history(run) if isinstance(r.event, RunFenced)]
+        assert (kept.refused, kept.reported, kept.report["epoch"]) == ("run.finished", "finished", kept.epoch)
+        assert ledger.get_run(run).fenced_end is not None  # a worker said the work ended: an operator decides (F2)
 
 
 def test_I3_cursor_is_kept_in_the_ledger(histories: Histories, imported: Imported) -> None:
