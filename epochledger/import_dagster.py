@@ -242,6 +242,7 @@ class Known(msgspec.Struct, frozen=True, kw_only=True):
     cursor: int = 0
     source_updated: datetime | None = None
     source_status: str | None = None
+    last_at: datetime | None = None  # the time of the run's last event in the ledger
 
 
 def known_cursors(ledger: Ledger, runs: Sequence[str]) -> dict[str, Known]:
@@ -249,11 +250,17 @@ def known_cursors(ledger: Ledger, runs: Sequence[str]) -> dict[str, Known]:
     found: dict[str, Known] = {}
     histories = ledger.store.read_streams([run_stream(r) for r in runs])
     for run in runs:
-        for rec in reversed(histories.get(run_stream(run), [])):
+        history = histories.get(run_stream(run), [])
+        last_at = max((e.at for rec in history if (e := getattr(rec, "event", None)) is not None), default=None)
+        for rec in reversed(history):
             e = getattr(rec, "event", None)
             if type(e) is RunImported and e.source == SOURCE:
-                found[run] = Known(cursor=e.cursor, source_updated=e.source_updated, source_status=e.source_status)
+                found[run] = Known(cursor=e.cursor, source_updated=e.source_updated, source_status=e.source_status,
+                                   last_at=last_at)  # fmt: skip
                 break
+        else:
+            if last_at is not None:
+                found[run] = Known(last_at=last_at)
     return found
 
 
@@ -289,8 +296,10 @@ class LocalHost:
 class _RunImport:
     """One Dagster run's new events, submitted to the batch in storage order."""
 
-    def __init__(self, batch: Batch, report: ImportReport, src: SourceRun, local: LocalHost | None):
+    def __init__(self, batch: Batch, report: ImportReport, src: SourceRun, local: LocalHost | None,
+                 last_at: datetime | None = None):  # fmt: skip
         self.batch, self.report, self.src, self.local = batch, report, src, local
+        self.last_at = last_at  # the run's latest event time: Dagster's times may step back (clock skew)
         self.run = PREFIX + src.run_id
         self.slot = PREFIX + src.run_id
         self.crash: tuple[int | None, int | None, str] | None = None  # a code server's crash report
@@ -300,6 +309,15 @@ class _RunImport:
         """Submit one command; a refusal is kept (run.fenced, or import evidence) and
         listed. True if the command itself was accepted."""
         before = self.batch.pending
+        if isinstance(command, RunEventBase):
+            if self.last_at is not None and command.at < self.last_at:
+                # No negative durations (as the NDJSON import refuses them): recorded at
+                # the run's latest time, Dagster's own time kept in the reason.
+                said = f"Dagster's time {command.at.isoformat()} is earlier than the run's previous event " \
+                       f"({self.last_at.isoformat()}): recorded at the latter"  # fmt: skip
+                command = msgspec.structs.replace(command, at=self.last_at,
+                                                  reason=f"{command.reason or ''} [{said}]"[:MAX_LONG])  # fmt: skip
+            self.last_at = command.at
         try:
             self.batch.submit(command)
             return True
@@ -461,21 +479,21 @@ def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known
                                        appended=0))  # fmt: skip
         return  # finished, and its record has not changed since the last import
     report.read += 1
-    job = _RunImport(batch, report, src, local)
+    job = _RunImport(batch, report, src, local, known.last_at if known is not None else None)
     if state is None:
         job.queue()
     cursor = known.cursor if known is not None else 0
-    last_at = state.updated_at if state is not None else src.created
     n = 0
     for ev in source_events(instance, src.run_id, cursor):
         job.apply(ev)
-        cursor, last_at, n = ev.storage_id, max(last_at, ev.at), n + 1
+        cursor, n = ev.storage_id, n + 1
     report.events += n
     job.gone_with_reboot()
     after: RunState | None = batch.state(run_stream(run))
     if after is not None and (known is None or cursor != known.cursor or src.updated != known.source_updated
                               or src.status != known.source_status):  # fmt: skip
-        job.submit(RunImported(at=max(last_at, src.updated), run=run, source=SOURCE, cursor=cursor,
+        at = max(src.updated, job.last_at) if job.last_at is not None else src.updated
+        job.submit(RunImported(at=at, run=run, source=SOURCE, cursor=cursor,
                                source_status=src.status, source_updated=src.updated, actor=ACTOR), None)  # fmt: skip
         after = batch.state(run_stream(run))
     report.appended += job.appended

@@ -399,3 +399,31 @@ def test_I3_L5_the_same_import_on_postgresql(histories: Histories, pg_url: str) 
         assert _table(ledger, histories) == EXPECTED
         head = ledger.store.max_position()
         assert _import(ledger, histories.home).appended == 0 and ledger.store.max_position() == head
+
+
+def test_I3_dagster_times_that_step_back_are_recorded_without_a_negative_duration(tmp_path: Path) -> None:
+    """Dagster stamps events with the writer's clock (a code server and a worker may
+    disagree): an event earlier than the run's previous one is recorded at that
+    previous time, Dagster's own time kept in the reason, so no run shows a negative
+    duration (as the NDJSON import refuses one). The mapping alone, on made-up events:
+    no Dagster needed. Mutation caught: the clamp removed."""
+    from datetime import UTC, datetime, timedelta
+
+    from epochledger.import_dagster import ImportReport, SourceEvent, SourceRun, _RunImport
+
+    t0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    src = SourceRun(run_id="r1", job="j", status="SUCCESS", tags={}, parent=None, created=t0, updated=t0)
+    events = [SourceEvent(storage_id=1, at=t0 + timedelta(seconds=2), kind="PIPELINE_START", pid=7),
+              SourceEvent(storage_id=2, at=t0 + timedelta(seconds=1), kind="PIPELINE_SUCCESS", pid=7)]  # fmt: skip
+    with _ledger(tmp_path) as ledger:
+        batch = ledger.batch()
+        job = _RunImport(batch, ImportReport(instance="x"), src, None)
+        job.queue()
+        for ev in events:
+            job.apply(ev)
+        batch.commit()
+        run_events = [r.event for r in ledger.history("dagster:r1")]
+        assert [type(e).__name__ for e in run_events] == ["RunQueued", "RunStarted", "RunFinished"]
+        assert [e.at for e in run_events] == [t0, t0 + timedelta(seconds=2), t0 + timedelta(seconds=2)]
+        assert "Dagster's time 2026-12-01T12:00:01+00:00 is earlier" in (run_events[-1].reason or "")
+        assert ledger.get_run("dagster:r1").status == "finished"
