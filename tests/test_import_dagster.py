@@ -239,6 +239,37 @@ def test_I3_incremental_reads_only_what_is_new_and_records_the_exit(histories: H
         assert slot.current.exited_by == "dagster-import" and not slot.current.live
 
 
+def test_I3_O7_a_code_servers_report_of_a_dead_worker_is_its_exit_with_the_signal(histories: Histories,
+                                                                                  tmp_path: Path) -> None:  # fmt: skip
+    """What Dagster's code server writes when the worker it launched is gone (its
+    `_check_for_orphaned_runs`, replayed here with Dagster's own calls on the SIGKILLed
+    worker's run): an engine event with Dagster's crash explanation, then a failure
+    with no reason, both from outside the worker. Imported: the worker's exit, with the
+    signal the explanation names, then the run's failure, PROCESS_EXITED. (A real code
+    server and launcher cost ~30 s of start-up on this machine; the writes are the same.)"""
+    from dagster._utils import get_run_crash_explanation
+
+    home = tmp_path / "home"
+    shutil.copytree(histories.home, home)
+    killed = histories.runs["kill"]
+    with _ledger(tmp_path) as ledger:
+        _import(ledger, home)
+        with _instance(home) as instance:
+            run = instance.get_run_by_id(killed)
+            instance.report_engine_event(get_run_crash_explanation(prefix=f"Run execution process for {killed}",
+                                                                   exit_code=-9), run)  # fmt: skip
+            instance.report_run_failed(run)
+        _import(ledger, home)
+        state = ledger.get_run("dagster:" + killed)
+        assert (state.status, state.code) == ("failed", "PROCESS_EXITED")
+        assert state.error is not None and "terminated by signal 9" in state.error
+        slot = ledger.process("dagster:" + killed)
+        assert slot is not None and slot.current is not None
+        worker = slot.current
+        assert (worker.exited_by, worker.exit_signal, worker.exit_code) == ("dagster-import", 9, None)
+        assert worker.exit_evidence is not None and "SIGKILL" in worker.exit_evidence
+
+
 def test_I3_tags_become_labels_and_the_reexecuted_run_the_parent(histories: Histories, imported: Imported) -> None:
     with open_ledger(imported.url) as ledger:
         ok = ledger.get_run("dagster:" + histories.runs["success"])
