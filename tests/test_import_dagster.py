@@ -33,6 +33,7 @@ from epochledger.cli import main
 from ledger.events import ProcessBooted, ProcessExited, RunFenced, RunImported
 from ledger.host import SystemHost
 
+pytestmark = pytest.mark.xdist_group("dagster")  # one worker builds the histories (pyproject: --dist loadgroup)
 REQUIRE = os.environ.get("EPOCHLEDGER_TEST_DAGSTER") == "require"
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 HOLD_SCENARIOS = ("cancel", "kill", "race", "restart")
@@ -198,16 +199,15 @@ def test_I3_dagster_final_status_against_ours_run_by_run(histories: Histories, i
         assert report.runs == report.read == len(EXPECTED)
 
 
-def test_I3_a_second_import_appends_nothing(histories: Histories, tmp_path: Path) -> None:
+def test_I3_a_second_import_appends_nothing(histories: Histories, imported: Imported) -> None:
     """Idempotent: importing the same instance again appends nothing and reads no event
     of a finished run. Mutation caught: the cursor ignored (each import reads from the
     first event: the start of a finished run is refused and kept again)."""
-    with _ledger(tmp_path) as ledger:
-        first = _import(ledger, histories.home)
+    with open_ledger(imported.url) as ledger:
         head = ledger.store.max_position()
         second = _import(ledger, histories.home)
         assert (second.appended, second.refused, ledger.store.max_position()) == (0, [], head)
-        assert first.appended > 0 and second.runs == len(EXPECTED)
+        assert imported.report.appended == head and second.runs == len(EXPECTED)
         assert second.read == 1 and second.events == 0  # only the STARTED run is read again: nothing new
 
 
