@@ -273,20 +273,28 @@ class LocalHost:
     def __init__(self, host: Host | None = None):
         self.host = host or SystemHost()
         self.name = self.host.name()
-        self.boot_id = self.host.boot_id()
-        self.booted = self.host_booted()
-        self.tick = os.sysconf("SC_CLK_TCK")
+        booted = self.host_booted()
+        # Without a boot id or a boot instant (off Linux) a worker's pid cannot be judged:
+        # only the host's name is recorded.
+        self.boot_id = self.host.boot_id() if booted is not None else None
+        self.booted = booted if booted is not None else 0.0
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     @staticmethod
-    def host_booted() -> float:
-        """This host's boot instant on the wall clock (seconds since the epoch)."""
-        return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    def host_booted() -> float | None:
+        """This host's boot instant on the wall clock (seconds since the epoch), or None
+        where the kernel has no CLOCK_BOOTTIME."""
+        boottime = getattr(time, "CLOCK_BOOTTIME", None)
+        return time.time() - time.clock_gettime(boottime) if boottime is not None else None
 
     def started_before(self, pid: int, when: datetime) -> int | None:
         """The pid's start (clock ticks after host boot) if a process with this pid runs
         now and started no later than `when`: then it is the process that was this pid
         at `when` (a pid is reused only after its process is gone), else None."""
-        facts = self.host.process(pid)
+        try:
+            facts = self.host.process(pid)
+        except OSError:  # no /proc: the pid cannot be judged
+            return None
         if facts is None or facts.zombie:
             return None
         return facts.start if self.booted + facts.start / self.tick <= when.timestamp() else None
