@@ -189,9 +189,9 @@ def test_O8_worker_slots_never_supersede_each_other(fake_ledger: tuple[Ledger, F
     """One slot per worker, any number at once on one host: every worker's epoch stays
     live, a scheduler's startup sweep recovers none of their runs, and a worker that
     ends normally (stop()) leaves only its own run to the next sweep and is no longer
-    listed as live. Mutation caught (the incident's mapping): the orphans view keying
-    slots by host (`view.processes[e.host or e.process]` in orphans.evolve), so each
-    worker's boot supersedes the one before and their healthy runs are swept."""
+    listed as live. Mutation caught (the incident's mapping): `Ledger.boot` recording
+    every boot in one slot per host (`process=host`), so each worker's boot supersedes
+    the one before and their healthy runs are swept."""
     lg, host, clock = fake_ledger
     workers = []
     for i in range(12):
@@ -216,67 +216,55 @@ def test_O8_worker_slots_never_supersede_each_other(fake_ledger: tuple[Ledger, F
 
 
 # ------------------------------------------------------------------ the law
-# A history that a real fleet can produce: slots boot on hosts, a host's reboot gives
-# it a fresh boot id (never an old one), epochs stop or are seen to exit, and epochs
-# start runs. The test's own model of "live by every fact" is written from the rule's
-# words, not from end_of.
+# A history that a real fleet can produce: three slots booted on two hosts, then slots
+# boot again (on either host), a host reboots (a fresh boot id, never an old one) and a
+# slot boots on it, a slot's current epoch (or an earlier one: a late writer) stops, is seen to exit,
+# or starts a run. The test's own model of "live by every fact" is written from the
+# rule's words, not from end_of.
+SLOTS, HOSTS = 3, 2
+_slot, _host = st.integers(0, SLOTS - 1), st.integers(0, HOSTS - 1)
+_which = st.sampled_from([0, 0, 0, 1])  # 0: the slot's current epoch; 1: the one before it
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("boot"), st.integers(0, 3), st.integers(0, 1)),  # slot, host
-        st.tuples(st.just("reboot"), st.integers(0, 1)),  # host
-        st.tuples(st.just("stop"), st.integers(0, 20)),  # an epoch, by boot index
-        st.tuples(st.just("exit"), st.integers(0, 20)),
-        st.tuples(st.just("start"), st.integers(0, 20)),
+        st.tuples(st.just("boot"), _slot, _host),
+        st.tuples(st.just("reboot"), _host, _slot),  # the host comes back up; a slot boots on it
+        st.tuples(st.just("stop"), _slot, _which),
+        st.tuples(st.just("exit"), _slot, _which),
+        st.tuples(st.just("start"), _slot, _which),
+        st.tuples(st.just("start"), _slot, _which),
     ),
-    min_size=1,
+    min_size=3,
     max_size=25,
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
 def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factory: pytest.TempPathFactory,
                                                                  ops: list[tuple[int | str, ...]]) -> None:  # fmt: skip
     """Over generated histories: a sweep recovers exactly the running runs whose owner
     is not live by some fact (a later boot of its slot, a stop, an exit, a later boot on
     its host under another boot id), and never a run whose owner is live by every fact.
-    Mutations caught: end_of reporting host reboots without comparing ids (every epoch
-    of a host with two boots is ended: a healthy run swept), evolve_host never ending an
-    id (an orphan missed)."""
+    The fence agrees along the way: a start by an epoch is refused exactly when the
+    model says the epoch is not live. Mutations caught (each checked by hand): end_of
+    ignoring exits, evolve_host never ending an id, the orphans view ignoring hosts
+    (orphans missed), rebooted() returning the host's first reboot whatever the epoch's
+    id (a healthy epoch booted after the reboot is ended: its start is fenced)."""
     host = FakeHost(name="sched-host", boot_id="sb1")
     clock = ManualClock(T0, uptime=60.0)
     path: Path = tmp_path_factory.mktemp("law") / "l.db"
-    boot_ids = [0, 0]
+    boot_ids = [0] * HOSTS
     boots: list[tuple[str, str, int, str]] = []  # (slot, epoch, host, boot id) in log order
     stopped: set[str] = set()
     exited: set[str] = set()
     owner: dict[str, str] = {}  # run -> owner epoch
+    queued: list[str] = []
     with open_ledger(str(path), clock=clock, host=host) as lg:
-        for op in ops:
-            clock.advance(1)
-            if op[0] == "boot":
-                slot, h = f"s{op[1]}", int(op[2])
-                epoch = f"{slot}.e{len(boots)}"
-                lg.boot(slot, epoch=epoch, host=f"h{h}", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1)
-                boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
-            elif op[0] == "reboot":
-                boot_ids[int(op[1])] += 1  # the next boot on that host carries a fresh id
-            elif boots:
-                slot, epoch, _h, _b = boots[int(op[1]) % len(boots)]
-                if op[0] == "stop":
-                    lg.stop(epoch)
-                    stopped.add(epoch)
-                elif op[0] == "exit":
-                    lg.exited(slot, epoch, observed_by="supervisor:law")
-                    exited.add(epoch)
-                else:
-                    run = f"r{len(owner)}"
-                    lg.queue(run)
-                    try:
-                        lg.start(run, epoch=epoch)
-                        owner[run] = epoch
-                    except StaleEpoch:
-                        pass  # fenced: the run never started
+
+        def boot(slot: str, h: int) -> None:
+            epoch = f"{slot}.e{len(boots)}"
+            lg.boot(slot, epoch=epoch, host=f"h{h}", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1)
+            boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
 
         def live(epoch: str) -> bool:
             i = next(i for i, b in enumerate(boots) if b[1] == epoch)
@@ -284,6 +272,38 @@ def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factor
             later = boots[i + 1:]
             return (not any(b[0] == slot for b in later) and epoch not in stopped and epoch not in exited
                     and not any(b[2] == h and b[3] != boot_id for b in later))  # fmt: skip
+
+        for i in range(SLOTS):
+            boot(f"s{i}", i % HOSTS)
+        for op in ops:
+            clock.advance(1)
+            if op[0] == "boot":
+                boot(f"s{op[1]}", int(op[2]))
+                continue
+            if op[0] == "reboot":
+                boot_ids[int(op[1])] += 1  # every boot on that host from now on carries a fresh id
+                boot(f"s{op[2]}", int(op[1]))
+                continue
+            slot = f"s{op[1]}"
+            mine = [b[1] for b in boots if b[0] == slot]
+            epoch = mine[max(0, len(mine) - 1 - int(op[2]))]
+            if op[0] == "stop":
+                lg.stop(epoch)
+                stopped.add(epoch)
+            elif op[0] == "exit":
+                lg.exited(slot, epoch, observed_by="supervisor:law")
+                exited.add(epoch)
+            else:
+                run = f"r{len(queued)}"
+                queued.append(run)
+                lg.queue(run)
+                try:
+                    lg.start(run, epoch=epoch)
+                    owner[run] = epoch
+                except StaleEpoch:
+                    assert not live(epoch)  # the fence asks the same definition (F1)
+                    continue
+                assert live(epoch)
 
         clock.advance(3600)
         sched = lg.boot("sweeper", host="elsewhere")
