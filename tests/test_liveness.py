@@ -63,7 +63,7 @@ def _epoch(superseded: bool, stopped: bool, exited: bool) -> EpochState:
                       exit_signal=9 if exited else None)  # fmt: skip
 
 
-def _host(rebooted: bool) -> HostState | None:
+def _host_state(rebooted: bool) -> HostState | None:
     boot = ProcessBooted(at=T0, process="x", epoch="x1", booted_at=T0, host="h", host_boot="b1")
     state = evolve_host(None, boot)
     if rebooted:
@@ -77,7 +77,7 @@ def test_O7_end_of_truth_table(superseded: bool, stopped: bool, exited: bool, re
     """The fold's answer. Mutations caught: the exited check dropped from end_of (rows
     with only `exited`), `rebooted()` ignoring the host (rows with only `host rebooted`),
     the order of the checks changed (the combined rows)."""
-    ended = end_of(_epoch(superseded, stopped, exited), _host(rebooted))
+    ended = end_of(_epoch(superseded, stopped, exited), _host_state(rebooted))
     assert (ended[0] if ended else None) == rule
     if rule == E:
         assert "supervisor:s" in ended[1] and "signal 9" in ended[1]  # type: ignore[index]
@@ -89,7 +89,7 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
     """A kernel never boots twice with one id: a late boot still carrying an ended id
     (history recorded late) neither revives it nor ends the id that ended it; a reboot
     of one host says nothing about another; a boot without a host boot id says nothing."""
-    h = _host(True)
+    h = _host_state(True)
     late = ProcessBooted(at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1")
     assert evolve_host(h, late) == h
     assert evolve_host(h, ProcessBooted(at=T0, process="z", epoch="z2", booted_at=T0, host="h")) == h
@@ -222,16 +222,16 @@ def test_O8_worker_slots_never_supersede_each_other(fake_ledger: tuple[Ledger, F
 # or starts a run. The test's own model of "live by every fact" is written from the
 # rule's words, not from end_of.
 SLOTS, HOSTS = 3, 2
-_slot, _host = st.integers(0, SLOTS - 1), st.integers(0, HOSTS - 1)
+_slot_i, _host_i = st.integers(0, SLOTS - 1), st.integers(0, HOSTS - 1)
 _which = st.sampled_from([0, 0, 0, 1])  # 0: the slot's current epoch; 1: the one before it
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("boot"), _slot, _host),
-        st.tuples(st.just("reboot"), _host, _slot),  # the host comes back up; a slot boots on it
-        st.tuples(st.just("stop"), _slot, _which),
-        st.tuples(st.just("exit"), _slot, _which),
-        st.tuples(st.just("start"), _slot, _which),
-        st.tuples(st.just("start"), _slot, _which),
+        st.tuples(st.just("boot"), _slot_i, _host_i),
+        st.tuples(st.just("reboot"), _host_i, _slot_i),  # the host comes back up; a slot boots on it
+        st.tuples(st.just("stop"), _slot_i, _which),
+        st.tuples(st.just("exit"), _slot_i, _which),
+        st.tuples(st.just("start"), _slot_i, _which),
+        st.tuples(st.just("start"), _slot_i, _which),
     ),
     min_size=3,
     max_size=25,
