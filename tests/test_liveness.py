@@ -325,3 +325,26 @@ def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
     from_log = orphans.fold(lg.events())
     from_view, lag = engine.read_view(lg.store, hosts)
     assert lag == 0 and from_view == from_log.hosts and len(from_view) == len(TABLE)
+
+
+def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_live(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock], tmp_path: Path) -> None:  # fmt: skip
+    """The audit's SQL (projections/audit/views.sql) reads the same facts: its `live`
+    column equals end_of's answer for every row of the truth table, and recoveries by
+    O2-exited / O2-host-rebooted are not listed by the orphaned_while_live invariant.
+    Mutation caught: the exit or reboot conditions dropped from the report (the
+    legitimate recoveries are listed as marked under a live owner)."""
+    from projections import audit
+
+    lg, _host, clock = fake_ledger
+    for i, row in enumerate(TABLE):
+        _apply(lg, i, *row[:4])
+    clock.advance(30)
+    lg.sweep(lg.boot("sched"))
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(lg.store, path)
+    live = dict(audit.query(path, "SELECT epoch, live FROM epochs").rows)
+    assert {f"w{i}.e1": row[4] is None for i, row in enumerate(TABLE)} == {k: v for k, v in live.items() if k.endswith(".e1") and k.startswith("w")}
+    exited = audit.query(path, "SELECT exited_by, rebooted_to FROM epochs WHERE epoch = 'w3.e1' OR epoch = 'w4.e1' ORDER BY epoch").rows
+    assert exited == [("supervisor:s", None), (None, "b2")]
+    assert audit.report(path, "orphaned_while_live").rows == []
