@@ -348,3 +348,21 @@ def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_liv
     exited = audit.query(path, "SELECT exited_by, rebooted_to FROM epochs WHERE epoch = 'w3.e1' OR epoch = 'w4.e1' ORDER BY epoch").rows
     assert exited == [("supervisor:s", None), (None, "b2")]
     assert audit.report(path, "orphaned_while_live").rows == []
+
+
+def test_O7_F1_a_reboot_recorded_by_another_writer_fences_the_next_report(store_url: str) -> None:
+    """The fence keeps each host's boots in memory (Ledger.host_state) and brings them
+    forward from the log's tail on every report: a reboot that another process recorded
+    after this one last looked fences this one's next report. Mutation caught: the tail
+    read skipped once the cache is built (the report lands)."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b1")) as one, \
+         open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b2")) as other:  # fmt: skip
+        w = one.boot("worker")
+        one.queue("r")
+        one.start("r", epoch=w)
+        one.checkpoint("r", "a", "ref-1", epoch=w)  # the cache is built here
+        other.boot("after-reboot")  # the host came back with another boot id
+        with pytest.raises(StaleEpoch) as refused:
+            one.checkpoint("r", "b", "ref-2", epoch=w)
+        assert refused.value.evidence is not None and refused.value.evidence.rule == R
