@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,8 @@ from hypothesis import strategies as st
 from epochledger import ManualClock, StaleEpoch, open_ledger
 from epochledger.app import Ledger
 from ledger import process as process_mod
-from ledger.events import ProcessBooted
+from ledger.errors import IllegalTransition
+from ledger.events import ProcessBooted, ProcessExited, ProcessStopped
 from ledger.host import FakeHost
 from ledger.process import EpochState, HostState, end_of, evolve_host
 from projections import orphans
@@ -101,9 +103,58 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
 
 
 def msgspec_replace(e: EpochState, **kw: object) -> EpochState:
-    import msgspec
-
     return msgspec.structs.replace(e, **kw)
+
+
+def msgspec_replace_boot(e: ProcessBooted, **kw: object) -> ProcessBooted:
+    return msgspec.structs.replace(e, **kw)
+
+
+def msgspec_replace_exit(e: ProcessExited, **kw: object) -> ProcessExited:
+    return msgspec.structs.replace(e, **kw)
+
+
+# ------------------------------------------------------- process.exited, decided
+def _at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+BOOT = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(-5), host="h", pid=7, host_boot="b1", pid_start=99)
+EXIT = ProcessExited(at=_at(10), process="w", epoch="e1", observed_by="supervisor:s", exit_code=137, signal=9,
+                     evidence="killed")  # fmt: skip
+STOPPED_E1 = ProcessStopped(at=_at(5), process="w", epoch="e1")
+# given the slot's history -> what `process.exited` for e1 (and for an epoch no boot made) decides
+EXIT_TABLE = {
+    "empty": ([], "refused", "refused"),
+    "booted": ([BOOT], "append", "refused"),
+    "stopped": ([BOOT, STOPPED_E1], "append", "refused"),  # both are facts: the exit is kept
+    "exited": ([BOOT, EXIT], "no-op", "refused"),  # the first exit stands
+    "superseded": ([BOOT, msgspec_replace_boot(BOOT, epoch="e2", at=_at(20))], "append", "refused"),
+}
+
+
+@pytest.mark.parametrize("given", list(EXIT_TABLE))
+def test_O7_process_exited_decide_table(given: str) -> None:
+    history, for_e1, for_ghost = EXIT_TABLE[given]
+    state = process_mod.fold(history)
+    for cmd, expected in ((EXIT, for_e1), (msgspec_replace_exit(EXIT, epoch="ghost"), for_ghost)):
+        if expected == "refused":
+            with pytest.raises(IllegalTransition, match="unknown epoch"):
+                process_mod.decide(cmd, state)
+            continue
+        events = process_mod.decide(cmd, state)
+        assert events == ([] if expected == "no-op" else [cmd])
+
+
+def test_O7_the_fold_keeps_the_boot_and_exit_facts_and_the_first_exit() -> None:
+    """Mutation caught: host_boot, pid_start or an exit field dropped by `evolve`; a
+    second exit (history imported with two) replacing the first."""
+    second = msgspec_replace_exit(EXIT, at=_at(30), observed_by="probe@h", exit_code=None, signal=None, evidence="late")
+    state = process_mod.fold([BOOT, EXIT, second])
+    assert state is not None and state.version == 3
+    e = state.epochs[0]
+    assert (e.host_boot, e.pid_start) == ("b1", 99)
+    assert (e.exited_at, e.exited_by, e.exit_code, e.exit_signal, e.exit_evidence) == (_at(10), "supervisor:s", 137, 9, "killed")
 
 
 # ---------------------------------------------------------------- both stores
