@@ -479,6 +479,9 @@ class Ledger(Commands):
         self.store = store
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
         self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
+        self._hosts: dict[str, HostState] | None = None  # every host's boots, folded up to _hosts_at
+        self._hosts_at = 0
+        self._hosts_lock = threading.Lock()
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
 
@@ -703,13 +706,33 @@ class Ledger(Commands):
         return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
 
     def host_state(self, host: str) -> HostState | None:
-        """A host's boots across every slot (the hosts view, caught up first;
-        projections/hosts.py): which of its host boot ids are over (rule O7)."""
+        """A host's boots across every slot, as of the log's head: which of its host boot
+        ids are over (rule O7; projections/hosts.py). The fence asks it for every report
+        whose epoch recorded a host boot id, so it is kept here and brought forward by
+        the boots recorded since it was last asked (one read of the log's tail, which
+        decodes only process.booted rows), never by catching the hosts view up (a
+        write) on every report. Folding a boot twice changes nothing (evolve_host)."""
         from projections import engine, hosts
 
-        found, _ = engine.read_view(self.store, hosts, key=host)
-        state: HostState | None = found.get(host)
-        return state
+        with self._hosts_lock:
+            if self._hosts is None:
+                before = self.store.max_position()
+                found, lag = engine.read_view(self.store, hosts)
+                # The view's position is at least before - lag: fold from there (again).
+                self._hosts, self._hosts_at = dict(found), max(0, before - lag)
+            known = self._hosts
+            for rows in self.store.read_raw(self._hosts_at):
+                for position, stream, _version, state in rows:
+                    self._hosts_at = position
+                    if not (stream.startswith("process:") and b"process.booted" in state):
+                        continue
+                    try:
+                        e = msgspec.json.decode(state, type=ProcessBooted)
+                    except msgspec.DecodeError:
+                        continue  # not a boot after all, or a bad row: the views park it (T4)
+                    if e.host is not None and (h := process_stream_mod.evolve_host(known.get(e.host), e)) is not None:
+                        known[e.host] = h
+            return known.get(host)
 
     def epoch_slots(self, epoch: str) -> list[str]:
         """The slots that booted this epoch id (normally one), from the epoch index

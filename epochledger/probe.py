@@ -56,7 +56,7 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     evidence: str | None = None
 
 
-class ProbeReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ProbeReport(msgspec.Struct, kw_only=True):
     host: str
     host_boot: str | None
     observed_by: str

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,8 @@ from hypothesis import strategies as st
 from epochledger import ManualClock, StaleEpoch, open_ledger
 from epochledger.app import Ledger
 from ledger import process as process_mod
-from ledger.events import ProcessBooted
+from ledger.errors import IllegalTransition
+from ledger.events import ProcessBooted, ProcessExited, ProcessStopped
 from ledger.host import FakeHost
 from ledger.process import EpochState, HostState, end_of, evolve_host
 from projections import orphans
@@ -63,7 +65,7 @@ def _epoch(superseded: bool, stopped: bool, exited: bool) -> EpochState:
                       exit_signal=9 if exited else None)  # fmt: skip
 
 
-def _host(rebooted: bool) -> HostState | None:
+def _host_state(rebooted: bool) -> HostState | None:
     boot = ProcessBooted(at=T0, process="x", epoch="x1", booted_at=T0, host="h", host_boot="b1")
     state = evolve_host(None, boot)
     if rebooted:
@@ -77,7 +79,7 @@ def test_O7_end_of_truth_table(superseded: bool, stopped: bool, exited: bool, re
     """The fold's answer. Mutations caught: the exited check dropped from end_of (rows
     with only `exited`), `rebooted()` ignoring the host (rows with only `host rebooted`),
     the order of the checks changed (the combined rows)."""
-    ended = end_of(_epoch(superseded, stopped, exited), _host(rebooted))
+    ended = end_of(_epoch(superseded, stopped, exited), _host_state(rebooted))
     assert (ended[0] if ended else None) == rule
     if rule == E:
         assert "supervisor:s" in ended[1] and "signal 9" in ended[1]  # type: ignore[index]
@@ -89,7 +91,7 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
     """A kernel never boots twice with one id: a late boot still carrying an ended id
     (history recorded late) neither revives it nor ends the id that ended it; a reboot
     of one host says nothing about another; a boot without a host boot id says nothing."""
-    h = _host(True)
+    h = _host_state(True)
     late = ProcessBooted(at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1")
     assert evolve_host(h, late) == h
     assert evolve_host(h, ProcessBooted(at=T0, process="z", epoch="z2", booted_at=T0, host="h")) == h
@@ -101,9 +103,58 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
 
 
 def msgspec_replace(e: EpochState, **kw: object) -> EpochState:
-    import msgspec
-
     return msgspec.structs.replace(e, **kw)
+
+
+def msgspec_replace_boot(e: ProcessBooted, **kw: object) -> ProcessBooted:
+    return msgspec.structs.replace(e, **kw)
+
+
+def msgspec_replace_exit(e: ProcessExited, **kw: object) -> ProcessExited:
+    return msgspec.structs.replace(e, **kw)
+
+
+# ------------------------------------------------------- process.exited, decided
+def _at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+BOOT = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(-5), host="h", pid=7, host_boot="b1", pid_start=99)
+EXIT = ProcessExited(at=_at(10), process="w", epoch="e1", observed_by="supervisor:s", exit_code=137, signal=9,
+                     evidence="killed")  # fmt: skip
+STOPPED_E1 = ProcessStopped(at=_at(5), process="w", epoch="e1")
+# given the slot's history -> what `process.exited` for e1 (and for an epoch no boot made) decides
+EXIT_TABLE = {
+    "empty": ([], "refused", "refused"),
+    "booted": ([BOOT], "append", "refused"),
+    "stopped": ([BOOT, STOPPED_E1], "append", "refused"),  # both are facts: the exit is kept
+    "exited": ([BOOT, EXIT], "no-op", "refused"),  # the first exit stands
+    "superseded": ([BOOT, msgspec_replace_boot(BOOT, epoch="e2", at=_at(20))], "append", "refused"),
+}
+
+
+@pytest.mark.parametrize("given", list(EXIT_TABLE))
+def test_O7_process_exited_decide_table(given: str) -> None:
+    history, for_e1, for_ghost = EXIT_TABLE[given]
+    state = process_mod.fold(history)
+    for cmd, expected in ((EXIT, for_e1), (msgspec_replace_exit(EXIT, epoch="ghost"), for_ghost)):
+        if expected == "refused":
+            with pytest.raises(IllegalTransition, match="unknown epoch"):
+                process_mod.decide(cmd, state)
+            continue
+        events = process_mod.decide(cmd, state)
+        assert events == ([] if expected == "no-op" else [cmd])
+
+
+def test_O7_the_fold_keeps_the_boot_and_exit_facts_and_the_first_exit() -> None:
+    """Mutation caught: host_boot, pid_start or an exit field dropped by `evolve`; a
+    second exit (history imported with two) replacing the first."""
+    second = msgspec_replace_exit(EXIT, at=_at(30), observed_by="probe@h", exit_code=None, signal=None, evidence="late")
+    state = process_mod.fold([BOOT, EXIT, second])
+    assert state is not None and state.version == 3
+    e = state.epochs[0]
+    assert (e.host_boot, e.pid_start) == ("b1", 99)
+    assert (e.exited_at, e.exited_by, e.exit_code, e.exit_signal, e.exit_evidence) == (_at(10), "supervisor:s", 137, 9, "killed")
 
 
 # ---------------------------------------------------------------- both stores
@@ -189,9 +240,9 @@ def test_O8_worker_slots_never_supersede_each_other(fake_ledger: tuple[Ledger, F
     """One slot per worker, any number at once on one host: every worker's epoch stays
     live, a scheduler's startup sweep recovers none of their runs, and a worker that
     ends normally (stop()) leaves only its own run to the next sweep and is no longer
-    listed as live. Mutation caught (the incident's mapping): the orphans view keying
-    slots by host (`view.processes[e.host or e.process]` in orphans.evolve), so each
-    worker's boot supersedes the one before and their healthy runs are swept."""
+    listed as live. Mutation caught (the incident's mapping): `Ledger.boot` recording
+    every boot in one slot per host (`process=host`), so each worker's boot supersedes
+    the one before and their healthy runs are swept."""
     lg, host, clock = fake_ledger
     workers = []
     for i in range(12):
@@ -216,67 +267,55 @@ def test_O8_worker_slots_never_supersede_each_other(fake_ledger: tuple[Ledger, F
 
 
 # ------------------------------------------------------------------ the law
-# A history that a real fleet can produce: slots boot on hosts, a host's reboot gives
-# it a fresh boot id (never an old one), epochs stop or are seen to exit, and epochs
-# start runs. The test's own model of "live by every fact" is written from the rule's
-# words, not from end_of.
+# A history that a real fleet can produce: three slots booted on two hosts, then slots
+# boot again (on either host), a host reboots (a fresh boot id, never an old one) and a
+# slot boots on it, a slot's current epoch (or an earlier one: a late writer) stops, is seen to exit,
+# or starts a run. The test's own model of "live by every fact" is written from the
+# rule's words, not from end_of.
+SLOTS, HOSTS = 3, 2
+_slot_i, _host_i = st.integers(0, SLOTS - 1), st.integers(0, HOSTS - 1)
+_which = st.sampled_from([0, 0, 0, 1])  # 0: the slot's current epoch; 1: the one before it
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("boot"), st.integers(0, 3), st.integers(0, 1)),  # slot, host
-        st.tuples(st.just("reboot"), st.integers(0, 1)),  # host
-        st.tuples(st.just("stop"), st.integers(0, 20)),  # an epoch, by boot index
-        st.tuples(st.just("exit"), st.integers(0, 20)),
-        st.tuples(st.just("start"), st.integers(0, 20)),
+        st.tuples(st.just("boot"), _slot_i, _host_i),
+        st.tuples(st.just("reboot"), _host_i, _slot_i),  # the host comes back up; a slot boots on it
+        st.tuples(st.just("stop"), _slot_i, _which),
+        st.tuples(st.just("exit"), _slot_i, _which),
+        st.tuples(st.just("start"), _slot_i, _which),
+        st.tuples(st.just("start"), _slot_i, _which),
     ),
-    min_size=1,
+    min_size=3,
     max_size=25,
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
 def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factory: pytest.TempPathFactory,
                                                                  ops: list[tuple[int | str, ...]]) -> None:  # fmt: skip
     """Over generated histories: a sweep recovers exactly the running runs whose owner
     is not live by some fact (a later boot of its slot, a stop, an exit, a later boot on
     its host under another boot id), and never a run whose owner is live by every fact.
-    Mutations caught: end_of reporting host reboots without comparing ids (every epoch
-    of a host with two boots is ended: a healthy run swept), evolve_host never ending an
-    id (an orphan missed)."""
+    The fence agrees along the way: a start by an epoch is refused exactly when the
+    model says the epoch is not live. Mutations caught (each checked by hand): end_of
+    ignoring exits, evolve_host never ending an id, the orphans view ignoring hosts
+    (orphans missed), rebooted() returning the host's first reboot whatever the epoch's
+    id (a healthy epoch booted after the reboot is ended: its start is fenced)."""
     host = FakeHost(name="sched-host", boot_id="sb1")
     clock = ManualClock(T0, uptime=60.0)
     path: Path = tmp_path_factory.mktemp("law") / "l.db"
-    boot_ids = [0, 0]
+    boot_ids = [0] * HOSTS
     boots: list[tuple[str, str, int, str]] = []  # (slot, epoch, host, boot id) in log order
     stopped: set[str] = set()
     exited: set[str] = set()
     owner: dict[str, str] = {}  # run -> owner epoch
+    queued: list[str] = []
     with open_ledger(str(path), clock=clock, host=host) as lg:
-        for op in ops:
-            clock.advance(1)
-            if op[0] == "boot":
-                slot, h = f"s{op[1]}", int(op[2])
-                epoch = f"{slot}.e{len(boots)}"
-                lg.boot(slot, epoch=epoch, host=f"h{h}", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1)
-                boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
-            elif op[0] == "reboot":
-                boot_ids[int(op[1])] += 1  # the next boot on that host carries a fresh id
-            elif boots:
-                slot, epoch, _h, _b = boots[int(op[1]) % len(boots)]
-                if op[0] == "stop":
-                    lg.stop(epoch)
-                    stopped.add(epoch)
-                elif op[0] == "exit":
-                    lg.exited(slot, epoch, observed_by="supervisor:law")
-                    exited.add(epoch)
-                else:
-                    run = f"r{len(owner)}"
-                    lg.queue(run)
-                    try:
-                        lg.start(run, epoch=epoch)
-                        owner[run] = epoch
-                    except StaleEpoch:
-                        pass  # fenced: the run never started
+
+        def boot(slot: str, h: int) -> None:
+            epoch = f"{slot}.e{len(boots)}"
+            lg.boot(slot, epoch=epoch, host=f"h{h}", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1)
+            boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
 
         def live(epoch: str) -> bool:
             i = next(i for i, b in enumerate(boots) if b[1] == epoch)
@@ -284,6 +323,38 @@ def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factor
             later = boots[i + 1:]
             return (not any(b[0] == slot for b in later) and epoch not in stopped and epoch not in exited
                     and not any(b[2] == h and b[3] != boot_id for b in later))  # fmt: skip
+
+        for i in range(SLOTS):
+            boot(f"s{i}", i % HOSTS)
+        for op in ops:
+            clock.advance(1)
+            if op[0] == "boot":
+                boot(f"s{op[1]}", int(op[2]))
+                continue
+            if op[0] == "reboot":
+                boot_ids[int(op[1])] += 1  # every boot on that host from now on carries a fresh id
+                boot(f"s{op[2]}", int(op[1]))
+                continue
+            slot = f"s{op[1]}"
+            mine = [b[1] for b in boots if b[0] == slot]
+            epoch = mine[max(0, len(mine) - 1 - int(op[2]))]
+            if op[0] == "stop":
+                lg.stop(epoch)
+                stopped.add(epoch)
+            elif op[0] == "exit":
+                lg.exited(slot, epoch, observed_by="supervisor:law")
+                exited.add(epoch)
+            else:
+                run = f"r{len(queued)}"
+                queued.append(run)
+                lg.queue(run)
+                try:
+                    lg.start(run, epoch=epoch)
+                    owner[run] = epoch
+                except StaleEpoch:
+                    assert not live(epoch)  # the fence asks the same definition (F1)
+                    continue
+                assert live(epoch)
 
         clock.advance(3600)
         sched = lg.boot("sweeper", host="elsewhere")
@@ -305,3 +376,44 @@ def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
     from_log = orphans.fold(lg.events())
     from_view, lag = engine.read_view(lg.store, hosts)
     assert lag == 0 and from_view == from_log.hosts and len(from_view) == len(TABLE)
+
+
+def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_live(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock], tmp_path: Path) -> None:  # fmt: skip
+    """The audit's SQL (projections/audit/views.sql) reads the same facts: its `live`
+    column equals end_of's answer for every row of the truth table, and recoveries by
+    O2-exited / O2-host-rebooted are not listed by the orphaned_while_live invariant.
+    Mutation caught: the exit or reboot conditions dropped from the report (the
+    legitimate recoveries are listed as marked under a live owner)."""
+    from projections import audit
+
+    lg, _host, clock = fake_ledger
+    for i, row in enumerate(TABLE):
+        _apply(lg, i, *row[:4])
+    clock.advance(30)
+    lg.sweep(lg.boot("sched"))
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(lg.store, path)
+    live = dict(audit.query(path, "SELECT epoch, live FROM epochs").rows)
+    assert {f"w{i}.e1": row[4] is None for i, row in enumerate(TABLE)} == {k: v for k, v in live.items() if k.endswith(".e1") and k.startswith("w")}
+    exited = audit.query(path, "SELECT exited_by, rebooted_to FROM epochs WHERE epoch = 'w3.e1' OR epoch = 'w4.e1' ORDER BY epoch").rows
+    assert exited == [("supervisor:s", None), (None, "b2")]
+    assert audit.report(path, "orphaned_while_live").rows == []
+
+
+def test_O7_F1_a_reboot_recorded_by_another_writer_fences_the_next_report(store_url: str) -> None:
+    """The fence keeps each host's boots in memory (Ledger.host_state) and brings them
+    forward from the log's tail on every report: a reboot that another process recorded
+    after this one last looked fences this one's next report. Mutation caught: the tail
+    read skipped once the cache is built (the report lands)."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b1")) as one, \
+         open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b2")) as other:  # fmt: skip
+        w = one.boot("worker")
+        one.queue("r")
+        one.start("r", epoch=w)
+        one.checkpoint("r", "a", "ref-1", epoch=w)  # the cache is built here
+        other.boot("after-reboot")  # the host came back with another boot id
+        with pytest.raises(StaleEpoch) as refused:
+            one.checkpoint("r", "b", "ref-2", epoch=w)
+        assert refused.value.evidence is not None and refused.value.evidence.rule == R
