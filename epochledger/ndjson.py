@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -286,10 +287,20 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
         return _Import(ledger, tolerant=on_error == "skip").run(lines)
     if on_error != "skip":
         raise InvalidInput("a rejects file needs --on-error skip (a strict import rejects the whole file)", where="--rejects")
-    with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
-        result = _Import(ledger, tolerant=True).run(lines)
-        for r in result.rejected:
-            out.write(reject_record(r) + b"\n")
+    if os.path.isdir(rejects):
+        raise InvalidInput("is a directory, not a file for the rejected lines (nothing was imported)", where="--rejects")
+    result: ImportResult | None = None
+    try:
+        with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
+            result = _Import(ledger, tolerant=True).run(lines)
+            for r in result.rejected:
+                out.write(reject_record(r) + b"\n")
+    except InvalidInput as e:
+        if result is None:  # refused before the import ran, or the import itself refused
+            raise
+        # The commit landed; only the rejects file could not be written: say both.
+        raise InvalidInput(f"the import was committed ({result.appended} events appended, {len(result.rejected)} lines "
+                           f"rejected), but the rejects file could not be written: {e}", where="--rejects") from None  # fmt: skip
     return result
 
 
@@ -429,13 +440,17 @@ class _Import:
 
     def run(self, lines: Iterable[bytes | str]) -> ImportResult:
         chunk: list[Parsed] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            chunk.append(self._parse(line, number))
-            if len(chunk) >= CHUNK:
-                self._chunk(chunk)
-                chunk = []
+        try:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                chunk.append(self._parse(line, number))
+                if len(chunk) >= CHUNK:
+                    self._chunk(chunk)
+                    chunk = []
+        except ImportRejected:  # the reader gave up (a line over MAX_LINE): nothing lands,
+            self._chunk(chunk)  # but a strict import names the first bad line, as it reads
+            raise
         if chunk:
             self._chunk(chunk)
         result = self.result
@@ -447,7 +462,7 @@ class _Import:
 
     @staticmethod
     def _parse(line: bytes | str, number: int) -> Parsed:
-        content = _content(line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line)
+        content = _content(line.encode("utf-8", "surrogatepass") if isinstance(line, str) else line)
         try:
             return number, content, _parse_line(line, number)
         except ImportRejected as e:
@@ -478,6 +493,10 @@ class _Import:
 
     def _line(self, number: int, raw: dict[str, Any], event: Event) -> None:
         assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+        try:  # first: an instant out of bounds must not reach the index (hashing it overflows) or decide
+            codec.checked(event)
+        except InvalidInput as e:
+            raise _Refused(str(e)) from None
         stream = stream_of(event)
         known = self.known[stream]
         if known.holds(raw, event):

@@ -288,6 +288,10 @@ def test_I1_a_line_that_is_not_utf8_is_kept_exactly_in_the_rejects(tmp_path, sql
     import_events(sqlite_ledger, [b'{"type": "run.queued", "at": "\xff"}\n'], on_error="skip", rejects=str(rejects))
     [record] = [json.loads(x) for x in rejects.read_bytes().splitlines()]
     assert base64.b64decode(record["raw_base64"]) == b'{"type": "run.queued", "at": "\xff"}' and "raw" not in record
+    # a str line with a lone surrogate (the API takes str lines too): rejected, kept, no traceback
+    result = import_events(sqlite_ledger, ["\ud800"], on_error="skip", rejects=str(rejects))
+    assert "not UTF-8" in result.rejected[0].reason
+    assert base64.b64decode(json.loads(rejects.read_bytes())["raw_base64"]) == "\ud800".encode("utf-8", "surrogatepass")
 
 
 # ------------------------------------------------------------------ time sanity
@@ -433,3 +437,34 @@ def test_I1_fuzz_tolerant_import_loses_nothing_and_doubles_nothing(tmp_path_fact
         assert second.appended <= len(rejected - kept)
         stored = export(lg).splitlines()
         assert len(stored) == len(set(stored)), "an event was appended twice"
+
+
+def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import(tmp_path, sqlite_ledger: Ledger,
+                                                                                 monkeypatch) -> None:  # fmt: skip
+    """A directory is refused before anything is imported. If the rename of the rejects
+    file fails after the commit (the disk filled up), the error says the import was
+    committed and how much, never that nothing was appended (the rename is made to
+    fail: a full disk cannot be arranged in a test)."""
+    with pytest.raises(InvalidInput, match="is a directory.*nothing was imported"):
+        import_events(sqlite_ledger, lines([BOOT]), on_error="skip", rejects=str(tmp_path))
+    assert sqlite_ledger.store.max_position() == 0
+    import epochledger.files
+
+    def full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(epochledger.files.os, "replace", full)
+    with pytest.raises(InvalidInput) as e:
+        import_events(sqlite_ledger, lines([BOOT, {"type": "run.nope", "at": _T + "01Z"}]), on_error="skip",
+                      rejects=str(tmp_path / "rej.ndjson"))  # fmt: skip
+    assert "the import was committed (1 events appended, 1 lines rejected)" in str(e.value)
+    assert "No space left on device" in str(e.value) and "nothing was" not in str(e.value)
+    assert sqlite_ledger.store.max_position() == 1
+
+
+def test_I1_strict_names_the_first_bad_line_even_before_an_endless_one(sqlite_ledger: Ledger) -> None:
+    content = b"".join(lines([BOOT, S])) + b"x" * (2 << 20) + b"\n"
+    with pytest.raises(ImportRejected) as e:
+        import_events(sqlite_ledger, read_lines(io.BytesIO(content)))
+    assert e.value.line == 2 and "a run begins with run.queued" in str(e.value)
+    assert sqlite_ledger.store.max_position() == 0

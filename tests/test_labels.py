@@ -135,3 +135,46 @@ def test_I2_show_prints_labels_and_parent(capsys, labelled: str) -> None:
     assert shown["labels"] == {"env": "dev", "team": "data"} and shown["parent"] == "a"
     code, out, _ = cli(capsys, "--store", labelled, "show", "d")
     assert "labels" not in out and "parent" not in out
+
+
+# ------------------------------------------------------------------ the audit
+def test_I2_A1_audit_runs_has_labels_as_a_map_and_parent(ledger: Ledger, tmp_path) -> None:
+    """On both stores: the audit's runs view carries labels as a DuckDB MAP (empty, not
+    NULL, for a run without any) and parent, from the run.queued payload."""
+    from projections.audit import query, sync
+
+    ledger.queue("a", labels={"team": "data", "env": "prod"})
+    ledger.queue("b", parent="a")
+    path = str(tmp_path / "a.duckdb")
+    sync(ledger.store, path)
+    types = {r[0]: r[1] for r in query(path, "DESCRIBE runs").rows}
+    assert types["labels"] == "MAP(VARCHAR, VARCHAR)" and types["parent"] == "VARCHAR"
+    rows = query(path, "SELECT run, labels, labels['team'] AS team, cardinality(labels) AS n, parent FROM runs ORDER BY run").records()
+    assert rows == [{"run": "a", "labels": {"env": "prod", "team": "data"}, "team": "data", "n": 2, "parent": None},
+                    {"run": "b", "labels": {}, "team": None, "n": 0, "parent": "a"}]  # fmt: skip
+
+
+def test_I2_A1_failures_by_label_report(tmp_path, capsys) -> None:
+    """The golden history's labels (tests/golden/README.md): every label, or one label
+    with the failures of runs that lack it as a NULL value; a --label on another report
+    is refused."""
+    from pathlib import Path
+
+    from projections import audit
+
+    store = str(tmp_path / "g.db")
+    main(["--store", store, "init"])
+    assert main(["--store", store, "import", str(Path(__file__).parent / "golden" / "audit_history.ndjson")]) == 0
+    assert main(["--store", store, "audit", "sync"]) == 0
+    capsys.readouterr()
+    code, out, _ = cli(capsys, "--store", store, "audit", "report", "failures_by_label", "--label", "team", "--json")
+    assert code == 0
+    got = [(r["value"], r["code"], r["failures"], r["runs"]) for r in json.loads(out)]
+    assert got == [("data", "TIMEOUT", 2, 2), ("ops", "PROCESS_ORPHANED", 2, 2), ("ops", "CANCELLED", 1, 1),
+                   ("ops", "DISK_QUOTA_EXCEEDED", 1, 1), ("ops", "TIMEOUT", 1, 1),
+                   (None, "TICK_DEADLINE_EXCEEDED", 1, 1), (None, "UNKNOWN", 1, 1)]  # fmt: skip
+    assert {r["label"] for r in json.loads(out)} == {"team"}
+    code, _, err = cli(capsys, "--store", store, "audit", "report", "failure_codes", "--label", "team")
+    assert code == 3 and "--label" in err
+    with pytest.raises(InvalidInput, match="--label"):
+        audit.report(audit.default_path(store), "failures_by_label", label="")
