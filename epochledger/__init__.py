@@ -13,6 +13,7 @@ Everything a user imports comes from here, typed (the package ships `py.typed`):
 """
 
 from epochledger.app import Batch, Ledger, open_ledger
+from epochledger.probe import ProbeReport
 from epochledger.sweep import SweepReport
 from epochledger.tick import TickDriver, TickReport
 from ledger.clock import Clock, ManualClock, SystemClock
@@ -40,6 +41,7 @@ from ledger.errors import (
     ViewMismatch,
 )
 from ledger.events import Status
+from ledger.host import FakeHost, Host, SystemHost
 from ledger.lifecycle import (
     can_auto_resume,
     can_operator_resume,
@@ -64,6 +66,8 @@ __all__ = [
     "DamagedLog",
     "DecodeError",
     "EpochState",
+    "FakeHost",
+    "Host",
     "IllegalTransition",
     "ImportRejected",
     "InvalidInput",
@@ -73,6 +77,7 @@ __all__ = [
     "ManualClock",
     "NotCommitted",
     "PermissionDenied",
+    "ProbeReport",
     "ProcessState",
     "QueryInterrupted",
     "QueryRefused",
@@ -86,6 +91,7 @@ __all__ = [
     "SweepFailed",
     "SweepReport",
     "SystemClock",
+    "SystemHost",
     "TickDriver",
     "TickReport",
     "UnknownEpoch",

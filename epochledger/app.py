@@ -9,8 +9,6 @@ batch of one. Time comes from the injected clock (rule L8).
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +35,7 @@ from ledger.events import (
     Name,
     ProcessBooted,
     ProcessEventBase,
+    ProcessExited,
     ProcessStopped,
     ProcessStopping,
     Recorded,
@@ -58,11 +57,13 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
-from ledger.process import EpochRef, EpochState
+from ledger.host import Host, SystemHost
+from ledger.process import EpochRef, EpochState, HostState
 from ledger.store import Append, Poison, Store, open_store
 from projections.orphans import MARGIN
 
 if TYPE_CHECKING:
+    from epochledger.probe import ProbeReport
     from epochledger.sweep import SweepReport
 
 RunState = run_mod.RunState
@@ -234,6 +235,23 @@ class Commands:
         self.submit(ProcessStopping(at=now, process=process, epoch=epoch_id, actor=actor, reason=reason))
         return self.submit(ProcessStopped(at=now, process=process, epoch=epoch_id, actor=actor, reason=reason))
 
+    def exited(self, process: str, epoch: EpochArg, *, observed_by: str, exit_code: int | None = None,
+               signal: int | None = None, evidence: str | None = None, actor: str | None = None,
+               reason: str | None = None, at: datetime | None = None) -> ProcessState:  # fmt: skip
+        """Record that epoch `epoch` of slot `process` exited (`process.exited`, rule O7):
+        for whoever saw it die (a supervisor whose child ended, the probe, an importer),
+        named by `observed_by`. From here on the epoch is not live: its running runs are
+        orphans for the next sweep, and its late reports are fenced. A second exit of
+        the same epoch appends nothing (the first stands)."""
+        epoch_id = _epoch_id(epoch)
+        if epoch_id is None:
+            raise InvalidInput("exited() needs the epoch that exited", where="epoch")
+        if not isinstance(epoch, str) and getattr(epoch, "process", process) != process:
+            raise InvalidInput(f"epoch {epoch_id!r} is an epoch of {epoch.process!r}, not of {process!r}", where="epoch")
+        return self.submit(ProcessExited(at=self._at(at), process=process, epoch=epoch_id, observed_by=observed_by,
+                                         exit_code=exit_code, signal=signal, evidence=evidence, actor=actor,
+                                         reason=reason))  # fmt: skip
+
 
 class Batch(Commands):
     """Commands decided against the batch's own view of each stream, appended together
@@ -246,6 +264,7 @@ class Batch(Commands):
         self._state: dict[str, Any] = {}
         self._pending: list[Append] = []  # in submission order: the log order
         self._epochs: dict[str, str] = {}  # epoch id -> slot, learned in this batch
+        self._hosts: dict[str, HostState | None] = {}  # host -> its boots (rule O7), read once a batch
         self.recorded: list[Recorded] = []
         self._resend = False  # a commit of these very appends may have landed (CommitUnknown)
 
@@ -329,6 +348,8 @@ class Batch(Commands):
             new_state = process_stream_mod.fold(events, state)
             if isinstance(command, ProcessBooted) and events:
                 self._epochs.setdefault(command.epoch, command.process)
+                if command.host is not None and command.host in self._hosts:
+                    self._hosts[command.host] = process_stream_mod.evolve_host(self._hosts[command.host], command)
         if events:
             self._state[stream] = new_state
             version = new_state.version - len(events)
@@ -368,6 +389,24 @@ class Batch(Commands):
         self._epochs[epoch] = slots[0]
         return found
 
+    def host_state(self, host: str) -> HostState | None:
+        """The host's boots (the hosts view, projections/hosts.py), with the boots this
+        batch has decided so far: what `end_of` needs to know whether the host rebooted."""
+        if host not in self._hosts:
+            found = self.ledger.host_state(host)
+            for a in self._pending:
+                if type(a.event) is ProcessBooted and a.event.host == host:
+                    found = process_stream_mod.evolve_host(found, a.event)
+            self._hosts[host] = found
+        return self._hosts[host]
+
+    def end_of(self, epoch: EpochState) -> tuple[str, str] | None:
+        """Why `epoch` is no longer live, or None: THE liveness definition
+        (ledger.process.end_of, rule O7), with its host's facts. An epoch that recorded
+        no host boot id cannot have seen its host reboot, so no host is read for it."""
+        host = self.host_state(epoch.host) if epoch.host is not None and epoch.host_boot is not None else None
+        return process_stream_mod.end_of(epoch, host)
+
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/run.py): a report written on behalf of
         a stale epoch raises StaleEpoch carrying the run.fenced evidence to keep. A
@@ -384,7 +423,8 @@ class Batch(Commands):
             writer = self.find_epoch(epoch, run_mod.slot_hint(command, state), must_be_in=named)
             if isinstance(command, RunStarted) and command.process is None:
                 command = msgspec.structs.replace(command, process=writer.process)
-            evidence = run_mod.fence(command, state, writer)
+            host = self.host_state(writer.host) if writer.host is not None and writer.host_boot is not None else None
+            evidence = run_mod.fence(command, state, writer, host)
         elif isinstance(command, RunStarted):
             slot = command.process or (state.process if state is not None else None)
             known = self.state(process_stream(slot)) if slot is not None else None
@@ -435,9 +475,13 @@ class Batch(Commands):
 class Ledger(Commands):
     """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`."""
 
-    def __init__(self, store: Store, clock: Clock | None = None):
+    def __init__(self, store: Store, clock: Clock | None = None, host: Host | None = None):
         self.store = store
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
+        self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
+        self._hosts: dict[str, HostState] | None = None  # every host's boots, folded up to _hosts_at
+        self._hosts_at = 0
+        self._hosts_lock = threading.Lock()
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
 
@@ -472,18 +516,40 @@ class Ledger(Commands):
         return self.batch().find_epoch(epoch_id, process)
 
     def boot(self, process: str, *, epoch: str | None = None, host: str | None = None,
-             pid: int | None = None, actor: str | None = None) -> EpochState:  # fmt: skip
+             pid: int | None = None, actor: str | None = None, host_boot: str | None = None,
+             pid_start: int | None = None) -> EpochState:  # fmt: skip
         """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
         return its state. The boot instant is now - monotonic uptime, from the clock
-        port. The returned state is what every later report names (`epoch=`)."""
+        port. The returned state is what every later report names (`epoch=`).
+
+        Liveness facts (rule O7), from the host port (ledger/host.py) unless given: the
+        host's name and boot id, the pid and its start time. A boot for another host
+        (`host=` naming another machine) records only what it is given; a boot for
+        another pid on this host (a supervisor booting its worker's slot) reads that
+        pid's start time."""
+        facts = self.host
+        here = facts.name()
+        on_this_host = host is None or host == here
+        if pid is None:
+            pid = facts.pid()
+        if on_this_host and host_boot is None:
+            host_boot = facts.boot_id()
+        if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
+            try:
+                found = facts.process(pid)
+            except OSError:
+                found = None  # no /proc: no start time to record
+            pid_start = found.start if found is not None else None
         event = ProcessBooted(
             at=self.clock.now(),
             process=process,
             epoch=epoch or uuid.uuid4().hex,
             booted_at=boot_instant(self.clock),
-            host=host if host is not None else socket.gethostname(),
-            pid=pid if pid is not None else os.getpid(),
+            host=host if host is not None else here,
+            pid=pid,
             actor=actor,
+            host_boot=host_boot,
+            pid_start=pid_start,
         )
         for attempt in range(5):  # a boot is always legal: a lost race just retries
             try:
@@ -541,6 +607,16 @@ class Ledger(Commands):
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
         return booted, self.sweep(booted, margin=margin)
 
+    def probe(self, *, epoch: EpochArg | None = None, sweep: bool = True) -> ProbeReport:
+        """Check every live epoch recorded for this host's current boot against the
+        kernel (pid gone, a zombie, or its start time differs: `process.exited` by
+        `probe@<host>` with the evidence), then sweep: with `epoch` (the caller's own
+        live epoch) or an epoch of slot `probe@<host>` booted for it (rules O7, O8;
+        epochledger/probe.py)."""
+        from epochledger.probe import probe
+
+        return probe(self, epoch=epoch, sweep=sweep)
+
     def keep_fenced(self, refusal: StaleEpoch) -> None:
         """Append the run.fenced evidence of a refused stale report (its own
         transaction; re-decided on a conflict, since run.fenced is legal from any status)."""
@@ -566,24 +642,35 @@ class Ledger(Commands):
         instead of stopping every boot's sweep. Facts it reads only ever accrue (an
         epoch once superseded or stopped stays so), and a sweep's recoveries still
         expect each run's version, so a concurrent writer is caught at append."""
-        from projections import engine, epochs, orphans, runs
+        from projections import engine, epochs, hosts, orphans, runs
 
         head = self.store.max_position()
         if self.store.read_only:  # a backup copy: folded in memory, nothing written
             by_run, _ = engine.read_view(self.store, runs)
             by_process, _ = engine.read_view(self.store, epochs)
-            return orphans.View(processes=by_process, runs=by_run, position=self.store.max_position())
-        for view in (runs, epochs):
+            by_host, _ = engine.read_view(self.store, hosts)
+            return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position())
+        for view in (runs, epochs, hosts):
             engine.catch_up(self.store, view, upto=head)
         by_run, _ = engine.read_view(self.store, runs, catch_up_first=False)
         by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
-        return orphans.View(processes=by_process, runs=by_run, position=head)
+        by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
+        return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=head)
 
     def epochs(self) -> list[process_stream_mod.EpochState]:
         """Every epoch of every process slot, live or not."""
         from projections import orphans
 
         return orphans.epochs(self.orphan_view())
+
+    def liveness(self) -> list[tuple[EpochState, tuple[str, str] | None]]:
+        """Every epoch of every process slot with why it is no longer live, as (rule,
+        sentence), or None while it is live (ledger.process.end_of with its host's
+        facts, rule O7), in one read of the views."""
+        from projections import orphans
+
+        view = self.orphan_view()
+        return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
     def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:
         """Every running run the ledger's events say is an orphan, with its verdict
@@ -618,6 +705,35 @@ class Ledger(Commands):
         process = check_value(process, Name, "process")
         return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
 
+    def host_state(self, host: str) -> HostState | None:
+        """A host's boots across every slot, as of the log's head: which of its host boot
+        ids are over (rule O7; projections/hosts.py). The fence asks it for every report
+        whose epoch recorded a host boot id, so it is kept here and brought forward by
+        the boots recorded since it was last asked (one read of the log's tail, which
+        decodes only process.booted rows), never by catching the hosts view up (a
+        write) on every report. Folding a boot twice changes nothing (evolve_host)."""
+        from projections import engine, hosts
+
+        with self._hosts_lock:
+            if self._hosts is None:
+                before = self.store.max_position()
+                found, lag = engine.read_view(self.store, hosts)
+                # The view's position is at least before - lag: fold from there (again).
+                self._hosts, self._hosts_at = dict(found), max(0, before - lag)
+            known = self._hosts
+            for rows in self.store.read_raw(self._hosts_at):
+                for position, stream, _version, state in rows:
+                    self._hosts_at = position
+                    if not (stream.startswith("process:") and b"process.booted" in state):
+                        continue
+                    try:
+                        e = msgspec.json.decode(state, type=ProcessBooted)
+                    except msgspec.DecodeError:
+                        continue  # not a boot after all, or a bad row: the views park it (T4)
+                    if e.host is not None and (h := process_stream_mod.evolve_host(known.get(e.host), e)) is not None:
+                        known[e.host] = h
+            return known.get(host)
+
     def epoch_slots(self, epoch: str) -> list[str]:
         """The slots that booted this epoch id (normally one), from the epoch index
         view, caught up first (projections/epoch_index.py)."""
@@ -641,12 +757,13 @@ class Ledger(Commands):
 
 
 def open_ledger(url: str | None = None, *, clock: Clock | None = None, create: bool = True,
-                init: bool = False) -> Ledger:  # fmt: skip
+                init: bool = False, host: Host | None = None) -> Ledger:  # fmt: skip
     """Open the ledger at `url` (default: $EPOCHLEDGER_STORE, then ./epochledger.db;
     ledger/store/url.py). create=True (the embedded default: zero set-up) creates a
     store that does not exist; create=False refuses it, naming it and `epochledger
     init`, and writes nothing. init=True is the owner's create-or-upgrade (`epochledger
-    init`): the log's tables and the projection engine's tracking and parked tables."""
+    init`): the log's tables and the projection engine's tracking and parked tables.
+    `host` is the host-facts port (ledger/host.py; default: this host, from /proc)."""
     clock = checked_clock(clock)  # a clock that cannot work is refused before the store opens
     store = open_store(url, create=create, init=init)
     if init:
@@ -657,4 +774,4 @@ def open_ledger(url: str | None = None, *, clock: Clock | None = None, create: b
         except BaseException:
             store.close()
             raise
-    return Ledger(store, clock)
+    return Ledger(store, clock, host)

@@ -54,6 +54,8 @@ class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     # "swept": the sweep ran to the end (recovered may be empty);
     # "stopping": the epoch has begun to stop, no (further) attempt was started;
     # "superseded": a later boot of the slot exists; its own sweep is the one that counts;
+    # "exited", "host-rebooted": the sweeping epoch itself is no longer live (rule O7): a
+    # dead process's sweep recovers nothing;
     # "preview": nothing was written (preview()).
     outcome: str
     recovered: list[orphans.Verdict] = []
@@ -142,8 +144,11 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
             )
         if me.stopping_at is not None or me.stopped_at is not None:
             return SweepReport(process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds)
-        if me.superseded_by is not None:
-            return SweepReport(process=process, epoch=epoch_id, outcome="superseded", conflict_rounds=rounds)
+        ended = view.end_of(me)  # the one liveness definition (ledger.process.end_of, rule O7)
+        if ended is not None:
+            outcome = {orphans.SUPERSEDED: "superseded", orphans.EXITED: "exited",
+                       orphans.HOST_REBOOTED: "host-rebooted"}.get(ended[0], "stopping")  # fmt: skip
+            return SweepReport(process=process, epoch=epoch_id, outcome=outcome, conflict_rounds=rounds)
         now = ledger.clock.now()
         found = orphans.verdicts(view, me, margin)
         if now < me.booted_at or skipped is not None:
@@ -198,6 +203,15 @@ def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) ->
         booted_at=v.booted_at,
         cutoff=v.cutoff,
         margin=v.margin,
+        exited_at=v.exited_at,
+        observed_by=v.observed_by,
+        exit_code=v.exit_code,
+        signal=v.signal,
+        host=v.host,
+        host_boot=v.host_boot,
+        rebooted_to=v.rebooted_to,
+        rebooted_by=v.rebooted_by,
+        evidence=v.evidence,
     )
 
 
@@ -212,7 +226,11 @@ def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.tota
     process = check_value(process, Name, "process")
     view = ledger.orphan_view()
     now = ledger.clock.now()
-    boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock))
+    # The boot startup() would record, host facts included: on a host that rebooted, it
+    # ends the epochs of the earlier boot (O2-host-rebooted), and the preview says so.
+    facts = ledger.host
+    boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock),
+                         host=facts.name(), host_boot=facts.boot_id())  # fmt: skip
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
     found = orphans.verdicts(view, view.epoch(process, PREVIEW_EPOCH), m)
     return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found)

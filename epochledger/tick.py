@@ -62,7 +62,7 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
-from ledger.process import EpochRef, EpochState, end_of
+from ledger.process import EpochRef, EpochState
 from ledger.run import RunState, TickStreak
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
@@ -303,7 +303,8 @@ class TickDriver:
         started = clock.now()
         tick = _name(tick_id, "tick_id") if tick_id is not None else f"{started:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"
         try:
-            ended = end_of(self._own_epoch(self.ledger.batch()))
+            batch = self.ledger.batch()
+            ended = batch.end_of(self._own_epoch(batch))  # the one liveness definition, host facts included
             if ended is not None:  # F1: a stale epoch's tick runs no step and writes nothing
                 return TickReport(tick=tick, started_at=started, fatal=self._stale(ended[1]))
             active = self.list_active()

@@ -216,7 +216,9 @@ class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered")
     """A sweep recovered an orphan: moves it to failed_resumable / PROCESS_ORPHANED and
     is the audit record of why (rule O5). `actor` is the sweeping epoch."""
 
-    rule: Name  # "O2-superseded" | "O2-stopped" | "O3-fallback" (projections/orphans.py)
+    # "O2-superseded" | "O2-stopped" | "O2-exited" | "O2-host-rebooted" | "O3-fallback"
+    # (ledger/process.py end_of, projections/orphans.py)
+    rule: Name
     swept_by: Name  # the sweeping epoch
     swept_by_process: Name
     owner_process: Name | None = None
@@ -227,6 +229,18 @@ class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered")
     booted_at: Instant | None = None  # O3: boot instant of the epoch the verdict is relative to
     cutoff: Instant | None = None  # O3: booted_at - margin
     margin: float | None = None  # O3: seconds
+    # O2-exited: the owner's process.exited, as recorded (rule O7)
+    exited_at: Instant | None = None
+    observed_by: Name | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    # O2-host-rebooted: the owner's host and host boot id, and the later boot on that host
+    # that carried another host boot id (rule O7)
+    host: Name | None = None
+    host_boot: Name | None = None
+    rebooted_to: Name | None = None  # the host boot id of the later boot
+    rebooted_by: Name | None = None  # the epoch whose boot carried it
+    evidence: Text | None = None  # O2-exited: the exit's evidence; O2-host-rebooted: a sentence
 
 
 class RunFenced(RunEventBase, frozen=True, kw_only=True, tag="run.fenced"):
@@ -243,6 +257,19 @@ class RunFenced(RunEventBase, frozen=True, kw_only=True, tag="run.fenced"):
     # stamped when it was refused. Such evidence binds automation: the run is not
     # auto-resumed until it starts again (rule F2).
     reported: Status | None = None
+    rule: Name | None = None  # why the epoch is no longer live (ledger/process.py end_of): O2-superseded, ...
+
+
+class RunImported(RunEventBase, frozen=True, kw_only=True, tag="run.imported"):
+    """An importer read this run's history in its source scheduler up to `cursor`: the
+    per-run cursor of an incremental import, kept in the run's own stream (rule I3,
+    docs/import-dagster.md). Bookkeeping, not a transition: status, code, the last
+    report and who made it stay. Written only by importers, only when the cursor moved."""
+
+    source: Name  # the scheduler it came from: "dagster"
+    cursor: int  # the source's position read so far in this run's history (Dagster: the event log's storage id)
+    source_status: Name | None = None  # the source's own status of the run when read (Dagster: "SUCCESS", ...)
+    source_updated: Instant | None = None  # when the source last updated its record of the run, as read
 
 
 RunEvent = (
@@ -262,6 +289,7 @@ RunEvent = (
     | RunDeadLettered
     | RunRecovered
     | RunFenced
+    | RunImported
 )
 
 
@@ -275,6 +303,12 @@ class ProcessBooted(ProcessEventBase, frozen=True, kw_only=True, tag="process.bo
     booted_at: Instant
     host: Name | None = None
     pid: int | None = None
+    # Liveness facts (rule O7), recorded by boot() by default on Linux (ledger/host.py):
+    # the host's boot id (/proc/sys/kernel/random/boot_id), so a later boot on the same
+    # host with another id says the host rebooted; and the process's start time in clock
+    # ticks after host boot (field 22 of /proc/<pid>/stat), so a reused pid is told apart.
+    host_boot: Name | None = None
+    pid_start: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class ProcessStopping(ProcessEventBase, frozen=True, kw_only=True, tag="process.stopping"):
@@ -301,7 +335,18 @@ class ProcessSweepFailed(ProcessEventBase, frozen=True, kw_only=True, tag="proce
     error: LongText
 
 
-ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessSweepSkipped | ProcessSweepFailed
+class ProcessExited(ProcessEventBase, frozen=True, kw_only=True, tag="process.exited"):
+    """Someone who saw the epoch's process die says so (rule O7): its supervisor, a probe
+    on its own host that found its pid gone or reused, an importer that read the exit
+    from the orchestrator. The epoch is no longer live from here on."""
+
+    observed_by: Name  # "probe@<host>", "supervisor:<name>", "dagster-import", ...
+    exit_code: int | None = None
+    signal: int | None = None
+    evidence: Text | None = None  # e.g. "pid 4242 not running", "pid 4242 start 901 != recorded 777"
+
+
+ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
 
 AnyEvent = RunEvent | ProcessEvent
 

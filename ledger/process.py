@@ -1,8 +1,10 @@
 """A process slot's stream as a Decider: its boot epochs (rule O1).
 
 Each `process.booted` starts a new epoch of the slot and supersedes the previous one;
-`process.stopping` / `process.stopped` record a clean shutdown of one epoch. Whether a
-run is orphaned is a fleet-wide question answered by projections/orphans.py from these
+`process.stopping` / `process.stopped` record a clean shutdown of one epoch;
+`process.exited` records that someone saw the epoch's process die (rule O7). A host's
+boots, across every slot, fold into a `HostState` (`evolve_host`): which host boot ids
+are over because a later boot on that host carried another one. Whether a run is orphaned is a fleet-wide question answered by projections/orphans.py from these
 facts; this module only keeps one slot's history straight.
 """
 
@@ -18,6 +20,7 @@ from ledger.errors import IllegalTransition
 from ledger.events import (
     ProcessBooted,
     ProcessEvent,
+    ProcessExited,
     ProcessStopped,
     ProcessStopping,
     ProcessSweepFailed,
@@ -30,6 +33,8 @@ replace = msgspec.structs.replace
 # Why an epoch is no longer live: the rule ids verdicts, fenced reports and docs name.
 SUPERSEDED = "O2-superseded"
 STOPPED = "O2-stopped"
+EXITED = "O2-exited"
+HOST_REBOOTED = "O2-host-rebooted"
 
 
 class EpochRef(Protocol):
@@ -50,30 +55,95 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     recorded_at: datetime  # when the boot was recorded
     host: str | None = None
     pid: int | None = None
+    host_boot: str | None = None  # the host's boot id when it booted (rule O7)
+    pid_start: int | None = None  # the process's start time, clock ticks after host boot
     superseded_by: str | None = None
     superseded_at: datetime | None = None
     stopping_at: datetime | None = None
     stopped_at: datetime | None = None
+    # The first process.exited recorded for it (rule O7): when, who saw it, and how.
+    exited_at: datetime | None = None
+    exited_by: str | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    exit_evidence: str | None = None
     # The epoch's sweep skipped the O3 time fallback (why), or gave up (when): rule O5.
     sweep_skipped: str | None = None
     sweep_failed_at: datetime | None = None
 
     @property
     def live(self) -> bool:
-        """Not superseded by a later boot of the slot and not cleanly stopped."""
-        return end_of(self) is None
+        """Live by the facts of its own slot's stream: not superseded, stopped or exited.
+        Whether its host rebooted is a fact of the host, not of the slot: ask
+        `end_of(epoch, host)` with the host's state, as every rule does."""
+        return end_of(self, None) is None
 
 
-def end_of(epoch: EpochState) -> tuple[str, str] | None:
+class Reboot(msgspec.Struct, frozen=True, kw_only=True):
+    """The boot that showed a host boot id is over: a later boot on the same host that
+    carried another host boot id (rule O7)."""
+
+    host_boot: str  # the id the host booted with since
+    process: str  # the slot and epoch whose boot carried it
+    epoch: str
+    at: datetime  # when that boot was recorded
+
+
+class HostState(msgspec.Struct, frozen=True, kw_only=True):
+    """One host's boots, across every slot, in log order: its latest host boot id and
+    every host boot id that is over (each with the boot that ended it)."""
+
+    host: str
+    host_boot: str  # the host boot id of the latest boot that recorded one
+    ended: dict[str, Reboot] = {}
+
+
+def evolve_host(state: HostState | None, e: ProcessBooted) -> HostState | None:
+    """The host's state after a boot. A boot that names no host or no host boot id says
+    nothing about the host. A host boot id, once over, stays over: a kernel never boots
+    with the same id twice, so a boot that still carries an ended id (history recorded
+    late) cannot bring it back, and does not end the id that ended it."""
+    if e.host is None or e.host_boot is None:
+        return state
+    if state is None:
+        return HostState(host=e.host, host_boot=e.host_boot)
+    if e.host_boot == state.host_boot or e.host_boot in state.ended:
+        return state
+    reboot = Reboot(host_boot=e.host_boot, process=e.process, epoch=e.epoch, at=e.at)
+    return HostState(host=state.host, host_boot=e.host_boot, ended={**state.ended, state.host_boot: reboot})
+
+
+def rebooted(epoch: EpochState, host: HostState | None) -> Reboot | None:
+    """The boot that showed `epoch`'s host rebooted since `epoch` booted, or None."""
+    if host is None or epoch.host_boot is None or epoch.host != host.host:
+        return None
+    return host.ended.get(epoch.host_boot)
+
+
+def end_of(epoch: EpochState, host: HostState | None) -> tuple[str, str] | None:
     """Why `epoch` is no longer live, as (rule, sentence), or None while it is live.
 
-    The one liveness definition: fencing (ledger/run.py), the orphan rule
-    (projections/orphans.py), the sweep and the CLI all ask it. Liveness is a fact of
-    the slot's stream, never a guess from the clock or the run's age."""
+    THE liveness definition (rule O7): fencing (ledger/run.py), the orphan rule
+    (projections/orphans.py), the sweep, the probe and the CLI all ask it. `host` is the
+    state of the epoch's host (the hosts view, projections/hosts.py), or None when no
+    host facts are known. An epoch is no longer live when a later boot of its slot
+    superseded it, it recorded a clean stop, someone recorded that its process exited,
+    or a later boot on its host carried another host boot id; the first that holds, in
+    that order, names the rule. Each is an event with its evidence: never a guess from
+    the clock or the run's age."""
     if epoch.superseded_by is not None:
         return SUPERSEDED, f"epoch {epoch.epoch} of {epoch.process} was superseded by epoch {epoch.superseded_by}"
     if epoch.stopped_at is not None:
         return STOPPED, f"epoch {epoch.epoch} of {epoch.process} recorded a clean stop at {epoch.stopped_at.isoformat()}"
+    if epoch.exited_at is not None:
+        how = "".join(f", {k} {v}" for k, v in (("exit code", epoch.exit_code), ("signal", epoch.exit_signal)) if v is not None)
+        said = f": {epoch.exit_evidence}" if epoch.exit_evidence else ""
+        return EXITED, (f"epoch {epoch.epoch} of {epoch.process} exited (seen by {epoch.exited_by} at "
+                        f"{epoch.exited_at.isoformat()}{how}){said}")  # fmt: skip
+    if (r := rebooted(epoch, host)) is not None:
+        return HOST_REBOOTED, (f"host {epoch.host} of epoch {epoch.epoch} of {epoch.process} rebooted: it booted "
+                               f"with host boot {epoch.host_boot}, and epoch {r.epoch} of {r.process} booted on "
+                               f"that host at {r.at.isoformat()} with host boot {r.host_boot}")  # fmt: skip
     return None
 
 
@@ -111,12 +181,20 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
                 for x in state.epochs
             )
             new = EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at,
-                             recorded_at=e.at, host=e.host, pid=e.pid)  # fmt: skip
+                             recorded_at=e.at, host=e.host, pid=e.pid, host_boot=e.host_boot,
+                             pid_start=e.pid_start)  # fmt: skip
             return replace(state, epochs=(*epochs, new), version=state.version + 1)
         case ProcessStopping():
             return _with_epoch(state, e.epoch, stopping_at=e.at)
         case ProcessStopped():
             return _with_epoch(state, e.epoch, stopped_at=e.at)
+        case ProcessExited():
+            # decide keeps only the first exit of an epoch; a fold of history written
+            # otherwise (an import) still keeps the first as the epoch's end.
+            if (known := state.epoch(e.epoch)) is not None and known.exited_at is not None:
+                return replace(state, version=state.version + 1)
+            return _with_epoch(state, e.epoch, exited_at=e.at, exited_by=e.observed_by, exit_code=e.exit_code,
+                               exit_signal=e.signal, exit_evidence=e.evidence)  # fmt: skip
         case ProcessSweepSkipped():
             return _with_epoch(state, e.epoch, sweep_skipped=e.why)
         case ProcessSweepFailed():
@@ -156,6 +234,14 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
             if known is None:
                 raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
             return [] if known.stopped_at is not None else [cmd]
+        case ProcessExited():
+            # A process dies once: the first report of its exit stands, and a second
+            # one (the probe and the supervisor both saw it) finds the effect already
+            # holds and appends nothing. A stop before an exit is no reason to refuse
+            # it: both are facts about the epoch.
+            if known is None:
+                raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
+            return [] if known.exited_at is not None else [cmd]
         case ProcessSweepSkipped() | ProcessSweepFailed():
             # Every sweep that skips or gives up says so: no dedupe (a second sweep of
             # the same epoch is a second fact).

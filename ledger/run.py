@@ -42,6 +42,7 @@ from ledger.events import (
     RunFailed,
     RunFenced,
     RunFinished,
+    RunImported,
     RunPaused,
     RunQueued,
     RunRecovered,
@@ -53,7 +54,7 @@ from ledger.events import (
     Status,
     tag_of,
 )
-from ledger.process import EpochState, end_of
+from ledger.process import EpochState, HostState, end_of
 
 replace = msgspec.structs.replace
 
@@ -169,6 +170,11 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
         if e.reported is not None:
             end = FencedEnd(epoch=e.epoch, refused=e.refused, reported=e.reported, at=e.at)
         return replace(state, version=state.version + 1, last=e, fenced=state.fenced + 1, fenced_end=end)
+    if type(e) is RunImported:
+        # Bookkeeping only (rule I3): an importer's cursor changes nothing a reader of
+        # the run sees, not even `last`, so a retried delivery of the last report is
+        # still recognised as the same event again.
+        return replace(state, version=state.version + 1)
     # What every transition sets, in one replace with explicit keywords (a shared
     # **kwargs dict costs twice as much, and this runs for every event of a rebuild).
     new = replace(state, status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
@@ -208,7 +214,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return replace(new, error=f"{e.error_class}: {e.error}" if e.error else e.error_class)
         case RunRecovered():  # an orphan recovered by a sweep (rule O5)
             return replace(new, error=None)
-        case RunFenced():  # handled above; here for exhaustiveness
+        case RunFenced() | RunImported():  # handled above; here for exhaustiveness
             raise AssertionError
         case RunQueued():  # handled above; here for exhaustiveness
             raise AssertionError
@@ -241,7 +247,7 @@ def result_of(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
             return Status.FINISHED, ""
         case RunCorrected():
             return cmd.to, cmd.code
-        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered() | RunFenced():
+        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered() | RunFenced() | RunImported():
             assert state is not None
             return state.status, state.code
         case RunDeadLettered():
@@ -274,7 +280,7 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     if isinstance(cmd, RunQueued) and cmd.parent == cmd.run:
         raise InvalidInput(f"run {cmd.run!r} cannot be its own parent", where="parent")
     new_status, new_code = result_of(cmd, state)
-    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced):
+    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced | RunImported):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
     if cmd.status is not None and cmd.status != new_status:
         raise IllegalTransition(cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}")
@@ -335,16 +341,19 @@ def slot_hint(cmd: RunEventBase, run: RunState | None) -> str | None:
     return None
 
 
-def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState) -> RunFenced | None:
+def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState, host: HostState | None) -> RunFenced | None:
     """The `run.fenced` evidence to keep instead of `cmd`, or None if `cmd` may proceed.
-    A report on a run that does not exist (or was deleted) is not evidence about it:
-    `decide` refuses it like any command on such a run."""
+    `writer` is the epoch the report names; `host` its host's boots (the hosts view), so
+    a report from an epoch that was superseded, stopped, exited or whose host rebooted
+    is refused alike (ledger.process.end_of, rule O7). A report on a run that does not
+    exist (or was deleted) is not evidence about it: `decide` refuses it like any
+    command on such a run."""
     if run is None or run.deleted:
         return None
-    ended = end_of(writer)
+    ended = end_of(writer, host)
     if ended is None:
         return None
-    _rule, why = ended
+    rule, why = ended
     reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None
     return RunFenced(
         at=cmd.at,
@@ -358,6 +367,7 @@ def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState) -> RunFen
         stopped_at=writer.stopped_at if writer.superseded_by is None else None,
         report=msgspec.to_builtins(cmd),
         reported=reported,
+        rule=rule,
     )
 
 

@@ -7,8 +7,9 @@ give the same verdicts. The sweep (epochledger/sweep.py), the CLI (`runs --orpha
 replay ask this module; nothing else decides what an orphan is.
 
 The rules (argued in docs/operations.md):
-- O2, clock-free: a running run whose owner epoch was superseded by a later boot of its
-  process, or recorded a clean stop, is orphaned at ANY age. A run owned by a live
+- O2, clock-free: a running run whose owner epoch is no longer live (superseded by a
+  later boot of its process, cleanly stopped, recorded as exited, or its host rebooted:
+  ledger.process.end_of, rule O7) is orphaned at ANY age. A run owned by a live
   epoch is NEVER orphaned, however long it runs. No age threshold enters here: a flat
   threshold kills the healthy 88-minute nightly and misses the 20-minute-old orphan.
 - O3, the fallback for a running run with a process but no (known) owner epoch: it is
@@ -36,28 +37,32 @@ from ledger import lifecycle
 from ledger import process as process_mod
 from ledger import run as run_mod
 from ledger.errors import InvalidInput
-from ledger.events import ProcessEventBase, Recorded, RunEventBase
-from ledger.process import EpochState, ProcessState
+from ledger.events import ProcessBooted, ProcessEventBase, Recorded, RunEventBase
+from ledger.process import EpochState, HostState, ProcessState
 from ledger.run import RunState
 from projections import fold_records
 
 NAME = "orphans"
-VERSION = 1
+VERSION = 2
 
 MARGIN = timedelta(seconds=1)  # rule O3; configurable per call, never floored
 
 SUPERSEDED = process_mod.SUPERSEDED
 STOPPED = process_mod.STOPPED
+EXITED = process_mod.EXITED
+HOST_REBOOTED = process_mod.HOST_REBOOTED
 FALLBACK = "O3-fallback"
 
 
 @dataclass
 class View:
-    """Every process slot's epochs and every run's state, as of `position`."""
+    """Every process slot's epochs, every host's boots and every run's state, as of
+    `position`."""
 
     processes: dict[str, ProcessState] = field(default_factory=dict)
     runs: dict[str, RunState] = field(default_factory=dict)
     position: int = 0
+    hosts: dict[str, HostState] = field(default_factory=dict)
     _by_id: dict[str, list[EpochState]] | None = field(default=None, repr=False, compare=False)
 
     def epoch(self, process: str, epoch: str) -> EpochState | None:
@@ -80,6 +85,14 @@ class View:
         p = self.processes.get(process)
         return p.current if p is not None else None
 
+    def host_of(self, epoch: EpochState) -> HostState | None:
+        return self.hosts.get(epoch.host) if epoch.host is not None else None
+
+    def end_of(self, epoch: EpochState) -> tuple[str, str] | None:
+        """Why `epoch` is no longer live, or None: ledger.process.end_of with its host's
+        facts (rule O7)."""
+        return process_mod.end_of(epoch, self.host_of(epoch))
+
 
 def initial() -> View:
     return View()
@@ -93,6 +106,8 @@ def evolve(view: View, rec: Recorded) -> View:
         assert isinstance(e, ProcessEventBase)
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
         view._by_id = None
+        if type(e) is ProcessBooted and e.host is not None and (h := process_mod.evolve_host(view.hosts.get(e.host), e)):
+            view.hosts[e.host] = h
     view.position = rec.position
     return view
 
@@ -107,11 +122,20 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     its `run.recovered` event."""
 
     run: str
-    rule: str  # SUPERSEDED | STOPPED | FALLBACK
+    rule: str  # SUPERSEDED | STOPPED | EXITED | HOST_REBOOTED | FALLBACK
     owner_process: str | None = None
     owner_epoch: str | None = None
     superseded_by: str | None = None  # O2-superseded
     stopped_at: datetime | None = None  # O2-stopped
+    exited_at: datetime | None = None  # O2-exited: the owner's process.exited
+    observed_by: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    host: str | None = None  # O2-host-rebooted: the owner's host and host boot id,
+    host_boot: str | None = None
+    rebooted_to: str | None = None  # the later boot's host boot id,
+    rebooted_by: str | None = None  # and its epoch
+    evidence: str | None = None  # O2-exited / O2-host-rebooted: end_of's sentence
     started_at: datetime | None = None
     relative_to: str | None = None  # O3: the epoch the fallback was judged against
     booted_at: datetime | None = None  # O3: its boot instant
@@ -131,6 +155,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         if self.rule == STOPPED:
             return (f"owner epoch {self.owner_epoch} of {self.owner_process} recorded a clean stop at "
                     f"{_iso(self.stopped_at)}; orphaned at any age, rule O2")  # fmt: skip
+        if self.rule in (EXITED, HOST_REBOOTED):
+            return f"owner {self.evidence}; orphaned at any age, rules O2, O7"
         return (f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
                 f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
                 f"of {self.owner_process} - {self.margin:g}s margin; the time fallback, rule O3")  # fmt: skip
@@ -165,14 +191,10 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
         # O2. Liveness is a fact of the process stream (ledger.process.end_of); the
         # run's age plays no part. Replacing this with an age check is the
         # 30-minute-threshold incident.
-        ended = process_mod.end_of(owner)
+        ended = view.end_of(owner)
         if ended is None:
             return None  # a live owner: never an orphan, however long the run has run
-        rule, _why = ended
-        return Verdict(run=run.run, rule=rule, owner_process=owner.process, owner_epoch=owner.epoch,
-                       superseded_by=owner.superseded_by,
-                       stopped_at=owner.stopped_at if owner.superseded_by is None else None,
-                       started_at=run.started_at)  # fmt: skip
+        return _o2_verdict(view, run, owner, *ended)
     # O3 fallback: a process but no known owner epoch.
     if run.process is None or run.started_at is None:
         return None
@@ -194,6 +216,24 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
                        started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
                        cutoff=cutoff, margin=margin.total_seconds())  # fmt: skip
     return None
+
+
+def _o2_verdict(view: View, run: RunState, owner: EpochState, rule: str, why: str) -> Verdict:
+    """The verdict of an owner that is no longer live, with the evidence of the fact
+    that ended it (the first of end_of's facts that holds)."""
+    v = Verdict(run=run.run, rule=rule, owner_process=owner.process, owner_epoch=owner.epoch,
+                superseded_by=owner.superseded_by, started_at=run.started_at)  # fmt: skip
+    if rule == STOPPED:
+        return msgspec.structs.replace(v, stopped_at=owner.stopped_at)
+    if rule == EXITED:
+        return msgspec.structs.replace(v, exited_at=owner.exited_at, observed_by=owner.exited_by,
+                                       exit_code=owner.exit_code, signal=owner.exit_signal, evidence=why)  # fmt: skip
+    if rule == HOST_REBOOTED:
+        reboot = process_mod.rebooted(owner, view.host_of(owner))
+        assert reboot is not None
+        return msgspec.structs.replace(v, host=owner.host, host_boot=owner.host_boot, rebooted_to=reboot.host_boot,
+                                       rebooted_by=reboot.epoch, evidence=why)  # fmt: skip
+    return v
 
 
 MAX_MARGIN = timedelta(days=365)

@@ -3,13 +3,14 @@ module, which follows the view protocol in projections/view.py)."""
 
 from __future__ import annotations
 
-from projections import epoch_index, epochs, failures, runs, tick_health
+from projections import epoch_index, epochs, failures, hosts, runs, tick_health
 from projections.view import View
 
 VIEWS: tuple[View, ...] = (
     runs,
     epochs,  # with runs: what the orphan rule reads (projections/orphans.py)
     epoch_index,  # epoch id -> slot: where the write side finds a report's epoch (F1)
+    hosts,  # host -> its boots: which host boot ids are over (O7), for end_of
     tick_health,  # small, stored whole (open streaks, dead-letters)
     failures,
 )

@@ -43,7 +43,6 @@ from typing import Any, Protocol
 import msgspec
 
 from ledger import lifecycle
-from ledger import process as process_mod
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import BadPolicy, InvalidInput
 from ledger.events import (
@@ -486,7 +485,7 @@ class _Replay:
                           position=sweep.position, at=sweep.now,
                           owner_process=owner.process if owner is not None else state.process,
                           owner_epoch=owner.epoch if owner is not None else state.epoch,
-                          owner_live=(process_mod.end_of(owner) is None) if owner is not None else None,
+                          owner_live=(sweep.view.end_of(owner) is None) if owner is not None else None,
                           started_at=state.started_at, age_s=age, last_checkpoint=self.beats.get(state.run))  # fmt: skip
 
     def finish_missed(self, m: _Missed, until: datetime, why: str) -> None:

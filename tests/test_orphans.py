@@ -385,7 +385,7 @@ def test_O1_O2_each_boot_supersedes_only_the_epoch_before_it():
     assert [(e.stopping_at, e.stopped_at, e.sweep_skipped) for e in state.epochs] == [
         (None, None, None), (at, at, None), (None, None, "clock")]
     assert state.version == 6 and state.current is not None and state.current.epoch == "e3"
-    assert process_mod.end_of(state.epochs[1]) == ("O2-superseded", "epoch e2 of w was superseded by epoch e3")
+    assert process_mod.end_of(state.epochs[1], None) == ("O2-superseded", "epoch e2 of w was superseded by epoch e3")
     assert state.booted_no_later("e1", "e3") and not state.booted_no_later("e3", "e1")
     assert state.booted_no_later("e2", "e2") and state.booted_no_later("e1", "nope") is None
 

@@ -255,10 +255,10 @@ LIVE = EpochState(process="slot-a", epoch="e1", booted_at=at(1), recorded_at=at(
 
 def test_F1_fence_ignores_reports_on_missing_or_deleted_runs_and_spares_live_writers() -> None:
     cmd = RunFinished(at=at(5), run=RUN, epoch="e0")
-    assert fence(cmd, None, STALE) is None
-    assert fence(cmd, replace(running(), deleted=True), STALE) is None
-    assert fence(cmd, running(), LIVE) is None
-    kept = fence(cmd, running(), STALE)
+    assert fence(cmd, None, STALE, None) is None
+    assert fence(cmd, replace(running(), deleted=True), STALE, None) is None
+    assert fence(cmd, running(), LIVE, None) is None
+    kept = fence(cmd, running(), STALE, None)
     assert kept is not None and (kept.epoch, kept.refused, kept.reported, kept.superseded_by) == (
         "e0",
         "run.finished",

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 from epochledger import ManualClock
 from epochledger.app import Ledger
-from projections import engine, epoch_index, epochs, failures, orphans, registry, runs, tick_health
+from projections import engine, epoch_index, epochs, failures, hosts, orphans, registry, runs, tick_health
 from replay import verify as verify_mod
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:
-    assert set(registry.VIEWS) == {runs, epochs, epoch_index, tick_health, failures}
+    assert set(registry.VIEWS) == {runs, epochs, epoch_index, hosts, tick_health, failures}
     assert len({v.NAME for v in registry.VIEWS}) == len(registry.VIEWS)
 
 
@@ -32,7 +32,8 @@ def test_O4_orphan_verdicts_from_materialized_views_equal_the_fold(ledger: Ledge
     live_runs, lag_runs = engine.read_view(ledger.store, runs)
     live_epochs, lag_epochs = engine.read_view(ledger.store, epochs)
     assert lag_runs == lag_epochs == 0
-    from_views = orphans.View(processes=live_epochs, runs=live_runs)
+    live_hosts, _ = engine.read_view(ledger.store, hosts)
+    from_views = orphans.View(processes=live_epochs, runs=live_runs, hosts=live_hosts)
     from_log = orphans.fold(ledger.events())
     epoch = from_log.epoch("a", a2.epoch)
     expected = orphans.verdicts(from_log, epoch, timedelta(seconds=1))

@@ -1,4 +1,4 @@
-"""Commands about process slots: epochs, sweep, and the orphan listing of `runs`."""
+"""Commands about process slots: epochs, sweep, probe, and the orphan listing of `runs`."""
 
 from __future__ import annotations
 
@@ -10,23 +10,67 @@ from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
 
 
-@command("epochs", arg("--process", help="only this process slot"), JSON)
+@command("epochs", arg("--process", help="only this process slot"),
+         arg("--live", action="store_true", help="only the epochs that are live"), JSON)  # fmt: skip
 def cmd_epochs(ns: argparse.Namespace) -> None:
-    """List process slots and their boot epochs, live or not (rules O1, O2).
+    """List process slots and their boot epochs, live or not (rules O1, O2, O7).
 
-    An epoch is live until a later boot of its slot supersedes it or it records a
-    clean stop; the running runs of an epoch that is not live are orphans.
+    An epoch is live until a later boot of its slot supersedes it, it records a clean
+    stop, someone records that it exited, or a later boot on its host carries another
+    host boot id; `ended` names the rule and `why` the evidence. The running runs of an
+    epoch that is not live are orphans.
 
     Example: epochledger epochs --process worker-1
+             epochledger epochs --live   (what the ledger holds as running now)
     """
     with open_ns(ns) as ledger:
-        epochs = ledger.epochs()
-    rows = [{**msgspec.to_builtins(e), "live": e.live} for e in epochs if ns.process in (None, e.process)]
+        epochs = ledger.liveness()
+    rows = [{**msgspec.to_builtins(e), "live": ended is None, "ended": ended[0] if ended else None,
+             "why": ended[1] if ended else None}
+            for e, ended in epochs if ns.process in (None, e.process) and not (ns.live and ended)]  # fmt: skip
     if ns.json:
         out_json(rows)
         return
-    table(rows, ["process", "epoch", "live", "booted_at", "host", "pid", "superseded_by", "stopped_at",
-                 "sweep_skipped", "sweep_failed_at"])  # fmt: skip
+    table(rows, ["process", "epoch", "live", "ended", "booted_at", "host", "pid", "superseded_by", "stopped_at",
+                 "exited_at", "sweep_skipped", "sweep_failed_at"])  # fmt: skip
+
+
+@command("probe", arg("--no-sweep", action="store_true", help="record the exits only; sweep nothing"), JSON)
+def cmd_probe(ns: argparse.Namespace) -> None:
+    """Check this host's live epochs against the kernel, record the dead ones' exits,
+    then sweep their runs (rules O7, O8).
+
+    Every epoch the ledger holds live on this host and its current boot is checked:
+    a pid that is gone, a zombie, or runs with another start time than its boot
+    recorded (a reused pid) gets `process.exited` by `probe@<host>` with the evidence.
+    Epochs of an earlier boot of this host are ended by the probe's own boot. Then an
+    epoch of slot `probe@<host>` sweeps (booted only when there is something to
+    recover, stopped after). Only this host is judged: run it on each host.
+
+    Example: epochledger probe
+             epochledger probe --json --no-sweep
+    """
+    with open_ns(ns) as ledger:
+        report = ledger.probe(sweep=not ns.no_sweep)
+    if ns.json:
+        out_json(report)
+        return
+    counts: dict[str, int] = {}
+    for f in report.findings:
+        counts[f.verdict] = counts.get(f.verdict, 0) + 1
+    found = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "none"
+    out(f"probe of {report.host} (host boot {report.host_boot}): {len(report.findings)} live epoch(s) checked: {found}")
+    for f in report.findings:
+        if f.verdict != "alive":
+            out(f"  {f.process} epoch {f.epoch} pid {f.pid}: {f.verdict}: {f.evidence}")
+    out(f"recorded {report.exited} exit(s) as {report.observed_by}")
+    if report.sweep is None:
+        out("no sweep: nothing to recover" if not ns.no_sweep else "no sweep (--no-sweep)")
+        return
+    out(f"sweep by {report.sweep.process} epoch {report.swept_by}: {report.sweep.outcome}, "
+        f"recovered {len(report.sweep.recovered)} orphan(s)")  # fmt: skip
+    for v in report.sweep.recovered:
+        out(f"  {v.run}: {v.rule}: {v.explain()}")
 
 
 @command(

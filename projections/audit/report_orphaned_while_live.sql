@@ -2,9 +2,10 @@
 -- none). A mark is a run.recovered event, or any run event that newly sets the code
 -- PROCESS_ORPHANED. The owner is the epoch the mark names (run.recovered's
 -- owner_epoch), else the epoch of the run's last run.started before the mark. It was
--- live if its boot was recorded at or before the mark and it was neither superseded
--- by a later boot of its process nor cleanly stopped at or before the mark: instants,
--- as the sweep judges them (rules O2, O4). Returns the offending marks up to $as_of;
+-- live if its boot was recorded at or before the mark and, at or before the mark, it
+-- was neither superseded by a later boot of its process, cleanly stopped, recorded as
+-- exited, nor ended by a reboot of its host: instants, as the sweep judges them
+-- (rules O2, O4, O7). Returns the offending marks up to $as_of;
 -- an empty result proves the invariant on the data.
 WITH marked AS (
     SELECT
@@ -33,10 +34,14 @@ SELECT
     ep.process AS owner_process,
     ep.recorded_at AS owner_booted_at,
     ep.superseded_at AS owner_superseded_at,
-    ep.stopped_at AS owner_stopped_at
+    ep.stopped_at AS owner_stopped_at,
+    ep.exited_at AS owner_exited_at,
+    ep.rebooted_at AS owner_host_rebooted_at
 FROM marks m
 JOIN epochs ep ON ep.epoch = m.owner_epoch
 WHERE ep.recorded_at <= m.occurred_at
   AND (ep.superseded_at IS NULL OR ep.superseded_at > m.occurred_at)
   AND (ep.stopped_at IS NULL OR ep.stopped_at > m.occurred_at)
+  AND (ep.exited_at IS NULL OR ep.exited_at > m.occurred_at)
+  AND (ep.rebooted_at IS NULL OR ep.rebooted_at > m.occurred_at)
 ORDER BY m.position;

@@ -92,7 +92,10 @@ LEFT JOIN (
 WHERE e.type = 'run.fenced';
 
 -- One row per boot of a process slot. An epoch is superseded by the next boot of the
--- same slot; `live` is as of the last synced event (rule O2). Positions order events
+-- same slot; it exited when a process.exited names it (the first one stands); its host
+-- rebooted when a host boot id new to its host was first recorded after its own host
+-- boot id was (ledger/process.py evolve_host: each new id ends the one before it).
+-- `live` is as of the last synced event (rules O2, O7). Positions order events
 -- within the process's stream; across streams compare instants (docs/audit.md).
 CREATE OR REPLACE VIEW epochs AS
 WITH boots AS (
@@ -103,6 +106,8 @@ WITH boots AS (
         occurred_at AS recorded_at,
         payload->>'host' AS host,
         TRY_CAST(payload->>'pid' AS BIGINT) AS pid,
+        payload->>'host_boot' AS host_boot,
+        TRY_CAST(payload->>'pid_start' AS BIGINT) AS pid_start,
         actor,
         position AS boot_position,
         lead(epoch) OVER w AS superseded_by,
@@ -117,19 +122,40 @@ WITH boots AS (
         epoch,
         min(occurred_at) FILTER (WHERE type = 'process.stopping') AS stopping_at,
         min(occurred_at) FILTER (WHERE type = 'process.stopped') AS stopped_at,
-        min(position) FILTER (WHERE type = 'process.stopped') AS stopped_position
+        min(position) FILTER (WHERE type = 'process.stopped') AS stopped_position,
+        min(occurred_at) FILTER (WHERE type = 'process.exited') AS exited_at,
+        min(position) FILTER (WHERE type = 'process.exited') AS exited_position,
+        arg_min(payload->>'observed_by', position) FILTER (WHERE type = 'process.exited') AS exited_by
     FROM events
-    WHERE type IN ('process.stopping', 'process.stopped')
+    WHERE type IN ('process.stopping', 'process.stopped', 'process.exited')
     GROUP BY process, epoch
+), host_boots AS (
+    SELECT host, host_boot, min(boot_position) AS first_position
+    FROM boots WHERE host IS NOT NULL AND host_boot IS NOT NULL
+    GROUP BY host, host_boot
+), host_ends AS (
+    SELECT host, host_boot,
+        lead(host_boot) OVER h AS rebooted_to,
+        lead(first_position) OVER h AS rebooted_position
+    FROM host_boots
+    WINDOW h AS (PARTITION BY host ORDER BY first_position)
 )
 SELECT
     b.*,
     s.stopping_at,
     s.stopped_at,
     s.stopped_position,
-    (b.superseded_by IS NULL AND s.stopped_at IS NULL) AS live
+    s.exited_at,
+    s.exited_position,
+    s.exited_by,
+    h.rebooted_to,
+    r.occurred_at AS rebooted_at,
+    h.rebooted_position,
+    (b.superseded_by IS NULL AND s.stopped_at IS NULL AND s.exited_at IS NULL AND h.rebooted_position IS NULL) AS live
 FROM boots b
-LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch;
+LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch
+LEFT JOIN host_ends h ON h.host = b.host AND h.host_boot = b.host_boot
+LEFT JOIN events r ON r.position = h.rebooted_position;
 
 -- Sweep recoveries (run.recovered, rule O5): who recovered the run (the sweeping
 -- epoch), which epoch owned it (as the event says; else the epoch of the run's last

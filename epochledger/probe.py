@@ -1,0 +1,145 @@
+"""The host probe (rules O7, O8): record the exits nobody reported, then sweep.
+
+A worker per run (O8) dies without a word when it is SIGKILLed, OOM-killed or its
+container is torn down, and its supervisor may die with it. The probe runs on the
+worker's host and asks the kernel, through the host-facts port (ledger/host.py), about
+every epoch the ledger still holds live on this host:
+
+- recorded under this host's current boot id: its pid is gone, a zombie, or runs with
+  another start time than the boot recorded (the pid was reused) -> `process.exited`,
+  `observed_by="probe@<host>"`, with that evidence; a pid that runs with the recorded
+  start time is alive and left alone;
+- recorded under another boot id of this host: the host rebooted since. Nothing is
+  recorded for it: the probe's own boot (below), made under the current boot id, is the
+  fact that ends it (`O2-host-rebooted`, ledger.process.end_of);
+- a pid that runs but whose start time the boot did not record cannot be told from a
+  reused pid: left alone and reported `unverified` (docs/operations.md).
+
+Then the usual sweep recovers the orphans (O5): with the caller's own epoch when a
+scheduler probes from its timer or at its boot, else with an epoch of the probe's own
+slot `probe@<host>`, booted for the purpose and stopped cleanly afterwards (booted only
+when there is something to recover, so a probe on a timer that finds nothing appends
+nothing). The probe judges only its own host: it cannot see another host's pids.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from epochledger.sweep import SweepReport
+from ledger.codec import check_value
+from ledger.errors import ConflictError, InvalidInput
+from ledger.events import Name, ProcessExited
+from ledger.process import EpochRef, EpochState
+
+if TYPE_CHECKING:
+    from epochledger.app import Ledger
+
+ALIVE = "alive"  # the pid runs with the recorded start time
+EXITED = "exited"  # the probe recorded process.exited for it
+UNVERIFIED = "unverified"  # the pid runs, but no start time was recorded to compare
+REBOOTED = "host-rebooted"  # recorded under another boot of this host: the host rebooted since
+UNJUDGED = "unjudged"  # no pid recorded: nothing to ask the kernel
+
+CONFLICT_ROUNDS = 8
+
+
+class Finding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the probe found for one live epoch of this host."""
+
+    process: str
+    epoch: str
+    verdict: str  # ALIVE | EXITED | UNVERIFIED | REBOOTED | UNJUDGED
+    pid: int | None = None
+    evidence: str | None = None
+
+
+class ProbeReport(msgspec.Struct, kw_only=True):
+    host: str
+    host_boot: str | None
+    observed_by: str
+    findings: list[Finding] = []
+    exited: int = 0  # process.exited events the probe appended
+    swept_by: str | None = None  # the epoch whose sweep followed (None: no sweep was needed or asked)
+    sweep: SweepReport | None = None
+
+
+def observer(host: str) -> str:
+    return f"probe@{host}"
+
+
+def judge(ledger: Ledger, epoch: EpochState, host_boot: str | None) -> Finding:
+    """One live epoch of this host, judged by the kernel's facts about its pid."""
+
+    def found(verdict: str, evidence: str | None = None) -> Finding:
+        return Finding(process=epoch.process, epoch=epoch.epoch, pid=epoch.pid, verdict=verdict, evidence=evidence)
+
+    if epoch.host_boot is not None and host_boot is not None and epoch.host_boot != host_boot:
+        return found(REBOOTED, f"booted under host boot {epoch.host_boot}; this host now runs host boot {host_boot}")
+    pid = epoch.pid
+    if pid is None or pid <= 0:
+        return found(UNJUDGED, "no pid recorded")
+    try:
+        now = ledger.host.process(pid)
+    except OSError as e:
+        return found(UNJUDGED, f"pid {pid} cannot be read on this host: {e}")
+    if now is None:
+        return found(EXITED, f"pid {pid} not running")
+    if now.zombie:
+        return found(EXITED, f"pid {pid} is a zombie: it exited and was not reaped yet")
+    if epoch.pid_start is None:
+        return found(UNVERIFIED, f"pid {pid} runs, but the boot recorded no start time to tell a reused pid apart")
+    if now.start != epoch.pid_start:
+        return found(EXITED, f"pid {pid} start {now.start} != recorded {epoch.pid_start} (the pid was reused)")
+    return found(ALIVE)
+
+
+def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = True) -> ProbeReport:
+    """Probe this host's live epochs, record an exit for each dead one, then sweep.
+
+    `epoch`: the caller's own live epoch (a scheduler probing from its timer): its sweep
+    recovers the orphans. Without it the probe boots an epoch of slot `probe@<host>` to
+    sweep with, only if there is an orphan to recover or a reboot to record, and stops it
+    after. `sweep=False`: record the exits only. Refused (InvalidInput, nothing
+    appended) where the host port cannot read the host's boot id (no /proc)."""
+    facts = ledger.host
+    here = facts.name()
+    boot_id = facts.boot_id()
+    if boot_id is None:
+        raise InvalidInput("the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
+                           "this host has none, so a pid cannot be judged", where="probe")  # fmt: skip
+    by = check_value(observer(here), Name, "host")
+    findings: list[Finding] = []
+    exited = 0
+    for _round in range(CONFLICT_ROUNDS):
+        findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness() if ended is None and e.host == here]
+        try:
+            with ledger.batch() as b:
+                for f in findings:
+                    if f.verdict == EXITED:
+                        b.submit(ProcessExited(at=ledger.clock.now(), process=f.process, epoch=f.epoch,
+                                               observed_by=by, evidence=f.evidence, actor=by))  # fmt: skip
+            exited = len(b.recorded)
+            break
+        except ConflictError:
+            continue  # another writer moved a slot (a boot, another probe): judge again
+    else:
+        raise ConflictError([], f"the probe of {here} kept losing races after {CONFLICT_ROUNDS} re-reads")
+    report = ProbeReport(host=here, host_boot=boot_id, observed_by=by, findings=findings, exited=exited)
+    if not sweep:
+        return report
+    if epoch is not None:
+        report.sweep = ledger.sweep(epoch)
+        report.swept_by = report.sweep.epoch
+        return report
+    rebooted = any(f.verdict == REBOOTED for f in findings)
+    if rebooted or any(not v.uses_time for _run, v in ledger.orphans()):
+        own = ledger.boot(by, actor=by)  # under the current host boot: ends the epochs of earlier boots
+        try:
+            report.sweep = ledger.sweep(own)
+        finally:
+            ledger.stop(own, actor=by, reason="the probe's sweep is done")
+        report.swept_by = own.epoch
+    return report

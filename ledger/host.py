@@ -1,0 +1,123 @@
+"""The host-facts port: the one module that reads what the kernel says about this host
+and its processes (rule O7; docs/architecture.md, "Time and determinism").
+
+- `name()`: the host name a boot records (`socket.gethostname()`);
+- `boot_id()`: the host's boot id, a fresh random id per kernel boot
+  (/proc/sys/kernel/random/boot_id on Linux), so a later boot on the same host that
+  records another one says the host rebooted; None where the platform has none;
+- `pid()`: this process's pid;
+- `process(pid)`: what the kernel says about a pid now: its start time in clock ticks
+  after host boot (field 22 of /proc/<pid>/stat) and whether it is a zombie, or None
+  when no such process runs. A pid's start time tells a reused pid apart: the pid a
+  worker had is given to a new process only after the worker is gone, and the new one
+  started later.
+
+The write side records these at boot (`Ledger.boot`), the probe compares them
+(epochledger/probe.py); tests inject a `FakeHost`. No fold reads this module (the
+import contracts in pyproject.toml forbid it), so verdicts stay a function of events.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Protocol
+
+import msgspec
+
+
+class PidFacts(msgspec.Struct, frozen=True, kw_only=True):
+    start: int  # clock ticks after host boot (field 22 of /proc/<pid>/stat)
+    zombie: bool = False  # it has exited and its parent has not reaped it yet
+
+
+class Host(Protocol):
+    def name(self) -> str: ...
+
+    def boot_id(self) -> str | None: ...
+
+    def pid(self) -> int: ...
+
+    def process(self, pid: int) -> PidFacts | None: ...
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def read_stat(text: str) -> PidFacts:
+    """/proc/<pid>/stat parsed: the command name (field 2) is in parentheses and may hold
+    spaces and parentheses itself, so fields are counted after the LAST ')'."""
+    fields = text[text.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state); field 22 (starttime) is fields[19]
+    return PidFacts(start=int(fields[19]), zombie=fields[0] in ("Z", "X"))
+
+
+class SystemHost:
+    """This host, as Linux's /proc tells it. Elsewhere `boot_id()` is None and
+    `process()` cannot judge a pid (it raises OSError), so boot() records no liveness
+    facts and the probe refuses to run (docs/operations.md, residual risks)."""
+
+    def name(self) -> str:
+        return socket.gethostname()
+
+    def boot_id(self) -> str | None:
+        try:
+            with open(BOOT_ID, encoding="ascii") as f:
+                found = f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return found or None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def process(self, pid: int) -> PidFacts | None:
+        if pid <= 0:
+            return None
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except (FileNotFoundError, ProcessLookupError):
+            if not os.path.isdir("/proc/self"):
+                raise OSError("no /proc on this host: a pid cannot be judged") from None
+            return None  # no such process
+        try:
+            return read_stat(text)
+        except (ValueError, IndexError):
+            return None  # it vanished while we read it
+
+
+class FakeHost:
+    """A host that says what a test tells it: a name, a boot id, and the pids that run
+    (pid -> start time). `reboot()` gives it a new boot id and no processes."""
+
+    def __init__(self, name: str = "host-a", boot_id: str | None = "boot-1", pid: int = 4242,
+                 processes: dict[int, int] | None = None):  # fmt: skip
+        self._name = name
+        self._boot_id = boot_id
+        self._pid = pid
+        self.processes: dict[int, int] = dict(processes) if processes is not None else {pid: 1000}
+        self.zombies: set[int] = set()
+
+    def name(self) -> str:
+        return self._name
+
+    def boot_id(self) -> str | None:
+        return self._boot_id
+
+    def pid(self) -> int:
+        return self._pid
+
+    def process(self, pid: int) -> PidFacts | None:
+        start = self.processes.get(pid)
+        return PidFacts(start=start, zombie=pid in self.zombies) if start is not None else None
+
+    def spawn(self, pid: int, start: int) -> None:
+        self.processes[pid] = start
+
+    def kill(self, pid: int) -> None:
+        self.processes.pop(pid, None)
+
+    def reboot(self, boot_id: str) -> None:
+        self._boot_id = boot_id
+        self.processes = {self._pid: 1}

@@ -1,0 +1,53 @@
+"""The hosts view: each host's boots across every slot (rule O7), keyed by host name.
+
+A host reboot is a fact about every epoch that booted on the host before it, whatever
+its slot: a later boot on the same host that carries another host boot id ends them
+all. That fact is not in any one slot's stream, so it is folded here
+(`ledger.process.evolve_host`) and handed to the one liveness definition,
+`ledger.process.end_of(epoch, host)`, by the orphan rule (projections/orphans.py),
+the fence (epochledger/app.py) and the sweep alike. Materialized by
+projections/engine.py as table `view_hosts`, one row per host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ledger import process as process_mod
+from ledger.events import ProcessBooted, Recorded
+from projections import fold_records
+
+NAME = "hosts"
+VERSION = 1
+
+View = dict[str, process_mod.HostState]
+STATE = process_mod.HostState
+COLUMNS: tuple[tuple[str, str], ...] = (("host_boot", "text"), ("reboots", "int"))
+
+
+def initial() -> View:
+    return {}
+
+
+def evolve(view: View, rec: Recorded) -> View:
+    e = rec.event
+    if type(e) is ProcessBooted and e.host is not None and e.host_boot is not None:
+        new = process_mod.evolve_host(view.get(e.host), e)
+        assert new is not None
+        view[e.host] = new
+    return view
+
+
+def keys(rec: Recorded) -> tuple[str, ...]:
+    e = rec.event
+    if type(e) is ProcessBooted and e.host is not None and e.host_boot is not None:
+        return (e.host,)
+    return ()
+
+
+def columns(key: str, h: process_mod.HostState) -> tuple[object, ...]:
+    return (h.host_boot, len(h.ended))
+
+
+def fold(records: Iterable[Recorded], view: View | None = None) -> View:
+    return fold_records(initial, evolve, records, view)

@@ -1,0 +1,419 @@
+"""The one liveness definition (rules O7, O8): `ledger.process.end_of(epoch, host)`.
+
+An epoch stops being live when a later boot of its slot supersedes it, it records a
+clean stop, someone records `process.exited` for it, or a later boot on its host
+carries another host boot id. The same answer must come out of the fold, the orphan
+rule (projections/orphans.py), the fence (ledger/run.py via epochledger/app.py) and the
+sweep (epochledger/sweep.py), on both stores.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from epochledger import ManualClock, StaleEpoch, open_ledger
+from epochledger.app import Ledger
+from ledger import process as process_mod
+from ledger.errors import IllegalTransition
+from ledger.events import ProcessBooted, ProcessExited, ProcessStopped
+from ledger.host import FakeHost
+from ledger.process import EpochState, HostState, end_of, evolve_host
+from projections import orphans
+from tests.conftest import T0
+
+S, P, E, R = process_mod.SUPERSEDED, process_mod.STOPPED, process_mod.EXITED, process_mod.HOST_REBOOTED
+
+# superseded, stopped, exited, host rebooted -> the rule end_of names (None: live).
+# The first fact that holds, in this order, names the rule: a literal table.
+TABLE: list[tuple[bool, bool, bool, bool, str | None]] = [
+    (False, False, False, False, None),
+    (True, False, False, False, S),
+    (False, True, False, False, P),
+    (False, False, True, False, E),
+    (False, False, False, True, R),
+    (True, True, False, False, S),
+    (True, False, True, False, S),
+    (True, False, False, True, S),
+    (False, True, True, False, P),
+    (False, True, False, True, P),
+    (False, False, True, True, E),
+    (True, True, True, False, S),
+    (True, True, False, True, S),
+    (True, False, True, True, S),
+    (False, True, True, True, P),
+    (True, True, True, True, S),
+]
+
+
+def test_O7_the_truth_table_covers_every_combination_of_facts_once() -> None:
+    assert sorted(row[:4] for row in TABLE) == sorted(itertools.product([False, True], repeat=4))
+
+
+def _epoch(superseded: bool, stopped: bool, exited: bool) -> EpochState:
+    return EpochState(process="w", epoch="e1", booted_at=T0, recorded_at=T0, host="h", pid=7, host_boot="b1",
+                      pid_start=100, superseded_by="e2" if superseded else None,
+                      stopped_at=T0 + timedelta(seconds=5) if stopped else None,
+                      exited_at=T0 + timedelta(seconds=6) if exited else None, exited_by="supervisor:s" if exited else None,
+                      exit_signal=9 if exited else None)  # fmt: skip
+
+
+def _host_state(rebooted: bool) -> HostState | None:
+    boot = ProcessBooted(at=T0, process="x", epoch="x1", booted_at=T0, host="h", host_boot="b1")
+    state = evolve_host(None, boot)
+    if rebooted:
+        state = evolve_host(state, ProcessBooted(at=T0 + timedelta(seconds=9), process="y", epoch="y1",
+                                                 booted_at=T0, host="h", host_boot="b2"))  # fmt: skip
+    return state
+
+
+@pytest.mark.parametrize("superseded, stopped, exited, rebooted, rule", TABLE)
+def test_O7_end_of_truth_table(superseded: bool, stopped: bool, exited: bool, rebooted: bool, rule: str | None) -> None:
+    """The fold's answer. Mutations caught: the exited check dropped from end_of (rows
+    with only `exited`), `rebooted()` ignoring the host (rows with only `host rebooted`),
+    the order of the checks changed (the combined rows)."""
+    ended = end_of(_epoch(superseded, stopped, exited), _host_state(rebooted))
+    assert (ended[0] if ended else None) == rule
+    if rule == E:
+        assert "supervisor:s" in ended[1] and "signal 9" in ended[1]  # type: ignore[index]
+    if rule == R:
+        assert "host boot b1" in ended[1] and "host boot b2" in ended[1]  # type: ignore[index]
+
+
+def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_touched() -> None:
+    """A kernel never boots twice with one id: a late boot still carrying an ended id
+    (history recorded late) neither revives it nor ends the id that ended it; a reboot
+    of one host says nothing about another; a boot without a host boot id says nothing."""
+    h = _host_state(True)
+    late = ProcessBooted(at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1")
+    assert evolve_host(h, late) == h
+    assert evolve_host(h, ProcessBooted(at=T0, process="z", epoch="z2", booted_at=T0, host="h")) == h
+    e = _epoch(False, False, False)
+    assert end_of(e, h) is not None
+    assert end_of(msgspec_replace(e, host_boot="b2"), h) is None
+    assert end_of(msgspec_replace(e, host="other"), h) is None  # another host's reboot
+    assert end_of(msgspec_replace(e, host_boot=None), h) is None  # no id recorded: nothing to judge by
+
+
+def msgspec_replace(e: EpochState, **kw: object) -> EpochState:
+    return msgspec.structs.replace(e, **kw)
+
+
+def msgspec_replace_boot(e: ProcessBooted, **kw: object) -> ProcessBooted:
+    return msgspec.structs.replace(e, **kw)
+
+
+def msgspec_replace_exit(e: ProcessExited, **kw: object) -> ProcessExited:
+    return msgspec.structs.replace(e, **kw)
+
+
+# ------------------------------------------------------- process.exited, decided
+def _at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+BOOT = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(-5), host="h", pid=7, host_boot="b1", pid_start=99)
+EXIT = ProcessExited(at=_at(10), process="w", epoch="e1", observed_by="supervisor:s", exit_code=137, signal=9,
+                     evidence="killed")  # fmt: skip
+STOPPED_E1 = ProcessStopped(at=_at(5), process="w", epoch="e1")
+# given the slot's history -> what `process.exited` for e1 (and for an epoch no boot made) decides
+EXIT_TABLE = {
+    "empty": ([], "refused", "refused"),
+    "booted": ([BOOT], "append", "refused"),
+    "stopped": ([BOOT, STOPPED_E1], "append", "refused"),  # both are facts: the exit is kept
+    "exited": ([BOOT, EXIT], "no-op", "refused"),  # the first exit stands
+    "superseded": ([BOOT, msgspec_replace_boot(BOOT, epoch="e2", at=_at(20))], "append", "refused"),
+}
+
+
+@pytest.mark.parametrize("given", list(EXIT_TABLE))
+def test_O7_process_exited_decide_table(given: str) -> None:
+    history, for_e1, for_ghost = EXIT_TABLE[given]
+    state = process_mod.fold(history)
+    for cmd, expected in ((EXIT, for_e1), (msgspec_replace_exit(EXIT, epoch="ghost"), for_ghost)):
+        if expected == "refused":
+            with pytest.raises(IllegalTransition, match="unknown epoch"):
+                process_mod.decide(cmd, state)
+            continue
+        events = process_mod.decide(cmd, state)
+        assert events == ([] if expected == "no-op" else [cmd])
+
+
+def test_O7_the_fold_keeps_the_boot_and_exit_facts_and_the_first_exit() -> None:
+    """Mutation caught: host_boot, pid_start or an exit field dropped by `evolve`; a
+    second exit (history imported with two) replacing the first."""
+    second = msgspec_replace_exit(EXIT, at=_at(30), observed_by="probe@h", exit_code=None, signal=None, evidence="late")
+    state = process_mod.fold([BOOT, EXIT, second])
+    assert state is not None and state.version == 3
+    e = state.epochs[0]
+    assert (e.host_boot, e.pid_start) == ("b1", 99)
+    assert (e.exited_at, e.exited_by, e.exit_code, e.exit_signal, e.exit_evidence) == (_at(10), "supervisor:s", 137, 9, "killed")
+
+
+# ---------------------------------------------------------------- both stores
+@pytest.fixture
+def fake_ledger(store_url: str) -> Iterator[tuple[Ledger, FakeHost, ManualClock]]:
+    host = FakeHost(name="sched-host", boot_id="sb1")
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(store_url, clock=clock, host=host) as lg:
+        yield lg, host, clock
+
+
+def _apply(lg: Ledger, i: int, superseded: bool, stopped: bool, exited: bool, rebooted: bool) -> EpochState:
+    """Slot w<i> on host h<i> under host boot b1 owns running run r<i>; then the facts."""
+    host = f"h{i}"
+    e = lg.boot(f"w{i}", epoch=f"w{i}.e1", host=host, host_boot="b1", pid=100 + i, pid_start=5)
+    lg.queue(f"r{i}")
+    lg.start(f"r{i}", epoch=e)
+    if stopped:
+        lg.stop(e)
+    if exited:
+        lg.exited(f"w{i}", e, observed_by="supervisor:s", exit_code=137, signal=9, evidence=f"child {100 + i} killed")
+    if rebooted:  # another slot boots on that host after a reboot
+        lg.boot(f"x{i}", epoch=f"x{i}.e1", host=host, host_boot="b2", pid=1, pid_start=1)
+    if superseded:
+        lg.boot(f"w{i}", epoch=f"w{i}.e2", host=host, host_boot="b2" if rebooted else "b1", pid=200 + i, pid_start=9)
+    return e
+
+
+def test_O7_F1_O5_liveness_truth_table_on_both_stores(fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:
+    """Every combination of facts, recorded through the API on SQLite and the real
+    PostgreSQL: `liveness()` (what `epochs` lists), the fence (a late checkpoint of the
+    epoch: refused with StaleEpoch naming the rule, kept as run.fenced evidence) and a
+    sweep by a new epoch (the run recovered with that rule and its evidence) all give
+    the table's answer. Mutations caught: Batch.end_of / the fence passing host=None
+    (the `host rebooted` rows accept the report), orphans.View.end_of ignoring hosts
+    (the sweep leaves those runs running), the exit not folded into EpochState (every
+    `exited`-only row)."""
+    lg, _host, clock = fake_ledger
+    for i, (superseded, stopped, exited, rebooted, _rule) in enumerate(TABLE):
+        _apply(lg, i, superseded, stopped, exited, rebooted)
+    clock.advance(30)
+    ends = {e.epoch: (ended[0] if ended else None) for e, ended in lg.liveness()}
+    for i, row in enumerate(TABLE):
+        rule = row[4]
+        assert ends[f"w{i}.e1"] == rule, (i, row)
+        try:
+            lg.checkpoint(f"r{i}", "n", f"ref{i}", epoch=f"w{i}.e1")
+            refused = None
+        except StaleEpoch as e:
+            assert e.evidence is not None
+            refused = e.evidence.rule
+        assert refused == rule, (i, row)
+    sched = lg.boot("sched")
+    report = lg.sweep(sched)
+    recovered = {v.run: v for v in report.recovered}
+    for i, (_s, _p, _e, _r, rule) in enumerate(TABLE):
+        v = recovered.get(f"r{i}")
+        assert (v.rule if v else None) == rule, (i, TABLE[i])
+        state = lg.get_run(f"r{i}")
+        assert state.status == ("running" if rule is None else "failed_resumable")
+    recorded = {r.event.run: r.event for r in lg.events() if type(r.event).__name__ == "RunRecovered"}  # type: ignore[union-attr]
+    exited_only, rebooted_only = recorded["r3"], recorded["r4"]
+    assert (exited_only.rule, exited_only.observed_by, exited_only.exit_code, exited_only.signal) == (E, "supervisor:s", 137, 9)
+    assert exited_only.evidence is not None and "child 103 killed" in exited_only.evidence
+    assert (rebooted_only.rule, rebooted_only.host, rebooted_only.host_boot, rebooted_only.rebooted_to,
+            rebooted_only.rebooted_by) == (R, "h4", "b1", "b2", "x4.e1")  # fmt: skip
+
+
+def test_O7_an_exited_epoch_cannot_sweep_and_a_second_exit_appends_nothing(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    lg, _host, _clock = fake_ledger
+    e = lg.boot("w")
+    lg.exited("w", e, observed_by="supervisor:s", exit_code=1)
+    head = lg.store.max_position()
+    lg.exited("w", e.epoch, observed_by="probe@sched-host", evidence="pid 4242 not running")
+    assert lg.store.max_position() == head  # the first exit stands
+    assert lg.epoch(e).exited_by == "supervisor:s"
+    assert lg.sweep(e).outcome == "exited"
+
+
+# ------------------------------------------------------------------------- O8
+def test_O8_worker_slots_never_supersede_each_other(fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:
+    """One slot per worker, any number at once on one host: every worker's epoch stays
+    live, a scheduler's startup sweep recovers none of their runs, and a worker that
+    ends normally (stop()) leaves only its own run to the next sweep and is no longer
+    listed as live. Mutation caught (the incident's mapping): `Ledger.boot` recording
+    every boot in one slot per host (`process=host`), so each worker's boot supersedes
+    the one before and their healthy runs are swept."""
+    lg, host, clock = fake_ledger
+    workers = []
+    for i in range(12):
+        host.spawn(5000 + i, 700 + i)
+        w = lg.boot(f"worker-{i}", pid=5000 + i)
+        assert (w.host, w.host_boot, w.pid_start) == ("sched-host", "sb1", 700 + i)
+        lg.queue(f"run-{i}")
+        lg.start(f"run-{i}", epoch=w)
+        workers.append(w)
+        clock.advance(1)
+    clock.advance(3600)
+    _sched, report = lg.startup("scheduler")
+    assert report.recovered == []
+    assert all(ended is None for e, ended in lg.liveness() if e.process.startswith("worker-"))
+    lg.finish("run-3", epoch=workers[3])
+    lg.stop(workers[3])
+    lg.stop(workers[5])  # ended while its run still ran: that run is an orphan
+    _sched2, report = lg.startup("scheduler")
+    assert [(v.run, v.rule) for v in report.recovered] == [("run-5", P)]
+    live = sorted(e.process for e, ended in lg.liveness() if ended is None and e.process.startswith("worker-"))
+    assert live == sorted(f"worker-{i}" for i in range(12) if i not in (3, 5))
+
+
+# ------------------------------------------------------------------ the law
+# A history that a real fleet can produce: three slots booted on two hosts, then slots
+# boot again (on either host), a host reboots (a fresh boot id, never an old one) and a
+# slot boots on it, a slot's current epoch (or an earlier one: a late writer) stops, is seen to exit,
+# or starts a run. The test's own model of "live by every fact" is written from the
+# rule's words, not from end_of.
+SLOTS, HOSTS = 3, 2
+_slot_i, _host_i = st.integers(0, SLOTS - 1), st.integers(0, HOSTS - 1)
+_which = st.sampled_from([0, 0, 0, 1])  # 0: the slot's current epoch; 1: the one before it
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("boot"), _slot_i, _host_i),
+        st.tuples(st.just("reboot"), _host_i, _slot_i),  # the host comes back up; a slot boots on it
+        st.tuples(st.just("stop"), _slot_i, _which),
+        st.tuples(st.just("exit"), _slot_i, _which),
+        st.tuples(st.just("start"), _slot_i, _which),
+        st.tuples(st.just("start"), _slot_i, _which),
+    ),
+    min_size=3,
+    max_size=25,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factory: pytest.TempPathFactory,
+                                                                 ops: list[tuple[int | str, ...]]) -> None:  # fmt: skip
+    """Over generated histories: a sweep recovers exactly the running runs whose owner
+    is not live by some fact (a later boot of its slot, a stop, an exit, a later boot on
+    its host under another boot id), and never a run whose owner is live by every fact.
+    The fence agrees along the way: a start by an epoch is refused exactly when the
+    model says the epoch is not live. Mutations caught (each checked by hand): end_of
+    ignoring exits, evolve_host never ending an id, the orphans view ignoring hosts
+    (orphans missed), rebooted() returning the host's first reboot whatever the epoch's
+    id (a healthy epoch booted after the reboot is ended: its start is fenced)."""
+    host = FakeHost(name="sched-host", boot_id="sb1")
+    clock = ManualClock(T0, uptime=60.0)
+    path: Path = tmp_path_factory.mktemp("law") / "l.db"
+    boot_ids = [0] * HOSTS
+    boots: list[tuple[str, str, int, str]] = []  # (slot, epoch, host, boot id) in log order
+    stopped: set[str] = set()
+    exited: set[str] = set()
+    owner: dict[str, str] = {}  # run -> owner epoch
+    queued: list[str] = []
+    with open_ledger(str(path), clock=clock, host=host) as lg:
+
+        def boot(slot: str, h: int) -> None:
+            epoch = f"{slot}.e{len(boots)}"
+            lg.boot(slot, epoch=epoch, host=f"h{h}", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1)
+            boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
+
+        def live(epoch: str) -> bool:
+            i = next(i for i, b in enumerate(boots) if b[1] == epoch)
+            slot, _e, h, boot_id = boots[i]
+            later = boots[i + 1:]
+            return (not any(b[0] == slot for b in later) and epoch not in stopped and epoch not in exited
+                    and not any(b[2] == h and b[3] != boot_id for b in later))  # fmt: skip
+
+        for i in range(SLOTS):
+            boot(f"s{i}", i % HOSTS)
+        for op in ops:
+            clock.advance(1)
+            if op[0] == "boot":
+                boot(f"s{op[1]}", int(op[2]))
+                continue
+            if op[0] == "reboot":
+                boot_ids[int(op[1])] += 1  # every boot on that host from now on carries a fresh id
+                boot(f"s{op[2]}", int(op[1]))
+                continue
+            slot = f"s{op[1]}"
+            mine = [b[1] for b in boots if b[0] == slot]
+            epoch = mine[max(0, len(mine) - 1 - int(op[2]))]
+            if op[0] == "stop":
+                lg.stop(epoch)
+                stopped.add(epoch)
+            elif op[0] == "exit":
+                lg.exited(slot, epoch, observed_by="supervisor:law")
+                exited.add(epoch)
+            else:
+                run = f"r{len(queued)}"
+                queued.append(run)
+                lg.queue(run)
+                try:
+                    lg.start(run, epoch=epoch)
+                    owner[run] = epoch
+                except StaleEpoch:
+                    assert not live(epoch)  # the fence asks the same definition (F1)
+                    continue
+                assert live(epoch)
+
+        clock.advance(3600)
+        sched = lg.boot("sweeper", host="elsewhere")
+        recovered = {v.run for v in lg.sweep(sched).recovered}
+        healthy = {run for run, epoch in owner.items() if live(epoch)}
+        assert not recovered & healthy
+        assert recovered == set(owner) - healthy
+        assert {run for run in owner if lg.get_run(run).status == "running"} == healthy
+
+
+def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """The orphan rule's fold and the materialized hosts view agree (rule O4)."""
+    from projections import engine, hosts
+
+    lg, _host, _clock = fake_ledger
+    for i, row in enumerate(TABLE):
+        _apply(lg, i, *row[:4])
+    from_log = orphans.fold(lg.events())
+    from_view, lag = engine.read_view(lg.store, hosts)
+    assert lag == 0 and from_view == from_log.hosts and len(from_view) == len(TABLE)
+
+
+def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_live(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock], tmp_path: Path) -> None:  # fmt: skip
+    """The audit's SQL (projections/audit/views.sql) reads the same facts: its `live`
+    column equals end_of's answer for every row of the truth table, and recoveries by
+    O2-exited / O2-host-rebooted are not listed by the orphaned_while_live invariant.
+    Mutation caught: the exit or reboot conditions dropped from the report (the
+    legitimate recoveries are listed as marked under a live owner)."""
+    from projections import audit
+
+    lg, _host, clock = fake_ledger
+    for i, row in enumerate(TABLE):
+        _apply(lg, i, *row[:4])
+    clock.advance(30)
+    lg.sweep(lg.boot("sched"))
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(lg.store, path)
+    live = dict(audit.query(path, "SELECT epoch, live FROM epochs").rows)
+    assert {f"w{i}.e1": row[4] is None for i, row in enumerate(TABLE)} == {k: v for k, v in live.items() if k.endswith(".e1") and k.startswith("w")}
+    exited = audit.query(path, "SELECT exited_by, rebooted_to FROM epochs WHERE epoch = 'w3.e1' OR epoch = 'w4.e1' ORDER BY epoch").rows
+    assert exited == [("supervisor:s", None), (None, "b2")]
+    assert audit.report(path, "orphaned_while_live").rows == []
+
+
+def test_O7_F1_a_reboot_recorded_by_another_writer_fences_the_next_report(store_url: str) -> None:
+    """The fence keeps each host's boots in memory (Ledger.host_state) and brings them
+    forward from the log's tail on every report: a reboot that another process recorded
+    after this one last looked fences this one's next report. Mutation caught: the tail
+    read skipped once the cache is built (the report lands)."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b1")) as one, \
+         open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b2")) as other:  # fmt: skip
+        w = one.boot("worker")
+        one.queue("r")
+        one.start("r", epoch=w)
+        one.checkpoint("r", "a", "ref-1", epoch=w)  # the cache is built here
+        other.boot("after-reboot")  # the host came back with another boot id
+        with pytest.raises(StaleEpoch) as refused:
+            one.checkpoint("r", "b", "ref-2", epoch=w)
+        assert refused.value.evidence is not None and refused.value.evidence.rule == R
