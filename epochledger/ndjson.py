@@ -228,6 +228,7 @@ def _not_as_stated(raw: dict[str, Any], stated: Event, recorded: Event) -> str |
 
 # ------------------------------------------------------------------ import
 OnError = Literal["stop", "skip"]
+ClockSteps = Literal["refuse", "keep"]
 CHUNK = 2000  # lines parsed, and their streams read in bulk, at a time
 
 
@@ -254,15 +255,16 @@ class ImportResult(msgspec.Struct, kw_only=True):
     appended: int = 0  # events appended: landed + evidence
 
 
-def import_lines(ledger: Ledger, lines: Iterable[bytes | str]) -> int:
+def import_lines(ledger: Ledger, lines: Iterable[bytes | str], *, clock_steps: ClockSteps = "refuse") -> int:
     """Strict import: decide every line, then append them all in one transaction.
     Returns how many events were appended (duplicates and lines whose effect already
     held append nothing). Any refused line raises ImportRejected and appends nothing."""
-    return import_events(ledger, lines).appended
+    return import_events(ledger, lines, clock_steps=clock_steps).appended
 
 
 def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnError = "stop",
-                  rejects: str | None = None, protected: Iterable[str] = ()) -> ImportResult:  # fmt: skip
+                  rejects: str | None = None, protected: Iterable[str] = (),
+                  clock_steps: ClockSteps = "refuse") -> ImportResult:  # fmt: skip
     """Import NDJSON lines through the one write path, in one transaction (rule I1).
 
     - A line already recorded (same stream, type, time and the fields it states,
@@ -270,7 +272,10 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
       `run.fenced` evidence counts too) is a duplicate: counted, not appended. So
       importing the same file twice appends nothing the second time.
     - A run event whose `at` is earlier than the previous event of its run is refused:
-      it would give the run a negative duration.
+      it would give the run a negative duration. clock_steps="keep" accepts it as
+      recorded: for an export of a ledger whose writers' clocks stepped back or
+      disagreed (the ledger records what each writer's clock read, rule O3), which must
+      come back exactly as written.
     - on_error="stop" (strict, the default): the first refused line raises
       ImportRejected (its number and reason) and nothing is appended.
     - on_error="skip" (tolerant): every acceptable line lands; each refused line is in
@@ -283,8 +288,11 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
     reader cannot skip it in bounded memory and time: `/dev/zero` has no line end)."""
     if on_error not in ("stop", "skip"):
         raise InvalidInput(f"expected 'stop' or 'skip', got {on_error!r}", where="--on-error")
+    if clock_steps not in ("refuse", "keep"):
+        raise InvalidInput(f"expected 'refuse' or 'keep', got {clock_steps!r}", where="--clock-steps")
+    keep = clock_steps == "keep"
     if rejects is None:
-        return _Import(ledger, tolerant=on_error == "skip").run(lines)
+        return _Import(ledger, tolerant=on_error == "skip", keep_clock_steps=keep).run(lines)
     if on_error != "skip":
         raise InvalidInput("a rejects file needs --on-error skip (a strict import rejects the whole file)", where="--rejects")
     if os.path.isdir(rejects):
@@ -292,7 +300,7 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
     result: ImportResult | None = None
     try:
         with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
-            result = _Import(ledger, tolerant=True).run(lines)
+            result = _Import(ledger, tolerant=True, keep_clock_steps=keep).run(lines)
             for r in result.rejected:
                 out.write(reject_record(r) + b"\n")
     except InvalidInput as e:
@@ -430,10 +438,11 @@ Parsed = tuple[int, bytes, "tuple[dict[str, Any], Event] | ImportRejected"]
 
 
 class _Import:
-    def __init__(self, ledger: Ledger, *, tolerant: bool):
+    def __init__(self, ledger: Ledger, *, tolerant: bool, keep_clock_steps: bool = False):
         self.store = ledger.store
         self.batch = ledger.batch()
         self.tolerant = tolerant
+        self.keep_clock_steps = keep_clock_steps
         self.known: dict[str, _Known] = {}
         self.result = ImportResult()
         self.kept: list[tuple[int, int]] = []  # (index in rejected, index in the batch's appends)
@@ -505,10 +514,12 @@ class _Import:
         if isinstance(event, RunEventBase) and known.resent(raw, event, self.batch.state(stream)):
             self.result.held += 1
             return
-        if isinstance(event, RunEventBase) and known.last_at is not None and event.at < known.last_at:
+        if (isinstance(event, RunEventBase) and known.last_at is not None and event.at < known.last_at
+                and not self.keep_clock_steps):  # fmt: skip
             raise _Refused(f"time goes backwards in run {event.run!r}: at {event.at.isoformat()} is earlier than "
                            f"{known.last_at.isoformat()}, the time of its previous event ({known.last_where}); "
-                           "the run would show a negative duration")  # fmt: skip
+                           "the run would show a negative duration (an export of a ledger whose clock stepped "
+                           "back imports with --clock-steps keep)")  # fmt: skip
         point = self.batch.savepoint(stream)
         try:
             state = self.batch.submit(event)

@@ -315,6 +315,31 @@ def test_I1_time_going_backwards_in_a_run_is_refused_naming_the_line(ledger: Led
     assert import_lines(ledger, lines([{**C, "at": "2026-09-09T14:00:02Z"}])) == 1
 
 
+def test_I1_an_export_of_a_ledger_whose_clock_stepped_back_comes_back_with_clock_steps_keep(tmp_path) -> None:
+    """The ledger records what each writer's clock read (rule O3): after NTP stepped the
+    clock back an hour, the sweep's run.recovered is stamped before the run's start.
+    Such an export is refused by default, with a reason that names the way out, and
+    comes back byte for byte with clock_steps="keep" (the CLI's --clock-steps keep).
+    Mutation caught: the time check applied whatever clock_steps says."""
+    from pathlib import Path
+
+    golden = Path(__file__).parent / "golden" / "whatif_clock_step.ndjson"
+    data = golden.read_bytes()
+    with open_ledger(str(tmp_path / "strict.db")) as lg:
+        with pytest.raises(ImportRejected, match=r"time goes backwards .* imports with --clock-steps keep"):
+            import_lines(lg, io.BytesIO(data))
+        assert lg.store.max_position() == 0
+    with open_ledger(str(tmp_path / "keep.db")) as lg:
+        assert import_lines(lg, io.BytesIO(data), clock_steps="keep") == len(data.splitlines())
+        assert export(lg) == data
+    with pytest.raises(InvalidInput) as e:
+        with open_ledger(str(tmp_path / "x.db")) as lg:
+            import_events(lg, [], clock_steps="sometimes")  # type: ignore[arg-type]
+    assert e.value.where == "--clock-steps"
+    assert main(["--store", str(tmp_path / "cli.db"), "init"]) == 0
+    assert main(["--store", str(tmp_path / "cli.db"), "import", str(golden), "--clock-steps", "keep"]) == 0
+
+
 def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> None:
     from projections.audit import query, sync
 

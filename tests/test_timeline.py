@@ -141,7 +141,7 @@ def test_V1_demo_incident_in_chromium(load, tmp_path, capsys) -> None:
 def test_V1_golden_histories_in_chromium(load, tmp_path, name, kinds, lanes) -> None:
     db, html_path = str(tmp_path / "g.db"), str(tmp_path / "g.html")
     with open_ledger(db) as lg, open(os.path.join(GOLDEN, name + ".ndjson"), "rb") as f:
-        import_lines(lg, f)
+        import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
         n_runs = len(lg.runs()) + sum(1 for r in lg.store.read_all() if type(r.event).__name__ == "RunDeleted")
     _timeline(db, html_path)
     page = load(html_path)
@@ -199,7 +199,7 @@ def test_V1_the_page_is_a_pure_function_of_the_history(tmp_path) -> None:
     for i in range(2):
         db = str(tmp_path / f"{i}.db")
         with open_ledger(db) as lg, open(incidents.path("whatif_clock_step"), "rb") as f:
-            import_lines(lg, f)
+            import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
             pages.append(timeline.page(lg.store, cursor=datetime(2026, 9, 9, 9, 10, 30, tzinfo=UTC)))
     assert pages[0] == pages[1]
     assert pages[0].count("://") == 1 and "http://www.w3.org/2000/svg" in pages[0]
@@ -208,7 +208,7 @@ def test_V1_the_page_is_a_pure_function_of_the_history(tmp_path) -> None:
 def test_V1_bad_arguments_are_refused_and_nothing_is_written(capsys, tmp_path) -> None:
     db = str(tmp_path / "l.db")
     with open_ledger(db) as lg, open(incidents.path("whatif_clock_step"), "rb") as f:
-        import_lines(lg, f)
+        import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
     out = str(tmp_path / "t.html")
     assert main(["--store", db, "timeline", "-o", out, "--from", "2026-09-09T10:00:00Z", "--to", "2026-09-09T09:00:00Z"]) == 3
     assert main(["--store", db, "timeline", "-o", out, "--at", "noon"]) == 3

@@ -58,7 +58,7 @@ def goldens(tmp_path_factory) -> dict[str, str]:
     for name in incidents.INCIDENTS:
         url = f"sqlite:///{tmp_path_factory.mktemp(name) / 'l.db'}"
         with open_ledger(url) as lg, open(incidents.path(name), "rb") as f:
-            import_lines(lg, f)
+            import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
         out[name] = url
     return out
 
@@ -180,7 +180,7 @@ def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_p
 
 def test_R4_whatif_reads_postgresql_too(pg_url) -> None:
     with open_ledger(pg_url) as lg, open(incidents.path("whatif_nightly_88"), "rb") as f:
-        import_lines(lg, f)
+        import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
         result = whatif(lg.store, "flat-age:30m")
     assert [(d.kind, d.run) for d in result.differences] == [(KILLED_LIVE, "nightly"), (MISSED, "young")]
 

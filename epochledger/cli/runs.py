@@ -48,7 +48,11 @@ def cmd_init(ns: argparse.Namespace) -> None:
              help="stop: one bad line rejects the whole file (the default); skip: import every acceptable "
                   "line and write the rejected ones to --rejects (exit 11 if any)"),
          arg("--rejects", metavar="FILE", help="with --on-error skip: where the rejected lines go, as NDJSON "
-             "(line, reason, event, raw); written atomically, replaced on every import"), JSON)  # fmt: skip
+             "(line, reason, event, raw); written atomically, replaced on every import"),
+         arg("--clock-steps", choices=["refuse", "keep"], default="refuse",
+             help="refuse: a run event stamped earlier than its run's previous event is refused (the default); "
+                  "keep: import it as recorded (an export of a ledger whose clocks stepped back or disagreed)"),
+         JSON)  # fmt: skip
 def cmd_import(ns: argparse.Namespace) -> int:
     """Import an NDJSON history: one event per line, {"type": TAG, "at": RFC3339, ...}.
 
@@ -56,7 +60,9 @@ def cmd_import(ns: argparse.Namespace) -> int:
     the file lands in one transaction. A line already recorded (same stream, type, time
     and fields, anywhere in the stream) is a duplicate: counted, not appended, so
     importing the same file twice appends nothing. A run event whose "at" is earlier
-    than its run's previous event is refused (a negative duration).
+    than its run's previous event is refused (a negative duration), unless
+    --clock-steps keep: an export of a ledger whose writers' clocks stepped back or
+    disagreed records exactly that, and comes back as written.
 
     Strict (the default): any bad line rejects the whole file (exit 3, the line number
     and the reason), and nothing is appended. --on-error skip --rejects FILE: every
@@ -67,6 +73,7 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
     Example: epochledger import history.ndjson
              epochledger import dagster.ndjson --on-error skip --rejects rejected.ndjson
+             epochledger import backup.ndjson --clock-steps keep
     """
     from epochledger.ndjson import import_events, read_lines
 
@@ -79,7 +86,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
     protected = [ns.file] if ns.file != "-" else []
     with open_ns(ns) as ledger:
         if ns.file == "-":
-            result = import_events(ledger, read_lines(sys.stdin.buffer), on_error=ns.on_error, rejects=ns.rejects)
+            result = import_events(ledger, read_lines(sys.stdin.buffer), on_error=ns.on_error, rejects=ns.rejects,
+                                   clock_steps=ns.clock_steps)
         else:
             try:
                 f = open(ns.file, "rb")
@@ -89,7 +97,7 @@ def cmd_import(ns: argparse.Namespace) -> int:
                 raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
                 result = import_events(ledger, read_lines(f), on_error=ns.on_error, rejects=ns.rejects,
-                                       protected=protected)  # fmt: skip
+                                       protected=protected, clock_steps=ns.clock_steps)  # fmt: skip
     rejected = len(result.rejected)
     if ns.json:
         out_json({"file": ns.file, "lines": result.lines, "appended": result.appended, "landed": result.landed,
