@@ -25,6 +25,7 @@ from ledger.store.base import (
     _versions,
     translated,
 )
+from ledger.store.chain import CHAIN_TABLE, ChainEvent, Sealed
 from ledger.store.url import WHERE, PostgresURL
 
 
@@ -87,6 +88,7 @@ class PostgresStore(Store):
             "SELECT s, v, t, b FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bytea[]) "
             "WITH ORDINALITY AS u(s, v, t, b, n) ORDER BY n RETURNING notification_id"
         )  # ORDER BY n: ids are drawn in the batch's order, which is the log order
+        self.chain_upgrade: Sealed | None = None
         exists = self._exists()
         if not exists and not create:
             raise NoSuchStore(self.url, f"there is no epochledger store in schema {self.schema!r} of {self._where}")
@@ -271,6 +273,28 @@ class PostgresStore(Store):
             if cur.fetchone() is None:
                 cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {self._events} "
                             f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
+        # The hash chain (rule S1): made, and every event already in the log linked, in
+        # one transaction under the writers' lock. Only where the table is missing: init
+        # never walks a chained log (`epochledger chain --upgrade` does).
+        self.chain_upgrade = self.upgrade_chain(only_if_missing=True)
+
+    def _lock_writers(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (self.writer_lock_key,))
+
+    def _chain_table_exists(self, cur: Any) -> bool:
+        cur.execute("SELECT to_regclass(?) IS NOT NULL", (self.quote(CHAIN_TABLE),))
+        return bool(cur.fetchone()[0])
+
+    def _create_chain_table(self, cur: Any) -> None:
+        chain = self.quote(CHAIN_TABLE)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {chain} (position bigint PRIMARY KEY, hash bytea NOT NULL)")
+        cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {chain} "
+                    f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
+
+    def _insert_links(self, cur: Any, made: list[tuple[int, bytes]]) -> None:
+        cur.raw.execute(f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash) "
+                        "SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
+                        ([p for p, _ in made], [h for _, h in made]))  # fmt: skip
 
     def _exists_now(self, conn: Any) -> bool:
         return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._events,)).fetchone()[0])
@@ -302,6 +326,8 @@ class PostgresStore(Store):
                 cur = conn.execute(self._insert_sql, ([r[0] for r in chunk], [r[1] for r in chunk],
                                                       [r[2] for r in chunk], [r[3] for r in chunk]))  # fmt: skip
                 ids.extend(r[0] for r in cur.fetchall())
+            # The chain's links (rule S1), in this transaction, under the writers' lock.
+            self._linked(_QmarkCursor(conn.cursor()), [(i, *r) for i, r in zip(sorted(ids), rows, strict=True)])
             phase = "commit"
             conn.execute("COMMIT")
         except psycopg.errors.UniqueViolation:
@@ -466,6 +492,19 @@ class PostgresStore(Store):
             self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
                       "WHERE notification_id>%s AND notification_id<=%s ORDER BY notification_id LIMIT %s").format(self._table),
             (after, _MAX_POS if upto is None else upto, limit), prepare=True,
+        )
+
+    def _select_chain_events(self, after: int, limit: int) -> list[ChainEvent]:
+        return self._rows(
+            self._sql("SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+                      "WHERE notification_id>%s ORDER BY notification_id LIMIT %s").format(self._table),
+            (after, limit), prepare=True,
+        )
+
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        return self._rows(
+            f"SELECT position, hash FROM {self.quote(CHAIN_TABLE)} WHERE position>%s ORDER BY position LIMIT %s",
+            (after, limit), prepare=True,
         )
 
 
