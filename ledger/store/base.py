@@ -124,7 +124,7 @@ class Poison(msgspec.Struct, frozen=True):
     error: str
 
 
-def _tag_of_raw(state: bytes) -> str | None:
+def _tag_of_raw(state: bytes | str) -> str | None:  # str: a hand edit left TEXT (SQLite)
     try:
         tag = msgspec.json.decode(state).get("type")
     except Exception:  # noqa: BLE001 - the payload is already known to be bad
@@ -148,7 +148,7 @@ def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded |
         try:
             append(Recorded(pos, stream, ver, decode(state)))
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            append(Poison(pos, stream, ver, _tag_of_raw(bytes(state)), str(e)))
+            append(Poison(pos, stream, ver, _tag_of_raw(state if isinstance(state, str) else bytes(state)), str(e)))
     return out
 
 

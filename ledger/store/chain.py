@@ -36,26 +36,48 @@ ChainEvent = tuple[int, str, int, str, bytes]  # (position, stream, version, top
 
 def link(prev: bytes, position: int, stream: str, version: int, topic: str, state: bytes) -> bytes:
     """The link of one event: its bytes and identity, chained to the previous link."""
-    s, t = stream.encode(), topic.encode()
+    return event_link(prev, (position, stream, version, topic, state))
+
+
+def _bytes(value: object) -> bytes:
+    """A stored value as bytes. The drivers give bytes or a memoryview for a BLOB; a hand
+    edit can leave TEXT (SQLite's replace() returns TEXT) or another type there."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return str(value).encode("utf-8", "surrogatepass")
+
+
+def _int(value: object) -> int:
+    """A stored position or version; a hand edit can leave another type (then -1, which
+    no appended event has, so the link cannot match)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63 else -1
+
+
+def event_link(prev: bytes, ev: ChainEvent) -> bytes:
+    """`link` of a row as read back, whatever a hand edit left in its columns."""
+    position, stream, version, topic, state = ev
     h = hashlib.sha256(_DOMAIN)
     h.update(prev)
-    h.update(position.to_bytes(8, "big"))
+    h.update(_int(position).to_bytes(8, "big", signed=True))
+    s = _bytes(stream)
     h.update(len(s).to_bytes(4, "big"))
     h.update(s)
-    h.update(version.to_bytes(8, "big"))
+    h.update(_int(version).to_bytes(8, "big", signed=True))
+    t = _bytes(topic)
     h.update(len(t).to_bytes(4, "big"))
     h.update(t)
-    h.update(len(state).to_bytes(4, "big"))
-    h.update(state)
+    b = _bytes(state)
+    h.update(len(b).to_bytes(4, "big"))
+    h.update(b)
     return h.digest()
 
 
 def links(prev: bytes, events: Iterable[ChainEvent]) -> list[tuple[int, bytes]]:
     """The (position, link) of each event, in the order given, chained from `prev`."""
     out = []
-    for position, stream, version, topic, state in events:
-        prev = link(prev, position, stream, version, topic, bytes(state))
-        out.append((position, prev))
+    for ev in events:
+        prev = event_link(prev, ev)
+        out.append((ev[0], prev))
     return out
 
 
@@ -150,8 +172,8 @@ def walk(events: Iterator[ChainEvent], chained: Iterator[tuple[int, bytes]],
             report.failure = Failure(kind="removed", position=ln[0], message=(
                 f"event at position {ln[0]} was removed: its link is in the chain, the event is not"))
             break
-        position, stream, version, topic, state = ev
-        expected = link(prev, position, stream, version, topic, bytes(state))
+        position, stream, version = ev[0], ev[1], ev[2]
+        expected = event_link(prev, ev)
         if expected != bytes(ln[1]):
             report.failure = Failure(kind="altered", position=position, stream=stream, version=version, message=(
                 f"event at position {position} ({_where(stream, version)}) does not match its link: it was altered, "
