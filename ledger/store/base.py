@@ -148,7 +148,8 @@ def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded |
         try:
             append(Recorded(pos, stream, ver, decode(state)))
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            append(Poison(pos, stream, ver, _tag_of_raw(state if isinstance(state, str) else bytes(state)), str(e)))
+            raw: object = state  # bytes or a buffer per driver; TEXT if a hand edit left it (SQLite)
+            append(Poison(pos, stream, ver, _tag_of_raw(raw if isinstance(raw, str) else bytes(state)), str(e)))
     return out
 
 
