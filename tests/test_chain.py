@@ -128,6 +128,7 @@ def lg(store_url: str, clock: ManualClock) -> Iterator[Ledger]:
 
 # ------------------------------------------------------------------- the attacks
 def test_S1_an_untouched_log_verifies_every_event_linked_in_log_order(store_url, lg, capsys) -> None:
+    """Mutation caught: PostgresStore._insert not calling the chain's hook."""
     history(lg)
     code, out = verify_json(store_url, capsys)
     assert code == 0 and out["chain"]["failure"] is None
@@ -201,10 +202,10 @@ def test_S1_a_row_moved_to_another_stream_is_named(store_url, lg, capsys) -> Non
     history(lg)
     db = DB(store_url)
     at = next(r.position for r in lg.store.read_stream("run:b") if tag_of(r.event) == "run.checkpointed")
-    db.sql("UPDATE {events} SET originator_id='run:x', originator_version=1 WHERE {pos}=?", at)
+    db.sql("UPDATE {events} SET originator_id='run:x' WHERE {pos}=?", at)  # same version, same bytes
     code, out = verify_json(store_url, capsys)
     f = out["chain"]["failure"]
-    assert code == 12 and (f["kind"], f["position"], f["stream"], f["version"]) == ("altered", at, "run:x", 1)
+    assert code == 12 and (f["kind"], f["position"], f["stream"], f["version"]) == ("altered", at, "run:x", 3)
 
 
 def test_S1_two_rows_swapped_are_named_at_the_first(store_url, lg, capsys) -> None:
@@ -221,6 +222,20 @@ def test_S1_two_rows_swapped_are_named_at_the_first(store_url, lg, capsys) -> No
     code, out = verify_json(store_url, capsys)
     f = out["chain"]["failure"]
     assert code == 12 and (f["kind"], f["position"], f["stream"]) == ("altered", a, "run:b")
+
+
+def test_S1_an_event_moved_to_another_position_with_its_link_is_named(store_url, lg, capsys) -> None:
+    """The last event and its link both moved to a later position (the order is kept):
+    readers and trackers would see another position. Mutation caught: `event_link` not
+    hashing the position."""
+    history(lg)
+    db = DB(store_url)
+    head = lg.store.max_position()
+    db.sql("UPDATE {events} SET {pos}=? WHERE {pos}=?", head + 100, head)
+    db.sql("UPDATE {chain} SET position=? WHERE position=?", head + 100, head)
+    code, out = verify_json(store_url, capsys)
+    f = out["chain"]["failure"]
+    assert code == 12 and (f["kind"], f["position"]) == ("altered", head + 100)
 
 
 def test_S1_a_removed_event_is_named_with_or_without_its_link(store_url, lg, capsys) -> None:
@@ -242,7 +257,8 @@ def test_S1_a_truncation_or_a_recomputed_chain_after_a_digest_is_caught_only_wit
         store_url, lg, capsys, tmp_path) -> None:  # fmt: skip
     """The residual risk, shown: someone who can write both tables removes the tail (or
     rewrites an event and recomputes every link after it). The log then checks against
-    its own chain (exit 0); the digest kept elsewhere catches it (exit 12)."""
+    its own chain (exit 0); the digest kept elsewhere catches it (exit 12).
+    Mutation caught: the walk not comparing a digest's hash."""
     history(lg)
     digest = str(tmp_path / "d.json")
     assert main(["--store", store_url, "digest", "-o", digest]) == 0
@@ -297,6 +313,7 @@ def test_S1_a_newer_digest_must_extend_the_older(store_url, lg, capsys, tmp_path
 
 
 def test_S1_digest_refuses_a_broken_chain_its_own_ledger_and_a_bad_digest_file(store_url, lg, capsys, tmp_path) -> None:
+    """Mutation caught: `event_link` not hashing the topic column (the edit below)."""
     at = history(lg)["a_finished"]
     if store_url.startswith("sqlite"):
         path = store_url[len("sqlite:///"):]
