@@ -346,7 +346,7 @@ def test_S1_positions_burnt_by_failed_appends_and_concurrent_writers_keep_one_ch
                     with w.batch() as b:
                         b.queue(f"w{n}-{i}")
                         b.queue(f"w{n}-{i}-x")
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
