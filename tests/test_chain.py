@@ -29,7 +29,7 @@ from ledger import codec
 from ledger.errors import ChainBroken, ConflictError
 from ledger.events import RunFinished, Status, tag_of
 from ledger.store import Append, open_store
-from ledger.store.chain import CHAIN_TABLE, links
+from ledger.store.chain import CHAIN_TABLE, links, pack, unpack
 from projections import engine, runs
 from replay import verify as verify_mod
 from tests.conftest import T0
@@ -133,7 +133,8 @@ def test_S1_an_untouched_log_verifies_every_event_linked_in_log_order(store_url,
     code, out = verify_json(store_url, capsys)
     assert code == 0 and out["chain"]["failure"] is None
     assert out["chain"]["links"] == out["chain"]["events"] == lg.store.max_position() == 11
-    stored = DB(store_url).sql("SELECT position, hash FROM {chain} ORDER BY position")
+    stored = [e for row in DB(store_url).sql("SELECT position, hash, links FROM {chain} ORDER BY position")
+              for e in unpack(*row)]  # fmt: skip
     raw = [r for chunk in lg.store.read_raw() for r in chunk]
     topics = [DB(store_url).row(r[0])[2] for r in raw]
     expected = links(bytes(32), [(p, s, v, t, b) for (p, s, v, b), t in zip(raw, topics, strict=True)])
@@ -232,7 +233,8 @@ def test_S1_an_event_moved_to_another_position_with_its_link_is_named(store_url,
     db = DB(store_url)
     head = lg.store.max_position()
     db.sql("UPDATE {events} SET {pos}=? WHERE {pos}=?", head + 100, head)
-    db.sql("UPDATE {chain} SET position=? WHERE position=?", head + 100, head)
+    link = bytes(db.sql("SELECT hash FROM {chain} WHERE position=?", head)[0][0])
+    db.sql("UPDATE {chain} SET position=?, links=? WHERE position=?", head + 100, pack([(head + 100, link)]), head)
     code, out = verify_json(store_url, capsys)
     f = out["chain"]["failure"]
     assert code == 12 and (f["kind"], f["position"]) == ("altered", head + 100)
@@ -287,8 +289,8 @@ def test_S1_a_rewrite_with_the_chain_recomputed_is_caught_by_the_digest(store_ur
         prev = bytes(c.execute(f"SELECT hash FROM {db.chain} WHERE position=?", (at - 1,))[0][0])
         rows = c.execute(f"SELECT {db.pos}, originator_id, originator_version, topic, state FROM {db.events} "
                          f"WHERE {db.pos}>=? ORDER BY {db.pos}", (at,))  # fmt: skip
-        for position, link in links(prev, rows):
-            c.execute(f"UPDATE {db.chain} SET hash=? WHERE position=?", (link, position))
+        for position, link in links(prev, rows):  # one row per append here: one link per row
+            c.execute(f"UPDATE {db.chain} SET hash=?, links=? WHERE position=?", (link, pack([(position, link)]), position))
     capsys.readouterr()
     assert verify_json(store_url, capsys)[0] == 0  # a consistent forgery of both tables
     code, out = verify_json(store_url, capsys, digest)
@@ -408,3 +410,32 @@ def test_S1_the_views_side_and_the_chain_side_are_one_verification(lg) -> None:
     result = verify_mod.verify_all(lg.store)
     assert result.error() is None and result.chain.links == 11
     assert [v.view for v in result.views][0] == "runs"
+
+
+def test_S1_a_group_commit_is_one_chain_row_that_still_names_the_event_inside_it(store_url, lg, capsys) -> None:
+    """One append of 50 events is one chain row holding 50 links: an edit of the 30th
+    names the 30th. An edited or cut `links` blob fails at the row's first event.
+    Mutation caught: `unpack` trusting a row whose head is not its last entry."""
+    with lg.batch() as b:
+        for i in range(50):
+            b.queue(f"g{i}")
+    db = DB(store_url)
+    assert len(db.sql("SELECT position FROM {chain}")) == 1
+    first = lg.store.max_position() - 49
+    original = bytes(db.row(first + 29)[3])
+    forged = codec.encode(msgspec.structs.replace(codec.decode(original), workflow="forged"))
+    db.sql("UPDATE {events} SET state=? WHERE {pos}=?", forged, first + 29)
+    code, out = verify_json(store_url, capsys)
+    assert code == 12 and (out["chain"]["failure"]["kind"], out["chain"]["failure"]["position"]) == ("altered", first + 29)
+    db.sql("UPDATE {events} SET state=? WHERE {pos}=?", original, first + 29)
+    assert verify_json(store_url, capsys)[0] == 0
+    head, packed = db.sql("SELECT hash, links FROM {chain}")[0]
+    entries = unpack(first + 49, head, packed)
+    assert [p for p, _ in entries] == list(range(first, first + 50))
+    # the head kept, an entry in the middle replaced by the forger's own link: caught at its event
+    db.sql("UPDATE {chain} SET links=?", pack([*entries[:29], (first + 29, bytes(32)), *entries[30:]]))
+    code, out = verify_json(store_url, capsys)
+    assert code == 12 and out["chain"]["failure"]["position"] == first + 29
+    db.sql("UPDATE {chain} SET links=?", bytes(packed)[:-40])  # the last entry cut off: the head no longer matches
+    code, out = verify_json(store_url, capsys)
+    assert code == 12 and (out["chain"]["failure"]["kind"], out["chain"]["failure"]["position"]) == ("altered", first)

@@ -292,6 +292,15 @@ class Store(ABC):
     _chained: bool | None = None  # does the chain table exist? None: not looked yet; True is kept
     chain_upgrade: chain.Sealed | None = None  # what opening with init=True sealed
 
+    def _link_rows(self, cur: Any, positions: Sequence[int], rows: Sequence[Any]) -> None:
+        """The append's hook: `rows` (each a _Row or the library's StoredEvent, in the
+        batch's order) took `positions`; link them (bench/chain.py's unchained anchor
+        replaces this method with a no-op: the code path before the chain)."""
+        events = [(p, r[0], r[1], r[2], r[3]) if isinstance(r, tuple) else
+                  (p, r.originator_id, r.originator_version, r.topic, r.state)
+                  for p, r in zip(positions, rows, strict=True)]  # fmt: skip
+        self._linked(cur, events)
+
     def _linked(self, cur: Any, events: Sequence[chain.ChainEvent]) -> None:
         """Inside the append's transaction, after its rows got their positions and while
         it holds the writers' lock: append their links after the last one."""
@@ -303,7 +312,8 @@ class Store(ABC):
         self._insert_links(cur, chain.links(bytes(last[0]) if last else chain.GENESIS, events))
 
     def _insert_links(self, cur: Any, made: list[tuple[int, bytes]]) -> None:
-        cur.executemany(f"INSERT INTO {self.quote(chain.CHAIN_TABLE)} (position, hash) VALUES (?, ?)", made)
+        cur.execute(f"INSERT INTO {self.quote(chain.CHAIN_TABLE)} (position, hash, links) VALUES (?, ?, ?)",
+                    (made[-1][0], made[-1][1], chain.pack(made)))  # fmt: skip
 
     def has_chain(self) -> bool:
         """Does the store have its chain table (a store made before rule S1 has not)?"""
@@ -324,8 +334,7 @@ class Store(ABC):
                     message=f"the store has no hash chain (no table {chain.CHAIN_TABLE}: it was made before "
                             "rule S1): `epochledger chain --upgrade` seals its events")  # fmt: skip
             return report
-        return chain.walk(self._keyset(self._select_chain_events), self._keyset(self._select_links), digests,
-                          stop_at_tail=stop_at_tail)  # fmt: skip
+        return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
 
     def upgrade_chain(self, *, only_if_missing: bool = False) -> chain.Sealed:
         """Create the chain table if the store lacks it and link every event past the
@@ -360,6 +369,11 @@ class Store(ABC):
             sealed.hash = prev.hex()
             return sealed
 
+    def _links(self) -> Iterator[tuple[int, bytes]]:
+        for rows in self._batches(self._select_links, 0, 1000):
+            for position, head, packed in rows:
+                yield from chain.unpack(position, head, packed)
+
     def _keyset(self, select: Any, after: int = 0) -> Iterator[Any]:
         for rows in self._batches(select, after):
             yield from rows
@@ -384,15 +398,15 @@ class Store(ABC):
 
     def _create_chain_table(self, cur: Any) -> None:
         cur.execute(f"CREATE TABLE IF NOT EXISTS {self.quote(chain.CHAIN_TABLE)} "
-                    f"(position INTEGER PRIMARY KEY, hash {self.blob_type} NOT NULL)")  # fmt: skip
+                    f"(position INTEGER PRIMARY KEY, hash {self.blob_type} NOT NULL, links {self.blob_type} NOT NULL)")  # fmt: skip
 
     @abstractmethod
     def _select_chain_events(self, after: int, limit: int) -> list[chain.ChainEvent]:
         """(position, stream, version, topic, state) after `after`, at most `limit`: what a link covers."""
 
     @abstractmethod
-    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes]]:
-        """(position, hash) of the chain after `after`, at most `limit`."""
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
+        """(position, hash, links) of the chain's rows after `after`, at most `limit`."""
 
     # -------------------------------------------------------------- reads
     def read_stream(self, stream: str) -> list[Recorded | Poison]:

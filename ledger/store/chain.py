@@ -10,10 +10,13 @@ GENESIS (32 zero bytes). A link covers the event's stored bytes and its identity
 edited payload, a row moved to another stream or version, or two rows swapped change it.
 The previous link chains it to everything before, so removing a row breaks the next one.
 
-Links live in their own table, CHAIN_TABLE (position, hash), written by the store in the
-transaction that appends the events (`Store.append`; ledger/store/sqlite.py and
-postgres.py), under the writers' lock, so the previous link read there is the last one
-committed. Positions may have gaps (a failed PostgreSQL append burns its ids): a link
+Links live in their own table, CHAIN_TABLE, written by the store in the transaction
+that appends the events (`Store.append`; ledger/store/sqlite.py and postgres.py), under
+the writers' lock, so the previous link read there is the last one committed. One row
+per append: `position` (its last event's), `hash` (that event's link: the chain's head
+after it) and `links`, every (position, link) of the append packed as 8 + 32 bytes
+(`pack`). A row per event cost as much again as the hashing (docs/benchmarks.md); a
+row per append still names each event's own link. Positions may have gaps (a failed PostgreSQL append burns its ids): a link
 follows the previous *chained* event, never `position - 1`.
 
 `walk` checks a log against its links and against digests kept elsewhere; it is pure
@@ -23,6 +26,7 @@ follows the previous *chained* event, never `position - 1`.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
@@ -53,23 +57,25 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63 else -1
 
 
+_HEAD = struct.Struct(">32sqI").pack  # previous link, position, len(stream)
+_MID = struct.Struct(">qI").pack  # version, len(topic)
+_LEN = struct.Struct(">I").pack  # len(state)
+_sha256 = hashlib.sha256
+
+
 def event_link(prev: bytes, ev: ChainEvent) -> bytes:
-    """`link` of a row as read back, whatever a hand edit left in its columns."""
+    """`link` of a row as stored. The write path's rows are typed (int, str, int, str,
+    bytes); a row read back may hold whatever a hand edit left in its columns."""
     position, stream, version, topic, state = ev
-    h = hashlib.sha256(_DOMAIN)
-    h.update(prev)
-    h.update(_int(position).to_bytes(8, "big", signed=True))
-    s = _bytes(stream)
-    h.update(len(s).to_bytes(4, "big"))
-    h.update(s)
-    h.update(_int(version).to_bytes(8, "big", signed=True))
-    t = _bytes(topic)
-    h.update(len(t).to_bytes(4, "big"))
-    h.update(t)
-    b = _bytes(state)
-    h.update(len(b).to_bytes(4, "big"))
-    h.update(b)
-    return h.digest()
+    if type(position) is not int or type(version) is not int or type(state) is not bytes or \
+            type(stream) is not str or type(topic) is not str or not 0 <= position < 1 << 63 or \
+            not 0 <= version < 1 << 63:  # fmt: skip
+        s, t, b = _bytes(stream), _bytes(topic), _bytes(state)
+        position, version = _int(position), _int(version)
+    else:
+        s, t, b = stream.encode("utf-8", "surrogatepass"), topic.encode("utf-8", "surrogatepass"), state
+    return _sha256(b"".join((_DOMAIN, _HEAD(prev, position, len(s)), s, _MID(version, len(t)), t,
+                             _LEN(len(b)), b))).digest()  # fmt: skip
 
 
 def links(prev: bytes, events: Iterable[ChainEvent]) -> list[tuple[int, bytes]]:
@@ -79,6 +85,25 @@ def links(prev: bytes, events: Iterable[ChainEvent]) -> list[tuple[int, bytes]]:
         prev = event_link(prev, ev)
         out.append((ev[0], prev))
     return out
+
+
+_ENTRY = struct.Struct(">q32s")
+
+
+def pack(made: Sequence[tuple[int, bytes]]) -> bytes:
+    """The `links` column of one chain row."""
+    return b"".join(_ENTRY.pack(position, link) for position, link in made)
+
+
+def unpack(position: object, head: object, packed: object) -> list[tuple[int, bytes]]:
+    """The (position, link) entries of one chain row as stored. A row that does not
+    hold together (its blob cut or padded, its head not its last entry: a hand edit)
+    gives its entries with empty links, so the walk fails at its first event."""
+    raw = _bytes(packed)
+    entries = [(p, h) for p, h in _ENTRY.iter_unpack(raw[: len(raw) - len(raw) % _ENTRY.size])]
+    if len(raw) % _ENTRY.size or not entries or entries[-1] != (position, _bytes(head)):
+        return [(p, b"") for p, _ in entries] or [(_int(position), b"")]
+    return entries
 
 
 class Digest(msgspec.Struct, frozen=True, kw_only=True):

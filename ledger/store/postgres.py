@@ -287,14 +287,10 @@ class PostgresStore(Store):
 
     def _create_chain_table(self, cur: Any) -> None:
         chain = self.quote(CHAIN_TABLE)
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {chain} (position bigint PRIMARY KEY, hash bytea NOT NULL)")
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {chain} (position bigint PRIMARY KEY, hash bytea NOT NULL, "
+                    "links bytea NOT NULL)")  # fmt: skip
         cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {chain} "
                     f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
-
-    def _insert_links(self, cur: Any, made: list[tuple[int, bytes]]) -> None:
-        cur.raw.execute(f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash) "
-                        "SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
-                        ([p for p, _ in made], [h for _, h in made]))  # fmt: skip
 
     def _exists_now(self, conn: Any) -> bool:
         return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._events,)).fetchone()[0])
@@ -327,7 +323,8 @@ class PostgresStore(Store):
                                                       [r[2] for r in chunk], [r[3] for r in chunk]))  # fmt: skip
                 ids.extend(r[0] for r in cur.fetchall())
             # The chain's links (rule S1), in this transaction, under the writers' lock.
-            self._linked(_QmarkCursor(conn.cursor()), [(i, *r) for i, r in zip(sorted(ids), rows, strict=True)])
+            ids.sort()
+            self._link_rows(_QmarkCursor(conn.cursor()), ids, rows)
             phase = "commit"
             conn.execute("COMMIT")
         except psycopg.errors.UniqueViolation:
@@ -352,7 +349,7 @@ class PostgresStore(Store):
         except BaseException:
             self._drop(conn)  # interrupted (Ctrl-C): the connection's state is unknown
             raise
-        return sorted(ids)
+        return ids
 
     def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         found: dict[tuple[str, int], tuple[int, str, bytes]] = {}
@@ -501,9 +498,9 @@ class PostgresStore(Store):
             (after, limit), prepare=True,
         )
 
-    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
         return self._rows(
-            f"SELECT position, hash FROM {self.quote(CHAIN_TABLE)} WHERE position>%s ORDER BY position LIMIT %s",
+            f"SELECT position, hash, links FROM {self.quote(CHAIN_TABLE)} WHERE position>%s ORDER BY position LIMIT %s",
             (after, limit), prepare=True,
         )
 

@@ -40,8 +40,7 @@ class _ChainingRecorder(SQLiteApplicationRecorder):
     def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kw: Any) -> Sequence[int] | None:
         ids = super()._insert_events(c, stored_events, **kw)
         assert ids is not None
-        self._store._linked(c, [(pos, s.originator_id, s.originator_version, s.topic, s.state)  # type: ignore[misc]
-                                for pos, s in zip(ids, stored_events, strict=True)])  # fmt: skip
+        self._store._link_rows(c, ids, stored_events)
         return ids
 
 
@@ -256,9 +255,9 @@ class SQLiteStore(Store):
             )
             return cur.fetchall()
 
-    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
         with self._cursor() as cur:
-            cur.execute(f"SELECT position, hash FROM {CHAIN_TABLE} WHERE position>? ORDER BY position LIMIT ?",
+            cur.execute(f"SELECT position, hash, links FROM {CHAIN_TABLE} WHERE position>? ORDER BY position LIMIT ?",
                         (after, limit))  # fmt: skip
             return cur.fetchall()
 
