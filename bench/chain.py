@@ -37,6 +37,7 @@ T0 = datetime(2026, 9, 9, tzinfo=UTC)
 
 def _unchain(lg: Ledger) -> None:
     lg.store._link_rows = lambda cur, positions, rows: None  # type: ignore[method-assign]
+    lg.store._chained = False  # PostgreSQL: no head read with the INSERT, no chain row sent with the COMMIT
 
 
 def group1000(lg: Ledger, tag: str) -> float:

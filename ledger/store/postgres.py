@@ -25,7 +25,7 @@ from ledger.store.base import (
     _versions,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, ChainEvent, Sealed
+from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, links, pack
 from ledger.store.url import WHERE, PostgresURL
 
 
@@ -88,6 +88,10 @@ class PostgresStore(Store):
             "SELECT s, v, t, b FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bytea[]) "
             "WITH ORDINALITY AS u(s, v, t, b, n) ORDER BY n RETURNING notification_id"
         )  # ORDER BY n: ids are drawn in the batch's order, which is the log order
+        # The chain's head (rule S1), read by the INSERT itself: its snapshot is taken
+        # after the writers' lock was granted, so it sees the last committed link.
+        self._insert_chained_sql = self._insert_sql + (
+            f", (SELECT hash FROM {self.quote(CHAIN_TABLE)} ORDER BY position DESC LIMIT 1)")
         self.chain_upgrade: Sealed | None = None
         exists = self._exists()
         if not exists and not create:
@@ -317,16 +321,29 @@ class PostgresStore(Store):
             # subscription (its channel is the table's name).
             conn.execute("SELECT pg_advisory_xact_lock(%s), pg_notify(%s, '')", (self.writer_lock_key, EVENTS_TABLE))
             phase = "insert"
+            chained = self._chained  # the chain table is known to exist: its head comes back with the ids
+            head: list[bytes | None] = []
             for i in range(0, len(rows), self.CHUNK):
                 chunk = rows[i:i + self.CHUNK]
-                cur = conn.execute(self._insert_sql, ([r[0] for r in chunk], [r[1] for r in chunk],
-                                                      [r[2] for r in chunk], [r[3] for r in chunk]))  # fmt: skip
-                ids.extend(r[0] for r in cur.fetchall())
-            # The chain's links (rule S1), in this transaction, under the writers' lock.
+                cur = conn.execute(self._insert_chained_sql if chained and not i else self._insert_sql,
+                                   ([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk],
+                                    [r[3] for r in chunk]))  # fmt: skip
+                got = cur.fetchall()
+                ids.extend(r[0] for r in got)
+                head = head or [got[0][1] if chained else None]
             ids.sort()
-            self._link_rows(_QmarkCursor(conn.cursor()), ids, rows)
+            # The chain's links (rule S1), in this transaction, under the writers' lock:
+            # sent with the COMMIT, in one round trip (the links are ints and hex: no
+            # parameter is needed, so the two statements go as one simple query).
+            commit = "COMMIT"
+            if chained:
+                made = links(head[0] if head[0] is not None else GENESIS, [(p, *r) for p, r in zip(ids, rows, strict=True)])
+                commit = (f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash, links) VALUES ({made[-1][0]}, "
+                          f"'\\x{made[-1][1].hex()}'::bytea, '\\x{pack(made).hex()}'::bytea); COMMIT")  # fmt: skip
+            else:
+                self._link_rows(_QmarkCursor(conn.cursor()), ids, rows)  # a store from before the chain?
             phase = "commit"
-            conn.execute("COMMIT")
+            conn.execute(commit)
         except psycopg.errors.UniqueViolation:
             self._rollback(conn)
             raise _Duplicate from None
