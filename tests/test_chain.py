@@ -439,3 +439,17 @@ def test_S1_a_group_commit_is_one_chain_row_that_still_names_the_event_inside_it
     db.sql("UPDATE {chain} SET links=?", bytes(packed)[:-40])  # the last entry cut off: the head no longer matches
     code, out = verify_json(store_url, capsys)
     assert code == 12 and (out["chain"]["failure"]["kind"], out["chain"]["failure"]["position"]) == ("altered", first)
+
+
+def test_S1_the_chain_table_is_append_only_on_postgresql_like_the_events(pg_url: str, clock: ManualClock) -> None:
+    """The owner (and a superuser) is refused UPDATE, DELETE and TRUNCATE of the chain by
+    the same trigger as the events table's, unless a migration disables it."""
+    import psycopg
+
+    with open_ledger(pg_url, clock=clock) as ledger:
+        ledger.queue("r")
+    db = DB(pg_url)
+    for statement in (f"UPDATE {db.chain} SET hash = hash", f"DELETE FROM {db.chain}", f"TRUNCATE {db.chain}"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), \
+                psycopg.connect(pg_url.split("?", 1)[0]) as conn:  # fmt: skip
+            conn.execute(statement)
