@@ -286,30 +286,26 @@ class Store(ABC):
 
     # ------------------------------------------------------ the hash chain
     # Rule S1 (ledger/store/chain.py). A backend's append writes the links of its rows
-    # in the same transaction, under the writers' lock (`_link`, called from `_insert`).
+    # in the same transaction, under the writers' lock (`_link_rows`, from `_insert`).
     # A store made before the chain has no chain table: its appends are not linked
     # until `upgrade_chain` (`epochledger init`, `epochledger chain --upgrade`).
     _chained: bool | None = None  # does the chain table exist? None: not looked yet; True is kept
     chain_upgrade: chain.Sealed | None = None  # what opening with init=True sealed
 
     def _link_rows(self, cur: Any, positions: Sequence[int], rows: Sequence[Any]) -> None:
-        """The append's hook: `rows` (each a _Row or the library's StoredEvent, in the
-        batch's order) took `positions`; link them (bench/chain.py's unchained anchor
-        replaces this method with a no-op: the code path before the chain)."""
-        events = [(p, r[0], r[1], r[2], r[3]) if isinstance(r, tuple) else
-                  (p, r.originator_id, r.originator_version, r.topic, r.state)
-                  for p, r in zip(positions, rows, strict=True)]  # fmt: skip
-        self._linked(cur, events)
-
-    def _linked(self, cur: Any, events: Sequence[chain.ChainEvent]) -> None:
-        """Inside the append's transaction, after its rows got their positions and while
-        it holds the writers' lock: append their links after the last one."""
+        """The append's hook, inside its transaction, after its rows got their positions
+        and while it holds the writers' lock: append their links after the last one.
+        `rows`: _Rows, or the library's StoredEvents, in the batch's order.
+        (bench/chain.py's unchained anchor replaces this method with a no-op: the code
+        path before the chain.)"""
         if not self._chained and not self._chain_table_exists(cur):
             return  # a store from before the chain: `upgrade_chain` seals these later
         self._chained = True
+        if rows and not isinstance(rows[0], tuple):
+            rows = [(r.originator_id, r.originator_version, r.topic, r.state) for r in rows]
         cur.execute(f"SELECT hash FROM {self.quote(chain.CHAIN_TABLE)} ORDER BY position DESC LIMIT 1")
         last = cur.fetchone()
-        self._insert_links(cur, chain.links(bytes(last[0]) if last else chain.GENESIS, events))
+        self._insert_links(cur, chain.link_rows(bytes(last[0]) if last else chain.GENESIS, positions, rows))
 
     def _insert_links(self, cur: Any, made: list[tuple[int, bytes]]) -> None:
         cur.execute(f"INSERT INTO {self.quote(chain.CHAIN_TABLE)} (position, hash, links) VALUES (?, ?, ?)",

@@ -25,7 +25,7 @@ from ledger.store.base import (
     _versions,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, links, pack
+from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
 from ledger.store.url import WHERE, PostgresURL
 
 
@@ -337,7 +337,7 @@ class PostgresStore(Store):
             # parameter is needed, so the two statements go as one simple query).
             commit = "COMMIT"
             if chained:
-                made = links(head[0] if head[0] is not None else GENESIS, [(p, *r) for p, r in zip(ids, rows, strict=True)])
+                made = link_rows(head[0] if head[0] is not None else GENESIS, ids, rows)
                 commit = (f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash, links) VALUES ({made[-1][0]}, "
                           f"'\\x{made[-1][1].hex()}'::bytea, '\\x{pack(made).hex()}'::bytea); COMMIT")  # fmt: skip
             else:
