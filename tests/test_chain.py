@@ -334,7 +334,9 @@ def test_S1_digest_refuses_a_broken_chain_its_own_ledger_and_a_bad_digest_file(s
 # ------------------------------------------------------------- writers and gaps
 def test_S1_positions_burnt_by_failed_appends_and_concurrent_writers_keep_one_chain(store_url, lg) -> None:
     """A conflict rolls its batch back (on PostgreSQL its ids are burnt: a gap); four
-    writers append at once. The chain follows the log's order and verifies."""
+    writers append at once while the chain is checked again and again. The chain
+    follows the log's order and verifies. Mutation caught: check_chain reading events
+    and links outside one snapshot (a link read before its event, or after)."""
     lg.queue("r")
     stale = [Append("run:r", 1, codec.decode(DB(store_url).row(1)[3]))]
     with pytest.raises(ConflictError):
@@ -354,9 +356,17 @@ def test_S1_positions_burnt_by_failed_appends_and_concurrent_writers_keep_one_ch
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
+    reader = open_store(store_url)
+    checks = 0
+    try:
+        while any(t.is_alive() for t in threads):  # verifying while they append: one snapshot each time
+            assert reader.check_chain().failure is None
+            checks += 1
+    finally:
+        reader.close()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors and checks
     report = lg.store.check_chain()
     assert report.failure is None and report.links == 1 + 4 * 15 * 2 == report.events
     if store_url.startswith("postgresql"):

@@ -317,9 +317,12 @@ class Store(ABC):
             self._chained = self.table_exists(chain.CHAIN_TABLE) or None
         return bool(self._chained)
 
-    def check_chain(self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False) -> chain.ChainReport:
+    def check_chain(self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False,
+                    snapshot: bool = True) -> chain.ChainReport:  # fmt: skip
         """Walk the whole log against its chain and the digests (older first): the
-        report names the first failure (rule S1). Reads only."""
+        report names the first failure (rule S1). Reads only, on one snapshot (a read
+        transaction; snapshot=False: the caller's transaction), so appends committing
+        meanwhile cannot show as a link without its event or an event without its link."""
         if not self.has_chain():
             report = chain.ChainReport(chained=False)
             first = next(self._keyset(self._select_chain_events), None)
@@ -330,7 +333,10 @@ class Store(ABC):
                     message=f"the store has no hash chain (no table {chain.CHAIN_TABLE}: it was made before "
                             "rule S1): `epochledger chain --upgrade` seals its events")  # fmt: skip
             return report
-        return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
+        if not snapshot:
+            return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
+        with translated("read the log", self), self.transaction(commit=False):
+            return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
 
     def upgrade_chain(self, *, only_if_missing: bool = False) -> chain.Sealed:
         """Create the chain table if the store lacks it and link every event past the
@@ -346,7 +352,7 @@ class Store(ABC):
             if created:
                 self._create_chain_table(cur)
             self._chained = True
-            report = self.check_chain(stop_at_tail=True)
+            report = self.check_chain(stop_at_tail=True, snapshot=False)  # this transaction's own
             failure = report.failure
             if failure is not None and failure.kind != "unchained":
                 raise ChainBroken(failure.kind, failure.position, failure.message + "; nothing was sealed",
