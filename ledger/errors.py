@@ -282,3 +282,20 @@ class ViewMismatch(LedgerError):
     def __init__(self, view: str, message: str):
         self.view = view
         super().__init__(message)
+
+
+# -------------------------------------------------------------- tamper evidence
+class ChainBroken(LedgerError):
+    """The log does not match its hash chain, or a digest kept elsewhere (rule S1,
+    `epochledger verify`). `kind` says how (ledger/store/chain.py, `Failure`: altered,
+    removed, inserted, unchained, digest, order); `position` (with `stream` and
+    `version` when an event is there) names the first place it fails. Nothing was
+    changed."""
+
+    def __init__(self, kind: str, position: int, message: str, *, stream: str | None = None,
+                 version: int | None = None):  # fmt: skip
+        self.kind = kind
+        self.position = position
+        self.stream = stream
+        self.version = version
+        super().__init__(message)

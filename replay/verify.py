@@ -1,10 +1,14 @@
-"""Verify: every live view equals a replay of the log from zero (rule R2).
+"""Verify: the log matches its hash chain and the digests kept of it (rule S1), and
+every live view equals a replay of the log from zero (rule R2).
 
-`epochledger verify` folds the log in memory with each view's own evolve, under the
-engine's rules for poison events, and compares the result with the live view row by
-row, up to the view's own position. The first difference is named (a bug in catch-up,
-a hand edit of a view's table). It trusts the log: whether the log itself was altered
-is a different question (rule S1).
+`epochledger verify` first walks the log against its chain (ledger/store/chain.py):
+the first event altered, removed, inserted or reordered is named, and so is a log
+truncated or rewritten after a digest given to it. Then it folds the log in memory
+with each view's own evolve, under the engine's rules for poison events, and compares
+the result with the live view row by row, up to the view's own position. The first
+difference is named (a bug in catch-up, a hand edit of a view's table). Both are
+checked and reported; a broken chain (ChainBroken) wins over a view difference
+(ViewMismatch): a view may well differ from a log that was rewritten under it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import Any
 
 import msgspec
 
+from ledger.errors import ChainBroken, LedgerError, ViewMismatch
 from ledger.store import Poison, Store
+from ledger.store.chain import ChainReport, Digest
 from projections import tables
 from projections.engine import _retry, column_spec, entries, row_of, table_of
 from projections.registry import VIEWS
@@ -108,3 +114,28 @@ def _first_difference(view: str, names: list[str], live: list[tuple[Any, ...]],
 def verify(store: Store, views: Iterable[View] = VIEWS) -> list[Verified]:
     """Replay from zero in memory, compare with every live view row by row (rule R2)."""
     return [verify_view(store, v) for v in views]
+
+
+class Verification(msgspec.Struct, kw_only=True):
+    """What `epochledger verify` found: the chain (rule S1) and every view (rule R2)."""
+
+    chain: ChainReport
+    views: list[Verified]
+
+    def error(self) -> LedgerError | None:
+        """The error this verification ends in, if any: the chain's first (exit 12)
+        wins over the first view's difference (exit 10)."""
+        failure = self.chain.failure
+        if failure is not None:
+            return ChainBroken(failure.kind, failure.position, failure.message, stream=failure.stream,
+                               version=failure.version)  # fmt: skip
+        for r in self.views:
+            if r.difference is not None:
+                return ViewMismatch(r.view, r.difference.message)
+        return None
+
+
+def verify_all(store: Store, digests: Iterable[Digest] = (), views: Iterable[View] = VIEWS) -> Verification:
+    """The chain against the log and the digests (older first), then every view
+    against a replay from zero: both, whatever the first found (rules S1, R2)."""
+    return Verification(chain=store.check_chain(list(digests)), views=verify(store, views))

@@ -115,6 +115,8 @@ def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_r
         assert [s.run for s in engine.read_runs(a.store, catch_up_first=False)[0]] == ["r1"]
         assert main(["--store", roles.url(roles.auditor), "show", "r1", "--no-catch-up"]) == 0
         assert "failed_resumable" in capsys.readouterr().out
+        assert main(["--store", roles.url(roles.auditor), "verify"]) == 0  # the chain too (rule S1)
+        assert f"head at position {head}," in capsys.readouterr().out
     with open_ledger(roles.url(roles.writer), clock=clock) as w:
         w.queue("r2")  # the views are now behind
     with open_ledger(roles.url(roles.auditor), clock=clock) as a:

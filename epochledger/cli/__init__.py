@@ -29,6 +29,7 @@ from epochledger.cli import (
 from epochledger.cli.audit import GROUPS
 from epochledger.cli.common import COMMANDS, err
 from ledger.errors import (
+    ChainBroken,
     CommitUnknown,
     ConflictError,
     DamagedLog,
@@ -65,6 +66,9 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (ViewMismatch, 10, "`verify`: a live view differs from its replay from zero (the first difference is named)"),
     (None, 11, "`import --on-error skip`: some lines were rejected (each is in the --rejects file with its line "
                "and reason); every other line was imported"),
+    (ChainBroken, 12, "hash chain failure (`verify`, `digest`, `chain`): an event altered, removed, inserted or "
+                      "reordered, or a log truncated or rewritten after a digest (the first place is named; wins "
+                      "over 10)"),
     (CommitUnknown, 13, "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
                         "could not be checked; check the named streams (`history RUN`) before running the command "
                         "again (docs/operations.md)"),

@@ -35,11 +35,15 @@ from projections import tick_health as tick_health_view
 def cmd_init(ns: argparse.Namespace) -> None:
     """Create the ledger's tables, or upgrade them (idempotent), and print where the
     ledger is. On PostgreSQL this is the owner's job: writers and readers open an
-    existing store without DDL (docs/operations.md, PostgreSQL roles).
+    existing store without DDL (docs/operations.md, PostgreSQL roles). A ledger made
+    before the hash chain gets it here: every event is sealed, and init says how many.
 
     Example: epochledger --store sqlite:///runs.db init
     """
     with open_ledger(ns.store, init=True) as ledger:
+        sealed = ledger.store.chain_upgrade
+        if sealed is not None and sealed.sealed:  # a ledger made before the hash chain (rule S1)
+            out(f"created the hash chain: sealed {sealed.sealed} events, head at position {sealed.position}")
         out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from epochledger import tick
-from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, progress, table
+from epochledger.cli.common import JSON, arg, command, err, open_ns, out, out_json, progress, table
 from projections import tables
 from projections import tick_health as tick_health_view
 
@@ -77,30 +77,109 @@ def cmd_rebuild(ns: argparse.Namespace) -> None:
             f"{r['parked']} parked, at position {r['position']}")
 
 
-@command("verify", JSON)
+@command("verify", arg("--digest", action="append", default=[], metavar="FILE",
+                       help="a digest from `epochledger digest` to check the log against; give it twice, "
+                            "older first, to check that the newer extends the older"), JSON)  # fmt: skip
 def cmd_verify(ns: argparse.Namespace) -> None:
-    """Replay the log from zero in memory and compare every live view with it, row by
-    row, up to the view's own position. Names the first difference (exit 10). A view
-    that was never built is reported as such (nothing to compare).
+    """Check the log against its hash chain and every live view against a replay of
+    the log from zero.
 
-    Example: epochledger verify
+    The chain (rule S1): names the first event altered, removed, inserted or
+    reordered (exit 12). With --digest FILE it also catches a log truncated or
+    rewritten after that digest was taken; `--digest OLD --digest NEW` also checks
+    that NEW extends OLD (exit 12). The views (rule R2): compared row by row up to
+    each view's own position; names the first difference (exit 10). A view that was
+    never built is reported as such (nothing to compare). Both are checked; exit 12
+    wins over 10.
+
+    Example: epochledger verify --digest digests/2026-09-09.json
     """
-    from ledger.errors import ViewMismatch
+    from epochledger.digests import read_digest
     from replay import verify as verify_mod
 
+    digests = [read_digest(path) for path in ns.digest]
     with open_ns(ns) as ledger:
-        results = verify_mod.verify(ledger.store)
+        result = verify_mod.verify_all(ledger.store, digests)
     if ns.json:
-        out_json(results)
+        out_json(result)
     else:
-        for r in results:
+        c = result.chain
+        if c.failure is not None:
+            out(f"chain: BROKEN at position {c.failure.position} ({c.failure.kind}): {c.failure.message}")
+        else:
+            out(f"chain: ok ({c.links} events chained, head at position {c.position}, hash {c.hash})")
+        for d in c.digests:
+            out(f"digest of {d.at}: ok (position {d.position})")
+        for r in result.views:
             verdict = "ok" if r.difference is None else "DIFFERS: " + r.difference.message
             if not r.built:
                 verdict = f"not built yet, nothing to compare (epochledger rebuild {r.view})"
             out(f"{r.view}: {verdict} (position {r.position}, {r.rows} rows, {r.parked} parked)")
-    bad = [r for r in results if r.difference is not None]
-    if bad:
-        raise ViewMismatch(bad[0].view, bad[0].difference.message)  # type: ignore[union-attr]
+    error = result.error()
+    if error is not None:
+        raise error
+
+
+@command("digest", arg("-o", "--output", default="-", help="file to write (default: standard output)"))
+def cmd_digest(ns: argparse.Namespace) -> None:
+    """Write the hash chain's head as a digest: {"position", "hash", "at"}.
+
+    Keep digests where the ledger's writers cannot reach them (another host, a
+    write-once bucket, a ticket): `verify --digest FILE` then catches a log truncated
+    or rewritten after it, even by someone who recomputed the chain. The whole log is
+    checked against its chain first; a broken chain is refused (exit 12), no digest
+    written. -o FILE is written atomically; the ledger's own files are refused (exit 3).
+
+    Example: epochledger digest -o digests/$(date -u +%FT%H%M).json
+    """
+    from epochledger.digests import encode_digest, take_digest, write_digest
+
+    with open_ns(ns) as ledger:
+        if ns.output == "-":
+            sys.stdout.buffer.write(encode_digest(take_digest(ledger)))
+            sys.stdout.flush()
+        else:
+            d = write_digest(ledger, ns.output)
+            err(f"digest of position {d.position} written to {ns.output}")
+
+
+@command("chain", arg("--upgrade", action="store_true",
+                      help="seal every event past the chain's end (a ledger made before the chain)"), JSON)  # fmt: skip
+def cmd_chain(ns: argparse.Namespace) -> None:
+    """Show the hash chain's state: events linked, the head, anything not linked.
+
+    --upgrade chains a ledger made before rule S1: it creates the chain table if it is
+    missing (on PostgreSQL that is the owner's job, as `init`) and links every event
+    past the chain's end, in one transaction under the writers' lock, after checking
+    the chain before them (a broken chain is refused, exit 12, nothing sealed). It
+    says how many events it sealed. Run every writer at this version first: an older
+    writer's appends are not linked.
+
+    Example: epochledger chain --upgrade
+    """
+    from ledger.errors import ChainBroken
+
+    with open_ns(ns) as ledger:
+        if ns.upgrade:
+            sealed = ledger.store.upgrade_chain()
+            if ns.json:
+                out_json(sealed)
+            else:
+                out(("created the chain table; " if sealed.created else "")
+                    + (f"sealed {sealed.sealed} events (positions {sealed.first} to {sealed.position})"
+                       if sealed.sealed else "sealed 0 events: every event was already chained")
+                    + f"; head at position {sealed.position}, hash {sealed.hash}")  # fmt: skip
+            return
+        report = ledger.store.check_chain()
+    if ns.json:
+        out_json(report)
+    else:
+        out(f"chain: {report.links} events linked, head at position {report.position}, hash {report.hash}")
+        if report.failure is not None:
+            out(f"BROKEN at position {report.failure.position} ({report.failure.kind}): {report.failure.message}")
+    if report.failure is not None:
+        f = report.failure
+        raise ChainBroken(f.kind, f.position, f.message, stream=f.stream, version=f.version)
 
 
 @command("replay", arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),

@@ -41,4 +41,4 @@ def open_store(url: str | None = None, *, create: bool = True, init: bool = Fals
         return PostgresStore(parsed, create=create, init=init)
     from ledger.store.sqlite import SQLiteStore
 
-    return SQLiteStore(parsed.path, create=create)
+    return SQLiteStore(parsed.path, create=create, init=init)

@@ -30,6 +30,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from ledger import codec
 from ledger.errors import (
+    ChainBroken,
     CommitUnknown,
     ConflictError,
     DecodeError,
@@ -43,6 +44,7 @@ from ledger.errors import (
     StreamGap,
 )
 from ledger.events import AnyEvent, Recorded, tag_of
+from ledger.store import chain
 
 EVENTS_TABLE = "epochledger_events"
 APPEND_ONLY_TRIGGER = "epochledger_append_only"
@@ -122,7 +124,7 @@ class Poison(msgspec.Struct, frozen=True):
     error: str
 
 
-def _tag_of_raw(state: bytes) -> str | None:
+def _tag_of_raw(state: bytes | str) -> str | None:  # str: a hand edit left TEXT (SQLite)
     try:
         tag = msgspec.json.decode(state).get("type")
     except Exception:  # noqa: BLE001 - the payload is already known to be bad
@@ -146,7 +148,8 @@ def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded |
         try:
             append(Recorded(pos, stream, ver, decode(state)))
         except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            append(Poison(pos, stream, ver, _tag_of_raw(bytes(state)), str(e)))
+            raw: object = state  # bytes or a buffer per driver; TEXT if a hand edit left it (SQLite)
+            append(Poison(pos, stream, ver, _tag_of_raw(raw if isinstance(raw, str) else bytes(state)), str(e)))
     return out
 
 
@@ -280,6 +283,132 @@ class Store(ABC):
     @abstractmethod
     def _check(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         """_rows_at, read once no writer holds the writers' lock."""
+
+    # ------------------------------------------------------ the hash chain
+    # Rule S1 (ledger/store/chain.py). A backend's append writes the links of its rows
+    # in the same transaction, under the writers' lock (`_link_rows`, from `_insert`).
+    # A store made before the chain has no chain table: its appends are not linked
+    # until `upgrade_chain` (`epochledger init`, `epochledger chain --upgrade`).
+    _chained: bool | None = None  # does the chain table exist? None: not looked yet; True is kept
+    chain_upgrade: chain.Sealed | None = None  # what opening with init=True sealed
+
+    def _link_rows(self, cur: Any, positions: Sequence[int], rows: Sequence[Any]) -> None:
+        """The append's hook, inside its transaction, after its rows got their positions
+        and while it holds the writers' lock: append their links after the last one.
+        `rows`: _Rows, or the library's StoredEvents, in the batch's order.
+        (bench/chain.py's unchained anchor replaces this method with a no-op: the code
+        path before the chain.)"""
+        if not self._chained and not self._chain_table_exists(cur):
+            return  # a store from before the chain: `upgrade_chain` seals these later
+        self._chained = True
+        if rows and not isinstance(rows[0], tuple):
+            rows = [(r.originator_id, r.originator_version, r.topic, r.state) for r in rows]
+        cur.execute(f"SELECT hash FROM {self.quote(chain.CHAIN_TABLE)} ORDER BY position DESC LIMIT 1")
+        last = cur.fetchone()
+        self._insert_links(cur, chain.link_rows(bytes(last[0]) if last else chain.GENESIS, positions, rows))
+
+    def _insert_links(self, cur: Any, made: list[tuple[int, bytes]]) -> None:
+        cur.execute(f"INSERT INTO {self.quote(chain.CHAIN_TABLE)} (position, hash, links) VALUES (?, ?, ?)",
+                    (made[-1][0], made[-1][1], chain.pack(made)))  # fmt: skip
+
+    def has_chain(self) -> bool:
+        """Does the store have its chain table (a store made before rule S1 has not)?"""
+        if not self._chained:
+            self._chained = self.table_exists(chain.CHAIN_TABLE) or None
+        return bool(self._chained)
+
+    def check_chain(self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False,
+                    snapshot: bool = True) -> chain.ChainReport:  # fmt: skip
+        """Walk the whole log against its chain and the digests (older first): the
+        report names the first failure (rule S1). Reads only, on one snapshot (a read
+        transaction; snapshot=False: the caller's transaction), so appends committing
+        meanwhile cannot show as a link without its event or an event without its link."""
+        if not self.has_chain():
+            report = chain.ChainReport(chained=False)
+            first = next(self._keyset(self._select_chain_events), None)
+            if first is not None or digests:
+                report.failure = chain.Failure(
+                    kind="unchained", position=first[0] if first else 0,
+                    stream=first[1] if first else None, version=first[2] if first else None,
+                    message=f"the store has no hash chain (no table {chain.CHAIN_TABLE}: it was made before "
+                            "rule S1): `epochledger chain --upgrade` seals its events")  # fmt: skip
+            return report
+        if not snapshot:
+            return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
+        with translated("read the log", self), self.transaction(commit=False):
+            return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
+
+    def upgrade_chain(self, *, only_if_missing: bool = False) -> chain.Sealed:
+        """Create the chain table if the store lacks it and link every event past the
+        chain's end, in one transaction under the writers' lock, after checking the
+        chain before them (ChainBroken if it fails there: nothing is sealed over a
+        tampered log). only_if_missing: do nothing on a store that has the table
+        (`init`'s upgrade: it never walks a chained log)."""
+        with translated("upgrade the hash chain", self), self.transaction() as cur:
+            self._lock_writers(cur)
+            created = not self._chain_table_exists(cur)
+            if not created and only_if_missing:
+                return chain.Sealed(created=False, sealed=0)
+            if created:
+                self._create_chain_table(cur)
+            self._chained = True
+            report = self.check_chain(stop_at_tail=True, snapshot=False)  # this transaction's own
+            failure = report.failure
+            if failure is not None and failure.kind != "unchained":
+                raise ChainBroken(failure.kind, failure.position, failure.message + "; nothing was sealed",
+                                  stream=failure.stream, version=failure.version)  # fmt: skip
+            sealed = chain.Sealed(created=created, sealed=0, position=report.position, hash=report.hash)
+            if failure is None:
+                return sealed
+            prev = bytes.fromhex(report.hash)
+            sealed.first = failure.position
+            for rows in self._batches(self._select_chain_events, failure.position - 1):
+                made = chain.links(prev, rows)
+                self._insert_links(cur, made)
+                prev = made[-1][1]
+                sealed.sealed += len(made)
+                sealed.position = made[-1][0]
+            sealed.hash = prev.hex()
+            return sealed
+
+    def _links(self) -> Iterator[tuple[int, bytes]]:
+        for rows in self._batches(self._select_links, 0, 1000):
+            for position, head, packed in rows:
+                yield from chain.unpack(position, head, packed)
+
+    def _keyset(self, select: Any, after: int = 0) -> Iterator[Any]:
+        for rows in self._batches(select, after):
+            yield from rows
+
+    def _batches(self, select: Any, after: int = 0, batch: int = READ_BATCH) -> Iterator[list[Any]]:
+        while True:
+            with translated("read the log", self):
+                rows = select(after, batch)
+            if rows:
+                yield rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def _lock_writers(self, cur: Any) -> None:
+        """Take the writers' lock in this transaction. SQLite: BEGIN IMMEDIATE has."""
+        return None
+
+    def _chain_table_exists(self, cur: Any) -> bool:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (chain.CHAIN_TABLE,))
+        return cur.fetchone() is not None
+
+    def _create_chain_table(self, cur: Any) -> None:
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {self.quote(chain.CHAIN_TABLE)} "
+                    f"(position INTEGER PRIMARY KEY, hash {self.blob_type} NOT NULL, links {self.blob_type} NOT NULL)")  # fmt: skip
+
+    @abstractmethod
+    def _select_chain_events(self, after: int, limit: int) -> list[chain.ChainEvent]:
+        """(position, stream, version, topic, state) after `after`, at most `limit`: what a link covers."""
+
+    @abstractmethod
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
+        """(position, hash, links) of the chain's rows after `after`, at most `limit`."""
 
     # -------------------------------------------------------------- reads
     def read_stream(self, stream: str) -> list[Recorded | Poison]:

@@ -25,6 +25,7 @@ from ledger.store.base import (
     _versions,
     translated,
 )
+from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
 from ledger.store.url import WHERE, PostgresURL
 
 
@@ -87,6 +88,11 @@ class PostgresStore(Store):
             "SELECT s, v, t, b FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::bytea[]) "
             "WITH ORDINALITY AS u(s, v, t, b, n) ORDER BY n RETURNING notification_id"
         )  # ORDER BY n: ids are drawn in the batch's order, which is the log order
+        # The chain's head (rule S1), read by the INSERT itself: its snapshot is taken
+        # after the writers' lock was granted, so it sees the last committed link.
+        self._insert_chained_sql = self._insert_sql + (
+            f", (SELECT hash FROM {self.quote(CHAIN_TABLE)} ORDER BY position DESC LIMIT 1)")
+        self.chain_upgrade: Sealed | None = None
         exists = self._exists()
         if not exists and not create:
             raise NoSuchStore(self.url, f"there is no epochledger store in schema {self.schema!r} of {self._where}")
@@ -271,6 +277,24 @@ class PostgresStore(Store):
             if cur.fetchone() is None:
                 cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {self._events} "
                             f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
+        # The hash chain (rule S1): made, and every event already in the log linked, in
+        # one transaction under the writers' lock. Only where the table is missing: init
+        # never walks a chained log (`epochledger chain --upgrade` does).
+        self.chain_upgrade = self.upgrade_chain(only_if_missing=True)
+
+    def _lock_writers(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (self.writer_lock_key,))
+
+    def _chain_table_exists(self, cur: Any) -> bool:
+        cur.execute("SELECT to_regclass(?) IS NOT NULL", (self.quote(CHAIN_TABLE),))
+        return bool(cur.fetchone()[0])
+
+    def _create_chain_table(self, cur: Any) -> None:
+        chain = self.quote(CHAIN_TABLE)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {chain} (position bigint PRIMARY KEY, hash bytea NOT NULL, "
+                    "links bytea NOT NULL)")  # fmt: skip
+        cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {chain} "
+                    f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
 
     def _exists_now(self, conn: Any) -> bool:
         return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._events,)).fetchone()[0])
@@ -297,13 +321,29 @@ class PostgresStore(Store):
             # subscription (its channel is the table's name).
             conn.execute("SELECT pg_advisory_xact_lock(%s), pg_notify(%s, '')", (self.writer_lock_key, EVENTS_TABLE))
             phase = "insert"
+            chained = self._chained  # the chain table is known to exist: its head comes back with the ids
+            head: list[bytes | None] = []
             for i in range(0, len(rows), self.CHUNK):
                 chunk = rows[i:i + self.CHUNK]
-                cur = conn.execute(self._insert_sql, ([r[0] for r in chunk], [r[1] for r in chunk],
-                                                      [r[2] for r in chunk], [r[3] for r in chunk]))  # fmt: skip
-                ids.extend(r[0] for r in cur.fetchall())
+                cur = conn.execute(self._insert_chained_sql if chained and not i else self._insert_sql,
+                                   ([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk],
+                                    [r[3] for r in chunk]))  # fmt: skip
+                got = cur.fetchall()
+                ids.extend(r[0] for r in got)
+                head = head or [got[0][1] if chained else None]
+            ids.sort()
+            # The chain's links (rule S1), in this transaction, under the writers' lock:
+            # sent with the COMMIT, in one round trip (the links are ints and hex: no
+            # parameter is needed, so the two statements go as one simple query).
+            commit = "COMMIT"
+            if chained:
+                made = link_rows(head[0] if head[0] is not None else GENESIS, ids, rows)
+                commit = (f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash, links) VALUES ({made[-1][0]}, "
+                          f"'\\x{made[-1][1].hex()}'::bytea, '\\x{pack(made).hex()}'::bytea); COMMIT")  # fmt: skip
+            else:
+                self._link_rows(_QmarkCursor(conn.cursor()), ids, rows)  # a store from before the chain?
             phase = "commit"
-            conn.execute("COMMIT")
+            conn.execute(commit)
         except psycopg.errors.UniqueViolation:
             self._rollback(conn)
             raise _Duplicate from None
@@ -326,7 +366,7 @@ class PostgresStore(Store):
         except BaseException:
             self._drop(conn)  # interrupted (Ctrl-C): the connection's state is unknown
             raise
-        return sorted(ids)
+        return ids
 
     def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         found: dict[tuple[str, int], tuple[int, str, bytes]] = {}
@@ -466,6 +506,19 @@ class PostgresStore(Store):
             self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
                       "WHERE notification_id>%s AND notification_id<=%s ORDER BY notification_id LIMIT %s").format(self._table),
             (after, _MAX_POS if upto is None else upto, limit), prepare=True,
+        )
+
+    def _select_chain_events(self, after: int, limit: int) -> list[ChainEvent]:
+        return self._rows(
+            self._sql("SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+                      "WHERE notification_id>%s ORDER BY notification_id LIMIT %s").format(self._table),
+            (after, limit), prepare=True,
+        )
+
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
+        return self._rows(
+            f"SELECT position, hash, links FROM {self.quote(CHAIN_TABLE)} WHERE position>%s ORDER BY position LIMIT %s",
+            (after, limit), prepare=True,
         )
 
 

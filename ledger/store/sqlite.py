@@ -9,7 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
+from eventsourcing.persistence import IntegrityError, InterfaceError, PersistenceError, StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQLiteConnectionPool, SQLiteDatastore
 
 from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore
 from ledger.store.base import (
@@ -24,6 +25,47 @@ from ledger.store.base import (
     _versions,
     translated,
 )
+from ledger.store.chain import CHAIN_TABLE, ChainEvent, Sealed
+
+
+class _Pool(SQLiteConnectionPool):
+    """The library's connection pool with a statement cache of 16 instead of 1 (it passes
+    `cached_statements=True`): an append runs three statements (the events' INSERT, the
+    chain's head, its row: rule S1), and with one slot each was compiled again on every
+    transaction (~75 us of CPU on a one-event append, docs/benchmarks.md). Otherwise the
+    library's `_create_connection`, as it is in eventsourcing 9.5."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(database=self.db_name, uri=True, check_same_thread=False, isolation_level=None,
+                                cached_statements=16, timeout=self.lock_timeout or 5)  # fmt: skip
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            cursor = c.cursor()
+            cursor.execute("PRAGMA journal_mode;")
+            if cursor.fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
+class _ChainingRecorder(SQLiteApplicationRecorder):
+    """The library's recorder, with the chain's hook (rule S1): after the batch's rows
+    are inserted, in the same transaction (the library's BEGIN took the write lock at
+    the first INSERT), the store appends their links."""
+
+    def __init__(self, datastore: SQLiteDatastore, store: SQLiteStore):
+        super().__init__(datastore, events_table_name=EVENTS_TABLE)
+        self._store = store
+
+    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kw: Any) -> Sequence[int] | None:
+        ids = super()._insert_events(c, stored_events, **kw)
+        assert ids is not None
+        self._store._link_rows(c, ids, stored_events)
+        return ids
 
 
 class SQLiteStore(Store):
@@ -39,7 +81,7 @@ class SQLiteStore(Store):
 
     kind = "sqlite"
 
-    def __init__(self, path: str, *, create: bool = True):
+    def __init__(self, path: str, *, create: bool = True, init: bool = False):
         self.path = os.path.abspath(path)
         self.url = "sqlite:///" + self.path
         self._local = threading.local()
@@ -60,6 +102,9 @@ class SQLiteStore(Store):
                 raise NoSuchStore(self.url, f"directory {parent} is not writable, so no ledger can be created there")
             with translated(f"create {self.path}"):
                 self._library()[1].create_table()
+            with translated(f"create {self.path}"), self.transaction() as cur:
+                self._create_chain_table(cur)
+        self.chain_upgrade: Sealed | None = self.upgrade_chain(only_if_missing=True) if init and exists else None
 
     def _immutable(self) -> bool:
         """Read a read-only file as immutable when nothing waits in a -wal file beside
@@ -75,11 +120,11 @@ class SQLiteStore(Store):
         if self._library_parts is None:
             if self.read_only:
                 raise ReadOnlyStore(self.url, "write")
-            from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
-
             with translated(f"open {self.path}"):
                 datastore = SQLiteDatastore(self.path, originator_id_type="text", lock_timeout=SQLITE_BUSY_TIMEOUT)
-                recorder = SQLiteApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
+                datastore.pool.close()  # no connection made yet; replaced by one that caches statements
+                datastore.pool = _Pool(db_name=self.path, lock_timeout=SQLITE_BUSY_TIMEOUT)
+                recorder = _ChainingRecorder(datastore, self)
             self._library_parts = (datastore, recorder)
         return self._library_parts
 
@@ -226,6 +271,21 @@ class SQLiteStore(Store):
             )
             return cur.fetchall()
 
+
+    def _select_chain_events(self, after: int, limit: int) -> list[ChainEvent]:
+        with self._cursor() as cur:
+            cur.execute(
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {EVENTS_TABLE} "
+                "WHERE rowid>? ORDER BY rowid LIMIT ?",
+                (after, limit),
+            )
+            return cur.fetchall()
+
+    def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
+        with self._cursor() as cur:
+            cur.execute(f"SELECT position, hash, links FROM {CHAIN_TABLE} WHERE position>? ORDER BY position LIMIT ?",
+                        (after, limit))  # fmt: skip
+            return cur.fetchall()
 
 
 def _writable(path: str) -> bool:
