@@ -1,7 +1,8 @@
 # Two entry points that work on a fresh machine with only Python 3.11+ and make.
 #   make demo  -> records a small scheduler day into ./epochledger-demo.db and prints it
 #   make test  -> the whole suite (PostgreSQL tests skip unless a server answers,
-#                 or fail when EPOCHLEDGER_TEST_POSTGRES=require)
+#                 or fail when EPOCHLEDGER_TEST_POSTGRES=require; the browser tests
+#                 likewise with EPOCHLEDGER_TEST_BROWSER=require)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -17,7 +18,13 @@ $(BIN)/epochledger: pyproject.toml
 demo: $(BIN)/epochledger
 	$(BIN)/epochledger demo
 
+# The timeline tests (rule V1) drive Debian's chromium; as root, install it if missing.
 test: $(BIN)/epochledger
+	@if [ "$$(id -u)" = 0 ] && [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
+		echo "make test: installing Debian's chromium for the timeline tests (rule V1)"; \
+		apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	fi
 	$(BIN)/python -m pytest -n 2 -q
 
 # Static checks: lint, types (strict), the layer contracts.

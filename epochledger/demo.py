@@ -3,8 +3,11 @@ public API with a manual clock, so the same demo always writes the same history.
 
 A day on 2026-09-09: two worker slots and an API process; a few dozen nightly, hourly
 and report runs; failures with known and unknown codes; a human-in-the-loop pause and
-its answered resume; an operator cancel; a redeploy of worker-1 at 14:20 that finds
-a backfill running and recovers it with the startup sweep.
+its answered resume; an operator cancel; and an incident worth looking at
+(docs/forensics.md): a redeploy of worker-1 at 14:20 strands a backfill, which the
+startup sweep recovers; the old process's late "finished" for it is fenced and kept; a
+long healthy nightly runs on the new epoch; at 16:01 worker-2 restarts and its wall
+clock steps back 10 minutes before its sweep, which skips the time fallback.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from epochledger.app import Ledger, open_ledger
 from ledger import lifecycle
 from ledger.clock import ManualClock
 from ledger.codes import show_code
-from ledger.errors import InvalidInput
+from ledger.errors import InvalidInput, StaleEpoch
 from ledger.store import resolve_url
 
 DEMO_PATH = "epochledger-demo.db"
@@ -51,6 +54,42 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
             clock.restart()
             booted, _report = ledger.startup("worker-1", epoch="worker-1.e2", host="sched-a", pid=7001, actor="deploy")
             epochs["worker-1"] = booted.epoch
+            # The old process had not quite died: a minute later it reports the backfill
+            # finished. The report is fenced and kept as evidence, and it binds automation:
+            # the backfill is not auto-resumed, an operator decides (rules F1, F2).
+            clock.advance(60)
+            try:
+                ledger.finish("backfill-redeploy", epoch="worker-1.e1", actor="worker-1.e1")
+            except StaleEpoch:
+                pass
+            # A long healthy nightly on the new epoch, checkpointing as it goes: a flat age
+            # threshold would kill it at worker-2's sweep at 16:00 (`whatif --policy flat-age:30m`).
+            notable["nightly"] = "nightly-long"
+            with ledger.batch() as b:
+                b.queue("nightly-long", workflow="nightly-etl", process="worker-1", actor="api-1")
+                b.start("nightly-long", epoch=epochs["worker-1"], process="worker-1", actor=epochs["worker-1"])
+        if hour == 15:
+            ledger.checkpoint("nightly-long", "transform", "ckpt/nightly-long/1", epoch=epochs["worker-1"],
+                              actor=epochs["worker-1"])  # fmt: skip
+        if hour == 17:
+            ledger.finish("nightly-long", epoch=epochs["worker-1"], actor=epochs["worker-1"])
+        if hour == 16:
+            # worker-2 restarts at 16:01 and NTP steps its wall clock back 10 minutes before
+            # its sweep runs; the new process has already started an ad-hoc report (naming no
+            # epoch). The sweep reads a clock earlier than its boot instant, so the time
+            # fallback takes nothing and process.sweep_skipped says why (rule O3); a clamp of
+            # the negative age to zero would have swept the report (`whatif --policy clamp`).
+            clock.restart(3)
+            w2e2 = ledger.boot("worker-2", epoch="worker-2.e2", host="sched-b", pid=7102, actor="deploy")
+            epochs["worker-2"] = w2e2.epoch
+            clock.step_wall(-600)
+            notable["clock_step"] = "report-adhoc"
+            ledger.queue("report-adhoc", workflow="report", process="worker-2", actor="api-1")
+            ledger.start("report-adhoc", process="worker-2", actor=epochs["worker-2"])
+            clock.advance(20)
+            ledger.sweep(w2e2)
+        if hour == 17:
+            ledger.finish("report-adhoc", actor=epochs["worker-2"])
         for _ in range(2 if hour % 3 else 3):
             n += 1
             workflow = rnd.choice(["nightly-etl", "hourly-sync", "report"])
@@ -119,3 +158,8 @@ def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], Non
     out(f"  epochledger{shown} history {notable['paused']}")
     out(f"  epochledger{shown} history {notable['orphan']}    # recovered by worker-1's sweep at its redeploy")
     out(f"  epochledger{shown} epochs")
+    out("")
+    out("the incident, in pictures and what-ifs (docs/forensics.md):")
+    out(f"  epochledger{shown} timeline --at 2026-09-09T14:20:00Z -o incident.html")
+    out(f"  epochledger{shown} whatif --policy flat-age:30m    # would have killed {notable['nightly']}, found {notable['orphan']} late")
+    out(f"  epochledger{shown} whatif --policy clamp           # would have swept {notable['clock_step']} after the clock step")

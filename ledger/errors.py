@@ -23,6 +23,16 @@ class InvalidInput(LedgerError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class BadPolicy(InvalidInput):
+    """`whatif --policy NAME[:ARG]` names no known policy (built in or installed under the
+    `epochledger.policies` entry point group), or its argument is not one the policy
+    takes (rule R4). Nothing was read or written."""
+
+    def __init__(self, policy: str, message: str):
+        self.policy = policy
+        super().__init__(message, where="--policy")
+
+
 class NoSuchStore(InvalidInput):
     """The store named does not exist (no file, no table, no schema). Nothing was
     created: only `epochledger init` (or `open_ledger(..., create=True)`) creates one."""

@@ -260,7 +260,7 @@ def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger
     for s in want:
         row = got[s.run]
         assert {f: row[f] for f in fields} == {f: getattr(s, f) for f in fields}
-        assert {p: row[p] for p in lifecycle.PREDICATES} == lifecycle.predicates(s.status, s.code)
+        assert {p: row[p] for p in lifecycle.PREDICATES} == lifecycle.predicates(s.status, s.code, fenced_end=s.fenced_end is not None)
     assert audit.query(path, "SELECT deleted FROM runs WHERE run = 'report-0003'").rows == [(True,)]
 
 

@@ -296,3 +296,45 @@ def test_F1_fenced_evidence_is_kept_from_every_status_and_changes_nothing(start:
         state.status, state.code, state.checkpoint, state.actor, state.updated_at)
     assert after.fenced == state.fenced + 1 and after.version == state.version + 1
     assert after.fenced_end is not None and after.fenced_end.epoch == "old"
+
+
+# ------------------------------------------- found by mutation testing (docs/mutation.md)
+def _queued_then_deleted() -> RunState:
+    s = fold(decide(RunQueued(at=at(0), run=RUN, workflow="wf"), None))
+    (event,) = decide(RunDeleted(at=at(1), run=RUN), s)
+    return evolve(s, event)
+
+
+@pytest.mark.parametrize(
+    "state, cmd, status, why",
+    [
+        (_queued_then_deleted, RunStarted(at=at(2), run=RUN), "deleted", "a deleted run accepts nothing"),
+        (lambda: None, RunStarted(at=at(2), run=RUN), None, "a run begins with run.queued"),
+        (lambda: fold(decide(RunQueued(at=at(0), run=RUN), None)), RunStarted(at=at(2), run=RUN, code="TIMEOUT"),
+         Status.QUEUED, "a code ('TIMEOUT') belongs only on a failure status, not running"),
+        (lambda: fold(decide(RunQueued(at=at(0), run=RUN), None)), RunStarted(at=at(2), run=RUN, status=Status.FINISHED),
+         Status.QUEUED, "the event says status finished but the transition gives running"),
+    ],
+    ids=["deleted", "no-such-run", "code-on-running", "status-mismatch"],
+)
+def test_L4_a_refusal_names_the_run_its_status_the_attempt_and_why(state, cmd, status, why):
+    """Every field of the refusal, which the CLI prints and a caller branches on.
+    Mutations caught: the run, status, tag or reason of any of these four refusals
+    dropped, replaced or reworded."""
+    with pytest.raises(IllegalTransition) as err:
+        decide(cmd, state())
+    e = err.value
+    assert (e.run, e.status, e.attempted, e.why) == (RUN, status, "run.started", why)
+    shown = status if status is not None else "(no such run)"
+    assert str(e) == f"run {RUN!r} is {shown}: run.started refused ({why})"
+
+
+def test_L1_an_event_is_stamped_in_utc_whatever_zone_the_command_came_in() -> None:
+    """The log holds UTC instants only, so replays and the audit compare like with like.
+    Mutations caught: the `at=...astimezone(UTC)` dropped, or converting to the
+    machine's local zone (an object that is not `UTC`, even where the machine runs UTC)."""
+    from datetime import timezone
+
+    cest = timezone(timedelta(hours=2))
+    (event,) = decide(RunQueued(at=datetime(2026, 9, 9, 16, 0, tzinfo=cest), run=RUN), None)
+    assert event.at == T0 and event.at.tzinfo is UTC

@@ -77,6 +77,24 @@ def test_R1_replay_cli_hash_and_json(ledger, store_url, capsys) -> None:
     assert f"state hash {state_hash(state_at(ledger.store, position=10))}" in first
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30Z", "--json"]) == 0
     data = capsys.readouterr().out.encode()
-    assert data.rstrip(b"\n") == canonical_bytes(state_at(ledger.store, at=T0 + timedelta(seconds=30)))
+    expected = state_at(ledger.store, at=T0 + timedelta(seconds=30))
+    assert data.rstrip(b"\n") == b'{"state":' + canonical_bytes(expected) + b',"state_hash":"' + state_hash(expected).encode() + b'"}'
+
+
+def test_R1_replay_json_carries_the_hash_the_text_prints(ledger, store_url, capsys) -> None:
+    """`replay --json` says the same state hash as the text, and it is the SHA-256 of the
+    `state` member's bytes exactly as printed."""
+    import hashlib
+    import json
+
+    random_history(ledger, 7, runs=3, ops=40)
+    assert main(["--store", store_url, "replay", "--position", "12"]) == 0
+    text = capsys.readouterr().out
+    assert main(["--store", store_url, "replay", "--position", "12", "--json"]) == 0
+    raw = capsys.readouterr().out.encode().rstrip(b"\n")
+    doc = json.loads(raw)
+    assert f"state hash {doc['state_hash']}" in text
+    inner = raw[len(b'{"state":'):raw.rindex(b',"state_hash":')]
+    assert hashlib.sha256(inner).hexdigest() == doc["state_hash"] and doc["state"]["position"] <= 12
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30"]) == 3
     assert main(["--store", store_url, "replay", "--at", "yesterday"]) == 3

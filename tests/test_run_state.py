@@ -275,3 +275,30 @@ def test_slot_hint_is_the_start_slot_else_the_owner_slot_for_the_owner_epoch() -
     assert slot_hint(RunFinished(at=at(5), run=RUN, epoch="e7"), run) is None
     assert slot_hint(RunFinished(at=at(5), run=RUN, epoch="e1"), None) is None
     assert slot_hint(RunFinished(at=at(5), run=RUN, epoch="e1"), replace(run, epoch=None)) is None
+
+
+# ------------------------------------------- found by mutation testing (docs/mutation.md)
+def test_a_start_clears_an_error_left_on_a_queued_state() -> None:
+    """A fold over any stored history: a start begins a clean attempt. Mutation caught:
+    `error=None` or `cause=None` dropped from the start's replace."""
+    s = evolve(replace(queued(), error="left over", cause=Cause(code="C")),
+               RunStarted(at=at(1), run=RUN, epoch="e1", status=Status.RUNNING))  # fmt: skip
+    assert (s.error, s.cause) == (None, None)
+
+
+def _waiting() -> RunState:
+    return step(running(), RunPaused(at=at(2), run=RUN, kind="waiting_human", interaction="i1", questions=["ok?"]))
+
+
+def _answered() -> RunState:
+    return step(_waiting(), RunResumed(at=at(3), run=RUN, by="operator", answers={"ok?": "yes"}))
+
+
+def test_L7_rewind_and_delete_drop_the_pending_interaction_and_handed_answers() -> None:
+    """Neither a rewound nor a deleted run keeps a question or an answer that could reach
+    a later resume (rule L7). Mutations caught: interaction=, questions= or answers=
+    dropped from the rewind's or the delete's replace."""
+    for cmd in (RunRewound(at=at(4), run=RUN, to_ref="ref-0"), RunDeleted(at=at(4), run=RUN)):
+        for before in (_waiting(), _answered()):
+            s = step(before, cmd)
+            assert (s.interaction, s.questions, s.answers) == (None, None, None), (type(cmd).__name__, before.status)

@@ -285,3 +285,91 @@ def test_shutdown_during_a_gap_is_logged_with_the_attempt_not_started(ledger, cl
         "sweep of worker-1 epoch w2: the process has begun to stop; no attempt 2"
     )
     assert report == SweepReport(process="worker-1", epoch="w2", outcome="stopping", attempts=1)
+
+
+# ------------------------------------------- found by mutation testing (docs/mutation.md)
+def test_a_state_without_an_epoch_id_is_refused_by_name(ledger):
+    """Mutation caught: `getattr(epoch, "epoch")` without its default (an AttributeError
+    instead of InvalidInput naming `epoch.epoch`)."""
+
+    class NoEpoch:
+        process = "worker-1"
+
+    with pytest.raises(InvalidInput) as err:
+        ledger.sweep(NoEpoch())  # type: ignore[arg-type]
+    assert err.value.where == "epoch.epoch"
+
+
+def test_the_default_gap_wakes_when_the_sweeping_epoch_begins_to_stop(ledger, clock, monkeypatch):
+    """Without `sleep=`, a gap is `wait_for_stop` on the sweeping epoch: a shutdown
+    handler (here SIGALRM's, as a scheduler's SIGTERM handler would) that begins the
+    stop ends the gap at once instead of after 60 s. Mutation caught: the wait asked
+    about another epoch (None), so it sleeps the whole gap."""
+    import signal
+    import time
+
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
+    previous = signal.signal(signal.SIGALRM, lambda *_: ledger.begin_stop("w2"))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        started = time.monotonic()
+        report = ledger.sweep(epoch, attempts=2, gaps=(60.0,))
+        waited = time.monotonic() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert report == SweepReport(process="worker-1", epoch="w2", outcome="stopping", attempts=1)
+    assert waited < 30
+
+
+def test_a_stop_seen_before_the_slot_is_known_logs_a_question_mark(ledger, clock, caplog):
+    """Mutation caught: the placeholder for an unknown slot in the stopping record."""
+    _previous_day(ledger, clock)
+    ledger.boot("worker-1", epoch="w2")
+    ledger.begin_stop("w2")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ledger.sweep("w2")
+    assert _messages(caplog, logging.WARNING) == ["sweep of ? epoch w2: the process has begun to stop; no attempt 1"]
+
+
+@pytest.mark.parametrize("then", ["stopping", "superseded"])
+def test_a_stop_or_supersession_after_a_lost_round_counts_the_round(ledger, clock, monkeypatch, then):
+    """The first round loses its race; before the second, the epoch begins to stop or a
+    new boot supersedes it. Mutation caught: conflict_rounds dropped from those early
+    returns."""
+    _previous_day(ledger, clock)
+    epoch = ledger.boot("worker-1", epoch="w2")
+    rounds = []
+
+    def batch():
+        rounds.append(1)
+        other = open_ledger(ledger.url, clock=clock)
+        if then == "stopping":
+            other.begin_stop("w2")
+        else:
+            other.boot("worker-1", epoch="w3")
+        other.close()
+        return Losing(ledger)
+
+    monkeypatch.setattr(ledger, "batch", batch)
+    report = ledger.sweep(epoch)
+    assert report == SweepReport(process="worker-1", epoch="w2", outcome=then, attempts=1, conflict_rounds=1)
+    assert len(rounds) == 1
+
+
+def test_O3_the_step_back_skip_says_why_word_for_word(ledger, clock):
+    """An operator greps for it. Mutation caught: any change to the reason's text."""
+    ledger.boot("worker-1", epoch="w1")
+    _running(ledger, "owned", "worker-1", "w1")
+    clock.advance(600)
+    clock.restart(0)
+    booted = ledger.boot("worker-1", epoch="w2")
+    clock.step_wall(-3600)
+    report = ledger.sweep(booted)
+    now, boot = clock.now().isoformat(), booted.booted_at.isoformat()
+    assert report.fallback_skipped == (
+        f"wall clock {now} reads earlier than the boot instant {boot} (it stepped back): "
+        "the time fallback recovers nothing in this sweep, rule O3"
+    )

@@ -22,6 +22,7 @@ from typing import Any
 from epochledger.cli import (
     audit,  # noqa: F401
     epochs,  # noqa: F401
+    forensics,  # noqa: F401
     runs,  # noqa: F401 - each module registers its commands, in this order
     views,  # noqa: F401
 )
@@ -50,7 +51,8 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
                       "a bad store URL, a store that does not exist (run `epochledger init`), a refused audit "
                       "query or one stopped by its time or memory bound, a `--duckdb` that is another DuckDB "
                       "database, a file that cannot be read or written, an output file that is the ledger "
-                      "itself, a report naming an epoch no slot booted"),
+                      "itself, a report naming an epoch no slot booted, an unknown `whatif --policy` or a bad "
+                      "argument to one (`BadPolicy`)"),
     (RunNotFound, 4, "run not found (or deleted)"),
     (IllegalTransition, 5, "illegal transition (the message names run, status and attempt)"),
     (ConflictError, 6, "write conflict: another writer appended first; nothing was appended"),
@@ -105,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Any] = {}
-    areas = ["epochledger.cli.runs", "epochledger.cli.epochs", "epochledger.cli.views", "epochledger.cli.audit"]
+    areas = ["epochledger.cli.runs", "epochledger.cli.epochs", "epochledger.cli.views", "epochledger.cli.forensics",
+             "epochledger.cli.audit"]
     for name, handler, args in sorted(COMMANDS, key=lambda c: areas.index(c[1].__module__)):  # by area, then as registered
         doc = textwrap.dedent(handler.__doc__ or "")
         where = sub

@@ -109,8 +109,9 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     """The fleet's state as of a log position or an instant, and its state hash.
 
     The same prefix of the log always gives byte-identical state and the same hash.
-    --at stops before the first event stamped after the instant. --json prints the
-    whole state (every view), canonically encoded.
+    --at stops before the first event stamped after the instant. --json prints
+    {"state": ..., "state_hash": ...}: the whole state (every view), canonically
+    encoded, and the SHA-256 of exactly those bytes (the hash the text prints).
 
     Example: epochledger replay --at 2026-09-09T14:29:19Z
     """
@@ -128,7 +129,9 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     with open_ns(ns) as ledger:
         state = state_at(ledger.store, position=ns.position, at=at)
     if ns.json:
-        sys.stdout.buffer.write(canonical_bytes(state) + b"\n")
+        # Keys in sorted order, the state's bytes verbatim: the hash covers exactly them.
+        sys.stdout.buffer.write(b'{"state":' + canonical_bytes(state) + b',"state_hash":"' + state_hash(state).encode()
+                                + b'"}\n')  # fmt: skip
         sys.stdout.flush()
         return
     out(f"position {state.position}" + (f" (at {state.at.isoformat()})" if state.at else "")

@@ -36,9 +36,11 @@ WITH latest AS (
         arg_max_null(epoch, position) FILTER (WHERE type = 'run.started') AS epoch,
         min(occurred_at) FILTER (WHERE type = 'run.queued') AS queued_at,
         arg_max(occurred_at, position) FILTER (WHERE type = 'run.started') AS started_at,
-        arg_max(occurred_at, position) AS updated_at,
-        arg_max_null(actor, position) AS actor,
-        arg_max_null(reason, position) AS reason,
+        -- a fenced report changes nothing but the stream's version (rule F1): not who
+        -- made the last transition, nor when, nor why (as ledger/run.py folds it)
+        arg_max(occurred_at, position) FILTER (WHERE type <> 'run.fenced') AS updated_at,
+        arg_max_null(actor, position) FILTER (WHERE type <> 'run.fenced') AS actor,
+        arg_max_null(reason, position) FILTER (WHERE type <> 'run.fenced') AS reason,
         max(version) AS version,
         max(position) AS last_position,
         bool_or(type = 'run.deleted') AS deleted,

@@ -1,0 +1,530 @@
+"""The incident picture (rule V1): one self-contained HTML page of the replayed history.
+
+`history(records)` folds the log into a model: a lane per process slot with its epochs
+(boot, clean stop, supersession), the runs queued for that slot as bars whose segments
+are coloured by status (with the failure code), and markers for boots, sweeps (with the
+step-back skips and the give-ups), recoveries, fenced reports and corrections.
+`render(model, ...)` turns it into a page: inline SVG and CSS, a legend, a cursor at the
+instant under investigation, and hover details (each element's SVG `<title>`, and a
+tiny inline script that shows the same text in a tooltip). Nothing is fetched: no URL
+appears in the page but the SVG namespace. Both are pure: no clock, no randomness (the
+page says what it shows by log position and ledger time, never when it was drawn), so the
+same history always gives the same bytes.
+
+Times are the events' own stamps (ledger time). A clock that stepped back shows as it
+was recorded: a run stamped before the boot of the epoch that started it, and the
+sweep's `clock stepped back` marker that says why the time fallback took nothing.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ledger import lifecycle
+from ledger.codes import show_code
+from ledger.errors import InvalidInput, RunNotFound
+from ledger.events import (
+    ProcessBooted,
+    ProcessEventBase,
+    ProcessExited,
+    ProcessStopped,
+    ProcessStopping,
+    ProcessSweepFailed,
+    ProcessSweepSkipped,
+    Recorded,
+    RunCorrected,
+    RunDeleted,
+    RunEventBase,
+    RunFenced,
+    RunQueued,
+    RunRecovered,
+    Status,
+)
+from ledger.store import Store
+
+NO_SLOT = "(no slot)"
+
+
+# ------------------------------------------------------------------ the model
+@dataclass
+class Segment:
+    status: Status
+    code: str
+    start: datetime
+    end: datetime | None = None  # None: still in this status at the end of the history
+    position: int = 0
+
+
+@dataclass
+class Mark:
+    kind: str  # boot | stop | stopping | supersede | sweep | sweep-skipped | sweep-failed | recovery | fenced | correction
+    at: datetime
+    position: int
+    detail: str
+    run: str | None = None
+    epoch: str | None = None
+
+
+@dataclass
+class Bar:
+    run: str
+    process: str
+    workflow: str | None = None
+    segments: list[Segment] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+
+    @property
+    def start(self) -> datetime:
+        return self.segments[0].start
+
+    @property
+    def status(self) -> Status:
+        return self.segments[-1].status
+
+    @property
+    def code(self) -> str:
+        return self.segments[-1].code
+
+
+@dataclass
+class Epoch:
+    process: str
+    epoch: str
+    booted_at: datetime
+    recorded_at: datetime
+    host: str | None = None
+    pid: int | None = None
+    end: datetime | None = None  # superseded or stopped at
+    end_kind: str | None = None  # "supersede" | "stop" | "exit"
+    superseded_by: str | None = None
+
+
+@dataclass
+class Lane:
+    process: str
+    epochs: list[Epoch] = field(default_factory=list)
+    bars: list[Bar] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+
+
+@dataclass
+class History:
+    lanes: dict[str, Lane] = field(default_factory=dict)
+    bars: dict[str, Bar] = field(default_factory=dict)
+    first: datetime | None = None
+    last: datetime | None = None
+    position: int = 0
+    events: int = 0
+
+    def lane(self, process: str) -> Lane:
+        if process not in self.lanes:
+            self.lanes[process] = Lane(process)
+        return self.lanes[process]
+
+
+def _open_ended(status: Status, code: str) -> bool:
+    """A bar goes on while the run holds or waits for a slot, or waits for a human; it
+    ends at any other status (a terminal, a failure: a resume opens it again)."""
+    return lifecycle.is_active(status, code) or lifecycle.is_paused(status, code)
+
+
+def _iso(t: datetime | None) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "?"
+
+
+def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
+    bar = h.bars.get(e.run)
+    if isinstance(e, RunQueued) or bar is None:
+        process = getattr(e, "process", None) or NO_SLOT
+        bar = Bar(run=e.run, process=process, workflow=getattr(e, "workflow", None))
+        h.bars[e.run] = bar
+        h.lane(process).bars.append(bar)
+    where = f"position {rec.position}"
+    if type(e) is RunFenced:
+        claim = f", claiming {e.reported}" if e.reported is not None else ""
+        bar.marks.append(Mark("fenced", e.at, rec.position, run=e.run, epoch=e.epoch, detail=(
+            f"{e.run}: FENCED {e.refused}{claim} from stale epoch {e.epoch} at {_iso(e.at)} ({where}): {e.why}; "
+            "kept as evidence, the run's status is unchanged (rules F1, F2)")))  # fmt: skip
+        return
+    assert e.status is not None
+    if type(e) is RunRecovered:
+        bar.marks.append(Mark("recovery", e.at, rec.position, run=e.run, epoch=e.swept_by, detail=(
+            f"{e.run}: recovered by the sweep of {e.swept_by} ({e.swept_by_process}) at {_iso(e.at)} ({where}), "
+            f"rule {e.rule}: {e.reason or ''}")))  # fmt: skip
+    elif type(e) is RunCorrected:
+        bar.marks.append(Mark("correction", e.at, rec.position, run=e.run, detail=(
+            f"{e.run}: corrected to {e.to} by {e.actor} at {_iso(e.at)} ({where}): {e.reason or ''}")))  # fmt: skip
+    last = bar.segments[-1] if bar.segments else None
+    if type(e) is RunDeleted:
+        if last is not None and last.end is None:
+            last.end = e.at
+        return
+    if last is not None and last.end is None and last.status is e.status and last.code == e.code:
+        return  # a checkpoint, a tick failure: same status, same segment
+    if last is not None and last.end is None:
+        last.end = e.at
+    seg = Segment(e.status, e.code, e.at, position=rec.position)
+    if not _open_ended(e.status, e.code):
+        seg.end = e.at  # a point: the bar ends here (a resume opens a new segment)
+    bar.segments.append(seg)
+
+
+def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
+    lane = h.lane(e.process)
+    where = f"position {rec.position}"
+    match e:
+        case ProcessBooted():
+            for old in lane.epochs:
+                if old.end is None:
+                    old.end, old.end_kind, old.superseded_by = e.at, "supersede", e.epoch
+                    lane.marks.append(Mark("supersede", e.at, rec.position, epoch=old.epoch, detail=(
+                        f"epoch {old.epoch} of {e.process} superseded by {e.epoch} at {_iso(e.at)} ({where}): "
+                        "its running runs are orphans at any age (rule O2)")))  # fmt: skip
+            lane.epochs.append(Epoch(e.process, e.epoch, e.booted_at, e.at, e.host, e.pid))
+            lane.marks.append(Mark("boot", e.booted_at, rec.position, epoch=e.epoch, detail=(
+                f"boot of {e.process}, epoch {e.epoch}, on {e.host or '?'} pid {e.pid if e.pid is not None else '?'}: "
+                f"booted at {_iso(e.booted_at)}, recorded at {_iso(e.at)} ({where}) by {e.actor or '?'}")))  # fmt: skip
+        case ProcessStopping():
+            lane.marks.append(Mark("stopping", e.at, rec.position, epoch=e.epoch,
+                                   detail=f"epoch {e.epoch} of {e.process} began to stop at {_iso(e.at)} ({where})"))
+        case ProcessStopped():
+            for ep in lane.epochs:
+                if ep.epoch == e.epoch and ep.end is None:
+                    ep.end, ep.end_kind = e.at, "stop"
+            lane.marks.append(Mark("stop", e.at, rec.position, epoch=e.epoch, detail=(
+                f"epoch {e.epoch} of {e.process} recorded a clean stop at {_iso(e.at)} ({where}): "
+                "its running runs are orphans at any age (rule O2)")))  # fmt: skip
+        case ProcessExited():  # rule O7: someone saw it die
+            for ep in lane.epochs:
+                if ep.epoch == e.epoch and ep.end is None:
+                    ep.end, ep.end_kind = e.at, "exit"
+            how = "".join(f", {k} {v}" for k, v in (("exit code", e.exit_code), ("signal", e.signal)) if v is not None)
+            lane.marks.append(Mark("exit", e.at, rec.position, epoch=e.epoch, detail=(
+                f"epoch {e.epoch} of {e.process} exited, seen by {e.observed_by} at {_iso(e.at)} ({where}){how}"
+                + (f": {e.evidence}" if e.evidence else "") + "; its running runs are orphans at any age (rule O7)")))  # fmt: skip
+        case ProcessSweepSkipped():
+            lane.marks.append(Mark("sweep-skipped", e.at, rec.position, epoch=e.epoch,
+                                   detail=f"the sweep of {e.epoch} skipped the time fallback at {_iso(e.at)} ({where}): {e.why}"))
+        case ProcessSweepFailed():
+            lane.marks.append(Mark("sweep-failed", e.at, rec.position, epoch=e.epoch, detail=(
+                f"the sweep of {e.epoch} gave up after {e.attempts} attempts at {_iso(e.at)} ({where}): {e.error}")))  # fmt: skip
+
+
+def history(records: Iterable[Recorded]) -> History:
+    """Fold the log (in log order) into the page's model."""
+    h = History()
+    sweeps: dict[tuple[str, str, datetime], list[str]] = {}
+    for rec in records:
+        e = rec.event
+        h.first = e.at if h.first is None else min(h.first, e.at)
+        h.last = e.at if h.last is None else max(h.last, e.at)
+        h.position, h.events = rec.position, h.events + 1
+        if isinstance(e, RunEventBase):
+            _run_event(h, rec, e)
+            if type(e) is RunRecovered:
+                sweeps.setdefault((e.swept_by_process, e.swept_by, e.at), []).append(e.run)
+        else:
+            assert isinstance(e, ProcessEventBase)
+            _process_event(h, rec, e)
+            if isinstance(e, ProcessBooted):
+                h.first = min(h.first, e.booted_at)
+    for (process, epoch, at), runs in sweeps.items():
+        h.lane(process).marks.append(Mark("sweep", at, 0, epoch=epoch, detail=(
+            f"the sweep of {epoch} at {_iso(at)} recovered {len(runs)} orphan{'s' if len(runs) != 1 else ''}: "
+            + ", ".join(runs))))  # fmt: skip
+    return h
+
+
+# ------------------------------------------------------------------ drawing
+# Colours: assigned by the order of the Status enum (no status set is written here, rule P3).
+_PALETTE = ["#b8c2cc", "#3b82f6", "#a78bfa", "#c084fc", "#f59e0b", "#dc2626", "#6b7280", "#16a34a"]
+COLOURS: dict[Status, str] = dict(zip(Status, _PALETTE, strict=True))
+MARKS = {  # kind -> (shape, colour, legend text)
+    "boot": ("tri", "#111827", "boot (epoch starts)"),
+    "supersede": ("bar", "#111827", "superseded by a later boot"),
+    "stop": ("square", "#111827", "clean stop"),
+    "exit": ("cross", "#111827", "exited (process.exited)"),
+    "stopping": ("square-open", "#111827", "began to stop"),
+    "sweep": ("diamond", "#0891b2", "sweep (recovered orphans)"),
+    "sweep-skipped": ("diamond-open", "#b45309", "sweep skipped the time fallback (clock stepped back)"),
+    "sweep-failed": ("cross", "#dc2626", "sweep gave up (alert)"),
+    "recovery": ("circle", "#0891b2", "recovery (run.recovered)"),
+    "fenced": ("x", "#be123c", "fenced late report (evidence)"),
+    "correction": ("star", "#7c3aed", "audited correction"),
+}
+
+LEFT = 170  # px for the lane labels
+WIDTH = 1200  # px of time
+ROW = 14  # px per row of run bars
+EPOCH_ROW = 18
+LANE_GAP = 16
+TOP = 40
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+_TICKS = [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800]
+
+
+def _ticks(start: datetime, end: datetime) -> tuple[int, list[datetime]]:
+    span = (end - start).total_seconds()
+    step = next((s for s in _TICKS if span / s <= 12), _TICKS[-1])
+    epoch0 = datetime(1970, 1, 1, tzinfo=UTC)
+    first = (int((start - epoch0).total_seconds()) // step + 1) * step
+    out, t = [], epoch0 + timedelta(seconds=first)
+    while t <= end:
+        out.append(t)
+        t += timedelta(seconds=step)
+    return step, out
+
+
+def _shape(kind: str, x: float, y: float, detail: str, extra: str = "") -> str:
+    shape, colour, _ = MARKS[kind]
+    attrs = f'class="marker {kind}" data-kind="{kind}" data-detail="{_esc(detail)}"{extra}'
+    title = f"<title>{_esc(detail)}</title>"
+    s = 5.0
+    if shape == "tri":
+        body = f'<path d="M{x - s:.1f},{y - s:.1f} L{x + s:.1f},{y:.1f} L{x - s:.1f},{y + s:.1f} Z" fill="{colour}"/>'
+    elif shape == "bar":
+        body = f'<rect x="{x - 1.5:.1f}" y="{y - 8:.1f}" width="3" height="16" fill="{colour}"/>'
+    elif shape in ("square", "square-open"):
+        fill = colour if shape == "square" else "#fff"
+        body = f'<rect x="{x - s:.1f}" y="{y - s:.1f}" width="{2 * s}" height="{2 * s}" fill="{fill}" stroke="{colour}" stroke-width="1.5"/>'
+    elif shape in ("diamond", "diamond-open"):
+        fill = colour if shape == "diamond" else "#fff"
+        body = (f'<path d="M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y:.1f} L{x:.1f},{y + 6:.1f} L{x - 6:.1f},{y:.1f} Z" '
+                f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+    elif shape == "circle":
+        body = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#fff" stroke="{colour}" stroke-width="2"/>'
+    elif shape in ("x", "cross"):
+        w = 2.5 if shape == "x" else 3
+        body = (f'<path d="M{x - 4:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 4:.1f} M{x + 4:.1f},{y - 4:.1f} L{x - 4:.1f},{y + 4:.1f}" '
+                f'stroke="{colour}" stroke-width="{w}"/>')  # fmt: skip
+    else:  # star
+        pts = " ".join(f"{x + dx:.1f},{y + dy:.1f}" for dx, dy in
+                       [(0, -6), (1.8, -1.8), (6, -1.5), (2.8, 1.2), (3.7, 5.5), (0, 3), (-3.7, 5.5), (-2.8, 1.2),
+                        (-6, -1.5), (-1.8, -1.8)])  # fmt: skip
+        body = f'<polygon points="{pts}" fill="{colour}"/>'
+    return f"<g {attrs}>{title}{body}</g>"
+
+
+CHAR = 6.5  # px per character of a 10px label (generous, so labels never run into the next bar)
+
+
+def _label(bar: Bar, x0: float, x1: float) -> tuple[str, str]:
+    """(text inside the bar, text after it): the run and its code inside when they fit,
+    else the failure code alone after the bar (the run id is on hover)."""
+    code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
+    label = bar.run + (f" {code}" if code else "")
+    if x1 - x0 > CHAR * len(label) + 6:
+        return label, ""
+    return "", code
+
+
+def _after(bar: Bar, x_of: Callable[[datetime], float], end: datetime) -> float:
+    """Where a label after the bar starts: past its end and past its markers."""
+    return max([x_of(bar.segments[-1].end or end), *(x_of(m.at) + 5 for m in bar.marks)]) + 3
+
+
+def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime) -> list[int]:
+    """A row for each bar, greedy in start order, so that bars of one row never overlap."""
+    rows: list[float] = []
+    out = []
+    for b in bars:
+        x0 = x_of(b.start) - (6 if b.marks and min(m.at for m in b.marks) <= b.start else 0)
+        # A bar's markers count as part of it: a fenced report that came after the bar
+        # ended must not sit on the next bar of the row.
+        x1 = max([x_of(b.segments[-1].end or end) + 3, *(x_of(m.at) + 6 for m in b.marks)])  # + 3: a point segment is 3 px wide
+        _, outside = _label(b, x_of(b.start), x_of(b.segments[-1].end or end))
+        if outside:  # the failure code is written after the bar and its markers: part of the bar too
+            x1 = max(x1, _after(b, x_of, end) + CHAR * len(outside))
+        for i, free in enumerate(rows):
+            if free <= x0:
+                rows[i] = x1 + 2
+                out.append(i)
+                break
+        else:
+            rows.append(x1 + 2)
+            out.append(len(rows) - 1)
+    return out
+
+
+def render(h: History, *, start: datetime | None = None, end: datetime | None = None, cursor: datetime | None = None,
+           runs: Sequence[str] | None = None, title: str = "epochledger timeline") -> str:  # fmt: skip
+    """The page, as text. `start`/`end`: the window (default: the whole history);
+    `cursor`: the instant under investigation; `runs`: only these runs (and their lanes)."""
+    lo = start or h.first or datetime(1970, 1, 1, tzinfo=UTC)
+    hi = end or h.last or lo
+    if cursor is not None and start is None and end is None:
+        lo, hi = min(lo, cursor), max(hi, cursor)
+    if hi <= lo:
+        hi = lo + timedelta(minutes=1)
+    pad = (hi - lo) * 0.02
+    if start is None:
+        lo -= pad
+    if end is None:
+        hi += pad
+    span = (hi - lo).total_seconds()
+
+    def x_of(t: datetime) -> float:
+        return LEFT + max(0.0, min(1.0, (t - lo).total_seconds() / span)) * WIDTH
+
+    def visible(a: datetime, b: datetime | None) -> bool:
+        return a <= hi and (b is None or b >= lo)
+
+    wanted = set(runs) if runs else None
+    body: list[str] = []
+    y = TOP + 10
+    step, ticks = _ticks(lo, hi)
+    shown_runs = 0
+    for name in sorted(h.lanes):
+        lane = h.lanes[name]
+        bars = sorted((b for b in lane.bars if b.segments and (wanted is None or b.run in wanted)
+                       and visible(b.start, b.segments[-1].end)), key=lambda b: (b.start, b.run))  # fmt: skip
+        if wanted is not None and not bars:
+            continue
+        rows = _pack(bars, x_of, hi)
+        n_rows = max(rows, default=-1) + 1
+        height = EPOCH_ROW + max(n_rows, 1) * ROW + 8
+        g = [f'<g class="lane" data-process="{_esc(name)}" transform="translate(0,{y})">',
+             f'<rect class="lane-bg" x="0" y="0" width="{LEFT + WIDTH + 10}" height="{height}"/>',
+             f'<text class="lane-label" x="8" y="13">{_esc(name)}</text>',
+             f'<text class="lane-sub" x="8" y="26">{len(lane.epochs)} epochs, {len(bars)} runs</text>']  # fmt: skip
+        for i, ep in enumerate(lane.epochs):
+            if not visible(ep.booted_at, ep.end):
+                continue
+            x0, x1 = x_of(ep.booted_at), x_of(ep.end or hi)
+            end_txt = (f"superseded by {ep.superseded_by} at {_iso(ep.end)}" if ep.end_kind == "supersede"
+                       else f"stopped at {_iso(ep.end)}" if ep.end_kind == "stop"
+                       else f"exited at {_iso(ep.end)}" if ep.end_kind == "exit" else "live at the end of the history")  # fmt: skip
+            detail = (f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
+                      f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}")  # fmt: skip
+            g.append(f'<g class="epoch" data-epoch="{_esc(ep.epoch)}" data-detail="{_esc(detail)}">'
+                     f'<title>{_esc(detail)}</title>'
+                     f'<rect class="epoch-band e{i % 2}" x="{x0:.1f}" y="3" width="{max(x1 - x0, 1):.1f}" height="{EPOCH_ROW - 6}"/>'
+                     + (f'<text class="epoch-label" x="{x0 + 8:.1f}" y="{EPOCH_ROW - 6}">{_esc(ep.epoch)}</text>' if x1 - x0 > 60 else "")
+                     + "</g>")  # fmt: skip
+        for m in sorted(lane.marks, key=lambda m: (m.at, m.position, m.kind)):
+            if lo <= m.at <= hi:
+                g.append(_shape(m.kind, x_of(m.at), EPOCH_ROW / 2, m.detail, f' data-epoch="{_esc(m.epoch or "")}"'))
+        on_top: list[str] = []
+        for bar, row in zip(bars, rows, strict=True):
+            shown_runs += 1
+            by = EPOCH_ROW + row * ROW + 2
+            code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
+            parts = [f'<g class="run" data-run="{_esc(bar.run)}" data-status="{bar.status}" data-code="{_esc(code)}">']
+            for seg in bar.segments:
+                if not visible(seg.start, seg.end):
+                    continue
+                sx0, sx1 = x_of(seg.start), x_of(seg.end or hi)
+                seg_code = f" {show_code(seg.code)}" if lifecycle.is_failure(seg.status, seg.code) else ""
+                until = _iso(seg.end) if seg.end is not None else "the end of the history"
+                detail = (f"{bar.run} ({bar.workflow or '?'}, slot {bar.process}): {seg.status}{seg_code} "
+                          + (f"at {_iso(seg.start)}" if seg.end == seg.start else f"from {_iso(seg.start)} to {until}")
+                          + f" (position {seg.position})")  # fmt: skip
+                w = max(sx1 - sx0, 3.0)
+                parts.append(f'<rect class="seg" data-status="{seg.status}" data-detail="{_esc(detail)}" x="{sx0:.1f}" '
+                             f'y="{by:.1f}" width="{w:.1f}" height="{ROW - 4}" fill="{COLOURS[seg.status]}">'
+                             f'<title>{_esc(detail)}</title></rect>')  # fmt: skip
+            x0 = x_of(bar.start)
+            x1 = x_of(bar.segments[-1].end or hi)
+            inside, outside = _label(bar, x0, x1)
+            if inside:
+                parts.append(f'<text class="run-label" x="{x0 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(inside)}</text>')
+            elif outside:
+                parts.append(f'<text class="run-code" x="{_after(bar, x_of, hi):.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>')
+            parts.append("</g>")
+            g.append("".join(parts))
+            for m in bar.marks:  # drawn after the bars below, so no bar covers a marker
+                if lo <= m.at <= hi:
+                    on_top.append(_shape(m.kind, x_of(m.at), by + (ROW - 4) / 2, m.detail, f' data-run="{_esc(bar.run)}"'))
+        g.extend(on_top)
+        g.append("</g>")
+        body.append("\n".join(g))
+        y += height + LANE_GAP
+    axis = [f'<g class="axis"><line x1="{LEFT}" y1="{TOP}" x2="{LEFT + WIDTH}" y2="{TOP}"/>']
+    for t in ticks:
+        x = x_of(t)
+        fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < 86400 else "%Y-%m-%d"
+        axis.append(f'<line class="grid" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{y}"/>'
+                    f'<text class="tick" x="{x:.1f}" y="{TOP - 6}">{t.strftime(fmt)}</text>')  # fmt: skip
+    axis.append("</g>")
+    cursor_svg = ""
+    if cursor is not None and lo <= cursor <= hi:
+        cx = x_of(cursor)
+        detail = f"cursor: {_iso(cursor)}"
+        cursor_svg = (f'<g class="cursor" data-at="{_iso(cursor)}" data-detail="{_esc(detail)}"><title>{_esc(detail)}</title>'
+                      f'<line x1="{cx:.1f}" y1="{TOP - 18}" x2="{cx:.1f}" y2="{y}"/>'
+                      f'<text x="{cx + 4 if cx < LEFT + WIDTH - 160 else cx - 4:.1f}" y="{TOP - 20}" '
+                      f'text-anchor="{"start" if cx < LEFT + WIDTH - 160 else "end"}">{_esc(_iso(cursor))}</text></g>')  # fmt: skip
+    height = y + 10
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{LEFT + WIDTH + 20}" height="{height}" '
+           f'viewBox="0 0 {LEFT + WIDTH + 20} {height}">' + "".join(axis) + "\n".join(body) + cursor_svg + "</svg>")  # fmt: skip
+    return _page(title, h, lo, hi, cursor, shown_runs, svg)
+
+
+def _legend() -> str:
+    items = [f'<span class="item status" data-status="{s}"><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in Status]
+    for kind, (_, _, text) in MARKS.items():
+        items.append(f'<span class="item mark" data-kind="{kind}"><svg width="16" height="16" viewBox="0 0 16 16">'
+                     f'{_shape(kind, 8, 8, text)}</svg>{_esc(text)}</span>')  # fmt: skip
+    return '<div class="legend" id="legend">' + "".join(items) + "</div>"
+
+
+_CSS = """
+body{font:13px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:16px;color:#111827;background:#fff}
+h1{font-size:18px;margin:0 0 4px} .sub{color:#4b5563;margin:0 0 10px}
+.legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin:8px 0 12px;max-width:1390px}
+.legend .item{display:inline-flex;align-items:center;gap:5px}
+.legend i{display:inline-block;width:18px;height:10px;border-radius:2px}
+svg.timeline{display:block} .lane-bg{fill:#f9fafb;stroke:#e5e7eb}
+.lane-label{font-weight:600;font-size:13px} .lane-sub{fill:#6b7280;font-size:11px}
+.epoch-band.e0{fill:#e5e7eb} .epoch-band.e1{fill:#d1d5db} .epoch-label{font-size:10px;fill:#374151}
+.axis line{stroke:#9ca3af} .axis .grid{stroke:#eef0f3} .tick{font-size:11px;fill:#4b5563;text-anchor:middle}
+.seg{stroke:#fff;stroke-width:.5} .run-label,.run-code{font-size:10px;fill:#111827;pointer-events:none}
+.run-code{fill:#991b1b} .run:hover .seg{stroke:#111827;stroke-width:1}
+.cursor line{stroke:#e11d48;stroke-width:2;stroke-dasharray:4 3;pointer-events:none} .cursor text{fill:#e11d48;font-weight:600;font-size:12px}
+#tip{position:fixed;display:none;max-width:520px;background:#111827;color:#f9fafb;padding:6px 8px;border-radius:4px;
+font-size:12px;pointer-events:none;z-index:10;white-space:pre-wrap}
+"""
+
+# Hover: the SVG <title> already shows each element's details; this shows the same text at once, styled.
+_SCRIPT = """
+(function(){var tip=document.getElementById('tip');
+function find(t){while(t&&t.getAttribute){if(t.getAttribute('data-detail'))return t;t=t.parentNode}return null}
+document.addEventListener('mouseover',function(ev){var t=find(ev.target);if(!t){tip.style.display='none';return}
+tip.textContent=t.getAttribute('data-detail');tip.style.display='block'});
+document.addEventListener('mousemove',function(ev){tip.style.left=(ev.clientX+14)+'px';tip.style.top=(ev.clientY+14)+'px'});
+})();
+"""
+
+
+def _page(title: str, h: History, lo: datetime, hi: datetime, cursor: datetime | None, shown: int, svg: str) -> str:
+    sub = (f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
+           f"ledger time {_iso(lo)} to {_iso(hi)}" + (f"; cursor at {_iso(cursor)}" if cursor is not None else ""))  # fmt: skip
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+            f"<h1>{_esc(title)}</h1><p class=\"sub\">{_esc(sub)}</p>{_legend()}{svg}"
+            f"<div id=\"tip\"></div><script>{_SCRIPT}</script></body></html>\n")  # fmt: skip
+
+
+def page(store: Store, *, start: datetime | None = None, end: datetime | None = None,
+         cursor: datetime | None = None, runs: Sequence[str] | None = None) -> str:  # fmt: skip
+    """The page of the whole log in `store` (undecodable events are left out, rule T4).
+    InvalidInput for a window that ends before it starts or an instant without a time
+    zone; RunNotFound for a `runs` entry the log never queued."""
+    for name, t in (("--from", start), ("--to", end), ("--at", cursor)):
+        if t is not None and t.tzinfo is None:
+            raise InvalidInput("the instant needs a time zone (e.g. 2026-09-09T14:29:19Z)", where=name)
+    if start is not None and end is not None and end <= start:
+        raise InvalidInput(f"the window ends ({_iso(end)}) before it starts ({_iso(start)})", where="--to")
+    h = history(rec for chunk in store.read_batches(0) for rec in chunk if type(rec) is Recorded)
+    for run in runs or ():
+        if run not in h.bars:
+            raise RunNotFound(run)
+    return render(h, start=start, end=end, cursor=cursor, runs=runs)

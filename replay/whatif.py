@@ -1,0 +1,557 @@
+"""What-if: another orphan policy over the recorded history (rule R4).
+
+The record holds the decision points: every boot's sweep (and any later sweep of an
+epoch). At each one this module folds the orphans view exactly as the sweep saw it (the
+log up to just before the sweep's own records: its `process.sweep_skipped`, its
+`run.recovered` events, one group commit), asks the alternative policy for its verdicts
+through the one orphan rule's entry point (`projections.orphans.verdicts(...,
+policy=...)`), sets them beside what the recorded sweep did, and lists every
+difference:
+
+- `killed-live`: the alternative would have recovered a run the recorded rule holds to
+  be healthy (not an orphan by rule O2/O3 at that instant), with its owner, its age at
+  the sweep, its last checkpoint and what the record says happened to it next;
+- `missed`: the recorded sweep recovered an orphan the alternative never recovers, with
+  how long it would have stayed `running` (to the end of the replay, or until the record
+  starts it again);
+- `late`: the alternative recovers it only at a later sweep, with how much later;
+- `early`: the alternative recovers an orphan (by the recorded rule) before any recorded
+  sweep did.
+
+The alternative's own world. Once the alternative has missed an orphan, later sweeps see
+that run still `running` as it was before the recorded recovery (the record's later
+events on it answered a recovery that, under the alternative, never happened); once it
+has killed a run, later sweeps see it recovered until the record starts it again. This
+is a replay of verdicts, not of the scheduler: what a scheduler would have done
+differently after a different verdict (resume a run, start another) is not invented.
+
+A policy is a plain function (`Policy` below); a NAME[:ARG] is turned into one by a
+factory, built in (`BUILTIN`) or installed under the entry point group
+`epochledger.policies` (docs/forensics.md, "What-if"). Nothing here reads the clock:
+the sweep's "now" is the wall-clock reading its records carry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from importlib import metadata
+from typing import Any, Protocol
+
+import msgspec
+
+from ledger import lifecycle
+from ledger.codes import PROCESS_ORPHANED
+from ledger.errors import BadPolicy, InvalidInput
+from ledger.events import (
+    ProcessBooted,
+    ProcessSweepFailed,
+    ProcessSweepSkipped,
+    Recorded,
+    RunCheckpointed,
+    RunDeleted,
+    RunEventBase,
+    RunFenced,
+    RunRecovered,
+    RunStarted,
+    Status,
+)
+from ledger.process import EpochState
+from ledger.run import RunState
+from ledger.store import Store, check_position
+from projections import orphans
+from projections.orphans import Verdict, View
+
+ENTRY_POINT_GROUP = "epochledger.policies"
+
+replace = msgspec.structs.replace
+
+
+# ------------------------------------------------------------ decision points
+class Beat(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's last checkpoint as the log holds it (RunState keeps no instant for it)."""
+
+    at: datetime
+    node: str
+    ref: str
+
+
+@dataclass
+class Sweep:
+    """One decision point: the sweep of `epoch`, as the record holds it.
+
+    - `view`: the orphans view the sweep judged (the alternative's world: see the module doc);
+    - `epoch`: the sweeping epoch; `now`: the sweep's wall-clock reading, from its records
+      (`process.sweep_skipped.now`, a recovery's `at`), else the boot's recorded instant;
+    - `margin`: the O3 margin (1 s); `fallback_skipped`: the recorded sweep skipped the
+      time fallback (the clock stepped back) and said why;
+    - `beats`: each run's last checkpoint since its last start (`beat(run)`)."""
+
+    view: View
+    epoch: EpochState
+    now: datetime
+    position: int
+    margin: timedelta = orphans.MARGIN
+    fallback_skipped: str | None = None
+    beats: dict[str, Beat] = field(default_factory=dict)
+
+    def beat(self, run: str) -> Beat | None:
+        return self.beats.get(run)
+
+
+class Policy(Protocol):
+    """The signature of a what-if policy: a plain function.
+
+        def policy(sweep: Sweep, run: RunState, relative_to: EpochState | None) -> Verdict | None
+
+    Called for every run of `sweep.view` (deleted and non-running runs included: ask
+    `ledger.lifecycle.can_be_orphaned`). `relative_to` is the epoch an unowned run is judged
+    against by time: the sweeping epoch for its own slot's runs, None for another slot's
+    (exactly as projections/orphans.py asks the recorded rule). Return a Verdict to recover
+    the run; its `rule` names your rule. A verdict whose rule is `O3-fallback` counts as
+    time-based and is dropped for another slot's runs, like the recorded rule's."""
+
+    def __call__(self, sweep: Sweep, run: RunState, relative_to: EpochState | None, /) -> Verdict | None: ...
+
+
+Factory = Callable[[str | None], Policy]  # NAME[:ARG] -> a policy; raises ValueError on a bad ARG
+
+
+# ------------------------------------------------------------ built-in policies
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str | None) -> timedelta:
+    """`90s`, `30m`, `1h30m`, `2d`, or plain seconds (`1800`); > 0 and at most a year."""
+    if not text:
+        raise ValueError("needs a duration, e.g. 30m, 90s, 1h30m or 1800 (seconds)")
+    pos, seconds = 0, 0.0
+    while pos < len(text):
+        m = _DURATION.match(text, pos)
+        if m is None:
+            raise ValueError(f"not a duration: {text!r} (e.g. 30m, 90s, 1h30m, 1800)")
+        seconds += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not 0 < seconds <= orphans.MAX_MARGIN.total_seconds():
+        raise ValueError(f"the duration must be more than 0 and at most a year, got {text!r}")
+    return timedelta(seconds=seconds)
+
+
+def epoch_rule(arg: str | None) -> Policy:
+    """`epoch`: the recorded rule itself (O2, then O3 with its step-back guard as the
+    record says it ran). Over a history the current rule recorded it lists nothing: a
+    check of the harness."""
+    _no_arg("epoch", arg)
+
+    def policy(sweep: Sweep, run: RunState, relative_to: EpochState | None) -> Verdict | None:
+        v = orphans.epoch_policy(sweep.view, run, relative_to, sweep.margin)
+        return None if v is not None and v.uses_time and sweep.fallback_skipped is not None else v
+
+    return policy
+
+
+def flat_age(arg: str | None) -> Policy:
+    """`flat-age:D`: any running run older than D at the sweep, whoever owns it (the
+    30-minute threshold that swept the healthy 88-minute nightly)."""
+    limit = parse_duration(arg)
+
+    def policy(sweep: Sweep, run: RunState, relative_to: EpochState | None) -> Verdict | None:
+        if run.deleted or run.started_at is None or not lifecycle.can_be_orphaned(run.status, run.code):
+            return None
+        if sweep.now - run.started_at <= limit:
+            return None
+        owner = orphans.owner_of(sweep.view, run)
+        return Verdict(run=run.run, rule=f"flat-age:{arg}", owner_process=run.process,
+                       owner_epoch=owner.epoch if owner is not None else run.epoch,
+                       started_at=run.started_at, cutoff=sweep.now - limit)  # fmt: skip
+
+    return policy
+
+
+def floor(arg: str | None) -> Policy:
+    """`floor:D`: the epoch rule with the cutoff floored at D: a verdict stands only if
+    the run started at least D before the sweep (the floor that missed the run started
+    at 02:00 and redeployed at 02:20)."""
+    limit = parse_duration(arg)
+    rule = epoch_rule(None)
+
+    def policy(sweep: Sweep, run: RunState, relative_to: EpochState | None) -> Verdict | None:
+        v = rule(sweep, run, relative_to)
+        if v is None or run.started_at is None or run.started_at > sweep.now - limit:
+            return None
+        return v
+
+    return policy
+
+
+def clamp(arg: str | None) -> Policy:
+    """`clamp`: the epoch rule, except at a sweep whose wall clock read earlier than the
+    boot instant (the clock stepped back): instead of skipping the time fallback, the
+    negative age is clamped to zero, so the cutoff becomes the clock's reading minus the
+    margin and every unowned running run of the slot stamped before it is taken, by its
+    stamps alone (the clamp replaces the step-back handling, the log-order check
+    included)."""
+    _no_arg("clamp", arg)
+    rule = epoch_rule(None)
+
+    def policy(sweep: Sweep, run: RunState, relative_to: EpochState | None) -> Verdict | None:
+        rel = relative_to
+        if rel is None or sweep.now >= rel.booted_at:
+            return rule(sweep, run, relative_to)
+        owned = orphans.epoch_policy(sweep.view, run, None, sweep.margin)
+        if owned is not None and not owned.uses_time:
+            return owned  # O2 is clock-free: the clamp changes nothing there
+        if (run.deleted or not lifecycle.can_be_orphaned(run.status, run.code) or run.process != rel.process
+                or run.started_at is None or orphans.owner_of(sweep.view, run) is not None):  # fmt: skip
+            return None
+        cutoff = sweep.now - sweep.margin  # booted_at clamped to "now": age max(0, now - booted_at) = 0
+        if run.started_at < cutoff:
+            return Verdict(run=run.run, rule="clamp", owner_process=run.process, owner_epoch=run.epoch,
+                           started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
+                           cutoff=cutoff, margin=sweep.margin.total_seconds())  # fmt: skip
+        return None
+
+    return policy
+
+
+def heartbeat(arg: str | None) -> Policy:
+    """`heartbeat:D`: a running run silent for longer than D at the sweep, judged by its
+    heartbeats (its last checkpoint since its last start, else the start itself),
+    whoever owns it."""
+    limit = parse_duration(arg)
+
+    def policy(sweep: Sweep, run: RunState, relative_to: EpochState | None) -> Verdict | None:
+        if run.deleted or run.started_at is None or not lifecycle.can_be_orphaned(run.status, run.code):
+            return None
+        beat = sweep.beat(run.run)
+        last = max(run.started_at, beat.at) if beat is not None else run.started_at
+        if sweep.now - last <= limit:
+            return None
+        return Verdict(run=run.run, rule=f"heartbeat:{arg}", owner_process=run.process, owner_epoch=run.epoch,
+                       started_at=run.started_at, cutoff=sweep.now - limit)  # fmt: skip
+
+    return policy
+
+
+def _no_arg(name: str, arg: str | None) -> None:
+    if arg is not None:
+        raise ValueError(f"{name} takes no argument, got {arg!r}")
+
+
+BUILTIN: dict[str, Factory] = {
+    "epoch": epoch_rule,
+    "flat-age": flat_age,
+    "floor": floor,
+    "clamp": clamp,
+    "heartbeat": heartbeat,
+}
+
+
+def installed() -> dict[str, metadata.EntryPoint]:
+    """Third-party policies: entry points in the group `epochledger.policies`, each
+    naming a factory `(arg: str | None) -> Policy`."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def resolve(spec: str) -> Policy:
+    """NAME[:ARG] -> a policy; BadPolicy (exit 3) for an unknown name or a bad argument."""
+    name, sep, rest = spec.partition(":")
+    arg = rest if sep else None
+    factory: Any = BUILTIN.get(name)
+    if factory is None:
+        found = installed().get(name)
+        if found is None:
+            known = sorted({*BUILTIN, *installed()})
+            raise BadPolicy(spec, f"no policy named {name!r}; known: {', '.join(known)} "
+                                  f"(third-party policies: entry point group {ENTRY_POINT_GROUP})")  # fmt: skip
+        try:
+            factory = found.load()
+        except Exception as e:  # noqa: BLE001 - a broken plug-in is bad input, not our bug
+            raise BadPolicy(spec, f"policy {name!r} ({found.value}) could not be loaded: {type(e).__name__}: {e}") from None
+    try:
+        policy = factory(arg)
+    except ValueError as e:
+        raise BadPolicy(spec, f"policy {name!r}: {e}") from None
+    if not callable(policy):
+        raise BadPolicy(spec, f"policy {name!r}: its factory returned {type(policy).__name__}, not a function")
+    return policy  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------ differences
+KILLED_LIVE = "killed-live"
+MISSED = "missed"
+LATE = "late"
+EARLY = "early"
+
+
+class Difference(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One verdict the alternative gives differently, with its evidence."""
+
+    kind: str  # KILLED_LIVE | MISSED | LATE | EARLY
+    run: str
+    sweep_process: str  # the decision point: the sweep of this epoch
+    sweep_epoch: str
+    position: int  # the log position the sweep judged (its view's last event)
+    at: datetime  # the sweep's wall-clock reading
+    owner_process: str | None = None
+    owner_epoch: str | None = None
+    owner_live: bool | None = None
+    started_at: datetime | None = None
+    age_s: float | None = None  # the run's age at the sweep
+    last_checkpoint: Beat | None = None
+    alternative: Verdict | None = None  # the alternative's verdict (killed-live, early, late)
+    recorded_rule: str | None = None  # the recorded recovery's rule (missed, late)
+    found_at: datetime | None = None  # late: the sweep that did recover it
+    found_by: str | None = None
+    running_for_s: float | None = None  # missed, late: how much longer it stayed running
+    until: datetime | None = None  # missed: to when that is counted
+    until_why: str | None = None
+    then: str | None = None  # killed-live, early: what the record says happened next
+    message: str = ""
+
+
+class WhatIf(msgspec.Struct, kw_only=True):
+    policy: str
+    position: int  # the last position replayed
+    at: datetime | None  # ledger time of the last event replayed
+    sweeps: int  # decision points
+    differences: list[Difference]
+
+
+@dataclass
+class _Missed:
+    state: RunState  # as the recorded sweep found it
+    diff: Difference
+
+
+@dataclass
+class _Killed:
+    diff: Difference
+
+
+def _sweep_records(e: Any) -> str | None:
+    """The epoch whose sweep wrote this event, if it is a sweep's record."""
+    if type(e) is RunRecovered:
+        return e.swept_by
+    if type(e) is ProcessSweepSkipped:
+        return e.epoch
+    return None
+
+
+class _Replay:
+    def __init__(self, name: str, policy: Policy):
+        self.name = name
+        self.policy = policy
+        self.view = orphans.initial()
+        self.beats: dict[str, Beat] = {}
+        self.missed: dict[str, _Missed] = {}
+        self.killed: dict[str, _Killed] = {}
+        self.done: list[Difference] = []
+        self.sweeps = 0
+        self.swept: set[str] = set()  # epochs whose sweeps left records (found by a first pass)
+        self.failed: set[str] = set()  # epochs whose sweep gave up and left no other record
+        self.open: tuple[Sweep, list[Verdict], dict[str, RunState]] | None = None  # a sweep group being read
+
+    # -- the alternative's world
+    def alt_view(self) -> View:
+        if not self.missed and not self.killed:
+            return self.view
+        runs = dict(self.view.runs)
+        for run, m in self.missed.items():
+            runs[run] = m.state
+        for run in self.killed:
+            if run in runs:
+                runs[run] = replace(runs[run], status=Status.FAILED_RESUMABLE, code=PROCESS_ORPHANED)
+        return View(processes=self.view.processes, runs=runs, position=self.view.position, hosts=self.view.hosts)
+
+    def point(self, epoch: EpochState, now: datetime, skipped: str | None) -> Sweep:
+        return Sweep(view=self.alt_view(), epoch=epoch, now=now, position=self.view.position,
+                     fallback_skipped=skipped, beats=self.beats)  # fmt: skip
+
+    def judge(self, sweep: Sweep) -> list[Verdict]:
+        def bound(view: View, run: RunState, rel: EpochState | None, margin: timedelta) -> Verdict | None:
+            return self.policy(sweep, run, rel)
+
+        return orphans.verdicts(sweep.view, sweep.epoch, sweep.margin, policy=bound)
+
+    # -- the pass
+    def apply(self, rec: Recorded) -> None:
+        e = rec.event
+        owner = _sweep_records(e)
+        if self.open is not None and owner != self.open[0].epoch.epoch:
+            self.close()
+        if owner is not None and self.open is None:
+            slot = e.swept_by_process if isinstance(e, RunRecovered) else e.process if isinstance(e, ProcessSweepSkipped) else ""
+            epoch = self.view.epoch(slot, owner)
+            if epoch is not None:
+                self.begin(epoch, e)  # judged just before the sweep's first record
+        if self.open is not None and type(e) is RunRecovered and e.run in self.view.runs:
+            self.open[2][e.run] = self.view.runs[e.run]  # as the sweep found it
+        self.evolve(rec)
+        if type(e) is ProcessBooted and e.epoch not in self.swept and e.epoch not in self.failed:
+            # This boot's sweep recorded nothing (or there was none): judge at the boot. A
+            # sweep that gave up (process.sweep_failed) judged nothing: no decision point.
+            epoch = self.view.epoch(e.process, e.epoch)
+            if epoch is not None:
+                self.at_boot(epoch, e.at)
+
+    def at_boot(self, epoch: EpochState, now: datetime) -> None:
+        sweep = self.point(epoch, now, None)
+        self.open = (sweep, self.judge(sweep), {})
+        self.close()
+
+    def begin(self, epoch: EpochState, first: Any) -> None:
+        now = first.now if type(first) is ProcessSweepSkipped and first.now is not None else first.at
+        skipped = first.why if type(first) is ProcessSweepSkipped else None
+        sweep = self.point(epoch, now, skipped)
+        self.open = (sweep, self.judge(sweep), {})
+
+    def evolve(self, rec: Recorded) -> None:
+        e = rec.event
+        if isinstance(e, RunStarted | RunDeleted):
+            self.beats.pop(e.run, None)
+            if (m := self.missed.pop(e.run, None)) is not None:
+                why = "the record started it again" if type(e) is RunStarted else "the record deleted it"
+                self.finish_missed(m, e.at, why)
+            self.killed.pop(e.run, None)
+        elif type(e) is RunCheckpointed:
+            self.beats[e.run] = Beat(at=e.at, node=e.node, ref=e.ref)
+        elif isinstance(e, RunEventBase) and (k := self.killed.get(e.run)) is not None and k.diff.then is None:
+            if type(e) is not RunFenced and e.status is not Status.RUNNING:
+                k.diff.then = f"{e.status} at {e.at.isoformat()} ({e.actor or '?'})"
+        try:
+            orphans.evolve(self.view, rec)
+        except Exception:  # noqa: BLE001, S110 - the engine's poison rule (T4): skip what cannot apply
+            pass
+
+    def close(self) -> None:
+        assert self.open is not None
+        sweep, found, recorded = self.open
+        self.open = None
+        self.sweeps += 1
+        record_view = self.view  # the record's own view (for liveness and the recorded rule)
+        alt = {v.run: v for v in found}
+        for run, v in alt.items():
+            if run in recorded:
+                continue
+            if (m := self.missed.pop(run, None)) is not None:
+                m.diff.kind = LATE
+                m.diff.found_at, m.diff.found_by, m.diff.alternative = sweep.now, sweep.epoch.epoch, v
+                m.diff.running_for_s = (sweep.now - m.diff.at).total_seconds()
+                m.diff.message = (f"{run}: the alternative recovers it {_dur(m.diff.running_for_s)} later, at the sweep "
+                                  f"of {sweep.epoch.epoch} ({sweep.now.isoformat()}); the recorded rule did at the "
+                                  f"sweep of {m.diff.sweep_epoch} ({m.diff.at.isoformat()})")  # fmt: skip
+                self.done.append(m.diff)
+                continue
+            state = sweep.view.runs[run]
+            self.killed[run] = _Killed(self.alt_kill(sweep, state, v, record_view))
+        for run in sorted(recorded.keys() - alt.keys()):
+            if self.killed.pop(run, None) is not None:
+                continue  # the alternative had already recovered it
+            state = recorded[run]
+            diff = self.base(MISSED, sweep, state)
+            diff.recorded_rule = record_view.runs[run].last.rule if type(record_view.runs[run].last) is RunRecovered else None  # type: ignore[union-attr]
+            self.missed[run] = _Missed(state=state, diff=diff)
+
+    def alt_kill(self, sweep: Sweep, state: RunState, v: Verdict, record_view: View) -> Difference:
+        diff = self.base(KILLED_LIVE, sweep, state)
+        diff.alternative = v
+        # Healthy or orphan is the recorded rule's call, fleet-wide, at the same instant.
+        orphan = orphans.is_orphaned(record_view, state.run) if state.run in record_view.runs else False
+        if orphan:
+            diff.kind = EARLY
+            diff.message = (f"{state.run}: the alternative recovers this orphan at the sweep of {sweep.epoch.epoch} "
+                            f"({sweep.now.isoformat()}), before any recorded sweep did")  # fmt: skip
+        else:
+            ck = diff.last_checkpoint
+            live = {True: "was live", False: "was not live, yet the recorded rule holds the run healthy",
+                    None: "is not known"}[diff.owner_live]  # fmt: skip
+            diff.message = (f"{state.run}: the alternative kills it at the sweep of {sweep.epoch.epoch} "
+                            f"({sweep.now.isoformat()}) while its owner {diff.owner_epoch or '?'} of "
+                            f"{diff.owner_process or '?'} {live}; it was {_dur(diff.age_s)} old, last checkpoint "
+                            + (f"{ck.node} {ck.ref} at {ck.at.isoformat()}" if ck is not None else "none"))  # fmt: skip
+        self.done.append(diff)
+        return diff
+
+    def base(self, kind: str, sweep: Sweep, state: RunState) -> Difference:
+        owner = orphans.owner_of(sweep.view, state)
+        if owner is None and state.slot_epoch is not None and state.process is not None:
+            owner = sweep.view.epoch(state.process, state.slot_epoch)  # an unowned run: its slot's epoch at its start
+        age = (sweep.now - state.started_at).total_seconds() if state.started_at is not None else None
+        return Difference(kind=kind, run=state.run, sweep_process=sweep.epoch.process, sweep_epoch=sweep.epoch.epoch,
+                          position=sweep.position, at=sweep.now,
+                          owner_process=owner.process if owner is not None else state.process,
+                          owner_epoch=owner.epoch if owner is not None else state.epoch,
+                          owner_live=(sweep.view.end_of(owner) is None) if owner is not None else None,
+                          started_at=state.started_at, age_s=age, last_checkpoint=self.beats.get(state.run))  # fmt: skip
+
+    def finish_missed(self, m: _Missed, until: datetime, why: str) -> None:
+        m.diff.until, m.diff.until_why = until, why
+        m.diff.running_for_s = (until - m.diff.at).total_seconds()
+        m.diff.message = (f"{m.diff.run}: the alternative never recovers this orphan (the recorded rule did, "
+                          f"{m.diff.recorded_rule}, at the sweep of {m.diff.sweep_epoch}, {m.diff.at.isoformat()}); "
+                          f"it stays running for {_dur(m.diff.running_for_s)} more, until {until.isoformat()} ({why})")  # fmt: skip
+        self.done.append(m.diff)
+
+    def end(self, last_at: datetime | None) -> None:
+        if self.open is not None:
+            self.close()
+        for run in sorted(self.missed):
+            m = self.missed.pop(run)
+            until = last_at if last_at is not None and last_at > m.diff.at else m.diff.at
+            self.finish_missed(m, until, "the end of the replayed history")
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    sign, s = ("-", -s) if s < 0 else ("", s)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return sign + (f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+def _records(store: Store, at: datetime | None, position: int | None) -> Iterator[Recorded]:
+    """The prefix `replay` would fold: up to `position`, and before the first event
+    stamped after `at` (log order is the truth)."""
+    for chunk in store.read_batches(0, position):
+        for rec in chunk:
+            if type(rec) is not Recorded:
+                continue  # undecodable: parked by the views, skipped here (rule T4)
+            if at is not None and rec.event.at > at:
+                return
+            yield rec
+
+
+def whatif(store: Store, policy: str | Policy, *, at: datetime | None = None, position: int | None = None,
+           name: str | None = None) -> WhatIf:  # fmt: skip
+    """Replay the log (up to `at` or `position`, as `replay` cuts it) and list every verdict
+    `policy` (NAME[:ARG], or a Policy) gives differently from the recorded sweeps."""
+    if at is not None and at.tzinfo is None:
+        raise InvalidInput("the instant needs a time zone (e.g. 2026-09-09T14:29:19Z)", where="--at")
+    if position is not None:
+        check_position(position, "--position")
+    label = policy if isinstance(policy, str) else (name or str(getattr(policy, "__name__", "policy")))
+    fn = resolve(policy) if isinstance(policy, str) else policy
+    replay = _Replay(label, fn)
+    # Two passes: the first finds which epochs' sweeps left records, so that a boot whose
+    # sweep came later (a boot, other events, then `sweep`) is judged where its sweep ran.
+    for rec in _records(store, at, position):
+        if (owner := _sweep_records(rec.event)) is not None:
+            replay.swept.add(owner)
+        elif type(rec.event) is ProcessSweepFailed:
+            replay.failed.add(rec.event.epoch)
+    replay.failed -= replay.swept
+    last_position, last_at = 0, None
+    for rec in _records(store, at, position):
+        replay.apply(rec)
+        last_position, last_at = rec.position, rec.event.at
+    end = at if at is not None else last_at
+    replay.end(end)
+    order = {KILLED_LIVE: 0, EARLY: 1, LATE: 2, MISSED: 3}
+    diffs = sorted(replay.done, key=lambda d: (d.position, order[d.kind], d.run))
+    return WhatIf(policy=label, position=last_position, at=last_at, sweeps=replay.sweeps, differences=diffs)
