@@ -103,6 +103,16 @@ def _fold_stream(stream: str, history: list[Recorded | Poison]) -> Any:
     return state
 
 
+def _labels(labels: Any) -> Any:
+    """A copy of a caller's label dict, so mutating it later cannot change the event;
+    anything else is passed on for `checked` to refuse, naming the field."""
+    if labels is None:
+        return {}
+    return dict(labels) if isinstance(labels, dict) else labels
+
+
+_ABSENT = object()  # Batch.savepoint: the stream was not held yet
+
 EpochArg = EpochRef | str  # an epoch's state (boot()'s result) or its id
 
 
@@ -144,8 +154,12 @@ class Commands:
         return at if at is not None else self.clock.now()
 
     def queue(self, run: str, *, workflow: str | None = None, process: str | None = None,
-              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor, reason=reason))
+              actor: str | None = None, reason: str | None = None, at: datetime | None = None,
+              labels: dict[str, str] | None = None, parent: str | None = None) -> RunState:  # fmt: skip
+        """Queue a new run. `labels` (string -> string, bounded: ledger/events.py) and
+        `parent` (the run it re-executes or retries) are set here, once (rule I2)."""
+        return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor,
+                                     reason=reason, labels=_labels(labels), parent=parent))  # fmt: skip
 
     def start(self, run: str, *, epoch: EpochArg | None = None, process: str | None = None,
               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
@@ -266,6 +280,36 @@ class Batch(Commands):
         missing = [s for s in dict.fromkeys(streams) if s not in self._state]
         for stream, history in self.ledger.store.read_streams(missing).items():
             self._state[stream] = _fold_stream(stream, history)
+
+    def preload(self, histories: dict[str, list[Recorded | Poison]]) -> None:
+        """Fold streams the caller has already read (`Store.read_streams`), instead of
+        reading them again: the NDJSON import reads each stream's history once, both to
+        find events already recorded (rule I1) and to decide against. Streams the
+        batch already holds keep their state (it includes the batch's own events)."""
+        for stream, history in histories.items():
+            if stream not in self._state:
+                self._state[stream] = _fold_stream(stream, history)
+
+    def savepoint(self, stream: str) -> tuple[int, str, Any, int]:
+        """What `rollback` needs to forget the next submit to `stream`, and only it."""
+        return len(self._pending), stream, self._state.get(stream, _ABSENT), len(self._epochs)
+
+    def rollback(self, point: tuple[int, str, Any, int]) -> None:
+        """Forget every submit since `savepoint` (one stream's): the tolerant import
+        refuses a line whose recorded event would differ from what it states, after
+        deciding it (epochledger/ndjson.py)."""
+        pending, stream, state, epochs = point
+        del self._pending[pending:]
+        if state is _ABSENT:
+            self._state.pop(stream, None)
+        else:
+            self._state[stream] = state
+        for epoch in list(self._epochs)[epochs:]:  # learned since (a boot): forget them
+            del self._epochs[epoch]
+
+    def appended_since(self, pending: int) -> list[Append]:
+        """The appends submitted after the first `pending` ones, in order."""
+        return self._pending[pending:]
 
     def assume(self, state: RunState) -> None:
         """Decide this run's next commands against `state`, already folded by the caller

@@ -63,6 +63,14 @@ Code = Annotated[str, msgspec.Meta(max_length=200), Pattern(r"[^\x00-\x1f\x7f]*"
 Instant = Annotated[datetime, msgspec.Meta(tz=True), Bounds(EARLIEST, LATEST, "from 1970 to before 9000 UTC")]
 Questions = Annotated[list[Text], msgspec.Meta(max_length=100)]
 Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
+# A run's labels (rule I2): team, owner, partition, a foreign scheduler's tags. Bounded
+# so a label set stays a small part of an event: at most MAX_LABELS labels, a key is a
+# Name (no whitespace), a value at most MAX_LABEL_VALUE characters without control
+# characters (it may be empty). Checked on write by ledger.codec.checked.
+MAX_LABELS = 64
+MAX_LABEL_VALUE = 1024
+LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
+Labels = Annotated[dict[Name, LabelValue], msgspec.Meta(max_length=MAX_LABELS)]
 
 
 class Status(enum.StrEnum):
@@ -95,6 +103,8 @@ class RunEventBase(Event, frozen=True, kw_only=True):
 class RunQueued(RunEventBase, frozen=True, kw_only=True, tag="run.queued"):
     workflow: Name | None = None
     process: Name | None = None
+    labels: Labels = {}  # string -> string, bounded (MAX_LABELS, MAX_LABEL_VALUE; rule I2)
+    parent: Name | None = None  # the run this one re-executes or retries (lineage, rule I2)
 
 
 class RunStarted(RunEventBase, frozen=True, kw_only=True, tag="run.started"):

@@ -29,7 +29,7 @@ import msgspec
 
 from ledger import lifecycle
 from ledger.codes import CANCELLED, PROCESS_ORPHANED, TICK_DEADLINE_EXCEEDED
-from ledger.errors import IllegalTransition
+from ledger.errors import IllegalTransition, InvalidInput
 from ledger.events import (
     Cause,
     RunCancelled,
@@ -112,6 +112,8 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     slot_epoch: str | None = None  # a start without epoch: its slot's epoch then (rule O3)
     fenced: int = 0  # stale reports refused and kept as run.fenced evidence (rule F1)
     fenced_end: FencedEnd | None = None  # since the last start (rule F2)
+    labels: dict[str, str] = {}  # set when queued (rule I2)
+    parent: str | None = None  # the run this one re-executes or retries (rule I2)
 
 
 # -------------------------------------------------------------------- fold
@@ -155,6 +157,8 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             reason=e.reason,
             version=1,
             last=e,
+            labels=e.labels,
+            parent=e.parent,
         )
     assert state is not None, f"{tag_of(e)} before run.queued"
     if type(e) is RunFenced:
@@ -267,6 +271,8 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         raise IllegalTransition(cmd.run, "deleted", tag, "a deleted run accepts nothing")
     if state is None and not isinstance(cmd, RunQueued):
         raise IllegalTransition(cmd.run, None, tag, "a run begins with run.queued")
+    if isinstance(cmd, RunQueued) and cmd.parent == cmd.run:
+        raise InvalidInput(f"run {cmd.run!r} cannot be its own parent", where="parent")
     new_status, new_code = result_of(cmd, state)
     if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
@@ -356,4 +362,35 @@ def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState, host: Hos
         report=msgspec.to_builtins(cmd),
         reported=reported,
         rule=rule,
+    )
+
+
+# A report kept as evidence that named no epoch (RunFenced.epoch is required).
+UNATTRIBUTED = "-"
+
+
+def refused_report(cmd: RunEventBase, run: RunState | None, why: str) -> RunFenced | None:
+    """The `run.fenced` evidence to keep for a report that `decide` refused because the
+    run's status does not allow it, though the report is a real observation: a late
+    success after a cancel, a late failure after a sweep recovered the run, a second
+    start. The tolerant import keeps it (rule I1) as the fence keeps a stale epoch's
+    report (rule F1), so an outcome report binds automation in the same way (rule F2).
+    None for anything else: an operator's command, a report on a run that does not exist
+    or was deleted, a report whose own fields are inconsistent (a code on a finish)."""
+    if run is None or run.deleted or not isinstance(cmd, FENCED_REPORTS):
+        return None
+    tag = tag_of(cmd)
+    if lifecycle.allowed_from(tag, run.status):
+        return None
+    reported = result_of(cmd, run)[0] if isinstance(cmd, OUTCOME_REPORTS) else None
+    return RunFenced(
+        at=cmd.at,
+        run=cmd.run,
+        actor=cmd.actor,
+        reason=f"{tag} refused and kept as evidence: {why} (rule I1)"[:65536],
+        epoch=writer_epoch(cmd) or UNATTRIBUTED,
+        refused=tag,
+        why=why[:4096],
+        report=msgspec.to_builtins(cmd),
+        reported=reported,
     )

@@ -16,7 +16,7 @@ from ledger.events import Recorded, RunEventBase
 from projections import fold_records
 
 NAME = "runs"
-VERSION = 2  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2)
+VERSION = 3  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2)
 
 View = dict[str, run_mod.RunState]
 STATE = run_mod.RunState

@@ -10,13 +10,21 @@ the same bytes and the same hash.
 `at`: the prefix ends before the first event stamped after the instant. The log's
 order is the truth, so a clock that stepped back cannot reorder history: an event
 stamped earlier but recorded after a later-stamped one is not in the prefix.
+
+`by="event-time"` (with `at`), for histories imported late (a run recorded today with
+yesterday's times, after events stamped this morning): every stream's events up to,
+not including, its own first event stamped after the instant, whenever they were
+recorded, folded in log order. Each stream is still a prefix of itself (a stream is
+never folded past an event it skipped, so a run's state is always one it was in), but
+across streams event time decides. Deterministic too: the same log gives the same
+bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -47,21 +55,35 @@ def state_hash(state: FleetState) -> str:
     return hashlib.sha256(canonical_bytes(state)).hexdigest()
 
 
+By = Literal["log", "event-time"]
+
+
 def state_at(store: Store, *, position: int | None = None, at: datetime | None = None,
-             views: tuple[View, ...] = VIEWS) -> FleetState:  # fmt: skip
+             views: tuple[View, ...] = VIEWS, by: By = "log") -> FleetState:  # fmt: skip
     """The fleet as of `position` (events at or before it) or `at` (see the module doc);
-    both: whichever prefix is shorter; neither: the whole log."""
+    both: whichever prefix is shorter; neither: the whole log. `by`: how `at` cuts the
+    log, "log" (a prefix of the log) or "event-time" (a prefix of every stream)."""
     if at is not None and at.tzinfo is None:
         raise InvalidInput("the instant needs a time zone (e.g. 2026-09-09T14:29:19Z)", where="--at")
+    if by not in ("log", "event-time"):
+        raise InvalidInput(f"expected 'log' or 'event-time', got {by!r}", where="--by")
+    if by == "event-time" and at is None:
+        raise InvalidInput("event-time needs an instant (--at)", where="--by")
     if position is not None:
         check_position(position, "--position")
     folded = {v.NAME: v.initial() for v in views}
     parked: dict[str, list[int]] = {v.NAME: [] for v in views}
     last_position, last_at, events = 0, None, 0
+    ended: set[str] = set()  # by event time: streams that reached an event stamped after `at`
     for chunk in store.read_batches(0, position):
         for rec in chunk:
+            if by == "event-time" and rec.stream in ended:
+                continue
             if type(rec) is Recorded:
                 if at is not None and rec.event.at > at:
+                    if by == "event-time":
+                        ended.add(rec.stream)
+                        continue
                     return _done(last_position, last_at, events, folded, parked)
                 last_at = rec.event.at
                 for v in views:

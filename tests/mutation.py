@@ -21,6 +21,7 @@ CI (tens of minutes on 2 cores); run it when you touch a rule.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -85,8 +86,26 @@ def _apply(mutant: str) -> None:
     mod = sys.modules.get(target) or __import__(target, fromlist=["_"])
     if name.startswith("TRANSITIONS["):
         lifecycle.TRANSITIONS[name[len("TRANSITIONS[") : -1]] = value
+    elif target == "ledger.lifecycle" and name.startswith("_"):
+        _rerun_with(lifecycle, name, value)
     else:
         setattr(mod, name, value)
+
+
+def _rerun_with(module: Any, name: str, value: Any) -> None:
+    """Run the module's body again, in its own namespace, with `name` bound to the
+    mutant: the sets and the transition table derived from it at import (`_TERMINAL =
+    _TERMINAL_RESUMABLE | _FINAL`, `_ALL` in TRANSITIONS) are derived from the mutant
+    too. A plain setattr would change the one name and none of what was built from it."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            node.value = ast.copy_location(ast.Name(id="__mutant__", ctx=ast.Load()), node.value)  # type: ignore[union-attr]
+    vars(module)["__mutant__"] = value
+    exec(compile(tree, module.__file__, "exec"), vars(module))
 
 
 def pytest_configure(config: pytest.Config) -> None:  # the plugin: `-p tests.mutation`
@@ -104,7 +123,10 @@ def run_tables() -> dict[str, str]:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:xdist", "-p", "tests.mutation",
                                "-k", "not postgresql", "--no-header", *SUITES],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
-        results[f"{module}: {description}"] = "killed" if done.returncode != 0 else "survived"
+        # pytest's exit codes: 1 = a test failed (killed), 0 = all passed (survived);
+        # anything else (a usage or internal error) is the harness's fault, not a kill.
+        outcome = {0: "survived", 1: "killed"}.get(done.returncode, f"error (pytest exit {done.returncode})")
+        results[f"{module}: {description}"] = outcome
         print(f"[{i + 1}/{len(mutants)}] {results[f'{module}: {description}']:8} {module}: {description}", flush=True)
     (ROOT / "mutants").mkdir(exist_ok=True)
     (ROOT / "mutants" / "tables.json").write_text(json.dumps(results, indent=1))
@@ -164,7 +186,10 @@ def report() -> int:
         unargued = [s for s in survivors if not is_argued(s, equivalent)]
         for s in unargued:
             print(f"    survivor, not argued: {s}")
-        if score < BAR or unargued:
+        broken = [f"{k}: {v}" for k, v in table_rows.items() if v.startswith("error")]
+        for b in broken:
+            print(f"    harness error, neither killed nor survived: {b}")
+        if score < BAR or unargued or broken:
             failures += 1
     print(f"bar: {BAR:.0%} of each module's mutants killed, every survivor argued equivalent in docs/mutation.md")
     return 1 if failures else 0

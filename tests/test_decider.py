@@ -338,3 +338,59 @@ def test_L1_an_event_is_stamped_in_utc_whatever_zone_the_command_came_in() -> No
     cest = timezone(timedelta(hours=2))
     (event,) = decide(RunQueued(at=datetime(2026, 9, 9, 16, 0, tzinfo=cest), run=RUN), None)
     assert event.at == T0 and event.at.tzinfo is UTC
+
+
+def _fenced_then_failed() -> RunState:
+    """A running run whose stale epoch reported it finished (kept as evidence), then
+    failed resumably: automation may not resume it (rule F2)."""
+    from ledger.events import RunFenced
+
+    s = given("running")
+    s = evolve(s, RunFenced(at=at(5), run=RUN, epoch="e0", refused="run.finished", why="superseded",
+                            reported=Status.FINISHED, status=Status.RUNNING))  # fmt: skip
+    (event,) = decide(RunFailed(at=at(6), run=RUN, code="TIMEOUT", resumable=True), s)
+    return evolve(s, event)
+
+
+def _failed_with(code: str) -> RunState:
+    s = given("running")
+    (event,) = decide(RunFailed(at=at(5), run=RUN, code=code, resumable=True), s)
+    return evolve(s, event)
+
+
+_FENCE_WHY = ("automation may not resume it: stale epoch e0 reported run.finished (finished) at "
+              f"{at(5).isoformat()}, kept as fenced evidence; an operator decides (rule F2)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "state, cmd, status, attempted, why",
+    [
+        (_fenced_then_failed, COMMANDS["resume_auto"](at(9)), Status.FAILED_RESUMABLE, "run.resumed", _FENCE_WHY),
+        (lambda: _failed_with("NODE_NOT_FOUND"), COMMANDS["resume_auto"](at(9)), Status.FAILED_RESUMABLE,
+         "run.resumed", "automation may not resume a run that is failed_resumable with code NODE_NOT_FOUND"),
+        (lambda: given("paused_operator"), COMMANDS["resume_auto"](at(9)), Status.PAUSED_OPERATOR,
+         "run.resumed", "automation may not resume a run that is paused_operator with code UNKNOWN"),
+        (lambda: given("paused_waiting_human"), RunResumed(at=at(9), run=RUN, by="operator"),
+         Status.PAUSED_WAITING_HUMAN, "run.resumed", "a run waiting on a human needs answers to resume"),
+        (lambda: given("failed"), RunCorrected(at=at(9), run=RUN, to=Status.FINISHED, actor="alice"),
+         Status.FAILED, "run.corrected", "a correction needs an actor and a reason"),
+        (lambda: given("failed"), RunCorrected(at=at(9), run=RUN, to=Status.QUEUED, actor="alice", reason="r"),
+         Status.FAILED, "run.corrected", "a correction may not set queued"),
+        (lambda: given("failed"), RunCorrected(at=at(9), run=RUN, to=Status.FAILED, code="FAIL_NODE", actor="a",
+                                               reason="r"),
+         Status.FAILED, "run.corrected", "the run is already failed with that code"),
+        (lambda: given("finished"), COMMANDS["start"](at(9)), Status.FINISHED, "run.started", ""),
+    ],
+    ids=["fenced-auto-resume", "pointless-code", "unknown-code-paused", "answers", "correction-actor",
+         "correction-target", "correction-no-change", "table"],  # fmt: skip
+)
+def test_L4_F2_every_refusal_of_a_resume_or_correction_names_run_status_attempt_and_why(
+    state, cmd, status, attempted, why
+):
+    """Mutations caught: any refusal's run, status, tag or reason dropped, replaced or
+    reworded; `state.code or 'UNKNOWN'` turned into `and`."""
+    with pytest.raises(IllegalTransition) as err:
+        decide(cmd, state())
+    e = err.value
+    assert (e.run, e.status, e.attempted, e.why) == (RUN, status, attempted, why)
+    assert str(e) == f"run {RUN!r} is {status}: {attempted} refused" + (f" ({why})" if why else "")

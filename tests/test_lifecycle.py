@@ -140,3 +140,14 @@ def test_P1_the_exported_predicates_answer_by_value() -> None:
 
     assert epochledger.is_final_success("finished") and epochledger.is_terminal("finished")
     assert lifecycle.allowed_from("run.finished", "running") and not lifecycle.allowed_from("run.finished", "queued")
+
+
+def test_P1_an_unknown_status_is_refused_with_every_known_status_and_where() -> None:
+    from ledger.errors import InvalidInput
+
+    """Mutations caught (make mutation): the refusal's `where` or its list of known
+    statuses changed."""
+    with pytest.raises(InvalidInput) as err:
+        lifecycle.is_terminal("finised")
+    known = "queued, running, paused_operator, paused_waiting_human, failed_resumable, failed, cancelled, finished"
+    assert (str(err.value), err.value.where) == (f"status: unknown status 'finised' (known: {known})", "status")

@@ -15,7 +15,7 @@ from epochledger.ndjson import export_to, import_lines
 GOOD = [
     {"type": "process.booted", "at": "2026-09-09T14:00:00Z", "process": "w-1", "epoch": "w-1.e1", "booted_at": "2026-09-09T13:59:58Z", "host": "h", "pid": 42},
     {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1", "workflow": "nightly", "actor": "api"},
-    {"type": "run.started", "at": "2026-09-09T14:00:02+02:00", "run": "r1", "epoch": "w-1.e1", "process": "w-1"},
+    {"type": "run.started", "at": "2026-09-09T16:00:02+02:00", "run": "r1", "epoch": "w-1.e1", "process": "w-1"},
     {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r1", "node": "extract", "ref": "s3://b/1"},
     {"type": "run.paused", "at": "2026-09-09T14:00:04Z", "run": "r1", "kind": "waiting_human", "interaction": "i1", "questions": ["ship?"]},
     {"type": "run.resumed", "at": "2026-09-09T14:00:05Z", "run": "r1", "by": "operator", "answers": {"ship?": "yes"}, "actor": "alice", "reason": "approved"},
@@ -71,7 +71,7 @@ def test_L3_interleaved_streams_keep_log_order_through_import_and_export(ledger:
 def test_L8_import_stamps_the_files_time_not_the_wall_clock(ledger: Ledger) -> None:
     import_lines(ledger, lines(GOOD[:3]))
     started = ledger.history("r1")[1].event
-    assert started.at.isoformat() == "2026-09-09T12:00:02+00:00"  # +02:00 normalised to UTC
+    assert started.at.isoformat() == "2026-09-09T14:00:02+00:00"  # +02:00 normalised to UTC
 
 
 BAD = [

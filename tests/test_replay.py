@@ -3,6 +3,7 @@ same hash; a position and an instant select the documented prefix."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from datetime import timedelta
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
 from epochledger.ndjson import export_lines, import_lines
+from ledger.events import Status
 from projections import engine, registry
 from replay import canonical_bytes, state_at, state_hash
 from tests.conftest import T0
@@ -98,3 +100,42 @@ def test_R1_replay_json_carries_the_hash_the_text_prints(ledger, store_url, caps
     assert hashlib.sha256(inner).hexdigest() == doc["state_hash"] and doc["state"]["position"] <= 12
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30"]) == 3
     assert main(["--store", store_url, "replay", "--at", "yesterday"]) == 3
+
+
+def test_I1_R1_replay_by_event_time_includes_a_history_imported_late(ledger, clock, store_url, capsys) -> None:
+    """A run recorded now with an hour-old history (an importer catching up): replay
+    --at follows log order and leaves it out with everything after the first
+    later-stamped event; --by event-time takes every stream up to its own first event
+    stamped after the instant. Each stream stays a prefix of itself: a run whose start
+    was stamped before its queue (a clock that stepped back) is left out whole, never
+    folded as a start without a queue. Mutation caught: filtering events by time
+    without ending the stream (x would be folded from its start alone, and parked)."""
+    from epochledger.ndjson import import_lines
+
+    ledger.queue("a")  # T0, position 1
+    clock.advance(10)
+    ledger.start("a")  # T0+10
+    clock.advance(30)
+    ledger.queue("b")  # T0+40: after the instant asked about
+    old = [{"type": "run.queued", "at": "2026-09-09T13:00:00Z", "run": "old"},
+           {"type": "run.started", "at": "2026-09-09T13:01:00Z", "run": "old"},
+           {"type": "run.failed", "at": "2026-09-09T13:05:00Z", "run": "old", "code": "OOM", "resumable": False}]  # fmt: skip
+    import_lines(ledger, [json.dumps(r) for r in old])
+    clock.advance(10)
+    ledger.queue("x")  # T0+50
+    clock.step_wall(-30)
+    ledger.start("x")  # T0+20, recorded after T0+50
+    at = T0 + timedelta(seconds=30)
+    by_log = state_at(ledger.store, at=at)
+    assert set(by_log.views["runs"]) == {"a"} and by_log.position == 2
+    by_time = state_at(ledger.store, at=at, by="event-time")
+    runs = by_time.views["runs"]
+    assert set(runs) == {"a", "old"} and runs["old"].status is Status.FAILED and runs["a"].status is Status.RUNNING
+    assert by_time.parked == {v: [] for v in by_time.parked}
+    assert canonical_bytes(by_time) == canonical_bytes(state_at(ledger.store, at=at, by="event-time"))
+    early = state_at(ledger.store, at=T0 - timedelta(seconds=1), by="event-time").views["runs"]
+    assert set(early) == {"old"}
+    assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30Z", "--by", "event-time"]) == 0
+    assert f"state hash {state_hash(by_time)}" in capsys.readouterr().out
+    assert main(["--store", store_url, "replay", "--by", "event-time"]) == 3
+    assert "event-time needs an instant" in capsys.readouterr().err

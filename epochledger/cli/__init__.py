@@ -63,6 +63,8 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (StaleEpoch, 9, "stale epoch: a report written for an epoch that is no longer live was refused, and kept as "
                     "`run.fenced` evidence"),
     (ViewMismatch, 10, "`verify`: a live view differs from its replay from zero (the first difference is named)"),
+    (None, 11, "`import --on-error skip`: some lines were rejected (each is in the --rejects file with its line "
+               "and reason); every other line was imported"),
     (CommitUnknown, 13, "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
                         "could not be checked; check the named streams (`history RUN`) before running the command "
                         "again (docs/operations.md)"),

@@ -96,15 +96,19 @@ def cmd_audit_status(ns: argparse.Namespace) -> None:
          arg("--as-of", metavar="INSTANT", default=None,
              help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),
          arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
+         arg("--label", metavar="KEY", default=None,
+             help="failures_by_label: only this label (its runs without it as one row); default every label"),
          arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
 def cmd_audit_report(ns: argparse.Namespace) -> None:
     """Run a canned audit report over the audit file (run `audit sync` first).
 
-    Reports: failure_codes, recoveries_per_epoch, time_in_status, corrections,
-    dead_letters, orphaned_while_live (must print "(none)"). Each is one SQL file,
-    projections/audit/report_NAME.sql, computed as of an explicit instant.
+    Reports: failure_codes, failures_by_label, recoveries_per_epoch, time_in_status,
+    corrections, dead_letters, fenced_reports, orphaned_while_live (must print
+    "(none)"). Each is one SQL file, projections/audit/report_NAME.sql, computed as of
+    an explicit instant.
 
     Example: epochledger audit report failure_codes --period week --as-of 2026-09-10T00:00:00Z
+             epochledger audit report failures_by_label --label team
     """
     from projections.audit import report
 
@@ -118,7 +122,8 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
             from ledger.errors import InvalidInput
 
             raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
-    result = report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period, **_given(ns, "timeout", "memory_limit"))
+    result = report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period, label=ns.label,
+                    **_given(ns, "timeout", "memory_limit"))  # fmt: skip
     _print_result(result, "json" if ns.json else ns.format)
 
 

@@ -43,21 +43,43 @@ def cmd_init(ns: argparse.Namespace) -> None:
         out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
 
 
-@command("import", arg("file", help="NDJSON file, or - for standard input"))
-def cmd_import(ns: argparse.Namespace) -> None:
+@command("import", arg("file", help="NDJSON file, or - for standard input"),
+         arg("--on-error", choices=["stop", "skip"], default="stop",
+             help="stop: one bad line rejects the whole file (the default); skip: import every acceptable "
+                  "line and write the rejected ones to --rejects (exit 11 if any)"),
+         arg("--rejects", metavar="FILE", help="with --on-error skip: where the rejected lines go, as NDJSON "
+             "(line, reason, event, raw); written atomically, replaced on every import"), JSON)  # fmt: skip
+def cmd_import(ns: argparse.Namespace) -> int:
     """Import an NDJSON history: one event per line, {"type": TAG, "at": RFC3339, ...}.
 
-    Every line goes through the same rules as the API, stamped with its own "at". Any
-    bad line rejects the whole file (exit 3, the line number and the reason), and
-    nothing is appended.
+    Every line goes through the same rules as the API, stamped with its own "at", and
+    the file lands in one transaction. A line already recorded (same stream, type, time
+    and fields, anywhere in the stream) is a duplicate: counted, not appended, so
+    importing the same file twice appends nothing. A run event whose "at" is earlier
+    than its run's previous event is refused (a negative duration).
+
+    Strict (the default): any bad line rejects the whole file (exit 3, the line number
+    and the reason), and nothing is appended. --on-error skip --rejects FILE: every
+    acceptable line lands, every rejected one goes to FILE with its line number and
+    reason, a refused report that is a real observation (a late success after a
+    cancel) is kept as run.fenced evidence, and the command exits 11 if any line was
+    rejected. The output counts landed, duplicate and rejected lines.
 
     Example: epochledger import history.ndjson
+             epochledger import dagster.ndjson --on-error skip --rejects rejected.ndjson
     """
-    from epochledger.ndjson import import_lines, read_lines
+    from epochledger.ndjson import import_events, read_lines
 
+    if ns.rejects is not None and ns.on_error != "skip":
+        err("epochledger: --rejects needs --on-error skip (a strict import rejects the whole file)")
+        return 2
+    if ns.on_error == "skip" and ns.rejects is None:
+        err("epochledger: --on-error skip needs --rejects FILE (every rejected line goes there)")
+        return 2
+    protected = [ns.file] if ns.file != "-" else []
     with open_ns(ns) as ledger:
         if ns.file == "-":
-            n = import_lines(ledger, read_lines(sys.stdin.buffer))
+            result = import_events(ledger, read_lines(sys.stdin.buffer), on_error=ns.on_error, rejects=ns.rejects)
         else:
             try:
                 f = open(ns.file, "rb")
@@ -66,8 +88,24 @@ def cmd_import(ns: argparse.Namespace) -> None:
 
                 raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
-                n = import_lines(ledger, read_lines(f))
-        out(f"imported {n} events from {ns.file}")
+                result = import_events(ledger, read_lines(f), on_error=ns.on_error, rejects=ns.rejects,
+                                       protected=protected)  # fmt: skip
+    rejected = len(result.rejected)
+    if ns.json:
+        out_json({"file": ns.file, "lines": result.lines, "appended": result.appended, "landed": result.landed,
+                  "duplicates": result.duplicates, "held": result.held, "rejected": rejected,
+                  "evidence": result.evidence, "rejects": ns.rejects})  # fmt: skip
+    else:
+        parts = [f"{result.landed} landed", f"{result.duplicates} duplicates (already recorded)"]
+        if result.held:
+            parts.append(f"{result.held} already in effect")
+        if ns.on_error == "skip":
+            kept = f", {result.evidence} of them kept as run.fenced evidence" if result.evidence else ""
+            parts.append(f"{rejected} rejected{kept}")
+        what = "nothing was appended" if result.appended == 0 else f"imported {result.appended} events"
+        out(f"{what} from {ns.file}: {', '.join(parts)}"
+            + (f"; rejected lines written to {ns.rejects}" if rejected else ""))  # fmt: skip
+    return 11 if rejected else 0
 
 
 @command("export", arg("--after", type=int, default=0, help="only events after this position"),
@@ -116,14 +154,25 @@ def cmd_show(ns: argparse.Namespace) -> None:
     health = rec.pop("tick_health")
     rec.pop("tick_streak", None)
     end = rec.pop("fenced_end", None)
+    labels = rec.pop("labels", None)
     for k, v in rec.items():
         if v is not None and v != "" and not (k == "fenced" and v == 0):
             out(f"{k:>12}: {v}")
+    if labels:  # rule I2
+        out(f"{'labels':>12}: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if end is not None:
         out(f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
             f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)")  # fmt: skip
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
+
+
+def label_filter(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 @command(
@@ -133,11 +182,13 @@ def cmd_show(ns: argparse.Namespace) -> None:
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
     arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
     arg("--orphaned", action="store_true", help="only running runs whose owner is gone (rules O2/O3), with the verdict"),
+    arg("--label", metavar="KEY=VALUE", action="append", type=label_filter,
+        help="only runs with this label (repeatable: every one must match; rule I2)"),
     JSON,
     NO_CATCH_UP,
 )
 def cmd_runs(ns: argparse.Namespace) -> None:
-    """List runs, optionally filtered by status, predicate and failure code.
+    """List runs, optionally filtered by status, predicate, failure code and labels.
 
     Reads the runs view, caught up first (see --no-catch-up).
 
@@ -148,6 +199,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
              epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
              epochledger runs --orphaned --json
+             epochledger runs --label team=data --label env=prod   (both labels; rule I2)
     """
 
     def keep(s: RunState) -> bool:
@@ -156,6 +208,8 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         if ns.where and not all(lifecycle.PREDICATES[p](s.status, s.code) for p in ns.where):
             return False
         if ns.code and not (lifecycle.is_failure(s.status) and show_code(s.code) in ns.code):
+            return False
+        if ns.label and not all(s.labels.get(k) == v for k, v in ns.label):
             return False
         return True
 
@@ -176,7 +230,13 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         cols = ["since", "age_s", "failures", "step", "error_class", "error"]
         table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
         return
-    table(rows, ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"])
+    columns = ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"]
+    if any(r["labels"] for r in rows):
+        for r in rows:
+            r["labels"] = ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))
+        columns.append("labels")
+    table(rows, columns)
+
 
 
 @command("history", arg("run"), JSON)

@@ -104,16 +104,24 @@ def cmd_verify(ns: argparse.Namespace) -> None:
 
 
 @command("replay", arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),
-         arg("--position", type=int, help="a notification position"), JSON)  # fmt: skip
+         arg("--position", type=int, help="a notification position"),
+         arg("--by", choices=["log", "event-time"], default="log",
+             help="how --at cuts the history: log (the default: a prefix of the log) or event-time "
+                  "(each stream up to its first event stamped after the instant)"), JSON)  # fmt: skip
 def cmd_replay(ns: argparse.Namespace) -> None:
     """The fleet's state as of a log position or an instant, and its state hash.
 
     The same prefix of the log always gives byte-identical state and the same hash.
-    --at stops before the first event stamped after the instant. --json prints
-    {"state": ..., "state_hash": ...}: the whole state (every view), canonically
-    encoded, and the SHA-256 of exactly those bytes (the hash the text prints).
+    --at follows log order: it stops before the first event stamped after the
+    instant, so a clock that stepped back cannot reorder history, but an event
+    recorded after a later-stamped one (a history imported late) is left out with
+    everything after it. --by event-time is for such histories: every stream's events
+    up to its own first event stamped after the instant, whenever they were recorded.
+    --json prints {"state": ..., "state_hash": ...}: the whole state (every view),
+    canonically encoded, and the SHA-256 of exactly those bytes (the hash the text prints).
 
     Example: epochledger replay --at 2026-09-09T14:29:19Z
+             epochledger replay --at 2026-09-09T14:29:19Z --by event-time   (after a late import)
     """
     from datetime import datetime
 
@@ -127,7 +135,7 @@ def cmd_replay(ns: argparse.Namespace) -> None:
         except ValueError:
             raise InvalidInput(f"not an RFC 3339 instant: {ns.at!r}", where="--at") from None
     with open_ns(ns) as ledger:
-        state = state_at(ledger.store, position=ns.position, at=at)
+        state = state_at(ledger.store, position=ns.position, at=at, by=ns.by)
     if ns.json:
         # Keys in sorted order, the state's bytes verbatim: the hash covers exactly them.
         sys.stdout.buffer.write(b'{"state":' + canonical_bytes(state) + b',"state_hash":"' + state_hash(state).encode()

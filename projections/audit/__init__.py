@@ -490,11 +490,12 @@ _PARAM = re.compile(r"\$([a-z_]+)")
 PERIODS = ("hour", "day", "week", "month", "quarter", "year")
 
 
-def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day",
+def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day", label: str | None = None,
            timeout: float = QUERY_TIMEOUT_S, memory_limit: str = QUERY_MEMORY_LIMIT) -> Result:  # fmt: skip
     """Run one canned report (projections/audit/report_<name>.sql) as of an instant.
     Without `as_of`, the instant of the newest synced event: the report depends on the
-    data alone, never on the wall clock. Bounded like `query`."""
+    data alone, never on the wall clock. `label`: the label key of failures_by_label
+    (None: every label). Bounded like `query`."""
     _check_timeout(timeout)
     if name not in report_names():
         raise InvalidInput(f"unknown report {name!r}; reports: {', '.join(report_names())}", where="report")
@@ -502,13 +503,15 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
         raise InvalidInput(f"unknown period {period!r}; one of {', '.join(PERIODS)}", where="--period")
     if as_of is not None and as_of.tzinfo is None:
         raise InvalidInput("as_of needs a time zone (e.g. 2026-09-09T23:59:59Z)", where="--as-of")
+    if label is not None and (not isinstance(label, str) or not label or "$label" not in _sql(f"report_{name}.sql")):
+        raise InvalidInput(f"a label key for failures_by_label, got {label!r} for {name}", where="--label")
     sql = _sql(f"report_{name}.sql")
     with _translated("audit file", path):
         con = _connect_ro(path, memory_limit=memory_limit)
         try:
             if as_of is None:
                 (as_of,) = con.execute("SELECT coalesce(max(occurred_at), TIMESTAMPTZ '1970-01-01 00:00:00+00') FROM events").fetchone()  # type: ignore[misc]
-            values = {"as_of": as_of, "period": period}
+            values = {"as_of": as_of, "period": period, "label": label}
             params = {k: values[k] for k in sorted(set(_PARAM.findall(sql)))}
             return _bounded(con, sql, params, timeout=timeout, memory_limit=memory_limit)
         finally:

@@ -24,7 +24,8 @@ WINDOW w AS (PARTITION BY stream ORDER BY version);
 
 -- Each run's current state: the status and code of its last event (each run event
 -- carries its resulting status and code, rule L1), plus every lifecycle predicate.
--- Deleted runs are kept, with deleted = true.
+-- Deleted runs are kept, with deleted = true. `labels` (a MAP, empty when none) and
+-- `parent` are set when the run is queued (rule I2): `labels['team']`.
 CREATE OR REPLACE VIEW runs AS
 WITH latest AS (
     SELECT
@@ -32,6 +33,8 @@ WITH latest AS (
         arg_max(status, position) AS status,
         arg_max(code, position) AS code,
         arg_max(payload->>'workflow', position) FILTER (WHERE type = 'run.queued') AS workflow,
+        arg_max_null(payload->'labels', position) FILTER (WHERE type = 'run.queued') AS labels_json,
+        arg_max_null(payload->>'parent', position) FILTER (WHERE type = 'run.queued') AS parent,
         arg_max(process, position) FILTER (WHERE process IS NOT NULL) AS process,
         arg_max_null(epoch, position) FILTER (WHERE type = 'run.started') AS epoch,
         min(occurred_at) FILTER (WHERE type = 'run.queued') AS queued_at,
@@ -54,9 +57,10 @@ WITH latest AS (
     WHERE starts_with(stream, 'run:')
     GROUP BY run
 ), bound AS (
-    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position),
+    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position, labels_json),
            CASE WHEN fenced_end_position > coalesce(last_start_position, 0) THEN fenced_end_epoch_any END
-               AS fenced_end_epoch
+               AS fenced_end_epoch,
+           coalesce(TRY_CAST(labels_json AS MAP(VARCHAR, VARCHAR)), MAP {}::MAP(VARCHAR, VARCHAR)) AS labels
     FROM latest
 )
 SELECT l.*, p.* EXCLUDE (status, code, fenced_end)
