@@ -1,8 +1,9 @@
 # Two entry points that work on a fresh machine with only Python 3.11+ and make.
 #   make demo  -> records a small scheduler day into ./epochledger-demo.db and prints it
-#   make test  -> the whole suite (PostgreSQL tests skip unless a server answers,
-#                 or fail when EPOCHLEDGER_TEST_POSTGRES=require; the browser tests
-#                 likewise with EPOCHLEDGER_TEST_BROWSER=require)
+#   make test  -> the whole suite, with the Dagster extra installed (PostgreSQL tests skip
+#                 unless a server answers, or fail when EPOCHLEDGER_TEST_POSTGRES=require;
+#                 the browser and Dagster tests likewise with EPOCHLEDGER_TEST_BROWSER=require
+#                 and EPOCHLEDGER_TEST_DAGSTER=require)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -15,11 +16,16 @@ $(BIN)/epochledger: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[postgres,dev]'
 	touch $@
 
+# The Dagster importer's extra (docs/import-dagster.md), for the tests that run real Dagster.
+$(VENV)/.dagster: $(BIN)/epochledger
+	$(BIN)/python -m pip install -q -e '.[postgres,dev,dagster]'
+	touch $@
+
 demo: $(BIN)/epochledger
 	$(BIN)/epochledger demo
 
 # The timeline tests (rule V1) drive Debian's chromium; as root, install it if missing.
-test: $(BIN)/epochledger
+test: $(BIN)/epochledger $(VENV)/.dagster
 	@if [ "$$(id -u)" = 0 ] && [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
 		echo "make test: installing Debian's chromium for the timeline tests (rule V1)"; \
 		apt-get install -y -q chromium >/dev/null 2>&1 || \

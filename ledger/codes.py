@@ -27,6 +27,7 @@ NODE_NOT_FOUND = "NODE_NOT_FOUND"
 RESUME_INVALID = "RESUME_INVALID"
 USAGE_LIMIT_BLOCKED = "USAGE_LIMIT_BLOCKED"
 TICK_DEADLINE_EXCEEDED = "TICK_DEADLINE_EXCEEDED"
+PROCESS_EXITED = "PROCESS_EXITED"
 
 KNOWN_CODES: dict[str, CodeInfo] = {
     TIMEOUT: CodeInfo("a step or the run exceeded its time budget", "engine (step timeout)"),
@@ -39,6 +40,7 @@ KNOWN_CODES: dict[str, CodeInfo] = {
     RESUME_INVALID: CodeInfo("a resume was attempted with state that cannot be resumed", "engine (resume validation)"),
     USAGE_LIMIT_BLOCKED: CodeInfo("a usage or spend cap blocked the run", "engine (usage cap)"),
     TICK_DEADLINE_EXCEEDED: CodeInfo("the scheduler's tick failed on this run past its deadline", "tick driver (dead-letter)"),
+    PROCESS_EXITED: CodeInfo("the process running the run died under it, as its orchestrator reported", "importers (Dagster: a worker restart, an unexpected termination, a code server's report)"),
 }
 
 # Codes for which an automatic resume is pointless or harmful (see

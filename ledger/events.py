@@ -260,6 +260,18 @@ class RunFenced(RunEventBase, frozen=True, kw_only=True, tag="run.fenced"):
     rule: Name | None = None  # why the epoch is no longer live (ledger/process.py end_of): O2-superseded, ...
 
 
+class RunImported(RunEventBase, frozen=True, kw_only=True, tag="run.imported"):
+    """An importer read this run's history in its source scheduler up to `cursor`: the
+    per-run cursor of an incremental import, kept in the run's own stream (rule I3,
+    docs/import-dagster.md). Bookkeeping, not a transition: status, code, the last
+    report and who made it stay. Written only by importers, only when the cursor moved."""
+
+    source: Name  # the scheduler it came from: "dagster"
+    cursor: int  # the source's position read so far in this run's history (Dagster: the event log's storage id)
+    source_status: Name | None = None  # the source's own status of the run when read (Dagster: "SUCCESS", ...)
+    source_updated: Instant | None = None  # when the source last updated its record of the run, as read
+
+
 RunEvent = (
     RunQueued
     | RunStarted
@@ -277,6 +289,7 @@ RunEvent = (
     | RunDeadLettered
     | RunRecovered
     | RunFenced
+    | RunImported
 )
 
 

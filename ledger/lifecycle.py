@@ -187,6 +187,8 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
     # report is evidence and is kept whatever the run's status.
     "run.recovered": frozenset({S.RUNNING}),
     "run.fenced": frozenset(_ALL),
+    # Rule I3: an importer's per-run cursor is bookkeeping, kept whatever the status.
+    "run.imported": frozenset(_ALL),
 }
 
 

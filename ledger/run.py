@@ -42,6 +42,7 @@ from ledger.events import (
     RunFailed,
     RunFenced,
     RunFinished,
+    RunImported,
     RunPaused,
     RunQueued,
     RunRecovered,
@@ -169,6 +170,11 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
         if e.reported is not None:
             end = FencedEnd(epoch=e.epoch, refused=e.refused, reported=e.reported, at=e.at)
         return replace(state, version=state.version + 1, last=e, fenced=state.fenced + 1, fenced_end=end)
+    if type(e) is RunImported:
+        # Bookkeeping only (rule I3): an importer's cursor changes nothing a reader of
+        # the run sees, not even `last`, so a retried delivery of the last report is
+        # still recognised as the same event again.
+        return replace(state, version=state.version + 1)
     # What every transition sets, in one replace with explicit keywords (a shared
     # **kwargs dict costs twice as much, and this runs for every event of a rebuild).
     new = replace(state, status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
@@ -208,7 +214,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return replace(new, error=f"{e.error_class}: {e.error}" if e.error else e.error_class)
         case RunRecovered():  # an orphan recovered by a sweep (rule O5)
             return replace(new, error=None)
-        case RunFenced():  # handled above; here for exhaustiveness
+        case RunFenced() | RunImported():  # handled above; here for exhaustiveness
             raise AssertionError
         case RunQueued():  # handled above; here for exhaustiveness
             raise AssertionError
@@ -241,7 +247,7 @@ def result_of(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
             return Status.FINISHED, ""
         case RunCorrected():
             return cmd.to, cmd.code
-        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered() | RunFenced():
+        case RunCheckpointed() | RunDeleted() | RunTickFailed() | RunTickRecovered() | RunFenced() | RunImported():
             assert state is not None
             return state.status, state.code
         case RunDeadLettered():
@@ -274,7 +280,7 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     if isinstance(cmd, RunQueued) and cmd.parent == cmd.run:
         raise InvalidInput(f"run {cmd.run!r} cannot be its own parent", where="parent")
     new_status, new_code = result_of(cmd, state)
-    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced):
+    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced | RunImported):
         raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
     if cmd.status is not None and cmd.status != new_status:
         raise IllegalTransition(cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}")

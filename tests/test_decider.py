@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 
 from ledger.errors import IllegalTransition
@@ -394,3 +395,21 @@ def test_L4_F2_every_refusal_of_a_resume_or_correction_names_run_status_attempt_
     e = err.value
     assert (e.run, e.status, e.attempted, e.why) == (RUN, status, attempted, why)
     assert str(e) == f"run {RUN!r} is {status}: {attempted} refused" + (f" ({why})" if why else "")
+
+
+@pytest.mark.parametrize("start", [s.value for s in Status])
+def test_I3_an_importers_cursor_is_kept_from_every_status_and_changes_nothing(start: str) -> None:
+    """`run.imported` (an importer's per-run cursor) is legal from every status and is
+    bookkeeping: status, code, the last report and who made it, and the updated time
+    all stay; only the version moves, so a retried delivery of the last report is
+    still recognised. Mutation caught: run.imported limited to some statuses, or
+    evolved like a transition (the actor and `last` would change)."""
+    from ledger.events import RunImported
+
+    state = given(start)
+    assert state is not None
+    imported = RunImported(at=at(99), run=RUN, source="dagster", cursor=17, source_status="SUCCESS", actor="importer")
+    [e] = decide(imported, state)
+    after = evolve(state, e)
+    assert after == msgspec.structs.replace(state, version=state.version + 1)
+    assert e.status == state.status and e.code == state.code

@@ -33,3 +33,14 @@ def test_the_contracts_catch_an_upward_import(tmp_path: Path) -> None:
     (tmp_path / "projections" / "probe.py").write_text("from epochledger.app import Ledger\n")
     done = _lint(tmp_path)
     assert done.returncode != 0 and "BROKEN" in done.stdout and "projections.probe" in done.stdout, done.stdout
+
+
+def test_I3_only_the_dagster_importer_may_import_dagster(tmp_path: Path) -> None:
+    """Guards the guard: Dagster is an optional extra, so a core module importing it
+    breaks the contract (the core must work without `epochledger[dagster]`)."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "epochledger" / "probe_dagster.py").write_text("import dagster\n")
+    done = _lint(tmp_path)
+    assert done.returncode != 0 and "epochledger.probe_dagster -> dagster" in done.stdout, done.stdout

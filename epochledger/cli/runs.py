@@ -1,4 +1,4 @@
-"""Commands about runs: init, import, export, show, runs, history, correct, demo."""
+"""Commands about runs: init, import, import-dagster, export, show, runs, history, correct, demo."""
 
 from __future__ import annotations
 
@@ -106,6 +106,40 @@ def cmd_import(ns: argparse.Namespace) -> int:
         out(f"{what} from {ns.file}: {', '.join(parts)}"
             + (f"; rejected lines written to {ns.rejects}" if rejected else ""))  # fmt: skip
     return 11 if rejected else 0
+
+
+@command("import-dagster",
+         arg("--instance", required=True, metavar="DAGSTER_HOME",
+             help="the Dagster instance's home directory (the one with dagster.yaml or history/runs.db)"),
+         arg("--local-workers", action="store_true",
+             help="the run workers ran on this host: record this host, its boot id and live pids' start "
+                  "times with each worker, so `epochledger probe` can judge them"),
+         JSON)  # fmt: skip
+def cmd_import_dagster(ns: argparse.Namespace) -> None:
+    """Import a Dagster instance's runs: new runs, and what happened to known runs since the last import.
+
+    Needs the extra: pip install 'epochledger[dagster]'. Each Dagster run becomes run
+    dagster:<run_id> (tags as labels, the re-executed run as parent), each run worker
+    an epoch of slot dagster:<run_id>; a worker Dagster saw die gets process.exited.
+    Incremental and idempotent: the ledger keeps a cursor per run (run.imported), so
+    importing again appends only what is new, and nothing if nothing is. A transition
+    the ledger refuses is kept as evidence and listed. Mapping: docs/import-dagster.md.
+
+    Example: epochledger import-dagster --instance ~/dagster_home --local-workers
+    """
+    from epochledger.import_dagster import import_dagster
+
+    with open_ns(ns) as ledger:
+        report = import_dagster(ledger, ns.instance, local_workers=ns.local_workers)
+    if ns.json:
+        out_json(report)
+        return
+    out(f"read {report.read} of {report.runs} Dagster runs ({report.events} Dagster events) from {report.instance}; "
+        f"appended {report.appended} events")  # fmt: skip
+    for r in report.refused:
+        out(f"refused {r.run} Dagster event {r.storage_id} ({r.kind}), kept as {r.kept_as}: {r.error}")
+    for label in report.dropped_labels:
+        out(f"tag not kept as a label: {label}")
 
 
 @command("export", arg("--after", type=int, default=0, help="only events after this position"),
