@@ -29,6 +29,7 @@ from ledger.errors import InvalidInput, RunNotFound
 from ledger.events import (
     ProcessBooted,
     ProcessEventBase,
+    ProcessExited,
     ProcessStopped,
     ProcessStopping,
     ProcessSweepFailed,
@@ -97,7 +98,7 @@ class Epoch:
     host: str | None = None
     pid: int | None = None
     end: datetime | None = None  # superseded or stopped at
-    end_kind: str | None = None  # "supersede" | "stop"
+    end_kind: str | None = None  # "supersede" | "stop" | "exit"
     superseded_by: str | None = None
 
 
@@ -196,6 +197,14 @@ def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
             lane.marks.append(Mark("stop", e.at, rec.position, epoch=e.epoch, detail=(
                 f"epoch {e.epoch} of {e.process} recorded a clean stop at {_iso(e.at)} ({where}): "
                 "its running runs are orphans at any age (rule O2)")))  # fmt: skip
+        case ProcessExited():  # rule O7: someone saw it die
+            for ep in lane.epochs:
+                if ep.epoch == e.epoch and ep.end is None:
+                    ep.end, ep.end_kind = e.at, "exit"
+            how = "".join(f", {k} {v}" for k, v in (("exit code", e.exit_code), ("signal", e.signal)) if v is not None)
+            lane.marks.append(Mark("exit", e.at, rec.position, epoch=e.epoch, detail=(
+                f"epoch {e.epoch} of {e.process} exited, seen by {e.observed_by} at {_iso(e.at)} ({where}){how}"
+                + (f": {e.evidence}" if e.evidence else "") + "; its running runs are orphans at any age (rule O7)")))  # fmt: skip
         case ProcessSweepSkipped():
             lane.marks.append(Mark("sweep-skipped", e.at, rec.position, epoch=e.epoch,
                                    detail=f"the sweep of {e.epoch} skipped the time fallback at {_iso(e.at)} ({where}): {e.why}"))
@@ -237,6 +246,7 @@ MARKS = {  # kind -> (shape, colour, legend text)
     "boot": ("tri", "#111827", "boot (epoch starts)"),
     "supersede": ("bar", "#111827", "superseded by a later boot"),
     "stop": ("square", "#111827", "clean stop"),
+    "exit": ("cross", "#111827", "exited (process.exited)"),
     "stopping": ("square-open", "#111827", "began to stop"),
     "sweep": ("diamond", "#0891b2", "sweep (recovered orphans)"),
     "sweep-skipped": ("diamond-open", "#b45309", "sweep skipped the time fallback (clock stepped back)"),
@@ -390,7 +400,8 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
                 continue
             x0, x1 = x_of(ep.booted_at), x_of(ep.end or hi)
             end_txt = (f"superseded by {ep.superseded_by} at {_iso(ep.end)}" if ep.end_kind == "supersede"
-                       else f"stopped at {_iso(ep.end)}" if ep.end_kind == "stop" else "live at the end of the history")  # fmt: skip
+                       else f"stopped at {_iso(ep.end)}" if ep.end_kind == "stop"
+                       else f"exited at {_iso(ep.end)}" if ep.end_kind == "exit" else "live at the end of the history")  # fmt: skip
             detail = (f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
                       f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}")  # fmt: skip
             g.append(f'<g class="epoch" data-epoch="{_esc(ep.epoch)}" data-detail="{_esc(detail)}">'

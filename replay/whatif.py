@@ -365,7 +365,7 @@ class _Replay:
         for run in self.killed:
             if run in runs:
                 runs[run] = replace(runs[run], status=Status.FAILED_RESUMABLE, code=PROCESS_ORPHANED)
-        return View(processes=self.view.processes, runs=runs, position=self.view.position)
+        return View(processes=self.view.processes, runs=runs, position=self.view.position, hosts=self.view.hosts)
 
     def point(self, epoch: EpochState, now: datetime, skipped: str | None) -> Sweep:
         return Sweep(view=self.alt_view(), epoch=epoch, now=now, position=self.view.position,

@@ -417,3 +417,51 @@ def test_O7_F1_a_reboot_recorded_by_another_writer_fences_the_next_report(store_
         with pytest.raises(StaleEpoch) as refused:
             one.checkpoint("r", "b", "ref-2", epoch=w)
         assert refused.value.evidence is not None and refused.value.evidence.rule == R
+
+
+def test_O7_R4_whatif_with_the_recorded_rule_finds_no_difference_over_exits_and_reboots(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """Counterfactual replay with the rule the sweeps used (`epoch`) over a history with
+    an exit and a host reboot, each boot sweeping at startup, differs from the record
+    nowhere: what-if judges by the same liveness. Mutation caught: the orphans view not
+    folding host boots (orphans.evolve), so the alternative misses the host-rebooted
+    orphan the record holds."""
+    from replay import whatif
+
+    lg, host, clock = fake_ledger
+    host.spawn(11, 50)
+    host.spawn(12, 60)
+    w, _ = lg.startup("w", pid=11)
+    v, _ = lg.startup("v", pid=12)
+    for run, e in (("r1", w), ("r2", v)):
+        lg.queue(run)
+        lg.start(run, epoch=e)
+    clock.advance(60)
+    lg.exited("w", w, observed_by="supervisor:s")
+    _s1, first = lg.startup("s1")
+    host.reboot("sb2")
+    clock.advance(60)
+    _s2, second = lg.startup("s2")
+    assert [(x.run, x.rule) for x in (*first.recovered, *second.recovered)] == [("r1", E), ("r2", R)]
+    result = whatif.whatif(lg.store, "epoch")
+    assert result.sweeps >= 2 and result.differences == []  # s1 and s2 among them
+
+
+def test_O7_V1_the_timeline_draws_an_exit(fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:
+    """The incident picture ends an exited epoch's bar at its exit, with an exit mark
+    naming who saw it (rule V1 lists exits); the page says so in the epoch's detail.
+    Mutation caught: the timeline's ProcessExited case dropped (the epoch stays open)."""
+    from replay import timeline
+
+    lg, _host, clock = fake_ledger
+    w = lg.boot("worker")
+    lg.queue("r")
+    lg.start("r", epoch=w)
+    clock.advance(5)
+    lg.exited("worker", w, observed_by="supervisor:s", signal=9, evidence="OOM-killed")
+    h = timeline.history(lg.events())
+    [ep] = h.lanes["worker"].epochs
+    assert (ep.end_kind, ep.end) == ("exit", T0 + timedelta(seconds=5))
+    [mark] = [m for m in h.lanes["worker"].marks if m.kind == "exit"]
+    assert "supervisor:s" in mark.detail and "signal 9" in mark.detail and "OOM-killed" in mark.detail
+    assert "exited at" in timeline.render(h)
