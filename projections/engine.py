@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from ledger import process as process_mod
 from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
@@ -53,7 +54,8 @@ SHADOW = "__rebuild"
 
 Progress = Callable[[str, int, int], None]  # (view, position reached, head)
 
-_encoder = msgspec.json.Encoder(order="deterministic")
+# A slot's state (ledger/process.py) is a persistent value, stored as its ProcessRow.
+_encoder = msgspec.json.Encoder(order="deterministic", enc_hook=process_mod.enc_hook)
 
 
 class Stats(msgspec.Struct, kw_only=True):
@@ -119,7 +121,7 @@ class Runner:
         self.keyed = self.keys_of is not None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
-        self._decode = msgspec.json.Decoder(state_type(module)).decode
+        self._decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
         self.view: dict[str, Any] = {}
         self.flushed: dict[str, bytes] = {}
         self.position = 0
@@ -418,7 +420,7 @@ def read_view(store: Store, module: View, *, key: str | None = None,
     if catch_up_first and not store.read_only:
         catch_up(store, module)
     tables.ensure(store)
-    decode = msgspec.json.Decoder(state_type(module)).decode
+    decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
     tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
     head = store.max_position()
     current = tracking is not None and tracking[0] == module.VERSION
