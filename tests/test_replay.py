@@ -7,7 +7,6 @@ import shutil
 import tempfile
 from datetime import timedelta
 
-import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -193,7 +193,7 @@ def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(le
     before = ledger.store.max_position()
     reads: list[str] = []
     real = ledger.store.read_stream
-    monkeypatch.setattr(ledger.store, "read_stream", lambda stream: reads.append(stream) or real(stream))
+    monkeypatch.setattr(ledger.store, "read_stream", lambda stream, after=0: reads.append(stream) or real(stream, after))
     for _ in range(5):
         report = driver.tick()
         assert report.ok and report.appended == 0 and len(report.advanced) == 20
@@ -241,10 +241,10 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
     started(ledger, "doomed", "fine")
     real = ledger.store.read_stream
 
-    def read_stream(stream: str):
+    def read_stream(stream: str, after: int = 0):
         if stream == "run:doomed":
             raise StoreError("read run:doomed: payload store for this run is corrupt")
-        return real(stream)
+        return real(stream, after)
 
     monkeypatch.setattr(ledger.store, "read_stream", read_stream)
     cleaned: list[str] = []
