@@ -442,7 +442,10 @@ class Batch(Commands):
         appends, and appends nothing if they had landed (Store.append, resend)."""
         try:
             store = self.ledger.store
-            positions = store.append(self._pending, resend=True) if self._resend else store.append(self._pending)
+            # Every stream the batch did not `assume` was read from the store at the
+            # version it decided on: the store need not look for that row again (W1).
+            read = {a.stream for a in self._pending} - self._assumed
+            positions = store.append(self._pending, resend=self._resend, verified=read)
         except CommitUnknown:
             self._resend = True
             raise

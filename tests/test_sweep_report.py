@@ -240,7 +240,7 @@ def test_the_record_of_an_alert_that_could_not_be_written_names_why(ledger, cloc
     epoch = ledger.boot("worker-1", epoch="w2")
     monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
 
-    def down(writes):
+    def down(writes, **kw):
         raise StoreError("append: connection refused")
 
     monkeypatch.setattr(ledger.store, "append", down)

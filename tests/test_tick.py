@@ -422,14 +422,14 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
     real = ledger.store.append
     seen_group = [False]
 
-    def append(writes):
+    def append(writes, **kw):
         streams = [w.stream for w in writes]
         if len(streams) > 1:
             seen_group[0] = True
         elif streams == ["run:b"] and seen_group[0]:  # b's retry alone: another writer gets in first
             seen_group[0] = False
             ledger.checkpoint("b", "other", "ckpt/b/other", actor="another-writer")
-        return real(writes)
+        return real(writes, **kw)
 
     monkeypatch.setattr(ledger.store, "append", append)
     report = make_driver(ledger, {"advance": advance}).tick()
@@ -469,7 +469,7 @@ def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger,
     driver = make_driver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)})
     before = ledger.store.max_position()
 
-    def append(writes):
+    def append(writes, **kw):
         raise StoreError("append: server closed the connection unexpectedly")
 
     monkeypatch.setattr(ledger.store, "append", append)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -210,7 +210,7 @@ class Store(ABC):
         reference read path (`library_read`). No library type leaves the adapter."""
 
     # ------------------------------------------------------------- writes
-    def append(self, appends: Sequence[Append], *, resend: bool = False) -> list[int]:
+    def append(self, appends: Sequence[Append], *, resend: bool = False, verified: Collection[str] = ()) -> list[int]:
         """Append every event in one transaction, in the order given, all or nothing, and
         return their positions. Each event names the exact version it takes in its
         stream (the optimistic lock). The outcomes (docs/operations.md, "PostgreSQL:
@@ -229,11 +229,16 @@ class Store(ABC):
         Without resend, a batch whose rows are already stored is a conflict even when
         the bytes are the same: two writers that decided the same event at the same
         instant still get one success and one ConflictError (L5).
+
+        A version beyond a stream's end is refused too (`_check_predecessors`), except
+        for the streams in `verified`: those whose version before their first appended
+        one the caller has read from this store (the write path reads every stream it
+        decides on; rows are never removed, so that row is still there).
         """
         rows = [(a.stream, a.version, tag_of(a.event), codec.encode(a.event)) for a in appends]
         if not rows:
             return []
-        self._check_predecessors(rows)
+        self._check_predecessors(rows, verified)
         try:
             return self._insert(rows)
         except _Duplicate:
@@ -251,7 +256,7 @@ class Store(ABC):
         moved = [stream for stream, v in expected.items() if self.stream_version(stream) != v]
         raise ConflictError(moved or list(expected)) from None
 
-    def _check_predecessors(self, rows: Sequence[_Row]) -> None:
+    def _check_predecessors(self, rows: Sequence[_Row], verified: Collection[str] = ()) -> None:
         """The optimistic check, both ways (rule L5, W1): the unique (stream, version)
         key refuses a version already taken; this refuses one beyond the stream's end.
         A writer that decided from a state claiming a version the stream never reached
@@ -261,7 +266,7 @@ class Store(ABC):
         first: dict[str, int] = {}
         for stream, version, _, _ in rows:
             first.setdefault(stream, version)
-        wanted = [(stream, version - 1) for stream, version in first.items() if version > 1]
+        wanted = [(stream, version - 1) for stream, version in first.items() if version > 1 and stream not in verified]
         if not wanted:
             return
         with translated("append: check each stream's version", self):
