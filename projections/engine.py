@@ -410,8 +410,8 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
 
 
 # ---------------------------------------------------------------- fleet reads
-def read_view(store: Store, module: View, *, key: str | None = None,
-              catch_up_first: bool = True) -> tuple[dict[str, Any], int]:  # fmt: skip
+def read_view(store: Store, module: View, *, key: str | None = None, catch_up_first: bool = True,
+              where: Sequence[tuple[str, Any]] = ()) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
     unless told not to. On a read-only store (a backup copy, a 0444 file) catching up
@@ -421,7 +421,10 @@ def read_view(store: Store, module: View, *, key: str | None = None,
         catch_up(store, module)
     tables.ensure(store)
     decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
-    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
+    if where and catch_up_first and store.read_only:
+        raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
+    where = [*([("k", key)] if key is not None else ()), *where]
+    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
     head = store.max_position()
     current = tracking is not None and tracking[0] == module.VERSION
     if is_whole(module):  # one row, key "*": the view itself
@@ -469,11 +472,18 @@ def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[An
     return state, lag
 
 
-def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *,
-              catch_up_first: bool = True) -> tuple[list[Any], int]:  # fmt: skip
-    """Every live (not deleted) run from the runs view, sorted by run id, and the lag."""
+def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch_up_first: bool = True,
+              statuses: Sequence[str] = ()) -> tuple[list[Any], int]:  # fmt: skip
+    """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
+    `statuses`: only runs in one of these, selected by the view's status column, so
+    only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md)."""
     from projections import runs
 
-    found, lag = read_view(store, runs, catch_up_first=catch_up_first)
+    pushed = bool(statuses) and not (catch_up_first and store.read_only)  # a backup copy folds in memory
+    found, lag = read_view(store, runs, catch_up_first=catch_up_first,
+                           where=[("status", tuple(str(s) for s in statuses))] if pushed else ())  # fmt: skip
+    if statuses and not pushed:
+        wanted = {str(s) for s in statuses}
+        found = {k: s for k, s in found.items() if str(s.status) in wanted}
     return sorted((s for s in found.values() if not s.deleted and (where is None or where(s))),
                   key=lambda s: s.run), lag  # fmt: skip

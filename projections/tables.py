@@ -129,16 +129,19 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     a swap in progress, and then names the swapped-in table), and only then takes
     its snapshot (repeatable read), at the first SELECT. A SELECT first would take
     the snapshot before its lock, and a swap committing during the wait would pair
-    the old view's tracking with the new table's rows (tests/test_pg_locks.py)."""
+    the old view's tracking with the new table's rows (tests/test_pg_locks.py).
+    A value that is a tuple means any of its members (`IN`)."""
     if _absent(store):
         return None, []
-    cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
+    terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
+    params = [x for _, v in where for x in (v if isinstance(v, tuple) else (v,))]
+    cond = (" WHERE " + " AND ".join(terms)) if where else ""
     try:
         with translated(f"read {table}", store), store.transaction(commit=False) as cur:
             try:
                 store.lock_for_read(cur, table)
                 cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} "
-                            "ORDER BY k", [v for _, v in where])  # fmt: skip
+                            "ORDER BY k", params)  # fmt: skip
             except Exception as e:
                 if store.is_missing_table(e):
                     raise _NoTable from None

@@ -424,3 +424,23 @@ def test_W1_the_cache_is_bounded() -> None:
     assert len(cache) == 3 and cache.get(run_stream("r0")) is None and cache.get(run_stream("r4")) == states[4]
     cache.put(run_stream("r4"), replace(states[4], version=0))  # an older true state never replaces a newer
     assert cache.get(run_stream("r4")).version == 1
+
+
+# ------------------------------------------------------------------- fleet size
+def test_runs_by_status_selects_in_sql_exactly_what_the_filter_would_keep(sqlite_ledger: Ledger, capsys) -> None:
+    """`runs --status S` reads only the view's rows in S (its status column), and lists
+    the same runs as filtering every run; on a read-only copy it filters in memory."""
+    from epochledger.cli import main
+    from projections import engine
+    from tests.engine_helpers import random_history
+
+    random_history(sqlite_ledger, 5, runs=15, ops=200)
+    store = sqlite_ledger.store
+    every, _ = engine.read_runs(store)
+    for statuses in (["running"], ["queued", "failed_resumable"], ["finished"], []):
+        picked, lag = engine.read_runs(store, statuses=statuses)
+        assert lag == 0
+        assert picked == [s for s in every if not statuses or s.status in statuses]
+    assert main(["--store", sqlite_ledger.url, "runs", "--status", "running", "--json"]) == 0
+    shown = msgspec.json.decode(capsys.readouterr().out)
+    assert [r["run"] for r in shown] == [s.run for s in every if s.status == "running"]
