@@ -637,14 +637,20 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self) -> Any:
+    def orphan_view(self, *, candidates_only: bool = False) -> Any:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
         last catch-up, and an event that no longer decodes is parked by the views (T4)
         instead of stopping every boot's sweep. Facts it reads only ever accrue (an
         epoch once superseded or stopped stays so), and a sweep's recoveries still
-        expect each run's version, so a concurrent writer is caught at append."""
+        expect each run's version, so a concurrent writer is caught at append.
+
+        candidates_only: `runs` holds only the runs the orphan rule (its default
+        policy) could judge orphaned, selected by the views' columns: a running run
+        not owned by its slot's live current epoch. What the sweep reads: its cost is
+        the candidates, not the fleet (docs/benchmarks.md, "Fleet size"). A
+        counterfactual policy reads every run."""
         from projections import engine, epochs, orphans, runs
 
         head = self.store.max_position()
@@ -654,7 +660,10 @@ class Ledger(Commands):
             return orphans.View(processes=by_process, runs=by_run, position=self.store.max_position())
         for view in (runs, epochs):
             engine.catch_up(self.store, view, upto=head)
-        by_run, _ = engine.read_view(self.store, runs, catch_up_first=False)
+        if candidates_only:
+            by_run = engine.read_orphan_candidates(self.store)
+        else:
+            by_run, _ = engine.read_view(self.store, runs, catch_up_first=False)
         by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
         return orphans.View(processes=by_process, runs=by_run, position=head)
 

@@ -454,6 +454,23 @@ def _fold_in_memory(store: Store, module: View, view: Any, after: int, key: str 
     return view
 
 
+def read_orphan_candidates(store: Store) -> dict[str, Any]:
+    """The runs the orphan rule could judge orphaned (tables.orphan_candidates), by run
+    id, from the runs and epochs views as they stand (the caller catches them up first;
+    both must be built at their VERSION, or this raises StoreError rather than answer
+    from a stale table)."""
+    from ledger import lifecycle
+    from ledger.events import Status
+    from projections import epochs, runs
+
+    if not (is_current(store, runs) and is_current(store, epochs)):
+        raise StoreError("the runs and epochs views must be built before their orphan candidates are read")
+    statuses = [str(s) for s in Status if lifecycle.can_be_orphaned(s)]
+    decode = msgspec.json.Decoder(runs.STATE).decode
+    rows = tables.orphan_candidates(store, table_of(runs.NAME), table_of(epochs.NAME), statuses)
+    return {k: decode(state) for k, state in rows}
+
+
 def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:
     """One run from the runs view: (RunState, positions behind). RunNotFound if the
     view does not have it or it was deleted."""

@@ -159,6 +159,24 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     return (int(row[0]), int(row[1])), rows
 
 
+def orphan_candidates(store: Store, runs_table: str, epochs_table: str,
+                      statuses: Sequence[str]) -> list[tuple[str, bytes]]:  # fmt: skip
+    """(k, state) of the runs view's rows that the orphan rule could judge orphaned:
+    not deleted, in one of `statuses`, and not owned by the live current epoch of their
+    slot (no owner epoch, another epoch, no slot row, or a current epoch that is not
+    live), from the runs and epochs views' columns in one snapshot. Every other run is
+    owned by a live epoch, which O2 never orphans: the sweep reads these rows, not the
+    fleet (projections/orphans.py judges them)."""
+    if _absent(store) or not statuses:
+        return []
+    with translated(f"read {runs_table}", store), store.transaction(commit=False) as cur:
+        cur.execute(f"SELECT r.k, r.state FROM {store.quote(runs_table)} r LEFT JOIN {store.quote(epochs_table)} p "
+                    f"ON p.k = r.process WHERE r.deleted = 0 AND r.status IN ({', '.join('?' * len(statuses))}) "
+                    "AND (r.epoch IS NULL OR p.k IS NULL OR p.current_epoch IS NULL OR r.epoch <> p.current_epoch "
+                    "OR p.live = 0) ORDER BY r.k", list(statuses))  # fmt: skip
+        return [(k, bytes(state)) for k, state in cur.fetchall()]
+
+
 def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str) -> tuple[int, int]:
     """Replace the live table by the rebuilt one, and the live tracking and parked
     rows by the rebuild's, in one transaction: readers see the old view or the new

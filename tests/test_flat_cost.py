@@ -444,3 +444,45 @@ def test_runs_by_status_selects_in_sql_exactly_what_the_filter_would_keep(sqlite
     assert main(["--store", sqlite_ledger.url, "runs", "--status", "running", "--json"]) == 0
     shown = msgspec.json.decode(capsys.readouterr().out)
     assert [r["run"] for r in shown] == [s.run for s in every if s.status == "running"]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 10_000))
+def test_O2_O3_O5_the_sweeps_candidate_read_gives_the_verdicts_of_the_whole_fleet(seed: int) -> None:
+    """The sweep reads only the runs not owned by their slot's live current epoch
+    (Ledger.orphan_view(candidates_only=True)); over random histories (boots that
+    supersede, stops, starts with and without epochs) every slot's sweep and the
+    fleet-wide read find exactly the verdicts of the whole runs view. Mutation caught:
+    the candidate query without `p.live = 0` (a cleanly stopped current epoch's runs
+    are missed)."""
+    from projections import orphans
+    from tests.engine_helpers import random_history
+
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = ManualClock(T0, uptime=5)
+        with open_ledger(f"sqlite:///{tmp}/l.db", clock=clock) as lg:
+            random_history(lg, seed, runs=14, ops=160)
+            rnd = random.Random(seed)
+            for slot in ("w0", "w1", "w2", "w3"):
+                current = lg.process(slot).current if lg.process(slot) is not None else lg.boot(slot)  # type: ignore[union-attr]
+                for k in range(3):  # owned by the slot's current epoch
+                    lg.queue(f"x-{slot}-{k}", process=slot)
+                    lg.start(f"x-{slot}-{k}", epoch=current)
+                lg.queue(f"o-{slot}", process=slot)
+                lg.start(f"o-{slot}", process=slot)  # no owner epoch: the O3 fallback
+                clock.advance(30)
+                action = rnd.choice(["reboot", "stop", "both", "none"])
+                if action in ("stop", "both"):
+                    lg.stop(current)  # type: ignore[arg-type]
+                if action in ("reboot", "both"):
+                    clock.restart(5)
+                    lg.boot(slot, epoch=f"{slot}.again")
+            whole = lg.orphan_view()
+            few = lg.orphan_view(candidates_only=True)
+            assert set(few.runs) <= set(whole.runs)
+            found = 0
+            for slot in ("w0", "w1", "w2", "w3", None):
+                me = whole.current(slot) if slot is not None else None
+                assert orphans.verdicts(few, me) == orphans.verdicts(whole, me)
+                found += len(orphans.verdicts(whole, me))
+            assert found > 0  # the rule has orphans to find in every history

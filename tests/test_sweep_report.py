@@ -95,8 +95,8 @@ def test_a_lost_race_is_counted_and_the_winner_keeps_the_recoveries(ledger, cloc
     real = ledger.orphan_view
     calls = []
 
-    def racing():
-        view = real()
+    def racing(**kw):
+        view = real(**kw)
         calls.append(1)
         if len(calls) == 1:
             other = open_ledger(ledger.url, clock=clock)
