@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -98,7 +99,7 @@ def reads_bench(n: int, repeat: int) -> dict[str, Any]:
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
         built = open_store(path)
-        make_history(built, n, 3, window=20_000 // 3)
+        make_history(built, n, 3, window=20_000 // 3, log=lambda m: print(m, file=sys.stderr))
         built.close()
         with open(path + ".ok", "w") as f:
             f.write(f"{n} 3\n")
