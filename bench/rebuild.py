@@ -5,6 +5,8 @@
 Measured, interleaved, `repeat` times each (medians reported):
 - library: eventsourcing's select_notifications (10,000 per call) + its JSONTranscoder
   decode of every payload, no fold (the anchor; generous to the library);
+- library_bare: select_notifications alone (10,000 per call), no decode: the
+  library's bare read of the same file (issue 12's anchor);
 - fast_read: the store adapter's keyset read + typed msgspec decode, no fold;
 - rebuild: `projections.engine.rebuild` of the runs view: read, decode, fold, and write
   every run's row into the shadow table, then the swap.
@@ -40,15 +42,24 @@ def main(argv: list[str] | None = None) -> dict:
             n += 1
         return n
 
+    def library_bare() -> int:
+        n, after = 0, 0
+        while True:
+            got = store.recorder.select_notifications(after, 10_000, inclusive_of_start=False)
+            if not got:
+                return n
+            n += len(got)
+            after = got[-1].id
+
     def fast_read() -> int:
         return sum(len(c) for c in store.read_batches())
 
     def rebuild() -> int:
         return engine.rebuild(store, runs).events
 
-    times: dict[str, list[float]] = {"library": [], "fast_read": [], "rebuild": []}
+    times: dict[str, list[float]] = {"library": [], "library_bare": [], "fast_read": [], "rebuild": []}
     for _ in range(ns.repeat):
-        for key, f in (("library", library), ("fast_read", fast_read), ("rebuild", rebuild)):
+        for key, f in (("library", library), ("library_bare", library_bare), ("fast_read", fast_read), ("rebuild", rebuild)):
             t0 = time.perf_counter()
             n = f()
             times[key].append(time.perf_counter() - t0)
@@ -66,6 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
         "events_per_second": {k: round(v) for k, v in rate.items()},
         "rebuild_vs_library": round(rate["rebuild"] / rate["library"], 2),
         "fast_read_vs_library": round(rate["fast_read"] / rate["library"], 2),
+        "rebuild_vs_library_bare": round(rate["rebuild"] / rate["library_bare"], 2),
         "goal": {"rebuild_events_per_second": 500_000, "rebuild_vs_library": 6.0},
         "python": platform.python_version(),
     }

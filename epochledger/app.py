@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -78,19 +79,19 @@ def stream_of(event: RunEventBase | ProcessEventBase) -> str:
     return process_stream(event.process)
 
 
-def _fold_stream(stream: str, history: list[Recorded | Poison]) -> Any:
+def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = None) -> Any:
     """A stream's state by the fold of its kind (run or process slot), as the views fold
     it: an event that does not decode, or that its fold cannot apply, is skipped (the
     views park it, rule T4), so one bad row never makes a run or a slot unwritable.
     The state's version is the stream's, bad rows included: the next append takes the
-    version after them."""
+    version after them. `state`: the stream's state before `history` (a cached state
+    and the events after its version, rule W1); None folds from the start."""
     if not history:
-        return None
+        return state
     if stream.startswith(run_stream("")):
         evolve: Callable[[Any, Any], Any] = run_mod.evolve
     else:
         evolve = process_stream_mod.evolve
-    state = None
     for rec in history:
         if type(rec) is not Recorded:
             continue
@@ -99,7 +100,7 @@ def _fold_stream(stream: str, history: list[Recorded | Poison]) -> Any:
         except Exception:  # noqa: BLE001 - the engine's poison rule: skip, as the views park it
             continue
     if state is not None and state.version != history[-1].version:
-        state = msgspec.structs.replace(state, version=history[-1].version)
+        state = _at_version(state, history[-1].version)
     return state
 
 
@@ -112,6 +113,77 @@ def _labels(labels: Any) -> Any:
 
 
 _ABSENT = object()  # Batch.savepoint: the stream was not held yet
+
+
+def _at_version(state: Any, version: int) -> Any:
+    if isinstance(state, ProcessState):
+        return state.with_version(version)
+    return msgspec.structs.replace(state, version=version)
+
+
+CACHE_STREAMS = 10_000  # streams whose state a Ledger keeps between writes (rule W1)
+
+
+class StateCache:
+    """The states of recently written streams, each with its stream version: a write
+    decides against the cached state plus the events after its version (one indexed
+    read), never a re-fold of the whole stream (rule W1; Equinox's caching strategy).
+
+    Only states that are true of the log go in: a state as read and folded from the
+    store, or a batch's state after its commit landed. A batch's own uncommitted state
+    never does, so a rolled-back batch cannot poison it. A stale entry (another writer
+    moved the stream) costs the read of what it missed; a wrong one (a version the
+    stream does not hold at that event) is found by that same read and folded again
+    from zero, and the store's own check (Store.append) refuses any version that is
+    taken or beyond the stream's end, so a cache can cost a re-read, never a wrong
+    write. Bounded (least recently used out first); safe across threads."""
+
+    def __init__(self, limit: int = CACHE_STREAMS):
+        self.limit = limit
+        self._states: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, stream: str) -> Any:
+        with self._lock:
+            state = self._states.get(stream)
+            if state is not None:
+                self._states.move_to_end(stream)
+            return state
+
+    def put(self, stream: str, state: Any) -> None:
+        if state is None or self.limit <= 0:
+            return
+        with self._lock:
+            held = self._states.get(stream)
+            if held is not None and held.version > state.version:
+                return  # both are true of the log; keep the later one
+            self._states[stream] = state
+            self._states.move_to_end(stream)
+            while len(self._states) > self.limit:
+                self._states.popitem(last=False)
+
+    def drop(self, stream: str) -> None:
+        with self._lock:
+            self._states.pop(stream, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._states.clear()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+
+def _holds(state: Any, rec: Recorded | Poison) -> bool:
+    """Is `rec` (the stored event at the state's version) the event the state last
+    folded? A run's state keeps its last event; a slot's, only the version. A row that
+    no longer decodes was skipped by the fold (T4): nothing to compare."""
+    if rec.version != state.version:
+        return False
+    if type(rec) is Recorded and isinstance(state, RunState) and state.last is not None:
+        return bool(state.last == rec.event)
+    return True
+
 
 EpochArg = EpochRef | str  # an epoch's state (boot()'s result) or its id
 
@@ -267,19 +339,23 @@ class Batch(Commands):
         self._hosts: dict[str, HostState | None] = {}  # host -> its boots (rule O7), read once a batch
         self.recorded: list[Recorded] = []
         self._resend = False  # a commit of these very appends may have landed (CommitUnknown)
+        self._assumed: set[str] = set()
 
     def state(self, stream: str) -> Any:
+        """The stream's state as this batch sees it: its own decisions first (the
+        batch's in-memory state is the source within a batch), else the ledger's
+        cached state brought up to date (Ledger.read_state, rule W1)."""
         if stream not in self._state:
-            self._state[stream] = _fold_stream(stream, self.ledger.store.read_stream(stream))
+            self._state[stream] = self.ledger.read_state(stream)
         return self._state[stream]
 
     def prefetch(self, streams: list[str]) -> None:
         """Read these streams in bulk before submitting to them (one query per 500
         instead of one per stream: the bulk of a large group commit's time on
-        PostgreSQL, docs/benchmarks.md). Optional: `submit` reads what is missing."""
+        PostgreSQL, docs/benchmarks.md); a cached stream reads only the events after
+        its cached version. Optional: `submit` reads what is missing."""
         missing = [s for s in dict.fromkeys(streams) if s not in self._state]
-        for stream, history in self.ledger.store.read_streams(missing).items():
-            self._state[stream] = _fold_stream(stream, history)
+        self._state.update(self.ledger.read_states(missing))
 
     def preload(self, histories: dict[str, list[Recorded | Poison]]) -> None:
         """Fold streams the caller has already read (`Store.read_streams`), instead of
@@ -320,6 +396,7 @@ class Batch(Commands):
         stream = run_stream(state.run)
         if stream not in self._state:
             self._state[stream] = state
+            self._assumed.add(stream)  # a view's fold, not the stream's: never cached (rule W1)
 
     def declare_epoch(self, epoch: str, process: str) -> None:
         """Say which slot booted `epoch`, so reports naming it find it without a lookup
@@ -450,11 +527,20 @@ class Batch(Commands):
         appends, and appends nothing if they had landed (Store.append, resend)."""
         try:
             store = self.ledger.store
-            positions = store.append(self._pending, resend=True) if self._resend else store.append(self._pending)
+            # Every stream the batch did not `assume` was read from the store at the
+            # version it decided on: the store need not look for that row again (W1).
+            read = {a.stream for a in self._pending} - self._assumed
+            positions = store.append(self._pending, resend=self._resend, verified=read)
         except CommitUnknown:
             self._resend = True
             raise
         self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, self._pending, strict=True)]
+        # Landed: each written stream's state is now true of the log, so it is what the
+        # next write decides against (rule W1). Only now, never before the commit.
+        cache = self.ledger.cache
+        for stream in dict.fromkeys(a.stream for a in self._pending):
+            if stream not in self._assumed:
+                cache.put(stream, self._state.get(stream))
         self._pending = []
         self._state.clear()
         return self.recorded
@@ -482,6 +568,7 @@ class Ledger(Commands):
         self._hosts: dict[str, HostState] | None = None  # every host's boots, folded up to _hosts_at
         self._hosts_at = 0
         self._hosts_lock = threading.Lock()
+        self.cache = StateCache()  # streams' states between writes (rule W1)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
 
@@ -501,6 +588,43 @@ class Ledger(Commands):
     # ------------------------------------------------------------- writes
     def batch(self) -> Batch:
         return Batch(self)
+
+    def read_state(self, stream: str) -> Any:
+        """The stream's state as of the log now, for a write to decide against (rule W1):
+        the cached state plus the events after its version, or a fold from zero when
+        nothing is cached. The read starts at the cached version itself, so a cached
+        state whose version the stream does not hold at that event (a foreign or
+        forged entry) is seen and folded again from zero."""
+        return self.read_states([stream])[stream]
+
+    def read_states(self, streams: Sequence[str]) -> dict[str, Any]:
+        """read_state for several streams, in one query per 500 (Batch.prefetch)."""
+        cached = {s: self.cache.get(s) for s in streams}
+        since = {s: state.version - 1 for s, state in cached.items() if state is not None and state.version > 0}
+        out: dict[str, Any] = {}
+        if len(streams) == 1:
+            only = streams[0]
+            read = {only: self.store.read_stream(only, since.get(only, 0))}
+        else:
+            read = self.store.read_streams(streams, since)
+        again = []
+        for stream, history in read.items():
+            state = cached[stream]
+            if stream in since:
+                if not history or not _holds(state, history[0]):
+                    again.append(stream)  # not the stream's state at that version: fold from zero
+                    continue
+                state = _fold_stream(stream, history[1:], state)
+            else:
+                state = _fold_stream(stream, history)
+            out[stream] = state
+            self.cache.put(stream, state)
+        for stream in again:
+            self.cache.drop(stream)
+            state = _fold_stream(stream, self.store.read_stream(stream))
+            out[stream] = state
+            self.cache.put(stream, state)
+        return out
 
     def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
         with self.batch() as b:
@@ -634,14 +758,20 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self) -> Any:
+    def orphan_view(self, *, candidates_only: bool = False) -> Any:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
         last catch-up, and an event that no longer decodes is parked by the views (T4)
         instead of stopping every boot's sweep. Facts it reads only ever accrue (an
         epoch once superseded or stopped stays so), and a sweep's recoveries still
-        expect each run's version, so a concurrent writer is caught at append."""
+        expect each run's version, so a concurrent writer is caught at append.
+
+        candidates_only: `runs` holds only the runs the orphan rule (its default
+        policy) could judge orphaned, selected by the views' columns: a running run
+        not owned by its slot's live current epoch. What the sweep reads: its cost is
+        the candidates, not the fleet (docs/benchmarks.md, "Fleet size"). A
+        counterfactual policy reads every run."""
         from projections import engine, epochs, hosts, orphans, runs
 
         head = self.store.max_position()
@@ -652,10 +782,19 @@ class Ledger(Commands):
             return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position())
         for view in (runs, epochs, hosts):
             engine.catch_up(self.store, view, upto=head)
-        by_run, _ = engine.read_view(self.store, runs, catch_up_first=False)
         by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
         by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
-        return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=head)
+        found = orphans.View(processes=by_process, runs={}, hosts=by_host, position=head)
+        if candidates_only:
+            # The epochs view's `live` column knows the slot's own facts; a host reboot
+            # is a fact of the host (end_of with the hosts view): such slots' runs are
+            # candidates too, whoever owns them.
+            rebooted = [p.process for p in by_process.values()
+                        if (cur := p.current) is not None and cur.live and found.end_of(cur) is not None]  # fmt: skip
+            found.runs = engine.read_orphan_candidates(self.store, also_slots=rebooted)
+        else:
+            found.runs, _ = engine.read_view(self.store, runs, catch_up_first=False)
+        return found
 
     def epochs(self) -> list[process_stream_mod.EpochState]:
         """Every epoch of every process slot, live or not."""

@@ -136,7 +136,7 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
     skipped: str | None = None
     lost: list[str] = []
     for rounds in range(CONFLICT_ROUNDS):
-        view = ledger.orphan_view()
+        view = ledger.orphan_view(candidates_only=True)  # the runs that could be orphans, not the fleet
         me = view.epoch(process, epoch_id)
         if me is None:
             raise InvalidInput(

@@ -10,9 +10,11 @@ facts; this module only keeps one slot's history straight.
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Protocol, assert_never
+from typing import Any, Protocol, assert_never
 
 import msgspec
 
@@ -147,65 +149,215 @@ def end_of(epoch: EpochState, host: HostState | None) -> tuple[str, str] | None:
     return None
 
 
-class ProcessState(msgspec.Struct, frozen=True, kw_only=True):
+class ProcessRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A slot's state as stored and hashed (the epochs view's rows, replay's state):
+    the shape ProcessState had when it was a Struct, so the bytes are unchanged."""
+
     process: str
     epochs: tuple[EpochState, ...] = ()
     version: int = 0
 
+
+class _Core:
+    """The slot's history shared by successive states of one fold (rule W1): epochs in
+    boot order, and each epoch's revisions as (step, EpochState). Append-only: a state
+    reads it as of its own step, so a state handed out never changes. Only the state at
+    the tip extends it (O(1)); evolving an older state (a batch that was rolled back, a
+    second fold from one state) first copies the part that state sees (a fork)."""
+
+    __slots__ = ("at", "boot_steps", "lock", "open", "order", "revisions", "tip")
+
+    def __init__(self) -> None:
+        self.order: list[str] = []  # epoch ids in boot order
+        self.boot_steps: list[int] = []  # the step that booted order[i] (increasing)
+        self.revisions: list[list[tuple[int, EpochState]]] = []  # per index, by step
+        self.at: dict[str, list[int]] = {}  # epoch id -> its indices (one, unless a log booted an id twice)
+        self.open: list[int] = []  # indices not superseded at the tip (normally the last one)
+        self.tip = 0
+        self.lock = threading.Lock()
+
+    def fork(self, step: int) -> _Core:
+        """A new core holding what the state at `step` sees."""
+        core = _Core()
+        for i, boot_step in enumerate(self.boot_steps):
+            if boot_step > step:
+                break
+            core.order.append(self.order[i])
+            core.boot_steps.append(boot_step)
+            core.revisions.append([r for r in self.revisions[i] if r[0] <= step])
+            core.at.setdefault(self.order[i], []).append(i)
+            if core.revisions[i][-1][1].superseded_by is None:
+                core.open.append(i)
+        core.tip = step
+        return core
+
+    def epoch_at(self, i: int, step: int) -> EpochState:
+        revisions = self.revisions[i]
+        for k in range(len(revisions) - 1, -1, -1):  # the tip's is the last; an older state's a few back
+            if revisions[k][0] <= step:
+                return revisions[k][1]
+        raise AssertionError("an epoch is read only by states that saw its boot")
+
+    def count_at(self, step: int) -> int:
+        if step >= self.tip:
+            return len(self.order)
+        return bisect.bisect_right(self.boot_steps, step)
+
+
+class ProcessState:
+    """A slot's state: its epochs in boot order and its stream version. An immutable
+    value (equality, encoding as ProcessRow) whose fold is linear and whose per-write use
+    is O(1): a boot appends one epoch and supersedes the previous one, a stop revises one
+    epoch, and a lookup by id is a dict lookup (rule W1), instead of a tuple of every
+    epoch rebuilt on each boot."""
+
+    __slots__ = ("_core", "_step", "process", "version")
+
+    def __init__(self, *, process: str, epochs: Iterable[EpochState] = (), version: int = 0):
+        core = _Core()
+        for i, e in enumerate(epochs):
+            core.order.append(e.epoch)
+            core.boot_steps.append(0)
+            core.revisions.append([(0, e)])
+            core.at.setdefault(e.epoch, []).append(i)
+            if e.superseded_by is None:
+                core.open.append(i)
+        self._init(process, version, core, 0)
+
+    def _init(self, process: str, version: int, core: _Core, step: int) -> None:
+        object.__setattr__(self, "process", process)
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "_core", core)
+        object.__setattr__(self, "_step", step)
+
+    @classmethod
+    def _of(cls, process: str, version: int, core: _Core, step: int) -> ProcessState:
+        state = cls.__new__(cls)
+        state._init(process, version, core, step)
+        return state
+
+    process: str
+    version: int
+    _core: _Core
+    _step: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ProcessState is immutable ({name})")
+
+    @property
+    def epochs(self) -> tuple[EpochState, ...]:
+        """Every epoch in boot order. O(epochs): for readers of the whole slot."""
+        core, step = self._core, self._step
+        return tuple(core.epoch_at(i, step) for i in range(core.count_at(step)))
+
+    def __len__(self) -> int:
+        """How many epochs the slot has booted."""
+        return self._core.count_at(self._step)
+
     @property
     def current(self) -> EpochState | None:
-        return self.epochs[-1] if self.epochs else None
+        n = len(self)
+        return self._core.epoch_at(n - 1, self._step) if n else None
+
+    def _index(self, epoch: str) -> int | None:
+        found = self._core.at.get(epoch)
+        if not found or found[0] >= len(self):
+            return None
+        return found[0]
 
     def epoch(self, epoch: str) -> EpochState | None:
-        for e in self.epochs:
-            if e.epoch == epoch:
-                return e
-        return None
+        i = self._index(epoch)
+        return None if i is None else self._core.epoch_at(i, self._step)
 
     def booted_no_later(self, first: str, second: str) -> bool | None:
         """Was epoch `first` booted at or before epoch `second` in this slot's log order?
         None if either is not an epoch of this slot."""
-        order = {e.epoch: i for i, e in enumerate(self.epochs)}
-        if first not in order or second not in order:
+        a, b = self._index(first), self._index(second)
+        if a is None or b is None:
             return None
-        return order[first] <= order[second]
+        return a <= b
+
+    def with_version(self, version: int) -> ProcessState:
+        return ProcessState._of(self.process, version, self._core, self._step)
+
+    def row(self) -> ProcessRow:
+        return ProcessRow(process=self.process, epochs=self.epochs, version=self.version)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProcessState):
+            return NotImplemented
+        return (self.process, self.version, self.epochs) == (other.process, other.version, other.epochs)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ProcessState(process={self.process!r}, epochs={self.epochs!r}, version={self.version!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_from_row, (self.row(),))
+
+
+def _from_row(row: ProcessRow) -> ProcessState:
+    return ProcessState(process=row.process, epochs=row.epochs, version=row.version)
+
+
+def enc_hook(obj: Any) -> Any:
+    """msgspec's enc_hook for a ProcessState: its ProcessRow (the stored shape)."""
+    if isinstance(obj, ProcessState):
+        return obj.row()
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def dec_hook(tp: Any, obj: Any) -> Any:
+    """msgspec's dec_hook for a ProcessState stored as a ProcessRow."""
+    if tp is ProcessState:
+        return _from_row(msgspec.convert(obj, ProcessRow, strict=False))
+    raise NotImplementedError(f"cannot decode {tp}")
 
 
 def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
     if state is None:
         state = ProcessState(process=e.process)
-    match e:
-        case ProcessBooted():
-            epochs = tuple(
-                replace(x, superseded_by=e.epoch, superseded_at=e.at) if x.superseded_by is None else x
-                for x in state.epochs
-            )
-            new = EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at,
-                             recorded_at=e.at, host=e.host, pid=e.pid, host_boot=e.host_boot,
-                             pid_start=e.pid_start)  # fmt: skip
-            return replace(state, epochs=(*epochs, new), version=state.version + 1)
-        case ProcessStopping():
-            return _with_epoch(state, e.epoch, stopping_at=e.at)
-        case ProcessStopped():
-            return _with_epoch(state, e.epoch, stopped_at=e.at)
-        case ProcessExited():
-            # decide keeps only the first exit of an epoch; a fold of history written
-            # otherwise (an import) still keeps the first as the epoch's end.
-            if (known := state.epoch(e.epoch)) is not None and known.exited_at is not None:
-                return replace(state, version=state.version + 1)
-            return _with_epoch(state, e.epoch, exited_at=e.at, exited_by=e.observed_by, exit_code=e.exit_code,
-                               exit_signal=e.signal, exit_evidence=e.evidence)  # fmt: skip
-        case ProcessSweepSkipped():
-            return _with_epoch(state, e.epoch, sweep_skipped=e.why)
-        case ProcessSweepFailed():
-            return _with_epoch(state, e.epoch, sweep_failed_at=e.at)
-        case _:
-            assert_never(e)
+    core, step = state._core, state._step
+    with core.lock:
+        if core.tip != step:  # this state was evolved before: fork what it sees
+            core = core.fork(step)
+        match e:
+            case ProcessBooted():
+                for i in core.open:  # the previous epoch (every earlier one already is)
+                    latest = core.revisions[i][-1][1]
+                    core.revisions[i].append((step + 1, replace(latest, superseded_by=e.epoch, superseded_at=e.at)))
+                new = EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at,
+                                 recorded_at=e.at, host=e.host, pid=e.pid, host_boot=e.host_boot,
+                                 pid_start=e.pid_start)  # fmt: skip
+                core.at.setdefault(e.epoch, []).append(len(core.order))
+                core.open = [len(core.order)]
+                core.order.append(e.epoch)
+                core.boot_steps.append(step + 1)
+                core.revisions.append([(step + 1, new)])
+            case ProcessStopping():
+                _with_epoch(core, step, e.epoch, stopping_at=e.at)
+            case ProcessStopped():
+                _with_epoch(core, step, e.epoch, stopped_at=e.at)
+            case ProcessExited():
+                # decide keeps only the first exit of an epoch; a fold of history written
+                # otherwise (an import) still keeps the first as the epoch's end.
+                if (known := state.epoch(e.epoch)) is None or known.exited_at is None:
+                    _with_epoch(core, step, e.epoch, exited_at=e.at, exited_by=e.observed_by, exit_code=e.exit_code,
+                                exit_signal=e.signal, exit_evidence=e.evidence)  # fmt: skip
+            case ProcessSweepSkipped():
+                _with_epoch(core, step, e.epoch, sweep_skipped=e.why)
+            case ProcessSweepFailed():
+                _with_epoch(core, step, e.epoch, sweep_failed_at=e.at)
+            case _:
+                assert_never(e)
+        core.tip = step + 1
+    return ProcessState._of(state.process, state.version + 1, core, step + 1)
 
 
-def _with_epoch(state: ProcessState, epoch: str, **changes: object) -> ProcessState:
-    epochs = tuple(replace(x, **changes) if x.epoch == epoch else x for x in state.epochs)
-    return replace(state, epochs=epochs, version=state.version + 1)
+def _with_epoch(core: _Core, step: int, epoch: str, **changes: object) -> None:
+    for i in core.at.get(epoch, ()):
+        core.revisions[i].append((step + 1, replace(core.revisions[i][-1][1], **changes)))
 
 
 def fold(events: Iterable[ProcessEvent], state: ProcessState | None = None) -> ProcessState | None:

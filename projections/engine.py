@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from ledger import process as process_mod
 from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
@@ -53,7 +54,8 @@ SHADOW = "__rebuild"
 
 Progress = Callable[[str, int, int], None]  # (view, position reached, head)
 
-_encoder = msgspec.json.Encoder(order="deterministic")
+# A slot's state (ledger/process.py) is a persistent value, stored as its ProcessRow.
+_encoder = msgspec.json.Encoder(order="deterministic", enc_hook=process_mod.enc_hook)
 
 
 class Stats(msgspec.Struct, kw_only=True):
@@ -119,7 +121,7 @@ class Runner:
         self.keyed = self.keys_of is not None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
-        self._decode = msgspec.json.Decoder(state_type(module)).decode
+        self._decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
         self.view: dict[str, Any] = {}
         self.flushed: dict[str, bytes] = {}
         self.position = 0
@@ -408,8 +410,8 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
 
 
 # ---------------------------------------------------------------- fleet reads
-def read_view(store: Store, module: View, *, key: str | None = None,
-              catch_up_first: bool = True) -> tuple[dict[str, Any], int]:  # fmt: skip
+def read_view(store: Store, module: View, *, key: str | None = None, catch_up_first: bool = True,
+              where: Sequence[tuple[str, Any]] = ()) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
     unless told not to. On a read-only store (a backup copy, a 0444 file) catching up
@@ -418,8 +420,11 @@ def read_view(store: Store, module: View, *, key: str | None = None,
     if catch_up_first and not store.read_only:
         catch_up(store, module)
     tables.ensure(store)
-    decode = msgspec.json.Decoder(state_type(module)).decode
-    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=[("k", key)] if key is not None else ())
+    decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
+    if where and catch_up_first and store.read_only:
+        raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
+    where = [*([("k", key)] if key is not None else ()), *where]
+    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
     head = store.max_position()
     current = tracking is not None and tracking[0] == module.VERSION
     if is_whole(module):  # one row, key "*": the view itself
@@ -449,6 +454,25 @@ def _fold_in_memory(store: Store, module: View, view: Any, after: int, key: str 
     return view
 
 
+def read_orphan_candidates(store: Store, also_slots: Sequence[str] = ()) -> dict[str, Any]:
+    """The runs the orphan rule could judge orphaned (tables.orphan_candidates), by run
+    id, from the runs and epochs views as they stand (the caller catches them up first;
+    both must be built at their VERSION, or this raises StoreError rather than answer
+    from a stale table). `also_slots`: slots whose current epoch the caller knows is
+    over by facts the epochs view's columns do not hold (its host rebooted, rule O7):
+    every run of theirs in those statuses is a candidate too."""
+    from ledger import lifecycle
+    from ledger.events import Status
+    from projections import epochs, runs
+
+    if not (is_current(store, runs) and is_current(store, epochs)):
+        raise StoreError("the runs and epochs views must be built before their orphan candidates are read")
+    statuses = [str(s) for s in Status if lifecycle.can_be_orphaned(s)]
+    decode = msgspec.json.Decoder(runs.STATE).decode
+    rows = tables.orphan_candidates(store, table_of(runs.NAME), table_of(epochs.NAME), statuses, also_slots)
+    return {k: decode(state) for k, state in rows}
+
+
 def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:
     """One run from the runs view: (RunState, positions behind). RunNotFound if the
     view does not have it or it was deleted."""
@@ -467,11 +491,18 @@ def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[An
     return state, lag
 
 
-def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *,
-              catch_up_first: bool = True) -> tuple[list[Any], int]:  # fmt: skip
-    """Every live (not deleted) run from the runs view, sorted by run id, and the lag."""
+def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch_up_first: bool = True,
+              statuses: Sequence[str] = ()) -> tuple[list[Any], int]:  # fmt: skip
+    """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
+    `statuses`: only runs in one of these, selected by the view's status column, so
+    only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md)."""
     from projections import runs
 
-    found, lag = read_view(store, runs, catch_up_first=catch_up_first)
+    pushed = bool(statuses) and not (catch_up_first and store.read_only)  # a backup copy folds in memory
+    found, lag = read_view(store, runs, catch_up_first=catch_up_first,
+                           where=[("status", tuple(str(s) for s in statuses))] if pushed else ())  # fmt: skip
+    if statuses and not pushed:
+        wanted = {str(s) for s in statuses}
+        found = {k: s for k, s in found.items() if str(s.status) in wanted}
     return sorted((s for s in found.values() if not s.deleted and (where is None or where(s))),
                   key=lambda s: s.run), lag  # fmt: skip

@@ -40,7 +40,7 @@ def keys(rec: Recorded) -> tuple[str, ...]:
 
 def columns(key: str, p: process_mod.ProcessState) -> tuple[object, ...]:
     current = p.current
-    return (current.epoch if current else None, int(bool(current and current.live)), len(p.epochs))
+    return (current.epoch if current else None, int(bool(current and current.live)), len(p))
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:

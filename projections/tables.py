@@ -129,16 +129,19 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     a swap in progress, and then names the swapped-in table), and only then takes
     its snapshot (repeatable read), at the first SELECT. A SELECT first would take
     the snapshot before its lock, and a swap committing during the wait would pair
-    the old view's tracking with the new table's rows (tests/test_pg_locks.py)."""
+    the old view's tracking with the new table's rows (tests/test_pg_locks.py).
+    A value that is a tuple means any of its members (`IN`)."""
     if _absent(store):
         return None, []
-    cond = (" WHERE " + " AND ".join(f"{c}=?" for c, _ in where)) if where else ""
+    terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
+    params = [x for _, v in where for x in (v if isinstance(v, tuple) else (v,))]
+    cond = (" WHERE " + " AND ".join(terms)) if where else ""
     try:
         with translated(f"read {table}", store), store.transaction(commit=False) as cur:
             try:
                 store.lock_for_read(cur, table)
                 cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} "
-                            "ORDER BY k", [v for _, v in where])  # fmt: skip
+                            "ORDER BY k", params)  # fmt: skip
             except Exception as e:
                 if store.is_missing_table(e):
                     raise _NoTable from None
@@ -154,6 +157,26 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     if row is None:
         return None, []
     return (int(row[0]), int(row[1])), rows
+
+
+def orphan_candidates(store: Store, runs_table: str, epochs_table: str, statuses: Sequence[str],
+                      also_slots: Sequence[str] = ()) -> list[tuple[str, bytes]]:  # fmt: skip
+    """(k, state) of the runs view's rows that the orphan rule could judge orphaned:
+    not deleted, in one of `statuses`, and not owned by the live current epoch of their
+    slot (no owner epoch, another epoch, no slot row, or a current epoch that is not
+    live, or a slot of `also_slots`), from the runs and epochs views' columns in one
+    snapshot. Every other run is
+    owned by a live epoch, which O2 never orphans: the sweep reads these rows, not the
+    fleet (projections/orphans.py judges them)."""
+    if _absent(store) or not statuses:
+        return []
+    with translated(f"read {runs_table}", store), store.transaction(commit=False) as cur:
+        cur.execute(f"SELECT r.k, r.state FROM {store.quote(runs_table)} r LEFT JOIN {store.quote(epochs_table)} p "
+                    f"ON p.k = r.process WHERE r.deleted = 0 AND r.status IN ({', '.join('?' * len(statuses))}) "
+                    "AND (r.epoch IS NULL OR p.k IS NULL OR p.current_epoch IS NULL OR r.epoch <> p.current_epoch "
+                    "OR p.live = 0" + "".join(" OR r.process = ?" for _ in also_slots) + ") ORDER BY r.k",
+                    [*statuses, *also_slots])  # fmt: skip
+        return [(k, bytes(state)) for k, state in cur.fetchall()]
 
 
 def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str) -> tuple[int, int]:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ledger import process as process_mod
 from ledger.errors import InvalidInput
 from ledger.events import Recorded
 from ledger.store import Poison, Store, check_position
@@ -44,7 +45,7 @@ class FleetState(msgspec.Struct, frozen=True, kw_only=True):
     parked: dict[str, list[int]]
 
 
-_canonical = msgspec.json.Encoder(order="sorted")
+_canonical = msgspec.json.Encoder(order="sorted", enc_hook=process_mod.enc_hook)
 
 
 def canonical_bytes(state: FleetState) -> bytes:

@@ -132,3 +132,12 @@ def delete_row(url: str, position: int) -> None:
         return
     with sqlite3.connect(url[len("sqlite:///"):]) as conn:
         conn.execute("DELETE FROM epochledger_events WHERE rowid=?", (position,))
+
+
+def canonical(value: object) -> bytes:
+    """A view's canonical bytes, as replay encodes them (a slot's state as its ProcessRow)."""
+    import msgspec
+
+    from ledger import process as process_mod
+
+    return msgspec.json.encode(value, order="sorted", enc_hook=process_mod.enc_hook)

@@ -18,7 +18,7 @@ from ledger.errors import ConflictError, RunNotFound
 from projections import engine, failures, registry, runs, tables
 from replay import verify as verify_mod
 from tests.conftest import T0
-from tests.engine_helpers import bulk_history, corrupt, random_history, tamper_view
+from tests.engine_helpers import bulk_history, canonical, corrupt, random_history, tamper_view
 
 
 def live_rows(store, module):
@@ -276,7 +276,7 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
         found, lag = engine.read_view(ledger.store, v)
         state = state_at(ledger.store, views=(v,))
         assert lag == 0
-        assert msgspec.json.encode(found, order="sorted") == msgspec.json.encode(state.views[v.NAME], order="sorted")
+        assert canonical(found) == canonical(state.views[v.NAME])
 
 
 def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger) -> None:

@@ -269,7 +269,7 @@ def test_O5_exhaustion_with_the_store_down_still_alerts_in_the_log(ledger, clock
     epoch = ledger.boot("worker-1", epoch="w2")
     monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
 
-    def down(writes):
+    def down(writes, **kw):
         raise StoreError("append: connection refused")
 
     monkeypatch.setattr(ledger.store, "append", down)

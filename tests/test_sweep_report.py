@@ -95,8 +95,8 @@ def test_a_lost_race_is_counted_and_the_winner_keeps_the_recoveries(ledger, cloc
     real = ledger.orphan_view
     calls = []
 
-    def racing():
-        view = real()
+    def racing(**kw):
+        view = real(**kw)
         calls.append(1)
         if len(calls) == 1:
             other = open_ledger(ledger.url, clock=clock)
@@ -240,7 +240,7 @@ def test_the_record_of_an_alert_that_could_not_be_written_names_why(ledger, cloc
     epoch = ledger.boot("worker-1", epoch="w2")
     monkeypatch.setattr(ledger, "orphan_view", Flaky(ledger, 99))
 
-    def down(writes):
+    def down(writes, **kw):
         raise StoreError("append: connection refused")
 
     monkeypatch.setattr(ledger.store, "append", down)

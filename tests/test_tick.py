@@ -193,7 +193,7 @@ def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(le
     before = ledger.store.max_position()
     reads: list[str] = []
     real = ledger.store.read_stream
-    monkeypatch.setattr(ledger.store, "read_stream", lambda stream: reads.append(stream) or real(stream))
+    monkeypatch.setattr(ledger.store, "read_stream", lambda stream, after=0: reads.append(stream) or real(stream, after))
     for _ in range(5):
         report = driver.tick()
         assert report.ok and report.appended == 0 and len(report.advanced) == 20
@@ -241,10 +241,10 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
     started(ledger, "doomed", "fine")
     real = ledger.store.read_stream
 
-    def read_stream(stream: str):
+    def read_stream(stream: str, after: int = 0):
         if stream == "run:doomed":
             raise StoreError("read run:doomed: payload store for this run is corrupt")
-        return real(stream)
+        return real(stream, after)
 
     monkeypatch.setattr(ledger.store, "read_stream", read_stream)
     cleaned: list[str] = []
@@ -422,14 +422,14 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
     real = ledger.store.append
     seen_group = [False]
 
-    def append(writes):
+    def append(writes, **kw):
         streams = [w.stream for w in writes]
         if len(streams) > 1:
             seen_group[0] = True
         elif streams == ["run:b"] and seen_group[0]:  # b's retry alone: another writer gets in first
             seen_group[0] = False
             ledger.checkpoint("b", "other", "ckpt/b/other", actor="another-writer")
-        return real(writes)
+        return real(writes, **kw)
 
     monkeypatch.setattr(ledger.store, "append", append)
     report = make_driver(ledger, {"advance": advance}).tick()
@@ -469,7 +469,7 @@ def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger,
     driver = make_driver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)})
     before = ledger.store.max_position()
 
-    def append(writes):
+    def append(writes, **kw):
         raise StoreError("append: server closed the connection unexpectedly")
 
     monkeypatch.setattr(ledger.store, "append", append)

@@ -264,7 +264,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     from projections.engine import read_runs
 
     with open_ns(ns) as ledger:
-        found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up)
+        found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up, statuses=ns.status or ())
         rows = [run_record(s) for s in found]
         if ns.streaking:
             rows = _streaking(rows, tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))

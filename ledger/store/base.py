@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -153,11 +153,12 @@ def _decode_rows(rows: Sequence[tuple[int, str, int, bytes]]) -> list[Recorded |
     return out
 
 
-def _contiguous(stream: str, records: list[Recorded | Poison]) -> list[Recorded | Poison]:
-    for expected, rec in enumerate(records, start=1):
+def _contiguous(stream: str, records: list[Recorded | Poison], after: int = 0) -> list[Recorded | Poison]:
+    for expected, rec in enumerate(records, start=after + 1):
         if rec.version != expected:
-            after = records[expected - 2].position if expected > 1 else None
-            raise StreamGap(stream, expected, after, rec.position)
+            i = expected - after - 2
+            previous = records[i].position if i >= 0 else None
+            raise StreamGap(stream, expected, previous, rec.position)
     return records
 
 
@@ -212,7 +213,7 @@ class Store(ABC):
         reference read path (`library_read`). No library type leaves the adapter."""
 
     # ------------------------------------------------------------- writes
-    def append(self, appends: Sequence[Append], *, resend: bool = False) -> list[int]:
+    def append(self, appends: Sequence[Append], *, resend: bool = False, verified: Collection[str] = ()) -> list[int]:
         """Append every event in one transaction, in the order given, all or nothing, and
         return their positions. Each event names the exact version it takes in its
         stream (the optimistic lock). The outcomes (docs/operations.md, "PostgreSQL:
@@ -231,10 +232,16 @@ class Store(ABC):
         Without resend, a batch whose rows are already stored is a conflict even when
         the bytes are the same: two writers that decided the same event at the same
         instant still get one success and one ConflictError (L5).
+
+        A version beyond a stream's end is refused too (`_check_predecessors`), except
+        for the streams in `verified`: those whose version before their first appended
+        one the caller has read from this store (the write path reads every stream it
+        decides on; rows are never removed, so that row is still there).
         """
         rows = [(a.stream, a.version, tag_of(a.event), codec.encode(a.event)) for a in appends]
         if not rows:
             return []
+        self._check_predecessors(rows, verified)
         try:
             return self._insert(rows)
         except _Duplicate:
@@ -251,6 +258,25 @@ class Store(ABC):
             expected.setdefault(a.stream, a.version - 1)
         moved = [stream for stream, v in expected.items() if self.stream_version(stream) != v]
         raise ConflictError(moved or list(expected)) from None
+
+    def _check_predecessors(self, rows: Sequence[_Row], verified: Collection[str] = ()) -> None:
+        """The optimistic check, both ways (rule L5, W1): the unique (stream, version)
+        key refuses a version already taken; this refuses one beyond the stream's end.
+        A writer that decided from a state claiming a version the stream never reached
+        (a forged or foreign cache, a tampered view) would otherwise leave a gap. Read
+        before the transaction, and still exact: rows are never removed, so a version
+        present now is present at the commit."""
+        first: dict[str, int] = {}
+        for stream, version, _, _ in rows:
+            first.setdefault(stream, version)
+        wanted = [(stream, version - 1) for stream, version in first.items() if version > 1 and stream not in verified]
+        if not wanted:
+            return
+        with translated("append: check each stream's version", self):
+            found = self._existing(wanted)
+        missing = [stream for stream, version in wanted if (stream, version) not in found]
+        if missing:
+            raise ConflictError(missing, "the batch expects versions these streams have not reached")
 
     def _settle(self, appends: Sequence[Append], rows: list[_Row], error: str) -> list[int]:
         """The connection failed while the database was committing: wait until no writer
@@ -275,6 +301,10 @@ class Store(ABC):
         """One transaction; raise _Duplicate on a uniqueness conflict (after rollback),
         _Unsure if the commit's outcome is unknown, NotCommitted (or a subclass) if the
         transaction certainly did not commit."""
+
+    @abstractmethod
+    def _existing(self, pairs: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Which of these (stream, version) pairs are stored."""
 
     @abstractmethod
     def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
@@ -411,29 +441,34 @@ class Store(ABC):
         """(position, hash, links) of the chain's rows after `after`, at most `limit`."""
 
     # -------------------------------------------------------------- reads
-    def read_stream(self, stream: str) -> list[Recorded | Poison]:
-        """One stream's events in version order. An event that does not decode is a
-        Poison in its place (rule T4: the caller decides, the write side skips it as the
-        views park it). Raises StreamGap if the versions are not 1, 2, 3, ...: a removed
-        row would otherwise surface later as a misleading write conflict."""
+    def read_stream(self, stream: str, after: int = 0) -> list[Recorded | Poison]:
+        """One stream's events in version order, those after version `after` (all by
+        default): a writer holding the stream's state at `after` reads only what came
+        since, through the (stream, version) key, so the cost is the events after it,
+        not the stream's length (rule W1). An event that does not decode is a Poison in
+        its place (rule T4: the caller decides, the write side skips it as the views
+        park it). Raises StreamGap if the versions are not after+1, after+2, ...: a
+        removed row would otherwise surface later as a misleading write conflict."""
         with translated(f"read {stream}"):
-            rows = self._select_stream(stream)
-        return _contiguous(stream, _decode_rows([(pos, stream, ver, state) for pos, ver, state in rows]))
+            rows = self._select_stream(stream, after)
+        return _contiguous(stream, _decode_rows([(pos, stream, ver, state) for pos, ver, state in rows]), after)
 
-    def read_streams(self, streams: Sequence[str]) -> dict[str, list[Recorded | Poison]]:
+    def read_streams(self, streams: Sequence[str],
+                     after: Mapping[str, int] | None = None) -> dict[str, list[Recorded | Poison]]:  # fmt: skip
         """Several streams in one query per 500 (group commit's prefetch): each stream's
-        events in version order, as read_stream gives them; a stream with no events
-        maps to []."""
+        events in version order, as read_stream gives them, after its version in
+        `after` (0 if absent); a stream with no events (after it) maps to []."""
         found: dict[str, list[Recorded | Poison]] = {s: [] for s in streams}
         wanted = list(found)
+        since = after or {}
         for i in range(0, len(wanted), 500):
             chunk = wanted[i:i + 500]
             with translated("read streams"):
-                rows = self._select_streams(chunk)
+                rows = self._select_streams(chunk, [since.get(s, 0) for s in chunk])
             for rec in _decode_rows(rows):
                 found[rec.stream].append(rec)
         for stream, records in found.items():
-            _contiguous(stream, records)
+            _contiguous(stream, records, since.get(stream, 0))
         return found
 
     def stream_version(self, stream: str) -> int:
@@ -569,16 +604,18 @@ class Store(ABC):
 
     # ------------------------------------------------------- backend SQL
     @abstractmethod
-    def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
-        """(position, version, state) of one stream, in version order."""
+    def _select_stream(self, stream: str, after: int = 0) -> list[tuple[int, int, bytes]]:
+        """(position, version, state) of one stream after version `after`, in version
+        order, through the (stream, version) key."""
 
     @abstractmethod
     def _stream_version(self, stream: str) -> int:
         """The stream's last version, 0 if it has none."""
 
     @abstractmethod
-    def _select_streams(self, streams: Sequence[str]) -> list[tuple[int, str, int, bytes]]:
-        """(position, stream, version, state) of several streams, by stream and version."""
+    def _select_streams(self, streams: Sequence[str], after: Sequence[int]) -> list[tuple[int, str, int, bytes]]:
+        """(position, stream, version, state) of several streams, each after its version
+        in `after` (same order), by stream and version."""
 
     @abstractmethod
     def _select_after(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str, int, bytes]]:

@@ -368,6 +368,17 @@ class PostgresStore(Store):
             raise
         return ids
 
+    def _existing(self, pairs: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        found: set[tuple[str, int]] = set()
+        for i in range(0, len(pairs), self.CHUNK):
+            chunk = pairs[i:i + self.CHUNK]
+            got = self._rows(
+                self._sql("SELECT e.originator_id, e.originator_version FROM {} e JOIN unnest(%s::text[], %s::bigint[]) "
+                          "AS w(s, v) ON e.originator_id = w.s AND e.originator_version = w.v").format(self._table),
+                ([p[0] for p in chunk], [p[1] for p in chunk]), prepare=True)  # fmt: skip
+            found.update((stream, version) for stream, version in got)
+        return found
+
     def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         found: dict[tuple[str, int], tuple[int, str, bytes]] = {}
         for i in range(0, len(rows), self.CHUNK):
@@ -482,18 +493,20 @@ class PostgresStore(Store):
             rows: list[tuple[Any, ...]] = cur.fetchall()
             return rows
 
-    def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
+    def _select_stream(self, stream: str, after: int = 0) -> list[tuple[int, int, bytes]]:
         return self._rows(
             self._sql("SELECT notification_id, originator_version, state FROM {} "
-                      "WHERE originator_id=%s ORDER BY originator_version").format(self._table),
-            (stream,), prepare=True,
+                      "WHERE originator_id=%s AND originator_version>%s ORDER BY originator_version").format(self._table),
+            (stream, after), prepare=True,
         )
 
-    def _select_streams(self, streams: Sequence[str]) -> list[tuple[int, str, int, bytes]]:
+    def _select_streams(self, streams: Sequence[str], after: Sequence[int]) -> list[tuple[int, str, int, bytes]]:
         return self._rows(
-            self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
-                      "WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version").format(self._table),
-            (list(streams),), prepare=True,
+            self._sql("SELECT e.notification_id, e.originator_id, e.originator_version, e.state "
+                      "FROM unnest(%s::text[], %s::bigint[]) AS w(s, v) JOIN {} e "
+                      "ON e.originator_id = w.s AND e.originator_version > w.v "
+                      "ORDER BY e.originator_id, e.originator_version").format(self._table),
+            (list(streams), list(after)), prepare=True,
         )
 
     def _stream_version(self, stream: str) -> int:

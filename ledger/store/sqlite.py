@@ -218,6 +218,23 @@ class SQLiteStore(Store):
             raise _Unsure(_first_line(e)) from None
         return list(ids or [])
 
+    def _existing(self, pairs: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+        found: set[tuple[str, int]] = set()
+        with self._cursor() as cur:
+            for i in range(0, len(pairs), 400):
+                chunk = pairs[i:i + 400]
+                if len(chunk) == 1:  # the hot path (one transition): a plain point lookup
+                    cur.execute(f"SELECT originator_id, originator_version FROM {EVENTS_TABLE} "
+                                "WHERE originator_id=? AND originator_version=?", chunk[0])  # fmt: skip
+                else:
+                    cur.execute(
+                        f"SELECT originator_id, originator_version FROM {EVENTS_TABLE} "
+                        f"WHERE (originator_id, originator_version) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))})",
+                        [x for pair in chunk for x in pair],
+                    )
+                found.update(cur.fetchall())
+        return found
+
     def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         with self._cursor() as cur:
             return self._rows_at_on(cur, rows)
@@ -239,21 +256,22 @@ class SQLiteStore(Store):
         with self.transaction() as cur:  # BEGIN IMMEDIATE: waits for any writer's transaction to end
             return self._rows_at_on(cur, rows)
 
-    def _select_stream(self, stream: str) -> list[tuple[int, int, bytes]]:
+    def _select_stream(self, stream: str, after: int = 0) -> list[tuple[int, int, bytes]]:
         with self._cursor() as cur:
             cur.execute(
                 f"SELECT rowid, originator_version, state FROM {EVENTS_TABLE} "
-                "WHERE originator_id=? ORDER BY originator_version",
-                (stream,),
+                "WHERE originator_id=? AND originator_version>? ORDER BY originator_version",
+                (stream, after),
             )
             return cur.fetchall()
 
-    def _select_streams(self, streams: Sequence[str]) -> list[tuple[int, str, int, bytes]]:
+    def _select_streams(self, streams: Sequence[str], after: Sequence[int]) -> list[tuple[int, str, int, bytes]]:
         with self._cursor() as cur:
             cur.execute(
-                f"SELECT rowid, originator_id, originator_version, state FROM {EVENTS_TABLE} "
-                f"WHERE originator_id IN ({', '.join('?' * len(streams))}) ORDER BY originator_id, originator_version",
-                list(streams),
+                f"WITH w(s, v) AS (VALUES {', '.join(['(?, ?)'] * len(streams))}) "
+                f"SELECT e.rowid, e.originator_id, e.originator_version, e.state FROM w JOIN {EVENTS_TABLE} e "
+                "ON e.originator_id = w.s AND e.originator_version > w.v ORDER BY e.originator_id, e.originator_version",
+                [x for pair in zip(streams, after, strict=True) for x in pair],
             )
             return cur.fetchall()
 
