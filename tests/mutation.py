@@ -120,7 +120,7 @@ def run_tables() -> dict[str, str]:
     mutants = list(table_mutants())
     for i, (module, _name, description, _value) in enumerate(mutants):
         env = {**os.environ, "EPOCHLEDGER_TABLE_MUTANT": str(i)}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:xdist", "-p", "tests.mutation",
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "tests.mutation",
                                "-k", "not postgresql", "--no-header", *SUITES],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
         # pytest's exit codes: 1 = a test failed (killed), 0 = all passed (survived);
