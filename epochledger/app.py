@@ -498,10 +498,11 @@ class Batch(Commands):
         if epoch is not None:
             named = command.process if isinstance(command, RunStarted) else None
             writer = self.find_epoch(epoch, run_mod.slot_hint(command, state), must_be_in=named)
+            host = self.host_state(writer.host) if writer.host is not None and writer.host_boot is not None else None
+            # Judged as submitted, before the stamp: the evidence keeps the report itself (rule I1)
+            evidence = run_mod.fence(command, state, writer, host)
             if isinstance(command, RunStarted) and command.process is None:
                 command = msgspec.structs.replace(command, process=writer.process)
-            host = self.host_state(writer.host) if writer.host is not None and writer.host_boot is not None else None
-            evidence = run_mod.fence(command, state, writer, host)
         elif isinstance(command, RunStarted):
             slot = command.process or (state.process if state is not None else None)
             known = self.state(process_stream(slot)) if slot is not None else None

@@ -343,7 +343,9 @@ def slot_hint(cmd: RunEventBase, run: RunState | None) -> str | None:
 
 def fence(cmd: RunEventBase, run: RunState | None, writer: EpochState, host: HostState | None) -> RunFenced | None:
     """The `run.fenced` evidence to keep instead of `cmd`, or None if `cmd` may proceed.
-    `writer` is the epoch the report names; `host` its host's boots (the hosts view), so
+    `cmd` is the report as submitted, before the ledger stamps anything into it (a
+    start's slot): its `report` is the report itself, so a re-sent line is found to be
+    that evidence (rule I1). `writer` is the epoch the report names; `host` its host's boots (the hosts view), so
     a report from an epoch that was superseded, stopped, exited or whose host rebooted
     is refused alike (ledger.process.end_of, rule O7). A report on a run that does not
     exist (or was deleted) is not evidence about it: `decide` refuses it like any

@@ -356,6 +356,53 @@ def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> 
     assert worst.rows[0][0].total_seconds() >= 0
 
 
+# A stale epoch, each way the fence knows (rule O7): its slot booted again, it was seen
+# to exit, its host rebooted (another boot id on the same host).
+_HOSTED = {**BOOT, "host": "h", "host_boot": "h-b0"}
+_STALE = {
+    "superseded": [BOOT, {**BOOT, "at": "2026-09-09T14:00:00.5Z", "epoch": "e2"}],
+    "exited": [BOOT, {"type": "process.exited", "at": "2026-09-09T14:00:00.5Z", "process": "w-1", "epoch": "e1",
+                      "observed_by": "supervisor:test"}],
+    "host-rebooted": [_HOSTED, {**_HOSTED, "at": "2026-09-09T14:00:00.5Z", "process": "w-2", "epoch": "e9",
+                                "host_boot": "h-b1"}],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", sorted(_STALE))
+def test_I1_F1_a_stale_epochs_report_sent_twice_is_kept_once_and_then_a_duplicate(ledger: Ledger, how: str) -> None:
+    """The fuzz law's saved example, by hand: the same run.started of a stale epoch twice
+    in one file (it names the epoch, not the slot). The first is refused and kept as
+    run.fenced evidence; the second is a duplicate of that evidence (rule I1: a report
+    already kept counts): counted, not appended, not rejected. rejected + landed +
+    duplicates = lines, and a second import of the file appends nothing and rejects
+    nothing. The evidence's `report` is the line as submitted, not the start the ledger
+    would have stamped with the epoch's slot.
+    Mutations caught: the fence judging the stamped start (app.py `Batch._decide_run`
+    calling `fence` after the slot is stamped: the report states a `process` the line
+    does not); `_Known.holds` not consulting kept evidence (the second line is rejected,
+    not a duplicate); `_kept` without the stamped fields (`or k in wild`: the evidence
+    written with a stamped slot before this fix, below, is not found)."""
+    rows = [*_STALE[how], Q, S, S]
+    first = import_events(ledger, lines(rows), on_error="skip")
+    assert (first.lines, first.landed, first.duplicates, first.held) == (5, 3, 1, 0)
+    assert [(r.line, r.kept) for r in first.rejected] == [(4, "run.fenced")] and "stale epoch 'e1'" in first.rejected[0].reason
+    assert first.appended == first.landed + first.evidence == 4 == ledger.store.max_position()
+    [kept] = [r.event for r in ledger.history("r1") if isinstance(r.event, RunFenced)]
+    assert (kept.epoch, kept.refused, kept.report) == ("e1", "run.started", S)
+    state = ledger.get_run("r1")
+    assert (state.status, state.fenced) == (Status.QUEUED, 1)
+    again = import_events(ledger, lines(rows), on_error="skip")
+    assert (again.duplicates, again.appended, again.rejected) == (5, 0, [])
+    stored = export(ledger).splitlines()
+    assert len(stored) == len(set(stored)) == 4
+    # evidence kept with the stamped slot (as the fence wrote it before this fix) is still that line
+    stamped = {"type": "run.fenced", "at": "2026-09-09T14:00:09Z", "run": "r1", "epoch": "e1", "refused": "run.started",
+               "why": "stale", "report": {**S, "at": "2026-09-09T14:00:09Z", "process": "w-1"}}  # fmt: skip
+    assert import_events(ledger, lines([stamped])).landed == 1
+    late = import_events(ledger, lines([{**S, "at": "2026-09-09T14:00:09Z"}]), on_error="skip")
+    assert (late.duplicates, late.appended, late.rejected) == (1, 0, [])
+
+
 # -------------------------------------------------------------------- the law
 _T = "2026-09-09T14:00:"
 POOL = [  # in time order: a sorted draw is a plausible history, repeats are duplicates
