@@ -466,8 +466,9 @@ def _recorded(line: dict, log: list[dict]) -> bool:
         if all(e.get(k) == v for k, v in mine.items()) or all(e.get(k) == v for k, v in loose.items()):  # type: ignore[union-attr]
             return True
         report = _instant(e.get("report") or {})  # type: ignore[union-attr]
-        if e.get("type") == "run.fenced" and all(report.get(k) == v for k, v in mine.items()):  # type: ignore[union-attr]
-            return True  # the report as submitted (the ledger may have stamped a start's slot)
+        if e.get("type") == "run.fenced" and all(report.get(k) == v for k, v in mine.items()) \
+                and report.keys() <= mine.keys():  # type: ignore[union-attr]  # fmt: skip
+            return True  # the report as submitted: what the line states, nothing the ledger stamped
     return False
 
 
