@@ -486,3 +486,15 @@ def test_O2_O3_O5_the_sweeps_candidate_read_gives_the_verdicts_of_the_whole_flee
                 assert orphans.verdicts(few, me) == orphans.verdicts(whole, me)
                 found += len(orphans.verdicts(whole, me))
             assert found > 0  # the rule has orphans to find in every history
+
+
+def test_W1_the_slot_state_hooks_refuse_any_other_type_by_name() -> None:
+    """msgspec passes a hook's NotImplementedError on as it is, so its text is what a
+    reader of a broken view sees. Mutations caught (make mutation): the messages dropped
+    or naming the wrong type."""
+    from ledger import process
+
+    with pytest.raises(NotImplementedError, match=r"^cannot encode object$"):
+        msgspec.json.encode(object(), enc_hook=process.enc_hook)
+    with pytest.raises(NotImplementedError, match=r"^cannot decode <class 'complex'>$"):
+        msgspec.json.decode(b"1", type=complex, dec_hook=process.dec_hook)

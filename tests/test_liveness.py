@@ -465,3 +465,99 @@ def test_O7_V1_the_timeline_draws_an_exit(fake_ledger: tuple[Ledger, FakeHost, M
     [mark] = [m for m in h.lanes["worker"].marks if m.kind == "exit"]
     assert "supervisor:s" in mark.detail and "signal 9" in mark.detail and "OOM-killed" in mark.detail
     assert "exited at" in timeline.render(h)
+
+
+def test_O7_the_hosts_view_folds_any_history_and_keeps_only_boots_that_name_host_and_boot_id() -> None:
+    """The hosts view's `fold` over a whole log (run events, other process events, a boot
+    with a boot id but no host, one with a host but no boot id) equals the view built
+    event by event, and holds only the boots that name both. Mutations caught (make
+    mutation): `fold` passing the wrong initial, evolve, records or view; `evolve`'s
+    guard with `and` turned into `or` (a run event or a host-less boot reaching
+    evolve_host)."""
+    from ledger.events import Recorded, RunQueued
+    from projections import hosts
+
+    def boot(i: int, epoch: str, host: str | None, host_boot: str | None) -> Recorded:
+        e = ProcessBooted(at=T0 + timedelta(seconds=i), process="w", epoch=epoch, booted_at=T0, host=host,
+                          host_boot=host_boot)  # fmt: skip
+        return Recorded(i, "process:w", i, e)
+
+    records = [
+        boot(1, "e1", "h1", "b1"),
+        Recorded(2, "run:r", 1, RunQueued(at=T0, run="r")),
+        boot(3, "e2", None, "b9"),
+        boot(4, "e3", "h2", None),
+        Recorded(5, "process:w", 5, ProcessStopped(at=T0, process="w", epoch="e3")),
+        boot(6, "e4", "h1", "b2"),
+    ]
+    folded = hosts.fold(records)
+    assert set(folded) == {"h1"} and folded["h1"].host_boot == "b2" and set(folded["h1"].ended) == {"b1"}
+    by_one: dict[str, HostState] = {}
+    for rec in records:
+        if hosts.keys(rec):
+            hosts.evolve(by_one, rec)
+    assert folded == by_one
+    assert hosts.fold(records[3:], hosts.fold(records[:3])) == folded  # in two parts, as the engine resumes
+
+
+# ------------------------------------------- found by mutation testing (docs/mutation.md)
+def _host_ledger(tmp_path: Path) -> tuple[Ledger, FakeHost, ManualClock]:
+    clock, host = ManualClock(T0), FakeHost()
+    return open_ledger(str(tmp_path / "l.db"), clock=clock, host=host), host, clock
+
+
+def test_O7_a_sweep_by_an_epoch_that_exited_or_whose_host_rebooted_names_that_outcome(tmp_path: Path) -> None:
+    """A dead process's sweep recovers nothing and says why. Mutations caught: the
+    outcome's name for an exited epoch or a rebooted host changed."""
+    from epochledger.sweep import SweepReport
+
+    lg, host, clock = _host_ledger(tmp_path)
+    with lg:
+        gone = lg.boot("w1")
+        lg.exited("w1", gone, observed_by="supervisor:s", signal=9)
+        assert lg.sweep(gone) == SweepReport(process="w1", epoch=gone.epoch, outcome="exited", attempts=1)
+        old = lg.boot("w2")
+        host.reboot("boot-2")
+        clock.advance(60)
+        lg.boot("w3")
+        assert lg.sweep(old) == SweepReport(process="w2", epoch=old.epoch, outcome="host-rebooted", attempts=1)
+
+
+def test_O7_recoveries_and_verdicts_carry_the_exit_and_the_reboot_as_evidence(tmp_path: Path) -> None:
+    """A recovery copies its verdict's evidence: for O2-exited when and by whom the exit
+    was seen, its signal and evidence; for O2-host-rebooted the host, both host boot
+    ids, the epoch that carried the new one, and end_of's sentence. The preview of a
+    boot on a rebooted host (`sweep --dry-run`) sees the reboot by the host facts its
+    folded boot carries. Mutations caught: exited_at or evidence dropped from the
+    verdict or from run.recovered; the preview's boot without its host or host boot id."""
+    from epochledger.sweep import preview
+    from ledger.events import RunRecovered
+
+    lg, host, clock = _host_ledger(tmp_path)
+    with lg:
+        w1 = lg.boot("w1")
+        lg.queue("r-exit", workflow="wf")
+        lg.start("r-exit", epoch=w1)
+        clock.advance(30)
+        lg.exited("w1", w1, observed_by="supervisor:s", signal=9, evidence="child reaped")
+        w2 = lg.boot("w2")
+        lg.queue("r-boot", workflow="wf")
+        lg.start("r-boot", epoch=w2)
+        host.reboot("boot-2")
+        clock.advance(30)
+        [v] = [v for v in preview(lg, "w9").recovered if v.run == "r-boot"]
+        assert (v.rule, v.host_boot, v.rebooted_to) == ("O2-host-rebooted", "boot-1", "boot-2")
+        w3 = lg.boot("w3")
+        recovered = {v.run: v for v in lg.sweep(w3).recovered}
+        exit_at = T0 + timedelta(seconds=30)
+        by_exit, by_boot = recovered["r-exit"], recovered["r-boot"]
+        assert (by_exit.rule, by_exit.exited_at, by_exit.observed_by, by_exit.signal) == (
+            "O2-exited", exit_at, "supervisor:s", 9)  # fmt: skip
+        assert by_exit.evidence is not None and "child reaped" in by_exit.evidence
+        assert (by_boot.rule, by_boot.host, by_boot.host_boot, by_boot.rebooted_to, by_boot.rebooted_by) == (
+            "O2-host-rebooted", "host-a", "boot-1", "boot-2", w3.epoch)  # fmt: skip
+        assert by_boot.evidence is not None and "rebooted" in by_boot.evidence
+        [e1] = [r.event for r in lg.history("r-exit") if isinstance(r.event, RunRecovered)]
+        [e2] = [r.event for r in lg.history("r-boot") if isinstance(r.event, RunRecovered)]
+        assert (e1.exited_at, e1.observed_by, e1.signal, e1.evidence) == (exit_at, "supervisor:s", 9, by_exit.evidence)
+        assert (e2.host_boot, e2.rebooted_to, e2.evidence) == ("boot-1", "boot-2", by_boot.evidence)

@@ -302,3 +302,23 @@ def test_L7_rewind_and_delete_drop_the_pending_interaction_and_handed_answers() 
         for before in (_waiting(), _answered()):
             s = step(before, cmd)
             assert (s.interaction, s.questions, s.answers) == (None, None, None), (type(cmd).__name__, before.status)
+
+
+def test_I1_F2_a_refused_report_is_kept_with_its_actor_and_claims_an_outcome_only_if_it_reports_one() -> None:
+    """What the tolerant import keeps of a report decide refused because of the run's
+    status (ledger.run.refused_report): the report's own actor, and `reported` only for
+    an outcome (a late finish binds automation, rule F2; a late checkpoint does not).
+    A report refused for its own fields (a code on a finish, rule L2) is not an
+    observation of the run and is not kept. Mutations caught: the actor dropped; every
+    report claiming an outcome; the status check asked of no run."""
+    from ledger.run import refused_report
+
+    cancelled = step(queued(), RunCancelled(at=at(1), run=RUN))
+    finish = RunFinished(at=at(2), run=RUN, epoch="e1", actor="worker")
+    kept = refused_report(finish, cancelled, "run 'r-1' is cancelled: run.finished refused")
+    assert kept is not None and (kept.actor, kept.reported, kept.refused, kept.epoch) == (
+        "worker", Status.FINISHED, "run.finished", "e1")  # fmt: skip
+    ckpt = RunCheckpointed(at=at(2), run=RUN, node="n", ref="r", epoch="e1", actor="worker")
+    kept = refused_report(ckpt, cancelled, "refused")
+    assert kept is not None and (kept.actor, kept.reported) == ("worker", None)
+    assert refused_report(RunFinished(at=at(2), run=RUN, code="X"), running(), "a code belongs on failures") is None
