@@ -114,20 +114,28 @@ def pytest_configure(config: pytest.Config) -> None:  # the plugin: `-p tests.mu
         _apply(mutant)
 
 
-def run_tables() -> dict[str, str]:
-    """Each table mutant against the suites: 'killed' or 'survived'."""
-    results: dict[str, str] = {}
+def run_tables(workers: int = 2) -> dict[str, str]:
+    """Each table mutant against the suites, `workers` at a time: 'killed' or 'survived'."""
+    from concurrent.futures import ThreadPoolExecutor
+
     mutants = list(table_mutants())
-    for i, (module, _name, description, _value) in enumerate(mutants):
+
+    def one(i: int) -> str:
         env = {**os.environ, "EPOCHLEDGER_TABLE_MUTANT": str(i)}
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "tests.mutation",
-                               "-k", "not postgresql", "--no-header", *SUITES],
+                               "-k", "not postgresql", "--no-header", "-p", "no:cacheprovider", *SUITES],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
         # pytest's exit codes: 1 = a test failed (killed), 0 = all passed (survived);
         # anything else (a usage or internal error) is the harness's fault, not a kill.
-        outcome = {0: "survived", 1: "killed"}.get(done.returncode, f"error (pytest exit {done.returncode})")
-        results[f"{module}: {description}"] = outcome
-        print(f"[{i + 1}/{len(mutants)}] {results[f'{module}: {description}']:8} {module}: {description}", flush=True)
+        return {0: "survived", 1: "killed"}.get(done.returncode, f"error (pytest exit {done.returncode})")
+
+    results: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for n, (outcome, (module, _name, description, _value)) in enumerate(
+            zip(pool.map(one, range(len(mutants))), mutants, strict=True), start=1
+        ):
+            results[f"{module}: {description}"] = outcome
+            print(f"[{n}/{len(mutants)}] {outcome:8} {module}: {description}", flush=True)
     (ROOT / "mutants").mkdir(exist_ok=True)
     (ROOT / "mutants" / "tables.json").write_text(json.dumps(results, indent=1))
     return results
