@@ -149,27 +149,10 @@ class Runner:
 
     def run(self, upto: int | None = None, progress: Progress | None = None, head: int = 0,
             batch: int = READ_BATCH) -> Stats:  # fmt: skip
-        stats = Stats(view=self.module.NAME)
-        self.load()
-        # The cyclic GC would walk every cached entry and batch record again and again
-        # (they are acyclic msgspec structs): off while applying, ~1.3x faster here.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            while True:
-                try:
-                    for chunk in self.store.read_batches(self.position, upto, batch):
-                        self.apply(chunk, stats)
-                        if progress is not None:
-                            progress(self.module.NAME, self.position, head)
-                    break
-                except ConflictError:
-                    self.load()  # another runner applied these events; carry on from its position
-        finally:
-            if collecting:
-                gc.enable()
-        stats.position = self.position
-        return stats
+        stats, gone = run_together([self], upto=upto, progress=progress, head=head, batch=batch)
+        if gone:
+            raise ShadowGone(self.key)
+        return stats[0]
 
     def apply(self, chunk: Sequence[Recorded | Poison], stats: Stats) -> None:
         module, view = self.module, self.view
@@ -264,6 +247,58 @@ class Runner:
         return self._last.event.at.isoformat() if self._last is not None else None
 
 
+def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress: Progress | None = None,
+                 head: int = 0, batch: int = READ_BATCH) -> tuple[list[Stats], set[str]]:  # fmt: skip
+    """Apply the log to several views in one pass: each batch is read and decoded once
+    and handed to every runner's `apply` (the same per-view fold and commit a single
+    view gets: one code path). Each runner keeps its own tracking position and skips
+    what it has already applied; one refused by a racing runner (ConflictError)
+    reloads from its table and goes on from the position it finds there. A runner
+    whose shadow table was swapped in under it (ShadowGone) drops out: its view's NAME
+    is in the set returned beside the Stats, for the caller (rebuild) to judge."""
+    stats = [Stats(view=r.module.NAME) for r in runners]
+    live: list[int] = []
+    gone: set[str] = set()
+    for i, r in enumerate(runners):
+        try:
+            r.load()
+            live.append(i)
+        except ShadowGone:
+            gone.add(r.module.NAME)
+    # The cyclic GC would walk every cached entry and batch record again and again
+    # (they are acyclic msgspec structs): off while applying, ~1.3x faster here.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if live:
+            start = min(runners[i].position for i in live)
+            for chunk in runners[live[0]].store.read_batches(start, upto, batch):
+                for i in list(live):
+                    r = runners[i]
+                    try:
+                        while True:
+                            part = chunk if r.position < chunk[0].position else [c for c in chunk if c.position > r.position]
+                            if not part:
+                                break
+                            try:
+                                r.apply(part, stats[i])
+                                break
+                            except ConflictError:
+                                r.load()  # another runner applied these events; carry on from its position
+                    except ShadowGone:
+                        live.remove(i)
+                        gone.add(r.module.NAME)
+                        continue
+                    if progress is not None:
+                        progress(r.module.NAME, r.position, head)
+    finally:
+        if collecting:
+            gc.enable()
+    for i in live:
+        stats[i].position = runners[i].position
+    return stats, gone
+
+
 def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded,
            first: Exception) -> tuple[Any, str | None]:  # fmt: skip
     """Try again up to MAX_ATTEMPTS in all: (view, None) if it went through, else
@@ -300,49 +335,89 @@ def rebuild(store: Store, module: View, *, upto: int | None = None, progress: Pr
     """Rebuild `module`'s view from position zero (up to `upto`, default the head)
     beside the live one and swap it in. Resumes a rebuild that was killed (same
     VERSION), else starts from zero."""
+    return rebuild_all(store, [module], upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)[0]
+
+
+def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None = None,
+                progress: Progress | None = None, cache_limit: int = CACHE_LIMIT,
+                batch: int = READ_BATCH) -> list[Stats]:  # fmt: skip
+    """Rebuild several views in one pass over the log (run_together: each event read
+    and decoded once, folded by each view's own evolve), each beside its live one,
+    then swap each in (one transaction per view). Each resumes a rebuild that was
+    killed (same VERSION), else starts from zero."""
     tables.ensure(store)
-    shadow_key = module.NAME + SHADOW
-    shadow_table = table_of(shadow_key)
-    tracking = tables.tracking(store, shadow_key)
-    if tracking is None or tracking[0] != module.VERSION:
-        tables.reset_view(store, shadow_key, shadow_table, column_spec(module), module.VERSION)
+    shadows = [(m.NAME + SHADOW, table_of(m.NAME + SHADOW)) for m in views]
+    for m, (shadow_key, shadow_table) in zip(views, shadows, strict=True):
+        tracking = tables.tracking(store, shadow_key)
+        if tracking is None or tracking[0] != m.VERSION:
+            tables.reset_view(store, shadow_key, shadow_table, column_spec(m), m.VERSION)
     head = store.max_position() if upto is None else upto
-    runner = Runner(store, module, shadow=True, cache_limit=cache_limit)
-    try:
-        stats = runner.run(upto=upto, progress=progress, head=head, batch=batch)
-        tables.swap_view(store, module.NAME, shadow_key, table_of(module.NAME), shadow_table)
-    except (ShadowGone, StoreError):
+    runners = [Runner(store, m, shadow=True, cache_limit=cache_limit) for m in views]
+
+    def raced(m: View, shadow_key: str) -> Stats | None:
         # Two runners rebuilding one view at once (two replicas booting on a fresh
         # ledger, two `runs` commands): they share the shadow's tracking row, so their
         # batches never double, and whichever finishes first swaps it in. The other
         # then finds its shadow gone: the view it was building is live, and it is done.
         # Anything else (the store down) still raises: the shadow would still be there.
-        if tables.tracking(store, shadow_key) is not None or not is_current(store, module):
+        if tables.tracking(store, shadow_key) is not None or not is_current(store, m):
+            return None
+        return Stats(view=m.NAME, position=(tables.tracking(store, m.NAME) or (0, 0))[1])
+
+    try:
+        stats, gone = run_together(runners, upto=upto, progress=progress, head=head, batch=batch)
+    except StoreError:
+        done = [raced(m, k) for m, (k, _) in zip(views, shadows, strict=True)]
+        if any(d is None for d in done):
             raise
-        return Stats(view=module.NAME, position=(tables.tracking(store, module.NAME) or (0, 0))[1])
-    stats.rebuilt = True
-    return stats
+        return [d for d in done if d is not None]
+    out: list[Stats] = []
+    for m, st, (shadow_key, shadow_table) in zip(views, stats, shadows, strict=True):
+        try:
+            if m.NAME in gone:
+                raise ShadowGone(shadow_key)
+            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table)
+        except (ShadowGone, StoreError):
+            lost = raced(m, shadow_key)
+            if lost is None:
+                raise
+            out.append(lost)
+            continue
+        st.rebuilt = True
+        out.append(st)
+    return out
 
 
 def catch_up(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
              cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
     """Bring the live view up to the log's head (or `upto`). A view never built, or
     built by another VERSION, is rebuilt first (readers keep the old one meanwhile)."""
-    stats = None
-    if not is_current(store, module):
-        stats = rebuild(store, module, upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)
-    runner = Runner(store, module, cache_limit=cache_limit)
-    more = runner.run(upto=upto, progress=progress, head=store.max_position(), batch=batch)
-    if stats is None:
-        return more
-    stats.events += more.events
-    stats.parked += more.parked
-    stats.position = more.position
-    return stats
+    return catch_up_all(store, [module], upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)[0]
 
 
-def catch_up_all(store: Store, views: Iterable[View] = VIEWS, **kw: Any) -> list[Stats]:
-    return [catch_up(store, v, **kw) for v in views]
+def catch_up_all(store: Store, views: Iterable[View] = VIEWS, *, upto: int | None = None,
+                 progress: Progress | None = None, cache_limit: int = CACHE_LIMIT,
+                 batch: int = READ_BATCH) -> list[Stats]:  # fmt: skip
+    """catch_up for several views, in one pass over the log for those to rebuild and
+    one for the catch-up of all (run_together)."""
+    views = list(views)
+    stale = [v for v in views if not is_current(store, v)]
+    rebuilt = {st.view: st for st in rebuild_all(store, stale, upto=upto, progress=progress, cache_limit=cache_limit,
+                                                 batch=batch)} if stale else {}  # fmt: skip
+    runners = [Runner(store, v, cache_limit=cache_limit) for v in views]
+    more, gone = run_together(runners, upto=upto, progress=progress, head=store.max_position(), batch=batch)
+    if gone:  # a live view's tracking row vanished: as Runner.run, say so
+        raise ShadowGone(", ".join(sorted(gone)))
+    out = []
+    for st in more:
+        first = rebuilt.get(st.view)
+        if first is not None:
+            first.events += st.events
+            first.parked += st.parked
+            first.position = st.position
+            st = first
+        out.append(st)
+    return out
 
 
 def _position(store: Store, module: View) -> int:
