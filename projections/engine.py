@@ -271,32 +271,47 @@ def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress
     gc.disable()
     try:
         if live:
-            start = min(runners[i].position for i in live)
-            for chunk in runners[live[0]].store.read_batches(start, upto, batch):
+            store = runners[live[0]].store
+            before = min(runners[i].position for i in live)  # the pass has read every event up to here
+            for chunk in store.read_batches(before, upto, batch):
                 for i in list(live):
                     r = runners[i]
                     try:
-                        while True:
-                            part = chunk if r.position < chunk[0].position else [c for c in chunk if c.position > r.position]
-                            if not part:
-                                break
-                            try:
-                                r.apply(part, stats[i])
-                                break
-                            except ConflictError:
-                                r.load()  # another runner applied these events; carry on from its position
+                        _feed(r, chunk, before, stats[i], batch)
                     except ShadowGone:
                         live.remove(i)
                         gone.add(r.module.NAME)
                         continue
                     if progress is not None:
                         progress(r.module.NAME, r.position, head)
+                before = chunk[-1].position
     finally:
         if collecting:
             gc.enable()
     for i in live:
         stats[i].position = runners[i].position
     return stats, gone
+
+
+def _feed(r: Runner, chunk: Sequence[Recorded | Poison], before: int, stats: Stats, batch: int) -> None:
+    """Apply to `r` what of `chunk` is past its position. A runner refused by a racing
+    one (ConflictError) reloads its position from the table; that may be behind the
+    pass (a swap puts a rebuild's position in place of the live one), and then the
+    events from there to the chunk's end are read again for it alone: none skipped."""
+    while True:
+        try:
+            if r.position < before:
+                for part in r.store.read_batches(r.position, chunk[-1].position, batch):
+                    r.apply(part, stats)
+            elif r.position < chunk[0].position:
+                r.apply(chunk, stats)
+            else:
+                part = [c for c in chunk if c.position > r.position]
+                if part:
+                    r.apply(part, stats)
+            return
+        except ConflictError:
+            r.load()  # another runner applied these events; carry on from its position
 
 
 def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded,
