@@ -162,9 +162,7 @@ class Runner:
         if self.keyed:
             keys = self.keys_of
             assert keys is not None
-            for rec in chunk:
-                if type(rec) is Recorded:
-                    dirty.update(keys(rec))
+            dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
             if self.evicted is None:
                 missing = [k for k in dirty if k not in view]
             else:  # the table holds exactly the cached and the evicted entries
@@ -172,22 +170,29 @@ class Runner:
             if missing:
                 for k, state in tables.load_states(self.store, self.table, missing).items():
                     view[k] = self._decode(state)
+        # The hot loop of every rebuild and catch-up: the last record seen is kept in a
+        # local and stored on self only where a parked row needs its ledger time.
+        last = self._last
         for rec in chunk:
-            if type(rec) is Poison:
-                rec = self._reread(rec)
-            if type(rec) is Recorded:
-                self._last = rec
-                try:
-                    view = evolve(view, rec)
-                except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
-                    view, error = _retry(evolve, view, rec, first)
-                    if error is not None:
-                        parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
-                                       self._ledger_time()))  # fmt: skip
-            else:
+            if type(rec) is not Recorded:
                 assert isinstance(rec, Poison)
-                parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
-                               self._ledger_time()))  # fmt: skip
+                rec = self._reread(rec)
+                if type(rec) is not Recorded:
+                    assert isinstance(rec, Poison)
+                    self._last = last
+                    parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
+                                   self._ledger_time()))  # fmt: skip
+                    continue
+            last = rec
+            try:
+                view = evolve(view, rec)
+            except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
+                view, error = _retry(evolve, view, rec, first)
+                if error is not None:
+                    self._last = last
+                    parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
+                                   self._ledger_time()))  # fmt: skip
+        self._last = last
         self.view = view
         upserts: list[tuple[Any, ...]] = []
         deletes: list[str] = []
@@ -195,12 +200,15 @@ class Runner:
             if self._reread_keys:
                 dirty |= self._reread_keys
                 self._reread_keys = set()
+            encode, columns = _encoder.encode, getattr(module, "columns", None)
             for k in dirty:
                 v = view.get(k)
                 if v is None:
                     deletes.append(k)
+                elif columns is not None:  # row_of, inlined: once per changed entry of a batch
+                    upserts.append((k, *columns(k, v), encode(v)))
                 else:
-                    upserts.append(row_of(module, k, v))
+                    upserts.append((k, encode(v)))
         else:
             current = entries(module, view)
             for k, v in current.items():
