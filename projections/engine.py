@@ -78,6 +78,13 @@ def keys_of(module: View) -> Callable[[Recorded], tuple[str, ...]] | None:
     return keys
 
 
+def types_of(module: View) -> frozenset[type] | None:
+    """The view's `TYPES` (the event classes its evolve acts on), None if it has none:
+    then every event goes through its evolve (projections/view.py)."""
+    types: frozenset[type] | None = getattr(module, "TYPES", None)
+    return types
+
+
 def table_of(view_key: str) -> str:
     return "view_" + view_key
 
@@ -119,6 +126,7 @@ class Runner:
         self.columns = [c for c, _ in column_spec(module)]
         self.keys_of = keys_of(module)
         self.keyed = self.keys_of is not None
+        self.types = types_of(module)
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
         self._decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
@@ -162,7 +170,11 @@ class Runner:
         if self.keyed:
             keys = self.keys_of
             assert keys is not None
-            dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
+            types = self.types
+            if types is None:
+                dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
+            else:
+                dirty = {k for rec in chunk if type(rec) is Recorded and type(rec.event) in types for k in keys(rec)}
             if self.evicted is None:
                 missing = [k for k in dirty if k not in view]
             else:  # the table holds exactly the cached and the evicted entries
@@ -173,6 +185,7 @@ class Runner:
         # The hot loop of every rebuild and catch-up: the last record seen is kept in a
         # local and stored on self only where a parked row needs its ledger time.
         last = self._last
+        types = self.types
         for rec in chunk:
             if type(rec) is not Recorded:
                 assert isinstance(rec, Poison)
@@ -184,6 +197,8 @@ class Runner:
                                    self._ledger_time()))  # fmt: skip
                     continue
             last = rec
+            if types is not None and type(rec.event) not in types:
+                continue  # evolve leaves the view as it is (the view's TYPES)
             try:
                 view = evolve(view, rec)
             except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
