@@ -162,7 +162,12 @@ class Runner:
             raise ShadowGone(self.key)
         return stats[0]
 
-    def apply(self, chunk: Sequence[Recorded | Poison], stats: Stats) -> None:
+    def apply(self, chunk: Sequence[Recorded | Poison], stats: Stats,
+              full: Sequence[Recorded | Poison] | None = None) -> None:  # fmt: skip
+        """Fold `chunk` into the view and commit it with the new tracking position.
+        `full`: the batch of the log `chunk` was taken from when it holds only this
+        view's TYPES (run_together); the tracking position moves to its end, and a
+        parked row's ledger time is still the last event before it in the log."""
         module, view = self.module, self.view
         evolve = module.evolve
         parked: list[tuple[Any, ...]] = []
@@ -170,11 +175,7 @@ class Runner:
         if self.keyed:
             keys = self.keys_of
             assert keys is not None
-            types = self.types
-            if types is None:
-                dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
-            else:
-                dirty = {k for rec in chunk if type(rec) is Recorded and type(rec.event) in types for k in keys(rec)}
+            dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
             if self.evicted is None:
                 missing = [k for k in dirty if k not in view]
             else:  # the table holds exactly the cached and the evicted entries
@@ -185,29 +186,26 @@ class Runner:
         # The hot loop of every rebuild and catch-up: the last record seen is kept in a
         # local and stored on self only where a parked row needs its ledger time.
         last = self._last
-        types = self.types
         for rec in chunk:
             if type(rec) is not Recorded:
                 assert isinstance(rec, Poison)
                 rec = self._reread(rec)
                 if type(rec) is not Recorded:
                     assert isinstance(rec, Poison)
-                    self._last = last
+                    self._last = _latest(last, full, rec.position)
                     parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
                                    self._ledger_time()))  # fmt: skip
                     continue
             last = rec
-            if types is not None and type(rec.event) not in types:
-                continue  # evolve leaves the view as it is (the view's TYPES)
             try:
                 view = evolve(view, rec)
             except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
                 view, error = _retry(evolve, view, rec, first)
                 if error is not None:
-                    self._last = last
+                    self._last = rec
                     parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
                                    self._ledger_time()))  # fmt: skip
-        self._last = last
+        self._last = _latest(last, full)
         self.view = view
         upserts: list[tuple[Any, ...]] = []
         deletes: list[str] = []
@@ -234,11 +232,11 @@ class Runner:
             for k in [k for k in self.flushed if k not in current]:
                 deletes.append(k)
                 del self.flushed[k]
-        new_position = chunk[-1].position
+        new_position = (full or chunk)[-1].position
         tables.commit_view(self.store, self.key, self.position, new_position, self.table, self.columns,
                                upserts, deletes, parked)  # fmt: skip
         self.position = new_position
-        stats.events += len(chunk)
+        stats.events += len(full or chunk)
         stats.parked += len(parked)
         if self.keyed and len(view) > self.cache_limit:
             # Every entry is on disk now; forget the oldest half (insertion order).
@@ -325,16 +323,40 @@ def _feed(r: Runner, chunk: Sequence[Recorded | Poison], before: int, stats: Sta
         try:
             if r.position < before:
                 for part in r.store.read_batches(r.position, chunk[-1].position, batch):
-                    r.apply(part, stats)
+                    _apply_types(r, part, stats)
             elif r.position < chunk[0].position:
-                r.apply(chunk, stats)
+                _apply_types(r, chunk, stats)
             else:
                 part = [c for c in chunk if c.position > r.position]
                 if part:
-                    r.apply(part, stats)
+                    _apply_types(r, part, stats)
             return
         except ConflictError:
             r.load()  # another runner applied these events; carry on from its position
+
+
+def _apply_types(r: Runner, chunk: Sequence[Recorded | Poison], stats: Stats) -> None:
+    """r.apply of the records its view's TYPES name (and every Poison: each view parks
+    it), the rest skipped without a call: with every view in one pass, a slot's view
+    is not handed each run event (projections/view.py)."""
+    types = r.types
+    if types is None:
+        r.apply(chunk, stats)
+        return
+    part = [c for c in chunk if type(c) is not Recorded or type(c.event) in types]
+    r.apply(chunk if len(part) == len(chunk) else part, stats, full=chunk)
+
+
+def _latest(last: Recorded | None, full: Sequence[Recorded | Poison] | None,
+            before: int | None = None) -> Recorded | None:  # fmt: skip
+    """The later of `last` (the last record a view folded or healed) and the last
+    decoded record of `full` (before position `before`): the last event seen."""
+    if full is None:
+        return last
+    for c in reversed(full):  # at the end of a batch, or when parking: not per event
+        if type(c) is Recorded and (before is None or c.position < before):
+            return c if last is None or c.position > last.position else last
+    return last
 
 
 def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded,

@@ -332,3 +332,19 @@ def test_R2_a_view_skips_only_events_its_evolve_leaves_alone(ledger, clock) -> N
         kept = [r for r in records if type(r.event) in types]
         assert kept and len(kept) < len(records) or v.NAME == "runs", v.NAME  # the test skips something
         assert canonical(v.fold(kept)) == canonical(v.fold(records)), v.NAME
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_a_view_that_skips_run_events_parks_with_the_ledger_time_of_the_event_before(ledger, store_url) -> None:
+    """Rebuilt in one pass, the epochs view is handed no run events (its TYPES), yet a
+    poison it parks carries the ledger time of the last event before it in the log,
+    as the runs view's row does: the same for every view. Mutation: keep `last` to
+    the records a view folded (drop `_latest`) and the epochs view's parked_at is None."""
+    from projections import epochs
+
+    bulk_history(ledger, 10)
+    before = next(ledger.store.read_all(5, 6))
+    corrupt(store_url, 7, b'{"type":"run.finished","at":"yesterday"}')
+    engine.rebuild_all(ledger.store)
+    times = {v.NAME: [(p[1], p[6]) for p in tables.parked(ledger.store, v.NAME)] for v in (runs, epochs)}
+    assert times["runs"] == times["epochs"] == [(7, before.event.at.isoformat())]
