@@ -51,6 +51,10 @@ from projections.view import View
 MAX_ATTEMPTS = 3
 CACHE_LIMIT = 100_000  # decoded entries a keyed view keeps between batches
 SHADOW = "__rebuild"
+# Events per batch of a rebuild: a commit per view per batch, so a rebuild of every view
+# in one pass commits a fifth as often as at READ_BATCH (~10% faster, docs/benchmarks.md);
+# a batch of decoded records costs ~30 MB at this size. Catch-ups keep READ_BATCH.
+REBUILD_BATCH = 50_000
 
 Progress = Callable[[str, int, int], None]  # (view, position reached, head)
 
@@ -391,7 +395,7 @@ def is_current(store: Store, module: View) -> bool:
 
 
 def rebuild(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
-            cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
+            cache_limit: int = CACHE_LIMIT, batch: int = REBUILD_BATCH) -> Stats:  # fmt: skip
     """Rebuild `module`'s view from position zero (up to `upto`, default the head)
     beside the live one and swap it in. Resumes a rebuild that was killed (same
     VERSION), else starts from zero."""
@@ -400,7 +404,7 @@ def rebuild(store: Store, module: View, *, upto: int | None = None, progress: Pr
 
 def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None = None,
                 progress: Progress | None = None, cache_limit: int = CACHE_LIMIT,
-                batch: int = READ_BATCH) -> list[Stats]:  # fmt: skip
+                batch: int = REBUILD_BATCH) -> list[Stats]:  # fmt: skip
     """Rebuild several views in one pass over the log (run_together: each event read
     and decoded once, folded by each view's own evolve), each beside its live one,
     then swap each in (one transaction per view). Each resumes a rebuild that was
@@ -449,7 +453,7 @@ def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None
 
 
 def catch_up(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
-             cache_limit: int = CACHE_LIMIT, batch: int = READ_BATCH) -> Stats:  # fmt: skip
+             cache_limit: int = CACHE_LIMIT, batch: int | None = None) -> Stats:  # fmt: skip
     """Bring the live view up to the log's head (or `upto`). A view never built, or
     built by another VERSION, is rebuilt first (readers keep the old one meanwhile)."""
     return catch_up_all(store, [module], upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)[0]
@@ -457,15 +461,17 @@ def catch_up(store: Store, module: View, *, upto: int | None = None, progress: P
 
 def catch_up_all(store: Store, views: Iterable[View] = VIEWS, *, upto: int | None = None,
                  progress: Progress | None = None, cache_limit: int = CACHE_LIMIT,
-                 batch: int = READ_BATCH) -> list[Stats]:  # fmt: skip
+                 batch: int | None = None) -> list[Stats]:  # fmt: skip
     """catch_up for several views, in one pass over the log for those to rebuild and
-    one for the catch-up of all (run_together)."""
+    one for the catch-up of all (run_together). `batch`: events per batch of both
+    (default: REBUILD_BATCH for the rebuild, READ_BATCH for the catch-up)."""
     views = list(views)
     stale = [v for v in views if not is_current(store, v)]
     rebuilt = {st.view: st for st in rebuild_all(store, stale, upto=upto, progress=progress, cache_limit=cache_limit,
-                                                 batch=batch)} if stale else {}  # fmt: skip
+                                                 batch=batch or REBUILD_BATCH)} if stale else {}  # fmt: skip
     runners = [Runner(store, v, cache_limit=cache_limit) for v in views]
-    more, gone = run_together(runners, upto=upto, progress=progress, head=store.max_position(), batch=batch)
+    more, gone = run_together(runners, upto=upto, progress=progress, head=store.max_position(),
+                              batch=batch or READ_BATCH)  # fmt: skip
     if gone:  # a live view's tracking row vanished: as Runner.run, say so
         raise ShadowGone(", ".join(sorted(gone)))
     out = []
