@@ -14,7 +14,7 @@ Measured, interleaved, `repeat` times each (medians reported):
   write every run's row into the shadow table, then the swap;
 - rebuild_all: every registered view rebuilt (`engine.rebuild_all`: one pass);
 - base_rebuild_runs / base_rebuild_all: the same two with the code of commit REV
-  (default `main`; a `git archive` of it in /tmp), where "all" is one rebuild per view
+  (default: the merge base of HEAD and `main`; a `git archive` of it in /tmp), where "all" is one rebuild per view
   in turn, as `epochledger rebuild` did there. The anchor "today's rebuild".
 
 Each rebuild is timed inside a child process (imports excluded), the current tree's
@@ -59,7 +59,10 @@ print(json.dumps([seconds, n, engine.__file__]))
 """
 
 
-def baseline_tree(rev: str) -> str:
+def baseline_tree(rev: str | None) -> str:
+    if rev is None:
+        rev = subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
     sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip()  # fmt: skip
     tree = f"/tmp/epochledger-baseline-{sha}"
@@ -85,7 +88,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--runs", type=int, default=40_000)
     p.add_argument("--per-run", type=int, default=5)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--baseline", default="main", help="the commit whose rebuild is the anchor")
+    p.add_argument("--baseline", default=None,
+                   help="the commit whose rebuild is the anchor (default: where this branch left main)")
     ns = p.parse_args(argv)
     name = f"bench_{ns.runs}x{ns.per_run}"
     url = sqlite_file(f"/tmp/epochledger-{name}.db", ns.runs, ns.per_run) if ns.store == "sqlite" else pg_schema(name, ns.runs, ns.per_run)
