@@ -22,6 +22,8 @@ from zero and so retries every parked event; the swap replaces the view's parked
 
 Rebuild: from position zero into `view_<NAME>__rebuild` (tracked as `<NAME>__rebuild`),
 resumable if killed, then swapped in by rename in one transaction (tables.swap_view).
+Several views are rebuilt or caught up in one pass (`run_together`): each batch is read
+and decoded once and handed to each view's own runner (only the events of its TYPES).
 
 Live catch-up: `catch_up` on demand (show/runs do it before reading), `follow` keeps
 going: polling on SQLite (the library has no SQLite subscription), LISTEN/NOTIFY on
