@@ -21,6 +21,7 @@ from projections import fold_records
 NAME = "epoch_index"
 VERSION = 1
 
+TYPES = frozenset({ProcessBooted})  # what evolve acts on
 View = dict[str, list[str]]  # epoch id -> the slots that booted it (normally one)
 STATE = list[str]
 COLUMNS: tuple[tuple[str, str], ...] = (("process", "text"),)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ledger import process as process_mod
-from ledger.events import ProcessEventBase, Recorded
+from ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
 from projections import fold_records
 
 NAME = "epochs"
 VERSION = 1
 
+TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, ProcessEventBase))  # what evolve acts on
 View = dict[str, process_mod.ProcessState]
 STATE = process_mod.ProcessState
 COLUMNS: tuple[tuple[str, str], ...] = (("current_epoch", "text"), ("live", "int"), ("epochs", "int"))

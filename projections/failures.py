@@ -16,7 +16,7 @@ from datetime import datetime
 import msgspec
 
 from ledger import lifecycle
-from ledger.events import Recorded, RunDeleted, RunEventBase, Status
+from ledger.events import EVENT_TYPES, Recorded, RunDeleted, RunEventBase, Status
 from projections import fold_records
 
 NAME = "failures"
@@ -32,6 +32,8 @@ class FailureCount(msgspec.Struct, frozen=True, kw_only=True):
     last_at: datetime
 
 
+# What evolve acts on: run events, a deletion aside (it changes no status).
+TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase) and t is not RunDeleted)
 View = dict[str, FailureCount]
 STATE = FailureCount
 COLUMNS: tuple[tuple[str, str], ...] = (("status", "text"), ("code", "text"), ("transitions", "int"))

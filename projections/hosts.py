@@ -20,6 +20,7 @@ from projections import fold_records
 NAME = "hosts"
 VERSION = 1
 
+TYPES = frozenset({ProcessBooted})  # what evolve acts on
 View = dict[str, process_mod.HostState]
 STATE = process_mod.HostState
 COLUMNS: tuple[tuple[str, str], ...] = (("host_boot", "text"), ("reboots", "int"))

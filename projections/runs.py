@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ledger import run as run_mod
-from ledger.events import Recorded, RunEventBase
+from ledger.events import EVENT_TYPES, Recorded, RunEventBase
 from projections import fold_records
 
 NAME = "runs"
 VERSION = 3  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2)
 
+TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on
 View = dict[str, run_mod.RunState]
 STATE = run_mod.RunState
 COLUMNS: tuple[tuple[str, str], ...] = (

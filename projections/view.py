@@ -10,7 +10,11 @@ Optional, read by projections/engine.py when present:
 - `STATE` (the msgspec type of one entry, stored as JSON), `COLUMNS` ((name, "text" |
   "int") pairs) and `columns(key, value)`: queryable columns beside the state;
 - `keys(rec)`: the only keys `evolve(view, rec)` reads or changes. With it the engine
-  keeps a bounded cache of entries and loads the rest from the table on demand.
+  keeps a bounded cache of entries and loads the rest from the table on demand;
+- `TYPES`: a frozenset of the event classes `evolve` acts on; an event of any other
+  class leaves the view unchanged, so the engine does not call `evolve` (nor `keys`)
+  for it: a rebuild of every view in one pass hands each view only its own events
+  (tests/test_engine.py pins each view's set against its evolve).
 
 A view whose state is not a dict is stored whole, as one row (docs/projections.md).
 """

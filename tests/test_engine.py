@@ -305,3 +305,46 @@ def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger
     assert errors == []
     for v in registry.VIEWS:
         assert verify_mod.verify_view(ledger.store, v).difference is None
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # a fold in memory: the backend is not its subject
+def test_R2_a_view_skips_only_events_its_evolve_leaves_alone(ledger, clock) -> None:
+    """A view's TYPES (projections/view.py) lets the engine skip its evolve for every
+    other event class; folding only those events must equal folding them all, for
+    every registered view that declares TYPES, over histories of run and slot events
+    (boots on hosts with host boot ids, reboots, stops, fenced reports, deletions).
+    Mutation: drop ProcessBooted from epochs.TYPES (or RunFailed from failures.TYPES)
+    and the filtered fold differs."""
+    from tests.incident_histories import redeploy_0220
+
+    redeploy_0220(ledger, clock)
+    random_history(ledger, 7, runs=12, ops=200)
+    for n in range(3):
+        ledger.boot("w9", epoch=f"h{n}", host="host-9", host_boot=f"hb{n // 2}")
+        clock.advance(1)
+    ledger.stop("h2")
+    records = list(ledger.store.read_all())
+    typed = [v for v in registry.VIEWS if engine.types_of(v) is not None]
+    assert {v.NAME for v in typed} >= {"runs", "epochs", "epoch_index", "hosts", "failures"}
+    for v in typed:
+        types = engine.types_of(v)
+        assert types is not None
+        kept = [r for r in records if type(r.event) in types]
+        assert kept and len(kept) < len(records) or v.NAME == "runs", v.NAME  # the test skips something
+        assert canonical(v.fold(kept)) == canonical(v.fold(records)), v.NAME
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_a_view_that_skips_run_events_parks_with_the_ledger_time_of_the_event_before(ledger, store_url) -> None:
+    """Rebuilt in one pass, the epochs view is handed no run events (its TYPES), yet a
+    poison it parks carries the ledger time of the last event before it in the log,
+    as the runs view's row does: the same for every view. Mutation: keep `last` to
+    the records a view folded (drop `_latest`) and the epochs view's parked_at is None."""
+    from projections import epochs
+
+    bulk_history(ledger, 10)
+    before = next(ledger.store.read_all(5, 6))
+    corrupt(store_url, 7, b'{"type":"run.finished","at":"yesterday"}')
+    engine.rebuild_all(ledger.store)
+    times = {v.NAME: [(p[1], p[6]) for p in tables.parked(ledger.store, v.NAME)] for v in (runs, epochs)}
+    assert times["runs"] == times["epochs"] == [(7, before.event.at.isoformat())]
