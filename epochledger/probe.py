@@ -113,6 +113,7 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     by = check_value(observer(here), Name, "host")
     findings: list[Finding] = []
     exited = 0
+    lost: list[str] = []  # the streams the last lost race named
     for _round in range(CONFLICT_ROUNDS):
         findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness() if ended is None and e.host == here]
         try:
@@ -123,10 +124,11 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
                                                observed_by=by, evidence=f.evidence, actor=by))  # fmt: skip
             exited = len(b.recorded)
             break
-        except ConflictError:
+        except ConflictError as e:
+            lost = e.streams
             continue  # another writer moved a slot (a boot, another probe): judge again
     else:
-        raise ConflictError([], f"the probe of {here} kept losing races after {CONFLICT_ROUNDS} re-reads")
+        raise ConflictError(lost, f"the probe of {here} kept losing races after {CONFLICT_ROUNDS} re-reads")
     report = ProbeReport(host=here, host_boot=boot_id, observed_by=by, findings=findings, exited=exited)
     if not sweep:
         return report

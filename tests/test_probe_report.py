@@ -248,9 +248,9 @@ def test_O7_a_lost_race_is_judged_again_and_the_next_round_records_the_exit(
 
 def test_O7_losing_every_race_raises_a_conflict_saying_so(
         lg: Ledger, host: Unreadable, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """CONFLICT_ROUNDS lost races: ConflictError, nothing appended. Mutations caught:
-    its streams None (a TypeError instead) or the message passed as the streams; its
-    detail None or dropped."""
+    """CONFLICT_ROUNDS lost races: ConflictError naming the streams the last race was
+    lost on (as the sweep's does), nothing appended. Mutations caught: its streams
+    None, empty or the message passed as the streams; its detail None or dropped."""
     _dead_worker_with_a_run(lg, host)
     head = lg.store.max_position()
     entered: list[int] = []
@@ -262,9 +262,9 @@ def test_O7_losing_every_race_raises_a_conflict_saying_so(
     monkeypatch.setattr(lg, "batch", batch)
     with pytest.raises(ConflictError) as err:
         lg.probe()
-    assert err.value.streams == [] and len(entered) == CONFLICT_ROUNDS
+    assert err.value.streams == ["process-gone"] and len(entered) == CONFLICT_ROUNDS
     assert str(err.value) == (
-        "concurrent write to : another writer appended first; nothing was appended "
+        "concurrent write to process-gone: another writer appended first; nothing was appended "
         f"(the probe of node-1 kept losing races after {CONFLICT_ROUNDS} re-reads)"
     )
     assert lg.store.max_position() == head
