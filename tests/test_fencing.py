@@ -12,7 +12,7 @@ from epochledger.cli import exit_code
 from epochledger.ndjson import export_to, import_lines
 from ledger.codes import PROCESS_ORPHANED
 from ledger.errors import IllegalTransition, ImportRejected, StaleEpoch
-from ledger.events import RunFenced, RunRecovered, Status
+from ledger.events import RunDeadLettered, RunFenced, RunRecovered, RunTickFailed, RunTickRecovered, Status
 
 
 def _setup(ledger, clock):
@@ -78,6 +78,13 @@ FENCED_REPORTS = [
     ("fail", lambda lg: lg.fail("r", "TIMEOUT", resumable=True, epoch="w1")),
     ("checkpoint", lambda lg: lg.checkpoint("r", "load", "ckpt/2", epoch="w1")),
     ("pause", lambda lg: lg.pause("r", "waiting_human", questions=["ok?"], epoch="w1")),
+    # the tick's reports (rules T1-T3), as epochledger/tick.py submits them; mutations
+    # caught (make mutation): any of them dropped from ledger.run.FENCED_REPORTS
+    ("tick_failed", lambda lg: lg.submit(RunTickFailed(at=lg.clock.now(), run="r", tick="t9", step="s",
+                                                       error_class="KeyError", epoch="w1"))),  # fmt: skip
+    ("dead_lettered", lambda lg: lg.submit(RunDeadLettered(at=lg.clock.now(), run="r", tick="t9", step="s",
+                                                           error_class="KeyError", failing_since=lg.clock.now(),
+                                                           failures=3, deadline_s=60.0, epoch="w1"))),  # fmt: skip
 ]
 
 
@@ -90,6 +97,18 @@ def test_fencing_every_report_of_a_stale_epoch_is_fenced(ledger, clock, name, ca
     after = ledger.get_run("r")
     assert (after.status, after.code, after.checkpoint) == (before.status, before.code, before.checkpoint)
     assert after.version == before.version + 1 and isinstance(after.last, RunFenced)
+
+
+def test_fencing_a_stale_tick_recovery_is_fenced_while_a_streak_is_open(ledger, clock):
+    """A stale epoch's tick may not close the streak the live owner's ticks opened
+    (rules F1, T3). Mutation caught (make mutation): RunTickRecovered dropped from
+    ledger.run.FENCED_REPORTS."""
+    _setup(ledger, clock)
+    ledger.boot("worker-1", epoch="w3")
+    ledger.submit(RunTickFailed(at=clock.now(), run="r", tick="t8", step="s", error_class="KeyError", epoch="w3"))
+    with pytest.raises(StaleEpoch):
+        ledger.submit(RunTickRecovered(at=clock.now(), run="r", tick="t9", epoch="w1"))
+    assert ledger.get_run("r").tick_streak is not None
 
 
 def test_fencing_a_stale_epoch_cannot_start_a_run(ledger, clock):
