@@ -498,3 +498,20 @@ def test_W1_the_slot_state_hooks_refuse_any_other_type_by_name() -> None:
         msgspec.json.encode(object(), enc_hook=process.enc_hook)
     with pytest.raises(NotImplementedError, match=r"^cannot decode <class 'complex'>$"):
         msgspec.json.decode(b"1", type=complex, dec_hook=process.dec_hook)
+
+
+def test_W1_a_forked_slot_state_forks_once_then_extends_in_place_and_keeps_its_slot() -> None:
+    """Evolving an older state (a rolled-back batch, a second fold from one state) copies
+    what it sees once; its own successors then extend that copy in place, and the
+    original is untouched. A state moved to another version keeps its slot. Mutation
+    caught (make mutation): with_version losing the slot's name."""
+    state = process_mod.fold(_process_event(0, i, i) for i in range(20))
+    assert state is not None
+    process_mod.evolve(state, ProcessBooted(at=T0, process="w", epoch="a", booted_at=T0))  # the tip moves on
+    forked = process_mod.evolve(state, ProcessBooted(at=T0, process="w", epoch="b", booted_at=T0))
+    assert forked._core is not state._core
+    after = process_mod.evolve(forked, ProcessBooted(at=T0, process="w", epoch="c", booted_at=T0))
+    assert after._core is forked._core and [e.epoch for e in after.epochs][-3:] == ["e19", "b", "c"]
+    assert [e.epoch for e in state.epochs][-1] == "e19" and state.current.superseded_by is None  # type: ignore[union-attr]
+    moved = after.with_version(99)
+    assert (moved.process, moved.version, moved.epochs) == (after.process, 99, after.epochs)
