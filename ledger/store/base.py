@@ -206,11 +206,19 @@ class Store(ABC):
     projection_tables_ready = False  # set by projections.tables.ensure
     read_only = False  # opened for reading only: writes raise ReadOnlyStore
 
-    @property
     @abstractmethod
+    def _library(self) -> tuple[Any, Any]:
+        """The library's (datastore, application recorder), made on first use."""
+
+    @property
     def recorder(self) -> Any:
         """The library's application recorder, made on first use: table creation and the
         reference read path (`library_read`). No library type leaves the adapter."""
+        return self._library()[1]
+
+    @property
+    def datastore(self) -> Any:
+        return self._library()[0]
 
     # ------------------------------------------------------------- writes
     def append(self, appends: Sequence[Append], *, resend: bool = False, verified: Collection[str] = ()) -> list[int]:

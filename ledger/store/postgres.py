@@ -212,14 +212,6 @@ class PostgresStore(Store):
             self._library_parts = (datastore, recorder)
         return self._library_parts
 
-    @property
-    def recorder(self) -> Any:
-        return self._library()[1]
-
-    @property
-    def datastore(self) -> Any:
-        return self._library()[0]
-
     def close(self) -> None:
         with self._conns_lock:
             conns, self._conns = self._conns, []

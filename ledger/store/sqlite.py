@@ -128,14 +128,6 @@ class SQLiteStore(Store):
             self._library_parts = (datastore, recorder)
         return self._library_parts
 
-    @property
-    def recorder(self) -> Any:
-        return self._library()[1]
-
-    @property
-    def datastore(self) -> Any:
-        return self._library()[0]
-
     def max_position(self) -> int:
         with translated("read the log"), self._cursor() as cur:
             cur.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {EVENTS_TABLE}")
