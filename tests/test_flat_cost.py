@@ -515,3 +515,43 @@ def test_W1_a_forked_slot_state_forks_once_then_extends_in_place_and_keeps_its_s
     assert [e.epoch for e in state.epochs][-1] == "e19" and state.current.superseded_by is None  # type: ignore[union-attr]
     moved = after.with_version(99)
     assert (moved.process, moved.version, moved.epochs) == (after.process, 99, after.epochs)
+
+
+def test_W1_a_slot_state_built_from_its_stored_row_extends_in_place_and_forks_like_a_folded_one() -> None:
+    """The epochs view and the ledger's cache hand out states built from a ProcessRow
+    (`ProcessState(process=, epochs=, version=)`), not folded: the next write must
+    extend that state in place (no copy of 20,000 epochs on a warm write), and evolving
+    it a second time (a rolled-back batch) must fork exactly what it holds. Mutations
+    caught (make mutation): a new core whose tip is not the row-built state's step (a
+    copy of every epoch on the first write); the row's epochs recorded in the core
+    without their ids or at a later step than the state's (a fork that loses them)."""
+    events = [_process_event(0, i, i) for i in range(6)] + [_process_event(2, 2, 7)]
+    folded = process_mod.fold(events)
+    assert folded is not None
+    for built, held in ((ProcessState(process="w", epochs=folded.epochs, version=folded.version), folded.epochs),
+                        (ProcessState(process="w"), ()), (process_mod._from_row(folded.row()), folded.epochs)):  # fmt: skip
+        boot = ProcessBooted(at=T0, process="w", epoch="x", booted_at=T0)
+        first = process_mod.evolve(built, boot)
+        assert first._core is built._core
+        assert built.epochs == held and len(built) == len(held)  # the state handed out does not change
+        stop = ProcessStopping(at=T0, process="w", epoch="e5") if held else boot
+        second = process_mod.evolve(built, stop)  # a second evolve of the same state: a fork
+        assert second._core is not built._core
+        reference = process_mod.evolve(ProcessState(process="w", epochs=held, version=built.version), stop)
+        assert second == reference and second.epochs == reference.epochs and len(second) == len(reference)
+        for e in held:
+            assert second.epoch(e.epoch) == reference.epoch(e.epoch) and first.epoch(e.epoch) is not None
+        assert built.epochs == held  # neither evolve changed it
+
+
+def test_L4_a_slot_refuses_an_event_that_is_not_a_process_event_by_name() -> None:
+    """A run event handed to the slot's decide or fold (a hand-edited log, a wrong
+    stream) is refused loudly and names what it got, never appended or folded as a
+    no-op. Mutations caught (make mutation): the `case _: assert_never` arms of
+    `process.decide` and `process.evolve` removed (decide returns None, evolve bumps
+    the version and keeps nothing), or asserting on None instead of the event."""
+    stray = RunQueued(at=T0, run="r1")
+    with pytest.raises(AssertionError, match="RunQueued"):
+        process_mod.decide(stray, None)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="RunQueued"):
+        process_mod.evolve(ProcessState(process="w"), stray)  # type: ignore[arg-type]

@@ -102,6 +102,40 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
     assert end_of(msgspec_replace(e, host_boot=None), h) is None  # no id recorded: nothing to judge by
 
 
+@pytest.mark.parametrize(
+    ("changes", "sentence"),
+    [
+        ({"superseded_by": "e2"}, "epoch e1 of w was superseded by epoch e2"),
+        ({"stopped_at": T0}, f"epoch e1 of w recorded a clean stop at {T0.isoformat()}"),
+        ({"exited_at": T0, "exited_by": "probe@h"}, f"epoch e1 of w exited (seen by probe@h at {T0.isoformat()})"),
+        ({"exited_at": T0, "exited_by": "supervisor:s", "exit_code": 137},
+         f"epoch e1 of w exited (seen by supervisor:s at {T0.isoformat()}, exit code 137)"),
+        ({"exited_at": T0, "exited_by": "supervisor:s", "exit_signal": 9, "exit_evidence": "oom-killer"},
+         f"epoch e1 of w exited (seen by supervisor:s at {T0.isoformat()}, signal 9): oom-killer"),
+        ({"exited_at": T0, "exited_by": "s", "exit_code": 0, "exit_signal": 0, "exit_evidence": ""},
+         f"epoch e1 of w exited (seen by s at {T0.isoformat()}, exit code 0, signal 0)"),
+    ],
+)  # fmt: skip
+def test_O7_end_of_names_its_evidence_word_for_word(changes: dict[str, object], sentence: str) -> None:
+    """The sentence verdicts, recoveries and the fence quote. Mutations caught: a word of
+    a sentence changed, the exit code or signal dropped or shown when absent (an exit
+    code of 0 and a signal of 0 are facts, not absent), the evidence shown when empty."""
+    e = msgspec_replace(_epoch(False, False, False), **changes)
+    assert end_of(e, None) == (
+        {"superseded_by": S, "stopped_at": P}.get(next(iter(changes)), E),
+        sentence,
+    )
+
+
+def test_O7_end_of_names_the_reboot_word_for_word() -> None:
+    """Mutation caught: a word of the host-rebooted sentence changed."""
+    assert end_of(_epoch(False, False, False), _host_state(True)) == (
+        R,
+        "host h of epoch e1 of w rebooted: it booted with host boot b1, and epoch y1 of y booted on that host "
+        f"at {(T0 + timedelta(seconds=9)).isoformat()} with host boot b2",
+    )
+
+
 def msgspec_replace(e: EpochState, **kw: object) -> EpochState:
     return msgspec.structs.replace(e, **kw)
 
@@ -139,8 +173,11 @@ def test_O7_process_exited_decide_table(given: str) -> None:
     state = process_mod.fold(history)
     for cmd, expected in ((EXIT, for_e1), (msgspec_replace_exit(EXIT, epoch="ghost"), for_ghost)):
         if expected == "refused":
-            with pytest.raises(IllegalTransition, match="unknown epoch"):
+            with pytest.raises(IllegalTransition) as refused:
                 process_mod.decide(cmd, state)
+            # Mutations caught: the refusal naming no slot, no attempt, or another text.
+            got = refused.value
+            assert (got.run, got.status, got.attempted, got.why) == ("w", None, "process.exited", f"unknown epoch {cmd.epoch!r}")
             continue
         events = process_mod.decide(cmd, state)
         assert events == ([] if expected == "no-op" else [cmd])
