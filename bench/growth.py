@@ -17,8 +17,13 @@ folds the whole stream once and fills the cache) is reported apart as `first_wri
 Then the sizes are measured round-robin, one sample of each per round, so machine noise
 falls on all of them alike. Wall-clock and CPU (process) medians: each transaction's
 fsync (SQLite) or round trips (PostgreSQL) dominate the wall time; the CPU time is what
-the fold and the decide cost. Anchor: raw sqlite3, one row per transaction, WAL,
-synchronous FULL (the store's setting), same payload, same disk.
+the fold and the decide cost. Anchors: raw sqlite3, one row per transaction, WAL,
+synchronous FULL (the store's setting), same payload, same disk; and the library's own
+snapshotting application (`library_snapshotting`): an eventsourcing `Application` with
+`snapshotting_intervals = {LongRun: 100}` on the same store kind, whose aggregate has the
+same L events and one snapshot at its end; each sample gets the aggregate (the latest
+snapshot plus the events after it), triggers one event and saves it, taking a snapshot
+every 100 events as the library does.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
 
 from bench.common import PG_URL, emit
 from epochledger import ManualClock, open_ledger
@@ -93,6 +103,49 @@ def build_slot(store: Store, slot: str, epochs: int) -> None:
         store.append(pending)
 
 
+class LongRun(Aggregate):
+    """The library's own model of a long run: one event per checkpoint."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.checkpoints = 0
+        self.ref = ""
+
+    @event("Checkpointed")
+    def checkpoint(self, node: str, ref: str) -> None:
+        self.checkpoints += 1
+        self.ref = ref
+
+
+class Snapshotting(Application[UUID]):
+    snapshotting_intervals = {LongRun: 100}
+
+
+def library_series(env_for: Callable[[int], dict[str, str]], lengths: list[int]) -> list[Series]:
+    """One snapshotting application per length, its aggregate holding L events (saved in
+    chunks of CHUNK; a snapshot at every 100th version and one at its end), measured like the ledger's
+    checkpoint: one event per transaction."""
+    series = []
+    for length in lengths:
+        app = Snapshotting(env=env_for(length))
+        agg = LongRun(run="long")  # its creation is event 1
+        for v in range(2, length + 1):
+            agg.checkpoint(node=f"n{v % 17}", ref=f"ckpt/{v}")
+            if v % CHUNK == 0:
+                app.save(agg)
+        app.save(agg)  # the library snapshots each 100th version as it saves
+        if length % 100:
+            app.take_snapshot(agg.id)  # and one at the end, so a get reads no events
+
+        def op(i: int, app: Snapshotting = app, agg_id: UUID = agg.id) -> None:
+            got = app.repository.get(agg_id)
+            got.checkpoint(node="step", ref=f"bench/{i}")
+            app.save(got)
+
+        series.append(Series(length, None, op))
+    return series
+
+
 def raw_sqlite_batch1(path: str, n: int, payload: bytes) -> float:
     """Seconds per one-row transaction, raw sqlite3, WAL, synchronous FULL."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -113,7 +166,7 @@ def raw_sqlite_batch1(path: str, n: int, payload: bytes) -> float:
 class Series:
     """One measured operation at one size: its ledger and its samples."""
 
-    def __init__(self, size: int, ledger: Ledger, op: Callable[[int], None]):
+    def __init__(self, size: int, ledger: Ledger | None, op: Callable[[int], None]):
         self.size, self.ledger, self.op = size, ledger, op
         self.wall: list[float] = []
         self.cpu: list[float] = []
@@ -126,14 +179,22 @@ class Series:
         self.wall.append(time.perf_counter() - w)
 
 
-def measure(series: list[Series], samples: int) -> dict[str, Any]:
-    for s in series:  # the cold first write: one fold of the whole stream, then cached
+def measure_together(groups: dict[str, list[Series]], samples: int) -> dict[str, dict[str, Any]]:
+    """Each group's series sampled round-robin with every other group's, so an anchor
+    and the figures it anchors see the same machine noise; each group's ratios are to
+    its own smallest size."""
+    every = [s for group in groups.values() for s in group]
+    for s in every:  # the cold first write: one fold of the whole stream, then cached
         w = time.perf_counter()
         s.op(-1)
         s.first_write_s = time.perf_counter() - w
     for i in range(samples):
-        for s in series:
+        for s in every:
             s.sample(i)
+    return {name: _summary(group) for name, group in groups.items()}
+
+
+def _summary(series: list[Series]) -> dict[str, Any]:
     base_wall = statistics.median(series[0].wall)
     base_cpu = statistics.median(series[0].cpu)
     out: dict[str, Any] = {}
@@ -152,12 +213,16 @@ def measure(series: list[Series], samples: int) -> dict[str, Any]:
     return out
 
 
+def measure(series: list[Series], samples: int) -> dict[str, Any]:
+    return measure_together({"only": series}, samples)["only"]
+
+
 def open_sized(url: str) -> Ledger:
     return open_ledger(url, clock=ManualClock(T0 + timedelta(days=30), uptime=5))
 
 
 def run_store(kind: str, urls: Callable[[str], str], lengths: list[int], epochs: list[int],
-              samples: int) -> dict[str, Any]:  # fmt: skip
+              samples: int, library_env: Callable[[int], dict[str, str]]) -> dict[str, Any]:  # fmt: skip
     ledgers: list[Ledger] = []
     result: dict[str, Any] = {}
     try:
@@ -174,7 +239,15 @@ def run_store(kind: str, urls: Callable[[str], str], lengths: list[int], epochs:
 
             series.append(Series(length, lg, checkpoint))
         result["build_runs_s"] = round(time.perf_counter() - t0, 2)
-        result["append"] = measure(series, samples)
+        t0 = time.perf_counter()
+        library = library_series(library_env, lengths)
+        result["build_library_s"] = round(time.perf_counter() - t0, 2)
+        together = measure_together({"append": series, "library_snapshotting": library}, samples)
+        result.update(together)
+        result["append_vs_library_snapshotting"] = {
+            str(n): round(together["append"][str(n)]["median_ms"] / together["library_snapshotting"][str(n)]["median_ms"], 2)
+            for n in lengths
+        }
         for lg in ledgers:
             lg.close()
         ledgers.clear()
@@ -225,7 +298,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         result["anchor_raw_sqlite3_batch1_ms"] = round(raw_sqlite_batch1(os.path.join(tmp, "raw.db"), 200, payload) * 1000, 3)
         if ns.store in ("sqlite", "both"):
-            result["sqlite"] = run_store("sqlite", lambda name: f"sqlite:///{tmp}/{name}.db", lengths, epochs, ns.samples)
+            result["sqlite"] = run_store("sqlite", lambda name: f"sqlite:///{tmp}/{name}.db", lengths, epochs, ns.samples,
+                                         lambda n: {"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                                                    "SQLITE_DBNAME": f"{tmp}/library{n}.db"})  # fmt: skip
     if ns.store in ("postgresql", "both"):
         import psycopg
 
@@ -236,8 +311,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             made.append(f"{prefix}_{name}")
             return f"{PG_URL}?schema={prefix}_{name}"
 
+        def library_pg(n: int) -> dict[str, str]:
+            schema = f"{prefix}_library{n}"
+            made.append(schema)
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA "{schema}"')
+            url = urlsplit(PG_URL)
+            return {"PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": url.path.lstrip("/"),
+                    "POSTGRES_HOST": url.hostname or "127.0.0.1", "POSTGRES_PORT": str(url.port or 5432),
+                    "POSTGRES_USER": url.username or "postgres", "POSTGRES_PASSWORD": url.password or "x",
+                    "POSTGRES_SCHEMA": schema}  # fmt: skip
+
         try:
-            result["postgresql"] = run_store("postgresql", pg, lengths, epochs, ns.samples)
+            result["postgresql"] = run_store("postgresql", pg, lengths, epochs, ns.samples, library_pg)
         finally:
             with psycopg.connect(PG_URL, autocommit=True) as conn:
                 for schema in made:
