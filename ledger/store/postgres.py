@@ -304,11 +304,10 @@ class PostgresStore(Store):
 
     # --------------------------------------------------------------- append
     def _insert(self, rows: list[_Row]) -> list[int]:
-        streams = list(_versions(rows))
         try:
             conn = self._conn()
         except StoreError as e:
-            raise NotCommitted("append", str(e), streams=streams) from None
+            raise NotCommitted("append", str(e), streams=list(_versions(rows))) from None
         import psycopg
 
         phase = "lock"
@@ -321,8 +320,7 @@ class PostgresStore(Store):
             for i in range(0, len(rows), self.CHUNK):
                 chunk = rows[i:i + self.CHUNK]
                 cur = conn.execute(self._insert_chained_sql if chained and not i else self._insert_sql,
-                                   ([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk],
-                                    [r[3] for r in chunk]))  # fmt: skip
+                                   [list(column) for column in zip(*chunk, strict=True)])
                 got = cur.fetchall()
                 ids.extend(r[0] for r in got)
                 head = head or [got[0][1] if chained else None]
@@ -350,6 +348,7 @@ class PostgresStore(Store):
             # Before COMMIT was sent nothing can commit: a connection lost here ends the
             # transaction on the server as a rollback.
             self._rollback(conn)
+            streams = list(_versions(rows))  # the batch's streams, named by the error (found only on failure)
             if phase == "lock" and getattr(e, "sqlstate", None) == "55P03":
                 raise LockTimeout("append", self.writer_lock, self.lock_timeout, streams=streams) from None
             error = _driver_error(e, "append", self)
