@@ -162,6 +162,23 @@ class StateCache:
             while len(self._states) > self.limit:
                 self._states.popitem(last=False)
 
+    def put_many(self, states: Sequence[tuple[str, Any]]) -> None:
+        """`put` for each (stream, state), under one taking of the lock."""
+        if self.limit <= 0:
+            return
+        with self._lock:
+            held = self._states
+            for stream, state in states:
+                if state is None:
+                    continue
+                old = held.get(stream)
+                if old is not None and old.version > state.version:
+                    continue  # both are true of the log; keep the later one
+                held[stream] = state
+                held.move_to_end(stream)
+            while len(held) > self.limit:
+                held.popitem(last=False)
+
     def drop(self, stream: str) -> None:
         with self._lock:
             self._states.pop(stream, None)
@@ -429,8 +446,11 @@ class Batch(Commands):
                     self._hosts[command.host] = process_stream_mod.evolve_host(self._hosts[command.host], command)
         if events:
             self._state[stream] = new_state
-            version = new_state.version - len(events)
-            self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
+            if len(events) == 1:
+                self._pending.append(Append(stream, new_state.version, events[0]))
+            else:
+                version = new_state.version - len(events)
+                self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
 
     def find_epoch(self, epoch: str, hint: str | None = None,
@@ -526,22 +546,22 @@ class Batch(Commands):
     def commit(self) -> list[Recorded]:
         """Append the batch. After CommitUnknown, calling commit() again sends the same
         appends, and appends nothing if they had landed (Store.append, resend)."""
+        pending = self._pending
+        # Every stream the batch did not `assume` was read from the store at the
+        # version it decided on: the store need not look for that row again (W1).
+        read = dict.fromkeys([a.stream for a in pending])
+        for stream in self._assumed:
+            read.pop(stream, None)
         try:
-            store = self.ledger.store
-            # Every stream the batch did not `assume` was read from the store at the
-            # version it decided on: the store need not look for that row again (W1).
-            read = {a.stream for a in self._pending} - self._assumed
-            positions = store.append(self._pending, resend=self._resend, verified=read)
+            positions = self.ledger.store.append(pending, resend=self._resend, verified=read)
         except CommitUnknown:
             self._resend = True
             raise
-        self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, self._pending, strict=True)]
+        self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, pending, strict=True)]
         # Landed: each written stream's state is now true of the log, so it is what the
         # next write decides against (rule W1). Only now, never before the commit.
-        cache = self.ledger.cache
-        for stream in dict.fromkeys(a.stream for a in self._pending):
-            if stream not in self._assumed:
-                cache.put(stream, self._state.get(stream))
+        state = self._state
+        self.ledger.cache.put_many([(stream, state.get(stream)) for stream in read])
         self._pending = []
         self._state.clear()
         return self.recorded
@@ -619,7 +639,7 @@ class Ledger(Commands):
             else:
                 state = _fold_stream(stream, history)
             out[stream] = state
-            self.cache.put(stream, state)
+        self.cache.put_many(list(out.items()))
         for stream in again:
             self.cache.drop(stream)
             state = _fold_stream(stream, self.store.read_stream(stream))

@@ -47,7 +47,7 @@ class Faults:
     or after the server answered it (the server committed; the client never hears).
     `check_fails`: the port closes at that moment, so the store cannot reconnect to
     check. SQLite (a local file has no lost answers; its drivers fail instead): the
-    library's insert raises a disk error before or after its commit, and the check
+    store's transaction raises a disk error before or after its commit, and the check
     fails with the disk."""
 
     def __init__(self, store_url: str, clock, monkeypatch) -> None:
@@ -70,15 +70,15 @@ class Faults:
         import sqlite3
 
         store = self.ledger.store
-        real = store.recorder.insert_events
+        real = store._transact
 
-        def insert_events(stored):
-            self.monkeypatch.setattr(store.recorder, "insert_events", real)
+        def transact(conn, rows):
+            self.monkeypatch.setattr(store, "_transact", real)
             if when == "after_commit":
-                real(stored)
+                real(conn, rows)
             raise sqlite3.OperationalError("disk I/O error")
 
-        self.monkeypatch.setattr(store.recorder, "insert_events", insert_events)
+        self.monkeypatch.setattr(store, "_transact", transact)
         if check_fails:
             def check(rows):
                 raise sqlite3.OperationalError("disk I/O error")
@@ -358,3 +358,68 @@ class StoreContract(ABC):
         with pytest.raises(ConflictError):
             b.commit()
         assert ledger.get_run("new").status == "running"
+
+    def test_L5_a_conflict_on_the_last_row_of_a_batch_rolls_back_every_row_before_it(self, store_url: str) -> None:
+        """The append inserts a batch's rows in one statement (SQLite: one executemany;
+        PostgreSQL: one INSERT per chunk) before the conflicting row is reached: the
+        whole transaction rolls back, the ConflictError names that stream alone, the
+        log and its chain are as before, and the next batch's positions are the ones
+        it is given back (rule L5, S1)."""
+        store = open_store(store_url)
+        try:
+            def queued(run: str) -> RunQueued:
+                return RunQueued(at=T0, run=run, status=Status.QUEUED)
+
+            [first] = store.append([Append("run:taken", 1, queued("taken"))])
+            batch = [Append(f"run:b{i}", 1, queued(f"b{i}")) for i in range(7)] + [Append("run:taken", 1, queued("taken"))]
+            with pytest.raises(ConflictError) as c:
+                store.append(batch)
+            assert c.value.streams == ["run:taken"]
+            assert store.max_position() == first
+            assert [store.stream_version(f"run:b{i}") for i in range(7)] == [0] * 7
+            got = store.append(batch[:-1])
+            assert got == sorted(set(got)) and got[0] > first
+            assert [(r.position, r.stream, r.version) for r in store.read_all()] == \
+                [(first, "run:taken", 1)] + [(p, a.stream, 1) for p, a in zip(got, batch, strict=False)]  # fmt: skip
+            report = store.check_chain()
+            assert report.failure is None and report.events == 8 and report.position == got[-1]
+        finally:
+            store.close()
+
+    def test_L5_threads_appending_through_one_store_each_land_once_in_one_chain(self, store_url: str) -> None:
+        """Each thread writes on a connection of its own (SQLite: taking turns on the
+        store's write lock; PostgreSQL: on the writers' lock): every event lands once,
+        at the position its append returned, and the chain verifies (rules L5, S1)."""
+        import threading
+
+        store = open_store(store_url)
+        results: dict[int, list[int]] = {}
+        errors: list[BaseException] = []
+
+        def writer(t: int) -> None:
+            try:
+                mine = []
+                for i in range(20):
+                    size = 1 + i % 3
+                    mine += store.append([Append(f"run:t{t}-{i}-{k}", 1, RunQueued(at=T0, run=f"t{t}-{i}-{k}",
+                                                                                   status=Status.QUEUED))
+                                          for k in range(size)])  # fmt: skip
+                results[t] = mine
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        try:
+            threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(60)
+            assert not errors, errors
+            positions = sorted(p for mine in results.values() for p in mine)
+            assert len(positions) == len(set(positions)) == 4 * sum(1 + i % 3 for i in range(20))
+            stored = {r.position: r.stream for r in store.read_all()}
+            assert sorted(stored) == positions
+            report = store.check_chain()
+            assert report.failure is None and report.events == len(positions)
+        finally:
+            store.close()

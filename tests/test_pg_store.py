@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from epochledger import ManualClock, open_ledger
-from ledger.errors import LockTimeout, StoreError, SweepFailed
+from ledger.errors import ConflictError, LockTimeout, StoreError, SweepFailed
 from ledger.events import RunQueued, Status
 from ledger.store import EVENTS_TABLE, Append, open_store
 from ledger.store.postgres import PostgresStore
@@ -318,5 +318,29 @@ def test_R3_wake_ups_listen_on_the_library_channel(pg_url: str) -> None:
         assert next(wake) == store.max_position()
         stop.set()
         assert list(wake) == []
+    finally:
+        store.close()
+
+
+def test_L5_a_batch_spanning_chunks_lands_in_order_or_not_at_all(pg_url: str) -> None:
+    """A batch larger than one INSERT (PostgresStore.CHUNK rows, made 3 here) lands in
+    batch order with one chain row, and a conflict in its last chunk rolls back the
+    chunks before it (rules L5, S1)."""
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    store.CHUNK = 3
+    try:
+        [taken] = store.append(_queued(1, "taken"))
+        batch = _queued(8, "c") + _queued(1, "taken")
+        with pytest.raises(ConflictError) as c:
+            store.append(batch)
+        assert c.value.streams == ["run:taken0"]
+        assert store.max_position() == taken and store.stream_version("run:c0") == 0
+        ids = store.append(batch[:-1])
+        assert len(ids) == 8 and ids == sorted(set(ids)) and ids[0] > taken
+        assert [(r.position, r.stream) for r in store.read_all()] == \
+            [(taken, "run:taken0")] + [(p, a.stream) for p, a in zip(ids, batch, strict=False)]  # fmt: skip
+        report = store.check_chain()
+        assert report.failure is None and report.events == 9
     finally:
         store.close()

@@ -9,8 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError, InterfaceError, PersistenceError, StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQLiteConnectionPool, SQLiteDatastore
+from eventsourcing.persistence import PersistenceError
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore
 from ledger.store.base import (
@@ -25,52 +25,14 @@ from ledger.store.base import (
     _versions,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, ChainEvent, Sealed
-
-
-class _Pool(SQLiteConnectionPool):
-    """The library's connection pool with a statement cache of 16 instead of 1 (it passes
-    `cached_statements=True`): an append runs three statements (the events' INSERT, the
-    chain's head, its row: rule S1), and with one slot each was compiled again on every
-    transaction (~75 us of CPU on a one-event append, docs/benchmarks.md). Otherwise the
-    library's `_create_connection`, as it is in eventsourcing 9.5."""
-
-    def _create_connection(self) -> SQLiteConnection:
-        try:
-            c = sqlite3.connect(database=self.db_name, uri=True, check_same_thread=False, isolation_level=None,
-                                cached_statements=16, timeout=self.lock_timeout or 5)  # fmt: skip
-        except (sqlite3.Error, TypeError) as e:
-            raise InterfaceError(e) from e
-        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
-            cursor = c.cursor()
-            cursor.execute("PRAGMA journal_mode;")
-            if cursor.fetchone()[0].lower() != "wal":
-                cursor.execute("PRAGMA journal_mode=WAL;")
-                self.journal_mode_was_changed_to_wal = True
-            self.is_journal_mode_wal = True
-        c.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
-
-
-class _ChainingRecorder(SQLiteApplicationRecorder):
-    """The library's recorder, with the chain's hook (rule S1): after the batch's rows
-    are inserted, in the same transaction (the library's BEGIN took the write lock at
-    the first INSERT), the store appends their links."""
-
-    def __init__(self, datastore: SQLiteDatastore, store: SQLiteStore):
-        super().__init__(datastore, events_table_name=EVENTS_TABLE)
-        self._store = store
-
-    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kw: Any) -> Sequence[int] | None:
-        ids = super()._insert_events(c, stored_events, **kw)
-        assert ids is not None
-        self._store._link_rows(c, ids, stored_events)
-        return ids
+from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
 
 
 class SQLiteStore(Store):
-    """One SQLite file, written through eventsourcing's SQLite application recorder
-    (WAL, synchronous=FULL) and read on plain per-thread connections.
+    """One SQLite file in eventsourcing's application-recorder layout (the library
+    creates the table and is the reference read path, `library_read`), written and read
+    on plain per-thread connections of the store's own (WAL, synchronous=FULL, as the
+    library's): an append is one transaction of a few statements (`_transact`).
 
     Opening never changes a file that exists: a file that is not an epochledger store
     (another program's SQLite database, or no database at all) is refused before the
@@ -87,6 +49,12 @@ class SQLiteStore(Store):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._library_parts: tuple[Any, Any] | None = None
+        self._write_lock = threading.Lock()  # this process's writers take turns here, not in SQLite's busy wait
+        self._insert_sql = (f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) "
+                            "VALUES (?, ?, ?, ?)")  # fmt: skip
+        self._head_sql = f"SELECT COALESCE(MAX(rowid), 0), NULL FROM {EVENTS_TABLE}"
+        self._head_chained_sql = (f"SELECT COALESCE(MAX(rowid), 0), (SELECT hash FROM {CHAIN_TABLE} "
+                                  f"ORDER BY position DESC LIMIT 1) FROM {EVENTS_TABLE}")  # fmt: skip
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise NoSuchStore(self.url, f"directory {parent} does not exist")
@@ -115,16 +83,15 @@ class SQLiteStore(Store):
         return self.read_only and not (os.path.exists(wal) and os.path.getsize(wal) > 0)
 
     def _library(self) -> tuple[Any, Any]:
-        """The library's datastore and recorder, made on first write: opening the file
-        through them changes it (WAL), which a read must never do."""
+        """The library's datastore and recorder, made on first use (creating the table,
+        the reference read path): opening the file through them changes it (WAL),
+        which a read-only store must never do."""
         if self._library_parts is None:
             if self.read_only:
                 raise ReadOnlyStore(self.url, "write")
             with translated(f"open {self.path}"):
                 datastore = SQLiteDatastore(self.path, originator_id_type="text", lock_timeout=SQLITE_BUSY_TIMEOUT)
-                datastore.pool.close()  # no connection made yet; replaced by one that caches statements
-                datastore.pool = _Pool(db_name=self.path, lock_timeout=SQLITE_BUSY_TIMEOUT)
-                recorder = _ChainingRecorder(datastore, self)
+                recorder = SQLiteApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
             self._library_parts = (datastore, recorder)
         return self._library_parts
 
@@ -193,22 +160,87 @@ class SQLiteStore(Store):
 
     # ------------------------------------------------------------- append
     def _insert(self, rows: list[_Row]) -> list[int]:
-        # The library's SQLite recorder: one transaction, rolled back on any error. It
-        # does not retry. A busy database (another writer held the lock past the busy
-        # timeout) never began writing: not committed. Any other error is checked like
-        # a lost commit (_settle): on a local file the answer is almost always "not
-        # committed", but it is read, not assumed.
-        stored = [StoredEvent(originator_id=r[0], originator_version=r[1], topic=r[2], state=r[3]) for r in rows]
+        # One transaction on this thread's own connection (WAL, synchronous=FULL, as
+        # the library's), rolled back on any error, never retried. A busy database
+        # (another writer held the lock past the busy timeout) never began writing:
+        # not committed. Any other error is checked like a lost commit (_settle): on a
+        # local file the answer is almost always "not committed", but it is read, not
+        # assumed.
+        if self.read_only:
+            raise ReadOnlyStore(self.url, "write")
         try:
-            ids = self.recorder.insert_events(stored)
-        except IntegrityError:
+            conn = self._writer()
+            with self._write_lock:
+                return self._transact(conn, rows)
+        except sqlite3.IntegrityError:
             raise _Duplicate from None
         except (PersistenceError, sqlite3.Error) as e:
             if "database is locked" in str(e) or "database is busy" in str(e):
                 raise LockTimeout("append", f"the write lock of {self.path}", SQLITE_BUSY_TIMEOUT,
                                   streams=list(_versions(rows))) from None
             raise _Unsure(_first_line(e)) from None
-        return list(ids or [])
+
+    def _transact(self, conn: sqlite3.Connection, rows: list[_Row]) -> list[int]:
+        """The append's transaction: BEGIN IMMEDIATE (the write lock, so the log's end
+        and the chain's head read first are still the end and the head at COMMIT), the
+        rows in one executemany, their links (rule S1), COMMIT.
+
+        Why not the library's recorder (it did this until issue 12): its insert_events
+        runs one execute per row, through its pool's locks and context managers, about
+        half of a group commit's time on the store (docs/benchmarks.md, "The hot
+        path"). The statements and their order are the library's otherwise: its table,
+        its INSERT; the uniqueness of (originator_id, originator_version) is still the
+        optimistic check (rule L5).
+
+        Positions: a rowid table without AUTOINCREMENT gives each new row the largest
+        rowid plus one while that is below 2**63-1 (SQLite's documented algorithm), so
+        under the write lock n rows inserted after the log's end `last` are last+1 ..
+        last+n; SQLite's own last_insert_rowid() must say last+n, else (a file whose
+        rowids reached the top: SQLite then picks them at random) the positions are
+        read back by (stream, version)."""
+        cur = conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+            chained = self._chained
+            cur.execute(self._head_chained_sql if chained else self._head_sql)
+            last, prev = cur.fetchone()
+            n = len(rows)
+            got: Any
+            if n == 1:
+                cur.execute(self._insert_sql, rows[0])
+                got = cur.lastrowid
+            else:
+                cur.executemany(self._insert_sql, rows)
+                cur.execute("SELECT last_insert_rowid()")
+                got = cur.fetchone()[0]
+            if got == last + n:
+                ids = list(range(last + 1, got + 1))
+            else:  # a log at the top of the rowid range (a forged row there)
+                at = self._rows_at_on(cur, rows)
+                ids = [at[(r[0], r[1])][0] for r in rows]
+            if chained:
+                self._insert_links(cur, link_rows(bytes(prev) if prev is not None else GENESIS, ids, rows))
+            else:
+                self._link_rows(cur, ids, rows)  # looks for the chain table (a store from before rule S1?)
+            cur.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        finally:
+            cur.close()
+        return ids
+
+    def _writer(self) -> sqlite3.Connection:
+        """This thread's connection, for writing: in WAL mode, as the library's pool
+        made sure on its first connection (a file copied in another journal mode is
+        switched once, the first time this process writes it)."""
+        conn = self._reader()
+        if not getattr(self._local, "wal", False):
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            self._local.wal = True
+        return conn
 
     def _existing(self, pairs: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
         found: set[tuple[str, int]] = set()
