@@ -36,7 +36,8 @@ from __future__ import annotations
 import gc
 import math
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -91,6 +92,11 @@ def types_of(module: View) -> frozenset[type] | None:
     return types
 
 
+def indexes_of(module: View) -> dict[str, tuple[str, ...]]:
+    """The view's `INDEXES` (name -> columns), none if it has none (projections/view.py)."""
+    return dict(getattr(module, "INDEXES", {}))
+
+
 def table_of(view_key: str) -> str:
     return "view_" + view_key
 
@@ -115,6 +121,21 @@ def entries(module: View, view: Any) -> dict[str, Any]:
 def row_of(module: View, key: str, value: Any) -> tuple[Any, ...]:
     columns = getattr(module, "columns", None)
     return (key, *(columns(key, value) if columns is not None else ()), _encoder.encode(value))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off for the block (as it was after). Applying a batch, or reading a
+    fleet's rows, makes hundreds of thousands of acyclic msgspec structs and containers:
+    the GC would walk them again and again (~1.3x on a rebuild, ~1.5x on `runs
+    --status S` over 143k matching runs; docs/benchmarks.md)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class ShadowGone(Exception):
@@ -292,11 +313,7 @@ def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress
             live.append(i)
         except ShadowGone:
             gone.add(r.module.NAME)
-    # The cyclic GC would walk every cached entry and batch record again and again
-    # (they are acyclic msgspec structs): off while applying, ~1.3x faster here.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         if live:
             store = runners[live[0]].store
             before = min(runners[i].position for i in live)  # the pass has read every event up to here
@@ -312,9 +329,6 @@ def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress
                     if progress is not None:
                         progress(r.module.NAME, r.position, head)
                 before = chunk[-1].position
-    finally:
-        if collecting:
-            gc.enable()
     for i in live:
         stats[i].position = runners[i].position
     return stats, gone
@@ -442,7 +456,7 @@ def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None
         try:
             if m.NAME in gone:
                 raise ShadowGone(shadow_key)
-            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table)
+            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table, indexes_of(m))
         except (ShadowGone, StoreError):
             lost = raced(m, shadow_key)
             if lost is None:
@@ -567,13 +581,14 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
     if where and catch_up_first and store.read_only:
         raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
     where = [*([("k", key)] if key is not None else ()), *where]
-    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
-    head = store.max_position()
-    current = tracking is not None and tracking[0] == module.VERSION
-    if is_whole(module):  # one row, key "*": the view itself
-        view: Any = decode(rows[0][1]) if rows and current else module.initial()
-    else:
-        view = {k: decode(state) for k, state in rows} if current else {}
+    with gc_paused():
+        tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
+        head = store.max_position()
+        current = tracking is not None and tracking[0] == module.VERSION
+        if is_whole(module):  # one row, key "*": the view itself
+            view: Any = decode(rows[0][1]) if rows and current else module.initial()
+        else:
+            view = {k: decode(state) for k, state in rows} if current else {}
     position = tracking[1] if current and tracking is not None else 0
     if catch_up_first and store.read_only and position < head:
         return _fold_in_memory(store, module, view, position, key), 0
