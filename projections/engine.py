@@ -39,6 +39,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -154,6 +155,8 @@ class Runner:
         self.keys_of = keys_of(module)
         self.keyed = self.keys_of is not None
         self.types = types_of(module)
+        key_field = getattr(module, "KEY", None)  # keys(rec) == (rec.event.<KEY>,) for its TYPES
+        self.key_of = attrgetter("event." + key_field) if key_field and self.types is not None else None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
         self._decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
@@ -199,10 +202,16 @@ class Runner:
         evolve = module.evolve
         parked: list[tuple[Any, ...]] = []
         dirty: set[str] = set()
+        # Poison in the batch (rare): each record is looked at in turn. Otherwise the
+        # per-event work runs in C where it can (map, islice): a rebuild's hot path.
+        clean = Poison not in set(map(type, chunk))
         if self.keyed:
             keys = self.keys_of
             assert keys is not None
-            dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
+            if clean and self.key_of is not None:
+                dirty = set(map(self.key_of, chunk))
+            else:
+                dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
             if self.evicted is None:
                 missing = [k for k in dirty if k not in view]
             else:  # the table holds exactly the cached and the evicted entries
@@ -213,7 +222,11 @@ class Runner:
         # The hot loop of every rebuild and catch-up: the last record seen is kept in a
         # local and stored on self only where a parked row needs its ledger time.
         last = self._last
-        for rec in chunk:
+        if clean:
+            view = self._fold_clean(view, chunk, parked)
+            if chunk:
+                last = chunk[-1]  # type: ignore[assignment]  # clean: every record decoded
+        for rec in () if clean else chunk:
             if type(rec) is not Recorded:
                 assert isinstance(rec, Poison)
                 rec = self._reread(rec)
@@ -271,6 +284,27 @@ class Runner:
                 del view[k]
                 if self.evicted is not None:
                     self.evicted.add(k)
+
+    def _fold_clean(self, view: Any, chunk: Sequence[Recorded | Poison], parked: list[tuple[Any, ...]]) -> Any:
+        """`chunk` (every record decoded) folded with the view's evolve, in order, as the
+        loop in `apply` does; the loop itself is islice's, so an event costs its evolve
+        call and little else. An evolve that raises is retried and parked as there,
+        and the fold goes on after it."""
+        evolve = self.module.evolve
+        start, rec = 0, None
+        while True:
+            try:
+                for rec in islice(chunk, start, None):
+                    view = evolve(view, rec)
+                return view
+            except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
+                assert type(rec) is Recorded
+                view, error = _retry(evolve, view, rec, first)
+                if error is not None:
+                    self._last = rec
+                    parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
+                                   self._ledger_time()))  # fmt: skip
+                start = _index(chunk, rec, start) + 1
 
     _last: Recorded | None = None
 
@@ -363,8 +397,23 @@ def _apply_types(r: Runner, chunk: Sequence[Recorded | Poison], stats: Stats) ->
     if types is None:
         r.apply(chunk, stats)
         return
+    if Poison not in set(map(type, chunk)) and set(map(type, map(_event, chunk))) <= types:
+        r.apply(chunk, stats, full=chunk)  # all of it (a rebuild of the runs view): no per-event test
+        return
     part = [c for c in chunk if type(c) is not Recorded or type(c.event) in types]
     r.apply(chunk if len(part) == len(chunk) else part, stats, full=chunk)
+
+
+_event = attrgetter("event")
+
+
+def _index(chunk: Sequence[Recorded | Poison], rec: Recorded, start: int) -> int:
+    """Where `rec` is in `chunk`, at or after `start` (by identity: a record's position
+    is unique, but this is only reached after an evolve raised, so scan plainly)."""
+    for i in range(start, len(chunk)):
+        if chunk[i] is rec:
+            return i
+    raise AssertionError("record not in its batch")
 
 
 def _latest(last: Recorded | None, full: Sequence[Recorded | Poison] | None,

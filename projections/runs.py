@@ -18,6 +18,7 @@ from projections import fold_records
 NAME = "runs"
 VERSION = 4  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES
 
+KEY = "run"  # keys(rec) is (rec.event.run,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on
 View = dict[str, run_mod.RunState]
 STATE = run_mod.RunState

@@ -406,3 +406,62 @@ def test_R3_the_fleet_reads_use_the_status_index_on_sqlite(sqlite_ledger) -> Non
     sql, params = tables.candidates_query(store, "view_runs", "view_epochs", statuses, ["w1"])
     plan = _plan(store, sql, params)
     assert "SEARCH r USING INDEX view_runs__status (status=?)" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_R2_a_views_KEY_is_its_keys_for_every_event_of_its_TYPES(ledger, clock) -> None:
+    """A view's KEY (projections/view.py) lets the engine take a clean batch's dirty keys
+    as `rec.event.<KEY>` in C instead of calling keys(rec) per event: for every event
+    of its TYPES the two must agree. Mutation: KEY = "workflow" on the runs view, or
+    "epoch" on the epochs view, and this fails."""
+    from tests.incident_histories import redeploy_0220
+
+    redeploy_0220(ledger, clock)
+    random_history(ledger, 8, runs=12, ops=200)
+    records = list(ledger.store.read_all())
+    keyed = [v for v in registry.VIEWS if getattr(v, "KEY", None) is not None]
+    assert {v.NAME for v in keyed} == {"runs", "epochs"}
+    for v in keyed:
+        types = engine.types_of(v)
+        assert types is not None, v.NAME  # KEY is only read with TYPES
+        mine = [r for r in records if type(r.event) in types]
+        assert mine, v.NAME
+        for r in mine:
+            assert v.keys(r) == (getattr(r.event, v.KEY),), (v.NAME, r)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_the_rest(ledger, store_url,
+                                                                                      monkeypatch) -> None:  # fmt: skip
+    """A batch with no poison is folded by the engine's fast loop (Runner._fold_clean);
+    an evolve that raises there (a bug in a view) is retried, parked with the ledger time
+    of the event before it, and the fold goes on with the next event of the batch: the
+    same rows as a fold that skips exactly those events. Mutation: resume the loop at
+    the raising event (or at the batch's start) and the rows or the parked list differ."""
+    bulk_history(ledger, 30)
+    records = list(ledger.store.read_all())
+    bad = {records[4].position, records[40].position, records[41].position, records[-1].position}
+    real = runs.evolve
+
+    def buggy(view, rec):
+        if rec.position in bad:
+            raise RuntimeError(f"bug at {rec.position}")
+        return real(view, rec)
+
+    # the oracle: the plain loop, one event at a time, skipping what raises (and what
+    # a skipped event makes the fold refuse after it, e.g. a start whose queue raised)
+    expected: dict = {}
+    raised = []
+    for r in records:
+        try:
+            expected = buggy(expected, r)
+        except Exception as e:  # noqa: BLE001
+            raised.append((r.position, f"{type(e).__name__}: {e}"))
+    assert len(raised) > len(bad)
+    monkeypatch.setattr(runs, "evolve", buggy)
+    engine.rebuild(ledger.store, runs, batch=50)
+    parked = tables.parked(ledger.store, "runs")
+    assert [(p[1], p[4], p[5]) for p in parked] == [(p, e, engine.MAX_ATTEMPTS) for p, e in raised]
+    by_position = {r.position: r for r in records}
+    assert [p[6] for p in parked] == [by_position[p - 1].event.at.isoformat() for p, _ in raised]
+    got = {k: msgspec.json.decode(state, type=runs.STATE) for k, *_, state in live_rows(ledger.store, runs)[1]}
+    assert got == expected
