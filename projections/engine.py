@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -223,9 +223,10 @@ class Runner:
         # local and stored on self only where a parked row needs its ledger time.
         last = self._last
         if clean:
-            view = self._fold_clean(view, chunk, parked)
-            if chunk:
-                last = chunk[-1]  # type: ignore[assignment]  # clean: every record decoded
+            records = cast(Sequence[Recorded], chunk)  # clean: every record decoded
+            view = self._fold_clean(view, records, parked)
+            if records:
+                last = records[-1]
         for rec in () if clean else chunk:
             if type(rec) is not Recorded:
                 assert isinstance(rec, Poison)
@@ -285,13 +286,14 @@ class Runner:
                 if self.evicted is not None:
                     self.evicted.add(k)
 
-    def _fold_clean(self, view: Any, chunk: Sequence[Recorded | Poison], parked: list[tuple[Any, ...]]) -> Any:
+    def _fold_clean(self, view: Any, chunk: Sequence[Recorded], parked: list[tuple[Any, ...]]) -> Any:
         """`chunk` (every record decoded) folded with the view's evolve, in order, as the
         loop in `apply` does; the loop itself is islice's, so an event costs its evolve
         call and little else. An evolve that raises is retried and parked as there,
         and the fold goes on after it."""
         evolve = self.module.evolve
-        start, rec = 0, None
+        start = 0
+        rec: Recorded | None = None
         while True:
             try:
                 for rec in islice(chunk, start, None):
@@ -407,7 +409,7 @@ def _apply_types(r: Runner, chunk: Sequence[Recorded | Poison], stats: Stats) ->
 _event = attrgetter("event")
 
 
-def _index(chunk: Sequence[Recorded | Poison], rec: Recorded, start: int) -> int:
+def _index(chunk: Sequence[Recorded], rec: Recorded, start: int) -> int:
     """Where `rec` is in `chunk`, at or after `start` (by identity: a record's position
     is unique, but this is only reached after an evolve raised, so scan plainly)."""
     for i in range(start, len(chunk)):

@@ -454,7 +454,7 @@ def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_th
     for r in records:
         try:
             expected = buggy(expected, r)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raised.append((r.position, f"{type(e).__name__}: {e}"))
     assert len(raised) > len(bad)
     monkeypatch.setattr(runs, "evolve", buggy)
