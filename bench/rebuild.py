@@ -46,16 +46,16 @@ from ledger.store import open_store
 from projections import engine, runs
 from projections.registry import VIEWS
 store = open_store(sys.argv[1])
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 if sys.argv[2] == "runs":
     n = engine.rebuild(store, runs).events
 elif hasattr(engine, "rebuild_all"):
     n = sum(s.events for s in engine.rebuild_all(store, VIEWS))
 else:
     n = sum(engine.rebuild(store, v).events for v in VIEWS)
-seconds = time.perf_counter() - t0
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 store.close()
-print(json.dumps([seconds, n, engine.__file__]))
+print(json.dumps([seconds, n, engine.__file__, cpu]))
 """
 
 
@@ -73,13 +73,15 @@ def baseline_tree(rev: str | None) -> str:
     return tree
 
 
-def child(tree: str, url: str, what: str) -> tuple[float, int]:
+def child(tree: str, url: str, what: str) -> tuple[float, int, float]:
+    """(wall seconds, events, CPU seconds of the child: user + system, which the other
+    sessions' load on the shared cores moves far less than the wall clock)."""
     env = {**os.environ, "PYTHONPATH": tree}
     out = subprocess.run([sys.executable, "-c", CHILD, url, what], cwd=tree, env=env, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
-    seconds, n, where = json.loads(out.strip().splitlines()[-1])
+    seconds, n, where, cpu = json.loads(out.strip().splitlines()[-1])
     assert where.startswith(tree), (where, tree)  # the tree meant, not the installed one
-    return seconds, n
+    return seconds, n, cpu
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -96,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     store = open_store(url)
     events = store.max_position() if ns.store == "sqlite" else sum(len(c) for c in store.read_raw())
     base = baseline_tree(ns.baseline)
+    load_start = [round(x, 1) for x in os.getloadavg()]
 
     def library() -> int:
         n = 0
@@ -119,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     children = {"rebuild_runs": (ROOT, "runs"), "base_rebuild_runs": (base, "runs"),
                 "rebuild_all": (ROOT, "all"), "base_rebuild_all": (base, "all")}  # fmt: skip
     times: dict[str, list[float]] = {k: [] for k in (*in_process, *children)}
+    cpu: dict[str, list[float]] = {k: [] for k in children}
     views = 0
     for _ in range(ns.repeat):
         for key, f in in_process.items():
@@ -127,8 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
             times[key].append(time.perf_counter() - t0)
             assert n == events, (key, n, events)
         for key, (tree, what) in children.items():
-            seconds, n = child(tree, url, what)
+            seconds, n, used = child(tree, url, what)
             times[key].append(seconds)
+            cpu[key].append(used)
             if what == "all":
                 views = n // events
                 assert n == views * events, (key, n, events)
@@ -148,6 +153,10 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds_median": {k: round(v, 3) for k, v in med.items()},
         "seconds_all": {k: [round(x, 3) for x in v] for k, v in times.items()},
         "events_per_second": {k: round(v) for k, v in rate.items()},
+        "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
+        "cpu_rebuild_runs_vs_base": round(statistics.median(cpu["base_rebuild_runs"]) / statistics.median(cpu["rebuild_runs"]), 2),
+        "cpu_rebuild_all_vs_base": round(statistics.median(cpu["base_rebuild_all"]) / statistics.median(cpu["rebuild_all"]), 2),
+        "load_average_start": load_start,
         "rebuild_runs_vs_base": round(rate["rebuild_runs"] / rate["base_rebuild_runs"], 2),
         "rebuild_all_vs_base": round(rate["rebuild_all"] / rate["base_rebuild_all"], 2),
         "rebuild_runs_vs_library_bare": round(rate["rebuild_runs"] / rate["library_bare"], 2),

@@ -36,9 +36,11 @@ from __future__ import annotations
 import gc
 import math
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import islice
-from typing import Any
+from operator import attrgetter
+from typing import Any, cast
 
 import msgspec
 
@@ -91,6 +93,11 @@ def types_of(module: View) -> frozenset[type] | None:
     return types
 
 
+def indexes_of(module: View) -> dict[str, tuple[str, ...]]:
+    """The view's `INDEXES` (name -> columns), none if it has none (projections/view.py)."""
+    return dict(getattr(module, "INDEXES", {}))
+
+
 def table_of(view_key: str) -> str:
     return "view_" + view_key
 
@@ -117,6 +124,21 @@ def row_of(module: View, key: str, value: Any) -> tuple[Any, ...]:
     return (key, *(columns(key, value) if columns is not None else ()), _encoder.encode(value))
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off for the block (as it was after). Applying a batch, or reading a
+    fleet's rows, makes hundreds of thousands of acyclic msgspec structs and containers:
+    the GC would walk them again and again (~1.3x on a rebuild, ~1.5x on `runs
+    --status S` over 143k matching runs; docs/benchmarks.md)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 class ShadowGone(Exception):
     """A rebuild's shadow table was swapped in (or reset) under it by another runner."""
 
@@ -133,6 +155,8 @@ class Runner:
         self.keys_of = keys_of(module)
         self.keyed = self.keys_of is not None
         self.types = types_of(module)
+        key_field = getattr(module, "KEY", None)  # keys(rec) == (rec.event.<KEY>,) for its TYPES
+        self.key_of = attrgetter("event." + key_field) if key_field and self.types is not None else None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
         self._decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
@@ -178,10 +202,16 @@ class Runner:
         evolve = module.evolve
         parked: list[tuple[Any, ...]] = []
         dirty: set[str] = set()
+        # Poison in the batch (rare): each record is looked at in turn. Otherwise the
+        # per-event work runs in C where it can (map, islice): a rebuild's hot path.
+        clean = Poison not in set(map(type, chunk))
         if self.keyed:
             keys = self.keys_of
             assert keys is not None
-            dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
+            if clean and self.key_of is not None:
+                dirty = set(map(self.key_of, chunk))
+            else:
+                dirty = {k for rec in chunk if type(rec) is Recorded for k in keys(rec)}
             if self.evicted is None:
                 missing = [k for k in dirty if k not in view]
             else:  # the table holds exactly the cached and the evicted entries
@@ -192,7 +222,12 @@ class Runner:
         # The hot loop of every rebuild and catch-up: the last record seen is kept in a
         # local and stored on self only where a parked row needs its ledger time.
         last = self._last
-        for rec in chunk:
+        if clean:
+            records = cast(Sequence[Recorded], chunk)  # clean: every record decoded
+            view = self._fold_clean(view, records, parked)
+            if records:
+                last = records[-1]
+        for rec in () if clean else chunk:
             if type(rec) is not Recorded:
                 assert isinstance(rec, Poison)
                 rec = self._reread(rec)
@@ -251,6 +286,28 @@ class Runner:
                 if self.evicted is not None:
                     self.evicted.add(k)
 
+    def _fold_clean(self, view: Any, chunk: Sequence[Recorded], parked: list[tuple[Any, ...]]) -> Any:
+        """`chunk` (every record decoded) folded with the view's evolve, in order, as the
+        loop in `apply` does; the loop itself is islice's, so an event costs its evolve
+        call and little else. An evolve that raises is retried and parked as there,
+        and the fold goes on after it."""
+        evolve = self.module.evolve
+        start = 0
+        rec: Recorded | None = None
+        while True:
+            try:
+                for rec in islice(chunk, start, None):
+                    view = evolve(view, rec)
+                return view
+            except Exception as first:  # noqa: BLE001 - a bug in a view must not wedge it (T4)
+                assert type(rec) is Recorded
+                view, error = _retry(evolve, view, rec, first)
+                if error is not None:
+                    self._last = rec
+                    parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
+                                   self._ledger_time()))  # fmt: skip
+                start = _index(chunk, rec, start) + 1
+
     _last: Recorded | None = None
 
     def _reread(self, rec: Poison) -> Recorded | Poison:
@@ -292,11 +349,7 @@ def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress
             live.append(i)
         except ShadowGone:
             gone.add(r.module.NAME)
-    # The cyclic GC would walk every cached entry and batch record again and again
-    # (they are acyclic msgspec structs): off while applying, ~1.3x faster here.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         if live:
             store = runners[live[0]].store
             before = min(runners[i].position for i in live)  # the pass has read every event up to here
@@ -312,9 +365,6 @@ def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress
                     if progress is not None:
                         progress(r.module.NAME, r.position, head)
                 before = chunk[-1].position
-    finally:
-        if collecting:
-            gc.enable()
     for i in live:
         stats[i].position = runners[i].position
     return stats, gone
@@ -349,8 +399,23 @@ def _apply_types(r: Runner, chunk: Sequence[Recorded | Poison], stats: Stats) ->
     if types is None:
         r.apply(chunk, stats)
         return
+    if Poison not in set(map(type, chunk)) and set(map(type, map(_event, chunk))) <= types:
+        r.apply(chunk, stats, full=chunk)  # all of it (a rebuild of the runs view): no per-event test
+        return
     part = [c for c in chunk if type(c) is not Recorded or type(c.event) in types]
     r.apply(chunk if len(part) == len(chunk) else part, stats, full=chunk)
+
+
+_event = attrgetter("event")
+
+
+def _index(chunk: Sequence[Recorded], rec: Recorded, start: int) -> int:
+    """Where `rec` is in `chunk`, at or after `start` (by identity: a record's position
+    is unique, but this is only reached after an evolve raised, so scan plainly)."""
+    for i in range(start, len(chunk)):
+        if chunk[i] is rec:
+            return i
+    raise AssertionError("record not in its batch")
 
 
 def _latest(last: Recorded | None, full: Sequence[Recorded | Poison] | None,
@@ -442,7 +507,7 @@ def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None
         try:
             if m.NAME in gone:
                 raise ShadowGone(shadow_key)
-            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table)
+            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table, indexes_of(m))
         except (ShadowGone, StoreError):
             lost = raced(m, shadow_key)
             if lost is None:
@@ -567,13 +632,14 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
     if where and catch_up_first and store.read_only:
         raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
     where = [*([("k", key)] if key is not None else ()), *where]
-    tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
-    head = store.max_position()
-    current = tracking is not None and tracking[0] == module.VERSION
-    if is_whole(module):  # one row, key "*": the view itself
-        view: Any = decode(rows[0][1]) if rows and current else module.initial()
-    else:
-        view = {k: decode(state) for k, state in rows} if current else {}
+    with gc_paused():
+        tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
+        head = store.max_position()
+        current = tracking is not None and tracking[0] == module.VERSION
+        if is_whole(module):  # one row, key "*": the view itself
+            view: Any = decode(rows[0][1]) if rows and current else module.initial()
+        else:
+            view = {k: decode(state) for k, state in rows} if current else {}
     position = tracking[1] if current and tracking is not None else 0
     if catch_up_first and store.read_only and position < head:
         return _fold_in_memory(store, module, view, position, key), 0

@@ -17,6 +17,7 @@ from projections import fold_records
 NAME = "epochs"
 VERSION = 1
 
+KEY = "process"  # keys(rec) is (rec.event.process,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, ProcessEventBase))  # what evolve acts on
 View = dict[str, process_mod.ProcessState]
 STATE = process_mod.ProcessState

@@ -15,7 +15,7 @@ tests/test_pg_locks.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ledger.errors import ConflictError, StoreError
@@ -120,6 +120,15 @@ def load_states(store: Store, table: str, keys: Sequence[str]) -> dict[str, byte
     return found
 
 
+def rows_query(store: Store, table: str, columns: Sequence[str],
+               where: Sequence[tuple[str, Any]] = ()) -> tuple[str, list[Any]]:  # fmt: skip
+    """view_rows' SELECT and its parameters."""
+    terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
+    params = [x for _, v in where for x in (v if isinstance(v, tuple) else (v,))]
+    cond = (" WHERE " + " AND ".join(terms)) if where else ""
+    return f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} ORDER BY k", params
+
+
 def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
               where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
     """(tracking, rows sorted by key) read in one snapshot, so the rows are exactly
@@ -133,15 +142,12 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     A value that is a tuple means any of its members (`IN`)."""
     if _absent(store):
         return None, []
-    terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
-    params = [x for _, v in where for x in (v if isinstance(v, tuple) else (v,))]
-    cond = (" WHERE " + " AND ".join(terms)) if where else ""
+    sql, params = rows_query(store, table, columns, where)
     try:
         with translated(f"read {table}", store), store.transaction(commit=False) as cur:
             try:
                 store.lock_for_read(cur, table)
-                cur.execute(f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} "
-                            "ORDER BY k", params)  # fmt: skip
+                cur.execute(sql, params)
             except Exception as e:
                 if store.is_missing_table(e):
                     raise _NoTable from None
@@ -171,18 +177,39 @@ def orphan_candidates(store: Store, runs_table: str, epochs_table: str, statuses
     if _absent(store) or not statuses:
         return []
     with translated(f"read {runs_table}", store), store.transaction(commit=False) as cur:
-        cur.execute(f"SELECT r.k, r.state FROM {store.quote(runs_table)} r LEFT JOIN {store.quote(epochs_table)} p "
-                    f"ON p.k = r.process WHERE r.deleted = 0 AND r.status IN ({', '.join('?' * len(statuses))}) "
-                    "AND (r.epoch IS NULL OR p.k IS NULL OR p.current_epoch IS NULL OR r.epoch <> p.current_epoch "
-                    "OR p.live = 0" + "".join(" OR r.process = ?" for _ in also_slots) + ") ORDER BY r.k",
-                    [*statuses, *also_slots])  # fmt: skip
+        cur.execute(*candidates_query(store, runs_table, epochs_table, statuses, also_slots))
         return [(k, bytes(state)) for k, state in cur.fetchall()]
 
 
-def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str) -> tuple[int, int]:
+def candidates_query(store: Store, runs_table: str, epochs_table: str, statuses: Sequence[str],
+                     also_slots: Sequence[str] = ()) -> tuple[str, list[Any]]:  # fmt: skip
+    """orphan_candidates' SELECT and its parameters. Every column of the runs view it
+    filters on is in the view's status index (projections/runs.py, INDEXES): the
+    filter is decided from the index, and the table is read for the candidates alone."""
+    return (f"SELECT r.k, r.state FROM {store.quote(runs_table)} r LEFT JOIN {store.quote(epochs_table)} p "
+            f"ON p.k = r.process WHERE r.deleted = 0 AND r.status IN ({', '.join('?' * len(statuses))}) "
+            "AND (r.epoch IS NULL OR p.k IS NULL OR p.current_epoch IS NULL OR r.epoch <> p.current_epoch "
+            "OR p.live = 0" + "".join(" OR r.process = ?" for _ in also_slots) + ") ORDER BY r.k",
+            [*statuses, *also_slots])  # fmt: skip
+
+
+def index_name(table: str, name: str) -> str:
+    """The name of a view table's index `name` (a view's INDEXES): `<table>__<name>`."""
+    return f"{table}__{name}"
+
+
+def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str,
+              indexes: Mapping[str, Sequence[str]] | None = None) -> tuple[int, int]:  # fmt: skip
     """Replace the live table by the rebuilt one, and the live tracking and parked
     rows by the rebuild's, in one transaction: readers see the old view or the new
-    one, never a half-built one. Returns the new (version, position)."""
+    one, never a half-built one. Returns the new (version, position).
+
+    `indexes` (name -> columns, the view's INDEXES) are created here, on the swapped-in
+    table under the live table's names, once per rebuild: the shadow table is built
+    without them (its upserts maintain no index) and the rename cannot carry them, as
+    an index keeps its name when its table is renamed (SQLite has no ALTER INDEX ..
+    RENAME) and a shadow index under the live name would collide with the live one
+    until the DROP below removes it."""
     with translated(f"swap {view}", store), store.transaction() as cur:
         store.ddl_lock(cur)
         # Lock order, one for every transaction on views: the tracking rows it will
@@ -201,6 +228,8 @@ def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str)
         cur.execute(f"DROP TABLE IF EXISTS {store.quote(live)}")
         cur.execute(f"ALTER TABLE {store.quote(shadow)} RENAME TO {live}")
         store.after_rename(cur, shadow, live)
+        for name, cols in (indexes or {}).items():
+            cur.execute(f'CREATE INDEX "{index_name(live, name)}" ON {store.quote(live)} ({", ".join(cols)})')
         cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=? OR view=?", (view, shadow_view))
         cur.execute(f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, ?)",
                     (view, row[0], row[1]))  # fmt: skip

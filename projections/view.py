@@ -11,6 +11,14 @@ Optional, read by projections/engine.py when present:
   "int") pairs) and `columns(key, value)`: queryable columns beside the state;
 - `keys(rec)`: the only keys `evolve(view, rec)` reads or changes. With it the engine
   keeps a bounded cache of entries and loads the rest from the table on demand;
+- `KEY`: with TYPES, the event field whose value is the one key `keys(rec)` returns for
+  every event of TYPES (`"run"` for the runs view): the engine then reads a batch's keys
+  with one C-level map instead of a `keys` call per event (tests/test_engine.py pins
+  KEY against keys);
+- `INDEXES`: {name: (column, ...)}, indexes on the view's table (columns of COLUMNS, or
+  `k`), created with every rebuilt table when it is swapped in, as `view_<NAME>__<name>`
+  (projections/tables.py, `swap_view`). Changing them is a VERSION bump: a stored view
+  gets them by the rebuild the bump causes;
 - `TYPES`: a frozenset of the event classes `evolve` acts on; an event of any other
   class leaves the view unchanged, so the engine does not call `evolve` (nor `keys`)
   for it: a rebuild of every view in one pass hands each view only its own events

@@ -141,3 +141,28 @@ def canonical(value: object) -> bytes:
     from ledger import process as process_mod
 
     return msgspec.json.encode(value, order="sorted", enc_hook=process_mod.enc_hook)
+
+
+def view_indexes(store, table: str) -> dict[str, tuple[str, ...]]:
+    """The indexes of a view's table other than its primary key: name -> columns, read
+    from the database's own catalogue (SQLite's pragmas, PostgreSQL's pg_index)."""
+    with store.transaction(commit=False) as cur:
+        if store.kind == "sqlite":
+            cur.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+                        (table,))  # fmt: skip
+            names = [r[0] for r in cur.fetchall()]
+            out = {}
+            for name in names:
+                cur.execute(f"SELECT name FROM pragma_index_info('{name}') ORDER BY seqno")
+                out[name] = tuple(r[0] for r in cur.fetchall())
+            return out
+        cur.execute("SELECT i.relname, a.attname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                    "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+                    "CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS c(attnum, ord) "
+                    "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = c.attnum "
+                    "WHERE n.nspname = ? AND t.relname = ? AND NOT x.indisprimary ORDER BY i.relname, c.ord",
+                    (store.schema, table))  # fmt: skip
+        found: dict[str, tuple[str, ...]] = {}
+        for name, col in cur.fetchall():
+            found[name] = (*found.get(name, ()), col)
+        return found

@@ -348,3 +348,120 @@ def test_T4_a_view_that_skips_run_events_parks_with_the_ledger_time_of_the_event
     engine.rebuild_all(ledger.store)
     times = {v.NAME: [(p[1], p[6]) for p in tables.parked(ledger.store, v.NAME)] for v in (runs, epochs)}
     assert times["runs"] == times["epochs"] == [(7, before.event.at.isoformat())]
+
+
+# ------------------------------------------------------------- indexes (INDEXES)
+def _plan(store, sql: str, params) -> str:
+    with store.transaction(commit=False) as cur:
+        cur.execute(("EXPLAIN QUERY PLAN " if store.kind == "sqlite" else "EXPLAIN ") + sql, params)
+        return " ".join(str(c) for row in cur.fetchall() for c in row)
+
+
+def test_R3_view_indexes_exist_after_every_rebuild_and_swap(ledger, monkeypatch) -> None:
+    """The runs view's INDEXES are on the live table under their names after the first
+    build, after each rebuild (the names are reused across swaps: a second rebuild used
+    to be where a carried-over name would collide), after a VERSION bump's rebuild, and
+    never on the shadow table while it is built. Both stores."""
+    from tests.engine_helpers import view_indexes
+
+    want = {tables.index_name("view_runs", n): cols for n, cols in runs.INDEXES.items()}
+    assert want == {"view_runs__status": ("status", "k", "deleted", "process", "epoch")}
+    random_history(ledger, 5, runs=8, ops=120)
+    engine.catch_up(ledger.store, runs)  # first build: a rebuild from zero and its swap
+    assert view_indexes(ledger.store, "view_runs") == want
+    for _ in range(2):
+        engine.rebuild(ledger.store, runs)
+        assert view_indexes(ledger.store, "view_runs") == want
+    # a shadow being built has none (killed rebuilds resume into it)
+    tables.reset_view(ledger.store, "runs__rebuild", "view_runs__rebuild", engine.column_spec(runs), runs.VERSION)
+    assert view_indexes(ledger.store, "view_runs__rebuild") == {}
+    engine.rebuild(ledger.store, runs)  # resumes from the reset shadow, swaps it in
+    assert view_indexes(ledger.store, "view_runs") == want
+    assert not ledger.store.table_exists("view_runs__rebuild")
+    monkeypatch.setattr(runs, "VERSION", runs.VERSION + 1)
+    assert engine.catch_up(ledger.store, runs).rebuilt
+    assert view_indexes(ledger.store, "view_runs") == want
+    assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
+    # the other views declare none
+    for v in registry.VIEWS:
+        if v is not runs:
+            engine.catch_up(ledger.store, v)
+            assert view_indexes(ledger.store, engine.table_of(v.NAME)) == {}, v.NAME
+
+
+def test_R3_the_fleet_reads_use_the_status_index_on_sqlite(sqlite_ledger) -> None:
+    """`runs --status S` and the sweep's candidates are read through the status index,
+    not by scanning the table (docs/benchmarks.md, "Fleet size"): SQLite's plan for the
+    engine's own statements names it, with no sort for the key order."""
+    from ledger import lifecycle
+    from ledger.events import Status
+
+    random_history(sqlite_ledger, 6, runs=8, ops=120)
+    store = sqlite_ledger.store
+    engine.catch_up_all(store, [runs, registry.by_name("epochs")])
+    sql, params = tables.rows_query(store, "view_runs", [], [("status", ("running",))])
+    listing = _plan(store, sql, params)
+    assert "USING INDEX view_runs__status (status=?)" in listing and "TEMP B-TREE" not in listing, listing
+    statuses = [str(s) for s in Status if lifecycle.can_be_orphaned(s)]
+    sql, params = tables.candidates_query(store, "view_runs", "view_epochs", statuses, ["w1"])
+    plan = _plan(store, sql, params)
+    assert "SEARCH r USING INDEX view_runs__status (status=?)" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_R2_a_views_KEY_is_its_keys_for_every_event_of_its_TYPES(ledger, clock) -> None:
+    """A view's KEY (projections/view.py) lets the engine take a clean batch's dirty keys
+    as `rec.event.<KEY>` in C instead of calling keys(rec) per event: for every event
+    of its TYPES the two must agree. Mutation: KEY = "workflow" on the runs view, or
+    "epoch" on the epochs view, and this fails."""
+    from tests.incident_histories import redeploy_0220
+
+    redeploy_0220(ledger, clock)
+    random_history(ledger, 8, runs=12, ops=200)
+    records = list(ledger.store.read_all())
+    keyed = [v for v in registry.VIEWS if getattr(v, "KEY", None) is not None]
+    assert {v.NAME for v in keyed} == {"runs", "epochs"}
+    for v in keyed:
+        types = engine.types_of(v)
+        assert types is not None, v.NAME  # KEY is only read with TYPES
+        mine = [r for r in records if type(r.event) in types]
+        assert mine, v.NAME
+        for r in mine:
+            assert v.keys(r) == (getattr(r.event, v.KEY),), (v.NAME, r)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_the_rest(ledger, store_url,
+                                                                                      monkeypatch) -> None:  # fmt: skip
+    """A batch with no poison is folded by the engine's fast loop (Runner._fold_clean);
+    an evolve that raises there (a bug in a view) is retried, parked with the ledger time
+    of the event before it, and the fold goes on with the next event of the batch: the
+    same rows as a fold that skips exactly those events. Mutation: resume the loop at
+    the raising event (or at the batch's start) and the rows or the parked list differ."""
+    bulk_history(ledger, 30)
+    records = list(ledger.store.read_all())
+    bad = {records[4].position, records[40].position, records[41].position, records[-1].position}
+    real = runs.evolve
+
+    def buggy(view, rec):
+        if rec.position in bad:
+            raise RuntimeError(f"bug at {rec.position}")
+        return real(view, rec)
+
+    # the oracle: the plain loop, one event at a time, skipping what raises (and what
+    # a skipped event makes the fold refuse after it, e.g. a start whose queue raised)
+    expected: dict = {}
+    raised = []
+    for r in records:
+        try:
+            expected = buggy(expected, r)
+        except Exception as e:
+            raised.append((r.position, f"{type(e).__name__}: {e}"))
+    assert len(raised) > len(bad)
+    monkeypatch.setattr(runs, "evolve", buggy)
+    engine.rebuild(ledger.store, runs, batch=50)
+    parked = tables.parked(ledger.store, "runs")
+    assert [(p[1], p[4], p[5]) for p in parked] == [(p, e, engine.MAX_ATTEMPTS) for p, e in raised]
+    by_position = {r.position: r for r in records}
+    assert [p[6] for p in parked] == [by_position[p - 1].event.at.isoformat() for p, _ in raised]
+    got = {k: msgspec.json.decode(state, type=runs.STATE) for k, *_, state in live_rows(ledger.store, runs)[1]}
+    assert got == expected

@@ -101,3 +101,28 @@ def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, o
     _assert_equals_clean_replay(store)
     counts = {r[0]: r[3] for r in tables.view_rows(store, "failures", "view_failures", ["status", "code", "transitions"])[1]}
     assert counts == {"failed_resumable TIMEOUT": 120, "failed_resumable ": 120}
+
+
+def test_R3_sigkill_mid_rebuild_leaves_the_live_view_and_its_index(ledger, store_url) -> None:
+    """A rebuild killed mid-way over a live view: the live table, its rows, its
+    tracking and its status index are as they were (the index is only made at the
+    swap, on the table swapped in); the resumed rebuild swaps in a table that has it."""
+    from tests.engine_helpers import view_indexes
+
+    bulk_history(ledger, 1200)
+    store = ledger.store
+    for v in registry.VIEWS:
+        engine.catch_up(store, v)
+    columns = [c for c, _ in engine.column_spec(runs)]
+    before = tables.view_rows(store, runs.NAME, "view_runs", columns)
+    indexes = view_indexes(store, "view_runs")
+    assert indexes == {"view_runs__status": runs.INDEXES["status"]}
+    head = store.max_position()
+    _kill_mid_way(store_url, "rebuild", runs.NAME + engine.SHADOW, store, random.Random().randrange(head // 5, head * 3 // 4))
+    assert tables.view_rows(store, runs.NAME, "view_runs", columns) == before
+    assert view_indexes(store, "view_runs") == indexes
+    assert view_indexes(store, "view_runs__rebuild") == {}
+    assert 0 < _tracked(store, runs.NAME + engine.SHADOW) < head
+    assert engine.rebuild(store, runs).rebuilt
+    assert view_indexes(store, "view_runs") == indexes
+    _assert_equals_clean_replay(store)

@@ -7,6 +7,7 @@ Each command module (runs, epochs, views, audit) registers its commands with
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -59,20 +60,31 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     if not rows:
         out("(none)")
         return
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    out("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for row in cells:
-        out("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    cells = [[("" if (v := r.get(c)) is None else str(v)) for c in columns] for r in rows]
+    widths = [max(len(c), max(map(len, col))) for c, col in zip(columns, zip(*cells, strict=True), strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one call a row: listings of 100k runs
+    out(line(*columns).rstrip())
+    sys.stdout.write("".join(line(*row).rstrip() + "\n" for row in cells))
 
 
 def run_record(s: RunState) -> dict[str, Any]:
     """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
     d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
-    d["code_shown"] = show_code(s.code) if lifecycle.is_failure(s.status) else ""
-    d["predicates"] = lifecycle.predicates(s.status, s.code, fenced_end=s.fenced_end is not None)
+    shown, preds = _derived(s.status, s.code, s.fenced_end is not None)
+    d["code_shown"] = shown
+    d["predicates"] = dict(preds)
     return d
+
+
+@functools.lru_cache(maxsize=4096)
+def _derived(status: str, code: str, fenced_end: bool) -> tuple[str, dict[str, bool]]:
+    """The shown code and the predicates of a run: functions of these three alone
+    (ledger/lifecycle.py), so a listing of 100,000 runs computes them once per distinct
+    triple, not per run (13 predicate calls a run were 2/3 of `runs --status S`;
+    docs/benchmarks.md, "Fleet size"). run_record copies the dict it hands out."""
+    return (show_code(code) if lifecycle.is_failure(status) else "",
+            lifecycle.predicates(status, code, fenced_end=fenced_end))  # fmt: skip
 
 
 def open_ns(ns: argparse.Namespace) -> Ledger:

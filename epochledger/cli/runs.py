@@ -261,16 +261,17 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
     if ns.orphaned:
         return runs_orphaned(ns, keep)
-    from projections.engine import read_runs
+    from projections.engine import gc_paused, read_runs
 
-    with open_ns(ns) as ledger:
+    with open_ns(ns) as ledger, gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
         found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up, statuses=ns.status or ())
         rows = [run_record(s) for s in found]
         if ns.streaking:
             rows = _streaking(rows, tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
     say_lag(lag)
     if ns.json:
-        out_json(rows)
+        with gc_paused():
+            out_json(rows)
         return
     if ns.streaking:
         cols = ["since", "age_s", "failures", "step", "error_class", "error"]
