@@ -143,26 +143,32 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     if _absent(store):
         return None, []
     sql, params = rows_query(store, table, columns, where)
-    try:
-        with translated(f"read {table}", store), store.transaction(commit=False) as cur:
-            try:
-                store.lock_for_read(cur, table)
-                cur.execute(sql, params)
-            except Exception as e:
-                if store.is_missing_table(e):
-                    raise _NoTable from None
-                raise
-            rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
-            cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
-            row = cur.fetchone()
-    except _NoTable:
-        # Never built (the table and its tracking row are created together).
-        if tracking(store, view) is not None:
-            raise StoreError(f"read {table}: view {view} has a tracking row but no table {table}") from None
-        return None, []
-    if row is None:
-        return None, []
-    return (int(row[0]), int(row[1])), rows
+    for attempt in (1, 2):
+        try:
+            with translated(f"read {table}", store), store.transaction(commit=False) as cur:
+                try:
+                    store.lock_for_read(cur, table)
+                    cur.execute(sql, params)
+                except Exception as e:
+                    if store.is_missing_table(e):
+                        raise _NoTable from None
+                    raise
+                rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
+                cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
+                row = cur.fetchone()
+        except _NoTable:
+            # Never built (the table and its tracking row are created together), or
+            # built by another writer between this read and the tracking row's: then
+            # the table is there now, and the read is made again, once.
+            if tracking(store, view) is None:
+                return None, []
+            if attempt == 2:
+                raise StoreError(f"read {table}: view {view} has a tracking row but no table {table}") from None
+            continue
+        if row is None:
+            return None, []
+        return (int(row[0]), int(row[1])), rows
+    raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def orphan_candidates(store: Store, runs_table: str, epochs_table: str, statuses: Sequence[str],

@@ -279,6 +279,27 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
         assert canonical(found) == canonical(state.views[v.NAME])
 
 
+def test_R3_a_view_built_by_another_writer_during_a_read_is_read_not_an_error(ledger, monkeypatch) -> None:
+    """A reader that finds no table, while another writer builds the view and commits
+    its table and tracking row together, then finds the tracking row: the view exists
+    now, so it is read again. Before: "view runs has a tracking row but no table" (seen
+    as a flaky `follow` test on PostgreSQL: a reader polling a view that follow was
+    building for the first time). Mutation caught: the second read dropped."""
+    ledger.queue("r1")
+    real = tables.tracking
+    built = []
+
+    def tracking_after_a_build(store, view):  # the other writer's build lands here
+        if not built:
+            built.append(view)
+            engine.catch_up(store, runs)
+        return real(store, view)
+
+    monkeypatch.setattr(tables, "tracking", tracking_after_a_build)
+    found, _lag = engine.read_view(ledger.store, runs, catch_up_first=False)
+    assert built and set(found) == {"r1"}
+
+
 def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger) -> None:
     """Two replicas booting on a fresh ledger both catch up an unbuilt view, so both
     rebuild it into the same shadow. Catches: the loser, finding the shadow swapped in
