@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput, QueryRefused, RunNotFound, StoreError
+from ledger.errors import InvalidInput, LedgerError, QueryRefused, RunNotFound, StoreError
 from ledger.events import Status
 from projections import audit
 
@@ -412,6 +412,66 @@ def test_A1_report_as_of_defaults_to_the_newest_event_not_the_clock(tmp_path: Pa
         assert audit.report(path, name) == audit.report(path, name, as_of=newest)
     early = audit.report(path, "failure_codes", as_of=datetime(2026, 9, 9, 9, 0, tzinfo=UTC)).records()
     assert sorted((r["code"], r["failures"]) for r in early) == [("CANCELLED", 1), ("DISK_QUOTA_EXCEEDED", 1), ("TIMEOUT", 1)]
+
+
+def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_them(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    """One definition of "entering a failure status" (the view failure_entries), used by
+    failure_codes and failures_by_label: from a status that is not a failure, or with a
+    new code. A correction between failure statuses that keeps the code, or a fenced
+    report that keeps the status, is the same failure."""
+    lg = sqlite_ledger
+    w1 = lg.boot("worker-1", epoch="w1.e1")
+    for run in "abcdef":
+        lg.queue(run, workflow="nightly", labels={"team": "data" if run in "abc" else "ops"})
+        lg.start(run, epoch="w1.e1", process="worker-1")
+    lg.fail("a", "TIMEOUT", resumable=False)  # entry: running -> failed TIMEOUT
+    lg.correct("a", Status.FAILED_RESUMABLE, code="TIMEOUT", actor="alice", reason="retryable after all")  # same failure
+    lg.fail("b", "", resumable=True)  # entry: UNKNOWN
+    lg.resume("b", "auto")
+    lg.start("b", epoch="w1.e1", process="worker-1")
+    lg.fail("b", "", resumable=True)  # entry again: it left the failure in between
+    lg.finish("c")
+    lg.correct("c", Status.FAILED, code="FAIL_NODE", actor="alice", reason="output was wrong")  # entry from finished
+    lg.fail("d", "TIMEOUT", resumable=False)  # entry
+    lg.correct("d", Status.FAILED, code="NODE_NOT_FOUND", actor="alice", reason="misclassified")  # entry: a new code
+    lg.cancel("e", actor="bob")  # entry: cancelled is a failure status (L2)
+    lg.fail("f", "TIMEOUT", resumable=True, epoch=w1)  # entry
+    lg.boot("worker-1", epoch="w1.e2")
+    with pytest.raises(LedgerError):  # a stale epoch's report: fenced, kept as evidence, the status kept
+        lg.fail("f", "FAIL_NODE", resumable=False, epoch=w1)
+    assert [t for (t,) in audit.query(_synced(lg, tmp_path), "SELECT type FROM events WHERE run = 'f' ORDER BY position").rows][-1] == "run.fenced"
+    path = str(tmp_path / "audit.duckdb")
+    got = audit.query(path, "SELECT run, type, from_status, status, code FROM failure_entries ORDER BY position").rows
+    assert got == [
+        ("a", "run.failed", "running", "failed", "TIMEOUT"),
+        ("b", "run.failed", "running", "failed_resumable", ""),
+        ("b", "run.failed", "running", "failed_resumable", ""),
+        ("c", "run.corrected", "finished", "failed", "FAIL_NODE"),
+        ("d", "run.failed", "running", "failed", "TIMEOUT"),
+        ("d", "run.corrected", "failed", "failed", "NODE_NOT_FOUND"),
+        ("e", "run.cancelled", "running", "cancelled", "CANCELLED"),
+        ("f", "run.failed", "running", "failed_resumable", "TIMEOUT"),
+    ]
+    codes = {(r["code"], r["failures"], r["runs"]) for r in audit.report(path, "failure_codes").records()}
+    assert codes == {("TIMEOUT", 3, 3), ("UNKNOWN", 2, 1), ("FAIL_NODE", 1, 1), ("NODE_NOT_FOUND", 1, 1), ("CANCELLED", 1, 1)}
+    by_team = {(r["value"], r["code"], r["failures"]) for r in audit.report(path, "failures_by_label", label="team").records()}
+    assert by_team == {("data", "TIMEOUT", 1), ("data", "UNKNOWN", 2), ("data", "FAIL_NODE", 1),
+                       ("ops", "TIMEOUT", 2), ("ops", "NODE_NOT_FOUND", 1), ("ops", "CANCELLED", 1)}  # fmt: skip
+
+
+def test_A1_the_reports_that_count_failures_ask_the_view_and_no_other_sql_repeats_its_rule() -> None:
+    """The rule lives in failure_entries alone: a report that re-derived it could drift."""
+    for name in ("failure_codes", "failures_by_label"):
+        assert "FROM failure_entries" in audit._sql(f"report_{name}.sql"), name
+    sql = {f"report_{n}.sql": audit._sql(f"report_{n}.sql") for n in audit.report_names()} | {"views.sql": audit._sql("views.sql")}
+    rule = "pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code"
+    assert {name: text.count(rule) for name, text in sql.items() if rule in text} == {"views.sql": 1}
+
+
+def _synced(lg: Ledger, tmp_path: Path) -> str:
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(lg.store, path)
+    return path
 
 
 def test_A1_failure_codes_by_week_and_unknown_period_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
