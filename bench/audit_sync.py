@@ -9,7 +9,8 @@ queued, started, checkpointed, finished/failed) through the store adapter, then,
   anchor_raw_read   - Store.read_raw over the whole log (SQLite keyset read, no decode)
   anchor_typed_read - Ledger.events over the whole log (read + msgspec typed decode)
   sync_full         - audit sync of the first 99% into a fresh DuckDB file (read + chunk
-                      files + DuckDB load + commit), in a child process
+                      files + DuckDB load + commit), in a child process; wall and CPU
+                      time (all its threads)
   base_sync_full    - the same with the audit code of commit REV (default: where this
                       branch left main; a `git archive` of it in /tmp), in a child
   runs_query / base_runs_query - `SELECT count(*), count(workflow) FROM runs` on each
@@ -83,7 +84,8 @@ class Upto:  # the same store, seen up to `cutoff`
         return store.read_raw(after, cutoff, batch)
 
 out = {"where": audit.__file__}
-t = time.perf_counter(); r = audit.sync(Upto(), path); out["full"] = [time.perf_counter() - t, r.appended]
+t, c = time.perf_counter(), time.process_time(); r = audit.sync(Upto(), path)
+out["full"] = [time.perf_counter() - t, r.appended, time.process_time() - c]
 out["bytes"] = os.path.getsize(path)
 t = time.perf_counter(); q = audit.query(path, "SELECT count(*), count(workflow) FROM runs")
 out["runs_query"] = [time.perf_counter() - t, q.rows[0][0]]
@@ -127,7 +129,8 @@ def main() -> None:
     build(ns.store, ns.events)
     base = baseline_tree(ns.baseline)
     times: dict[str, list[float]] = {k: [] for k in ("anchor_raw_read", "anchor_typed_read", "sync_full", "base_sync_full",
-                                                      "runs_query", "base_runs_query", "sync_incremental", "sync_nothing")}  # fmt: skip
+                                                      "runs_query", "base_runs_query", "sync_incremental", "sync_nothing",
+                                                      "sync_full_cpu", "base_sync_full_cpu")}  # fmt: skip
     load = []
     with open_ledger(ns.store) as lg:
         n = lg.store.max_position()
@@ -148,6 +151,7 @@ def main() -> None:
                 assert r["full"][1] == cutoff and r["runs_query"][1] == -(-cutoff // 4), r  # 4 events a run
                 assert r["full"][1] + r["incremental"][1] == n and r["nothing"][1] == 0, r
                 times[prefix + "sync_full"].append(r["full"][0])
+                times[prefix + "sync_full_cpu"].append(r["full"][2])  # all the process's threads
                 times[prefix + "runs_query"].append(r["runs_query"][0])
                 sizes[prefix] = r["bytes"]
                 if not prefix:
@@ -177,6 +181,10 @@ def main() -> None:
         "sync_full_vs_raw_read": round(per_s["sync_full"] / per_s["anchor_raw_read"], 2),
         "sync_full_vs_typed_read": round(per_s["sync_full"] / per_s["anchor_typed_read"], 2),
         "runs_query_vs_base": round(med["runs_query"] / med["base_runs_query"], 2),
+        # CPU time of the sync process (every thread) per event: the work done, which a
+        # loaded machine inflates less than the wall time
+        "sync_full_cpu_us_per_event": round(med["sync_full_cpu"] / cutoff * 1e6, 2),
+        "base_sync_full_cpu_us_per_event": round(med["base_sync_full_cpu"] / cutoff * 1e6, 2),
         "sync_full_vs_goal": round(per_s["sync_full"] / GOAL_EVENTS_PER_S, 2),
         "duckdb_file_bytes_per_event": round(sizes[""] / cutoff, 1),
         "base_duckdb_file_bytes_per_event": round(sizes["base_"] / cutoff, 1),
