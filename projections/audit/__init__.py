@@ -187,7 +187,7 @@ def scratch_dir(path: str) -> str:
     """The one directory a sync of `path` keeps temporary files in: its NDJSON chunks
     and DuckDB's own spill files. Emptied at the start of every sync while the sync
     holds DuckDB's write lock (so never under another sync), and removed at its end.
-    A killed sync leaves at most one chunk pair there (up to ~34 MB), which the next
+    A killed sync leaves at most one chunk pair there (up to ~45 MB), which the next
     sync removes: kills do not accumulate files (they used to leave a fresh
     epochledger-audit-* directory each)."""
     return os.path.abspath(path) + ".sync-tmp"
