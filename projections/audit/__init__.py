@@ -184,7 +184,7 @@ def _require_duckdb_file(path: str) -> None:
 
 
 def scratch_dir(path: str) -> str:
-    """The one directory a sync of `path` keeps temporary files in: its NDJSON chunks
+    """The one directory a sync of `path` keeps temporary files in: its chunk files
     and DuckDB's own spill files. Emptied at the start of every sync while the sync
     holds DuckDB's write lock (so never under another sync), and removed at its end.
     A killed sync leaves at most one chunk pair there (up to ~45 MB), which the next
