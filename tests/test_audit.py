@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput, QueryRefused, RunNotFound, StoreError
+from ledger.errors import InvalidInput, LedgerError, QueryRefused, RunNotFound, StoreError
 from ledger.events import Status
 from projections import audit
 
@@ -227,6 +227,80 @@ def test_T4_A1_odd_but_valid_payloads_do_not_wedge_the_sync(sqlite_ledger: Ledge
                     ("run.checkpointed", True, "yesterday"), ("run.queued", False, "2026-09-09T14:00:00Z")]  # fmt: skip
 
 
+# Stored payloads the fast (tab-separated) feed cannot carry as they are, each with
+# what the audit must hold: the stored text itself, or the text kept as undecodable.
+ODD_PAYLOADS = [
+    ("tab as JSON whitespace", b'{"type":\t"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}', "as stored"),
+    ("CR as JSON whitespace", b'{"type":"run.started",\r"at":"2026-09-09T14:01:00Z","run":"x","status":"running"}', "as stored"),
+    ("CRLF lines", b'{\r\n"type":"run.started",\r\n"at":"2026-09-09T14:01:00Z","run":"x","status":"running"}', "as stored"),
+    ("NUL after the JSON", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\x00', "undecodable"),
+    ("not UTF-8", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x\xff","status":"running"}', "undecodable"),
+    ("empty", b"", "undecodable"),
+    ("a tab-separated tail", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\t{"x":1}', "undecodable"),
+    # a newline and a tab-separated line, then an NDJSON line: either would be a forged
+    # row if the feed split the payload where it splits events
+    ("a forged tab-separated row", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\n'
+                                   b'99\trun:forged\t1\t{"type":"run.queued","run":"forged","status":"queued"}', "undecodable"),
+    ("a forged NDJSON row", b'{"type":"run.started","at":"2026-09-09T14:01:00Z"}}\n{"position":99,"stream":"run:forged",'
+                            b'"version":1,"payload":{"type":"run.queued","run":"forged","status":"queued"}', "undecodable"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("state", "kept"), [p[1:] for p in ODD_PAYLOADS], ids=[p[0] for p in ODD_PAYLOADS])
+def test_T4_L3_A1_a_payload_the_fast_feed_cannot_carry_is_kept_and_forges_nothing(
+        sqlite_ledger: Ledger, tmp_path: Path, state: bytes, kept: str) -> None:  # fmt: skip
+    """Its chunk goes the checked way; every payload of that chunk, the odd one and its
+    neighbours alike, is still the stored text, and no row is added, lost or moved."""
+    sqlite_ledger.queue("x")
+    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                     ("run:x", 2, "run.started", state))  # fmt: skip
+    sqlite_ledger.queue("y")
+    stored = [bytes(r[3]).decode("utf-8", "replace") for b in sqlite_ledger.store.read_raw(0) for r in b]
+    path = str(tmp_path / "audit.duckdb")
+    assert audit.sync(sqlite_ledger.store, path).appended == 3
+    rows = audit.query(path, "SELECT position, stream, version, payload FROM events ORDER BY position").rows
+    assert [(p, s, v) for p, s, v, _ in rows] == [(1, "run:x", 1), (2, "run:x", 2), (3, "run:y", 1)]
+    assert rows[0][3] == stored[0] and rows[2][3] == stored[2]
+    if kept == "as stored":
+        assert rows[1][3] == stored[1]
+        assert audit.query(path, "SELECT type, occurred_at IS NULL FROM events WHERE position = 2").rows == [("run.started", False)]
+    else:
+        assert json.loads(rows[1][3]) == {"undecodable": stored[1]}
+
+
+def test_A1_a_stream_name_with_a_tab_does_not_shift_the_columns(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    """Stream names are checked on write (no whitespace); one written behind the
+    ledger's back still lands in its own column, whole."""
+    sqlite_ledger.queue("x")
+    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                     ("run:a\tb", 1, "run.queued", b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a\\tb","status":"queued"}'))  # fmt: skip
+    path = str(tmp_path / "audit.duckdb")
+    assert audit.sync(sqlite_ledger.store, path).appended == 2
+    assert audit.query(path, "SELECT stream, version, run FROM events ORDER BY position").rows == [("run:x", 1, "x"), ("run:a\tb", 1, "a\tb")]
+
+
+def test_L3_A1_payloads_are_the_stored_text_byte_for_byte_on_both_feeds(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    """Spacing, escapes and number spellings as the store holds them, whether the chunk
+    goes the fast way or, because of one multi-line payload in it, the checked way
+    (which used to re-serialize every payload of the chunk: 1.50 became 1.5)."""
+    odd = b'{"type": "run.started", "at":  "2026-09-09T14:01:00Z", "run": "x", "status": "running", "caf\\u00e9": 1.50}'
+    multi = b'{"type":"run.checkpointed",\n"at":"2026-09-09T14:02:00Z","run":"x","status":"running"}'
+    for feed, extra in (("fast", []), ("checked", [multi])):
+        with open_ledger(str(tmp_path / f"{feed}.db"), clock=sqlite_ledger.clock) as lg:
+            lg.queue("x")
+            with sqlite3.connect(lg.store.path) as conn:  # type: ignore[attr-defined]
+                for version, state in enumerate([odd, *extra], start=2):
+                    conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                                 ("run:x", version, "run.x", state))  # fmt: skip
+            stored = [bytes(r[3]).decode() for b in lg.store.read_raw(0) for r in b]
+            path = str(tmp_path / f"{feed}.duckdb")
+            audit.sync(lg.store, path)
+        assert [p for (p,) in audit.query(path, "SELECT payload FROM events ORDER BY position").rows] == stored, feed
+        assert audit.query(path, "SELECT type FROM events ORDER BY position").rows == [("run.queued",), ("run.started",)] + [("run.checkpointed",)] * len(extra)
+
+
 def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> None:
     ledger.boot("worker-1", epoch="w1.e1")
     day(ledger, 3)
@@ -338,6 +412,66 @@ def test_A1_report_as_of_defaults_to_the_newest_event_not_the_clock(tmp_path: Pa
         assert audit.report(path, name) == audit.report(path, name, as_of=newest)
     early = audit.report(path, "failure_codes", as_of=datetime(2026, 9, 9, 9, 0, tzinfo=UTC)).records()
     assert sorted((r["code"], r["failures"]) for r in early) == [("CANCELLED", 1), ("DISK_QUOTA_EXCEEDED", 1), ("TIMEOUT", 1)]
+
+
+def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_them(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    """One definition of "entering a failure status" (the view failure_entries), used by
+    failure_codes and failures_by_label: from a status that is not a failure, or with a
+    new code. A correction between failure statuses that keeps the code, or a fenced
+    report that keeps the status, is the same failure."""
+    lg = sqlite_ledger
+    w1 = lg.boot("worker-1", epoch="w1.e1")
+    for run in "abcdef":
+        lg.queue(run, workflow="nightly", labels={"team": "data" if run in "abc" else "ops"})
+        lg.start(run, epoch="w1.e1", process="worker-1")
+    lg.fail("a", "TIMEOUT", resumable=False)  # entry: running -> failed TIMEOUT
+    lg.correct("a", Status.FAILED_RESUMABLE, code="TIMEOUT", actor="alice", reason="retryable after all")  # same failure
+    lg.fail("b", "", resumable=True)  # entry: UNKNOWN
+    lg.resume("b", "auto")
+    lg.start("b", epoch="w1.e1", process="worker-1")
+    lg.fail("b", "", resumable=True)  # entry again: it left the failure in between
+    lg.finish("c")
+    lg.correct("c", Status.FAILED, code="FAIL_NODE", actor="alice", reason="output was wrong")  # entry from finished
+    lg.fail("d", "TIMEOUT", resumable=False)  # entry
+    lg.correct("d", Status.FAILED, code="NODE_NOT_FOUND", actor="alice", reason="misclassified")  # entry: a new code
+    lg.cancel("e", actor="bob")  # entry: cancelled is a failure status (L2)
+    lg.fail("f", "TIMEOUT", resumable=True, epoch=w1)  # entry
+    lg.boot("worker-1", epoch="w1.e2")
+    with pytest.raises(LedgerError):  # a stale epoch's report: fenced, kept as evidence, the status kept
+        lg.fail("f", "FAIL_NODE", resumable=False, epoch=w1)
+    assert [t for (t,) in audit.query(_synced(lg, tmp_path), "SELECT type FROM events WHERE run = 'f' ORDER BY position").rows][-1] == "run.fenced"
+    path = str(tmp_path / "audit.duckdb")
+    got = audit.query(path, "SELECT run, type, from_status, status, code FROM failure_entries ORDER BY position").rows
+    assert got == [
+        ("a", "run.failed", "running", "failed", "TIMEOUT"),
+        ("b", "run.failed", "running", "failed_resumable", ""),
+        ("b", "run.failed", "running", "failed_resumable", ""),
+        ("c", "run.corrected", "finished", "failed", "FAIL_NODE"),
+        ("d", "run.failed", "running", "failed", "TIMEOUT"),
+        ("d", "run.corrected", "failed", "failed", "NODE_NOT_FOUND"),
+        ("e", "run.cancelled", "running", "cancelled", "CANCELLED"),
+        ("f", "run.failed", "running", "failed_resumable", "TIMEOUT"),
+    ]
+    codes = {(r["code"], r["failures"], r["runs"]) for r in audit.report(path, "failure_codes").records()}
+    assert codes == {("TIMEOUT", 3, 3), ("UNKNOWN", 2, 1), ("FAIL_NODE", 1, 1), ("NODE_NOT_FOUND", 1, 1), ("CANCELLED", 1, 1)}
+    by_team = {(r["value"], r["code"], r["failures"]) for r in audit.report(path, "failures_by_label", label="team").records()}
+    assert by_team == {("data", "TIMEOUT", 1), ("data", "UNKNOWN", 2), ("data", "FAIL_NODE", 1),
+                       ("ops", "TIMEOUT", 2), ("ops", "NODE_NOT_FOUND", 1), ("ops", "CANCELLED", 1)}  # fmt: skip
+
+
+def test_A1_the_reports_that_count_failures_ask_the_view_and_no_other_sql_repeats_its_rule() -> None:
+    """The rule lives in failure_entries alone: a report that re-derived it could drift."""
+    for name in ("failure_codes", "failures_by_label"):
+        assert "FROM failure_entries" in audit._sql(f"report_{name}.sql"), name
+    sql = {f"report_{n}.sql": audit._sql(f"report_{n}.sql") for n in audit.report_names()} | {"views.sql": audit._sql("views.sql")}
+    rule = "pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code"
+    assert {name: text.count(rule) for name, text in sql.items() if rule in text} == {"views.sql": 1}
+
+
+def _synced(lg: Ledger, tmp_path: Path) -> str:
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(lg.store, path)
+    return path
 
 
 def test_A1_failure_codes_by_week_and_unknown_period_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

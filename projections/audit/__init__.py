@@ -6,13 +6,17 @@ crash mid-sync loses nothing and doubles nothing, rule R3). The rows are the byt
 the ledger stored, not a re-encoding of a typed decode: a field written by a newer
 version, or a tag this version does not know, survives (rule L3).
 
-Feeding DuckDB: the stored JSON is wrapped in one NDJSON line per event and loaded with
-`read_ndjson`; DuckDB extracts the common columns from the payload. Measured in
-docs/benchmarks.md: executemany ~1k rows/s; this path 90k-213k events/s end to
-end on the shared 2-core box, bounded by DuckDB storing the payload, not by parsing.
-DuckDB cannot read the ledger itself here (its sqlite/postgres extensions are not
-installable offline), so Python feeds it. The next chunk's file is written while
-DuckDB loads the previous one.
+Feeding DuckDB: one tab-separated line per event (position, stream, version, and the
+stored payload bytes verbatim), loaded with DuckDB's strict CSV reader, quoting and
+escaping off; DuckDB extracts the common columns from the payload. A chunk whose
+payloads would split or widen its lines (a raw newline or tab), or that DuckDB refuses
+(not JSON, not UTF-8), goes the checked way instead: one NDJSON line per event, each
+payload checked and carried as a JSON string, read with `read_ndjson` (_write_chunk
+says why nothing can slip between the two). Measured in
+docs/benchmarks.md: executemany ~1k rows/s; this path is bounded by DuckDB storing the
+rows, not by parsing them. DuckDB cannot read the ledger itself here (its
+sqlite/postgres extensions are not installable offline), so Python feeds it. The next
+chunk's file is written while DuckDB loads the previous one.
 
 Every other table in the file is a view over `events` (projections/audit/views.sql)
 except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
@@ -63,11 +67,31 @@ QUERY_MEMORY_LIMIT = "1GB"
 SYNC_WAIT_S = 90.0
 _LOCK_RETRY_S = 0.25
 
-# Columns read from each NDJSON line; the common fields are then extracted from the
-# payload by DuckDB (the payload is nested, never spliced into the line, so an event
-# field named like one of ours, e.g. a future "version", cannot shadow it).
-_LINE_COLUMNS = "{position: 'BIGINT', stream: 'VARCHAR', version: 'BIGINT', payload: 'JSON'}"
-_INSERT = f"""
+# Sync's DuckDB works in one thread: the other core is the one reading the store and
+# writing the next chunk (docs/benchmarks.md, "Audit: `audit sync`").
+SYNC_THREADS = 1
+
+# The two ways a chunk reaches DuckDB, each read into (position, stream, version,
+# payload). The fast one (.tsv, see _write_chunk) carries the payload as stored, byte
+# for byte: quoting and escaping off, strict (a line of other than four fields is an
+# error, never a guess). The checked one (.ndjson) carries each payload, checked, as a
+# JSON string in a JSON line. Either way the payload is a field of its own, never
+# spliced into the line: an event field named like one of ours (a future "version")
+# cannot shadow it.
+_SOURCES = {
+    ".tsv": "read_csv(?, delim = '\t', quote = '', escape = '', header = false, auto_detect = false, "
+            "strict_mode = true, new_line = '\\n', "
+            "columns = {'position': 'BIGINT', 'stream': 'VARCHAR', 'version': 'BIGINT', 'payload': 'VARCHAR'})",
+    ".ndjson": "read_ndjson(?, columns = {position: 'BIGINT', stream: 'VARCHAR', version: 'BIGINT', payload: 'VARCHAR'}, "
+               "format = 'newline_delimited')",
+}  # fmt: skip
+# What DuckDB raises for a chunk it cannot take as it is (a payload that is not JSON or
+# not UTF-8, an empty one): the chunk is then rewritten the checked way.
+_REFUSED_CHUNK = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.ConstraintException)
+
+
+def _insert(source: str) -> str:
+    return f"""
 INSERT INTO events
 SELECT
     position, stream, version,
@@ -78,9 +102,12 @@ FROM (
     SELECT position, stream, version, payload,
            json_extract_string(payload, ['$.type', '$.at', '$.run', '$.process', '$.epoch',
                                          '$.status', '$.code', '$.actor', '$.reason']) AS j
-    FROM read_ndjson(?, columns = {_LINE_COLUMNS}, format = 'newline_delimited')
+    FROM {_SOURCES[source]}
 )
 """
+
+
+_INSERTS = {source: _insert(source) for source in _SOURCES}
 _encode = msgspec.json.Encoder().encode
 
 
@@ -157,10 +184,10 @@ def _require_duckdb_file(path: str) -> None:
 
 
 def scratch_dir(path: str) -> str:
-    """The one directory a sync of `path` keeps temporary files in: its NDJSON chunks
+    """The one directory a sync of `path` keeps temporary files in: its chunk files
     and DuckDB's own spill files. Emptied at the start of every sync while the sync
     holds DuckDB's write lock (so never under another sync), and removed at its end.
-    A killed sync leaves at most one chunk pair there (up to ~34 MB), which the next
+    A killed sync leaves at most one chunk pair there (up to ~45 MB), which the next
     sync removes: kills do not accumulate files (they used to leave a fresh
     epochledger-audit-* directory each)."""
     return os.path.abspath(path) + ".sync-tmp"
@@ -219,6 +246,7 @@ def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConne
     # Row order within the table carries no meaning (position does): DuckDB may load
     # the chunk in parallel.
     con.execute("SET preserve_insertion_order = false")
+    con.execute(f"SET threads = {SYNC_THREADS}")
     return con
 
 
@@ -354,39 +382,60 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
     return int(position)
 
 
-def _line(row: tuple[int, str, int, Any]) -> bytes:
+def _checked_line(row: tuple[int, str, int, Any]) -> bytes:
+    """One NDJSON line, the payload nested as a JSON string: DuckDB reads back its text
+    exactly (a nested object would come back re-serialized). A stored payload that is
+    not JSON (tampering, a poison write) is kept, as text, rather than dropped or
+    allowed to wedge every later sync (rules T4, S1)."""
     position, stream, version, state = row
-    return b'{"position":%d,"stream":%b,"version":%d,"payload":%b}\n' % (position, _encode(stream), version, state)
+    try:
+        msgspec.json.decode(state)
+        text = bytes(state).decode("utf-8")  # JSON, so UTF-8
+    except msgspec.DecodeError:
+        text = _encode({"undecodable": bytes(state).decode("utf-8", "replace")}).decode()
+    return b'{"position":%d,"stream":%b,"version":%d,"payload":%b}\n' % (position, _encode(stream), version, _encode(text))
 
 
-def _undecodable_line(row: tuple[int, str, int, Any]) -> bytes:
-    """A stored payload that is not JSON (tampering, a poison write) is kept, as text,
-    rather than dropped or allowed to wedge every later sync (rules T4, S1)."""
-    position, stream, version, state = row
-    text = bytes(state).decode("utf-8", "replace")
-    return _line((position, stream, version, _encode({"undecodable": text})))
+def _chunk_files(stem: str) -> list[str]:
+    return [stem + source for source in _SOURCES]
 
 
-def _write_chunk(rows: list[tuple[int, str, int, Any]], path: str) -> None:
-    with open(path, "wb") as f:
-        f.write(b"".join(map(_line, rows)))
+def _write_chunk(rows: list[tuple[int, str, int, Any]], stem: str) -> str:
+    """Write the chunk's file and return its path: `stem`.tsv, one line a row (position,
+    stream, version, the payload as stored, tab-separated), when the chunk holds exactly
+    one newline a row; else the checked `stem`.ndjson.
+
+    Why the newline count is enough: with exactly n newlines the file has exactly n
+    lines, one per row, so no payload can split into a line of its own (a forged row).
+    A tab in a stream or payload then gives its line more than four fields, and DuckDB's
+    strict CSV reader refuses the chunk; a stray CR or NUL, bytes that are not UTF-8 and
+    payloads that are not JSON are refused too (tests/test_audit.py): each sends the
+    chunk the checked way (_load)."""
+    for old in _chunk_files(stem):  # this slot's previous chunk, loaded and committed
+        if os.path.exists(old):
+            os.remove(old)
+    parts: list[Any] = []
+    add = parts.append
+    for position, stream, version, state in rows:  # the hot loop: no call per row but these
+        add(b"%d\t%b\t%d\t" % (position, stream.encode(), version))
+        add(state)
+        add(b"\n")
+    data = b"".join(parts)
+    if data.count(b"\n") == len(rows):
+        path = stem + ".tsv"
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+    path = stem + ".ndjson"
+    _rewrite_checked(rows, path)
+    return path
 
 
 def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
-    """The slow path, taken only when DuckDB refused a chunk: each payload is checked,
-    JSON spread over several lines is re-encoded on one, and non-JSON is kept as text."""
-    lines = []
-    for row in rows:
-        try:
-            value = msgspec.json.decode(row[3])
-        except msgspec.DecodeError:
-            lines.append(_undecodable_line(row))
-            continue
-        if b"\n" in row[3] or b"\r" in row[3]:
-            row = (row[0], row[1], row[2], _encode(value))
-        lines.append(_line(row))
+    """The checked way, only for a chunk the fast one cannot carry: each payload is
+    checked, and one that is not JSON is kept as text."""
     with open(path, "wb") as f:
-        f.write(b"".join(lines))
+        f.write(b"".join(map(_checked_line, rows)))
 
 
 def _load(con: duckdb.DuckDBPyConnection, path: str, rows: list[tuple[int, str, int, Any]], before: int) -> int:
@@ -397,13 +446,17 @@ def _load(con: duckdb.DuckDBPyConnection, path: str, rows: list[tuple[int, str, 
         (position,) = con.execute("SELECT position FROM audit_sync").fetchone()  # type: ignore[misc]
         if position != before:
             raise StoreError(f"audit file moved from position {before} to {position} during this sync")
+        stem, source = os.path.splitext(path)
         try:
-            con.execute(_INSERT, [path])
-        except duckdb.InvalidInputException:
+            con.execute(_INSERTS[source], [path])
+        except _REFUSED_CHUNK:
+            if source == ".ndjson":
+                raise
             con.execute("ROLLBACK")
             con.execute("BEGIN")
-            _rewrite_checked(rows, path)
-            con.execute(_INSERT, [path])
+            os.remove(path)
+            _rewrite_checked(rows, stem + ".ndjson")
+            con.execute(_INSERTS[".ndjson"], [stem + ".ndjson"])
         _add_predicates(con, before)
         con.execute("UPDATE audit_sync SET position = ?", [last])
         con.execute("COMMIT")
@@ -435,8 +488,8 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int
                 def flush(rows: list[tuple[int, str, int, Any]]) -> None:
                     nonlocal pending, position, appended, n
                     n += 1
-                    file = os.path.join(tmp, f"chunk-{n % 2}.ndjson")  # two files: one loading, one being written
-                    _write_chunk(rows, file)  # while the previous chunk loads
+                    # two slots: one chunk loading, the next being written meanwhile
+                    file = _write_chunk(rows, os.path.join(tmp, f"chunk-{n % 2}"))
                     if pending is not None:  # at most one load in flight; errors surface here
                         position = pending.result()
                     pending = pool.submit(_load, con, file, rows, position)

@@ -1,19 +1,11 @@
 -- Failure codes by period: how many times runs entered a failure status with each
 -- code, per $period (hour, day, week, month, ...), up to $as_of, with the count of the
 -- period before, so a code that grew stands out. The empty code is shown as UNKNOWN.
--- Entering = from a status that is not a failure, or a change of code; a correction
--- from one failure status to another with the same code is the same failure.
+-- What counts as entering a failure status is the view failure_entries (views.sql).
 WITH failures AS (
-    SELECT
-        date_trunc($period, t.occurred_at) AS period,
-        t.failure_code AS code,
-        t.run
-    FROM transitions t
-    JOIN lifecycle_predicates p ON p.status = t.to_status AND p.code = t.failure_code AND NOT p.fenced_end
-    LEFT JOIN lifecycle_predicates pf ON pf.status = t.from_status AND pf.code = t.from_code AND NOT pf.fenced_end
-    WHERE p.is_failure
-      AND (pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code)
-      AND t.occurred_at <= $as_of
+    SELECT date_trunc($period, occurred_at) AS period, code, run
+    FROM failure_entries
+    WHERE occurred_at <= $as_of
 ), counts AS (
     SELECT period, code, count(*) AS failures, count(DISTINCT run) AS runs
     FROM failures

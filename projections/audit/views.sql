@@ -22,6 +22,30 @@ FROM events
 WHERE starts_with(stream, 'run:')
 WINDOW w AS (PARTITION BY stream ORDER BY version);
 
+-- Every time a run entered a failure status (lifecycle's is_failure): from a status
+-- that is not a failure (or from none), or with a change of code. A correction from
+-- one failure status to another with the same code, a checkpoint or a fenced report
+-- that keeps the status, is the same failure, not a new one. The failure_codes and
+-- failures_by_label reports count these rows; the empty code is UNKNOWN (rule L2).
+CREATE OR REPLACE VIEW failure_entries AS
+SELECT
+    t.run,
+    t.position,
+    t.version,
+    t.occurred_at,
+    t.type,
+    t.from_status,
+    t.from_code,
+    t.to_status AS status,
+    t.failure_code AS code,
+    t.actor,
+    t.reason
+FROM transitions t
+JOIN lifecycle_predicates p ON p.status = t.to_status AND p.code = t.failure_code AND NOT p.fenced_end
+LEFT JOIN lifecycle_predicates pf ON pf.status = t.from_status AND pf.code = t.from_code AND NOT pf.fenced_end
+WHERE p.is_failure
+  AND (pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code);
+
 -- Each run's current state: the status and code of its last event (each run event
 -- carries its resulting status and code, rule L1), plus every lifecycle predicate.
 -- Deleted runs are kept, with deleted = true. `labels` (a MAP, empty when none) and
