@@ -61,7 +61,8 @@ class RunNotFound(LedgerError):
 
 
 class IllegalTransition(LedgerError):
-    """The command is impossible from the run's current status (rule L4)."""
+    """The command is impossible from the run's current status (rule L4), or from the
+    process slot's epochs (rule O1: `run` then names the slot, and `why` the epoch)."""
 
 
     def __init__(self, run: str, status: str | None, attempted: str, why: str = ""):
@@ -69,10 +70,11 @@ class IllegalTransition(LedgerError):
         self.status = status
         self.attempted = attempted
         self.why = why
-        shown = status if status is not None else "(no such run)"
-        super().__init__(
-            f"run {run!r} is {shown}: {attempted} refused" + (f" ({why})" if why else "")
-        )
+        if attempted.startswith("process."):  # a slot has epochs, not a status
+            head = f"process slot {run!r}: {attempted} refused"
+        else:
+            head = f"run {run!r} is {status if status is not None else '(no such run)'}: {attempted} refused"
+        super().__init__(head + (f" ({why})" if why else ""))
 
 
 class ConflictError(LedgerError):

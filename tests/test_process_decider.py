@@ -90,6 +90,9 @@ def test_O1_O2_process_decide_table(start: str, command: str, expected: object) 
         assert (e.value.run, e.value.status, e.value.attempted) == (P, expected[1], tag_of(cmd))
         # Word for word (mutations caught: the refusal's text changed or emptied).
         assert e.value.why == (f"epoch {cmd.epoch!r} was already booted" if expected[1] else f"unknown epoch {cmd.epoch!r}")
+        # What the caller reads names the slot, not a run (before: "run 'worker-1' is
+        # (no such run): process.stopping refused (...)" for a slot that exists).
+        assert str(e.value) == f"process slot {P!r}: {tag_of(cmd)} refused ({e.value.why})"
         return
     events = process_mod.decide(cmd, state)
     assert events == ([] if expected == NOOP else [cmd])
