@@ -1,7 +1,9 @@
 """The incident picture (rule V1): one self-contained HTML page of the replayed history.
 
 `history(records)` folds the log into a model: a lane per process slot with its epochs
-(boot, clean stop, supersession), the runs queued for that slot as bars whose segments
+(each from its boot to the event at which `ledger.process.end_of`, the one liveness
+definition, first says it is over: superseded, stopped, exited, or its host rebooted;
+rule O7), the runs queued for that slot as bars whose segments
 are coloured by status (with the failure code), and markers for boots, sweeps (with the
 step-back skips and the give-ups), recoveries, fenced reports and corrections.
 `render(model, ...)` turns it into a page: inline SVG and CSS, a legend, a cursor at the
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ledger import lifecycle
+from ledger import process as slot
 from ledger.codes import show_code
 from ledger.errors import InvalidInput, RunNotFound
 from ledger.events import (
@@ -60,7 +63,7 @@ class Segment:
 
 @dataclass
 class Mark:
-    kind: str  # boot | stop | stopping | supersede | sweep | sweep-skipped | sweep-failed | recovery | fenced | correction
+    kind: str  # a key of MARKS: boot | stop | stopping | supersede | exit | reboot | sweep | ... | correction
     at: datetime
     position: int
     detail: str
@@ -89,7 +92,7 @@ class Bar:
         return self.segments[-1].code
 
 
-@dataclass
+@dataclass(eq=False)  # an epoch is itself: two boots may carry equal facts
 class Epoch:
     process: str
     epoch: str
@@ -97,8 +100,10 @@ class Epoch:
     recorded_at: datetime
     host: str | None = None
     pid: int | None = None
-    end: datetime | None = None  # superseded or stopped at
-    end_kind: str | None = None  # "supersede" | "stop" | "exit"
+    host_boot: str | None = None
+    end: datetime | None = None  # the instant of the event at which end_of first said it is over
+    end_kind: str | None = None  # "supersede" | "stop" | "exit" | "reboot"
+    end_why: str | None = None  # end_of's sentence
     superseded_by: str | None = None
 
 
@@ -108,6 +113,11 @@ class Lane:
     epochs: list[Epoch] = field(default_factory=list)
     bars: list[Bar] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    live: list[Epoch] = field(default_factory=list)  # its epochs end_of has not ended yet
+
+
+# end_of's rule -> how the page draws the end of the epoch
+END_KINDS = {slot.SUPERSEDED: "supersede", slot.STOPPED: "stop", slot.EXITED: "exit", slot.HOST_REBOOTED: "reboot"}
 
 
 @dataclass
@@ -118,6 +128,11 @@ class History:
     last: datetime | None = None
     position: int = 0
     events: int = 0
+    # The liveness facts, folded as the ledger folds them (ledger/process.py): each
+    # slot's state, each host's boots, and the live epochs by (host, host boot id).
+    slots: dict[str, slot.ProcessState] = field(default_factory=dict)
+    hosts: dict[str, slot.HostState] = field(default_factory=dict)
+    on_host_boot: dict[tuple[str, str], list[Epoch]] = field(default_factory=dict)
 
     def lane(self, process: str) -> Lane:
         if process not in self.lanes:
@@ -175,15 +190,21 @@ def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
 def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
     lane = h.lane(e.process)
     where = f"position {rec.position}"
+    h.slots[e.process] = slot.evolve(h.slots.get(e.process), e)  # type: ignore[arg-type]
+    rebooted: list[Epoch] = []  # live epochs whose host boot id this event showed is over
     match e:
         case ProcessBooted():
-            for old in lane.epochs:
-                if old.end is None:
-                    old.end, old.end_kind, old.superseded_by = e.at, "supersede", e.epoch
-                    lane.marks.append(Mark("supersede", e.at, rec.position, epoch=old.epoch, detail=(
-                        f"epoch {old.epoch} of {e.process} superseded by {e.epoch} at {_iso(e.at)} ({where}): "
-                        "its running runs are orphans at any age (rule O2)")))  # fmt: skip
-            lane.epochs.append(Epoch(e.process, e.epoch, e.booted_at, e.at, e.host, e.pid))
+            if e.host is not None and e.host_boot is not None:
+                before = h.hosts.get(e.host)
+                after = slot.evolve_host(before, e)
+                assert after is not None
+                h.hosts[e.host] = after
+                for old_boot in after.ended.keys() - (before.ended.keys() if before else set()):
+                    rebooted.extend(h.on_host_boot.pop((e.host, old_boot), []))
+            for old in [*lane.live, *rebooted]:  # the epochs this boot ended, marked before it
+                _end_if_over(h, old, e.at, rec.position)
+            ep = Epoch(e.process, e.epoch, e.booted_at, e.at, e.host, e.pid, e.host_boot)
+            lane.epochs.append(ep)
             lane.marks.append(Mark("boot", e.booted_at, rec.position, epoch=e.epoch, detail=(
                 f"boot of {e.process}, epoch {e.epoch}, on {e.host or '?'} pid {e.pid if e.pid is not None else '?'}: "
                 f"booted at {_iso(e.booted_at)}, recorded at {_iso(e.at)} ({where}) by {e.actor or '?'}")))  # fmt: skip
@@ -191,16 +212,10 @@ def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
             lane.marks.append(Mark("stopping", e.at, rec.position, epoch=e.epoch,
                                    detail=f"epoch {e.epoch} of {e.process} began to stop at {_iso(e.at)} ({where})"))
         case ProcessStopped():
-            for ep in lane.epochs:
-                if ep.epoch == e.epoch and ep.end is None:
-                    ep.end, ep.end_kind = e.at, "stop"
             lane.marks.append(Mark("stop", e.at, rec.position, epoch=e.epoch, detail=(
                 f"epoch {e.epoch} of {e.process} recorded a clean stop at {_iso(e.at)} ({where}): "
                 "its running runs are orphans at any age (rule O2)")))  # fmt: skip
         case ProcessExited():  # rule O7: someone saw it die
-            for ep in lane.epochs:
-                if ep.epoch == e.epoch and ep.end is None:
-                    ep.end, ep.end_kind = e.at, "exit"
             how = "".join(f", {k} {v}" for k, v in (("exit code", e.exit_code), ("signal", e.signal)) if v is not None)
             lane.marks.append(Mark("exit", e.at, rec.position, epoch=e.epoch, detail=(
                 f"epoch {e.epoch} of {e.process} exited, seen by {e.observed_by} at {_iso(e.at)} ({where}){how}"
@@ -211,6 +226,39 @@ def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
         case ProcessSweepFailed():
             lane.marks.append(Mark("sweep-failed", e.at, rec.position, epoch=e.epoch, detail=(
                 f"the sweep of {e.epoch} gave up after {e.attempts} attempts at {_iso(e.at)} ({where}): {e.error}")))  # fmt: skip
+    # Which epochs this event ended: end_of decides (never this module), asked of the
+    # lane's live epochs (and, for a boot, above: of those on a host it showed rebooted).
+    if isinstance(e, ProcessBooted):
+        ep = lane.epochs[-1]
+        lane.live.append(ep)
+        if ep.host is not None and ep.host_boot is not None:
+            h.on_host_boot.setdefault((ep.host, ep.host_boot), []).append(ep)
+        _end_if_over(h, ep, e.at, rec.position)  # a boot recorded on a host boot id already over
+    else:
+        for ep in list(lane.live):
+            _end_if_over(h, ep, e.at, rec.position)
+
+
+def _end_if_over(h: History, ep: Epoch, at: datetime, position: int) -> None:
+    lane = h.lanes[ep.process]
+    if ep.end is not None:
+        return
+    state = h.slots[ep.process].epoch(ep.epoch)
+    assert state is not None  # the lane's epochs are the slot's
+    ended = slot.end_of(state, h.hosts.get(state.host) if state.host is not None else None)
+    if ended is None:
+        return
+    rule, why = ended
+    ep.end, ep.end_kind, ep.end_why, ep.superseded_by = at, END_KINDS[rule], why, state.superseded_by
+    lane.live.remove(ep)
+    where = f"position {position}"
+    if rule == slot.SUPERSEDED:
+        lane.marks.append(Mark("supersede", at, position, epoch=ep.epoch, detail=(
+            f"epoch {ep.epoch} of {ep.process} superseded by {state.superseded_by} at {_iso(at)} ({where}): "
+            "its running runs are orphans at any age (rule O2)")))  # fmt: skip
+    elif rule == slot.HOST_REBOOTED:
+        lane.marks.append(Mark("reboot", at, position, epoch=ep.epoch, detail=(
+            f"{why} ({where}): its running runs are orphans at any age (rule O7)")))
 
 
 def history(records: Iterable[Recorded]) -> History:
@@ -247,6 +295,7 @@ MARKS = {  # kind -> (shape, colour, legend text)
     "supersede": ("bar", "#111827", "superseded by a later boot"),
     "stop": ("square", "#111827", "clean stop"),
     "exit": ("cross", "#111827", "exited (process.exited)"),
+    "reboot": ("bar", "#b91c1c", "its host rebooted (a later boot there carried another host boot id)"),
     "stopping": ("square-open", "#111827", "began to stop"),
     "sweep": ("diamond", "#0891b2", "sweep (recovered orphans)"),
     "sweep-skipped": ("diamond-open", "#b45309", "sweep skipped the time fallback (clock stepped back)"),
@@ -401,7 +450,9 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
             x0, x1 = x_of(ep.booted_at), x_of(ep.end or hi)
             end_txt = (f"superseded by {ep.superseded_by} at {_iso(ep.end)}" if ep.end_kind == "supersede"
                        else f"stopped at {_iso(ep.end)}" if ep.end_kind == "stop"
-                       else f"exited at {_iso(ep.end)}" if ep.end_kind == "exit" else "live at the end of the history")  # fmt: skip
+                       else f"exited at {_iso(ep.end)}" if ep.end_kind == "exit"
+                       else f"its host rebooted, seen at {_iso(ep.end)}" if ep.end_kind == "reboot"
+                       else "live at the end of the history")  # fmt: skip
             detail = (f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
                       f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}")  # fmt: skip
             g.append(f'<g class="epoch" data-epoch="{_esc(ep.epoch)}" data-detail="{_esc(detail)}">'

@@ -504,6 +504,43 @@ def test_O7_V1_the_timeline_draws_an_exit(fake_ledger: tuple[Ledger, FakeHost, M
     assert "exited at" in timeline.render(h)
 
 
+def test_O7_V1_the_timeline_ends_an_epoch_where_end_of_does_and_draws_a_host_reboot(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """The page asks end_of, the one liveness definition, after every process event:
+    an epoch's bar ends at the event that made end_of say it is over, named by its rule,
+    and a host reboot (a later boot on the host with another boot id) ends every live
+    epoch of every slot on that host, with a reboot mark carrying end_of's sentence.
+    Before: the page kept its own fold of supersede, stop and exit, and a rebooted
+    epoch stayed live to the end of the page. Mutation caught: the timeline's host
+    facts not folded (the reboot rows stay live)."""
+    from replay import timeline
+
+    lg, host, clock = fake_ledger
+    host.spawn(11, 50)
+    host.spawn(12, 60)
+    w, _ = lg.startup("w", pid=11)
+    v, _ = lg.startup("v", pid=12)
+    clock.advance(10)
+    lg.stop(v)  # v ends by its clean stop, before the reboot
+    clock.advance(50)
+    host.reboot("b-after")
+    s, _ = lg.startup("s")
+    h = timeline.history(lg.events())
+    [ew] = h.lanes["w"].epochs
+    [ev] = h.lanes["v"].epochs
+    [es] = h.lanes["s"].epochs
+    reboot_at = [r.event.at for r in lg.events() if getattr(r.event, "epoch", None) == s.epoch][0]
+    assert (ew.end_kind, ew.end) == ("reboot", reboot_at)
+    assert ew.end_why == end_of(lg.epoch(w), lg.host_state("sched-host"))[1]  # type: ignore[index]
+    assert ev.end_kind == "stop" and ev.end_why is not None and ev.end_why.startswith(f"epoch {v.epoch} of v recorded a clean stop")
+    assert (es.end_kind, es.end) == (None, None)
+    [mark] = [m for m in h.lanes["w"].marks if m.kind == "reboot"]
+    assert mark.detail.startswith(f"host sched-host of epoch {w.epoch} of w rebooted") and "rule O7" in mark.detail
+    assert not [m for m in h.lanes["v"].marks if m.kind == "reboot"]  # already over: not ended twice
+    page = timeline.render(h)
+    assert "its host rebooted, seen at" in page
+
+
 def test_O7_the_hosts_view_folds_any_history_and_keeps_only_boots_that_name_host_and_boot_id() -> None:
     """The hosts view's `fold` over a whole log (run events, other process events, a boot
     with a boot id but no host, one with a host but no boot id) equals the view built
