@@ -40,3 +40,21 @@ def test_L5_positions_are_read_back_when_the_rowids_reached_the_top(tmp_path) ->
             assert got == [stored[(a.stream, 1)] for a in batch]
     finally:
         store.close()
+
+
+def test_L5_the_writers_connection_syncs_every_commit_in_wal_mode(tmp_path) -> None:
+    """Nothing acknowledged is lost: the append's own connection (not the library's
+    pool since issue 12) states WAL and synchronous=FULL itself rather than trusting
+    the SQLite build's default. Mutation caught: the PRAGMA dropped on a build whose
+    default is NORMAL (simulated here by a connection set to OFF before the first write)."""
+    from epochledger import open_ledger
+
+    lg = open_ledger(f"sqlite:///{tmp_path / 'l.db'}")
+    try:
+        lg.store._reader().execute("PRAGMA synchronous=OFF")  # what another build's default could be
+        lg.queue("r1")
+        conn = lg.store._writer()
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        lg.close()

@@ -239,6 +239,9 @@ class SQLiteStore(Store):
         if not getattr(self._local, "wal", False):
             if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")
+            # Stated, not left to the build's default: a commit returns only once it is
+            # on disk (an fsync per commit), so an acknowledged append survives a crash.
+            conn.execute("PRAGMA synchronous=FULL")
             self._local.wal = True
         return conn
 
