@@ -1,6 +1,6 @@
 """Benchmark: `audit sync` end to end, events/s, with anchors measured in the same run.
 
-    .venv/bin/python bench/audit_sync.py [--events 1000000] [--store /tmp/bench-audit.db]
+    .venv/bin/python -m bench.audit_sync [--events 1000000] [--store /tmp/bench-audit.db]
                                          [--repeat 3] [--baseline REV]
 
 Builds (once, then reuses) a SQLite ledger of N run events (runs of 4 events:
@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 
+from bench.common import baseline_tree
 from epochledger.app import open_ledger
 from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
 from ledger.store import Append
@@ -95,20 +96,6 @@ print(json.dumps(out))
 """
 
 
-def baseline_tree(rev: str | None) -> str:
-    if rev is None:
-        rev = subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.strip()  # fmt: skip
-    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()  # fmt: skip
-    tree = f"/tmp/epochledger-baseline-{sha}"
-    if not os.path.exists(os.path.join(tree, "projections", "audit", "__init__.py")):
-        os.makedirs(tree, exist_ok=True)
-        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
-    return tree
-
-
 def child(tree: str, url: str, cutoff: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": tree}
@@ -127,7 +114,7 @@ def main() -> None:
     ap.add_argument("--baseline", default=None, help="the commit whose audit sync is the anchor (default: where this branch left main)")
     ns = ap.parse_args()
     build(ns.store, ns.events)
-    base = baseline_tree(ns.baseline)
+    base = baseline_tree(ns.baseline, "projections/audit/__init__.py")
     times: dict[str, list[float]] = {k: [] for k in ("anchor_raw_read", "anchor_typed_read", "sync_full", "base_sync_full",
                                                       "runs_query", "base_runs_query", "sync_incremental", "sync_nothing",
                                                       "sync_full_cpu", "base_sync_full_cpu")}  # fmt: skip

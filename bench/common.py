@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -109,3 +110,21 @@ def timed(f: Callable[[], Any], repeat: int) -> tuple[float, list[float], Any]:
 
 def emit(obj: dict[str, Any]) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def baseline_tree(rev: str | None, marker: str) -> str:
+    """A `git archive` of `rev` (default: where this branch left main) in /tmp, made once
+    and reused: the base commit's code, run in a child process beside the candidate's in
+    the same benchmark (`marker`: a file the tree must hold, relative to its root)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if rev is None:
+        rev = subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=root, capture_output=True, text=True,
+                         check=True).stdout.strip()  # fmt: skip
+    tree = f"/tmp/epochledger-baseline-{sha}"
+    if not os.path.exists(os.path.join(tree, marker)):
+        os.makedirs(tree, exist_ok=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=root, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+    return tree

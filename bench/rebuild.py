@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from bench.common import emit, pg_schema, sqlite_file
+from bench.common import baseline_tree, emit, pg_schema, sqlite_file
 from ledger.store import open_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,20 +57,6 @@ seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 store.close()
 print(json.dumps([seconds, n, engine.__file__, cpu]))
 """
-
-
-def baseline_tree(rev: str | None) -> str:
-    if rev is None:
-        rev = subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.strip()  # fmt: skip
-    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()  # fmt: skip
-    tree = f"/tmp/epochledger-baseline-{sha}"
-    if not os.path.exists(os.path.join(tree, "projections", "engine.py")):
-        os.makedirs(tree, exist_ok=True)
-        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
-    return tree
 
 
 def child(tree: str, url: str, what: str) -> tuple[float, int, float]:
@@ -97,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     url = sqlite_file(f"/tmp/epochledger-{name}.db", ns.runs, ns.per_run) if ns.store == "sqlite" else pg_schema(name, ns.runs, ns.per_run)
     store = open_store(url)
     events = store.max_position() if ns.store == "sqlite" else sum(len(c) for c in store.read_raw())
-    base = baseline_tree(ns.baseline)
+    base = baseline_tree(ns.baseline, "projections/engine.py")
     load_start = [round(x, 1) for x in os.getloadavg()]
 
     def library() -> int:
