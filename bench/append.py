@@ -25,7 +25,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from bench.common import PG_URL, emit
+from bench.common import PG_URL, drop_schemas, emit
 from epochledger import ManualClock, open_ledger
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
@@ -175,7 +175,6 @@ def main(argv: list[str] | None = None) -> dict:
             s = result["sqlite"]
             s["batch1_vs_raw"] = round(s["ledger_batch1_events_per_second"] / s["raw_sqlite3_batch1_events_per_second"], 2)
     if ns.store in ("postgresql", "both"):
-        import psycopg
 
         schema = "bench_append_" + uuid.uuid4().hex[:8]
         url = f"{PG_URL}?schema={schema}"
@@ -189,8 +188,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "goal_group1000": 30_000,
             }
         finally:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            drop_schemas([schema])
     emit(result)
     return result
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bench.common import PG_URL, emit
+from bench.common import PG_URL, drop_schemas, emit
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
 from ledger.events import RunQueued, Status, run_stream
@@ -124,16 +124,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if ns.store in ("sqlite", "both"):
             result["sqlite"] = backend(f"sqlite:///{tmp}/a.db", f"sqlite:///{tmp}/b.db", ns.rounds, ns.single)
     if ns.store in ("postgresql", "both"):
-        import psycopg
 
         schemas = ["bench_chain_" + uuid.uuid4().hex[:8] for _ in range(2)]
         try:
             urls = [f"{PG_URL}?schema={s}" for s in schemas]
             result["postgresql"] = backend(urls[0], urls[1], ns.rounds, ns.single // 3)
         finally:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                for s in schemas:
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{s}" CASCADE')
+            drop_schemas(schemas)
     emit(result)
     return result
 

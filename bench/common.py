@@ -14,7 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -79,6 +79,15 @@ def sqlite_file(path: str, runs: int, per_run: int = 5) -> str:
         with open(marker, "w") as f:
             f.write(f"{runs} {per_run}\n")
     return "sqlite:///" + os.path.abspath(path)
+
+
+def drop_schemas(schemas: Iterable[str], url: str = PG_URL) -> None:
+    """Drop a benchmark's PostgreSQL schemas, with everything in them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def pg_schema(name: str, runs: int, per_run: int = 5) -> str:

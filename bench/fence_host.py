@@ -19,6 +19,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
 from ledger.host import FakeHost
 
@@ -34,10 +35,7 @@ def main(kind: str, n: int) -> dict[str, object]:
         _measure(url, clock, n, times)
     finally:
         if kind != "sqlite":
-            import psycopg
-
-            with psycopg.connect(PG, autocommit=True) as c:
-                c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            drop_schemas([schema], PG)
     res: dict[str, object] = {"bench": "fence_host", "store": kind, "reports": n}
     for key, ts in times.items():
         res[f"{key}_ms_median"] = round(statistics.median(ts) * 1e3, 3)

@@ -2,7 +2,7 @@
 JSON line. Anchor measured in the same run, on the same store: `replay` of the whole log
 (every view folded, `replay.state_at`), the read-and-fold both commands start from.
 
-    .venv/bin/python bench/forensics.py --runs 20000 --boots 20
+    .venv/bin/python -m bench.forensics --runs 20000 --boots 20
 
 The history: `runs` runs of 5 events (bench/common.py), four worker slots, then `boots`
 redeploys spread over the log, each with its startup sweep (so each is a decision point

@@ -44,7 +44,7 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
-from bench.common import PG_URL, emit
+from bench.common import PG_URL, drop_schemas, emit
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
 from ledger.events import (
@@ -325,9 +325,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         try:
             result["postgresql"] = run_store("postgresql", pg, lengths, epochs, ns.samples, library_pg)
         finally:
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                for schema in made:
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            drop_schemas(made)
     emit(result)
     return result
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from datetime import timedelta
 
-from bench.common import PG_URL, T0, emit, run_events
+from bench.common import PG_URL, T0, drop_schemas, emit, run_events
 from epochledger import ManualClock, open_ledger
 from epochledger.ndjson import import_events
 from ledger import codec
@@ -50,11 +50,7 @@ def _url(store: str, tmp: str) -> str:
 def _drop_schemas() -> None:
     if not _SCHEMAS:
         return
-    import psycopg
-
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        for schema in _SCHEMAS:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop_schemas(_SCHEMAS)
     _SCHEMAS.clear()
 
 

@@ -3,8 +3,8 @@ JSON line. Anchors measured in the same run, same store: the fold alone (reading
 folding the log into the orphans view), and the same recoveries appended one
 transaction each through `Ledger.submit` instead of one group commit.
 
-    .venv/bin/python bench/sweep.py sqlite 5000
-    .venv/bin/python bench/sweep.py postgresql 5000   # needs the test server
+    .venv/bin/python -m bench.sweep sqlite 5000
+    .venv/bin/python -m bench.sweep postgresql 5000   # needs the test server
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
 from epochledger.sweep import _recovery
 from projections import orphans
@@ -65,11 +66,7 @@ def main(kind: str, n: int, repeats: int = 3) -> dict:
                     anchor_s.append(time.perf_counter() - t0)
                 res["events_in_log_after"] = lg.store.max_position()
     if kind != "sqlite":
-        import psycopg
-
-        with psycopg.connect(PG, autocommit=True) as c:
-            for schema in schemas:
-                c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_schemas(schemas, PG)
     res["sweep_group_commit_s"] = round(statistics.median(sweep_s), 4)
     res["anchor_fold_and_verdicts_only_s"] = round(statistics.median(fold_s), 4)
     res["anchor_per_run_appends_only_s"] = round(statistics.median(anchor_s), 4)

@@ -2,8 +2,8 @@
 written"). Prints one JSON line; the anchor (the same tick events appended one
 transaction each, through `Ledger.submit`) is measured in the same run, same store.
 
-    .venv/bin/python bench/tick_commit.py sqlite 1000
-    .venv/bin/python bench/tick_commit.py postgresql 1000   # needs the test server
+    .venv/bin/python -m bench.tick_commit sqlite 1000
+    .venv/bin/python -m bench.tick_commit postgresql 1000   # needs the test server
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
 from epochledger.tick import TickDriver
 from ledger.events import RunTickFailed
@@ -40,16 +41,17 @@ def main(kind: str, n: int) -> dict:
     res: dict = {"store": kind, "active_runs": n}
     try:
         with open_ledger(url, clock=clock) as lg:
+            epoch = lg.boot("scheduler")  # a tick is bound to its epoch (rule F1)
             with lg.batch() as b:
                 for i in range(n):
-                    b.queue(f"r{i:05d}")
-                    b.start(f"r{i:05d}")
+                    b.queue(f"r{i:05d}", process="scheduler")
+                    b.start(f"r{i:05d}", epoch=epoch)
 
             def boom(s):
                 raise ValueError("x")
 
-            healthy = TickDriver(lg, {"advance": lambda s: None})
-            failing = TickDriver(lg, {"advance": boom}, tick_failure_deadline=10**9)
+            healthy = TickDriver(lg, {"advance": lambda s: None}, epoch=epoch)
+            failing = TickDriver(lg, {"advance": boom}, epoch=epoch, tick_failure_deadline=10**9)
             res["healthy_tick_s"] = median_of(3, healthy.tick)
 
             def fail_tick() -> None:
@@ -71,10 +73,7 @@ def main(kind: str, n: int) -> dict:
             res["events_in_log"] = lg.store.max_position()
     finally:
         if kind != "sqlite":
-            import psycopg
-
-            with psycopg.connect(PG, autocommit=True) as c:
-                c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            drop_schemas([schema], PG)
     return res
 
 
