@@ -10,17 +10,40 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from epochledger.app import Ledger, open_ledger
 from ledger import lifecycle
+from ledger.codec import check_value
 from ledger.codes import show_code
+from ledger.errors import InvalidInput
+from ledger.events import Instant
 from ledger.run import RunState
 
 Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
+
+
+def instant(text: str | None, where: str) -> datetime | None:
+    """An RFC 3339 instant with a time zone, within the catalogue's instants (rule L4: from
+    1970 to before 9000 UTC), or None; InvalidInput (exit 3) naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"not an RFC 3339 instant: {text!r} (e.g. 2026-09-09T14:29:19Z)", where=where) from None
+    if t.tzinfo is None:
+        raise InvalidInput(f"the instant needs a time zone: {text!r} (e.g. 2026-09-09T14:29:19Z)", where=where)
+    try:
+        check_value(t, Instant, where)  # the catalogue's bounds, one definition
+    except InvalidInput:
+        raise InvalidInput(f"out of range: {text!r} (the ledger's instants are from 1970 to before 9000 UTC)",
+                           where=where) from None  # fmt: skip
+    return t
 
 
 def arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:

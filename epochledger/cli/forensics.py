@@ -6,23 +6,8 @@ docs/forensics.md walks through an incident with both.
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 
-from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json
-from ledger.errors import InvalidInput
-
-
-def instant(text: str | None, where: str) -> datetime | None:
-    """An RFC 3339 instant with a time zone, or None; InvalidInput (exit 3) naming the flag."""
-    if text is None:
-        return None
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput(f"not an RFC 3339 instant: {text!r} (e.g. 2026-09-09T14:29:19Z)", where=where) from None
-    if t.tzinfo is None:
-        raise InvalidInput(f"the instant needs a time zone: {text!r} (e.g. 2026-09-09T14:29:19Z)", where=where)
-    return t
+from epochledger.cli.common import JSON, arg, command, instant, open_ns, out, out_json
 
 
 @command("whatif",

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from epochledger import tick
-from epochledger.cli.common import JSON, arg, command, err, open_ns, out, out_json, progress, table
+from epochledger.cli.common import JSON, arg, command, err, instant, open_ns, out, out_json, progress, table
 from projections import tables
 from projections import tick_health as tick_health_view
 
@@ -204,17 +204,9 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     Example: epochledger replay --at 2026-09-09T14:29:19Z
              epochledger replay --at 2026-09-09T14:29:19Z --by event-time   (after a late import)
     """
-    from datetime import datetime
-
-    from ledger.errors import InvalidInput
     from replay import canonical_bytes, state_at, state_hash
 
-    at = None
-    if ns.at is not None:
-        try:
-            at = datetime.fromisoformat(ns.at)
-        except ValueError:
-            raise InvalidInput(f"not an RFC 3339 instant: {ns.at!r}", where="--at") from None
+    at = instant(ns.at, "--at")
     with open_ns(ns) as ledger:
         state = state_at(ledger.store, position=ns.position, at=at, by=ns.by)
     if ns.json:
