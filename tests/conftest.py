@@ -8,15 +8,17 @@ a failure; otherwise those tests skip and say why.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
 
 from epochledger import ManualClock, open_ledger
-from epochledger.app import Ledger
+from epochledger.app import Batch, Ledger
+from ledger.errors import ConflictError
 
 PG_BASE = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)
@@ -86,3 +88,32 @@ def ledger(store_url: str, clock: ManualClock) -> Iterator[Ledger]:
 def sqlite_ledger(sqlite_url: str, clock: ManualClock) -> Iterator[Ledger]:
     with open_ledger(sqlite_url, clock=clock) as lg:
         yield lg
+
+
+def race(target: Callable[..., None], store_url: str, *, timeout: float = 60) -> list[object]:
+    """Two spawned OS processes run `target(store_url, worker, barrier, results)`
+    (workers 1 and 2, a barrier for both, a queue each puts its outcome on) against one
+    store; their outcomes, once both exited cleanly (rule L5's races)."""
+    ctx = mp.get_context("spawn")
+    go, results = ctx.Barrier(2, timeout=60), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(store_url, w, go, results)) for w in (1, 2)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=timeout) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return outcomes
+
+
+def losing_batch(stream: str) -> type[Batch]:
+    """A Batch that loses its race on `stream`: another writer took the version first,
+    so nothing it holds is appended (rule L5)."""
+
+    class Losing(Batch):
+        def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+            if exc_type is None:
+                raise ConflictError([stream])
+            super().__exit__(exc_type, exc, tb)
+
+    return Losing

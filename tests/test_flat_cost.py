@@ -15,7 +15,6 @@ folding it once takes seconds). The 20,000-epoch slot is built here by a bulk ap
 from __future__ import annotations
 
 import itertools
-import multiprocessing as mp
 import random
 import tempfile
 from datetime import timedelta
@@ -47,7 +46,7 @@ from ledger.events import (
 )
 from ledger.process import EpochState, ProcessState
 from ledger.store import Append
-from tests.conftest import T0
+from tests.conftest import T0, race
 from tests.engine_helpers import apply_op
 
 replace = msgspec.structs.replace
@@ -389,15 +388,7 @@ def test_W1_L5_two_processes_with_warm_caches_racing_get_one_winner_each_time(st
             for run in RUNS:
                 b.queue(run)
                 b.start(run)
-    ctx = mp.get_context("spawn")
-    go, results = ctx.Barrier(2, timeout=60), ctx.Queue()
-    procs = [ctx.Process(target=_hammer, args=(store_url, w, go, results)) for w in (1, 2)]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=90) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    outcomes = race(_hammer, store_url, timeout=90)
     with open_ledger(store_url) as lg:
         events = list(lg.events())
         assert sum(isinstance(r.event, RunCheckpointed) for r in events) == sum(o[1] for o in outcomes)

@@ -28,7 +28,7 @@ from ledger.clock import boot_instant
 from ledger.errors import ConflictError, InvalidInput
 from ledger.events import ProcessBooted, ProcessExited, ProcessStopped, ProcessStopping
 from ledger.host import FakeHost, PidFacts, SystemHost
-from tests.conftest import T0
+from tests.conftest import T0, losing_batch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe reads Linux's /proc")
 
@@ -49,14 +49,7 @@ class Unreadable(FakeHost):
         return super().process(pid)
 
 
-class Losing(Batch):
-    """A batch that loses its race: another writer took the version first, so nothing
-    it holds is appended."""
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            raise ConflictError(["process-gone"])
-        super().__exit__(exc_type, exc, tb)
+Losing = losing_batch("process-gone")  # a batch that loses its race on this stream
 
 
 def _events(lg: Ledger, kind: type) -> list:

@@ -4,12 +4,12 @@ doubled; every run's history stays a legal sequence."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import random
 
 from epochledger import ConflictError, open_ledger
 from ledger.events import RunCheckpointed, RunFinished, RunStarted
 from ledger.run import decide, evolve
+from tests.conftest import race
 
 RUNS = [f"r{i:02d}" for i in range(12)]
 
@@ -46,15 +46,7 @@ def test_L5_two_processes_racing_on_the_same_runs(store_url: str) -> None:
             for run in RUNS:
                 b.queue(run)
                 b.start(run)
-    ctx = mp.get_context("spawn")
-    go, results = ctx.Barrier(2, timeout=60), ctx.Queue()
-    procs = [ctx.Process(target=hammer, args=(store_url, w, go, results)) for w in (1, 2)]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=60) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    outcomes = race(hammer, store_url)
     print("race outcomes (worker, checkpoints, finishes, conflicts):", outcomes)
     ckpts = sum(o[1] for o in outcomes)
     finishes = sum(o[2] for o in outcomes)

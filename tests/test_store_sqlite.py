@@ -42,7 +42,7 @@ def test_L5_positions_are_read_back_when_the_rowids_reached_the_top(tmp_path) ->
         store.close()
 
 
-def test_L5_the_writers_connection_syncs_every_commit_in_wal_mode(tmp_path) -> None:
+def test_the_writers_connection_syncs_every_commit_in_wal_mode(tmp_path) -> None:
     """Nothing acknowledged is lost: the append's own connection (not the library's
     pool since issue 12) states WAL and synchronous=FULL itself rather than trusting
     the SQLite build's default. Mutation caught: the PRAGMA dropped on a build whose

@@ -22,6 +22,7 @@ from epochledger.app import Batch
 from epochledger.sweep import CONFLICT_ROUNDS, SweepReport, preview
 from ledger.errors import ConflictError, InvalidInput, StoreError, SweepFailed
 from ledger.events import ProcessSweepFailed, ProcessSweepSkipped, RunRecovered, process_stream
+from tests.conftest import losing_batch
 from tests.test_sweep import Flaky, _previous_day, _running
 
 LOGGER = "epochledger.sweep"
@@ -31,14 +32,7 @@ def _messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == level]
 
 
-class Losing(Batch):
-    """A batch that loses its race: another writer took the version first, so nothing
-    it holds is appended."""
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            raise ConflictError(["run-owned"])
-        super().__exit__(exc_type, exc, tb)
+Losing = losing_batch("run-owned")  # a batch that loses its race on this stream
 
 
 def _process_events(ledger, kind):
@@ -112,15 +106,22 @@ def test_a_lost_race_is_counted_and_the_winner_keeps_the_recoveries(ledger, cloc
     ] == [1, 1]
 
 
-def test_a_step_back_skip_is_written_with_the_recoveries_of_the_round_that_lands(ledger, clock, monkeypatch):
-    """The skip rides in the recoveries' batch: a lost round writes neither, the round
-    that lands writes the skip once, with the sweeping epoch as its actor."""
+def _booted_after_a_step_back(ledger, clock):
+    """w1 of worker-1 owns a running run; the process restarts as w2 and the wall clock
+    steps back an hour: w2's sweep must skip the O3 time fallback."""
     ledger.boot("worker-1", epoch="w1")
     _running(ledger, "owned", "worker-1", "w1")
     clock.advance(600)
     clock.restart(0)
     booted = ledger.boot("worker-1", epoch="w2")
     clock.step_wall(-3600)
+    return booted
+
+
+def test_a_step_back_skip_is_written_with_the_recoveries_of_the_round_that_lands(ledger, clock, monkeypatch):
+    """The skip rides in the recoveries' batch: a lost round writes neither, the round
+    that lands writes the skip once, with the sweeping epoch as its actor."""
+    booted = _booted_after_a_step_back(ledger, clock)
     rounds = []
 
     def batch():
@@ -361,12 +362,7 @@ def test_a_stop_or_supersession_after_a_lost_round_counts_the_round(ledger, cloc
 
 def test_O3_the_step_back_skip_says_why_word_for_word(ledger, clock):
     """An operator greps for it. Mutation caught: any change to the reason's text."""
-    ledger.boot("worker-1", epoch="w1")
-    _running(ledger, "owned", "worker-1", "w1")
-    clock.advance(600)
-    clock.restart(0)
-    booted = ledger.boot("worker-1", epoch="w2")
-    clock.step_wall(-3600)
+    booted = _booted_after_a_step_back(ledger, clock)
     report = ledger.sweep(booted)
     now, boot = clock.now().isoformat(), booted.booted_at.isoformat()
     assert report.fallback_skipped == (
