@@ -136,12 +136,61 @@ class StateCache:
     stream does not hold at that event) is found by that same read and folded again
     from zero, and the store's own check (Store.append) refuses any version that is
     taken or beyond the stream's end, so a cache can cost a re-read, never a wrong
-    write. Bounded (least recently used out first); safe across threads."""
+    write. Bounded (least recently used out first); safe across threads.
+
+    Fresh entries: where the store has a log token (Store.log_token: SQLite), the cache
+    also knows which of its states were their stream's latest when the log's token was
+    `_fresh_at` (read after that token was taken, or written by a commit that landed
+    at it). While the store's token is still that one, nothing was appended since, so
+    a write decides against such a state without reading its stream at all. Marked by
+    identity: a state put any other way (`put`, a forged entry) is read as before."""
 
     def __init__(self, limit: int = CACHE_STREAMS):
         self.limit = limit
         self._states: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._fresh: dict[str, Any] = {}  # stream -> the state (this very object) latest at _fresh_at
+        self._fresh_at: Any = None
+
+    def fresh(self, streams: Sequence[str], token: Any) -> dict[str, Any]:
+        """The cached states of `streams` that are their stream's latest now, the log's
+        token being `token` (taken on this thread just before). A token other than the
+        one the marks were made at forgets every mark: the log may have moved."""
+        if token is None:
+            return {}
+        with self._lock:
+            if token != self._fresh_at:
+                self._fresh.clear()
+                self._fresh_at = token
+                return {}
+            out = {}
+            states, fresh = self._states, self._fresh
+            for stream in streams:
+                state = fresh.get(stream)
+                if state is not None and states.get(stream) is state:
+                    states.move_to_end(stream)
+                    out[stream] = state
+            return out
+
+    def committed(self, states: Sequence[tuple[str, Any]], tokens: tuple[Any, Any] | None) -> None:
+        """`put_many` of a landed batch's states. With its tokens (before, after:
+        Store.last_append_tokens) they are marked fresh at `after`, and so are the
+        marks made at `before` (the log at `after` is that log plus this batch)."""
+        self.put_many(states)
+        if tokens is None or self.limit <= 0:
+            return
+        before, after = tokens
+        with self._lock:
+            if before != self._fresh_at:
+                self._fresh.clear()
+            self._fresh_at = after
+            self._mark(states)
+
+    def _mark(self, states: Sequence[tuple[str, Any]]) -> None:
+        held, fresh = self._states, self._fresh
+        for stream, state in states:
+            if state is not None and held.get(stream) is state:
+                fresh[stream] = state
 
     def get(self, stream: str) -> Any:
         with self._lock:
@@ -160,10 +209,11 @@ class StateCache:
             self._states[stream] = state
             self._states.move_to_end(stream)
             while len(self._states) > self.limit:
-                self._states.popitem(last=False)
+                self._fresh.pop(self._states.popitem(last=False)[0], None)
 
-    def put_many(self, states: Sequence[tuple[str, Any]]) -> None:
-        """`put` for each (stream, state), under one taking of the lock."""
+    def put_many(self, states: Sequence[tuple[str, Any]], fresh_at: Any = None) -> None:
+        """`put` for each (stream, state), under one taking of the lock. `fresh_at`: the
+        log token taken before these states were read (`fresh`), to mark them fresh."""
         if self.limit <= 0:
             return
         with self._lock:
@@ -177,15 +227,19 @@ class StateCache:
                 held[stream] = state
                 held.move_to_end(stream)
             while len(held) > self.limit:
-                held.popitem(last=False)
+                self._fresh.pop(held.popitem(last=False)[0], None)
+            if fresh_at is not None and fresh_at == self._fresh_at:
+                self._mark(states)
 
     def drop(self, stream: str) -> None:
         with self._lock:
             self._states.pop(stream, None)
+            self._fresh.pop(stream, None)
 
     def clear(self) -> None:
         with self._lock:
             self._states.clear()
+            self._fresh.clear()
 
     def __len__(self) -> int:
         return len(self._states)
@@ -561,7 +615,8 @@ class Batch(Commands):
         # Landed: each written stream's state is now true of the log, so it is what the
         # next write decides against (rule W1). Only now, never before the commit.
         state = self._state
-        self.ledger.cache.put_many([(stream, state.get(stream)) for stream in read])
+        self.ledger.cache.committed([(stream, state.get(stream)) for stream in read],
+                                    self.ledger.store.last_append_tokens())  # fmt: skip
         self._pending = []
         self._state.clear()
         return self.recorded
@@ -619,10 +674,19 @@ class Ledger(Commands):
         return self.read_states([stream])[stream]
 
     def read_states(self, streams: Sequence[str]) -> dict[str, Any]:
-        """read_state for several streams, in one query per 500 (Batch.prefetch)."""
+        """read_state for several streams, in one query per 500 (Batch.prefetch). A
+        stream whose cached state is fresh (StateCache.fresh: nothing was appended to
+        the log since that state was its latest, by the store's log token) is not read
+        at all; the append's version check stays exact either way (Store.append)."""
+        token = self.store.log_token()
+        out: dict[str, Any] = self.cache.fresh(streams, token)
+        if out:
+            if len(out) == len(streams):
+                return out
+            streams = [s for s in streams if s not in out]
         cached = {s: self.cache.get(s) for s in streams}
         since = {s: state.version - 1 for s, state in cached.items() if state is not None and state.version > 0}
-        out: dict[str, Any] = {}
+        got: dict[str, Any] = {}
         if len(streams) == 1:
             only = streams[0]
             read = {only: self.store.read_stream(only, since.get(only, 0))}
@@ -638,13 +702,13 @@ class Ledger(Commands):
                 state = _fold_stream(stream, history[1:], state)
             else:
                 state = _fold_stream(stream, history)
-            out[stream] = state
-        self.cache.put_many(list(out.items()))
+            got[stream] = state
         for stream in again:
             self.cache.drop(stream)
-            state = _fold_stream(stream, self.store.read_stream(stream))
-            out[stream] = state
-            self.cache.put(stream, state)
+            got[stream] = _fold_stream(stream, self.store.read_stream(stream))
+        # Read after `token` was taken: each is its stream's latest at that token.
+        self.cache.put_many(list(got.items()), fresh_at=token)
+        out.update(got)
         return out
 
     def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:

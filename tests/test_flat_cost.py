@@ -244,25 +244,114 @@ def test_W1_deciding_from_a_cached_state_equals_deciding_from_a_full_fold(script
                 assert a.read_state(stream) == b.read_state(stream) == _fold_stream(stream, a.store.read_stream(stream))
 
 
-def test_W1_a_warm_write_reads_only_the_events_after_the_cached_version(sqlite_ledger: Ledger, monkeypatch) -> None:
-    """The cache is used: a write on a run whose state is cached reads from its cached
-    version on (one row, or the rows another writer added), never from version 1.
-    Mutation caught: Batch.state reading the whole stream (after=0)."""
-    lg = sqlite_ledger
-    lg.queue("r")
-    lg.start("r")
-    for i in range(30):
-        lg.checkpoint("r", "n", f"x{i}")
+def _count_reads(lg: Ledger, monkeypatch: Any) -> list[tuple[str, int]]:
     reads: list[tuple[str, int]] = []
-    real = lg.store.read_stream
-    monkeypatch.setattr(lg.store, "read_stream", lambda s, after=0: reads.append((s, after)) or real(s, after))
-    lg.checkpoint("r", "n", "y")
-    assert reads == [("run:r", 31)]  # the state is at 32: read from 32 on, to check it still holds
-    with open_ledger(lg.url, clock=lg.clock) as other:
-        other.checkpoint("r", "n", "z")  # the cache of `lg` is now one event behind
-    reads.clear()
-    assert lg.checkpoint("r", "n", "w").version == 35
-    assert reads == [("run:r", 32)]
+    real_one, real_many = lg.store.read_stream, lg.store.read_streams
+    monkeypatch.setattr(lg.store, "read_stream", lambda s, after=0: reads.append((s, after)) or real_one(s, after))
+    monkeypatch.setattr(lg.store, "read_streams", lambda ss, after=None: reads.extend(
+        (s, (after or {}).get(s, 0)) for s in ss) or real_many(ss, after))  # fmt: skip
+    return reads
+
+
+def test_W1_a_warm_write_reads_only_the_events_after_the_cached_version(store_url: str, monkeypatch) -> None:
+    """The cache is used: a write on a run whose state is cached reads from its cached
+    version on (one row, or the rows another writer added), never from version 1; on
+    SQLite a run this ledger wrote last, with nothing appended since (the store's log
+    token), is not read at all. Mutation caught: Batch.state reading the whole stream
+    (after=0); the log token ignoring another connection's commits."""
+    with open_ledger(store_url, clock=ManualClock(T0, uptime=5)) as lg:
+        lg.queue("r")
+        lg.start("r")
+        for i in range(30):
+            lg.checkpoint("r", "n", f"x{i}")
+        reads = _count_reads(lg, monkeypatch)
+        lg.checkpoint("r", "n", "y")
+        skips = lg.store.log_token() is not None
+        assert skips == (lg.store.kind == "sqlite")
+        # the state is at 32: read from 32 on, to check it still holds (none on SQLite)
+        assert reads == ([] if skips else [("run:r", 31)])
+        with open_ledger(lg.url, clock=lg.clock) as other:
+            other.checkpoint("r", "n", "z")  # the cache of `lg` is now one event behind
+        reads.clear()
+        assert lg.checkpoint("r", "n", "w").version == 35
+        assert reads == [("run:r", 32)]
+        reads.clear()
+        with lg.batch() as b:  # the prefetch skips it as well
+            b.prefetch([run_stream("r"), run_stream("new")])
+            b.checkpoint("r", "n", "v")
+        assert reads == ([("run:new", 0)] if skips else [("run:r", 34), ("run:new", 0)])
+
+
+def _append_elsewhere(url: str, run: str) -> None:
+    """Another OS process checkpoints `run` (its own connection, its own cache)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from epochledger import open_ledger\n"
+            "with open_ledger(sys.argv[1]) as lg: lg.checkpoint(sys.argv[2], 'n', 'elsewhere')")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code, url, run], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("writer", ["process", "connection", "same_store", "store_append"])
+def test_W1_L5_an_append_since_the_last_write_is_read_before_the_next_one(sqlite_url: str, writer: str,
+                                                                         monkeypatch) -> None:  # fmt: skip
+    """SQLite's read skip (Store.log_token): whoever appends between two writes of a
+    ledger with a warm cache (another OS process, another connection of this process,
+    another Ledger sharing this very Store and connection, the store's own append
+    called directly), the next write reads the stream after its cached version, decides
+    against the event it missed, and lands; no ConflictError. Mutation caught: a token
+    without data_version (the process and connection cases write a version already
+    taken: ConflictError), a token without total_changes (the same-store cases)."""
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=5)) as lg:
+        lg.queue("r")
+        lg.start("r")
+        lg.checkpoint("r", "n", "x")
+        reads = _count_reads(lg, monkeypatch)
+        lg.checkpoint("r", "n", "y")
+        assert reads == []  # warm and fresh: not read
+        if writer == "process":
+            _append_elsewhere(sqlite_url, "r")
+        elif writer == "connection":
+            with open_ledger(sqlite_url) as other:
+                other.checkpoint("r", "n", "elsewhere")
+        elif writer == "same_store":
+            Ledger(lg.store, lg.clock).checkpoint("r", "n", "elsewhere")
+        else:
+            e = RunCheckpointed(at=T0, run="r", node="n", ref="elsewhere", status=Status.RUNNING)
+            lg.store.append([Append(run_stream("r"), 5, e)])
+        reads.clear()  # (the same-store Ledger read through it)
+        state = lg.checkpoint("r", "n", "z")
+        assert reads == [("run:r", 3)]  # from the cached version 4 on: it holds, then 5 is folded
+        assert state.version == 6 and [r.version for r in lg.history("r")] == [1, 2, 3, 4, 5, 6]
+        assert state == run_mod.fold([r.event for r in lg.history("r")])  # type: ignore[misc]
+        assert lg.history("r")[4].event.ref == "elsewhere"  # type: ignore[union-attr]
+
+
+def test_W1_L5_an_append_racing_a_skipped_read_is_one_typed_conflict_then_a_reread(sqlite_url: str) -> None:
+    """Another writer commits after the log token was taken and before this write's
+    transaction (the window no token can close): the unique (stream, version) key
+    refuses this write with a ConflictError naming the run, nothing of it is appended,
+    and the next write reads what it missed and lands (rule L5: one winner, one typed
+    conflict)."""
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=5)) as lg, open_ledger(sqlite_url) as other:
+        lg.queue("r")
+        lg.start("r")
+        lg.checkpoint("r", "n", "x")
+        real = lg.store.log_token
+
+        def token_then_race() -> Any:
+            token = real()
+            other.checkpoint("r", "n", "won")  # lands between the token and the append
+            return token
+
+        lg.store.log_token = token_then_race  # type: ignore[method-assign]
+        with pytest.raises(ConflictError) as e:
+            lg.checkpoint("r", "n", "lost")
+        assert e.value.streams == [run_stream("r")]
+        lg.store.log_token = real  # type: ignore[method-assign]
+        assert [r.event.ref for r in lg.history("r")[2:]] == ["x", "won"]  # type: ignore[union-attr]
+        assert lg.checkpoint("r", "n", "again").version == 5
+        assert [r.event.ref for r in lg.history("r")[2:]] == ["x", "won", "again"]  # type: ignore[union-attr]
 
 
 def test_W1_a_rolled_back_batch_leaves_the_cache_as_the_log_is(sqlite_ledger: Ledger) -> None:

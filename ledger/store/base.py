@@ -247,6 +247,7 @@ class Store(ABC):
         decides on; rows are never removed, so that row is still there).
         """
         rows = [(a.stream, a.version, tag_of(a.event), codec.encode(a.event)) for a in appends]
+        self._appended_between(None)
         if not rows:
             return []
         self._check_predecessors(rows, verified)
@@ -266,6 +267,36 @@ class Store(ABC):
             expected.setdefault(a.stream, a.version - 1)
         moved = [stream for stream, v in expected.items() if self.stream_version(stream) != v]
         raise ConflictError(moved or list(expected)) from None
+
+    # --------------------------------------------- what this process last saw (W1)
+    def log_token(self) -> Any:
+        """An opaque fact about the log as this thread's connection sees it now, or None
+        when the backend has no cheap one: two equal tokens, taken on one thread, prove
+        that nothing was appended to the log between them, by any writer (another
+        process, another connection of this process, or this very connection). A write
+        whose cached state was the stream's latest at a token equal to the current one
+        need not read the stream (Ledger.read_states). SQLite has one (`PRAGMA
+        data_version` and the connection's own change count); PostgreSQL has none
+        cheaper than the read it would save, so its writes keep reading."""
+        return None
+
+    def last_append_tokens(self) -> tuple[Any, Any] | None:
+        """(before, after) of this thread's last `append`, if it landed in one
+        transaction whose tokens the backend could take: `before` is the log's token
+        when the transaction took the writers' lock, `after` the token just after its
+        commit, so the log at `after` is the log at `before` plus exactly this batch.
+        None after any other outcome (or if the backend has no tokens)."""
+        return getattr(self._tokens, "last", None)
+
+    def _appended_between(self, tokens: tuple[Any, Any] | None) -> None:
+        self._tokens.last = tokens
+
+    @property
+    def _tokens(self) -> threading.local:
+        found: threading.local | None = self.__dict__.get("_tokens_local")
+        if found is None:
+            found = self.__dict__.setdefault("_tokens_local", threading.local())
+        return found
 
     def _check_predecessors(self, rows: Sequence[_Row], verified: Collection[str] = ()) -> None:
         """The optimistic check, both ways (rule L5, W1): the unique (stream, version)

@@ -52,9 +52,13 @@ class SQLiteStore(Store):
         self._write_lock = threading.Lock()  # this process's writers take turns here, not in SQLite's busy wait
         self._insert_sql = (f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) "
                             "VALUES (?, ?, ?, ?)")  # fmt: skip
-        self._head_sql = f"SELECT COALESCE(MAX(rowid), 0), NULL FROM {EVENTS_TABLE}"
+        # The log's end, the chain's head and the connection's data_version (W1: the
+        # token before this transaction, read under the write lock), in one SELECT.
+        self._head_sql = (f"SELECT COALESCE(MAX(rowid), 0), NULL, (SELECT data_version FROM pragma_data_version) "
+                          f"FROM {EVENTS_TABLE}")  # fmt: skip
         self._head_chained_sql = (f"SELECT COALESCE(MAX(rowid), 0), (SELECT hash FROM {CHAIN_TABLE} "
-                                  f"ORDER BY position DESC LIMIT 1) FROM {EVENTS_TABLE}")  # fmt: skip
+                                  f"ORDER BY position DESC LIMIT 1), (SELECT data_version FROM pragma_data_version) "
+                                  f"FROM {EVENTS_TABLE}")  # fmt: skip
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise NoSuchStore(self.url, f"directory {parent} does not exist")
@@ -203,7 +207,8 @@ class SQLiteStore(Store):
             cur.execute("BEGIN IMMEDIATE")
             chained = self._chained
             cur.execute(self._head_chained_sql if chained else self._head_sql)
-            last, prev = cur.fetchone()
+            last, prev, seen = cur.fetchone()
+            before = (conn, seen, conn.total_changes)
             n = len(rows)
             got: Any
             if n == 1:
@@ -229,7 +234,24 @@ class SQLiteStore(Store):
             raise
         finally:
             cur.close()
+        # No other connection can commit while this one holds the write lock, and its
+        # own commit leaves its data_version as it was: the log at `after` is the log
+        # at `before` plus these rows (Store.last_append_tokens).
+        self._appended_between((before, (conn, seen, conn.total_changes)))
         return ids
+
+    def log_token(self) -> Any:
+        """(connection, data_version, total_changes) of this thread's connection. SQLite
+        changes a connection's data_version whenever another connection (of any
+        process) commits, and never for the connection's own commits: those are
+        counted by its total_changes (every row it inserted, updated or deleted, the
+        ledger's appends and anything else written through it). Equal tokens: nothing
+        was written between them. One PRAGMA (~3 us), where the read it saves is ~20 us."""
+        if self.read_only:
+            return None
+        conn = self._reader()
+        with translated("read the log's token"):
+            return (conn, conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
 
     def _writer(self) -> sqlite3.Connection:
         """This thread's connection, for writing: in WAL mode, as the library's pool
