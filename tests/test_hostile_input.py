@@ -14,7 +14,7 @@ from epochledger.app import Ledger
 from epochledger.ndjson import import_lines
 from epochledger.sweep import preview
 from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
-from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, RunFenced
+from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, RunFenced
 
 
 def chain(depth: int) -> Cause:
@@ -233,3 +233,48 @@ def test_R3_follow_refuses_a_poll_that_would_spin(sqlite_ledger: Ledger, poll: A
             engine.follow(sqlite_ledger.store, stop=stop, poll=poll)
     finally:
         timer.cancel()
+
+
+def _every_character() -> list[str]:
+    return [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]  # lone surrogates never encode
+
+
+def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None:
+    """codec._FAST: the isprintable() test tried before a Pattern's regex is only ever
+    sufficient. Both rules are a character class repeated, so checking every code
+    point alone proves it for every string (and the empty one for `+`). Mutation
+    caught: the fast test without `" " not in value` (accepts 'a b' as a Name)."""
+    import re
+
+    from ledger import codec
+    from ledger.events import Pattern
+
+    assert set(codec._FAST) == {m.regex for tp in (Name, Code, LabelValue) for m in tp.__metadata__ if isinstance(m, Pattern)}
+    for regex, kind in codec._FAST.items():
+        rx = re.compile(regex)
+        assert not codec._fast_holds(kind, "") or rx.fullmatch("")
+        wrong = [c for c in _every_character() if codec._fast_holds(kind, c) and not rx.fullmatch(c)]
+        assert wrong == []
+        assert codec._fast_holds(kind, "plain-ascii_1.2")  # and it does take the common case
+
+
+def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_refuse() -> None:
+    """The struct walk inlines the fast test (codec._checker): for every character of
+    the Basic Multilingual Plane in a Name field and in a Code field, it refuses
+    exactly when the rule's regex does, with the message naming the field."""
+    import re
+
+    from ledger import codec
+    from ledger.events import RunQueued
+
+    at = datetime(2026, 9, 9, tzinfo=UTC)
+    check = codec._checker(RunQueued)
+    assert check is not None
+    name, code = re.compile(r"[^\s\x00-\x1f\x7f]+"), re.compile(r"[^\x00-\x1f\x7f]*")
+    for c in _every_character()[:0xF800]:  # U+0000 .. U+FFFF
+        value = f"a{c}b"
+        bad = check(RunQueued(at=at, run="r", workflow=value), "$")
+        assert (bad is None) == bool(name.fullmatch(value)), repr(c)
+        if bad is not None:
+            assert bad.endswith("- at `$.workflow`")
+        assert (check(RunQueued(at=at, run="r", code=value), "$") is None) == bool(code.fullmatch(value)), repr(c)
