@@ -199,6 +199,16 @@ class StateCache:
                 self._states.move_to_end(stream)
             return state
 
+    def get_many(self, streams: Sequence[str]) -> dict[str, Any]:
+        """`get` for each stream (None if not cached), under one taking of the lock."""
+        with self._lock:
+            held = self._states
+            out = {s: held.get(s) for s in streams}
+            for s, state in out.items():
+                if state is not None:
+                    held.move_to_end(s)
+            return out
+
     def put(self, stream: str, state: Any) -> None:
         if state is None or self.limit <= 0:
             return
@@ -684,31 +694,35 @@ class Ledger(Commands):
             if len(out) == len(streams):
                 return out
             streams = [s for s in streams if s not in out]
-        cached = {s: self.cache.get(s) for s in streams}
+        cached = self.cache.get_many(streams)
         since = {s: state.version - 1 for s, state in cached.items() if state is not None and state.version > 0}
-        got: dict[str, Any] = {}
         if len(streams) == 1:
             only = streams[0]
             read = {only: self.store.read_stream(only, since.get(only, 0))}
         else:
             read = self.store.read_streams(streams, since)
+        got: list[tuple[str, Any]] = []
         again = []
         for stream, history in read.items():
-            state = cached[stream]
             if stream in since:
+                state = cached[stream]
                 if not history or not _holds(state, history[0]):
                     again.append(stream)  # not the stream's state at that version: fold from zero
                     continue
                 state = _fold_stream(stream, history[1:], state)
-            else:
+            elif history:
                 state = _fold_stream(stream, history)
-            got[stream] = state
+            else:
+                out[stream] = None  # no such stream (yet): nothing to cache
+                continue
+            out[stream] = state
+            got.append((stream, state))
         for stream in again:
             self.cache.drop(stream)
-            got[stream] = _fold_stream(stream, self.store.read_stream(stream))
+            out[stream] = state = _fold_stream(stream, self.store.read_stream(stream))
+            got.append((stream, state))
         # Read after `token` was taken: each is its stream's latest at that token.
-        self.cache.put_many(list(got.items()), fresh_at=token)
-        out.update(got)
+        self.cache.put_many(got, fresh_at=token)
         return out
 
     def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
