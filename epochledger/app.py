@@ -172,26 +172,6 @@ class StateCache:
                     out[stream] = state
             return out
 
-    def committed(self, states: Sequence[tuple[str, Any]], tokens: tuple[Any, Any] | None) -> None:
-        """`put_many` of a landed batch's states. With its tokens (before, after:
-        Store.last_append_tokens) they are marked fresh at `after`, and so are the
-        marks made at `before` (the log at `after` is that log plus this batch)."""
-        self.put_many(states)
-        if tokens is None or self.limit <= 0:
-            return
-        before, after = tokens
-        with self._lock:
-            if before != self._fresh_at:
-                self._fresh.clear()
-            self._fresh_at = after
-            self._mark(states)
-
-    def _mark(self, states: Sequence[tuple[str, Any]]) -> None:
-        held, fresh = self._states, self._fresh
-        for stream, state in states:
-            if state is not None and held.get(stream) is state:
-                fresh[stream] = state
-
     def get(self, stream: str) -> Any:
         with self._lock:
             state = self._states.get(stream)
@@ -221,25 +201,43 @@ class StateCache:
             while len(self._states) > self.limit:
                 self._fresh.pop(self._states.popitem(last=False)[0], None)
 
+    def committed(self, states: Sequence[tuple[str, Any]], tokens: tuple[Any, Any] | None) -> None:
+        """`put_many` of a landed batch's states. With its tokens (before, after:
+        Store.last_append_tokens) they are marked fresh at `after`, and so are the
+        marks made at `before` (the log at `after` is that log plus this batch)."""
+        if self.limit <= 0:
+            return
+        with self._lock:
+            if tokens is not None:
+                before, after = tokens
+                if before != self._fresh_at:
+                    self._fresh.clear()
+                self._fresh_at = after
+            self._put(states, mark=tokens is not None)
+
     def put_many(self, states: Sequence[tuple[str, Any]], fresh_at: Any = None) -> None:
         """`put` for each (stream, state), under one taking of the lock. `fresh_at`: the
         log token taken before these states were read (`fresh`), to mark them fresh."""
         if self.limit <= 0:
             return
         with self._lock:
-            held = self._states
-            for stream, state in states:
-                if state is None:
-                    continue
-                old = held.get(stream)
-                if old is not None and old.version > state.version:
+            self._put(states, mark=fresh_at is not None and fresh_at == self._fresh_at)
+
+    def _put(self, states: Sequence[tuple[str, Any]], mark: bool) -> None:
+        held, fresh = self._states, self._fresh
+        for stream, state in states:
+            if state is None:
+                continue
+            old = held.get(stream)
+            if old is not None:
+                if old.version > state.version:
                     continue  # both are true of the log; keep the later one
-                held[stream] = state
                 held.move_to_end(stream)
-            while len(held) > self.limit:
-                self._fresh.pop(held.popitem(last=False)[0], None)
-            if fresh_at is not None and fresh_at == self._fresh_at:
-                self._mark(states)
+            held[stream] = state
+            if mark:
+                fresh[stream] = state
+        while len(held) > self.limit:
+            fresh.pop(held.popitem(last=False)[0], None)
 
     def drop(self, stream: str) -> None:
         with self._lock:
@@ -500,7 +498,7 @@ class Batch(Commands):
         new_state: Any
         if isinstance(command, RunEventBase):
             events: list[Any] = self._decide_run(command, state)
-            new_state = run_mod.fold(events, state)
+            new_state = run_mod.evolve(state, events[0]) if len(events) == 1 else run_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)
