@@ -12,7 +12,7 @@ from typing import Any
 from eventsourcing.persistence import PersistenceError
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore
+from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
 from ledger.store.base import (
     _MAX_POS,
     EVENTS_TABLE,
@@ -250,8 +250,10 @@ class SQLiteStore(Store):
         if self.read_only:
             return None
         conn = self._reader()
-        with translated("read the log's token"):
+        try:  # not `translated`: its context manager costs half as much as the PRAGMA
             return (conn, conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        except sqlite3.Error as e:
+            raise StoreError(f"read the log's token: {e}") from None
 
     def _writer(self) -> sqlite3.Connection:
         """This thread's connection, for writing: in WAL mode, as the library's pool
