@@ -434,10 +434,11 @@ class Batch(Commands):
         return self._state[stream]
 
     def prefetch(self, streams: list[str]) -> None:
-        """Read these streams in bulk before submitting to them (one query per 500
-        instead of one per stream: the bulk of a large group commit's time on
-        PostgreSQL, docs/benchmarks.md); a cached stream reads only the events after
-        its cached version. Optional: `submit` reads what is missing."""
+        """Read these streams in bulk before submitting to them (one query per 500 on
+        SQLite, 5,000 on PostgreSQL, instead of one per stream: the bulk of a large
+        group commit's time on PostgreSQL, docs/benchmarks.md); a cached stream reads
+        only the events after its cached version, a fresh one nothing (SQLite's log
+        token, Ledger.read_states). Optional: `submit` reads what is missing."""
         missing = [s for s in dict.fromkeys(streams) if s not in self._state]
         self._state.update(self.ledger.read_states(missing))
 
@@ -687,7 +688,8 @@ class Ledger(Commands):
         return self.read_states([stream])[stream]
 
     def read_states(self, streams: Sequence[str]) -> dict[str, Any]:
-        """read_state for several streams, in one query per 500 (Batch.prefetch). A
+        """read_state for several streams, in one query per `Store.streams_per_read`
+        (Batch.prefetch). A
         stream whose cached state is fresh (StateCache.fresh: nothing was appended to
         the log since that state was its latest, by the store's log token) is not read
         at all; the append's version check stays exact either way (Store.append)."""

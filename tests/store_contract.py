@@ -340,6 +340,9 @@ class StoreContract(ABC):
         got = ledger.store.read_streams(streams)
         assert list(got) == streams
         assert got == {s: ledger.store.read_stream(s) for s in streams}
+        ledger.store.streams_per_read = 5  # three queries, a stream's events never split
+        after = {s: 2 for s in streams[::3]}
+        assert ledger.store.read_streams(streams, after) == {s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams}
 
     def test_L5_prefetched_batch_decides_like_an_unprefetched_one(self, ledger) -> None:
         ledger.queue("old")

@@ -51,6 +51,7 @@ class PostgresStore(Store):
     """
 
     kind = "postgresql"
+    streams_per_read = 5000  # two arrays a query (Store.streams_per_read)
     CONNECT_TIMEOUT = 5  # seconds; libpq's minimum is 2. Per address the host name resolves to.
     LOCK_TIMEOUT = 10.0
     STATEMENT_TIMEOUT = 60.0
