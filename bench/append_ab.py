@@ -5,8 +5,7 @@ the shared machine's swings fall on both alike.
     python -m bench.append_ab [--rounds 6] [--baseline REV] [--store sqlite|postgresql|both]
 
 Each child measures, on a fresh store, with `time.process_time()` (user + system CPU of
-the child), `time.perf_counter()` and, for single writes, the user CPU alone (an fsync's
-kernel time swings with the other sessions' use of the disk):
+the child: a single write's includes its fsync's kernel time) and `time.perf_counter()`:
 
 - single: `queue` of a new run, then `checkpoint` of a run whose state is cached, one
   transaction each (`--single` of each, SQLite only: the per-transaction goal is
@@ -33,7 +32,7 @@ from bench.common import PG_URL, baseline_tree, drop_schemas, emit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import json, os, statistics, sys, tempfile, time, uuid
+import json, statistics, sys, tempfile, time, uuid
 from datetime import UTC, datetime
 import epochledger
 from epochledger import ManualClock, open_ledger
@@ -50,12 +49,6 @@ def timed(f):
     return time.process_time() - c, time.perf_counter() - w
 
 
-def timed_user(f):
-    u = os.times().user  # user CPU alone: an fsync's kernel time swings with the other sessions' disk use
-    c, w = timed(f)
-    return c, w, os.times().user - u
-
-
 with tempfile.TemporaryDirectory() as tmp:
     url = url.replace("TMP", tmp)
     with open_ledger(url, clock=ManualClock(T0, 1)) as lg:
@@ -63,13 +56,11 @@ with tempfile.TemporaryDirectory() as tmp:
         if single:
             lg.queue(f"warm{tag}")
             lg.start(f"warm{tag}")
-            c, w, u = timed_user(lambda: [lg.queue(f"q{tag}{i}", workflow="nightly", process="worker-1", actor="api-1")
-                                          for i in range(single)])
-            out["queue_cpu_us"], out["queue_wall_us"], out["queue_user_cpu_us"] = (x / single * 1e6 for x in (c, w, u))
-            c, w, u = timed_user(lambda: [lg.checkpoint(f"warm{tag}", "step", f"ckpt/{i}", actor="worker")
-                                          for i in range(single)])
-            out["checkpoint_cached_cpu_us"], out["checkpoint_cached_wall_us"], out["checkpoint_cached_user_cpu_us"] = (
-                x / single * 1e6 for x in (c, w, u))
+            c, w = timed(lambda: [lg.queue(f"q{tag}{i}", workflow="nightly", process="worker-1", actor="api-1")
+                                  for i in range(single)])
+            out["queue_cpu_us"], out["queue_wall_us"] = c / single * 1e6, w / single * 1e6
+            c, w = timed(lambda: [lg.checkpoint(f"warm{tag}", "step", f"ckpt/{i}", actor="worker") for i in range(single)])
+            out["checkpoint_cached_cpu_us"], out["checkpoint_cached_wall_us"] = c / single * 1e6, w / single * 1e6
         cpu, wall = [], []
         for b in range(batches):
             def group():
