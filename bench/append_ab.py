@@ -13,7 +13,9 @@ the child: a single write's includes its fsync's kernel time) and `time.perf_cou
 - group: commits of 1,000 `queue`s of new runs after `prefetch`, and of 1,000
   `checkpoint`s of 1,000 cached runs after `prefetch` (`--batches` of each).
 
-Prints per-event medians over the rounds and the ratio base / this tree (> 1: this
+`--dir /dev/shm` puts the SQLite files in memory: no fsync, so a single write's CPU is
+the write path's alone, without the disk's kernel time (which swings with the other
+sessions' use of the disk). Prints per-event medians over the rounds and the ratio base / this tree (> 1: this
 tree is cheaper). `--baseline` defaults to where this branch left main.
 """
 
@@ -38,7 +40,7 @@ import epochledger
 from epochledger import ManualClock, open_ledger
 from ledger.events import run_stream
 
-url, single, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+url, single, batches, where = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 out = {"where": epochledger.__file__}
 
@@ -49,7 +51,7 @@ def timed(f):
     return time.process_time() - c, time.perf_counter() - w
 
 
-with tempfile.TemporaryDirectory() as tmp:
+with tempfile.TemporaryDirectory(dir=where) as tmp:
     url = url.replace("TMP", tmp)
     with open_ledger(url, clock=ManualClock(T0, 1)) as lg:
         tag = uuid.uuid4().hex[:6]
@@ -92,9 +94,9 @@ print(json.dumps(out))
 """
 
 
-def child(tree: str, url: str, single: int, batches: int) -> dict[str, float]:
+def child(tree: str, url: str, single: int, batches: int, where: str = "") -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": tree}
-    out = subprocess.run([sys.executable, "-c", CHILD, url, str(single), str(batches)], cwd=tree, env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD, url, str(single), str(batches), where], cwd=tree, env=env,
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     got = json.loads(out.strip().splitlines()[-1])
     where = got.pop("where")
@@ -109,11 +111,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--single", type=int, default=500)
     p.add_argument("--batches", type=int, default=5)
     p.add_argument("--baseline", default=None, help="the commit to compare with (default: where this branch left main)")
+    p.add_argument("--dir", default="", help="where the SQLite files go (default: the system's temporary directory; "
+                   "/dev/shm: no fsync, the write path's CPU alone)")
     ns = p.parse_args(argv)
     base = baseline_tree(ns.baseline, "epochledger/app.py")
     trees = {"base": base, "this": ROOT}
     result: dict = {"bench": "append_ab", "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
-                    "rounds": ns.rounds, "single_n": ns.single, "batches": ns.batches,
+                    "dir": ns.dir or "(temporary directory)", "rounds": ns.rounds, "single_n": ns.single, "batches": ns.batches,
                     "load_average_start": [round(x, 1) for x in os.getloadavg()]}  # fmt: skip
     stores = ["sqlite", "postgresql"] if ns.store == "both" else [ns.store]
     schemas: list[str] = []
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
                     else:
                         schemas.append("bench_ab_" + uuid.uuid4().hex[:8])
                         url, single = f"{PG_URL}?schema={schemas[-1]}", 0
-                    got[name].append(child(trees[name], url, single, ns.batches))
+                    got[name].append(child(trees[name], url, single, ns.batches, ns.dir if store == "sqlite" else ""))
             section: dict = {}
             for key in got["this"][0]:
                 b = statistics.median(x[key] for x in got["base"])

@@ -206,19 +206,19 @@ class StateCache:
             while len(self._states) > self.limit:
                 self._fresh.pop(self._states.popitem(last=False)[0], None)
 
-    def committed(self, states: Sequence[tuple[str, Any]], tokens: tuple[Any, Any] | None) -> None:
-        """`put_many` of a landed batch's states. With its tokens (before, after:
-        Store.last_append_tokens) they are marked fresh at `after`, and so are the
-        marks made at `before` (the log at `after` is that log plus this batch)."""
+    def committed(self, states: Sequence[tuple[str, Any]], after_append: Callable[[Any], Any]) -> None:
+        """`put_many` of a landed batch's states. `after_append` (the store's
+        token_after_append) gives the log's token just after the batch from the token
+        the marks were made at: then the marks carry over to it (the log at it is that
+        log plus this batch) and the batch's states are marked too; None forgets them."""
         if self.limit <= 0:
             return
         with self._lock:
-            if tokens is not None:
-                before, after = tokens
-                if before != self._fresh_at:
-                    self._fresh.clear()
-                self._fresh_at = after
-            self._put(states, mark=tokens is not None)
+            after = after_append(self._fresh_at)
+            if after is None:
+                self._fresh.clear()
+            self._fresh_at = after
+            self._put(states, mark=after is not None)
 
     def put_many(self, states: Sequence[tuple[str, Any]], fresh_at: Any = None) -> None:
         """`put` for each (stream, state), under one taking of the lock. `fresh_at`: the
@@ -630,7 +630,7 @@ class Batch(Commands):
         # next write decides against (rule W1). Only now, never before the commit.
         state = self._state
         self.ledger.cache.committed([(stream, state.get(stream)) for stream in read],
-                                    self.ledger.store.last_append_tokens())  # fmt: skip
+                                    self.ledger.store.token_after_append)  # fmt: skip
         self._pending = []
         self._state.clear()
         return self.recorded

@@ -327,6 +327,27 @@ def test_W1_L5_an_append_since_the_last_write_is_read_before_the_next_one(sqlite
         assert lg.history("r")[4].event.ref == "elsewhere"  # type: ignore[union-attr]
 
 
+def test_W1_L5_a_write_inside_a_batchs_window_unmarks_what_the_batch_read(sqlite_url: str, monkeypatch) -> None:
+    """Another Ledger on the same Store (this very connection) writes run s after this
+    batch read s and t and before it commits t: the commit must not carry the marks
+    made at the batch's read (Store.token_after_append), so the next write of s reads
+    it and lands. Mutation caught: token_after_append not checking that nothing was
+    written through the connection since the token (s's stale mark: ConflictError)."""
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=5)) as lg:
+        for run in ("s", "t"):
+            lg.queue(run)
+            lg.start(run)
+        other = Ledger(lg.store, lg.clock)
+        with lg.batch() as b:
+            b.prefetch([run_stream("s"), run_stream("t")])
+            other.checkpoint("s", "n", "between")
+            b.checkpoint("t", "n", "x")
+        reads = _count_reads(lg, monkeypatch)
+        assert lg.checkpoint("s", "n", "after").version == 4
+        assert reads == [("run:s", 1)]
+        assert [r.event.ref for r in lg.history("s")[2:]] == ["between", "after"]  # type: ignore[union-attr]
+
+
 def test_W1_L5_an_append_racing_a_skipped_read_is_one_typed_conflict_then_a_reread(sqlite_url: str) -> None:
     """Another writer commits after the log token was taken and before this write's
     transaction (the window no token can close): the unique (stream, version) key

@@ -285,16 +285,19 @@ class Store(ABC):
         cheaper than the read it would save, so its writes keep reading."""
         return None
 
-    def last_append_tokens(self) -> tuple[Any, Any] | None:
-        """(before, after) of this thread's last `append`, if it landed in one
-        transaction whose tokens the backend could take: `before` is the log's token
-        when the transaction took the writers' lock, `after` the token just after its
-        commit, so the log at `after` is the log at `before` plus exactly this batch.
-        None after any other outcome (or if the backend has no tokens)."""
-        return getattr(self._tokens, "last", None)
+    def token_after_append(self, token: Any) -> Any:
+        """The token the log has just after this thread's last `append`, if `token` was
+        the log's token before that append and the append landed in one transaction
+        (else None): equal to a later log_token only if nothing but that append was
+        written between `token` and then. With it, what was fresh at `token` stays
+        fresh, and the append's streams are fresh too (StateCache.committed). None if
+        the backend has no tokens."""
+        return None
 
-    def _appended_between(self, tokens: tuple[Any, Any] | None) -> None:
-        self._tokens.last = tokens
+    def _appended_between(self, last: Any) -> None:
+        """What the backend's token_after_append needs of the append that just landed
+        (None: the last append did not land in one transaction of this thread)."""
+        self._tokens.last = last
 
     @property
     def _tokens(self) -> threading.local:
