@@ -231,7 +231,8 @@ class StateCache:
     def _put(self, states: Sequence[tuple[str, Any]], mark: bool) -> None:
         held, fresh = self._states, self._fresh
         for stream, state in states:
-            if state is None:
+            if state is None:  # moved, state unknown here: whatever is cached is read again
+                fresh.pop(stream, None)
                 continue
             old = held.get(stream)
             if old is not None:
@@ -628,9 +629,12 @@ class Batch(Commands):
         self.recorded = [Recorded(pos, a.stream, a.version, a.event) for pos, a in zip(positions, pending, strict=True)]
         # Landed: each written stream's state is now true of the log, so it is what the
         # next write decides against (rule W1). Only now, never before the commit.
+        # An `assume`d stream moved too: None unmarks its cached state, which is read
+        # and checked again by the next write (its cached version is now behind).
         state = self._state
-        self.ledger.cache.committed([(stream, state.get(stream)) for stream in read],
-                                    self.ledger.store.token_after_append)  # fmt: skip
+        landed = [(stream, state.get(stream)) for stream in read]
+        landed.extend((stream, None) for stream in self._assumed if state.get(stream) is not None)
+        self.ledger.cache.committed(landed, self.ledger.store.token_after_append)
         self._pending = []
         self._state.clear()
         return self.recorded
@@ -689,10 +693,10 @@ class Ledger(Commands):
 
     def read_states(self, streams: Sequence[str]) -> dict[str, Any]:
         """read_state for several streams, in one query per `Store.streams_per_read`
-        (Batch.prefetch). A
-        stream whose cached state is fresh (StateCache.fresh: nothing was appended to
-        the log since that state was its latest, by the store's log token) is not read
-        at all; the append's version check stays exact either way (Store.append)."""
+        (Batch.prefetch). A stream whose cached state is fresh (StateCache.fresh:
+        nothing was appended to the log since that state was its latest, by the store's
+        log token) is not read at all; the append's version check stays exact either
+        way (Store.append)."""
         # The token only where a mark could be used or made on something cached (one
         # PRAGMA, ~4 us): a new run's first write reads anyway, and its state is
         # marked by its commit (StateCache.committed).

@@ -348,6 +348,25 @@ def test_W1_L5_a_write_inside_a_batchs_window_unmarks_what_the_batch_read(sqlite
         assert [r.event.ref for r in lg.history("s")[2:]] == ["between", "after"]  # type: ignore[union-attr]
 
 
+def test_W1_L5_an_assumed_stream_written_by_a_batch_is_read_before_the_next_write(store_url: str, monkeypatch) -> None:
+    """A batch that `assume`s a run's state (a view's fold) and writes it moves the
+    stream without caching its state: the ledger's cached state of that run, fresh
+    before, is read again by the next write, which lands. Mutation caught: the commit
+    carrying the assumed stream's fresh mark (the next write decides against the
+    version before the batch: ConflictError)."""
+    with open_ledger(store_url, clock=ManualClock(T0, uptime=5)) as lg:
+        lg.queue("r")
+        lg.start("r")
+        lg.checkpoint("r", "n", "x")
+        with lg.batch() as b:
+            b.assume(lg.get_run("r"))
+            b.checkpoint("r", "n", "assumed")
+        reads = _count_reads(lg, monkeypatch)
+        assert lg.checkpoint("r", "n", "after").version == 5
+        assert reads == [("run:r", 2)]
+        assert [r.event.ref for r in lg.history("r")[2:]] == ["x", "assumed", "after"]  # type: ignore[union-attr]
+
+
 def test_W1_L5_an_append_racing_a_skipped_read_is_one_typed_conflict_then_a_reread(sqlite_url: str) -> None:
     """Another writer commits after the log token was taken and before this write's
     transaction (the window no token can close): the unique (stream, version) key

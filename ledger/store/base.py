@@ -205,6 +205,7 @@ class Store(ABC):
     kind: str  # "sqlite" | "postgresql"
     projection_tables_ready = False  # set by projections.tables.ensure
     read_only = False  # opened for reading only: writes raise ReadOnlyStore
+    _local: threading.local  # per-thread state of a backend (its connection, ...)
     # Streams per query of `read_streams`. SQLite binds two parameters a stream (500:
     # under the 999 of older builds); PostgreSQL two arrays, whatever their length, and
     # each query costs ~1 ms of its own (1,000 new streams: 2.8 us a stream in chunks
@@ -297,14 +298,7 @@ class Store(ABC):
     def _appended_between(self, last: Any) -> None:
         """What the backend's token_after_append needs of the append that just landed
         (None: the last append did not land in one transaction of this thread)."""
-        self._tokens.last = last
-
-    @property
-    def _tokens(self) -> threading.local:
-        found: threading.local | None = self.__dict__.get("_tokens_local")
-        if found is None:
-            found = self.__dict__.setdefault("_tokens_local", threading.local())
-        return found
+        self._local.last_append = last
 
     def _check_predecessors(self, rows: Sequence[_Row], verified: Collection[str] = ()) -> None:
         """The optimistic check, both ways (rule L5, W1): the unique (stream, version)

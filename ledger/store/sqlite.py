@@ -240,7 +240,7 @@ class SQLiteStore(Store):
         PRAGMA under the write lock cost ~4 us an append): if another connection
         committed at any moment since `token` was taken, during the append included,
         every later log_token differs from this one, so it proves nothing it should not."""
-        last = self._tokens.last
+        last = getattr(self._local, "last_append", None)
         if last is None or token is None:
             return None
         conn, before, after = last
