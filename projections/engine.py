@@ -619,16 +619,22 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
 
 # ---------------------------------------------------------------- fleet reads
 def read_view(store: Store, module: View, *, key: str | None = None, catch_up_first: bool = True,
-              where: Sequence[tuple[str, Any]] = ()) -> tuple[dict[str, Any], int]:  # fmt: skip
+              where: Sequence[tuple[str, Any]] = (), shape: Any = None) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
     unless told not to. On a read-only store (a backup copy, a 0444 file) catching up
     cannot write: the events after the stored view (all of them, if it was never built)
-    are folded in memory instead, with the view's own evolve, and nothing is written."""
+    are folded in memory instead, with the view's own evolve, and nothing is written.
+
+    `shape`: a msgspec Struct each entry is decoded into instead of the view's STATE,
+    reading only the fields it names (msgspec skips the others in C): a listing that
+    shows a few fields of 143k runs decodes those (docs/benchmarks.md, "Fleet size").
+    An entry folded in memory is given the same shape through its stored encoding, so
+    both paths give equal values (tests/test_listing.py)."""
     if catch_up_first and not store.read_only:
         catch_up(store, module)
     tables.ensure(store)
-    decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
+    decode = msgspec.json.Decoder(shape or state_type(module), dec_hook=process_mod.dec_hook).decode
     if where and catch_up_first and store.read_only:
         raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
     where = [*([("k", key)] if key is not None else ()), *where]
@@ -642,7 +648,13 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
             view = {k: decode(state) for k, state in rows} if current else {}
     position = tracking[1] if current and tracking is not None else 0
     if catch_up_first and store.read_only and position < head:
-        return _fold_in_memory(store, module, view, position, key), 0
+        if shape is not None:  # folded from full states: the stored rows decoded as STATE again
+            full = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
+            view = {k: full(state) for k, state in rows} if current else {}
+        folded = _fold_in_memory(store, module, view, position, key)
+        if shape is not None:
+            folded = {k: decode(_encoder.encode(v)) for k, v in folded.items()}
+        return folded, 0
     return view, (max(0, head - position) if current else head)
 
 
@@ -701,17 +713,24 @@ def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[An
 
 
 def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch_up_first: bool = True,
-              statuses: Sequence[str] = ()) -> tuple[list[Any], int]:  # fmt: skip
+              statuses: Sequence[str] = (), shape: Any = None) -> tuple[list[Any], int]:  # fmt: skip
     """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
     `statuses`: only runs in one of these, selected by the view's status column, so
-    only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md)."""
+    only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md).
+    `shape`: the msgspec Struct each run is decoded into (default the whole RunState;
+    read_view): it must have the RunState fields `run`, `status` and `deleted`, and
+    `where` sees it."""
     from projections import runs
 
     pushed = bool(statuses) and not (catch_up_first and store.read_only)  # a backup copy folds in memory
-    found, lag = read_view(store, runs, catch_up_first=catch_up_first,
+    found, lag = read_view(store, runs, catch_up_first=catch_up_first, shape=shape,
                            where=[("status", tuple(str(s) for s in statuses))] if pushed else ())  # fmt: skip
+    listed: Iterable[Any] = found.values()
     if statuses and not pushed:
         wanted = {str(s) for s in statuses}
-        found = {k: s for k, s in found.items() if str(s.status) in wanted}
-    return sorted((s for s in found.values() if not s.deleted and (where is None or where(s))),
-                  key=lambda s: s.run), lag  # fmt: skip
+        listed = [s for s in listed if str(s.status) in wanted]
+    kept = [s for s in listed if not s.deleted and (where is None or where(s))]
+    # Sorted here even when read in key order: PostgreSQL's ORDER BY follows the
+    # database's collation, Python's sort the code points (and a sorted list is one pass).
+    kept.sort(key=attrgetter("run"))
+    return kept, lag
