@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, cast
 
 import msgspec
@@ -645,7 +645,8 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
         if is_whole(module):  # one row, key "*": the view itself
             view: Any = decode(rows[0][1]) if rows and current else module.initial()
         else:
-            view = {k: decode(state) for k, state in rows} if current else {}
+            # C loops (zip, map): 143k rows of a fleet listing cost their decode alone
+            view = dict(zip(map(itemgetter(0), rows), map(decode, map(itemgetter(-1), rows)), strict=True)) if current else {}
     position = tracking[1] if current and tracking is not None else 0
     if catch_up_first and store.read_only and position < head:
         if shape is not None:  # folded from full states: the stored rows decoded as STATE again
