@@ -95,7 +95,7 @@ def cells_table(cells: Sequence[Sequence[str]], columns: Sequence[str]) -> None:
     widths = [max(len(c), max(map(len, col))) for c, col in zip(columns, zip(*cells, strict=True), strict=True)]
     line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one call a row: listings of 100k runs
     out(line(*columns).rstrip())
-    sys.stdout.write("".join(line(*row).rstrip() + "\n" for row in cells))
+    out("\n".join([line(*row).rstrip() for row in cells]))
 
 
 def run_record(s: RunState) -> dict[str, Any]:

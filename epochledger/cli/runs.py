@@ -272,7 +272,9 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     # (docs/benchmarks.md, "Fleet size"). --streaking joins whole records to the streaks.
     shape = RunState if ns.streaking else ListedRun if ns.json else RunRow
     with open_ns(ns) as ledger, gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-        found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up, statuses=ns.status or (),
+        # --status alone is read_runs' own filter (in SQL): no per-run call then
+        filters = keep if ns.where or ns.code or ns.label else None
+        found, lag = read_runs(ledger.store, filters, catch_up_first=not ns.no_catch_up, statuses=ns.status or (),
                                shape=shape)  # fmt: skip
         if ns.streaking:
             rows = _streaking([run_record(s) for s in found], tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
