@@ -84,18 +84,18 @@ def out_json(obj: Any, *, order: Literal["deterministic", "sorted"] = "determini
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    cells_table([[("" if (v := r.get(c)) is None else str(v)) for c in columns] for r in rows], columns)
+    cells_table([tuple("" if (v := r.get(c)) is None else str(v) for c in columns) for r in rows], columns)
 
 
-def cells_table(cells: Sequence[Sequence[str]], columns: Sequence[str]) -> None:
+def cells_table(cells: Sequence[tuple[str, ...]], columns: Sequence[str]) -> None:
     """Rows of strings under `columns`, each column as wide as its widest cell."""
     if not cells:
         out("(none)")
         return
     widths = [max(len(c), max(map(len, col))) for c, col in zip(columns, zip(*cells, strict=True), strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one call a row: listings of 100k runs
-    out(line(*columns).rstrip())
-    out("\n".join([line(*row).rstrip() for row in cells]))
+    line = "  ".join(f"%-{w}s" for w in widths)  # one `%` a row (a cell is an argument, never a format)
+    out((line % tuple(columns)).rstrip())
+    out("\n".join([(line % row).rstrip() for row in cells]))  # listings of 143k runs: ~0.4 us a row
 
 
 def run_record(s: RunState) -> dict[str, Any]:
@@ -159,12 +159,12 @@ RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_a
 def runs_table(found: Sequence[RunRow]) -> None:
     """The `runs` table, with a labels column if any run has labels (rule I2): the
     cells table(run_record(s) ...) would make, built from RunRows in one pass."""
-    cells = [[r.run, r.status, _derived(r.status, r.code, False)[0], r.workflow or "", r.process or "",
-              r.updated_at, r.actor or ""] for r in found]  # fmt: skip
+    cells: list[tuple[str, ...]] = [(r.run, r.status, _derived(r.status, r.code, False)[0], r.workflow or "",
+                                     r.process or "", r.updated_at, r.actor or "") for r in found]  # fmt: skip
     columns = list(RUNS_COLUMNS)
     if any(r.labels for r in found):
-        for row, r in zip(cells, found, strict=True):
-            row.append(",".join(f"{k}={v}" for k, v in sorted(r.labels.items())))
+        cells = [(*row, ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())))
+                 for row, r in zip(cells, found, strict=True)]  # fmt: skip
         columns.append("labels")
     cells_table(cells, columns)
 
