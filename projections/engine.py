@@ -749,8 +749,9 @@ def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch
         with gc_paused():
             listed = list(map(_decoder(runs, shape), map(itemgetter(-1), rows))) if position is not None else []
         lag = max(0, head - position) if position is not None else head
-    kept = [s for s in listed if not s.deleted and (where is None or where(s))]
-    # Sorted here even when read in key order: PostgreSQL's ORDER BY follows the
-    # database's collation, Python's sort the code points (and a sorted list is one pass).
-    kept.sort(key=attrgetter("run"))
+    with gc_paused():  # the GC would walk the fresh entries again while they are kept and sorted
+        kept = [s for s in listed if not s.deleted and (where is None or where(s))]
+        # Sorted here even when read in key order: PostgreSQL's ORDER BY follows the
+        # database's collation, Python's sort the code points (and a sorted list is one pass).
+        kept.sort(key=attrgetter("run"))
     return kept, lag
