@@ -77,9 +77,9 @@ def err(text: str) -> None:
 def out_json(obj: Any, *, order: Literal["deterministic", "sorted"] = "deterministic") -> None:
     """`obj` as indented JSON. order="sorted" also sorts the fields of Structs: the
     bytes of a list of Structs are then those of their `msgspec.to_builtins` dicts."""
-    out = sys.stdout.buffer
-    out.write(msgspec.json.format(msgspec.json.encode(obj, order=order), indent=2))
-    out.write(b"\n")  # apart: a listing's JSON is ~160 MB at 143k runs, not copied once more
+    stream = sys.stdout.buffer
+    stream.write(msgspec.json.format(msgspec.json.encode(obj, order=order), indent=2))
+    stream.write(b"\n")  # apart: a listing's JSON is ~160 MB at 143k runs, not copied once more
     sys.stdout.flush()
 
 
