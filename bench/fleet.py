@@ -2,6 +2,7 @@
 slots, and `show RUN` / `runs --status S` over 1,000,000 runs (SQLite).
 
     python -m bench.fleet [--running 100000] [--slots 500] [--runs 1000000] [--repeat 5]
+                          [--skip-sweep] [--skip-reads] [--baseline REV]
 
 - sweep: 500 slots booted once, 100,000 runs started on their slot's epoch (200 a
   slot), all built by bulk appends; the views are caught up once (reported apart).
@@ -10,10 +11,13 @@ slots, and `show RUN` / `runs --status S` over 1,000,000 runs (SQLite).
   group commit). Goal < 1 s. Anchor: reading and decoding the runs view alone.
 - reads: 1,000,000 runs of 3 events (bench/common.py's history, 1 in 7 ends
   failed_resumable), kept in /tmp and reused; the runs view rebuilt once. Then
-  `read_run` (what `show RUN` reads; goal < 100 ms) and `read_runs(statuses=[S])`
-  (what `runs --status S` reads; goal < 1 s), and the CLI commands end to end with
-  --json into /dev/null. Anchor: the SQL select of those rows, fetched, not decoded
-  (through the status index), and the same select made to scan the table.
+  `read_run` (what `show RUN` reads; goal < 100 ms), `read_runs(statuses=[S])` as
+  whole RunStates and in the two lean shapes `runs` decodes (RunRow for the table,
+  ListedRun for --json), and `runs --status S` end to end, table and --json, into
+  /dev/null (goal < 1 s), interleaved, wall and CPU. Anchor: the SQL select of those
+  rows, fetched, not decoded (through the status index), and the same select made to
+  scan the table. The same two commands in child processes, this tree against the
+  base commit's (`--baseline`, default where this branch left main), interleaved.
 - both: the sweep's candidate query alone, through the index and by table scan.
 """
 
@@ -21,15 +25,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.common import emit, make_history
+from bench.common import baseline_tree, emit, make_history
 from epochledger import ManualClock, open_ledger
 from ledger import lifecycle
 from ledger.events import ProcessBooted, RunQueued, RunStarted, Status, process_stream, run_stream
@@ -125,8 +131,36 @@ def fleet_file(n: int) -> tuple[str, float | None]:
     return "sqlite:///" + path, seconds
 
 
-def reads_bench(n: int, repeat: int) -> dict[str, Any]:
+# A child process with the tree to measure first on sys.path: `runs --status S [--json]`
+# into /dev/null, timed from the call (process start and imports excluded), a first
+# call and a second (warm, as the in-process medians are), wall and CPU.
+CHILD = """
+import contextlib, json, os, sys, time
+from epochledger.cli import main as cli
+import epochledger
+times = []
+with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+    for _ in range(2):
+        t0, c0 = time.perf_counter(), time.process_time()
+        assert cli(["--store", *sys.argv[1:]]) == 0
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
+print(json.dumps([times, epochledger.__file__]))
+"""
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child(tree: str, url: str, *args: str) -> list[tuple[float, float]]:
+    env = {**os.environ, "PYTHONPATH": tree}
+    out = subprocess.run([sys.executable, "-c", CHILD, url, *args], cwd=tree, env=env, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    times, where = json.loads(out.strip().splitlines()[-1])
+    assert where.startswith(tree), (where, tree)  # the tree meant, not the installed one
+    return [tuple(t) for t in times]
+
+
+def reads_bench(n: int, repeat: int, baseline: str | None) -> dict[str, Any]:
     from epochledger.cli import main as cli
+    from epochledger.cli.common import ListedRun, RunRow
 
     url, build = fleet_file(n)
     store = open_store(url)
@@ -137,7 +171,6 @@ def reads_bench(n: int, repeat: int) -> dict[str, Any]:
     show, state = med(lambda: engine.read_run(store, key), repeat)
     assert state[0].run == key
     status = "failed_resumable"
-    listing, found = med(lambda: engine.read_runs(store, statuses=[status]), repeat)
     table = store.quote("view_runs")
 
     def raw(hint: str = "") -> int:
@@ -145,24 +178,53 @@ def reads_bench(n: int, repeat: int) -> dict[str, Any]:
             cur.execute(f"SELECT k, state FROM {table}{hint} WHERE status=? ORDER BY k", (status,))
             return len(cur.fetchall())
 
-    anchor, rows = med(raw, repeat)
-    scan, _ = med(lambda: raw(" NOT INDEXED"), repeat)
-    assert rows == len(found[0])
-
     def command(*args: str) -> float:
         with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
             t0 = time.perf_counter()
             assert cli(["--store", url, *args]) == 0
             return time.perf_counter() - t0
 
+    # Interleaved, `repeat` rounds: each read in turn, so the other sessions' load on
+    # the shared cores falls on all of them alike. Wall and CPU (process_time).
+    reads: dict[str, Any] = {
+        "anchor_sql_fetch_matching_rows": raw,
+        "the_same_by_table_scan": lambda: raw(" NOT INDEXED"),
+        "read_runs_whole_state": lambda: len(engine.read_runs(store, statuses=[status])[0]),
+        "read_runs_shape_ListedRun": lambda: len(engine.read_runs(store, statuses=[status], shape=ListedRun)[0]),
+        "read_runs_shape_RunRow": lambda: len(engine.read_runs(store, statuses=[status], shape=RunRow)[0]),
+        "cli_runs_status_table": lambda: command("runs", "--status", status),
+        "cli_runs_status_json": lambda: command("runs", "--status", status, "--json"),
+    }  # fmt: skip
+    wall: dict[str, list[float]] = {k: [] for k in reads}
+    cpu: dict[str, list[float]] = {k: [] for k in reads}
+    counts: dict[str, Any] = {}
+    for _ in range(repeat):
+        for k, f in reads.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            counts[k] = f()
+            wall[k].append(time.perf_counter() - t0)
+            cpu[k].append(time.process_time() - c0)
+    rows = counts["anchor_sql_fetch_matching_rows"]
+    assert rows == counts["read_runs_whole_state"] == counts["read_runs_shape_RunRow"]
     show_cli = statistics.median(command("show", key, "--json") for _ in range(repeat))
-    runs_cli = statistics.median(command("runs", "--status", status, "--json") for _ in range(repeat))
+    # The same CLI commands in child processes, this tree and the base's, interleaved.
+    base = baseline_tree(baseline, "epochledger/cli/runs.py")
+    trees = {"candidate": ROOT, "base": base}
+    children: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(repeat):
+        for name, tree in trees.items():
+            for out, args in (("table", ()), ("json", ("--json",))):
+                children.setdefault(f"{name}_{out}", []).append(child(tree, url, "runs", "--status", status, *args)[1])
     store.close()
     return {
-        "runs": n, "build_s": None if build is None else round(build, 1), "catch_up_or_rebuild_s": round(caught, 2), "status": status, "matching_runs": rows,
+        "runs": n, "build_s": None if build is None else round(build, 1), "catch_up_or_rebuild_s": round(caught, 2),
+        "status": status, "matching_runs": rows, "repeat": repeat,
         "show_read_run_median_ms": round(show * 1000, 2), "show_cli_median_ms": round(show_cli * 1000, 1),
-        "runs_status_read_runs_median_s": round(listing, 3), "runs_status_cli_median_s": round(runs_cli, 3),
-        "anchor_sql_fetch_matching_rows_s": round(anchor, 3), "the_same_by_table_scan_s": round(scan, 3),
+        "median_s": {k: round(statistics.median(v), 3) for k, v in wall.items()},
+        "median_cpu_s": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
+        "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
+        "children_warm_call_median_s": {k: round(statistics.median(w for w, _ in v), 3) for k, v in children.items()},
+        "children_warm_call_median_cpu_s": {k: round(statistics.median(c for _, c in v), 3) for k, v in children.items()},
         "goal_show_ms": 100, "goal_runs_status_s": 1.0,
     }  # fmt: skip
 
@@ -174,12 +236,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--runs", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--skip-reads", action="store_true")
+    p.add_argument("--skip-sweep", action="store_true")
+    p.add_argument("--baseline", default=None,
+                   help="the commit whose `runs --status S` the reads compare with (default: where this branch left main)")
     ns = p.parse_args(argv)
     result: dict[str, Any] = {"bench": "fleet", "load_average_start": [round(x, 1) for x in os.getloadavg()]}
-    with tempfile.TemporaryDirectory() as tmp:
-        result["sweep"] = sweep_bench(os.path.join(tmp, "fleet.db"), ns.running, ns.slots, ns.repeat)
+    if not ns.skip_sweep:
+        with tempfile.TemporaryDirectory() as tmp:
+            result["sweep"] = sweep_bench(os.path.join(tmp, "fleet.db"), ns.running, ns.slots, ns.repeat)
     if not ns.skip_reads:
-        result["reads"] = reads_bench(ns.runs, ns.repeat)
+        result["reads"] = reads_bench(ns.runs, ns.repeat, ns.baseline)
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     emit(result)
     return result

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, cast
 
 import msgspec
@@ -619,31 +619,59 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
 
 # ---------------------------------------------------------------- fleet reads
 def read_view(store: Store, module: View, *, key: str | None = None, catch_up_first: bool = True,
-              where: Sequence[tuple[str, Any]] = ()) -> tuple[dict[str, Any], int]:  # fmt: skip
+              where: Sequence[tuple[str, Any]] = (), shape: Any = None) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
     unless told not to. On a read-only store (a backup copy, a 0444 file) catching up
     cannot write: the events after the stored view (all of them, if it was never built)
-    are folded in memory instead, with the view's own evolve, and nothing is written."""
+    are folded in memory instead, with the view's own evolve, and nothing is written.
+
+    `shape`: a msgspec Struct each entry is decoded into instead of the view's STATE,
+    reading only the fields it names (msgspec skips the others in C): a listing that
+    shows a few fields of 143k runs decodes those (docs/benchmarks.md, "Fleet size").
+    An entry folded in memory is given the same shape through its stored encoding, so
+    both paths give equal values (tests/test_listing.py)."""
+    rows, position, head = _stored_rows(store, module, key=key, catch_up_first=catch_up_first, where=where)
+    decode = _decoder(module, shape)
+    current = position is not None
+    with gc_paused():
+        if is_whole(module):  # one row, key "*": the view itself
+            view: Any = decode(rows[0][1]) if rows and current else module.initial()
+        else:
+            # C loops (zip, map): 143k rows of a fleet listing cost their decode alone
+            view = dict(zip(map(itemgetter(0), rows), map(decode, map(itemgetter(-1), rows)), strict=True)) if current else {}
+    if catch_up_first and store.read_only and (position or 0) < head:
+        if shape is not None:  # folded from full states: the stored rows decoded as STATE again
+            full = _decoder(module, None)
+            view = {k: full(state) for k, state in rows} if current else {}
+        folded = _fold_in_memory(store, module, view, position or 0, key)
+        if shape is not None:
+            folded = {k: decode(_encoder.encode(v)) for k, v in folded.items()}
+        return folded, 0
+    return view, (max(0, head - position) if position is not None else head)
+
+
+def _decoder(module: View, shape: Any) -> Callable[[bytes], Any]:
+    decode: Callable[[bytes], Any] = msgspec.json.Decoder(shape or state_type(module), dec_hook=process_mod.dec_hook).decode
+    return decode
+
+
+def _stored_rows(store: Store, module: View, *, key: str | None, catch_up_first: bool,
+                 where: Sequence[tuple[str, Any]]) -> tuple[list[tuple[Any, ...]], int | None, int]:  # fmt: skip
+    """The view's stored rows as read_view reads them (caught up first unless told not
+    to), its tracking position (None if never built or of another VERSION: the rows are
+    then not the view) and the log's head, read after the rows."""
     if catch_up_first and not store.read_only:
         catch_up(store, module)
     tables.ensure(store)
-    decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
     if where and catch_up_first and store.read_only:
         raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
     where = [*([("k", key)] if key is not None else ()), *where]
     with gc_paused():
         tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
         head = store.max_position()
-        current = tracking is not None and tracking[0] == module.VERSION
-        if is_whole(module):  # one row, key "*": the view itself
-            view: Any = decode(rows[0][1]) if rows and current else module.initial()
-        else:
-            view = {k: decode(state) for k, state in rows} if current else {}
-    position = tracking[1] if current and tracking is not None else 0
-    if catch_up_first and store.read_only and position < head:
-        return _fold_in_memory(store, module, view, position, key), 0
-    return view, (max(0, head - position) if current else head)
+    current = tracking is not None and tracking[0] == module.VERSION
+    return rows, (tracking[1] if current and tracking is not None else None), head
 
 
 def _fold_in_memory(store: Store, module: View, view: Any, after: int, key: str | None) -> Any:
@@ -701,17 +729,29 @@ def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[An
 
 
 def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch_up_first: bool = True,
-              statuses: Sequence[str] = ()) -> tuple[list[Any], int]:  # fmt: skip
+              statuses: Sequence[str] = (), shape: Any = None) -> tuple[list[Any], int]:  # fmt: skip
     """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
     `statuses`: only runs in one of these, selected by the view's status column, so
-    only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md)."""
+    only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md).
+    `shape`: the msgspec Struct each run is decoded into (default the whole RunState;
+    read_view): it must have the RunState fields `run`, `status` and `deleted`, and
+    `where` sees it."""
     from projections import runs
 
-    pushed = bool(statuses) and not (catch_up_first and store.read_only)  # a backup copy folds in memory
-    found, lag = read_view(store, runs, catch_up_first=catch_up_first,
-                           where=[("status", tuple(str(s) for s in statuses))] if pushed else ())  # fmt: skip
-    if statuses and not pushed:
+    listed: Iterable[Any]
+    if catch_up_first and store.read_only:  # a backup copy: read_view folds the rest in memory
+        found, lag = read_view(store, runs, catch_up_first=True, shape=shape)
         wanted = {str(s) for s in statuses}
-        found = {k: s for k, s in found.items() if str(s.status) in wanted}
-    return sorted((s for s in found.values() if not s.deleted and (where is None or where(s))),
-                  key=lambda s: s.run), lag  # fmt: skip
+        listed = [s for s in found.values() if str(s.status) in wanted] if statuses else found.values()
+    else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key: ~0.1 s at 143k)
+        rows, position, head = _stored_rows(store, runs, key=None, catch_up_first=catch_up_first,
+                                            where=[("status", tuple(str(s) for s in statuses))] if statuses else ())  # fmt: skip
+        with gc_paused():
+            listed = list(map(_decoder(runs, shape), map(itemgetter(-1), rows))) if position is not None else []
+        lag = max(0, head - position) if position is not None else head
+    with gc_paused():  # the GC would walk the fresh entries again while they are kept and sorted
+        kept = [s for s in listed if not s.deleted and (where is None or where(s))]
+        # Sorted here even when read in key order: PostgreSQL's ORDER BY follows the
+        # database's collation, Python's sort the code points (and a sorted list is one pass).
+        kept.sort(key=attrgetter("run"))
+    return kept, lag

@@ -153,7 +153,9 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
                     if store.is_missing_table(e):
                         raise _NoTable from None
                     raise
-                rows = [(*r[:-1], bytes(r[-1])) for r in cur.fetchall()]
+                rows = cur.fetchall()
+                if rows and type(rows[0][-1]) is not bytes:  # a driver's memoryview: bytes, as SQLite's
+                    rows = [(*r[:-1], bytes(r[-1])) for r in rows]
                 cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
                 row = cur.fetchone()
         except _NoTable:

@@ -11,7 +11,7 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -74,20 +74,28 @@ def err(text: str) -> None:
     print(text.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
 
 
-def out_json(obj: Any) -> None:
-    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(obj, order="deterministic"), indent=2) + b"\n")
+def out_json(obj: Any, *, order: Literal["deterministic", "sorted"] = "deterministic") -> None:
+    """`obj` as indented JSON. order="sorted" also sorts the fields of Structs: the
+    bytes of a list of Structs are then those of their `msgspec.to_builtins` dicts."""
+    stream = sys.stdout.buffer
+    stream.write(msgspec.json.format(msgspec.json.encode(obj, order=order), indent=2))
+    stream.write(b"\n")  # apart: a listing's JSON is ~160 MB at 143k runs, not copied once more
     sys.stdout.flush()
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    if not rows:
+    cells_table([tuple("" if (v := r.get(c)) is None else str(v) for c in columns) for r in rows], columns)
+
+
+def cells_table(cells: Sequence[tuple[str, ...]], columns: Sequence[str]) -> None:
+    """Rows of strings under `columns`, each column as wide as its widest cell."""
+    if not cells:
         out("(none)")
         return
-    cells = [[("" if (v := r.get(c)) is None else str(v)) for c in columns] for r in rows]
     widths = [max(len(c), max(map(len, col))) for c, col in zip(columns, zip(*cells, strict=True), strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one call a row: listings of 100k runs
-    out(line(*columns).rstrip())
-    sys.stdout.write("".join(line(*row).rstrip() + "\n" for row in cells))
+    line = "  ".join(f"%-{w}s" for w in widths)  # one `%` a row (a cell is an argument, never a format)
+    out((line % tuple(columns)).rstrip())
+    out("\n".join([(line % row).rstrip() for row in cells]))  # listings of 143k runs: ~0.4 us a row
 
 
 def run_record(s: RunState) -> dict[str, Any]:
@@ -100,12 +108,74 @@ def run_record(s: RunState) -> dict[str, Any]:
     return d
 
 
+def _listed_field(f: msgspec.structs.FieldInfo) -> tuple[Any, ...]:
+    if f.default is not msgspec.NODEFAULT:
+        return (f.name, f.type, f.default)
+    if f.default_factory is not msgspec.NODEFAULT:
+        return (f.name, f.type, msgspec.field(default_factory=f.default_factory))
+    return (f.name, f.type)
+
+
+# `runs --json`'s record of a run as one Struct: RunState's fields but `last`, derived
+# from RunState itself (a field added there is listed here too), plus run_record's two
+# derived fields. Decoded straight from the runs view's stored state (engine.read_runs
+# `shape`), the 143k records of a fleet listing are encoded in one msgspec call: the
+# bytes are those of [run_record(s) ...] (order="sorted"; tests/test_listing.py).
+ListedRun = msgspec.defstruct(
+    "ListedRun",
+    [*(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
+     ("code_shown", str, ""), ("predicates", dict[str, bool], {})],
+    kw_only=True,
+)  # fmt: skip
+
+
+def listed(found: Sequence[Any]) -> Sequence[Any]:
+    """ListedRuns (read_runs(shape=ListedRun)) given their shown code and predicates,
+    as run_record gives a RunState's; returned for out_json(order="sorted")."""
+    for s in found:
+        s.code_shown, s.predicates = _derived(s.status, s.code, s.fenced_end is not None)
+    return found
+
+
+class RunRow(msgspec.Struct, kw_only=True):
+    """The fields of a RunState that the `runs` table shows and its filters read,
+    decoded from the stored state (msgspec skips the rest). `updated_at` is kept as the
+    stored text, which is what run_record's `msgspec.to_builtins` makes of it."""
+
+    run: str
+    status: str
+    code: str = ""
+    workflow: str | None = None
+    process: str | None = None
+    updated_at: str
+    actor: str | None = None
+    labels: dict[str, str] = {}
+    deleted: bool = False
+
+
+RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_at", "actor")
+
+
+def runs_table(found: Sequence[RunRow]) -> None:
+    """The `runs` table, with a labels column if any run has labels (rule I2): the
+    cells table(run_record(s) ...) would make, built from RunRows in one pass."""
+    cells: list[tuple[str, ...]] = [(r.run, r.status, _derived(r.status, r.code, False)[0], r.workflow or "",
+                                     r.process or "", r.updated_at, r.actor or "") for r in found]  # fmt: skip
+    columns = list(RUNS_COLUMNS)
+    if any(r.labels for r in found):
+        cells = [(*row, ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())))
+                 for row, r in zip(cells, found, strict=True)]  # fmt: skip
+        columns.append("labels")
+    cells_table(cells, columns)
+
+
 @functools.lru_cache(maxsize=4096)
 def _derived(status: str, code: str, fenced_end: bool) -> tuple[str, dict[str, bool]]:
     """The shown code and the predicates of a run: functions of these three alone
     (ledger/lifecycle.py), so a listing of 100,000 runs computes them once per distinct
     triple, not per run (13 predicate calls a run were 2/3 of `runs --status S`;
-    docs/benchmarks.md, "Fleet size"). run_record copies the dict it hands out."""
+    docs/benchmarks.md, "Fleet size"). The shown code does not read `fenced_end`.
+    run_record copies the dict it hands out; a listing (`listed`) only encodes it."""
     return (show_code(code) if lifecycle.is_failure(status) else "",
             lifecycle.predicates(status, code, fenced_end=fenced_end))  # fmt: skip
 

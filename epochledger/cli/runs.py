@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -14,13 +14,17 @@ from epochledger.app import open_ledger
 from epochledger.cli.common import (
     JSON,
     NO_CATCH_UP,
+    ListedRun,
+    RunRow,
     arg,
     command,
     err,
+    listed,
     open_ns,
     out,
     out_json,
     run_record,
+    runs_table,
     say_lag,
     table,
 )
@@ -248,7 +252,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
              epochledger runs --label team=data --label env=prod   (both labels; rule I2)
     """
 
-    def keep(s: RunState) -> bool:
+    def keep(s: Listed) -> bool:
         if ns.status and s.status not in ns.status:
             return False
         if ns.where and not all(lifecycle.PREDICATES[p](s.status, s.code) for p in ns.where):
@@ -263,27 +267,42 @@ def cmd_runs(ns: argparse.Namespace) -> None:
         return runs_orphaned(ns, keep)
     from projections.engine import gc_paused, read_runs
 
+    # Each output decodes from the runs view only what it shows (read_runs `shape`): the
+    # table RunRow's few fields, --json every field but the last event, in one encode
+    # (docs/benchmarks.md, "Fleet size"). --streaking joins whole records to the streaks.
+    shape = RunState if ns.streaking else ListedRun if ns.json else RunRow
     with open_ns(ns) as ledger, gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-        found, lag = read_runs(ledger.store, keep, catch_up_first=not ns.no_catch_up, statuses=ns.status or ())
-        rows = [run_record(s) for s in found]
+        # --status alone is read_runs' own filter (in SQL): no per-run call then
+        filters = keep if ns.where or ns.code or ns.label else None
+        found, lag = read_runs(ledger.store, filters, catch_up_first=not ns.no_catch_up, statuses=ns.status or (),
+                               shape=shape)  # fmt: skip
         if ns.streaking:
-            rows = _streaking(rows, tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
+            rows = _streaking([run_record(s) for s in found], tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
     say_lag(lag)
-    if ns.json:
-        with gc_paused():
-            out_json(rows)
-        return
     if ns.streaking:
+        if ns.json:
+            with gc_paused():
+                out_json(rows)
+            return
         cols = ["since", "age_s", "failures", "step", "error_class", "error"]
         table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
         return
-    columns = ["run", "status", "code_shown", "workflow", "process", "updated_at", "actor"]
-    if any(r["labels"] for r in rows):
-        for r in rows:
-            r["labels"] = ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()))
-        columns.append("labels")
-    table(rows, columns)
+    with gc_paused():
+        if ns.json:
+            out_json(listed(found), order="sorted")
+        else:
+            runs_table(found)
 
+
+class Listed(Protocol):
+    """What `runs`'s filters read of a run: RunState, ListedRun and RunRow all have it."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def code(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
 
 
 @command("history", arg("run"), JSON)
@@ -388,7 +407,7 @@ def _show_tick_health(health: dict[str, Any]) -> None:
             f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
 
 
-def runs_orphaned(ns: argparse.Namespace, keep: Callable[[RunState], bool]) -> None:
+def runs_orphaned(ns: argparse.Namespace, keep: Callable[[Listed], bool]) -> None:
     with open_ns(ns) as ledger:
         found = ledger.orphans()
     rows = []
