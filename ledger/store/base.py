@@ -549,7 +549,7 @@ class Store(ABC):
         """read_raw's batches as text: each batch is `lines_of` its rows, byte for byte
         (tests/store_contract.py), with its row count and last position. For the audit
         copy, which hands DuckDB the lines as they are: a backend may build them in SQL,
-        with no Python object per row (SQLite does: ~0.7 us an event instead of ~1.2 for
+        with no Python object per row (SQLite does: ~0.9 us an event instead of 1.3-1.7 for
         read_raw and formatting, docs/benchmarks.md). Positions as read_raw."""
         check_position(after, "after")
         if upto is not None:
