@@ -324,7 +324,9 @@ class SQLiteStore(Store):
     # instead, so the bytes are lines_of's (tests/store_contract.py). A stream or
     # version of another storage class than the store writes (text, integer), which
     # only a hand edit can leave and lines_of cannot format, comes out as SQLite
-    # renders it.
+    # renders it. group_concat takes the rows in the subquery's order (a LIMIT subquery
+    # runs as a coroutine in rowid order; the laws check the bytes); the audit copy
+    # would not depend on it anyway, each line carries its position.
     _LINES_SQL = (
         "SELECT count(*), max(p), sum(typeof(b) = 'blob'), "
         "CAST(group_concat(p || char(9) || s || char(9) || v || char(9) || b || char(10), '') AS BLOB) "
