@@ -1128,3 +1128,45 @@ def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
         audit.sync(Shrinking(), path)  # type: ignore[arg-type]
     assert audit.status(path)["position"] == 0 and positions(path) == []
     assert audit.sync(store, path).appended == 3
+
+
+def test_A1_R3_duckdb_on_two_threads_gives_the_same_audit_rows(sqlite_ledger: Ledger, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """SYNC_THREADS = 2 (the benchmark's variant: each chunk cut at line ends into one
+    file a thread) gives the rows, types and position of one thread, odd chunks (one
+    event, a multi-line payload that goes the checked way) included."""
+    sqlite_ledger.boot("worker-1", epoch="w1.e1")
+    day(sqlite_ledger, 7)
+    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                     ("run:x", 9, "run.x", b'{"type":"run.started",\n"run":"x"}'))  # fmt: skip
+    sqlite_ledger.queue("last")
+
+    def synced(name: str) -> list[object]:
+        path = str(tmp_path / f"{name}.duckdb")
+        for chunk in (1, 4, 5, 100):
+            audit.sync(_Upto(sqlite_ledger.store, 3 * chunk), path, chunk=chunk)  # type: ignore[arg-type]
+        audit.sync(sqlite_ledger.store, path, chunk=7)
+        return [*audit.query(path, "SELECT * FROM events ORDER BY position").rows,
+                *audit.query(path, "SELECT * FROM lifecycle_predicates ORDER BY ALL").rows,
+                *audit.query(path, "SELECT position FROM audit_sync").rows]  # fmt: skip
+
+    one = synced("one")
+    monkeypatch.setattr(audit, "SYNC_THREADS", 2)
+    assert synced("two") == one
+    assert [r[0] for r in one[:sqlite_ledger.store.max_position()]] == list(range(1, sqlite_ledger.store.max_position() + 1))
+    assert audit._parts(b"a\nb\nc\n", 2) == [b"a\nb\n", b"c\n"] and audit._parts(b"a\n", 2) == [b"a\n"]
+    assert audit._parts(b"aaaa\nb\n", 2) == [b"aaaa\n", b"b\n"] and audit._parts(b"a\nbbbbbbbb\n", 2) == [b"a\nbbbbbbbb\n"]
+
+
+class _Upto:
+    """A store seen up to `upto` (a sync that stops there; the next resumes)."""
+
+    def __init__(self, store: object, upto: int) -> None:
+        self.store, self.upto, self.url = store, upto, store.url  # type: ignore[attr-defined]
+
+    def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # type: ignore[no-untyped-def]
+        return self.store.read_raw(after, self.upto if upto is None else min(upto, self.upto), batch)  # type: ignore[attr-defined]
+
+    def read_lines(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # type: ignore[no-untyped-def]
+        return self.store.read_lines(after, self.upto if upto is None else min(upto, self.upto), batch)  # type: ignore[attr-defined]
