@@ -13,9 +13,6 @@ queued, started, checkpointed, finished/failed) through the store adapter, then,
                       time (all its threads)
   base_sync_full    - the same with the audit code of commit REV (default: where this
                       branch left main; a `git archive` of it in /tmp), in a child
-  threads2_sync_full - the candidate with SYNC_THREADS = 2 (DuckDB on two threads, each
-                      chunk cut into two files), in a child: the lever to flip if it pays
-                      on a quiet machine (docs/benchmarks.md)
   runs_query / base_runs_query - `SELECT count(*), count(workflow) FROM runs` on each
                       file (the runs view reads the payload: the cost of its storage)
   sync_incremental  - audit sync of the last 1% appended afterwards
@@ -80,8 +77,6 @@ import json, os, sys, time
 from ledger.store import open_store
 from projections import audit
 url, path, cutoff = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if len(sys.argv) > 4:  # the candidate with DuckDB on more threads (a chunk cut into one file a thread)
-    audit.SYNC_THREADS = int(sys.argv[4])
 store = open_store(url, create=False)
 
 class Upto:  # the same store, seen up to `cutoff` (read_lines: the audit code since f71119b)
@@ -103,11 +98,10 @@ print(json.dumps(out))
 """
 
 
-def child(tree: str, url: str, cutoff: int, threads: int | None = None) -> dict:
+def child(tree: str, url: str, cutoff: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": tree}
-        extra = [] if threads is None else [str(threads)]
-        out = subprocess.run([sys.executable, "-c", CHILD, url, os.path.join(tmp, "bench.duckdb"), str(cutoff), *extra],
+        out = subprocess.run([sys.executable, "-c", CHILD, url, os.path.join(tmp, "bench.duckdb"), str(cutoff)],
                              cwd=tree, env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
     result = json.loads(out.strip().splitlines()[-1])
     assert result["where"].startswith(tree), (result["where"], tree)  # the tree meant, not the installed one
@@ -125,8 +119,7 @@ def main() -> None:
     base = baseline_tree(ns.baseline, "projections/audit/__init__.py")
     times: dict[str, list[float]] = {k: [] for k in ("anchor_raw_read", "anchor_typed_read", "sync_full", "base_sync_full",
                                                       "runs_query", "base_runs_query", "sync_incremental", "sync_nothing",
-                                                      "sync_full_cpu", "base_sync_full_cpu", "threads2_sync_full",
-                                                      "threads2_sync_full_cpu", "threads2_runs_query")}  # fmt: skip
+                                                      "sync_full_cpu", "base_sync_full_cpu")}  # fmt: skip
     load = []
     with open_ledger(ns.store) as lg:
         n = lg.store.max_position()
@@ -141,10 +134,9 @@ def main() -> None:
             t = time.perf_counter()
             assert sum(1 for _ in lg.events()) == n
             times["anchor_typed_read"].append(time.perf_counter() - t)
-            order = [("", ROOT, None), ("base_", base, None), ("threads2_", ROOT, 2)]
-            order = order[i % 3:] + order[:i % 3]
-            for prefix, tree, threads in order:
-                r = child(tree, url, cutoff, threads)
+            order = [("", ROOT), ("base_", base)] if i % 2 == 0 else [("base_", base), ("", ROOT)]
+            for prefix, tree in order:
+                r = child(tree, url, cutoff)
                 assert r["full"][1] == cutoff and r["runs_query"][1] == -(-cutoff // 4), r  # 4 events a run
                 assert r["full"][1] + r["incremental"][1] == n and r["nothing"][1] == 0, r
                 times[prefix + "sync_full"].append(r["full"][0])
@@ -161,7 +153,6 @@ def main() -> None:
         "anchor_typed_read": n / med["anchor_typed_read"],
         "sync_full": cutoff / med["sync_full"],
         "base_sync_full": cutoff / med["base_sync_full"],
-        "threads2_sync_full": cutoff / med["threads2_sync_full"],
         "sync_incremental": (n - cutoff) / med["sync_incremental"],
     }
     print(json.dumps({
@@ -176,8 +167,6 @@ def main() -> None:
         "seconds_median": {k: round(v, 3) for k, v in med.items()},
         "seconds_all": {k: [round(x, 3) for x in v] for k, v in times.items()},
         "sync_full_vs_base": round(per_s["sync_full"] / per_s["base_sync_full"], 2),
-        "threads2_vs_sync_full": round(per_s["threads2_sync_full"] / per_s["sync_full"], 2),
-        "threads2_cpu_vs_sync_full": round(med["threads2_sync_full_cpu"] / med["sync_full_cpu"], 2),
         "sync_full_vs_raw_read": round(per_s["sync_full"] / per_s["anchor_raw_read"], 2),
         "sync_full_vs_typed_read": round(per_s["sync_full"] / per_s["anchor_typed_read"], 2),
         "runs_query_vs_base": round(med["runs_query"] / med["base_runs_query"], 2),

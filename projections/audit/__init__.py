@@ -33,7 +33,6 @@ ledger store for writing (sync only reads it).
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import math
 import os
@@ -400,21 +399,7 @@ def _checked_line(row: tuple[int, str, int, Any]) -> bytes:
 
 
 def _chunk_files(stem: str) -> list[str]:
-    """Every file of the chunk slot `stem`: stem.tsv, stem.ndjson, the parts stem.K.tsv."""
-    return glob.glob(glob.escape(stem) + ".*")
-
-
-def _parts(data: bytes, n: int) -> list[bytes]:
-    """`data` cut at line ends into up to `n` parts of about equal size, none empty: one
-    file for each of DuckDB's threads (it reads one file per thread)."""
-    cuts = [0]
-    for k in range(1, n):
-        end = data.find(b"\n", max(cuts[-1], len(data) * k // n))
-        if end < 0 or end + 1 >= len(data):
-            break
-        cuts.append(end + 1)
-    cuts.append(len(data))
-    return [data[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    return [stem + source for source in _SOURCES]
 
 
 class _Chunk(NamedTuple):
@@ -426,11 +411,11 @@ class _Chunk(NamedTuple):
     rows: Callable[[], list[tuple[int, str, int, Any]]]  # read again, for the checked way only
 
 
-def _write_chunk(data: bytes, chunk: _Chunk, stem: str) -> list[str]:
-    """Write the chunk's files and return their paths: the store's lines as they are
-    (Store.read_lines: position, stream, version, the payload as stored, tab-separated),
-    cut at line ends into SYNC_THREADS parts `stem`.K.tsv, when they hold exactly one
-    newline a row; else the checked `stem`.ndjson, from the chunk's rows read again.
+def _write_chunk(data: bytes, chunk: _Chunk, stem: str) -> str:
+    """Write the chunk's file and return its path: `stem`.tsv, the store's lines as they
+    are (Store.read_lines: position, stream, version, the payload as stored,
+    tab-separated), when they hold exactly one newline a row; else the checked
+    `stem`.ndjson, from the chunk's rows read again.
 
     Why the newline count is enough: with exactly n newlines the file has exactly n
     lines, one per row, so no payload can split into a line of its own (a forged row).
@@ -442,15 +427,13 @@ def _write_chunk(data: bytes, chunk: _Chunk, stem: str) -> list[str]:
         if os.path.exists(old):
             os.remove(old)
     if data.count(b"\n") == chunk.events:
-        paths = []
-        for k, part in enumerate(_parts(data, SYNC_THREADS)):
-            paths.append(f"{stem}.{k}.tsv")
-            with open(paths[-1], "wb") as f:
-                f.write(part)
-        return paths
+        path = stem + ".tsv"
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
     path = stem + ".ndjson"
     _rewrite_checked(chunk.rows(), path)
-    return [path]
+    return path
 
 
 def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
@@ -460,26 +443,24 @@ def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
         f.write(b"".join(map(_checked_line, rows)))
 
 
-def _load(con: duckdb.DuckDBPyConnection, paths: list[str], chunk: _Chunk, before: int) -> int:
+def _load(con: duckdb.DuckDBPyConnection, path: str, chunk: _Chunk, before: int) -> int:
     """One chunk, one transaction: the rows, their predicates, the new position."""
     con.execute("BEGIN")
     try:
         (position,) = con.execute("SELECT position FROM audit_sync").fetchone()  # type: ignore[misc]
         if position != before:
             raise StoreError(f"audit file moved from position {before} to {position} during this sync")
-        source = os.path.splitext(paths[0])[1]
+        stem, source = os.path.splitext(path)
         try:
-            con.execute(_INSERTS[source], [paths])
+            con.execute(_INSERTS[source], [path])
         except _REFUSED_CHUNK:
             if source == ".ndjson":
                 raise
             con.execute("ROLLBACK")
             con.execute("BEGIN")
-            for path in paths:
-                os.remove(path)
-            checked = paths[0].removesuffix(".0.tsv") + ".ndjson"
-            _rewrite_checked(chunk.rows(), checked)
-            con.execute(_INSERTS[".ndjson"], [[checked]])
+            os.remove(path)
+            _rewrite_checked(chunk.rows(), stem + ".ndjson")
+            con.execute(_INSERTS[".ndjson"], [stem + ".ndjson"])
         _add_predicates(con, before)
         con.execute("UPDATE audit_sync SET position = ?", [chunk.last])
         con.execute("COMMIT")
