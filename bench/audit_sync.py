@@ -79,10 +79,12 @@ from projections import audit
 url, path, cutoff = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = open_store(url, create=False)
 
-class Upto:  # the same store, seen up to `cutoff`
+class Upto:  # the same store, seen up to `cutoff` (read_lines: the audit code since f71119b)
     url = store.url
     def read_raw(self, after=0, upto=None, batch=10_000):
-        return store.read_raw(after, cutoff, batch)
+        return store.read_raw(after, cutoff if upto is None else min(upto, cutoff), batch)
+    def read_lines(self, after=0, upto=None, batch=10_000):
+        return store.read_lines(after, cutoff if upto is None else min(upto, cutoff), batch)
 
 out = {"where": audit.__file__}
 t, c = time.perf_counter(), time.process_time(); r = audit.sync(Upto(), path)

@@ -30,9 +30,9 @@ from epochledger.app import Ledger
 from epochledger.cli import exit_code
 from ledger.errors import CommitUnknown, NotCommitted
 from ledger.events import RunFailed, RunQueued, Status, run_stream
-from ledger.store import Append, open_store
+from ledger.store import Append, Lines, lines_of, open_store
 from tests.conftest import T0
-from tests.engine_helpers import random_history
+from tests.engine_helpers import corrupt, random_history
 
 
 def _log(ledger: Ledger) -> list[tuple[int, str, int]]:
@@ -333,6 +333,21 @@ class StoreContract(ABC):
             assert store.max_position() == pos
         finally:
             store.close()
+
+    def test_A1_read_lines_are_read_raws_batches_as_lines_of_their_rows(self, ledger) -> None:
+        """The audit copy's feed (Store.read_lines, docs/audit.md): the same batches as
+        read_raw, each the bytes lines_of makes of its rows, whatever the payloads hold
+        (a NUL, a tab, a newline, bytes that are not UTF-8, nothing at all), on every
+        backend and wherever the keyset starts and stops."""
+        random_history(ledger, 5, runs=6, ops=60)
+        for position, payload in enumerate([b'{"a":"x\x00y"}', b"\t\n", b"\xff\xfe{", b"", b"\x00"], start=3):
+            corrupt(ledger.store.url, position, payload)
+        top = ledger.store.max_position()
+        for after, upto, batch in [(0, None, 7), (0, None, 10_000), (2, 9, 3), (5, top, 1), (top, None, 4), (0, 0, 5)]:
+            raw = list(ledger.store.read_raw(after, upto, batch))
+            lines = list(ledger.store.read_lines(after, upto, batch))
+            assert lines == [Lines(len(rows), rows[-1][0], lines_of(rows)) for rows in raw], (after, upto, batch)
+        assert b"".join(x.data for x in ledger.store.read_lines())[:2] == b"1\t"
 
     def test_L5_read_streams_equals_read_stream_per_stream(self, ledger) -> None:
         random_history(ledger, 21, runs=12, ops=200)

@@ -24,7 +24,7 @@ from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
 from ledger.errors import InvalidInput, LedgerError, QueryRefused, RunNotFound, StoreError
-from ledger.events import Status
+from ledger.events import TAGS, Status
 from projections import audit
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -1022,3 +1022,109 @@ def test_A1_the_documented_bounds_are_the_code_s() -> None:
         assert f"default {audit.QUERY_TIMEOUT_S:g};" in help_of(name)
         assert f"default {audit.QUERY_MEMORY_LIMIT};" in help_of(name)
     assert f"default {audit.SYNC_WAIT_S:g}," in help_of("sync")
+
+
+# ------------------------------------- issue 12: the store's lines built in SQL
+_TAGS = sorted(TAGS)
+_value = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=12) \
+    | st.sampled_from(["2026-09-09T14:00:00Z", "2026-09-09T14:00:00+02:00", "yesterday", "", "queued", "failed_resumable",
+                       "TIMEOUT", "w1.e1", "a\tb", "line\nbreak"]) | st.lists(st.integers(), max_size=2)  # fmt: skip
+_field = st.sampled_from(["at", "run", "process", "epoch", "status", "code", "actor", "reason", "workflow", "zzz"])
+
+
+@st.composite
+def _stored(draw: st.DrawFn) -> bytes:
+    """A payload as a store could hold it: an event of any tag with any of the audit's
+    fields (any JSON value), spelled compactly or over several lines; or no JSON at all."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.binary(max_size=30) | st.sampled_from([b"", b"\x00", b"{\"type\":\"run.queued\"", b"\xff\xfe"]))
+    event = {"type": draw(st.sampled_from(_TAGS) | _value), **draw(st.dictionaries(_field, _value, max_size=6))}
+    return json.dumps(event, indent=draw(st.sampled_from([None, None, 1]))).encode()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), stored=st.lists(st.tuples(st.sampled_from(["run:x", "process:w1", "run:a\tb"]), _stored()),
+                                                  max_size=12),
+       chunk=st.integers(1, 9), cut=st.integers(0, 400))  # fmt: skip
+def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
+        tmp_path_factory, monkeypatch: pytest.MonkeyPatch, seed: int, stored: list[tuple[str, bytes]], chunk: int, cut: int) -> None:  # fmt: skip
+    """Law (issue 12): the audit file synced from SQLite's own lines (Store.read_lines)
+    holds exactly the rows and types of the one synced from lines_of(read_raw's rows),
+    the feed before: for random histories of every event type (the ledger's own, then
+    stored payloads of any tag with any field values, multi-line JSON and bytes that are
+    not JSON), any chunk size, synced in two parts (the second resuming from the file's
+    position) or at once."""
+    from epochledger.app import open_ledger as open_
+    from ledger.clock import ManualClock
+    from ledger.store.base import Store
+    from ledger.store.sqlite import SQLiteStore
+    from tests.engine_helpers import random_history
+
+    tmp = tmp_path_factory.mktemp("lines")
+    db = tmp / "ledger.db"
+    with open_(str(db), clock=ManualClock(datetime(2026, 9, 9, tzinfo=UTC), uptime=5.0)) as lg:
+        random_history(lg, seed, runs=5, ops=40)
+        with sqlite3.connect(db) as conn:
+            for n, (stream, state) in enumerate(stored):
+                conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                             (stream, 1000 + n, "t", state))  # fmt: skip
+        conn.close()
+        top = lg.store.max_position()
+        split = min(cut, top)
+
+        def synced(path: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+            class Upto:  # the store seen up to `split`, then whole: a second sync resumes
+                url = lg.store.url
+
+                def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):
+                    return lg.store.read_raw(after, split if upto is None else min(upto, split), batch)
+
+                def read_lines(self, after: int = 0, upto: int | None = None, batch: int = 10_000):
+                    return lg.store.read_lines(after, split if upto is None else min(upto, split), batch)
+
+            audit.sync(Upto(), path, chunk=chunk)  # type: ignore[arg-type]
+            audit.sync(lg.store, path, chunk=chunk)
+            con = duckdb.connect(path, read_only=True)
+            try:
+                rows = con.execute("SELECT * FROM events ORDER BY position").fetchall()
+                types = con.execute("SELECT column_name, data_type FROM information_schema.columns ORDER BY ALL").fetchall()
+                predicates = con.execute("SELECT * FROM lifecycle_predicates ORDER BY ALL").fetchall()
+                state = con.execute("SELECT * FROM audit_sync").fetchall()
+            finally:
+                con.close()
+            return rows, [*types, *predicates, *state]
+
+        new = synced(str(tmp / "new.duckdb"))
+        with monkeypatch.context() as m:
+            m.setattr(SQLiteStore, "_select_lines_after", Store._select_lines_after)  # the rows, formatted in Python
+            old = synced(str(tmp / "old.duckdb"))
+    assert new == old
+    assert [r[0] for r in new[0]] == list(range(1, top + 1))  # every event, once
+
+
+def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+    """A chunk the fast feed cannot carry is read again as rows (the lines carry no
+    rows): if those positions then hold other events than the first read counted, the
+    sync stops with StoreError and commits nothing of that chunk, never a row twice or
+    a row lost. Mutation caught: the count check dropped (the chunk lands short)."""
+    sqlite_ledger.queue("x")
+    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                     ("run:x", 2, "run.started", b'{"type":"run.started",\n"run":"x"}'))  # fmt: skip
+    sqlite_ledger.queue("y")
+    store = sqlite_ledger.store
+
+    class Shrinking:  # the second read of a range loses its last row
+        url = store.url
+
+        def read_lines(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # type: ignore[no-untyped-def]
+            return store.read_lines(after, upto, batch)
+
+        def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # type: ignore[no-untyped-def]
+            return [rows[:-1] for rows in store.read_raw(after, upto, batch)]
+
+    path = str(tmp_path / "audit.duckdb")
+    with pytest.raises(StoreError, match=r"positions 1\.\.3 held 3 events, now 2"):
+        audit.sync(Shrinking(), path)  # type: ignore[arg-type]
+    assert audit.status(path)["position"] == 0 and positions(path) == []
+    assert audit.sync(store, path).appended == 3

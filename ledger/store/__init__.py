@@ -12,16 +12,18 @@ from ledger.store.base import (
     EVENTS_TABLE,
     READ_BATCH,
     Append,
+    Lines,
     Poison,
     Store,
     check_position,
+    lines_of,
     translated,
 )
 from ledger.store.url import DEFAULT_PATH, PostgresURL, SQLiteURL, parse_url, resolve_url
 
 __all__ = [
-    "DEFAULT_PATH", "EVENTS_TABLE", "READ_BATCH", "Append", "Poison", "PostgresURL", "SQLiteURL", "Store",
-    "check_position", "open_store", "parse_url", "resolve_url", "translated",
+    "DEFAULT_PATH", "EVENTS_TABLE", "READ_BATCH", "Append", "Lines", "Poison", "PostgresURL", "SQLiteURL", "Store",
+    "check_position", "lines_of", "open_store", "parse_url", "resolve_url", "translated",
 ]
 
 

@@ -7,16 +7,18 @@ the ledger stored, not a re-encoding of a typed decode: a field written by a new
 version, or a tag this version does not know, survives (rule L3).
 
 Feeding DuckDB: one tab-separated line per event (position, stream, version, and the
-stored payload bytes verbatim), loaded with DuckDB's strict CSV reader, quoting and
-escaping off; DuckDB extracts the common columns from the payload. A chunk whose
-payloads would split or widen its lines (a raw newline or tab), or that DuckDB refuses
-(not JSON, not UTF-8), goes the checked way instead: one NDJSON line per event, each
-payload checked and carried as a JSON string, read with `read_ndjson` (_write_chunk
-says why nothing can slip between the two). Measured in
+stored payload bytes verbatim), as the store gives them (Store.read_lines: on SQLite
+SQLite builds a batch's lines itself, no Python object per event), loaded with
+DuckDB's strict CSV reader, quoting and escaping off; DuckDB extracts the common
+columns from the payload in C (json_extract_string). A chunk whose payloads would
+split or widen its lines (a raw newline or tab), or that DuckDB refuses (not JSON, not
+UTF-8), is read again as rows and goes the checked way instead: one NDJSON line per
+event, each payload checked and carried as a JSON string, read with `read_ndjson`
+(_write_chunk says why nothing can slip between the two). Measured in
 docs/benchmarks.md: executemany ~1k rows/s; this path is bounded by DuckDB storing the
 rows, not by parsing them. DuckDB cannot read the ledger itself here (its
-sqlite/postgres extensions are not installable offline), so Python feeds it. The next
-chunk's file is written while DuckDB loads the previous one.
+sqlite/postgres extensions are not installable offline), so the store feeds it. The
+next chunk's file is written while DuckDB loads the previous one.
 
 Every other table in the file is a view over `events` (projections/audit/views.sql)
 except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
@@ -400,10 +402,20 @@ def _chunk_files(stem: str) -> list[str]:
     return [stem + source for source in _SOURCES]
 
 
-def _write_chunk(rows: list[tuple[int, str, int, Any]], stem: str) -> str:
-    """Write the chunk's file and return its path: `stem`.tsv, one line a row (position,
-    stream, version, the payload as stored, tab-separated), when the chunk holds exactly
-    one newline a row; else the checked `stem`.ndjson.
+class _Chunk(NamedTuple):
+    """The events after < position <= last, `events` of them: one DuckDB transaction."""
+
+    after: int
+    last: int
+    events: int
+    rows: Callable[[], list[tuple[int, str, int, Any]]]  # read again, for the checked way only
+
+
+def _write_chunk(data: bytes, chunk: _Chunk, stem: str) -> str:
+    """Write the chunk's file and return its path: `stem`.tsv, the store's lines as they
+    are (Store.read_lines: position, stream, version, the payload as stored,
+    tab-separated), when they hold exactly one newline a row; else the checked
+    `stem`.ndjson, from the chunk's rows read again.
 
     Why the newline count is enough: with exactly n newlines the file has exactly n
     lines, one per row, so no payload can split into a line of its own (a forged row).
@@ -414,20 +426,13 @@ def _write_chunk(rows: list[tuple[int, str, int, Any]], stem: str) -> str:
     for old in _chunk_files(stem):  # this slot's previous chunk, loaded and committed
         if os.path.exists(old):
             os.remove(old)
-    parts: list[Any] = []
-    add = parts.append
-    for position, stream, version, state in rows:  # the hot loop: no call per row but these
-        add(b"%d\t%b\t%d\t" % (position, stream.encode(), version))
-        add(state)
-        add(b"\n")
-    data = b"".join(parts)
-    if data.count(b"\n") == len(rows):
+    if data.count(b"\n") == chunk.events:
         path = stem + ".tsv"
         with open(path, "wb") as f:
             f.write(data)
         return path
     path = stem + ".ndjson"
-    _rewrite_checked(rows, path)
+    _rewrite_checked(chunk.rows(), path)
     return path
 
 
@@ -438,9 +443,8 @@ def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
         f.write(b"".join(map(_checked_line, rows)))
 
 
-def _load(con: duckdb.DuckDBPyConnection, path: str, rows: list[tuple[int, str, int, Any]], before: int) -> int:
+def _load(con: duckdb.DuckDBPyConnection, path: str, chunk: _Chunk, before: int) -> int:
     """One chunk, one transaction: the rows, their predicates, the new position."""
-    last = rows[-1][0]
     con.execute("BEGIN")
     try:
         (position,) = con.execute("SELECT position FROM audit_sync").fetchone()  # type: ignore[misc]
@@ -455,15 +459,15 @@ def _load(con: duckdb.DuckDBPyConnection, path: str, rows: list[tuple[int, str, 
             con.execute("ROLLBACK")
             con.execute("BEGIN")
             os.remove(path)
-            _rewrite_checked(rows, stem + ".ndjson")
+            _rewrite_checked(chunk.rows(), stem + ".ndjson")
             con.execute(_INSERTS[".ndjson"], [stem + ".ndjson"])
         _add_predicates(con, before)
-        con.execute("UPDATE audit_sync SET position = ?", [last])
+        con.execute("UPDATE audit_sync SET position = ?", [chunk.last])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return last
+    return chunk.last
 
 
 def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int, int], None] | None = None,
@@ -482,28 +486,41 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int
             appended = 0
             with ThreadPoolExecutor(max_workers=1) as pool:
                 pending: Future[int] | None = None
-                buffered: list[tuple[int, str, int, Any]] = []
-                n = 0
+                buffered: list[bytes] = []
+                count, after, n = 0, position, 0
 
-                def flush(rows: list[tuple[int, str, int, Any]]) -> None:
-                    nonlocal pending, position, appended, n
+                def reread(after: int, last: int, count: int) -> Callable[[], list[tuple[int, str, int, Any]]]:
+                    def rows() -> list[tuple[int, str, int, Any]]:
+                        got = [r for rows in store.read_raw(after, last) for r in rows]
+                        if len(got) != count:  # the log is append-only: the same positions hold the same rows
+                            raise StoreError(f"positions {after + 1}..{last} held {count} events, now {len(got)}")
+                        return got
+
+                    return rows
+
+                def flush(last: int) -> None:
+                    nonlocal pending, position, appended, n, buffered, count, after
                     n += 1
+                    piece = _Chunk(after, last, count, reread(after, last, count))
                     # two slots: one chunk loading, the next being written meanwhile
-                    file = _write_chunk(rows, os.path.join(tmp, f"chunk-{n % 2}"))
+                    file = _write_chunk(b"".join(buffered), piece, os.path.join(tmp, f"chunk-{n % 2}"))
                     if pending is not None:  # at most one load in flight; errors surface here
                         position = pending.result()
-                    pending = pool.submit(_load, con, file, rows, position)
-                    appended += len(rows)
+                    pending = pool.submit(_load, con, file, piece, position)
+                    appended += count
+                    buffered, count, after = [], 0, last
                     if progress:
-                        progress(appended, rows[-1][0])
+                        progress(appended, last)
 
-                for rows in store.read_raw(position, batch=min(chunk, 10_000)):
-                    buffered.extend(rows)
-                    if len(buffered) >= chunk:
-                        flush(buffered)
-                        buffered = []
-                if buffered:
-                    flush(buffered)
+                last = position
+                for lines in store.read_lines(position, batch=min(chunk, 10_000)):
+                    buffered.append(lines.data)
+                    count += lines.events
+                    last = lines.last
+                    if count >= chunk:
+                        flush(last)
+                if count:
+                    flush(last)
                 if pending is not None:
                     position = pending.result()
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
