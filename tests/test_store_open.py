@@ -118,11 +118,18 @@ def test_L4_init_creates_and_then_every_command_finds_the_store(tmp_path: Path, 
     assert main(["--store", str(store), "runs"]) == 0
 
 
-def test_bad_store_urls_say_what_is_wrong(tmp_path) -> None:
+def test_bad_store_urls_say_what_is_wrong(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(InvalidInput, match="unsupported store URL scheme 'mysql'"):
         open_store("mysql://x/y")
     with pytest.raises(InvalidInput, match="needs a path"):
         open_store("sqlite://")
+    for url in ("://", ":///x.db", "://u@h/db"):  # "://" alone once made a SQLite file named ':' in the cwd
+        with pytest.raises(InvalidInput, match="needs a scheme before '://'"):
+            open_store(url)
+    for url in ("sqlite:///:memory:", ":memory:"):  # each connection would see its own empty database
+        with pytest.raises(InvalidInput, match="in-memory SQLite store is not supported"):
+            open_store(url)
     with pytest.raises(NoSuchStore, match="does not exist"):
         open_store(str(tmp_path / "missing" / "x.db"))
 

@@ -84,7 +84,13 @@ def parse_url(url: str | None) -> SQLiteURL | PostgresURL:
         path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else ""
         if not path:
             raise InvalidInput(f"SQLite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}", where=WHERE)
-        return SQLiteURL(os.path.abspath(path))
-    if scheme:
+    elif scheme:
         raise InvalidInput(f"unsupported store URL scheme {scheme!r} (use sqlite:/// or postgresql://)", where=WHERE)
-    return SQLiteURL(os.path.abspath(url))
+    elif "://" in url:  # not a path anyone means: "://" alone made a file named ':' in the working directory
+        raise InvalidInput(f"a store URL needs a scheme before '://' (sqlite:/// or postgresql://), got {url!r}", where=WHERE)
+    else:
+        path = url
+    if path == ":memory:":  # SQLite's name for a private in-memory database; here it would be a file so named
+        raise InvalidInput("an in-memory SQLite store is not supported: the ledger's connections would each see "
+                           "their own empty database; name a file (sqlite:///runs.db)", where=WHERE)  # fmt: skip
+    return SQLiteURL(os.path.abspath(path))
