@@ -500,10 +500,12 @@ class Batch(Commands):
 
     def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
         checked(command)
-        stream = stream_of(command)
-        state = self.state(stream)
+        is_run = isinstance(command, RunEventBase)
+        stream = run_stream(command.run) if is_run else stream_of(command)  # type: ignore[union-attr] # a run event's
+        held = self._state
+        state = held[stream] if stream in held else self.state(stream)
         new_state: Any
-        if isinstance(command, RunEventBase):
+        if is_run:
             events: list[Any] = self._decide_run(command, state)
             new_state = run_mod.evolve(state, events[0]) if len(events) == 1 else run_mod.fold(events, state)
         else:
@@ -514,7 +516,7 @@ class Batch(Commands):
                 if command.host is not None and command.host in self._hosts:
                     self._hosts[command.host] = process_stream_mod.evolve_host(self._hosts[command.host], command)
         if events:
-            self._state[stream] = new_state
+            held[stream] = new_state
             if len(events) == 1:
                 self._pending.append(Append(stream, new_state.version, events[0]))
             else:
