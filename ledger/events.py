@@ -87,7 +87,12 @@ class Status(enum.StrEnum):
     FINISHED = "finished"
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+# gc=False (events and Recorded): not tracked by the cyclic garbage collector. An event
+# is a frozen value: nothing in it refers back to it (a label dict or list holding the
+# event itself cannot be encoded, so `checked` refuses it), so it is in no cycle to
+# collect. A group commit of 1,000 keeps ~3,000 of them alive until its commit; tracked,
+# each collection walked them all (docs/benchmarks.md, "The hot path, third round").
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     at: Instant
     actor: Name | None = None
     reason: LongText | None = None
@@ -375,7 +380,7 @@ def process_stream(process: str) -> str:
     return "process:" + process
 
 
-class Recorded(msgspec.Struct, frozen=True):
+class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event
     """An event as the log holds it: its position in the notification log (contiguous on
     SQLite, gapped on PostgreSQL), its stream, its version within the stream."""
 
