@@ -702,13 +702,16 @@ class Ledger(Commands):
         # The token only where a mark could be used or made on something cached (one
         # PRAGMA, ~4 us): a new run's first write reads anyway, and its state is
         # marked by its commit (StateCache.committed).
-        token = self.store.log_token() if self.cache.holds_any(streams) else None
+        # Nothing cached (a group commit of new runs): no token, no lookups; an entry put
+        # by another thread meanwhile is only not used (the stream is read whole).
+        held = self.cache.holds_any(streams)
+        token = self.store.log_token() if held else None
         out: dict[str, Any] = self.cache.fresh(streams, token)
         if out:
             if len(out) == len(streams):
                 return out
             streams = [s for s in streams if s not in out]
-        cached = self.cache.get_many(streams)
+        cached = self.cache.get_many(streams) if held else {}
         since = {s: state.version - 1 for s, state in cached.items() if state is not None and state.version > 0}
         if len(streams) == 1:
             only = streams[0]

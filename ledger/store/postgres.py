@@ -130,6 +130,7 @@ class PostgresStore(Store):
 
     kind = "postgresql"
     streams_per_read = 5000  # two arrays a query (Store.streams_per_read)
+    whole_streams_per_read = 5000
     CONNECT_TIMEOUT = 5  # seconds; libpq's minimum is 2. Per address the host name resolves to.
     LOCK_TIMEOUT = 10.0
     STATEMENT_TIMEOUT = 60.0
