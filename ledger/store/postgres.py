@@ -66,7 +66,7 @@ def binary_array(values: Sequence[bytes], oid: int) -> bytes:
     if not values:
         return _EMPTY_HEAD(0, 0, oid)
     return b"".join((_ARRAY_HEAD(1, 0, oid, len(values), 1),
-                     *itertools.chain.from_iterable(zip(map(_LEN, map(len, values)), values))))  # fmt: skip
+                     *itertools.chain.from_iterable(zip(map(_LEN, map(len, values)), values, strict=True))))  # fmt: skip
 
 
 def binary_int8_array(values: Sequence[int]) -> bytes:
@@ -75,7 +75,7 @@ def binary_int8_array(values: Sequence[int]) -> bytes:
     if not n:
         return _EMPTY_HEAD(0, 0, INT8_OID)
     return _ARRAY_HEAD(1, 0, INT8_OID, n, 1) + struct.pack(">" + "iq" * n, *itertools.chain.from_iterable(
-        zip(itertools.repeat(8, n), values)))  # fmt: skip
+        zip(itertools.repeat(8, n), values, strict=True)))  # fmt: skip
 
 
 @functools.cache
@@ -402,9 +402,9 @@ class PostgresStore(Store):
             head: list[bytes | None] = []
             for i in range(0, len(rows), self.CHUNK):
                 chunk = rows[i:i + self.CHUNK]
-                streams, versions, topics, states = zip(*chunk, strict=True)
+                ids_of, versions, topics, states = zip(*chunk, strict=True)
                 cur = conn.execute(self._insert_chained_sql if chained and not i else self._insert_sql,
-                                   [_Texts(streams), _Int8s(versions), _Texts(topics), _Bytes(states)])
+                                   [_Texts(ids_of), _Int8s(versions), _Texts(topics), _Bytes(states)])
                 got = cur.fetchall()
                 ids.extend(r[0] for r in got)
                 head = head or [got[0][1] if chained else None]
