@@ -437,8 +437,9 @@ class Batch(Commands):
         return self._state[stream]
 
     def prefetch(self, streams: list[str]) -> None:
-        """Read these streams in bulk before submitting to them (one query per 500 on
-        SQLite, 5,000 on PostgreSQL, instead of one per stream: the bulk of a large
+        """Read these streams in bulk before submitting to them (one query per 5,000
+        streams read from their start, e.g. new runs; per 500 cached streams on SQLite,
+        5,000 on PostgreSQL; instead of one per stream: the bulk of a large
         group commit's time on PostgreSQL, docs/benchmarks.md); a cached stream reads
         only the events after its cached version, a fresh one nothing (SQLite's log
         token, Ledger.read_states). Optional: `submit` reads what is missing."""
