@@ -7,7 +7,7 @@ sqlite3 in the same run.
   cycle each); anchor: raw sqlite3 INSERT, one row per transaction, WAL, synchronous
   FULL (the eventsourcing default), same payload size, same disk.
 - group: `with ledger.batch() as b:` 1000 transitions (1000 new runs queued) per commit;
-  `_prefetch`: the same after `b.prefetch(streams)` (one read per 500 streams).
+  `_prefetch`: the same after `b.prefetch(streams)` (one read per 5,000 new streams).
 - interleaved (`--interleaved N`, rule W1): N rounds, each one raw sqlite3 one-row
   transaction, one `queue` of a new run and one `checkpoint` of a run whose state is
   cached, so the fsync's swings fall on all three alike; per-transaction medians.
@@ -107,7 +107,7 @@ def interleaved(path: str, url: str, n: int, payload: bytes) -> dict:
 
 def group_cached(url: str, batches: int, size: int = 1000, prefetch: bool = True) -> float:
     """Events/s of group commits of `size` checkpoints, one per run, every run cached:
-    with prefetch, one read per 500 streams of the events after their cached versions."""
+    with prefetch, one read per 500 streams (SQLite) of the events after their cached versions."""
     from ledger.events import run_stream
 
     with open_ledger(url, clock=ManualClock(T0, 1)) as lg:

@@ -32,6 +32,7 @@ from ledger.errors import (
     UnknownEpoch,
 )
 from ledger.events import (
+    RUN_EVENT_TYPES,
     Cause,
     Name,
     ProcessBooted,
@@ -270,6 +271,7 @@ def _holds(state: Any, rec: Recorded | Poison) -> bool:
     return True
 
 
+_RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup: isinstance on msgspec classes costs ~75 ns a class
 EpochArg = EpochRef | str  # an epoch's state (boot()'s result) or its id
 
 
@@ -435,8 +437,9 @@ class Batch(Commands):
         return self._state[stream]
 
     def prefetch(self, streams: list[str]) -> None:
-        """Read these streams in bulk before submitting to them (one query per 500 on
-        SQLite, 5,000 on PostgreSQL, instead of one per stream: the bulk of a large
+        """Read these streams in bulk before submitting to them (one query per 5,000
+        streams read from their start, e.g. new runs; per 500 cached streams on SQLite,
+        5,000 on PostgreSQL; instead of one per stream: the bulk of a large
         group commit's time on PostgreSQL, docs/benchmarks.md); a cached stream reads
         only the events after its cached version, a fresh one nothing (SQLite's log
         token, Ledger.read_states). Optional: `submit` reads what is missing."""
@@ -499,12 +502,14 @@ class Batch(Commands):
         return found.process, found.epoch
 
     def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
-        checked(command)
-        stream = stream_of(command)
-        state = self.state(stream)
+        checked(command)  # from here on, an instance of a catalogue class, not of a subclass (L4)
+        is_run = type(command) in _RUN_TYPES
+        stream = run_stream(command.run) if is_run else stream_of(command)  # type: ignore[union-attr] # a run event's
+        held = self._state
+        state = held[stream] if stream in held else self.state(stream)
         new_state: Any
-        if isinstance(command, RunEventBase):
-            events: list[Any] = self._decide_run(command, state)
+        if is_run:
+            events: list[Any] = self._decide_run(command, state)  # type: ignore[arg-type] # a run event (_RUN_TYPES)
             new_state = run_mod.evolve(state, events[0]) if len(events) == 1 else run_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
@@ -514,7 +519,7 @@ class Batch(Commands):
                 if command.host is not None and command.host in self._hosts:
                     self._hosts[command.host] = process_stream_mod.evolve_host(self._hosts[command.host], command)
         if events:
-            self._state[stream] = new_state
+            held[stream] = new_state
             if len(events) == 1:
                 self._pending.append(Append(stream, new_state.version, events[0]))
             else:
@@ -592,7 +597,7 @@ class Batch(Commands):
             evidence = run_mod.fence(command, state, writer, host)
             if isinstance(command, RunStarted) and command.process is None:
                 command = msgspec.structs.replace(command, process=writer.process)
-        elif isinstance(command, RunStarted):
+        elif type(command) is RunStarted:  # `checked` refused anything but the catalogue's own classes
             slot = command.process or (state.process if state is not None else None)
             known = self.state(process_stream(slot)) if slot is not None else None
             current = known.current if known is not None else None
@@ -700,13 +705,16 @@ class Ledger(Commands):
         # The token only where a mark could be used or made on something cached (one
         # PRAGMA, ~4 us): a new run's first write reads anyway, and its state is
         # marked by its commit (StateCache.committed).
-        token = self.store.log_token() if self.cache.holds_any(streams) else None
+        # Nothing cached (a group commit of new runs): no token, no lookups; an entry put
+        # by another thread meanwhile is only not used (the stream is read whole).
+        held = self.cache.holds_any(streams)
+        token = self.store.log_token() if held else None
         out: dict[str, Any] = self.cache.fresh(streams, token)
         if out:
             if len(out) == len(streams):
                 return out
             streams = [s for s in streams if s not in out]
-        cached = self.cache.get_many(streams)
+        cached = self.cache.get_many(streams) if held else {}
         since = {s: state.version - 1 for s, state in cached.items() if state is not None and state.version > 0}
         if len(streams) == 1:
             only = streams[0]

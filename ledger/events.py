@@ -87,7 +87,12 @@ class Status(enum.StrEnum):
     FINISHED = "finished"
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+# gc=False (events and Recorded): not tracked by the cyclic garbage collector. An event
+# is a frozen value: nothing in it refers back to it (a label dict or list holding the
+# event itself cannot be encoded, so `checked` refuses it), so it is in no cycle to
+# collect. A group commit of 1,000 keeps ~3,000 of them alive until its commit; tracked,
+# each collection walked them all (docs/benchmarks.md, "The hot path, third round").
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     at: Instant
     actor: Name | None = None
     reason: LongText | None = None
@@ -356,8 +361,14 @@ EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES)
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
 
+_TAG_OF_TYPE: dict[type, str] = {cls: tag for tag, cls in TAGS.items()}
+
+
 def tag_of(event: Event | type[Event]) -> str:
-    return event.__struct_config__.tag  # type: ignore[return-value]
+    # By the event's class first: `__struct_config__` builds an object on every access
+    # (~0.25 us, once per appended event). A class given, or one outside the catalogue,
+    # takes the config's tag as before.
+    return _TAG_OF_TYPE.get(type(event)) or event.__struct_config__.tag  # type: ignore[return-value]
 
 
 def run_stream(run: str) -> str:
@@ -369,7 +380,7 @@ def process_stream(process: str) -> str:
     return "process:" + process
 
 
-class Recorded(msgspec.Struct, frozen=True):
+class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event
     """An event as the log holds it: its position in the notification log (contiguous on
     SQLite, gapped on PostgreSQL), its stream, its version within the stream."""
 

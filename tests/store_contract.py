@@ -358,6 +358,23 @@ class StoreContract(ABC):
         ledger.store.streams_per_read = 5  # three queries, a stream's events never split
         after = {s: 2 for s in streams[::3]}
         assert ledger.store.read_streams(streams, after) == {s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams}
+        ledger.store.whole_streams_per_read = 4  # streams read from their start: in queries of their own
+        assert ledger.store.read_streams(streams, after) == {s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams}
+
+    def test_L5_read_streams_finds_ids_a_json_list_would_escape(self, ledger) -> None:
+        """SQLite reads streams from their start by one JSON list of ids: an id that is
+        not printable (a tab, a newline) takes the VALUES form, escapes and non-ASCII
+        text still match the stored id exactly, on every backend."""
+        from ledger.events import RunQueued, Status
+        from ledger.store import Append
+        from tests.conftest import T0
+
+        odd = ["run:tab\there", "run:line\nbreak", "run:é∂ß", 'run:"quoted"\\', "run:\u2028sep"]
+        ledger.store.append([Append(s, 1, RunQueued(at=T0, run="x", status=Status.QUEUED)) for s in odd])
+        for wanted in (odd, odd[2:4], [*odd, "run:never"]):
+            got = ledger.store.read_streams(wanted)
+            assert got == {s: ledger.store.read_stream(s) for s in wanted}
+            assert [len(got[s]) for s in wanted] == [1 if s in odd else 0 for s in wanted]
 
     def test_L5_prefetched_batch_decides_like_an_unprefetched_one(self, ledger) -> None:
         ledger.queue("old")

@@ -344,3 +344,25 @@ def test_L5_a_batch_spanning_chunks_lands_in_order_or_not_at_all(pg_url: str) ->
         assert report.failure is None and report.events == 9
     finally:
         store.close()
+
+
+def test_L5_the_write_paths_binary_arrays_are_what_psycopg_would_send(pg_url: str) -> None:
+    """The INSERT's and the prefetch's arrays are dumped by the store (binary array
+    format, not psycopg's list dumper): the server must read back every value as sent,
+    including the empty array, the bounds of bigint, empty and non-ASCII text, and
+    payload bytes that are not text."""
+    from ledger.store.postgres import _Bytes, _Int8s, _Texts
+
+    store = open_store(pg_url)
+    try:
+        conn = store._conn()  # type: ignore[attr-defined]
+        texts = ["", "run:a", "é∂ß\u2028", 'q"\\,{}', "x" * 10_000]
+        ints = [0, 1, -1, (1 << 63) - 1, -(1 << 63)]
+        blobs = [b"", b"\x00\xff", b'{"type":"run.queued"}']
+        for t, i, b in [(texts, ints, blobs), ([], [], [])]:
+            got = conn.execute("SELECT %b::text[], %b::bigint[], %b::bytea[]", [_Texts(t), _Int8s(i), _Bytes(b)]).fetchone()
+            assert got == (t, i, b)
+        with pytest.raises(psycopg.DataError):  # a NUL in text is refused by the server, as psycopg's own dump is
+            conn.execute("SELECT %b::text[]", [_Texts(["a\x00b"])])
+    finally:
+        store.close()

@@ -60,6 +60,7 @@ def _int(value: object) -> int:
 _HEAD = struct.Struct(">32sqI").pack  # previous link, position, len(stream)
 _MID = struct.Struct(">qI").pack  # version, len(topic)
 _LEN = struct.Struct(">I").pack  # len(state)
+_DOMAIN_HEAD = struct.Struct(f">{len(_DOMAIN)}s32sqI").pack  # _DOMAIN and _HEAD in one pack (link_rows)
 _sha256 = hashlib.sha256
 
 
@@ -84,10 +85,14 @@ def link_rows(prev: bytes, positions: Sequence[int], rows: Sequence[tuple[str, i
     tight loop (this is the chain's whole CPU cost on append: docs/benchmarks.md)."""
     out: list[tuple[int, bytes]] = []
     append = out.append
-    join, sha, head, mid, length, domain = b"".join, _sha256, _HEAD, _MID, _LEN, _DOMAIN
+    join, sha, head, mid, length, domain = b"".join, _sha256, _DOMAIN_HEAD, _MID, _LEN, _DOMAIN
+    topics: dict[str, bytes] = {}  # a batch has a few topics: each encoded once
     for position, (stream, version, topic, state) in zip(positions, rows, strict=True):
-        s, t = stream.encode("utf-8", "surrogatepass"), topic.encode("utf-8", "surrogatepass")
-        prev = sha(join((domain, head(prev, position, len(s)), s, mid(version, len(t)), t, length(len(state)),
+        s = stream.encode("utf-8", "surrogatepass")
+        t = topics.get(topic)
+        if t is None:
+            t = topics[topic] = topic.encode("utf-8", "surrogatepass")
+        prev = sha(join((head(domain, prev, position, len(s)), s, mid(version, len(t)), t, length(len(state)),
                          state))).digest()  # fmt: skip
         append((position, prev))
     return out
