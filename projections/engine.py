@@ -255,7 +255,10 @@ class Runner:
                 dirty |= self._reread_keys
                 self._reread_keys = set()
             encode, columns = _encoder.encode, getattr(module, "columns", None)
-            for k in dirty:
+            # In key order: the table's B-tree (and, at a rebuild's swap, its index) is
+            # then filled left to right, page after page, not split at random places
+            # (~0.1 s of a 40,000-run rebuild, docs/benchmarks.md).
+            for k in sorted(dirty):
                 v = view.get(k)
                 if v is None:
                     deletes.append(k)

@@ -74,7 +74,7 @@ def reset_view(store: Store, view: str, table: str, columns: Sequence[tuple[str,
         store.ddl_lock(cur)
         # tracking row before table, as commit_view and swap_view take them
         cur.execute(f"SELECT position FROM {store.quote(TRACKING_TABLE)} WHERE view=?{store.for_update}", (view,))
-        cur.execute(f"DROP TABLE IF EXISTS {store.quote(table)}")
+        store.drop_view_table(cur, table)
         cur.execute(f"CREATE TABLE {store.quote(table)} (k TEXT PRIMARY KEY{cols}, state {store.blob_type} NOT NULL)")
         cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
         cur.execute(f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, 0)", (view, version))
@@ -233,7 +233,7 @@ def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str,
         row = cur.fetchone()
         if row is None:
             raise StoreError(f"no rebuild of {view} to swap in")
-        cur.execute(f"DROP TABLE IF EXISTS {store.quote(live)}")
+        store.drop_view_table(cur, live)
         cur.execute(f"ALTER TABLE {store.quote(shadow)} RENAME TO {live}")
         store.after_rename(cur, shadow, live)
         for name, cols in (indexes or {}).items():

@@ -429,6 +429,30 @@ def test_R3_the_fleet_reads_use_the_status_index_on_sqlite(sqlite_ledger) -> Non
     assert "SEARCH r USING INDEX view_runs__status (status=?)" in plan and "TEMP B-TREE" not in plan, plan
 
 
+def test_R3_a_swap_drops_the_old_table_with_secure_delete_fast_and_restores_it_on_sqlite(sqlite_ledger) -> None:
+    """A rebuild's swap drops the old live table under secure_delete FAST (W1: the
+    build's default ON wrote the old table's whole size again to zero it), and leaves
+    the connection's own setting as it found it, ON or OFF, for everything else."""
+    random_history(sqlite_ledger, 7, runs=8, ops=120)
+    store = sqlite_ledger.store
+    engine.catch_up(store, runs)
+    conn = store._reader()
+    for setting in (1, 0):
+        conn.execute(f"PRAGMA secure_delete={setting}")
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            engine.rebuild(store, runs)
+        finally:
+            conn.set_trace_callback(None)
+        drop = statements.index('DROP TABLE IF EXISTS "view_runs"')
+        assert statements[drop - 1:drop + 2] == ["PRAGMA secure_delete=FAST", statements[drop],
+                                                 f"PRAGMA secure_delete={setting}"], statements  # fmt: skip
+        assert int(conn.execute("PRAGMA secure_delete").fetchone()[0]) == setting
+        assert live_rows(store, runs)[1] == replayed(store, runs)[0]
+    conn.execute("PRAGMA secure_delete=1")
+
+
 def test_R2_a_views_KEY_is_its_keys_for_every_event_of_its_TYPES(ledger, clock) -> None:
     """A view's KEY (projections/view.py) lets the engine take a clean batch's dirty keys
     as `rec.event.<KEY>` in C instead of calling keys(rec) per event: for every event

@@ -541,6 +541,9 @@ class PostgresStore(Store):
         # Two CREATE TABLE IF NOT EXISTS racing on PostgreSQL collide in pg_type.
         cur.execute("SELECT pg_advisory_xact_lock(6006)")
 
+    def drop_view_table(self, cur: Any, table: str) -> None:
+        cur.execute(f"DROP TABLE IF EXISTS {self.quote(table)}")
+
     def after_rename(self, cur: Any, old: str, new: str) -> None:
         # PostgreSQL keeps the primary key index's old name; the next rebuild would
         # collide with it.
