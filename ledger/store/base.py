@@ -474,15 +474,18 @@ class Store(ABC):
         for rows in self._batches(select, after):
             yield from rows
 
-    def _batches(self, select: Any, after: int = 0, batch: int = READ_BATCH) -> Iterator[list[Any]]:
+    def _batches(self, select: Any, after: int = 0, batch: int = READ_BATCH) -> Iterator[Any]:
+        """The one keyset loop: `select(after, batch)` until a batch comes back short. A
+        batch is a list of rows whose first column is the position, or Lines."""
         while True:
             with translated("read the log", self):
-                rows = select(after, batch)
-            if rows:
-                yield rows
-            if len(rows) < batch:
+                got = select(after, batch)
+            n, last = (got.events, got.last) if isinstance(got, Lines) else (len(got), got[-1][0] if got else after)
+            if n:
+                yield got
+            if n < batch:
                 return
-            after = rows[-1][0]
+            after = last
 
     def _lock_writers(self, cur: Any) -> None:
         """Take the writers' lock in this transaction. SQLite: BEGIN IMMEDIATE has."""
@@ -581,15 +584,7 @@ class Store(ABC):
         check_position(after, "after")
         if upto is not None:
             check_position(upto, "upto")
-        while True:
-            with translated("read the log"):
-                rows = self._select_after(after, batch, upto)
-            if not rows:
-                return
-            yield rows
-            after = rows[-1][0]
-            if len(rows) < batch:
-                return
+        return self._batches(lambda a, n: self._select_after(a, n, upto), after, batch)
 
     def read_lines(self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH) -> Iterator[Lines]:
         """read_raw's batches as text: each batch is `lines_of` its rows, byte for byte
@@ -600,15 +595,7 @@ class Store(ABC):
         check_position(after, "after")
         if upto is not None:
             check_position(upto, "upto")
-        while True:
-            with translated("read the log"):
-                got = self._select_lines_after(after, batch, upto)
-            if not got.events:
-                return
-            yield got
-            after = got.last
-            if got.events < batch:
-                return
+        return self._batches(lambda a, n: self._select_lines_after(a, n, upto), after, batch)
 
     def library_read(self, after: int = 0, upto: int | None = None,
                      batch: int = READ_BATCH) -> Iterator[tuple[int, str, int, str, Any]]:  # fmt: skip
