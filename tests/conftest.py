@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +91,22 @@ def ledger(store_url: str, clock: ManualClock) -> Iterator[Ledger]:
 def sqlite_ledger(sqlite_url: str, clock: ManualClock) -> Iterator[Ledger]:
     with open_ledger(sqlite_url, clock=clock) as lg:
         yield lg
+
+
+@contextmanager
+def read_only_backup(live: Path, directory: Path) -> Iterator[Path]:
+    """A backup copy of the SQLite ledger `live` as on a read-only mount: a 0444 file in
+    the 0555 `directory` (made here); the directory's mode is given back at the end."""
+    directory.mkdir()
+    copy = directory / live.name
+    with sqlite3.connect(live) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    copy.chmod(0o444)
+    directory.chmod(0o555)
+    try:
+        yield copy
+    finally:
+        directory.chmod(0o755)
 
 
 def race(target: Callable[..., None], store_url: str, *, timeout: float = 60) -> list[object]:

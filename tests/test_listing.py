@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import random
-import sqlite3
 import tempfile
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -30,6 +29,7 @@ from ledger.errors import StaleEpoch
 from ledger.events import Cause, RunTickFailed, Status
 from ledger.run import RunState
 from projections import engine
+from tests.conftest import read_only_backup
 from tests.engine_helpers import CODES, random_history
 from tests.test_flat_cost import T0
 
@@ -170,18 +170,10 @@ def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(tmp_path: Path,
         lg.queue("after-the-view", labels={"team": "ml"})
         lg.cancel("lab-3")
         lg.delete("lab-1")
-    backup = tmp_path / "backup"
-    backup.mkdir()
-    with sqlite3.connect(live / "l.db") as src, sqlite3.connect(backup / "l.db") as dst:
-        src.backup(dst)
-    (backup / "l.db").chmod(0o444)
-    backup.chmod(0o555)
-    try:
+    with read_only_backup(live / "l.db", tmp_path / "backup") as backup:
         for filters in ({"status": [], "where": [], "code": [], "label": []},
                         {"status": ["queued", "cancelled"], "where": [], "code": [], "label": ["team=ml"]}):  # fmt: skip
-            copy = listing(capfdbinary, f"sqlite:///{backup}/l.db", *argv(filters))
+            copy = listing(capfdbinary, f"sqlite:///{backup}", *argv(filters))
             assert copy == listing(capfdbinary, f"sqlite:///{live}/l.db", *argv(filters))
-            with open_ledger(f"sqlite:///{backup}/l.db") as ro:
+            with open_ledger(f"sqlite:///{backup}") as ro:
                 assert ro.store.read_only and copy == reference(ro.store, filters)
-    finally:
-        backup.chmod(0o755)

@@ -15,7 +15,7 @@ from epochledger import open_ledger
 from epochledger.cli import main
 from ledger.errors import InvalidInput, NoSuchStore, ReadOnlyStore
 from ledger.store import open_store
-from tests.conftest import PG_BASE, need_pg
+from tests.conftest import PG_BASE, need_pg, read_only_backup
 
 READS = [["runs"], ["show", "r1"], ["history", "r1"], ["export"], ["epochs"], ["runs", "--orphaned"], ["tick-health"],
          ["replay"], ["verify"], ["parked"], ["audit", "status"]]  # fmt: skip
@@ -76,26 +76,18 @@ def test_L4_a_read_only_ledger_can_be_read_and_exported_and_refuses_writes(tmp_p
     live = tmp_path / "live"
     live.mkdir()
     _ledger_with_history(live / "runs.db")
-    backup = tmp_path / "backup"
-    backup.mkdir()
-    with sqlite3.connect(live / "runs.db") as src, sqlite3.connect(backup / "runs.db") as dst:
-        src.backup(dst)
-    (backup / "runs.db").chmod(0o444)
-    backup.chmod(0o555)
-    try:
-        before = {p.name: _digest(p) for p in backup.iterdir()}
-        assert main(["--store", str(backup / "runs.db"), "show", "r1", "--json"]) == 0
+    with read_only_backup(live / "runs.db", tmp_path / "backup") as copy:
+        before = {p.name: _digest(p) for p in copy.parent.iterdir()}
+        assert main(["--store", str(copy), "show", "r1", "--json"]) == 0
         assert '"checkpoint"' in capsys.readouterr().out
-        assert main(["--store", str(backup / "runs.db"), "runs"]) == 0
+        assert main(["--store", str(copy), "runs"]) == 0
         assert "r1" in capsys.readouterr().out
         out = tmp_path / "export.ndjson"
-        assert main(["--store", str(backup / "runs.db"), "export", "-o", str(out)]) == 0
+        assert main(["--store", str(copy), "export", "-o", str(out)]) == 0
         assert out.read_bytes().count(b"\n") == 3
-        with open_ledger(str(backup / "runs.db")) as ledger, pytest.raises(ReadOnlyStore, match="read-only"):
+        with open_ledger(str(copy)) as ledger, pytest.raises(ReadOnlyStore, match="read-only"):
             ledger.finish("r1")
-        assert {p.name: _digest(p) for p in backup.iterdir()} == before
-    finally:
-        backup.chmod(0o755)
+        assert {p.name: _digest(p) for p in copy.parent.iterdir()} == before
 
 
 def test_L4_a_read_of_a_missing_postgresql_schema_creates_nothing(capsys: pytest.CaptureFixture[str]) -> None:
