@@ -73,6 +73,9 @@ ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projection
 ProcessState = process_stream_mod.ProcessState
 
 
+_RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup first: isinstance on msgspec classes costs ~75 ns a class
+
+
 def stream_of(event: RunEventBase | ProcessEventBase) -> str:
     if isinstance(event, RunEventBase):
         return run_stream(event.run)
@@ -196,16 +199,9 @@ class StateCache:
             return out
 
     def put(self, stream: str, state: Any) -> None:
-        if state is None or self.limit <= 0:
-            return
-        with self._lock:
-            held = self._states.get(stream)
-            if held is not None and held.version > state.version:
-                return  # both are true of the log; keep the later one
-            self._states[stream] = state
-            self._states.move_to_end(stream)
-            while len(self._states) > self.limit:
-                self._fresh.pop(self._states.popitem(last=False)[0], None)
+        """One stream's state, not marked fresh (put_many)."""
+        if state is not None:
+            self.put_many([(stream, state)])
 
     def committed(self, states: Sequence[tuple[str, Any]], after_append: Callable[[Any], Any]) -> None:
         """`put_many` of a landed batch's states. `after_append` (the store's
@@ -271,7 +267,6 @@ def _holds(state: Any, rec: Recorded | Poison) -> bool:
     return True
 
 
-_RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup: isinstance on msgspec classes costs ~75 ns a class
 EpochArg = EpochRef | str  # an epoch's state (boot()'s result) or its id
 
 
@@ -504,7 +499,7 @@ class Batch(Commands):
     def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
         checked(command)  # from here on, an instance of a catalogue class, not of a subclass (L4)
         is_run = type(command) in _RUN_TYPES
-        stream = run_stream(command.run) if is_run else stream_of(command)  # type: ignore[union-attr] # a run event's
+        stream = stream_of(command)
         held = self._state
         state = held[stream] if stream in held else self.state(stream)
         new_state: Any

@@ -110,7 +110,7 @@ def test_L4_init_creates_and_then_every_command_finds_the_store(tmp_path: Path, 
     assert main(["--store", str(store), "runs"]) == 0
 
 
-def test_bad_store_urls_say_what_is_wrong(tmp_path, monkeypatch) -> None:
+def test_L4_bad_store_urls_say_what_is_wrong(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InvalidInput, match="unsupported store URL scheme 'mysql'"):
         open_store("mysql://x/y")

@@ -118,7 +118,7 @@ def _booted_after_a_step_back(ledger, clock):
     return booted
 
 
-def test_a_step_back_skip_is_written_with_the_recoveries_of_the_round_that_lands(ledger, clock, monkeypatch):
+def test_O3_a_step_back_skip_is_written_with_the_recoveries_of_the_round_that_lands(ledger, clock, monkeypatch):
     """The skip rides in the recoveries' batch: a lost round writes neither, the round
     that lands writes the skip once, with the sweeping epoch as its actor."""
     booted = _booted_after_a_step_back(ledger, clock)

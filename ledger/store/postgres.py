@@ -453,7 +453,7 @@ class PostgresStore(Store):
             got = self._rows(
                 self._sql("SELECT e.originator_id, e.originator_version FROM {} e JOIN unnest(%b::text[], %b::bigint[]) "
                           "AS w(s, v) ON e.originator_id = w.s AND e.originator_version = w.v").format(self._table),
-                ([p[0] for p in chunk], [p[1] for p in chunk]), prepare=True)  # fmt: skip
+                (_Texts(p[0] for p in chunk), _Int8s(p[1] for p in chunk)), prepare=True)  # fmt: skip
             found.update((stream, version) for stream, version in got)
         return found
 
@@ -464,7 +464,7 @@ class PostgresStore(Store):
             got = self._rows(
                 f"SELECT e.originator_id, e.originator_version, e.notification_id, e.topic, e.state FROM {self._events} e "
                 "JOIN unnest(%b::text[], %b::bigint[]) AS w(s, v) ON e.originator_id = w.s AND e.originator_version = w.v",
-                ([r[0] for r in chunk], [r[1] for r in chunk]))  # fmt: skip
+                (_Texts(r[0] for r in chunk), _Int8s(r[1] for r in chunk)))  # fmt: skip
             for stream, version, pos, topic, state in got:
                 found[(stream, version)] = (pos, topic, state)
         return found
