@@ -115,6 +115,22 @@ class ReadOnlyStore(StoreError):
         super().__init__(f"{what}: the store {url} is read-only (it can be read and exported); nothing was written")
 
 
+class DiskFull(StoreError):
+    """The disk that holds the store is full: SQLite cannot even open the file to read
+    it (a WAL database's reader needs its -shm and -wal), nor write to it. `path` is the
+    store's file, `directory` where the space ran out, `free` its free bytes. Nothing
+    was written; free space and run the command again."""
+
+    def __init__(self, what: str, path: str, directory: str, free: int, detail: str):
+        self.what = what
+        self.path = path
+        self.directory = directory
+        self.free = free
+        self.detail = detail
+        super().__init__(f"{what}: the disk holding {directory} is full ({free} bytes free; SQLite said: {detail}); "
+                         "nothing was written: free space and run the command again")
+
+
 class NotCommitted(StoreError):
     """The transaction was rolled back or never reached the database: nothing of it was
     written, and retrying it is safe."""

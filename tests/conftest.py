@@ -136,3 +136,36 @@ def losing_batch(stream: str) -> type[Batch]:
             super().__exit__(exc_type, exc, tb)
 
     return Losing
+
+
+@contextmanager
+def small_disk(directory: Path, size: str = "2m") -> Iterator[Path]:
+    """A real tmpfs of `size` mounted at `directory` (made here), unmounted at the end.
+    Mounting needs root (CAP_SYS_ADMIN): elsewhere the test skips and says so. Fill it
+    with fill_disk to make the disk full for real (ENOSPC from the kernel)."""
+    import subprocess
+
+    directory.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.strip() or done.returncode}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def fill_disk(directory: Path) -> Path:
+    """Write zeros into `directory` until its file system says ENOSPC; the filler file
+    is returned (remove it to free the space)."""
+    filler = directory / "filler"
+    block = b"\0" * 4096
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(block)
+        except OSError:
+            pass
+    assert os.statvfs(directory).f_bavail == 0
+    return filler

@@ -13,9 +13,9 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput, NoSuchStore, ReadOnlyStore
+from ledger.errors import DiskFull, InvalidInput, NoSuchStore, ReadOnlyStore
 from ledger.store import open_store
-from tests.conftest import PG_BASE, need_pg, read_only_backup
+from tests.conftest import PG_BASE, fill_disk, need_pg, read_only_backup, small_disk
 
 READS = [["runs"], ["show", "r1"], ["history", "r1"], ["export"], ["epochs"], ["runs", "--orphaned"], ["tick-health"],
          ["replay"], ["verify"], ["parked"], ["audit", "status"]]  # fmt: skip
@@ -48,6 +48,29 @@ def test_L4_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path, capsy
     with pytest.raises(InvalidInput, match="not an epochledger store"):
         open_ledger(str(other))  # create=True does not make a foreign file a ledger
     assert _digest(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_L4_a_full_disk_is_a_store_error_naming_it_for_every_command(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Repro (before the fix): on a 100% full disk every command, reads included, exited
+    3 "not a readable SQLite ledger: disk I/O error", as if the file were not a ledger.
+    It is the disk: a store error (7) that says so. Once space is freed, all is there."""
+    with small_disk(tmp_path / "full") as disk:
+        store = str(disk / "s.db")
+        assert main(["--store", store, "init"]) == 0
+        with open_ledger(store) as lg:
+            lg.queue("r1")
+        filler = fill_disk(disk)
+        capsys.readouterr()
+        for argv in [*READS, ["import", "-"]]:
+            assert main(["--store", store, *argv]) == 7, argv
+            err = capsys.readouterr().err
+            assert "DiskFull" in err and "is full" in err and str(disk) in err, (argv, err)
+        with pytest.raises(DiskFull) as caught:
+            open_ledger(store, create=False)
+        assert caught.value.path == store and caught.value.free == 0
+        filler.unlink()
+        assert main(["--store", store, "show", "r1"]) == 0
 
 
 def test_L4_the_empty_store_url_is_an_error_not_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

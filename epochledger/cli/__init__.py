@@ -59,7 +59,8 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (ConflictError, 6, "write conflict: another writer appended first; nothing was appended"),
     (StoreError, 7, "store error: unreachable or failing database; also a write the database rolled back or never "
                     "received (`NotCommitted`, `LockTimeout`: retry it), a refused database privilege "
-                    "(`PermissionDenied`), an audit file held by another process (past `audit sync --wait`)"),
+                    "(`PermissionDenied`), an audit file held by another process (past `audit sync --wait`), a full disk "
+                    "(`DiskFull`: reads too, as SQLite cannot open the file)"),
     (DamagedLog, 8, "the log is damaged: an event does not decode, or a stream has a gap (a removed row)"),
     (StaleEpoch, 9, "stale epoch: a report written for an epoch that is no longer live was refused, and kept as "
                     "`run.fenced` evidence"),

@@ -13,7 +13,7 @@ from typing import Any
 from eventsourcing.persistence import PersistenceError
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
+from ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
 from ledger.store.base import (
     _MAX_POS,
     EVENTS_TABLE,
@@ -446,8 +446,31 @@ def _require_sqlite_ledger(path: str, *, immutable: bool = False) -> None:
         finally:
             conn.close()
     except sqlite3.Error as e:
-        raise InvalidInput(f"not a readable SQLite ledger: {e}", where=path) from None
+        raise _open_error(path, e) from None
     if not found:
         raise InvalidInput(f"not an epochledger store (no table {EVENTS_TABLE})", where=path)
 
 
+# SQLite's primary result codes of a failing disk, not of a file's content: SQLITE_IOERR
+# (any of its extended codes) and SQLITE_FULL.
+_DISK_CODES = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL)
+_FULL_BELOW = 64 * 1024  # a reader's -shm alone is 32 KiB: with less free, the I/O error is the full disk
+
+
+def _open_error(path: str, e: sqlite3.Error) -> StoreError | InvalidInput:
+    """Why a file could not be opened as a ledger. A failing disk is a store error (exit
+    7), naming a full disk as such: on a full disk a WAL database cannot even be read
+    (its reader makes -shm and -wal beside it), which SQLite reports as "disk I/O error".
+    Anything else (not a database, a directory, ...) is the file's fault (exit 3)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _DISK_CODES:
+        directory = os.path.dirname(path)
+        try:
+            st = os.statvfs(directory)
+            free = st.f_bavail * st.f_frsize
+        except OSError:
+            free = -1
+        if 0 <= free < _FULL_BELOW or code & 0xFF == sqlite3.SQLITE_FULL:
+            return DiskFull(f"open {path}", path, directory, max(free, 0), str(e))
+        return StoreError(f"open {path}: {e} (the disk or file system failed; nothing was written)")
+    return InvalidInput(f"not a readable SQLite ledger: {e}", where=path)
