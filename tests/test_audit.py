@@ -887,6 +887,40 @@ def test_A1_R3_killed_syncs_leave_nothing_that_accumulates(tmp_path: Path) -> No
     assert {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside == {"runs.duckdb"}
 
 
+def test_A1_an_empty_audit_file_is_an_absent_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (before the fix): a 0-byte audit file made every sync fail, exit 7 "exists,
+    but it is not a valid DuckDB database file!", until someone deleted it by hand. Reads
+    of it say there is no audit file yet (exit 3), and leave it; a sync makes it."""
+    store, synced = _golden_file(tmp_path, capsys)
+    for made in Path(synced).parent.glob("golden.duckdb*"):
+        made.unlink()
+    empty = Path(synced)
+    empty.touch()
+    assert main(["--store", store, "audit", "status"]) == 3
+    assert "run `epochledger audit sync` first" in capsys.readouterr().err and empty.stat().st_size == 0
+    assert main(["--store", store, "audit", "sync"]) == 0
+    assert "appended 51 events" in capsys.readouterr().out
+
+
+def test_A1_a_first_sync_that_fills_the_disk_leaves_no_file_that_blocks_the_next(tmp_path: Path,
+                                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Repro (before the fix): a first sync onto a full disk failed (StoreError, exit 7,
+    right) and left a 0-byte audit file; every later sync, with space freed, failed on
+    it. Now the failed sync removes it, and the next sync after space is freed works."""
+    from tests.conftest import fill_disk, small_disk
+
+    store, _ = _golden_file(tmp_path, capsys)
+    with small_disk(tmp_path / "full") as disk:
+        path = disk / "audit.duckdb"
+        filler = fill_disk(disk)
+        assert main(["--store", store, "audit", "sync", "--duckdb", str(path)]) == 7
+        assert "No space left on device" in capsys.readouterr().err
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+        filler.unlink()
+        assert main(["--store", store, "audit", "sync", "--duckdb", str(path)]) == 0
+        assert "appended 51 events" in capsys.readouterr().out
+
+
 # ------------------------------- issue 10 item 16: foreign DuckDB files, bounds, waits
 def test_A1_a_duckdb_database_that_is_not_an_audit_file_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Repro (before the fix): `audit sync --duckdb warehouse.duckdb` wrote the audit

@@ -33,6 +33,7 @@ ledger store for writing (sync only reads it).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import math
 import os
@@ -226,11 +227,36 @@ def _is_audit_file(con: duckdb.DuckDBPyConnection) -> tuple[bool, bool]:
     return bool(marker), bool(objects)
 
 
+def _drop_empty(path: str) -> None:
+    """An empty audit file is an absent one (rule A1): DuckDB refuses to open a 0-byte
+    file ("exists, but it is not a valid DuckDB database file"), and a first sync that
+    failed while creating its file (a full disk) leaves one, which blocked every later
+    sync until removed by hand. It is removed unless a process holds DuckDB's lock on
+    it (a DuckDB creating it this instant: left to that process). Only a 0-byte file
+    is opened here: closing a descriptor drops every POSIX record lock this process
+    holds on the file, DuckDB's included."""
+    try:
+        if os.stat(path).st_size != 0 or os.path.exists(path + ".wal"):
+            return
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return  # absent, unreadable or a symlink: DuckDB (or _require_duckdb_file) says so
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_size == 0:
+            os.unlink(path)
+    except OSError:
+        return  # locked (EACCES, EAGAIN), or not ours to remove: DuckDB then says what it says
+    finally:
+        os.close(fd)
+
+
 def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConnection:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise InvalidInput(f"directory {parent} does not exist", where="--duckdb")
     _require_duckdb_file(path)
+    _drop_empty(path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
         # Another DuckDB database (not ours) must not receive audit tables: look on a
         # read-only connection first, so a refused file is not even opened for writing.
@@ -260,7 +286,7 @@ def _connect_ro(path: str, *, external_access: bool = False,
     """A read-only connection. With `memory_limit` (queries, reports), DuckDB may use
     that much memory and never spills to disk (no temporary directory): a query beyond
     it fails instead of filling the disk or leaving FILE.tmp behind."""
-    if not os.path.exists(path):
+    if not os.path.exists(path) or os.path.getsize(path) == 0:  # an empty file is an absent one (_drop_empty)
         raise InvalidInput("no audit file here; run `epochledger audit sync` first", where=path)
     _require_duckdb_file(path)
     config: dict[str, Any] = {"enable_external_access": external_access}
@@ -477,7 +503,11 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
         raise InvalidInput(f"a finite number of seconds >= 0, got {wait!r}", where="--wait")
     with _translated("audit file", path):
-        con = _connect_rw(path, wait=wait)
+        try:
+            con = _connect_rw(path, wait=wait)
+        except BaseException:
+            _drop_empty(path)  # DuckDB made the file, then could not write its header (a full disk)
+            raise
         tmp = scratch_dir(path)
         try:
             shutil.rmtree(tmp, ignore_errors=True)  # what a killed sync left; we hold the write lock
