@@ -34,7 +34,6 @@ every eventsourcing type stay in the store adapter. See docs/projections.md.
 from __future__ import annotations
 
 import gc
-import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -569,6 +568,10 @@ def behind(store: Store, module: View) -> int:
 
 
 RECONNECT_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # seconds between attempts; the last one repeats
+# follow's poll on SQLite, in seconds (rule L4): below 10 ms it is a busy loop (a catch-up
+# query a poll), and past an hour `follow` is no longer following (1e300 overflowed the
+# wait's timestamp: a traceback).
+POLL_BOUNDS = (0.01, 3600.0)
 
 
 def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event,
@@ -576,15 +579,16 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
            on_error: Callable[[StoreError, float], None] | None = None,
            backoff: Sequence[float] = RECONNECT_BACKOFF) -> None:  # fmt: skip
     """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
-    seconds (a finite number > 0: 0 or less spun at 100% CPU). PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
+    seconds (POLL_BOUNDS: from 0.01 to 3600; 0 or less spun at 100% CPU). PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
     themselves are read by the fast path. When the server goes away (a restart, a
     terminated connection), follow does not exit: it reports the error to `on_error`
     (error, seconds until the next attempt; default: a warning on logger
     `epochledger.follow`), waits out the backoff (bounded, reset by a success),
     listens again and catches up from the tracking positions. No event is applied
     twice: each batch moves its view's tracking position by compare-and-set (R3)."""
-    if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll < math.inf:
-        raise InvalidInput(f"poll must be a finite number of seconds > 0, got {poll!r}", where="--poll")
+    low, high = POLL_BOUNDS
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or not low <= poll <= high:
+        raise InvalidInput(f"poll must be from {low:g} to {high:g} seconds, got {poll!r}", where="--poll")
     def once() -> None:
         stats = catch_up_all(store, views)
         if on_batch is not None and any(s.events for s in stats):

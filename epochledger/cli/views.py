@@ -248,7 +248,7 @@ def cmd_parked(ns: argparse.Namespace) -> None:
     table(rows, ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
 
 
-@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (> 0, default 0.2)"))
+@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"))
 def cmd_follow(ns: argparse.Namespace) -> None:
     """Keep every view caught up with the log until interrupted (Ctrl-C): polling on
     SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
