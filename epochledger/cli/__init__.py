@@ -7,8 +7,10 @@ area: runs (epochledger/cli/runs.py), epochs and the sweep (epochs.py), the read
 (views.py), the audit (audit.py).
 
 Errors: the library's errors carry structured fields and no exit codes; this module
-alone maps them to exit codes (EXIT_CODES, rendered into README.md by a test). Only
-`LedgerError` is caught; anything else is a bug and shows its traceback.
+alone maps them to exit codes (EXIT_CODES, rendered into README.md by a test) and says
+them, as one line or, under --json, one JSON object on stderr (say_error, the one
+encoder). Only `LedgerError`, a usage error and Ctrl-C are caught; anything else is a
+bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
+
+import msgspec
 
 from epochledger.cli import (
     audit,  # noqa: F401
@@ -41,6 +45,8 @@ from ledger.errors import (
     StoreError,
     ViewMismatch,
 )
+
+INTERRUPTED = 130  # the shell's code for a command ended by SIGINT (128 + 2)
 
 # The one table of exit codes: the most specific class of an error decides (its MRO is
 # walked), so StaleEpoch (an IllegalTransition) exits 9, CommitUnknown (a StoreError) 13.
@@ -73,6 +79,9 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (CommitUnknown, 13, "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
                         "could not be checked; check the named streams (`history RUN`) before running the command "
                         "again (docs/operations.md)"),
+    (None, INTERRUPTED, "interrupted (Ctrl-C, SIGINT): the command stopped where it was; a write is all or nothing, "
+                        "so an interrupted one landed whole or not at all, and an output file is never left "
+                        "half-written (`follow` stops this way)"),
 )
 
 
@@ -99,17 +108,72 @@ def summary_line(doc: str) -> str:
     return first if end < 0 else first[: end + 1]
 
 
+class UsageError(Exception):
+    """A command line argparse refused (exit 2), raised by Parser.error so that main says
+    it, under --json as well, instead of argparse printing and exiting on its own."""
+
+    def __init__(self, usage: str, prog: str, message: str):
+        self.usage = usage
+        self.prog = prog
+        self.message = message
+        super().__init__(message)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.format_usage(), self.prog, message)
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON data (strings escaped as err() shows them), or _NOT_PLAIN: an
+    error's field that is an object (a kept command, a batch) is not repeated."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list | tuple):
+        items = [_plain(v) for v in value]
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in items) else items
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        pairs = {_plain(k): _plain(v) for k, v in value.items()}
+        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in pairs.values()) else pairs
+    return _NOT_PLAIN
+
+
+_NOT_PLAIN = object()
+
+
+def error_fields(error: LedgerError) -> dict[str, Any]:
+    """The structured attributes a library error carries (run, status, streams,
+    position, where, ...), those that are plain data."""
+    fields = {name: _plain(v) for name, v in vars(error).items() if not name.startswith("_")}
+    return {name: v for name, v in fields.items() if v is not _NOT_PLAIN}
+
+
+def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_json: bool) -> None:
+    """The one way the command line says an error: `epochledger: KIND: MESSAGE`, or with
+    --json one JSON object on one line of stderr, {"error", "message", "exit_code",
+    "fields"}, so that `jq` reads it (docs/cli.md)."""
+    if as_json:
+        record = {"error": kind, "message": _plain(message), "exit_code": code, "fields": fields}
+        sys.stderr.write(msgspec.json.encode(record).decode("utf-8") + "\n")
+        sys.stderr.flush()
+    else:
+        err(f"epochledger: {kind}: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS,
                         help="store URL: sqlite:///file.db, a path, or postgresql://user@host:port/db "
                              "(default: $EPOCHLEDGER_STORE, then ./epochledger.db)")  # fmt: skip
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="epochledger",
         description="An event-sourced ledger of scheduler runs: record every lifecycle transition, derive the "
         "rest, replay, audit and verify it.",
         epilog="Exit codes: " + ", ".join(f"{code} {meaning.split(':')[0].split(' (')[0]}" for _, code, meaning in EXIT_CODES)
-        + ". Full table: README.md.",
+        + ". Full table: README.md. With --json (or --format json) an error is one JSON object on one line of "
+        "stderr: {\"error\": TYPE, \"message\": TEXT, \"exit_code\": N, \"fields\": {the error's own fields}}.",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -134,15 +198,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    ns = build_parser().parse_args(list(argv) if argv is not None else None)
-    ns.store = getattr(ns, "store", None)
+    args = list(argv) if argv is not None else sys.argv[1:]
+    as_json = "--json" in args  # before parsing: a usage error under --json is JSON too
     try:
-        return ns.handler(ns) or 0
-    except LedgerError as e:
-        err(f"epochledger: {type(e).__name__}: {e}")
-        return exit_code(e)
-    except BrokenPipeError:
-        return 0
+        try:
+            ns = build_parser().parse_args(args)
+        except UsageError as e:
+            if as_json:
+                say_error("UsageError", f"{e.prog}: {e.message}", 2, {"usage": " ".join(e.usage.split())}, as_json=True)
+            else:  # argparse's own words
+                sys.stderr.write(e.usage)
+                err(f"{e.prog}: error: {e.message}")
+            raise SystemExit(2) from None  # as argparse's own exit: callers of main() see usage errors as before
+        ns.store = getattr(ns, "store", None)
+        as_json = bool(getattr(ns, "json", False)) or getattr(ns, "format", None) == "json"
+        try:
+            return ns.handler(ns) or 0
+        except LedgerError as e:
+            say_error(type(e).__name__, str(e), exit_code(e), error_fields(e), as_json=as_json)
+            return exit_code(e)
+        except BrokenPipeError:
+            return 0
+    except KeyboardInterrupt:
+        say_error("Interrupted", "interrupted (Ctrl-C); a write is all or nothing: an interrupted one landed whole "
+                  "or not at all", INTERRUPTED, {"signal": "SIGINT"}, as_json=as_json)  # fmt: skip
+        return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -250,8 +250,8 @@ def cmd_parked(ns: argparse.Namespace) -> None:
 
 @command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"))
 def cmd_follow(ns: argparse.Namespace) -> None:
-    """Keep every view caught up with the log until interrupted (Ctrl-C): polling on
-    SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
+    """Keep every view caught up with the log until interrupted (Ctrl-C, exit 130): polling
+    on SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
 
     Example: epochledger follow
     """
@@ -268,4 +268,5 @@ def cmd_follow(ns: argparse.Namespace) -> None:
         try:
             engine.follow(ledger.store, stop=stop, poll=ns.poll, on_batch=report)
         except KeyboardInterrupt:
-            stop.set()
+            stop.set()  # the PostgreSQL listener's thread ends with it
+            raise  # main says it: one line, exit 130
