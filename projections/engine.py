@@ -577,7 +577,7 @@ POLL_BOUNDS = (0.01, 3600.0)
 def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event,
            poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None,
            on_error: Callable[[StoreError, float], None] | None = None,
-           backoff: Sequence[float] = RECONNECT_BACKOFF) -> None:  # fmt: skip
+           backoff: Sequence[float] = RECONNECT_BACKOFF, progress: Progress | None = None) -> None:  # fmt: skip
     """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
     seconds (POLL_BOUNDS: from 0.01 to 3600; 0 or less spun at 100% CPU). PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
     themselves are read by the fast path. When the server goes away (a restart, a
@@ -585,12 +585,13 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
     (error, seconds until the next attempt; default: a warning on logger
     `epochledger.follow`), waits out the backoff (bounded, reset by a success),
     listens again and catches up from the tracking positions. No event is applied
-    twice: each batch moves its view's tracking position by compare-and-set (R3)."""
+    twice: each batch moves its view's tracking position by compare-and-set (R3).
+    `progress` is told of each catch-up's advance, as a rebuild's is."""
     low, high = POLL_BOUNDS
     if isinstance(poll, bool) or not isinstance(poll, int | float) or not low <= poll <= high:
         raise InvalidInput(f"poll must be from {low:g} to {high:g} seconds, got {poll!r}", where="--poll")
     def once() -> None:
-        stats = catch_up_all(store, views)
+        stats = catch_up_all(store, views, progress=progress)
         if on_batch is not None and any(s.events for s in stats):
             on_batch(stats)
 

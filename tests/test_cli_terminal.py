@@ -136,3 +136,77 @@ def test_L4_ctrl_c_stops_follow_with_one_line_and_exit_130(tmp_path: Path) -> No
     assert main(["--store", store, "init"]) == 0
     code, err = _interrupt(_cli("--store", store, "follow"), after=1.5)
     assert (code, err.count("\n"), "Traceback" in err) == (INTERRUPTED, 1, False), err
+
+
+# ---------------------------------------------------------------- progress
+def _on_a_terminal(argv: list[str], *, interrupt_after: float | None = None) -> tuple[int, bytes, bytes]:
+    """Run the command with standard error on a real pseudo-terminal (standard output
+    a pipe); returns (exit code, what the terminal got, standard output)."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "epochledger", *argv], stdout=subprocess.PIPE, stderr=slave,
+                             stdin=subprocess.DEVNULL)  # fmt: skip
+    os.close(slave)
+    screen = b""
+    start = time.monotonic()
+    try:
+        while True:
+            if interrupt_after is not None and time.monotonic() - start > interrupt_after and child.poll() is None:
+                child.send_signal(signal.SIGINT)
+                interrupt_after = None
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed its end
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif child.poll() is not None:
+                break
+            assert time.monotonic() - start < 120, screen[-400:]
+        out, _ = child.communicate(timeout=60)
+    finally:
+        os.close(master)
+    return child.returncode, screen, out
+
+
+def test_I1_a_long_import_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    """Repro (before the fix): an import of 180k events showed nothing for 21 s. Now a
+    progress line on the terminal (lines read, the share of the file, then committing),
+    cleared before the result; none with --quiet, none when stderr is not a terminal."""
+    history = _history(tmp_path / "big.ndjson", 20_000)
+    store = str(tmp_path / "l.db")
+    assert main(["--store", store, "init"]) == 0
+    code, screen, out = _on_a_terminal(["--store", store, "import", str(history)])
+    assert code == 0 and b"imported 20000 events" in out, (out, screen[-400:])
+    assert b"import: 1,024 lines read (" in screen and b"% of the file)" in screen, screen[:400]
+    assert b"20,000 lines read; checking and committing them" in screen and screen.endswith(b"\r\x1b[K"), screen[-200:]
+    store2 = str(tmp_path / "quiet.db")
+    assert main(["--store", store2, "init"]) == 0
+    code, screen, out = _on_a_terminal(["--store", store2, "import", str(history), "--quiet"])
+    assert (code, screen) == (0, b"") and b"imported 20000 events" in out
+    piped = subprocess.run([sys.executable, "-m", "epochledger", "--store", str(tmp_path / "piped.db"), "init"],
+                           capture_output=True, check=True)  # fmt: skip
+    piped = subprocess.run([sys.executable, "-m", "epochledger", "--store", str(tmp_path / "piped.db"), "import",
+                            str(history)], capture_output=True, check=True)  # fmt: skip
+    assert piped.stderr == b"" and b"imported 20000 events" in piped.stdout
+
+
+def test_R3_follow_shows_where_it_is_on_a_terminal(tmp_path: Path) -> None:
+    """Repro (before the fix): `follow` printed nothing until an event came. Now the
+    terminal shows the catch-up and then where the views are, waiting; the batches it
+    applied are on standard output; Ctrl-C ends it with one line, exit 130."""
+    store = str(tmp_path / "l.db")
+    assert main(["--store", store, "init"]) == 0
+    assert main(["--store", store, "import", str(_history(tmp_path / "h.ndjson", 3_000))]) == 0
+    code, screen, out = _on_a_terminal(["--store", store, "follow"], interrupt_after=4.0)
+    assert code == INTERRUPTED and b"Traceback" not in screen, screen[-400:]
+    assert b"following sqlite:///" in screen and b"the log at position 3000" in screen, screen[:400]
+    assert b"views at position 3000, waiting for events (Ctrl-C to stop)" in screen, screen[-400:]
+    assert b"runs +3000 -> 3000" in out, out
+    assert screen.endswith(b"\r\x1b[Kepochledger: Interrupted: interrupted (Ctrl-C); a write is all or nothing: an "
+                           b"interrupted one landed whole or not at all\r\n"), screen[-300:]  # fmt: skip

@@ -31,7 +31,7 @@ from epochledger.cli import (
     views,  # noqa: F401
 )
 from epochledger.cli.audit import GROUPS
-from epochledger.cli.common import COMMANDS, err
+from epochledger.cli.common import COMMANDS, clear_progress, err
 from ledger.errors import (
     ChainBroken,
     CommitUnknown,
@@ -155,6 +155,7 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
     --json one JSON object on one line of stderr, {"error", "message", "exit_code",
     "fields"}, so that `jq` reads it (docs/cli.md)."""
     if as_json:
+        clear_progress()
         record = {"error": kind, "message": _plain(message), "exit_code": code, "fields": fields}
         sys.stderr.write(msgspec.json.encode(record).decode("utf-8") + "\n")
         sys.stderr.flush()

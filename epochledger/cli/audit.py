@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
+from epochledger.cli.common import JSON, QUIET, Progress, arg, command, open_ns, out, out_json, table
 
 # Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
 GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
@@ -48,7 +48,8 @@ def _print_result(result: Any, fmt: str) -> None:
 
 
 @command("audit sync", DUCKDB, arg("--wait", metavar="SECONDS", type=float, default=None,
-         help="how long to wait for queries holding the file (default 90, longer than their 60 s timeout)"), JSON)  # fmt: skip
+         help="how long to wait for queries holding the file (default 90, longer than their 60 s timeout)"), JSON,
+         QUIET)  # fmt: skip
 def cmd_audit_sync(ns: argparse.Namespace) -> None:
     """Copy the events recorded since the last sync into the DuckDB audit file.
 
@@ -63,12 +64,11 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
     from projections.audit import sync
 
     path = _duckdb(ns)
+    shown = Progress(ns)
     with open_ns(ns) as ledger:
-        tty = sys.stderr.isatty()
-        progress = (lambda n, pos: print(f"\r{n} events (position {pos})", end="", file=sys.stderr)) if tty else None
+        progress = (lambda n, pos: shown.show(f"audit sync: {n:,} events copied (position {pos})")) if shown.on else None
         result = sync(ledger.store, path, progress=progress, **_given(ns, "wait"))
-        if tty and result.appended:
-            print(file=sys.stderr)
+    shown.clear()
     if ns.json:
         out_json(result._asdict())
     else:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -70,7 +71,9 @@ def out(text: str = "") -> None:
 
 def err(text: str) -> None:
     """A line on standard error. It may echo an argument that is not valid Unicode (a
-    lone surrogate from a non-UTF-8 argv): shown escaped, never a second error."""
+    lone surrogate from a non-UTF-8 argv): shown escaped, never a second error. A
+    progress line on the terminal is cleared first, so the line stands alone."""
+    clear_progress()
     print(text.encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
 
 
@@ -191,14 +194,82 @@ def say_lag(lag: int) -> None:
         print(f"epochledger: note: the view is {lag} positions behind the log", file=sys.stderr)
 
 
-def progress() -> Any:
-    if not sys.stderr.isatty():
-        return None
+QUIET = arg("-q", "--quiet", action="store_true",
+            help="no progress line on standard error (there is one only when it is a terminal)")
 
-    def show(view: str, position: int, head: int) -> None:
-        done = min(position, head) / head if head else 1.0
-        bar = "#" * int(done * 30)
-        sys.stderr.write(f"\r{view:>10} [{bar:<30}] {done:6.1%} {position}/{head}")
+
+class Progress:
+    """The one progress line of a long command: on standard error, rewritten in place at
+    most every 0.1 s, and only when standard error is a terminal and --quiet was not
+    given, so a pipe, a log file or a cron mail never gets it. `clear()` removes it
+    before the command says what it did."""
+
+    EVERY_S = 0.1
+
+    def __init__(self, ns: argparse.Namespace | None = None):
+        self.on = sys.stderr.isatty() and not getattr(ns, "quiet", False)
+        self._last = -1.0
+        self._shown = False
+
+    def show(self, text: str, *, now: bool = False) -> None:
+        if not self.on:
+            return
+        t = time.monotonic()
+        if not now and t - self._last < self.EVERY_S:
+            return
+        self._last = t
+        sys.stderr.write("\r\x1b[K" + text)
         sys.stderr.flush()
+        self._shown = True
+        _LIVE[:] = [self]
 
-    return show
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self._shown = False
+
+    def views(self, view: str, position: int, head: int) -> None:
+        """engine.Progress: a view caught up to `position` of `head`."""
+        done = min(position, head) / head if head else 1.0
+        self.show(f"{view:>10} [{'#' * int(done * 30):<30}] {done:6.1%} {position}/{head}", now=position >= head)
+
+    def lines(self, lines: Iterable[bytes], total: int | None, what: str) -> Iterator[bytes]:
+        """`lines` as they are read, counted on the line (with the share of `total`
+        bytes, a regular file's size); then that they are being committed."""
+        if not self.on:
+            yield from lines
+            return
+        n = read = 0
+        for line in lines:
+            n += 1
+            read += len(line)
+            if not n & 1023:
+                share = f" ({read / total:.0%} of the file)" if total else ""
+                self.show(f"{what}: {n:,} lines read{share}")
+            yield line
+        self.show(f"{what}: {n:,} lines read; checking and committing them", now=True)
+
+
+_LIVE: list[Progress] = []  # the progress line on the terminal now, which err() clears first
+
+
+def clear_progress() -> None:
+    for shown in _LIVE:
+        shown.clear()
+    _LIVE.clear()
+
+
+def file_size(f: Any) -> int | None:
+    """The size of a regular file (for a share read), None for a pipe or a terminal."""
+    import os
+    import stat
+
+    st = os.fstat(f.fileno())
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def progress(ns: argparse.Namespace | None = None) -> Any:
+    """engine.Progress for a rebuild or a catch-up on the terminal, or None."""
+    shown = Progress(ns)
+    return shown.views if shown.on else None

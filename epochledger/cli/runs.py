@@ -14,11 +14,14 @@ from epochledger.app import open_ledger
 from epochledger.cli.common import (
     JSON,
     NO_CATCH_UP,
+    QUIET,
     ListedRun,
+    Progress,
     RunRow,
     arg,
     command,
     err,
+    file_size,
     listed,
     open_ns,
     out,
@@ -60,7 +63,7 @@ def cmd_init(ns: argparse.Namespace) -> None:
          arg("--clock-steps", choices=["refuse", "keep"], default="refuse",
              help="refuse: a run event stamped earlier than its run's previous event is refused (the default); "
                   "keep: import it as recorded (an export of a ledger whose clocks stepped back or disagreed)"),
-         JSON)  # fmt: skip
+         JSON, QUIET)  # fmt: skip
 def cmd_import(ns: argparse.Namespace) -> int:
     """Import an NDJSON history: one event per line, {"type": TAG, "at": RFC3339, ...}.
 
@@ -77,7 +80,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
     acceptable line lands, every rejected one goes to FILE with its line number and
     reason, a refused report that is a real observation (a late success after a
     cancel) is kept as run.fenced evidence, and the command exits 11 if any line was
-    rejected. The output counts landed, duplicate and rejected lines.
+    rejected. The output counts landed, duplicate and rejected lines. On a terminal, a
+    progress line on standard error counts the lines read (--quiet: none).
 
     Example: epochledger import history.ndjson
              epochledger import dagster.ndjson --on-error skip --rejects rejected.ndjson
@@ -92,10 +96,11 @@ def cmd_import(ns: argparse.Namespace) -> int:
         err("epochledger: --on-error skip needs --rejects FILE (every rejected line goes there)")
         return 2
     protected = [ns.file] if ns.file != "-" else []
+    shown = Progress(ns)  # on a terminal: lines read, then committing
     with open_ns(ns) as ledger:
         if ns.file == "-":
-            result = import_events(ledger, read_lines(sys.stdin.buffer), on_error=ns.on_error, rejects=ns.rejects,
-                                   clock_steps=ns.clock_steps)
+            result = import_events(ledger, shown.lines(read_lines(sys.stdin.buffer), None, "import"), on_error=ns.on_error,
+                                   rejects=ns.rejects, clock_steps=ns.clock_steps)
         else:
             try:
                 f = open(ns.file, "rb")
@@ -104,8 +109,9 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
                 raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
-                result = import_events(ledger, read_lines(f), on_error=ns.on_error, rejects=ns.rejects,
-                                       protected=protected, clock_steps=ns.clock_steps)  # fmt: skip
+                result = import_events(ledger, shown.lines(read_lines(f), file_size(f), "import"), on_error=ns.on_error,
+                                       rejects=ns.rejects, protected=protected, clock_steps=ns.clock_steps)  # fmt: skip
+    shown.clear()
     rejected = len(result.rejected)
     if ns.json:
         out_json({"file": ns.file, "lines": result.lines, "appended": result.appended, "landed": result.landed,

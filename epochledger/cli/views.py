@@ -9,7 +9,20 @@ from typing import Any
 import msgspec
 
 from epochledger import tick
-from epochledger.cli.common import JSON, arg, command, err, instant, open_ns, out, out_json, progress, table
+from epochledger.cli.common import (
+    JSON,
+    QUIET,
+    Progress,
+    arg,
+    command,
+    err,
+    instant,
+    open_ns,
+    out,
+    out_json,
+    progress,
+    table,
+)
 from projections import tables
 from projections import tick_health as tick_health_view
 
@@ -42,7 +55,7 @@ def _view_names() -> list[str]:
     return [v.NAME for v in VIEWS]
 
 
-@command("rebuild", arg("view", nargs="?", choices=_view_names(), help="one view (default: all)"), JSON)
+@command("rebuild", arg("view", nargs="?", choices=_view_names(), help="one view (default: all)"), JSON, QUIET)
 def cmd_rebuild(ns: argparse.Namespace) -> None:
     """Rebuild views from position zero beside the live ones, then swap them in.
 
@@ -58,7 +71,7 @@ def cmd_rebuild(ns: argparse.Namespace) -> None:
     from projections import engine, registry
 
     views = [registry.by_name(ns.view)] if ns.view else list(registry.VIEWS)
-    show_progress = progress()
+    show_progress = progress(ns)
     results = []
     with open_ns(ns) as ledger:
         t0 = time.perf_counter()
@@ -248,10 +261,14 @@ def cmd_parked(ns: argparse.Namespace) -> None:
     table(rows, ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
 
 
-@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"))
+@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"),
+         QUIET)  # fmt: skip
 def cmd_follow(ns: argparse.Namespace) -> None:
     """Keep every view caught up with the log until interrupted (Ctrl-C, exit 130): polling
     on SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
+
+    Each batch applied is a line on standard output. On a terminal, standard error
+    shows the catch-up's progress and then where the views are, waiting (--quiet: not).
 
     Example: epochledger follow
     """
@@ -260,13 +277,19 @@ def cmd_follow(ns: argparse.Namespace) -> None:
     from projections import engine
 
     stop = threading.Event()
+    shown = Progress(ns)
 
     def report(stats: list[Any]) -> None:
+        shown.clear()
         out(", ".join(f"{s.view} +{s.events} -> {s.position}" for s in stats if s.events))
+        shown.show(f"following: views at position {max(s.position for s in stats)}, waiting for events "
+                   "(Ctrl-C to stop)", now=True)  # fmt: skip
 
     with open_ns(ns) as ledger:
+        shown.show(f"following {ledger.store.url}, the log at position {ledger.store.max_position()}: views caught "
+                   "up as events arrive (Ctrl-C to stop)", now=True)  # fmt: skip
         try:
-            engine.follow(ledger.store, stop=stop, poll=ns.poll, on_batch=report)
+            engine.follow(ledger.store, stop=stop, poll=ns.poll, on_batch=report, progress=shown.views if shown.on else None)
         except KeyboardInterrupt:
             stop.set()  # the PostgreSQL listener's thread ends with it
             raise  # main says it: one line, exit 130
