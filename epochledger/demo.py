@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -129,7 +130,12 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
     return notable
 
 
-def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], None] = print) -> None:
+def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], None] = print,
+             program: str = "epochledger") -> None:  # fmt: skip
+    """Record the day into a fresh SQLite file, then print what it holds and the exact
+    commands that explore it: `program` (the command as this person can run it) with
+    `--store` naming the demo's file, which is not the default store, so they run as
+    printed (after `make demo`, a bare `epochledger runs` found no ./epochledger.db)."""
     url = store or DEMO_PATH
     path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else url
     if "://" in path:
@@ -151,15 +157,19 @@ def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], Non
     codes = Counter(show_code(r.code) for r in runs if lifecycle.is_failure(r.status))
     out("failure codes: " + ", ".join(f"{k} {v}" for k, v in sorted(codes.items())))
     out("")
-    out("try:")
-    shown = "" if resolve_url(None) == path else f" --store {path}"
-    out(f"  epochledger{shown} runs")
-    out(f"  epochledger{shown} show {notable['paused']} --json")
-    out(f"  epochledger{shown} history {notable['paused']}")
-    out(f"  epochledger{shown} history {notable['orphan']}    # recovered by worker-1's sweep at its redeploy")
-    out(f"  epochledger{shown} epochs")
+    out("explore what it recorded (each command runs as printed, from this directory):")
+    same = resolve_url(None) == resolve_url(path)
+    cmd = program + ("" if same else f" --store {shlex.quote(path)}")
+    out(f"  {cmd} runs")
+    out(f"  {cmd} show {notable['paused']} --json")
+    out(f"  {cmd} history {notable['paused']}")
+    out(f"  {cmd} history {notable['orphan']}    # recovered by worker-1's sweep at its redeploy")
+    out(f"  {cmd} epochs")
     out("")
     out("the incident, in pictures and what-ifs (docs/forensics.md):")
-    out(f"  epochledger{shown} timeline --at 2026-09-09T14:20:00Z -o incident.html")
-    out(f"  epochledger{shown} whatif --policy flat-age:30m    # would have killed {notable['nightly']}, found {notable['orphan']} late")
-    out(f"  epochledger{shown} whatif --policy clamp           # would have swept {notable['clock_step']} after the clock step")
+    out(f"  {cmd} timeline --at 2026-09-09T14:20:00Z -o incident.html")
+    out(f"  {cmd} whatif --policy flat-age:30m    # would have killed {notable['nightly']}, found {notable['orphan']} late")
+    out(f"  {cmd} whatif --policy clamp           # would have swept {notable['clock_step']} after the clock step")
+    if not same:
+        out("")
+        out(f"(the default store is {resolve_url(None)}; `export EPOCHLEDGER_STORE={shlex.quote(path)}` makes the demo's the default)")

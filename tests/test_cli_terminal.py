@@ -210,3 +210,22 @@ def test_R3_follow_shows_where_it_is_on_a_terminal(tmp_path: Path) -> None:
     assert b"runs +3000 -> 3000" in out, out
     assert screen.endswith(b"\r\x1b[Kepochledger: Interrupted: interrupted (Ctrl-C); a write is all or nothing: an "
                            b"interrupted one landed whole or not at all\r\n"), screen[-300:]  # fmt: skip
+
+
+# ---------------------------------------------------------------- the demo
+def test_L4_the_demo_ends_with_commands_that_run_as_printed(tmp_path: Path) -> None:
+    """Repro (before the fix): after `make demo` the next commands failed (NoSuchStore:
+    the demo writes epochledger-demo.db, the default store is epochledger.db; and the
+    `epochledger` printed is not on PATH outside the venv). Every command the demo
+    prints runs, as printed, from where the demo ran, with PATH not naming the venv."""
+    script = Path(sys.executable).parent / "epochledger"
+    if not script.exists():
+        pytest.skip(f"no console script beside {sys.executable} (not installed with pip)")
+    env = {k: v for k, v in os.environ.items() if k != "EPOCHLEDGER_STORE"} | {"PATH": "/usr/bin:/bin"}
+    done = subprocess.run([str(script), "demo"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    commands = [line.split("    #")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert len(commands) == 8 and all("--store epochledger-demo.db" in c for c in commands), done.stdout
+    for command in commands:
+        ran = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert ran.returncode == 0 and ran.stdout, (command, ran.returncode, ran.stderr)
+    assert "export EPOCHLEDGER_STORE=epochledger-demo.db" in done.stdout

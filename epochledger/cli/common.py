@@ -183,6 +183,27 @@ def _derived(status: str, code: str, fenced_end: bool) -> tuple[str, dict[str, b
             lifecycle.predicates(status, code, fenced_end=fenced_end))  # fmt: skip
 
 
+def program() -> str:
+    """This command line as the person can type it again, for commands it prints: bare
+    `epochledger` when that is what PATH finds, else the script that ran (after `make
+    demo`, `.venv/bin/epochledger`), else `python -m epochledger`."""
+    import os
+    import shlex
+    import shutil
+
+    def shown(path: str) -> str:
+        rel = os.path.relpath(path)
+        return shlex.quote(path if rel.startswith("..") else rel if os.sep in rel else "./" + rel)
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    if os.path.basename(argv0) == "epochledger" and os.path.exists(argv0):
+        found = shutil.which("epochledger")
+        if found is not None and os.path.samefile(found, argv0):
+            return "epochledger"
+        return shown(os.path.abspath(argv0))
+    return f"{shown(sys.executable)} -m epochledger"
+
+
 def open_ns(ns: argparse.Namespace) -> Ledger:
     """The ledger a command names, which must exist: no command but `init` and `demo`
     creates a store, so a mistyped path is an error naming it, not an empty ledger."""

@@ -387,13 +387,15 @@ def cmd_correct(ns: argparse.Namespace) -> None:
 def cmd_demo(ns: argparse.Namespace) -> None:
     """Record a small, believable scheduler day into a fresh SQLite file and print it.
 
-    Writes ./epochledger-demo.db unless --store names another SQLite file.
+    Writes ./epochledger-demo.db unless --store names another SQLite file, and ends
+    with the exact commands that explore it (they name its store).
 
     Example: epochledger demo && epochledger --store epochledger-demo.db runs
     """
+    from epochledger.cli.common import program
     from epochledger.demo import run_demo
 
-    run_demo(ns.store, force=ns.force, out=out)
+    run_demo(ns.store, force=ns.force, out=out, program=program())
 
 
 def _streaking(rows: list[dict[str, Any]], view: Any) -> list[dict[str, Any]]:
