@@ -131,8 +131,10 @@ def test_L4_ctrl_c_during_a_long_import_is_one_line_exit_130_and_nothing_half_wr
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
 
 
-def test_L4_ctrl_c_stops_follow_with_one_line_and_exit_130(tmp_path: Path) -> None:
-    store = str(tmp_path / "l.db")
+def test_L4_ctrl_c_stops_follow_with_one_line_and_exit_130(store_url: str) -> None:
+    """On both stores: SQLite's polling loop, PostgreSQL's LISTEN thread (which must end
+    with it, or the process would not exit)."""
+    store = store_url
     assert main(["--store", store, "init"]) == 0
     code, err = _interrupt(_cli("--store", store, "follow"), after=1.5)
     assert (code, err.count("\n"), "Traceback" in err) == (INTERRUPTED, 1, False), err
