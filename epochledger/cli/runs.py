@@ -255,8 +255,6 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     def keep(s: Listed) -> bool:
         if ns.status and s.status not in ns.status:
             return False
-        if ns.where and not all(lifecycle.PREDICATES[p](s.status, s.code) for p in ns.where):
-            return False
         if ns.code and not (lifecycle.is_failure(s.status) and show_code(s.code) in ns.code):
             return False
         if ns.label and not all(s.labels.get(k) == v for k, v in ns.label):
@@ -272,10 +270,11 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     # (docs/benchmarks.md, "Fleet size"). --streaking joins whole records to the streaks.
     shape = RunState if ns.streaking else ListedRun if ns.json else RunRow
     with open_ns(ns) as ledger, gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-        # --status alone is read_runs' own filter (in SQL): no per-run call then
-        filters = keep if ns.where or ns.code or ns.label else None
+        # --status and --where are read_runs' own filters (in SQL, on the columns the runs
+        # view stored from the one evaluation of each predicate, rule P4): no per-run call
+        filters = keep if ns.code or ns.label else None
         found, lag = read_runs(ledger.store, filters, catch_up_first=not ns.no_catch_up, statuses=ns.status or (),
-                               shape=shape)  # fmt: skip
+                               shape=shape, predicates=ns.where or ())  # fmt: skip
         if ns.streaking:
             rows = _streaking([run_record(s) for s in found], tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
     say_lag(lag)
@@ -412,9 +411,9 @@ def runs_orphaned(ns: argparse.Namespace, keep: Callable[[Listed], bool]) -> Non
         found = ledger.orphans()
     rows = []
     for state, verdict in found:
-        if not keep(state):
-            continue
         rec = run_record(state)
+        if not keep(state) or not all(rec["predicates"][p] for p in ns.where or ()):  # predicates_of's (rule P4)
+            continue
         rec["orphan"] = msgspec.to_builtins(verdict)
         rec["rule"], rec["why"] = verdict.rule, verdict.explain()
         rows.append(rec)
