@@ -60,7 +60,7 @@ def same(state: RunState, expected: RunState) -> None:
     assert replace(state, last=None) == expected
 
 
-QUEUED = RunState(run=RUN, status=Status.QUEUED, workflow="wf", process="slot-a", queued_at=at(0),
+QUEUED = RunState(run=RUN, status=Status.QUEUED, workflow="wf", process="slot-a", queued_process="slot-a", queued_at=at(0),
                   updated_at=at(0), actor="sched", reason="cron", version=1)  # fmt: skip
 
 

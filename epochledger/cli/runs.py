@@ -205,6 +205,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
     rec.pop("tick_streak", None)
     end = rec.pop("fenced_end", None)
     labels = rec.pop("labels", None)
+    prior = rec.pop("cancelled_from", None)
     for k, v in rec.items():
         if v is not None and v != "" and not (k == "fenced" and v == 0):
             out(f"{k:>12}: {v}")
@@ -213,6 +214,10 @@ def cmd_show(ns: argparse.Namespace) -> None:
     if end is not None:
         out(f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
             f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)")  # fmt: skip
+    if prior is not None:  # what the cancel overrode (rule L2)
+        was = ": ".join(filter(None, [prior["status"] + (f" {show_code(prior['code'])}" if lifecycle.is_failure(prior["status"]) else ""),
+                                      prior.get("error"), prior.get("reason")]))  # fmt: skip
+        out(f"{'cancelled':>12}: from {was}" + (f"; caused by {describe_cause(prior['cause'])}" if prior.get("cause") else ""))
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
 
