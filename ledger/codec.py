@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ledger.errors import InvalidInput
-from ledger.events import EVENT_TYPES, MAX_CAUSE_DEPTH, MAX_NESTING, AnyEvent, Bounds, Event, Pattern
+from ledger.events import EVENT_TYPES, FORMAT_CHARS, MAX_CAUSE_DEPTH, MAX_NESTING, AnyEvent, Bounds, Event, Pattern
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 _decoder = msgspec.json.Decoder(AnyEvent)
@@ -180,8 +180,11 @@ Check = typing.Callable[[Any, str], "str | None"]
 # a sufficient test: anything it does not accept goes to the regex, which decides
 # (and names the value). Keyed by the exact regex of ledger/events.py: a rule changed
 # there loses its fast test, never its check (tests/test_hostile_input.py).
+# printable also rules out every format character (category Cf, which ids and label
+# values refuse): str.isprintable() is False for Cf too.
 NO_SPACE, SPACE_OK = 2, 1
-_FAST = {r"[^\s\x00-\x1f\x7f]+": NO_SPACE, r"[^\x00-\x1f\x7f]*": SPACE_OK}
+_FAST = {r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+": NO_SPACE, r"[^\x00-\x1f\x7f]*": SPACE_OK,
+         r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*": SPACE_OK}
 
 
 def _fast_holds(kind: int, value: str) -> bool:

@@ -56,7 +56,17 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 MAX_CAUSE_DEPTH = 32
 MAX_NESTING = 64
 
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200), Pattern(r"[^\s\x00-\x1f\x7f]+", "no whitespace or control characters")]
+# Unicode format characters (category Cf: bidi overrides and isolates, zero-width
+# spaces and joiners, the BOM, tag characters) print as nothing or reorder what follows,
+# so an id holding one can display as another id (`nightly-\u202e2400` shows as
+# nightly-0042). Ids and labels refuse them (rule L4, docs/events.md). The class is
+# Unicode 15's Cf (Unicode 14 lacks U+13439-1343F); tests/test_hostile_input.py checks
+# it against the running Python's unicodedata.
+FORMAT_CHARS = (r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+                r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+                r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200),
+                 Pattern(r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+", "no whitespace, control or format characters")]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]
 LongText = Annotated[str, msgspec.Meta(max_length=65536)]
 Code = Annotated[str, msgspec.Meta(max_length=200), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
@@ -65,11 +75,12 @@ Questions = Annotated[list[Text], msgspec.Meta(max_length=100)]
 Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 # A run's labels (rule I2): team, owner, partition, a foreign scheduler's tags. Bounded
 # so a label set stays a small part of an event: at most MAX_LABELS labels, a key is a
-# Name (no whitespace), a value at most MAX_LABEL_VALUE characters without control
-# characters (it may be empty). Checked on write by ledger.codec.checked.
+# Name (no whitespace), a value at most MAX_LABEL_VALUE characters without control or
+# format characters (it may be empty). Checked on write by ledger.codec.checked.
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 1024
-LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
+LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE),
+                       Pattern(r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*", "no control or format characters")]
 Labels = Annotated[dict[Name, LabelValue], msgspec.Meta(max_length=MAX_LABELS)]
 
 

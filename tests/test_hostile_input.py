@@ -4,7 +4,9 @@ ledger stores is exactly what the caller gave, or nothing."""
 
 from __future__ import annotations
 
+import json
 import math
+import unicodedata
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -14,7 +16,7 @@ from epochledger.app import Ledger
 from epochledger.ndjson import import_lines
 from epochledger.sweep import preview
 from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
-from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, RunFenced
+from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, Pattern, RunFenced
 
 
 def chain(depth: int) -> Cause:
@@ -247,7 +249,6 @@ def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None
     import re
 
     from ledger import codec
-    from ledger.events import Pattern
 
     assert set(codec._FAST) == {m.regex for tp in (Name, Code, LabelValue) for m in tp.__metadata__ if isinstance(m, Pattern)}
     for regex, kind in codec._FAST.items():
@@ -256,6 +257,38 @@ def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None
         wrong = [c for c in _every_character() if codec._fast_holds(kind, c) and not rx.fullmatch(c)]
         assert wrong == []
         assert codec._fast_holds(kind, "plain-ascii_1.2")  # and it does take the common case
+
+
+def test_L4_format_characters_are_refused_in_ids_and_label_keys_and_values(sqlite_ledger) -> None:
+    """Unicode format characters (category Cf: U+202E RIGHT-TO-LEFT OVERRIDE, zero-width
+    spaces, the BOM) would let one run id display as another (`nightly-\u202e2400` reads
+    as nightly-0042). Every Cf character of this Python's unicodedata is refused in an
+    id, a label key and a label value, by the API and the import alike, naming the
+    field, and nothing is appended; the class holds nothing else that is assigned.
+    Repro (before the fix): all three were accepted and printed raw."""
+    import re
+
+    from ledger.errors import InvalidInput
+    from ledger.events import FORMAT_CHARS
+
+    cf = [c for c in _every_character() if unicodedata.category(c) == "Cf"]
+    in_class = re.compile(f"[{FORMAT_CHARS}]")
+    assert [c for c in cf if not in_class.fullmatch(c)] == []
+    assert [c for c in _every_character() if in_class.fullmatch(c) and unicodedata.category(c) not in ("Cf", "Cn")] == []
+    name = re.compile(next(m.regex for m in Name.__metadata__ if isinstance(m, Pattern)))
+    value = re.compile(next(m.regex for m in LabelValue.__metadata__ if isinstance(m, Pattern)))
+    assert [c for c in cf if name.fullmatch(f"a{c}b") or value.fullmatch(f"a{c}b")] == []
+    before = sqlite_ledger.store.max_position()
+    for kwargs, where in ((dict(run="nightly-\u202e2400"), "$.run"), (dict(run="r", labels={"k\u200b": "v"}), "$.labels.key"),
+                          (dict(run="r", labels={"k": "\u202egnp.exe"}), "$.labels['k']"),
+                          (dict(run="r", workflow="\ufeffwf"), "$.workflow")):  # fmt: skip
+        with pytest.raises(InvalidInput, match=f"format characters.*- at `{re.escape(where)}`"):
+            sqlite_ledger.queue(**kwargs)
+    line = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "nightly-\u202e2400"}).encode()
+    with pytest.raises(ImportRejected, match="line 1: .*format characters.* - at `\\$.run`"):
+        import_lines(sqlite_ledger, [line])
+    assert sqlite_ledger.store.max_position() == before
+    sqlite_ledger.queue("caf\u00e9-\u4e2d", labels={"team": "d\u00e4ta ok"})  # other non-ASCII letters stay valid
 
 
 def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_refuse() -> None:
@@ -274,7 +307,7 @@ def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_r
     for c in _every_character()[:0xF800]:  # U+0000 .. U+FFFF
         value = f"a{c}b"
         bad = check(RunQueued(at=at, run="r", workflow=value), "$")
-        assert (bad is None) == bool(name.fullmatch(value)), repr(c)
+        assert (bad is None) == (bool(name.fullmatch(value)) and unicodedata.category(c) != "Cf"), repr(c)
         if bad is not None:
             assert bad.endswith("- at `$.workflow`")
         assert (check(RunQueued(at=at, run="r", code=value), "$") is None) == bool(code.fullmatch(value)), repr(c)
