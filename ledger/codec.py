@@ -210,10 +210,10 @@ def _checker(tp: Any) -> Check | None:
                 for rx, meaning, kind in rules:
                     if not _fast_holds(kind, value) and not rx.fullmatch(value):
                         return f"Expected `str` with {meaning}, got {value[:80]!r} - at `{path}`"
-            elif isinstance(value, datetime):
+            elif isinstance(value, datetime | int):
                 for b in bounds:
                     if not b.low <= value < b.high:
-                        return f"Expected `datetime` {b.meaning}, got {value.isoformat()} - at `{path}`"
+                        return f"{_out_of_bounds(b, value)} - at `{path}`"
             return inner(value, path) if inner is not None else None
 
         return annotated
@@ -290,7 +290,7 @@ def _checker(tp: Any) -> Check | None:
             for f, b in instants:
                 v = getattr(value, f)
                 if v is not None and not b.low <= v < b.high:
-                    return f"Expected `datetime` {b.meaning}, got {v.isoformat()} - at `{path}.{f}`"
+                    return f"{_out_of_bounds(b, v)} - at `{path}.{f}`"
             for f, c in nested:
                 bad = c(getattr(value, f), f"{path}.{f}")
                 if bad:
@@ -301,9 +301,16 @@ def _checker(tp: Any) -> Check | None:
     return None
 
 
+def _out_of_bounds(b: Bounds, value: datetime | int) -> str:
+    if isinstance(value, datetime):
+        return f"Expected `datetime` {b.meaning}, got {value.isoformat()}"
+    return f"Expected `int` {b.meaning}, got {value}"
+
+
 def _plain_rule(tp: Any) -> tuple[re.Pattern[str], str, int] | Bounds | None:
     """(regex, meaning) if `tp` is `Annotated[str, ..., Pattern]`, the Bounds if it is
-    `Annotated[datetime, ..., Bounds]`; either optionally `| None`."""
+    `Annotated[datetime, ..., Bounds]` or `Annotated[int, ..., Bounds]`; either
+    optionally `| None`."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         rest = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(rest) != 1:
@@ -314,7 +321,7 @@ def _plain_rule(tp: Any) -> tuple[re.Pattern[str], str, int] | Bounds | None:
     base, *meta = typing.get_args(tp)
     rules = [m for m in meta if isinstance(m, Pattern)]
     bounds = [m for m in meta if isinstance(m, Bounds)]
-    if base is datetime and len(bounds) == 1 and not rules:
+    if base in (datetime, int) and len(bounds) == 1 and not rules:
         return bounds[0]
     if base is not str or len(rules) != 1 or bounds:
         return None

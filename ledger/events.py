@@ -33,11 +33,12 @@ class Pattern(NamedTuple):
 
 
 class Bounds(NamedTuple):
-    """Write-time bounds of an instant, low inclusive, high exclusive; checked like
-    `Pattern` (ledger.codec.checked), never on read."""
+    """Write-time bounds of an instant or an integer, low inclusive, high exclusive;
+    checked like `Pattern` (ledger.codec.checked), never on read: a value stored before
+    a bound existed still decodes."""
 
-    low: datetime
-    high: datetime
+    low: Any  # a datetime for an instant, an int for an integer
+    high: Any
     meaning: str
 
 
@@ -71,6 +72,13 @@ Text = Annotated[str, msgspec.Meta(max_length=4096)]
 LongText = Annotated[str, msgspec.Meta(max_length=65536)]
 Code = Annotated[str, msgspec.Meta(max_length=200), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
 Instant = Annotated[datetime, msgspec.Meta(tz=True), Bounds(EARLIEST, LATEST, "from 1970 to before 9000 UTC")]
+# A process id as an OS gives it (pid_t is a signed 32-bit integer; 0 and negative
+# values name process groups to kill(2), never a process), and a signal number (POSIX
+# and Linux signals are 1-64; 1-127 leaves room for real-time ones, an exit status
+# 128+n names signal n). Write-time bounds (rule L4): beyond them the audit stored NULL
+# and the probe left the epoch unjudged forever.
+Pid = Annotated[int, Bounds(1, 2**31, "from 1 to 2147483647")]
+Signal = Annotated[int, Bounds(1, 128, "from 1 to 127")]
 Questions = Annotated[list[Text], msgspec.Meta(max_length=100)]
 Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 # A run's labels (rule I2): team, owner, partition, a foreign scheduler's tags. Bounded
@@ -249,7 +257,7 @@ class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered")
     exited_at: Instant | None = None
     observed_by: Name | None = None
     exit_code: int | None = None
-    signal: int | None = None
+    signal: Signal | None = None
     # O2-host-rebooted: the owner's host and host boot id, and the later boot on that host
     # that carried another host boot id (rule O7)
     host: Name | None = None
@@ -318,7 +326,7 @@ class ProcessEventBase(Event, frozen=True, kw_only=True):
 class ProcessBooted(ProcessEventBase, frozen=True, kw_only=True, tag="process.booted"):
     booted_at: Instant
     host: Name | None = None
-    pid: int | None = None
+    pid: Pid | None = None
     # Liveness facts (rule O7), recorded by boot() by default on Linux (ledger/host.py):
     # the host's boot id (/proc/sys/kernel/random/boot_id), so a later boot on the same
     # host with another id says the host rebooted; and the process's start time in clock
@@ -358,7 +366,7 @@ class ProcessExited(ProcessEventBase, frozen=True, kw_only=True, tag="process.ex
 
     observed_by: Name  # "probe@<host>", "supervisor:<name>", "dagster-import", ...
     exit_code: int | None = None
-    signal: int | None = None
+    signal: Signal | None = None
     evidence: Text | None = None  # e.g. "pid 4242 not running", "pid 4242 start 901 != recorded 777"
 
 

@@ -311,3 +311,50 @@ def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_r
         if bad is not None:
             assert bad.endswith("- at `$.workflow`")
         assert (check(RunQueued(at=at, run="r", code=value), "$") is None) == bool(code.fullmatch(value)), repr(c)
+
+
+def test_L4_out_of_bound_pids_and_signals_are_refused_naming_the_field(sqlite_ledger) -> None:
+    """A pid is 1..2^31-1 (pid_t; 0 and negatives name process groups), a signal 1..127,
+    by the API and the import alike, naming the field, nothing appended. Repro (before
+    the fix): a pid of 2^70 was stored (the audit then held NULL), a pid of -1 left the
+    probe unable to judge the epoch forever, and a signal of 2^80 was kept."""
+    lg = sqlite_ledger
+    before = lg.store.max_position()
+    for pid in (2**70, -5, -1, 0, 2**31):
+        with pytest.raises(InvalidInput, match=r"Expected `int` from 1 to 2147483647, got -?\d+ - at `\$.pid`"):
+            lg.boot("p", epoch="e0", pid=pid)
+    booted = [b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e","booted_at":'
+              b'"2026-09-09T13:00:00Z","pid":%d}' % pid for pid in (2**70, -5)]  # fmt: skip
+    for line in booted:
+        with pytest.raises(ImportRejected, match=r"line 1: .*from 1 to 2147483647.* - at `\$.pid`"):
+            import_lines(lg, [line])
+    assert lg.store.max_position() == before
+    lg.boot("p", epoch="e1", pid=2**31 - 1)
+    lg.boot("q", epoch="q1", pid=1)
+    before = lg.store.max_position()
+    for signal in (2**80, 0, -9, 128):
+        with pytest.raises(InvalidInput, match=r"from 1 to 127, got -?\d+ - at `\$.signal`"):
+            lg.exited("p", "e1", observed_by="supervisor:test", signal=signal)
+    assert lg.store.max_position() == before
+    lg.exited("p", "e1", observed_by="supervisor:test", signal=9)
+
+
+def test_L4_an_instant_finer_than_a_microsecond_is_refused_not_rounded(sqlite_ledger) -> None:
+    """A ledger instant is microseconds at the finest: an imported instant with a
+    non-zero digit below a microsecond would be stored rounded, so it is refused naming
+    the field and what it would have become; trailing zeros are the same instant.
+    Repro (before the fix): 14:00:00.1234567Z was imported as 14:00:00.123457Z."""
+    lg = sqlite_ledger
+    for at, field in ((b'"at":"2026-09-09T14:00:00.1234567Z"', "at"),
+                      (b'"at":"2026-09-09T14:00:00.000000001+02:00"', "at")):  # fmt: skip
+        line = b'{"type":"run.queued",%b,"run":"a"}' % at
+        with pytest.raises(ImportRejected, match=f"line 1: run.queued: not stored as given: .* finer than a microsecond; "
+                                                 f"it would be stored as .* - at `\\$.{field}`"):  # fmt: skip
+            import_lines(lg, [line])
+    boot = (b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e",'
+            b'"booted_at":"2026-09-09T13:00:00.99999999Z"}')  # fmt: skip
+    with pytest.raises(ImportRejected, match=r"would be stored as 2026-09-09T13:00:01\+00:00 - at `\$.booted_at`"):
+        import_lines(lg, [boot])
+    assert lg.store.max_position() == 0
+    import_lines(lg, [b'{"type":"run.queued","at":"2026-09-09T14:00:00.1234560000Z","run":"a"}'])
+    assert lg.get_run("a").queued_at.microsecond == 123456
