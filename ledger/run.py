@@ -129,6 +129,7 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     parent: str | None = None  # the run this one re-executes or retries (rule I2)
     cancelled_from: CancelledFrom | None = None  # a cancelled pause or failure: what it was (rule L2)
     queued_process: str | None = None  # the process run.queued named; `process` follows the starts (rule L1)
+    attempt: int = 0  # starts so far: 1 from the first start, +1 for each start after a resume or retry
 
 
 # -------------------------------------------------------------------- fold
@@ -200,7 +201,8 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             return replace(new, checkpoint=Checkpoint(ref=e.ref, node=e.node))
         case RunStarted():
             return replace(new, epoch=e.epoch, process=e.process or state.process, started_at=e.at,
-                           slot_epoch=e.slot_epoch, error=None, cause=None, fenced_end=None)  # fmt: skip
+                           slot_epoch=e.slot_epoch, error=None, cause=None, fenced_end=None,
+                           attempt=state.attempt + 1)  # fmt: skip
         case RunCancelled():
             # A cancel keeps what it overrode: a pause or a failure's cause stays visible
             # (rule L2). The interaction goes: its question and answers are evidence only

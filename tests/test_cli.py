@@ -146,3 +146,34 @@ def test_L1_a_retried_queue_of_a_queued_run_appends_nothing(ledger) -> None:
     with pytest.raises(IllegalTransition, match="workflow 'add', not 'mul'"):
         ledger.queue("t-1", workflow="mul", labels={"queue": "celery"})
     assert ledger.store.max_position() == before
+
+
+def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(ledger, store_url, capsys, tmp_path) -> None:
+    """Each start after a resume or retry is the run's next attempt: 0 while never
+    started, 1 from the first start. `show`, `runs --json` and the audit's runs view say
+    the same; the audit's new column comes after its others."""
+    from projections import audit
+
+    ledger.queue("t-1")
+    ledger.queue("t-0")
+    assert ledger.get_run("t-1").attempt == 0
+    ledger.start("t-1")
+    assert ledger.get_run("t-1").attempt == 1
+    ledger.fail("t-1", "TIMEOUT", resumable=True)
+    ledger.resume("t-1", "auto")
+    assert ledger.get_run("t-1").attempt == 1  # a resume is not a start
+    ledger.start("t-1")
+    code, out, _ = cli(capsys, "--store", store_url, "show", "t-1", "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["attempt"] == 2
+    assert list(shown) == sorted(shown)  # the JSON's keys are sorted: a new field takes its place, others stay
+    code, out, _ = cli(capsys, "--store", store_url, "show", "t-1")
+    assert "     attempt: 2" in out
+    assert "attempt" not in cli(capsys, "--store", store_url, "show", "t-0")[1]  # never started
+    code, out, _ = cli(capsys, "--store", store_url, "runs", "--json")
+    assert {r["run"]: r["attempt"] for r in json.loads(out)} == {"t-0": 0, "t-1": 2}
+    path = str(tmp_path / "audit.duckdb")
+    audit.sync(ledger.store, path)
+    assert audit.query(path, "SELECT run, attempt FROM runs ORDER BY run").rows == [("t-0", 0), ("t-1", 2)]
+    columns = [c for (c,) in audit.query(path, "SELECT column_name FROM (DESCRIBE runs)").rows]
+    assert columns[columns.index("labels") + 1] == "attempt"

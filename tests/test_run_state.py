@@ -73,7 +73,7 @@ def running() -> RunState:
 
 
 RUNNING = replace(QUEUED, status=Status.RUNNING, epoch="e1", started_at=at(1), updated_at=at(1),
-                  actor="worker", reason="picked up", version=2)  # fmt: skip
+                  actor="worker", reason="picked up", version=2, attempt=1)  # fmt: skip
 
 
 def test_queued_carries_workflow_slot_actor_reason_and_times() -> None:

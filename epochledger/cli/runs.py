@@ -207,7 +207,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
     labels = rec.pop("labels", None)
     prior = rec.pop("cancelled_from", None)
     for k, v in rec.items():
-        if v is not None and v != "" and not (k == "fenced" and v == 0):
+        if v is not None and v != "" and not (k in ("fenced", "attempt") and v == 0):
             out(f"{k:>12}: {v}")
     if labels:  # rule I2
         out(f"{'labels':>12}: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
