@@ -755,7 +755,10 @@ def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch
         listed = [s for s in found.values() if (not statuses or str(s.status) in wanted)
                   and all(runs.predicates_of(s)[p] for p in predicates)]  # fmt: skip
     else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key: ~0.1 s at 143k)
-        terms = [*([("status", tuple(str(s) for s in statuses))] if statuses else ()), *((p, 1) for p in predicates)]
+        # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
+        # the predicate columns; its rows are not the view and are dropped below anyway.
+        asked = predicates if catch_up_first or not predicates or is_current(store, runs) else ()
+        terms = [*([("status", tuple(str(s) for s in statuses))] if statuses else ()), *((p, 1) for p in asked)]
         rows, position, head = _stored_rows(store, runs, key=None, catch_up_first=catch_up_first, where=terms)
         with gc_paused():
             listed = list(map(_decoder(runs, shape), map(itemgetter(-1), rows))) if position is not None else []
