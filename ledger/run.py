@@ -331,10 +331,10 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     event = replace(cmd, status=new_status, code=new_code, at=cmd.at.astimezone(UTC))
     if state is not None and state.last is not None and _sans_stamp(event) == _sans_stamp(state.last):
         return []  # the same event again: its effect already holds
-    if isinstance(cmd, RunQueued) and state is not None and lifecycle.is_queued(state.status, state.code):
-        return _queued_again(cmd, state)
     if not lifecycle.allowed_from(tag, status):
         raise IllegalTransition(cmd.run, status, tag)
+    if isinstance(cmd, RunQueued) and state is not None:  # queued already (the table said so)
+        return _queued_again(cmd, state)
     if isinstance(cmd, RunTickRecovered) and state is not None and state.tick_streak is None:
         return []  # no streak is open: "recovered" already holds (rule T3)
     if isinstance(cmd, RunResumed):
