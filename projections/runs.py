@@ -82,10 +82,18 @@ def _predicates(status: str, code: str, fenced_end: bool) -> dict[str, bool]:
     return lifecycle.predicates(status, code, fenced_end=fenced_end)
 
 
+@functools.lru_cache(maxsize=4096)
+def _predicate_columns(status: str, code: str, fenced_end: bool) -> tuple[int, ...]:
+    # The values of the predicate columns, in COLUMNS' order, from the one evaluation
+    # (cached per triple: every event of a rebuild writes a row).
+    preds = _predicates(status, code, fenced_end)
+    return tuple(int(preds[name]) for name in lifecycle.PREDICATES)
+
+
 def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
-    preds = predicates_of(s)
-    return (str(s.status), s.code, s.workflow, s.process, s.epoch, s.updated_at.isoformat(), int(s.deleted),
-            *(int(preds[name]) for name in lifecycle.PREDICATES))  # fmt: skip
+    status = str(s.status)
+    return (status, s.code, s.workflow, s.process, s.epoch, s.updated_at.isoformat(), int(s.deleted),
+            *_predicate_columns(status, s.code, s.fenced_end is not None))  # fmt: skip
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
