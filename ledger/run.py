@@ -208,7 +208,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             # (rule L2). The interaction goes: its question and answers are evidence only
             # while the run waits on them (rule L7); `history` keeps them.
             prior = None
-            if lifecycle.is_terminal(state.status, state.code):
+            if lifecycle.is_terminal(state.status):  # a pause or a resumable failure: no final status cancels
                 prior = CancelledFrom(status=state.status, code=state.code, error=state.error, cause=state.cause,
                                       reason=state.reason)  # fmt: skip
             return replace(new, error=None, cause=None, interaction=None, questions=None, answers=None,

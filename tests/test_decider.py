@@ -220,6 +220,8 @@ def test_L4_a_queue_of_a_queued_run_with_other_fields_is_refused_naming_them(fie
         with pytest.raises(IllegalTransition, match="already queued with other fields") as e:
             decide(cmd, state)
         assert named in str(e.value) and e.value.run == RUN and e.value.status == "queued"
+    with pytest.raises(IllegalTransition, match=r"workflow 'wf', not 'other'; parent None, not 'r-0'\)$"):
+        decide(RunQueued(at=at(100), run=RUN, workflow="other", parent="r-0"), given("queued"))  # each one named
     with pytest.raises(IllegalTransition):  # a run that is not queued: as before
         decide(COMMANDS["queue"](at(100)), given("running"))
 
