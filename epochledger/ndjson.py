@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -110,9 +111,31 @@ def _parse(line: bytes, number: int) -> tuple[dict[str, Any], Event]:
     if duplicate is not None:
         raise ImportRejected(number, f"duplicate key {duplicate!r} (JSON would keep only its last value)")
     try:
-        return raw, codec.decode(line)
+        event = codec.decode(line)
     except msgspec.ValidationError as e:
         raise ImportRejected(number, f"{tag}: {e}") from None
+    finer = _finer_than_a_microsecond(raw, event)
+    if finer is not None:
+        raise ImportRejected(number, f"{tag}: {finer}")
+    return raw, event
+
+
+# A fraction of a second with a non-zero digit past the sixth: below a microsecond.
+_SUB_MICROSECOND = re.compile(r":\d\d\.\d{6}\d*[1-9]")
+
+
+def _finer_than_a_microsecond(raw: dict[str, Any], event: Event) -> str | None:
+    """An instant the line states below a microsecond, which the decode rounded (rule
+    L4's "would be stored as something else"): a ledger instant is a Python datetime,
+    microseconds at the finest. Refused, naming the field and what it would have become;
+    trailing zeros past the sixth digit are the same instant and pass."""
+    for key, value in raw.items():
+        if type(value) is str and len(value) > 27 and _SUB_MICROSECOND.search(value):
+            stored = getattr(event, key, None)
+            if isinstance(stored, datetime):
+                return (f"not stored as given: {value!r} is finer than a microsecond; it would be stored as "
+                        f"{stored.isoformat()} - at `$.{key}`")  # fmt: skip
+    return None
 
 
 @cache

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ledger.errors import InvalidInput
-from ledger.events import EVENT_TYPES, MAX_CAUSE_DEPTH, MAX_NESTING, AnyEvent, Bounds, Event, Pattern
+from ledger.events import EVENT_TYPES, FORMAT_CHARS, MAX_CAUSE_DEPTH, MAX_NESTING, AnyEvent, Bounds, Event, Pattern
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 _decoder = msgspec.json.Decoder(AnyEvent)
@@ -180,8 +180,11 @@ Check = typing.Callable[[Any, str], "str | None"]
 # a sufficient test: anything it does not accept goes to the regex, which decides
 # (and names the value). Keyed by the exact regex of ledger/events.py: a rule changed
 # there loses its fast test, never its check (tests/test_hostile_input.py).
+# printable also rules out every format character (category Cf, which ids and label
+# values refuse): str.isprintable() is False for Cf too.
 NO_SPACE, SPACE_OK = 2, 1
-_FAST = {r"[^\s\x00-\x1f\x7f]+": NO_SPACE, r"[^\x00-\x1f\x7f]*": SPACE_OK}
+_FAST = {r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+": NO_SPACE, r"[^\x00-\x1f\x7f]*": SPACE_OK,
+         r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*": SPACE_OK}
 
 
 def _fast_holds(kind: int, value: str) -> bool:
@@ -207,10 +210,10 @@ def _checker(tp: Any) -> Check | None:
                 for rx, meaning, kind in rules:
                     if not _fast_holds(kind, value) and not rx.fullmatch(value):
                         return f"Expected `str` with {meaning}, got {value[:80]!r} - at `{path}`"
-            elif isinstance(value, datetime):
+            elif isinstance(value, datetime | int):
                 for b in bounds:
                     if not b.low <= value < b.high:
-                        return f"Expected `datetime` {b.meaning}, got {value.isoformat()} - at `{path}`"
+                        return f"{_out_of_bounds(b, value)} - at `{path}`"
             return inner(value, path) if inner is not None else None
 
         return annotated
@@ -287,7 +290,7 @@ def _checker(tp: Any) -> Check | None:
             for f, b in instants:
                 v = getattr(value, f)
                 if v is not None and not b.low <= v < b.high:
-                    return f"Expected `datetime` {b.meaning}, got {v.isoformat()} - at `{path}.{f}`"
+                    return f"{_out_of_bounds(b, v)} - at `{path}.{f}`"
             for f, c in nested:
                 bad = c(getattr(value, f), f"{path}.{f}")
                 if bad:
@@ -298,9 +301,16 @@ def _checker(tp: Any) -> Check | None:
     return None
 
 
+def _out_of_bounds(b: Bounds, value: datetime | int) -> str:
+    if isinstance(value, datetime):
+        return f"Expected `datetime` {b.meaning}, got {value.isoformat()}"
+    return f"Expected `int` {b.meaning}, got {value}"
+
+
 def _plain_rule(tp: Any) -> tuple[re.Pattern[str], str, int] | Bounds | None:
     """(regex, meaning) if `tp` is `Annotated[str, ..., Pattern]`, the Bounds if it is
-    `Annotated[datetime, ..., Bounds]`; either optionally `| None`."""
+    `Annotated[datetime, ..., Bounds]` or `Annotated[int, ..., Bounds]`; either
+    optionally `| None`."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         rest = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(rest) != 1:
@@ -311,7 +321,7 @@ def _plain_rule(tp: Any) -> tuple[re.Pattern[str], str, int] | Bounds | None:
     base, *meta = typing.get_args(tp)
     rules = [m for m in meta if isinstance(m, Pattern)]
     bounds = [m for m in meta if isinstance(m, Bounds)]
-    if base is datetime and len(bounds) == 1 and not rules:
+    if base in (datetime, int) and len(bounds) == 1 and not rules:
         return bounds[0]
     if base is not str or len(rules) != 1 or bounds:
         return None

@@ -28,6 +28,9 @@ RESUME_INVALID = "RESUME_INVALID"
 USAGE_LIMIT_BLOCKED = "USAGE_LIMIT_BLOCKED"
 TICK_DEADLINE_EXCEEDED = "TICK_DEADLINE_EXCEEDED"
 PROCESS_EXITED = "PROCESS_EXITED"
+LOOP_EXHAUSTED = "LOOP_EXHAUSTED"
+JOIN_FAILED = "JOIN_FAILED"
+QUEUE_SCHEMA_MISMATCH = "QUEUE_SCHEMA_MISMATCH"
 
 KNOWN_CODES: dict[str, CodeInfo] = {
     TIMEOUT: CodeInfo("a step or the run exceeded its time budget", "engine (step timeout)"),
@@ -40,12 +43,17 @@ KNOWN_CODES: dict[str, CodeInfo] = {
     RESUME_INVALID: CodeInfo("a resume was attempted with state that cannot be resumed", "engine (resume validation)"),
     USAGE_LIMIT_BLOCKED: CodeInfo("a usage or spend cap blocked the run", "engine (usage cap)"),
     TICK_DEADLINE_EXCEEDED: CodeInfo("the scheduler's tick failed on this run past its deadline", "tick driver (dead-letter)"),
+    LOOP_EXHAUSTED: CodeInfo("a loop reached its iteration limit without meeting its exit condition", "engine (loop guard)"),
+    JOIN_FAILED: CodeInfo("a join could not complete: a branch it waits on failed or never arrived", "engine (join)"),
+    QUEUE_SCHEMA_MISMATCH: CodeInfo("the queued payload does not match the schema the workflow expects", "engine (admission)"),
     PROCESS_EXITED: CodeInfo("the process running the run died under it, as its orchestrator reported", "importers (Dagster: a worker restart, an unexpected termination, a code server's report)"),
 }
 
 # Codes for which an automatic resume is pointless or harmful (see
-# ledger.lifecycle.can_auto_resume; argued in docs/lifecycle.md).
-NO_AUTO_RESUME: frozenset[str] = frozenset({NODE_NOT_FOUND, RESUME_INVALID, FAIL_NODE})
+# ledger.lifecycle.can_auto_resume; argued in docs/lifecycle.md): a resume would fail
+# the same way (the node is gone, the loop is still exhausted, the join's branch still
+# failed), is itself invalid, or contradicts a deliberate fail.
+NO_AUTO_RESUME: frozenset[str] = frozenset({NODE_NOT_FOUND, RESUME_INVALID, FAIL_NODE, LOOP_EXHAUSTED, JOIN_FAILED})
 
 
 def show_code(code: str) -> str:

@@ -33,11 +33,12 @@ class Pattern(NamedTuple):
 
 
 class Bounds(NamedTuple):
-    """Write-time bounds of an instant, low inclusive, high exclusive; checked like
-    `Pattern` (ledger.codec.checked), never on read."""
+    """Write-time bounds of an instant or an integer, low inclusive, high exclusive;
+    checked like `Pattern` (ledger.codec.checked), never on read: a value stored before
+    a bound existed still decodes."""
 
-    low: datetime
-    high: datetime
+    low: Any  # a datetime for an instant, an int for an integer
+    high: Any
     meaning: str
 
 
@@ -56,20 +57,38 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 MAX_CAUSE_DEPTH = 32
 MAX_NESTING = 64
 
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200), Pattern(r"[^\s\x00-\x1f\x7f]+", "no whitespace or control characters")]
+# Unicode format characters (category Cf: bidi overrides and isolates, zero-width
+# spaces and joiners, the BOM, tag characters) print as nothing or reorder what follows,
+# so an id holding one can display as another id (`nightly-\u202e2400` shows as
+# nightly-0042). Ids and labels refuse them (rule L4, docs/events.md). The class is
+# Unicode 15's Cf (Unicode 14 lacks U+13439-1343F); tests/test_hostile_input.py checks
+# it against the running Python's unicodedata.
+FORMAT_CHARS = (r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+                r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+                r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200),
+                 Pattern(r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+", "no whitespace, control or format characters")]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]
 LongText = Annotated[str, msgspec.Meta(max_length=65536)]
 Code = Annotated[str, msgspec.Meta(max_length=200), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
 Instant = Annotated[datetime, msgspec.Meta(tz=True), Bounds(EARLIEST, LATEST, "from 1970 to before 9000 UTC")]
+# A process id as an OS gives it (pid_t is a signed 32-bit integer; 0 and negative
+# values name process groups to kill(2), never a process), and a signal number (POSIX
+# and Linux signals are 1-64; 1-127 leaves room for real-time ones, an exit status
+# 128+n names signal n). Write-time bounds (rule L4): beyond them the audit stored NULL
+# and the probe left the epoch unjudged forever.
+Pid = Annotated[int, Bounds(1, 2**31, "from 1 to 2147483647")]
+Signal = Annotated[int, Bounds(1, 128, "from 1 to 127")]
 Questions = Annotated[list[Text], msgspec.Meta(max_length=100)]
 Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 # A run's labels (rule I2): team, owner, partition, a foreign scheduler's tags. Bounded
 # so a label set stays a small part of an event: at most MAX_LABELS labels, a key is a
-# Name (no whitespace), a value at most MAX_LABEL_VALUE characters without control
-# characters (it may be empty). Checked on write by ledger.codec.checked.
+# Name (no whitespace), a value at most MAX_LABEL_VALUE characters without control or
+# format characters (it may be empty). Checked on write by ledger.codec.checked.
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 1024
-LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
+LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE),
+                       Pattern(r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*", "no control or format characters")]
 Labels = Annotated[dict[Name, LabelValue], msgspec.Meta(max_length=MAX_LABELS)]
 
 
@@ -238,7 +257,7 @@ class RunRecovered(RunEventBase, frozen=True, kw_only=True, tag="run.recovered")
     exited_at: Instant | None = None
     observed_by: Name | None = None
     exit_code: int | None = None
-    signal: int | None = None
+    signal: Signal | None = None
     # O2-host-rebooted: the owner's host and host boot id, and the later boot on that host
     # that carried another host boot id (rule O7)
     host: Name | None = None
@@ -307,7 +326,7 @@ class ProcessEventBase(Event, frozen=True, kw_only=True):
 class ProcessBooted(ProcessEventBase, frozen=True, kw_only=True, tag="process.booted"):
     booted_at: Instant
     host: Name | None = None
-    pid: int | None = None
+    pid: Pid | None = None
     # Liveness facts (rule O7), recorded by boot() by default on Linux (ledger/host.py):
     # the host's boot id (/proc/sys/kernel/random/boot_id), so a later boot on the same
     # host with another id says the host rebooted; and the process's start time in clock
@@ -347,7 +366,7 @@ class ProcessExited(ProcessEventBase, frozen=True, kw_only=True, tag="process.ex
 
     observed_by: Name  # "probe@<host>", "supervisor:<name>", "dagster-import", ...
     exit_code: int | None = None
-    signal: int | None = None
+    signal: Signal | None = None
     evidence: Text | None = None  # e.g. "pid 4242 not running", "pid 4242 start 901 != recorded 777"
 
 

@@ -168,7 +168,9 @@ def predicates(status: StatusLike, code: str = "", *, fenced_end: bool = False) 
 # correction (docs/lifecycle.md).
 _ALL = frozenset(Status)
 TRANSITIONS: dict[str, frozenset[Status | None]] = {
-    "run.queued": frozenset({None}),
+    # From queued too: a queue of a queued run is a no-op if it names the fields the run
+    # was queued with (an adapter's retry), refused otherwise (ledger.run decide, L1).
+    "run.queued": frozenset({None, S.QUEUED}),
     "run.started": frozenset({S.QUEUED}),
     "run.checkpointed": frozenset({S.RUNNING}),
     "run.paused": frozenset({S.RUNNING}),

@@ -87,6 +87,18 @@ class FencedEnd(msgspec.Struct, frozen=True, kw_only=True):
     at: datetime  # when it was reported
 
 
+class CancelledFrom(msgspec.Struct, frozen=True, kw_only=True):
+    """What a cancel overrode (rule L2): the pause or failure the run was in, with its
+    code, error, cause and the reason given for it. The cancel writes CANCELLED; the
+    earlier cause stays visible here until the run leaves `cancelled`."""
+
+    status: Status
+    code: str = ""
+    error: str | None = None
+    cause: Cause | None = None
+    reason: str | None = None
+
+
 class RunState(msgspec.Struct, frozen=True, kw_only=True):
     run: str
     status: Status
@@ -115,6 +127,9 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     fenced_end: FencedEnd | None = None  # since the last start (rule F2)
     labels: dict[str, str] = {}  # set when queued (rule I2)
     parent: str | None = None  # the run this one re-executes or retries (rule I2)
+    cancelled_from: CancelledFrom | None = None  # a cancelled pause or failure: what it was (rule L2)
+    queued_process: str | None = None  # the process run.queued named; `process` follows the starts (rule L1)
+    attempt: int = 0  # starts so far: 1 from the first start, +1 for each start after a resume or retry
 
 
 # -------------------------------------------------------------------- fold
@@ -160,6 +175,7 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             last=e,
             labels=e.labels,
             parent=e.parent,
+            queued_process=e.process,
         )
     assert state is not None, f"{tag_of(e)} before run.queued"
     if type(e) is RunFenced:
@@ -178,14 +194,26 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
     # What every transition sets, in one replace with explicit keywords (a shared
     # **kwargs dict costs twice as much, and this runs for every event of a rebuild).
     new = replace(state, status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
-                  version=state.version + 1, last=e, tick_streak=streak_after(state.tick_streak, e))  # fmt: skip
+                  version=state.version + 1, last=e, tick_streak=streak_after(state.tick_streak, e),
+                  cancelled_from=None)  # fmt: skip
     match e:
         case RunCheckpointed():
             return replace(new, checkpoint=Checkpoint(ref=e.ref, node=e.node))
         case RunStarted():
             return replace(new, epoch=e.epoch, process=e.process or state.process, started_at=e.at,
-                           slot_epoch=e.slot_epoch, error=None, cause=None, fenced_end=None)  # fmt: skip
-        case RunCancelled() | RunFinished():
+                           slot_epoch=e.slot_epoch, error=None, cause=None, fenced_end=None,
+                           attempt=state.attempt + 1)  # fmt: skip
+        case RunCancelled():
+            # A cancel keeps what it overrode: a pause or a failure's cause stays visible
+            # (rule L2). The interaction goes: its question and answers are evidence only
+            # while the run waits on them (rule L7); `history` keeps them.
+            prior = None
+            if lifecycle.is_terminal(state.status):  # a pause or a resumable failure: no final status cancels
+                prior = CancelledFrom(status=state.status, code=state.code, error=state.error, cause=state.cause,
+                                      reason=state.reason)  # fmt: skip
+            return replace(new, error=None, cause=None, interaction=None, questions=None, answers=None,
+                           cancelled_from=prior)  # fmt: skip
+        case RunFinished():
             return replace(new, error=None, cause=None)
         case RunFailed():
             return replace(new, error=e.error, cause=e.cause)
@@ -265,6 +293,22 @@ def _sans_stamp(e: RunEvent) -> RunEvent:
     return replace(e, slot_epoch=None) if type(e) is RunStarted else e
 
 
+def _queued_again(cmd: RunQueued, state: RunState) -> list[RunEvent]:
+    """A queue of a run that is queued (again, after a resume or a rewind): its effect
+    already holds if it names the fields the run was queued with, whatever its time,
+    actor and reason, so an adapter retrying after a timeout, or re-publishing a retry,
+    appends nothing (rule L1). Other fields are refused, naming each (rule L4)."""
+    differs = [f"{name} {theirs!r}, not {mine!r}"
+               for name, mine, theirs in (("workflow", cmd.workflow, state.workflow),
+                                          ("process", cmd.process, state.queued_process),
+                                          ("labels", cmd.labels, state.labels), ("parent", cmd.parent, state.parent))
+               if mine != theirs]  # fmt: skip
+    if differs:
+        raise IllegalTransition(cmd.run, state.status, "run.queued", "the run is already queued with other fields: "
+                                + "; ".join(differs))  # fmt: skip
+    return []
+
+
 def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     """Command (a run event with `status` unset, or set to what the caller expects)
     and current state -> the events to append, [] if its effect already holds, or a
@@ -289,6 +333,8 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         return []  # the same event again: its effect already holds
     if not lifecycle.allowed_from(tag, status):
         raise IllegalTransition(cmd.run, status, tag)
+    if isinstance(cmd, RunQueued) and state is not None:  # queued already (the table said so)
+        return _queued_again(cmd, state)
     if isinstance(cmd, RunTickRecovered) and state is not None and state.tick_streak is None:
         return []  # no streak is open: "recovered" already holds (rule T3)
     if isinstance(cmd, RunResumed):

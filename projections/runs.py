@@ -9,14 +9,20 @@ runs included, flagged), the queryable COLUMNS beside the full RunState.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from typing import Any
 
+from ledger import lifecycle
 from ledger import run as run_mod
 from ledger.events import EVENT_TYPES, Recorded, RunEventBase
 from projections import fold_records
 
 NAME = "runs"
-VERSION = 4  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES
+# 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;
+# 5: a column per lifecycle predicate (rule P4); 6: cancelled_from, a cancel clears the
+# interaction (rules L2, L7), queued_process (L1), attempt
+VERSION = 6
 
 KEY = "run"  # keys(rec) is (rec.event.run,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on
@@ -30,6 +36,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("epoch", "text"),
     ("updated_at", "text"),
     ("deleted", "int"),
+    # Each lifecycle predicate's value (0/1), computed by predicates_of, the one
+    # evaluation: `runs --where P` selects on these columns (read_runs `predicates`), so
+    # a filter cannot re-derive a predicate from status and code alone (rule P4).
+    *((name, "int") for name in lifecycle.PREDICATES),
 )
 # One index serves both fleet-size reads (docs/benchmarks.md, "Fleet size"): `runs
 # --status S` (status, then k: the rows come in key order, no sort) and the sweep's
@@ -58,8 +68,32 @@ def keys(rec: Recorded) -> tuple[str, ...]:
     return (e.run,) if isinstance(e, RunEventBase) else ()
 
 
+def predicates_of(s: Any) -> dict[str, bool]:
+    """Every lifecycle predicate of a run (a RunState, or a shape with its `status`,
+    `code` and `fenced_end`): the one evaluation that the view's columns, `show`, the
+    JSON row and every filter read (rule P4). `fenced_end` binds can_auto_resume (F2)."""
+    return _predicates(str(s.status), s.code, s.fenced_end is not None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _predicates(status: str, code: str, fenced_end: bool) -> dict[str, bool]:
+    # A function of these three alone: computed once per distinct triple, not per run.
+    # Callers must not change the dict (run_record copies it).
+    return lifecycle.predicates(status, code, fenced_end=fenced_end)
+
+
+@functools.lru_cache(maxsize=4096)
+def _predicate_columns(status: str, code: str, fenced_end: bool) -> tuple[int, ...]:
+    # The values of the predicate columns, in COLUMNS' order, from the one evaluation
+    # (cached per triple: every event of a rebuild writes a row).
+    preds = _predicates(status, code, fenced_end)
+    return tuple(int(preds[name]) for name in lifecycle.PREDICATES)
+
+
 def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
-    return (str(s.status), s.code, s.workflow, s.process, s.epoch, s.updated_at.isoformat(), int(s.deleted))
+    status = str(s.status)
+    return (status, s.code, s.workflow, s.process, s.epoch, s.updated_at.isoformat(), int(s.deleted),
+            *_predicate_columns(status, s.code, s.fenced_end is not None))  # fmt: skip
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:

@@ -327,7 +327,7 @@ def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger
     from ledger import lifecycle
 
     fields = ["run", "status", "code", "workflow", "process", "epoch", "queued_at", "started_at", "updated_at",
-              "actor", "reason", "version"]  # fmt: skip
+              "actor", "reason", "version", "attempt"]  # fmt: skip
     got = {r["run"]: r for r in audit.query(path, "SELECT * FROM runs WHERE NOT deleted ORDER BY run").records()}
     want = sqlite_ledger.runs()
     assert sorted(got) == [s.run for s in want]

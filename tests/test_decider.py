@@ -147,6 +147,85 @@ def test_L2_cancel_carries_CANCELLED_and_empty_failure_code_is_unknown_not_none(
     assert failed.status == Status.FAILED_RESUMABLE and failed.code == ""
 
 
+@pytest.mark.parametrize("start", ["paused_operator", "paused_waiting_human", "failed_resumable"])
+def test_L2_a_cancel_of_a_pause_or_failure_keeps_the_cause_it_overrides(start: str) -> None:
+    """Cancelling a paused or failed run writes CANCELLED and keeps what it was (status,
+    code, error, cause, reason) in the state until the run leaves `cancelled`; a cancel of
+    an active run overrides nothing. Repro (before the fix): the cancel dropped the
+    earlier cause, which only `history` still showed."""
+    from ledger.events import Cause
+    from ledger.run import CancelledFrom
+
+    state = given(start)
+    if start == "failed_resumable":  # a failure with its text and its cause chain
+        state = given("running")
+        state = fold(decide(RunFailed(at=at(50), run=RUN, code="TIMEOUT", resumable=True, error="step s1 took 3h",
+                                      cause=Cause(code="OOM_KILLED"), reason="budget 2h"), state), state)  # fmt: skip
+    before = state
+    state = fold(decide(RunCancelled(at=at(100), run=RUN, actor="alice"), state), state)
+    assert (state.status, state.code, state.error, state.cause) == (Status.CANCELLED, "CANCELLED", None, None)
+    assert state.cancelled_from == CancelledFrom(status=before.status, code=before.code, error=before.error,
+                                                 cause=before.cause, reason=before.reason)  # fmt: skip
+    if start == "failed_resumable":
+        assert state.cancelled_from.code == "TIMEOUT" and state.cancelled_from.cause == Cause(code="OOM_KILLED")
+    resumed = fold(decide(COMMANDS["resume_operator"](at(101)), state), state)
+    assert resumed.cancelled_from is None  # it left `cancelled`
+    for active in ("queued", "running"):
+        assert fold(decide(COMMANDS["cancel"](at(100)), given(active)), given(active)).cancelled_from is None
+
+
+def test_L7_a_cancel_of_a_human_wait_drops_its_question_and_answers() -> None:
+    """Interaction evidence only while paused: a run that leaves paused_waiting_human for
+    `cancelled` no longer holds the pending question (L7 already held for a resume), and
+    a cancel of a run holding answers handed over by a resume drops them too."""
+    state = given("paused_waiting_human")
+    cancelled = fold(decide(COMMANDS["cancel"](at(100)), state), state)
+    assert (cancelled.interaction, cancelled.questions, cancelled.answers) == (None, None, None)
+    state = fold(decide(COMMANDS["resume_operator"](at(10)), state), state)
+    state = fold(decide(COMMANDS["start"](at(11)), state), state)
+    assert state.answers == {"ok?": "yes"}
+    assert fold(decide(COMMANDS["cancel"](at(12)), state), state).answers is None
+
+
+def test_L1_a_queue_of_a_run_queued_with_the_same_fields_is_a_no_op_after_a_retry() -> None:
+    """An adapter retrying after a timeout, or re-publishing a retried task, queues a run
+    that is queued again (after fail, resume): the same fields at a later time, by
+    another actor, append nothing. Repro (before the fix): IllegalTransition, because the
+    last event was the resume, not the queue."""
+    state = given("failed_resumable")
+    state = fold(decide(COMMANDS["resume_auto"](at(100)), state), state)
+    assert state.status == Status.QUEUED and state.last is not None and type(state.last) is RunResumed
+    assert decide(RunQueued(at=at(200), run=RUN, workflow="wf", actor="celery", reason="retry 1"), state) == []
+    # The fields are the queue's: a start in another slot moves `process`, not what was queued.
+    state = None
+    for cmd in (RunQueued(at=at(0), run=RUN, process="slot-a", labels={"team": "data"}),
+                RunStarted(at=at(1), run=RUN, process="slot-b"), RunFailed(at=at(2), run=RUN, resumable=True),
+                RunResumed(at=at(3), run=RUN, by="auto")):  # fmt: skip
+        state = fold(decide(cmd, state), state)
+    assert state is not None and state.process == "slot-b"
+    assert decide(RunQueued(at=at(4), run=RUN, process="slot-a", labels={"team": "data"}), state) == []
+    with pytest.raises(IllegalTransition, match="process 'slot-a', not 'slot-b'"):
+        decide(RunQueued(at=at(4), run=RUN, process="slot-b", labels={"team": "data"}), state)
+
+
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("workflow", "other", "workflow 'wf', not 'other'"),
+    ("process", "slot-b", "process None, not 'slot-b'"),
+    ("labels", {"team": "ml"}, "labels {}, not {'team': 'ml'}"),
+    ("parent", "r-0", "parent None, not 'r-0'"),
+])  # fmt: skip
+def test_L4_a_queue_of_a_queued_run_with_other_fields_is_refused_naming_them(field: str, value: object, named: str) -> None:
+    for state in (given("queued"), fold(decide(COMMANDS["rewind"](at(50)), given("cancelled")), given("cancelled"))):
+        cmd = msgspec.structs.replace(COMMANDS["queue"](at(100)), **{field: value})
+        with pytest.raises(IllegalTransition, match="already queued with other fields") as e:
+            decide(cmd, state)
+        assert named in str(e.value) and e.value.run == RUN and e.value.status == "queued"
+    with pytest.raises(IllegalTransition, match=r"workflow 'wf', not 'other'; parent None, not 'r-0'\)$"):
+        decide(RunQueued(at=at(100), run=RUN, workflow="other", parent="r-0"), given("queued"))  # each one named
+    with pytest.raises(IllegalTransition):  # a run that is not queued: as before
+        decide(COMMANDS["queue"](at(100)), given("running"))
+
+
 def test_L2_code_on_a_non_failure_transition_is_refused() -> None:
     with pytest.raises(IllegalTransition, match="belongs only on a failure"):
         decide(RunFinished(at=at(100), run=RUN, code="TIMEOUT"), given("running"))

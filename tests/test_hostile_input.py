@@ -4,7 +4,9 @@ ledger stores is exactly what the caller gave, or nothing."""
 
 from __future__ import annotations
 
+import json
 import math
+import unicodedata
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -14,7 +16,7 @@ from epochledger.app import Ledger
 from epochledger.ndjson import import_lines
 from epochledger.sweep import preview
 from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
-from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, RunFenced
+from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, Pattern, RunFenced
 
 
 def chain(depth: int) -> Cause:
@@ -247,7 +249,6 @@ def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None
     import re
 
     from ledger import codec
-    from ledger.events import Pattern
 
     assert set(codec._FAST) == {m.regex for tp in (Name, Code, LabelValue) for m in tp.__metadata__ if isinstance(m, Pattern)}
     for regex, kind in codec._FAST.items():
@@ -256,6 +257,38 @@ def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None
         wrong = [c for c in _every_character() if codec._fast_holds(kind, c) and not rx.fullmatch(c)]
         assert wrong == []
         assert codec._fast_holds(kind, "plain-ascii_1.2")  # and it does take the common case
+
+
+def test_L4_format_characters_are_refused_in_ids_and_label_keys_and_values(sqlite_ledger) -> None:
+    """Unicode format characters (category Cf: U+202E RIGHT-TO-LEFT OVERRIDE, zero-width
+    spaces, the BOM) would let one run id display as another (`nightly-\u202e2400` reads
+    as nightly-0042). Every Cf character of this Python's unicodedata is refused in an
+    id, a label key and a label value, by the API and the import alike, naming the
+    field, and nothing is appended; the class holds nothing else that is assigned.
+    Repro (before the fix): all three were accepted and printed raw."""
+    import re
+
+    from ledger.errors import InvalidInput
+    from ledger.events import FORMAT_CHARS
+
+    cf = [c for c in _every_character() if unicodedata.category(c) == "Cf"]
+    in_class = re.compile(f"[{FORMAT_CHARS}]")
+    assert [c for c in cf if not in_class.fullmatch(c)] == []
+    assert [c for c in _every_character() if in_class.fullmatch(c) and unicodedata.category(c) not in ("Cf", "Cn")] == []
+    name = re.compile(next(m.regex for m in Name.__metadata__ if isinstance(m, Pattern)))
+    value = re.compile(next(m.regex for m in LabelValue.__metadata__ if isinstance(m, Pattern)))
+    assert [c for c in cf if name.fullmatch(f"a{c}b") or value.fullmatch(f"a{c}b")] == []
+    before = sqlite_ledger.store.max_position()
+    for kwargs, where in ((dict(run="nightly-\u202e2400"), "$.run"), (dict(run="r", labels={"k\u200b": "v"}), "$.labels.key"),
+                          (dict(run="r", labels={"k": "\u202egnp.exe"}), "$.labels['k']"),
+                          (dict(run="r", workflow="\ufeffwf"), "$.workflow")):  # fmt: skip
+        with pytest.raises(InvalidInput, match=f"format characters.*- at `{re.escape(where)}`"):
+            sqlite_ledger.queue(**kwargs)
+    line = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "nightly-\u202e2400"}).encode()
+    with pytest.raises(ImportRejected, match="line 1: .*format characters.* - at `\\$.run`"):
+        import_lines(sqlite_ledger, [line])
+    assert sqlite_ledger.store.max_position() == before
+    sqlite_ledger.queue("caf\u00e9-\u4e2d", labels={"team": "d\u00e4ta ok"})  # other non-ASCII letters stay valid
 
 
 def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_refuse() -> None:
@@ -274,7 +307,54 @@ def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_r
     for c in _every_character()[:0xF800]:  # U+0000 .. U+FFFF
         value = f"a{c}b"
         bad = check(RunQueued(at=at, run="r", workflow=value), "$")
-        assert (bad is None) == bool(name.fullmatch(value)), repr(c)
+        assert (bad is None) == (bool(name.fullmatch(value)) and unicodedata.category(c) != "Cf"), repr(c)
         if bad is not None:
             assert bad.endswith("- at `$.workflow`")
         assert (check(RunQueued(at=at, run="r", code=value), "$") is None) == bool(code.fullmatch(value)), repr(c)
+
+
+def test_L4_out_of_bound_pids_and_signals_are_refused_naming_the_field(sqlite_ledger) -> None:
+    """A pid is 1..2^31-1 (pid_t; 0 and negatives name process groups), a signal 1..127,
+    by the API and the import alike, naming the field, nothing appended. Repro (before
+    the fix): a pid of 2^70 was stored (the audit then held NULL), a pid of -1 left the
+    probe unable to judge the epoch forever, and a signal of 2^80 was kept."""
+    lg = sqlite_ledger
+    before = lg.store.max_position()
+    for pid in (2**70, -5, -1, 0, 2**31):
+        with pytest.raises(InvalidInput, match=r"Expected `int` from 1 to 2147483647, got -?\d+ - at `\$.pid`"):
+            lg.boot("p", epoch="e0", pid=pid)
+    booted = [b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e","booted_at":'
+              b'"2026-09-09T13:00:00Z","pid":%d}' % pid for pid in (2**70, -5)]  # fmt: skip
+    for line in booted:
+        with pytest.raises(ImportRejected, match=r"line 1: .*from 1 to 2147483647.* - at `\$.pid`"):
+            import_lines(lg, [line])
+    assert lg.store.max_position() == before
+    lg.boot("p", epoch="e1", pid=2**31 - 1)
+    lg.boot("q", epoch="q1", pid=1)
+    before = lg.store.max_position()
+    for signal in (2**80, 0, -9, 128):
+        with pytest.raises(InvalidInput, match=r"from 1 to 127, got -?\d+ - at `\$.signal`"):
+            lg.exited("p", "e1", observed_by="supervisor:test", signal=signal)
+    assert lg.store.max_position() == before
+    lg.exited("p", "e1", observed_by="supervisor:test", signal=9)
+
+
+def test_L4_an_instant_finer_than_a_microsecond_is_refused_not_rounded(sqlite_ledger) -> None:
+    """A ledger instant is microseconds at the finest: an imported instant with a
+    non-zero digit below a microsecond would be stored rounded, so it is refused naming
+    the field and what it would have become; trailing zeros are the same instant.
+    Repro (before the fix): 14:00:00.1234567Z was imported as 14:00:00.123457Z."""
+    lg = sqlite_ledger
+    for at, field in ((b'"at":"2026-09-09T14:00:00.1234567Z"', "at"),
+                      (b'"at":"2026-09-09T14:00:00.000000001+02:00"', "at")):  # fmt: skip
+        line = b'{"type":"run.queued",%b,"run":"a"}' % at
+        with pytest.raises(ImportRejected, match=f"line 1: run.queued: not stored as given: .* finer than a microsecond; "
+                                                 f"it would be stored as .* - at `\\$.{field}`"):  # fmt: skip
+            import_lines(lg, [line])
+    boot = (b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e",'
+            b'"booted_at":"2026-09-09T13:00:00.99999999Z"}')  # fmt: skip
+    with pytest.raises(ImportRejected, match=r"would be stored as 2026-09-09T13:00:01\+00:00 - at `\$.booted_at`"):
+        import_lines(lg, [boot])
+    assert lg.store.max_position() == 0
+    import_lines(lg, [b'{"type":"run.queued","at":"2026-09-09T14:00:00.1234560000Z","run":"a"}'])
+    assert lg.get_run("a").queued_at.microsecond == 123456

@@ -48,12 +48,12 @@ def test_I2_L3_a_run_without_labels_is_stored_as_before(ledger: Ledger) -> None:
 
 
 BAD_LABELS = [
-    ({"a b": "x"}, "no whitespace or control characters, got 'a b' - at `$.labels.key`"),
+    ({"a b": "x"}, "no whitespace, control or format characters, got 'a b' - at `$.labels.key`"),
     ({"": "x"}, "length >= 1"),
     ({"k" * 201: "x"}, "length <= 200"),
     ({f"k{i}": "v" for i in range(MAX_LABELS + 1)}, f"length <= {MAX_LABELS} - at `$.labels`"),
     ({"k": "x" * (MAX_LABEL_VALUE + 1)}, f"length <= {MAX_LABEL_VALUE}"),
-    ({"k": "a\nb"}, "no control characters, got 'a\\nb' - at `$.labels['k']`"),
+    ({"k": "a\nb"}, "no control or format characters, got 'a\\nb' - at `$.labels['k']`"),
     ({"k": 1}, "Expected `str`, got `int`"),
     ({"k": None}, "Expected `str`, got `null`"),
     (["k"], "Expected `object`, got `array`"),
@@ -85,7 +85,7 @@ def test_I2_L4_import_checks_labels_by_the_same_rule(sqlite_ledger: Ledger) -> N
     from epochledger import ImportRejected
 
     line = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r1", "labels": {"k": "a\tb"}})
-    with pytest.raises(ImportRejected, match="line 1: .*no control characters, got .* - at `\\$.labels\\['k'\\]`"):
+    with pytest.raises(ImportRejected, match="line 1: .*no control or format characters, got .* - at `\\$.labels\\['k'\\]`"):
         import_lines(sqlite_ledger, [line])
     ok = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r2", "labels": {"team": "data"}, "parent": "r1"})
     assert import_lines(sqlite_ledger, [ok]) == 1

@@ -30,7 +30,11 @@ TRUTH = {
     "finished":             (Y,   N,   Y,   N,   N,   N,   N,   N,   N,   N,   N),
 }
 # fmt: on
-CODES = ["", "TIMEOUT", "NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE", "PROCESS_ORPHANED", "SOMETHING_NEW"]
+CODES = ["", "TIMEOUT", "NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE", "PROCESS_ORPHANED", "SOMETHING_NEW",
+         "LOOP_EXHAUSTED", "JOIN_FAILED", "QUEUE_SCHEMA_MISMATCH"]
+# The codes whose resume would fail the same way, is invalid, or contradicts a deliberate
+# fail: the only code-dependent cells of the truth table.
+NO_AUTO = ("NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE", "LOOP_EXHAUSTED", "JOIN_FAILED")
 
 
 def test_P2_tables_cover_every_status_and_every_predicate() -> None:
@@ -42,14 +46,24 @@ def test_P2_tables_cover_every_status_and_every_predicate() -> None:
 @pytest.mark.parametrize("code", CODES)
 def test_P1_P2_truth_table(status: str, code: str) -> None:
     expected = dict(zip(PREDS, TRUTH[status], strict=True))
-    if code in ("NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE"):
+    if code in NO_AUTO:
         expected["can_auto_resume"] = False  # the only code-dependent cells
     assert lifecycle.predicates(Status(status), code) == expected
 
 
 def test_P1_auto_resume_refusal_list_is_at_least_the_pointless_codes() -> None:
-    assert {"NODE_NOT_FOUND", "RESUME_INVALID", "FAIL_NODE"} <= NO_AUTO_RESUME
+    assert set(NO_AUTO) <= NO_AUTO_RESUME
     assert NO_AUTO_RESUME <= set(KNOWN_CODES)
+
+
+def test_P1_L3_every_known_code_is_in_the_documented_code_list() -> None:
+    """The reserved codes (LOOP_EXHAUSTED, JOIN_FAILED, QUEUE_SCHEMA_MISMATCH among them)
+    are in ledger/codes.py and in the code table of docs/lifecycle.md, each once."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "lifecycle.md").read_text()
+    table = doc.split("## Failure codes", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `([A-Z_]+)` \|", table, re.M)
+    assert sorted(documented) == sorted(KNOWN_CODES)
+    assert {"LOOP_EXHAUSTED", "JOIN_FAILED", "QUEUE_SCHEMA_MISMATCH"} <= set(KNOWN_CODES)
 
 
 @pytest.mark.parametrize("status", list(Status))

@@ -53,6 +53,15 @@ def varied_history(lg: Ledger, seed: int) -> None:
     lg.boot("lw", epoch="lw-b")
     with pytest.raises(StaleEpoch):
         lg.finish("lab-2", epoch="lw-a")
+    # The F2 case: a stale worker's finish kept as evidence, then a resumable failure:
+    # its code alone would allow an automatic resume, its evidence does not (rule P4).
+    lg.boot("fw", epoch="fw-a")
+    lg.queue("lab-f", labels={"team": "data"})
+    lg.start("lab-f", epoch="fw-a", process="fw")
+    lg.boot("fw", epoch="fw-b")
+    with pytest.raises(StaleEpoch):
+        lg.finish("lab-f", epoch="fw-a")
+    lg.fail("lab-f", rnd.choice(["", "TIMEOUT"]), resumable=True, epoch="fw-b")
 
 
 FILTERS = st.fixed_dictionaries({
@@ -74,7 +83,7 @@ def reference(store: Any, filters: dict[str, list[str]], *, catch_up_first: bool
 
     def keep(s: RunState) -> bool:
         return ((not filters["status"] or s.status in filters["status"])
-                and all(lifecycle.PREDICATES[p](s.status, s.code) for p in filters["where"])
+                and all(common.run_record(s)["predicates"][p] for p in filters["where"])
                 and (not filters["code"] or (lifecycle.is_failure(s.status) and show_code(s.code) in filters["code"]))
                 and all(s.labels.get(k) == v for k, v in labels))  # fmt: skip
 
@@ -117,6 +126,40 @@ def test_W1_the_lean_listing_prints_what_the_listing_of_whole_states_printed(
             lg.delete("lab-3")
             got = listing(capfdbinary, lg.url, *argv(filters), "--no-catch-up")
             assert got == reference(lg.store, filters, catch_up_first=False)
+
+
+def test_P4_every_predicate_filter_agrees_with_the_predicate_shown(tmp_path: Path,
+                                                                  capfdbinary: pytest.CaptureFixture[bytes]) -> None:  # fmt: skip
+    """`runs --where P` lists exactly the runs whose JSON row (and `show`) says P holds,
+    for every predicate, over generated histories with fenced evidence of an end (rule
+    F2), live and on a read-only copy that folds in memory. Repro (before the fix): the
+    filter re-derived the predicate from status and code, so `--where can_auto_resume`
+    listed lab-f, which `show`, its JSON row and the API said may not be auto-resumed."""
+    import json
+
+    for seed in (1, 2, 5):
+        live = tmp_path / f"live-{seed}"
+        live.mkdir()
+        with open_ledger(f"sqlite:///{live}/l.db", clock=ManualClock(T0, uptime=5)) as lg:
+            varied_history(lg, seed)
+            engine.read_runs(lg.store)
+            lg.fail("lab-2", "TIMEOUT", resumable=True, epoch="lw-b")  # fenced end, and after the view
+            f = lg.get_run("lab-f")
+            assert lifecycle.can_auto_resume(f.status, f.code) and f.fenced_end is not None  # the code alone allows it
+            url = lg.url
+        with read_only_backup(live / "l.db", tmp_path / f"backup-{seed}") as backup:
+            for store in (url, f"sqlite:///{backup}"):
+                assert main(["--store", store, "runs", "--json"]) == 0
+                rows = json.loads(capfdbinary.readouterr().out)
+                for p in lifecycle.PREDICATES:
+                    assert main(["--store", store, "runs", "--where", p, "--json"]) == 0
+                    got = [r["run"] for r in json.loads(capfdbinary.readouterr().out)]
+                    assert got == [r["run"] for r in rows if r["predicates"][p]], (seed, store, p)
+                for run in ("lab-f", "lab-2"):
+                    assert main(["--store", store, "show", run, "--json"]) == 0
+                    shown = json.loads(capfdbinary.readouterr().out)
+                    assert shown["predicates"] == next(r for r in rows if r["run"] == run)["predicates"]
+                    assert shown["predicates"]["can_auto_resume"] is False and shown["status"] == "failed_resumable"
 
 
 def test_W1_every_field_of_a_run_but_its_last_event_is_listed() -> None:

@@ -52,6 +52,19 @@ class Unreadable(FakeHost):
 Losing = losing_batch("process-gone")  # a batch that loses its race on this stream
 
 
+def _legacy_boot(lg: Ledger, process: str, pid: int, host: str, host_boot: str | None) -> str:
+    """A boot with a pid the API now refuses (0, negative: rule L4), as a ledger written
+    before that bound holds it: appended straight to the store. Its epoch id."""
+    from ledger.events import process_stream
+    from ledger.store import Append
+
+    epoch = f"e-{process}"
+    booted = ProcessBooted(at=T0, process=process, epoch=epoch, booted_at=boot_instant(lg.clock), host=host,
+                           host_boot=host_boot, pid=pid)  # fmt: skip
+    lg.store.append([Append(process_stream(process), 1, booted)])
+    return epoch
+
+
 def _events(lg: Ledger, kind: type) -> list:
     return [r.event for r in lg.events() if isinstance(r.event, kind)]
 
@@ -85,7 +98,8 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
     verdict None; the report's host, host_boot or observed_by None; the exited event's
     actor None or dropped."""
     e = {name: lg.boot(name, pid=pid).epoch for name, pid in
-         (("alive", 11), ("gone", 12), ("zombie", 13), ("legacy", 15), ("hidden", 16), ("zero", 0))}  # fmt: skip
+         (("alive", 11), ("gone", 12), ("zombie", 13), ("legacy", 15), ("hidden", 16))}  # fmt: skip
+    e["zero"] = _legacy_boot(lg, "zero", 0, "node-1", "boot-A")
     e["reused"] = lg.boot("reused", pid=14, pid_start=80).epoch
     lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
                             host="node-1", host_boot="boot-A"))  # fmt: skip  # an imported boot: no pid at all
@@ -163,15 +177,17 @@ def test_O7_the_probe_function_sweeps_unless_told_not_to(lg: Ledger, host: Unrea
 
 # --------------------------------------------------------------- pid bounds
 def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: str) -> None:
-    """On the real host (/proc): a recorded pid 0 or -1 names no process (`unjudged`, "no
-    pid recorded", nothing appended), pid 1 (init, which runs, with the start time its
+    """On the real host (/proc): a pid 0 or -1, recorded before the API refused them
+    (rule L4), names no process (`unjudged`, "no pid recorded", nothing appended), pid 1 (init, which runs, with the start time its
     boot recorded) is `alive`, and an imported boot without a pid is `unjudged`.
     Mutations caught: `pid < 0` (pid 0 asked of the kernel: "pid 0 not running", an exit
     recorded), `pid <= 1` (init left unjudged), `or` -> `and` (pid 0 asked of the
     kernel; no pid at all compared with 0: TypeError)."""
     here = SystemHost()
     with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=60.0)) as lg:
-        zero, negative, init = lg.boot("zero", pid=0), lg.boot("negative", pid=-1), lg.boot("init", pid=1)
+        init = lg.boot("init", pid=1)
+        zero, negative = (_legacy_boot(lg, name, pid, socket.gethostname(), here.boot_id())
+                          for name, pid in (("zero", 0), ("negative", -1)))  # fmt: skip
         assert init.pid_start == here.process(1).start  # type: ignore[union-attr]
         lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
                                 host=socket.gethostname(), host_boot=here.boot_id()))  # fmt: skip
@@ -179,9 +195,9 @@ def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: s
         report = lg.probe(sweep=False)
         assert report.findings == [
             Finding(process="init", epoch=init.epoch, pid=1, verdict="alive"),
-            Finding(process="negative", epoch=negative.epoch, pid=-1, verdict="unjudged", evidence="no pid recorded"),
+            Finding(process="negative", epoch=negative, pid=-1, verdict="unjudged", evidence="no pid recorded"),
             Finding(process="nopid", epoch="e-nopid", verdict="unjudged", evidence="no pid recorded"),
-            Finding(process="zero", epoch=zero.epoch, pid=0, verdict="unjudged", evidence="no pid recorded"),
+            Finding(process="zero", epoch=zero, pid=0, verdict="unjudged", evidence="no pid recorded"),
         ]
         assert report.exited == 0 and lg.store.max_position() == head
 

@@ -60,7 +60,7 @@ def same(state: RunState, expected: RunState) -> None:
     assert replace(state, last=None) == expected
 
 
-QUEUED = RunState(run=RUN, status=Status.QUEUED, workflow="wf", process="slot-a", queued_at=at(0),
+QUEUED = RunState(run=RUN, status=Status.QUEUED, workflow="wf", process="slot-a", queued_process="slot-a", queued_at=at(0),
                   updated_at=at(0), actor="sched", reason="cron", version=1)  # fmt: skip
 
 
@@ -73,7 +73,7 @@ def running() -> RunState:
 
 
 RUNNING = replace(QUEUED, status=Status.RUNNING, epoch="e1", started_at=at(1), updated_at=at(1),
-                  actor="worker", reason="picked up", version=2)  # fmt: skip
+                  actor="worker", reason="picked up", version=2, attempt=1)  # fmt: skip
 
 
 def test_queued_carries_workflow_slot_actor_reason_and_times() -> None:

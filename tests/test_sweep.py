@@ -390,7 +390,7 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
             clock.restart(rnd.choice([0.5, 5, 60]))
             live_before = {s.run for s in lg.runs() if lifecycle_running(s) and s.epoch in epoch.values()
                            and s.process != slot}  # fmt: skip
-            epoch[slot] = lg.startup(slot, epoch=f"{slot}.{step + 1}", host="h", pid=step)[0].epoch
+            epoch[slot] = lg.startup(slot, epoch=f"{slot}.{step + 1}", host="h", pid=step + 1)[0].epoch
             assert [s.run for s, _ in lg.orphans()] == [], f"orphan still running after {slot} started"
             # an oracle independent of the policy: a running run that names an epoch
             # names a current one (every older epoch was superseded or stopped)

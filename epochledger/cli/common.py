@@ -23,6 +23,7 @@ from ledger.codes import show_code
 from ledger.errors import InvalidInput
 from ledger.events import Instant
 from ledger.run import RunState
+from projections.runs import predicates_of
 
 Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
@@ -105,9 +106,8 @@ def run_record(s: RunState) -> dict[str, Any]:
     """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
     d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
-    shown, preds = _derived(s.status, s.code, s.fenced_end is not None)
-    d["code_shown"] = shown
-    d["predicates"] = dict(preds)
+    d["code_shown"] = _shown(s.status, s.code)
+    d["predicates"] = dict(predicates_of(s))
     return d
 
 
@@ -136,7 +136,7 @@ def listed(found: Sequence[Any]) -> Sequence[Any]:
     """ListedRuns (read_runs(shape=ListedRun)) given their shown code and predicates,
     as run_record gives a RunState's; returned for out_json(order="sorted")."""
     for s in found:
-        s.code_shown, s.predicates = _derived(s.status, s.code, s.fenced_end is not None)
+        s.code_shown, s.predicates = _shown(s.status, s.code), predicates_of(s)
     return found
 
 
@@ -154,6 +154,7 @@ class RunRow(msgspec.Struct, kw_only=True):
     actor: str | None = None
     labels: dict[str, str] = {}
     deleted: bool = False
+    fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
 
 
 RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_at", "actor")
@@ -162,7 +163,7 @@ RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_a
 def runs_table(found: Sequence[RunRow]) -> None:
     """The `runs` table, with a labels column if any run has labels (rule I2): the
     cells table(run_record(s) ...) would make, built from RunRows in one pass."""
-    cells: list[tuple[str, ...]] = [(r.run, r.status, _derived(r.status, r.code, False)[0], r.workflow or "",
+    cells: list[tuple[str, ...]] = [(r.run, r.status, _shown(r.status, r.code), r.workflow or "",
                                      r.process or "", r.updated_at, r.actor or "") for r in found]  # fmt: skip
     columns = list(RUNS_COLUMNS)
     if any(r.labels for r in found):
@@ -173,14 +174,12 @@ def runs_table(found: Sequence[RunRow]) -> None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _derived(status: str, code: str, fenced_end: bool) -> tuple[str, dict[str, bool]]:
-    """The shown code and the predicates of a run: functions of these three alone
-    (ledger/lifecycle.py), so a listing of 100,000 runs computes them once per distinct
-    triple, not per run (13 predicate calls a run were 2/3 of `runs --status S`;
-    docs/benchmarks.md, "Fleet size"). The shown code does not read `fenced_end`.
+def _shown(status: str, code: str) -> str:
+    """The shown code of a run: a function of these two alone, so a listing of 100,000
+    runs computes it once per distinct pair, not per run (docs/benchmarks.md, "Fleet
+    size"). The predicates are projections.runs.predicates_of's, cached the same way:
     run_record copies the dict it hands out; a listing (`listed`) only encodes it."""
-    return (show_code(code) if lifecycle.is_failure(status) else "",
-            lifecycle.predicates(status, code, fenced_end=fenced_end))  # fmt: skip
+    return show_code(code) if lifecycle.is_failure(status) else ""
 
 
 def program() -> str:

@@ -211,14 +211,19 @@ def cmd_show(ns: argparse.Namespace) -> None:
     rec.pop("tick_streak", None)
     end = rec.pop("fenced_end", None)
     labels = rec.pop("labels", None)
+    prior = rec.pop("cancelled_from", None)
     for k, v in rec.items():
-        if v is not None and v != "" and not (k == "fenced" and v == 0):
+        if v is not None and v != "" and not (k in ("fenced", "attempt") and v == 0):
             out(f"{k:>12}: {v}")
     if labels:  # rule I2
         out(f"{'labels':>12}: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if end is not None:
         out(f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
             f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)")  # fmt: skip
+    if prior is not None:  # what the cancel overrode (rule L2)
+        was = ": ".join(filter(None, [prior["status"] + (f" {show_code(prior['code'])}" if lifecycle.is_failure(prior["status"]) else ""),
+                                      prior.get("error"), prior.get("reason")]))  # fmt: skip
+        out(f"{'cancelled':>12}: from {was}" + (f"; caused by {describe_cause(prior['cause'])}" if prior.get("cause") else ""))
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
 
@@ -261,8 +266,6 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     def keep(s: Listed) -> bool:
         if ns.status and s.status not in ns.status:
             return False
-        if ns.where and not all(lifecycle.PREDICATES[p](s.status, s.code) for p in ns.where):
-            return False
         if ns.code and not (lifecycle.is_failure(s.status) and show_code(s.code) in ns.code):
             return False
         if ns.label and not all(s.labels.get(k) == v for k, v in ns.label):
@@ -278,10 +281,11 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     # (docs/benchmarks.md, "Fleet size"). --streaking joins whole records to the streaks.
     shape = RunState if ns.streaking else ListedRun if ns.json else RunRow
     with open_ns(ns) as ledger, gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-        # --status alone is read_runs' own filter (in SQL): no per-run call then
-        filters = keep if ns.where or ns.code or ns.label else None
+        # --status and --where are read_runs' own filters (in SQL, on the columns the runs
+        # view stored from the one evaluation of each predicate, rule P4): no per-run call
+        filters = keep if ns.code or ns.label else None
         found, lag = read_runs(ledger.store, filters, catch_up_first=not ns.no_catch_up, statuses=ns.status or (),
-                               shape=shape)  # fmt: skip
+                               shape=shape, predicates=ns.where or ())  # fmt: skip
         if ns.streaking:
             rows = _streaking([run_record(s) for s in found], tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
     say_lag(lag)
@@ -420,9 +424,9 @@ def runs_orphaned(ns: argparse.Namespace, keep: Callable[[Listed], bool]) -> Non
         found = ledger.orphans()
     rows = []
     for state, verdict in found:
-        if not keep(state):
-            continue
         rec = run_record(state)
+        if not keep(state) or not all(rec["predicates"][p] for p in ns.where or ()):  # predicates_of's (rule P4)
+            continue
         rec["orphan"] = msgspec.to_builtins(verdict)
         rec["rule"], rec["why"] = verdict.rule, verdict.explain()
         rows.append(rec)

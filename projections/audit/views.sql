@@ -76,15 +76,18 @@ WITH latest AS (
         -- the run's next start (rule F2)
         max(position) FILTER (WHERE type = 'run.fenced' AND payload->>'reported' IS NOT NULL) AS fenced_end_position,
         arg_max(epoch, position) FILTER (WHERE type = 'run.fenced' AND payload->>'reported' IS NOT NULL) AS fenced_end_epoch_any,
-        count(*) FILTER (WHERE type = 'run.fenced') AS fenced
+        count(*) FILTER (WHERE type = 'run.fenced') AS fenced,
+        -- starts so far: each start after a resume or retry is the next attempt
+        count(*) FILTER (WHERE type = 'run.started') AS attempt
     FROM events
     WHERE starts_with(stream, 'run:')
     GROUP BY run
 ), bound AS (
-    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position, labels_json),
+    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position, labels_json, attempt),
            CASE WHEN fenced_end_position > coalesce(last_start_position, 0) THEN fenced_end_epoch_any END
                AS fenced_end_epoch,
-           coalesce(TRY_CAST(labels_json AS MAP(VARCHAR, VARCHAR)), MAP {}::MAP(VARCHAR, VARCHAR)) AS labels
+           coalesce(TRY_CAST(labels_json AS MAP(VARCHAR, VARCHAR)), MAP {}::MAP(VARCHAR, VARCHAR)) AS labels,
+           attempt
     FROM latest
 )
 SELECT l.*, p.* EXCLUDE (status, code, fenced_end)
