@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import msgspec
 
+from epochledger import sweep as sweep_mod
+from epochledger.sweep import SweepReport
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
 from ledger.clock import Clock, boot_instant, checked_clock
@@ -62,11 +64,11 @@ from ledger.events import (
 from ledger.host import Host, SystemHost
 from ledger.process import EpochRef, EpochState, HostState
 from ledger.store import Append, Poison, Store, open_store
+from projections import orphans as orphans_mod
 from projections.orphans import MARGIN
 
 if TYPE_CHECKING:
     from epochledger.probe import ProbeReport
-    from epochledger.sweep import SweepReport
 
 RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
@@ -824,13 +826,12 @@ class Ledger(Commands):
         """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
         return self._stop_signal(epoch).wait(seconds)
 
-    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int = 3,
-              gaps: Sequence[float] = (1.0, 4.0), sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
+    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S,
+              attempts: int = sweep_mod.ATTEMPTS, gaps: Sequence[float] = sweep_mod.GAPS,
+              sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
         """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
-        id): rule O5, epochledger/sweep.py."""
-        from epochledger.sweep import sweep
-
-        return sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep)
+        id): rule O5, epochledger/sweep.py (its ATTEMPTS and GAPS are the defaults)."""
+        return sweep_mod.sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep)
 
     def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,
                 host: str | None = None, pid: int | None = None,
@@ -872,7 +873,7 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self, *, candidates_only: bool = False) -> Any:
+    def orphan_view(self, *, candidates_only: bool = False) -> orphans_mod.View:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the

@@ -19,33 +19,80 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol, overload
 
 import msgspec
 
-from ledger.clock import boot_instant
+from ledger.clock import Clock, boot_instant
 from ledger.codec import check_value
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
 from ledger.events import (
     Name,
     ProcessBooted,
+    ProcessEventBase,
     ProcessSweepFailed,
     ProcessSweepSkipped,
     Recorded,
+    RunEventBase,
     RunRecovered,
     process_stream,
 )
-from ledger.process import EpochRef
+from ledger.host import Host
+from ledger.process import EpochRef, EpochState, ProcessState
+from ledger.run import RunState
 from projections import orphans
-
-if TYPE_CHECKING:
-    from epochledger.app import Ledger
 
 log = logging.getLogger("epochledger.sweep")
 
 ATTEMPTS = 3  # rule O5: 3 attempts, 2 gaps
 GAPS = (1.0, 4.0)  # seconds before attempt 2 and attempt 3
 CONFLICT_ROUNDS = 8  # re-reads after losing a race, within one attempt
+
+
+class SweepBatch(Protocol):
+    """What the sweep needs of a group commit (epochledger.app.Batch): decide against
+    the state the verdict was made on, submit, append on a clean exit."""
+
+    def assume(self, state: RunState) -> None: ...
+
+    @overload
+    def submit(self, command: RunEventBase) -> RunState: ...
+
+    @overload
+    def submit(self, command: ProcessEventBase) -> ProcessState: ...
+
+    def __enter__(self) -> SweepBatch: ...
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None: ...
+
+
+class SweepTarget(Protocol):
+    """What the sweep needs of a ledger (epochledger.app.Ledger is one): the orphan
+    rule's view, one write path, the clock port, the host-facts port, the epoch lookup
+    and this process's stop signals. The sweep imports no application module, so the
+    application imports the sweep, not the other way round."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def host(self) -> Host: ...
+
+    def orphan_view(self, *, candidates_only: bool = False) -> orphans.View: ...
+
+    def batch(self) -> SweepBatch: ...
+
+    @overload
+    def submit(self, command: RunEventBase) -> RunState: ...
+
+    @overload
+    def submit(self, command: ProcessEventBase) -> ProcessState: ...
+
+    def epoch(self, epoch: EpochRef | str) -> EpochState: ...
+
+    def is_stopping(self, epoch: str) -> bool: ...
+
+    def wait_for_stop(self, epoch: str, seconds: float) -> bool: ...
 
 
 class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -65,7 +112,7 @@ class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 def sweep(
-    ledger: Ledger,
+    ledger: SweepTarget,
     epoch: EpochRef | str,
     *,
     margin: float | timedelta = orphans.MARGIN,
@@ -132,7 +179,7 @@ def sweep(
     raise SweepFailed(slot, epoch_id, attempts, str(last), recorded) from last
 
 
-def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> SweepReport:
+def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta) -> SweepReport:
     skipped: str | None = None
     lost: list[str] = []
     for rounds in range(CONFLICT_ROUNDS):
@@ -218,7 +265,7 @@ def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) ->
 PREVIEW_EPOCH = "(preview)"
 
 
-def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.total_seconds()) -> SweepReport:
+def preview(ledger: SweepTarget, process: str, *, margin: float = orphans.MARGIN.total_seconds()) -> SweepReport:
     """What booting a new epoch of `process` now and sweeping with it would recover,
     without writing anything: the same verdicts (projections/orphans.py) over the log
     plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`."""

@@ -244,6 +244,20 @@ def test_O5_store_errors_get_three_attempts_with_two_gaps(ledger, clock, monkeyp
     assert (report.attempts, gaps, len(report.recovered)) == (3, [0.25, 0.5], 2)
 
 
+def test_O5_ledger_sweep_takes_its_retry_bounds_from_the_sweep_module():
+    """One home for O5's bounds: `Ledger.sweep` and `startup` use epochledger/sweep.py's
+    ATTEMPTS and GAPS themselves, not a copy kept in step. Mutation caught: the old
+    `attempts=3, gaps=(1.0, 4.0)` restated in app.py (a change to GAPS would not reach
+    the service)."""
+    import inspect
+
+    from epochledger import sweep as sweep_mod
+    from epochledger.app import Ledger
+
+    params = inspect.signature(Ledger.sweep).parameters
+    assert params["attempts"].default is sweep_mod.ATTEMPTS and params["gaps"].default is sweep_mod.GAPS
+
+
 def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, caplog):
     """Three failed attempts: an ERROR record on logger epochledger.sweep, a
     process.sweep_failed event on the process stream, and SweepFailed raised."""
