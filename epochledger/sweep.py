@@ -25,7 +25,7 @@ import msgspec
 
 from ledger.clock import Clock, boot_instant
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, LedgerError, StoreError, SweepFailed
+from ledger.errors import ConflictError, DamagedRuns, InvalidInput, LedgerError, StoreError, StreamGap, SweepFailed
 from ledger.events import (
     Name,
     ProcessBooted,
@@ -36,10 +36,12 @@ from ledger.events import (
     RunEventBase,
     RunRecovered,
     process_stream,
+    run_stream,
 )
 from ledger.host import Host
 from ledger.process import EpochRef, EpochState, ProcessState
 from ledger.run import RunState
+from ledger.store import Poison
 from projections import orphans
 
 log = logging.getLogger("epochledger.sweep")
@@ -94,6 +96,23 @@ class SweepTarget(Protocol):
 
     def wait_for_stop(self, epoch: str, seconds: float) -> bool: ...
 
+    def history(self, run: str) -> list[Recorded | Poison]: ...
+
+
+class DamagedRun(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A run the sweep did not judge: its stream holds a row that does not decode, or
+    has a gap (rules T4, O5). Recovering it would decide against a state that misses
+    what the bad row said (it may have been the run's finish)."""
+
+    run: str
+    position: int  # the bad row's log position (a gap: the position of the row after it)
+    tag: str | None = None
+    error: str
+
+    def explain(self) -> str:
+        return (f"not judged: its stream is damaged at position {self.position} ({self.tag or 'unknown type'}: "
+                f"{self.error}); an operator decides (docs/operations.md, a damaged log)")  # fmt: skip
+
 
 class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     process: str
@@ -109,6 +128,14 @@ class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     fallback_skipped: str | None = None  # why O3 recovered nothing (clock stepped back)
     attempts: int = 0
     conflict_rounds: int = 0
+    damaged: list[DamagedRun] = []  # candidates left unjudged: their stream is damaged (T4)
+
+    def damage(self) -> DamagedRuns | None:
+        """The damaged log this sweep met, as the error a caller that must not pass over
+        it raises (the CLI's exit 8), or None."""
+        if not self.damaged:
+            return None
+        return DamagedRuns(self.process, self.epoch, [(d.run, d.position) for d in self.damaged])
 
 
 def sweep(
@@ -182,6 +209,7 @@ def sweep(
 def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta) -> SweepReport:
     skipped: str | None = None
     lost: list[str] = []
+    damaged: dict[str, DamagedRun] = {}
     for rounds in range(CONFLICT_ROUNDS):
         view = ledger.orphan_view(candidates_only=True)  # the runs that could be orphans, not the fleet
         me = view.epoch(process, epoch_id)
@@ -206,6 +234,7 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
                                   f"{me.booted_at.isoformat()} (it stepped back): the time fallback "
                                   "recovers nothing in this sweep, rule O3")  # fmt: skip
             found = [v for v in found if not v.uses_time]
+        found = [v for v in found if v.run not in damaged]
         try:
             with ledger.batch() as b:
                 if skipped is not None:  # in the same batch: a lost race writes neither
@@ -219,7 +248,15 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
                     b.submit(_recovery(v, now, process, epoch_id))
         except ConflictError as e:
             lost = e.streams
-            continue  # another writer (another replica's sweep) moved a stream: re-read
+            # Another writer (another replica's sweep) moved a stream: re-read. Or the
+            # stream is damaged: the views parked its bad row, so the state the verdict
+            # was made on is a version behind the stream for good, and every re-read
+            # would "lose" again (a false conflict). Such a run is left unjudged and
+            # named; the others are recovered (rule T4).
+            damaged.update(_damaged(ledger, [v.run for v in found if run_stream(v.run) in lost]))
+            continue
+        for d in damaged.values():
+            log.error("sweep of %s epoch %s: run %s %s", process, epoch_id, d.run, d.explain())
         return SweepReport(
             process=process,
             epoch=epoch_id,
@@ -227,10 +264,26 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
             recovered=found,
             fallback_skipped=skipped,
             conflict_rounds=rounds,
+            damaged=sorted(damaged.values(), key=lambda d: d.run),
         )
     raise ConflictError(
         lost, f"sweep of {process} epoch {epoch_id!r} kept losing races after {CONFLICT_ROUNDS} re-reads"
     )
+
+
+def _damaged(ledger: SweepTarget, runs: list[str]) -> dict[str, DamagedRun]:
+    """The runs among `runs` whose stream holds an undecodable row or a gap, each with
+    the position of its first bad row."""
+    out: dict[str, DamagedRun] = {}
+    for run in runs:
+        try:
+            bad = next((r for r in ledger.history(run) if type(r) is Poison), None)
+        except StreamGap as gap:
+            out[run] = DamagedRun(run=run, position=gap.before, error=str(gap))
+            continue
+        if bad is not None:
+            out[run] = DamagedRun(run=run, position=bad.position, tag=bad.tag, error=bad.error)
+    return out
 
 
 def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) -> RunRecovered:

@@ -211,6 +211,21 @@ class StreamGap(DamagedLog):
                          f"{before}); an event was removed from the store")  # fmt: skip
 
 
+class DamagedRuns(DamagedLog):
+    """A sweep did not judge these runs because their streams are damaged (a row that
+    does not decode, or a gap): what the undecodable event said is unknown, so
+    recovering the run could overwrite an outcome it recorded. The sweep recovered
+    every other orphan (rules T4, O5); `runs` is [(run, log position of the bad row)]."""
+
+    def __init__(self, process: str, epoch: str, runs: list[tuple[str, int]]):
+        self.process = process
+        self.epoch = epoch
+        self.runs = runs
+        named = ", ".join(f"{run} (position {position})" for run, position in runs)
+        super().__init__(f"sweep of {process} epoch {epoch!r} did not judge {len(runs)} run(s) whose stream is "
+                         f"damaged: {named}; every other orphan was recovered")  # fmt: skip
+
+
 # -------------------------------------------------------- fencing and the sweep
 class StaleEpoch(IllegalTransition):
     """A report written on behalf of an epoch that is no longer live (superseded by a

@@ -109,9 +109,13 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
         epoch, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin)
     if ns.json:
         out_json({"booted": epoch, "report": report})
-        return
-    out(f"booted {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
-    if report.fallback_skipped:
-        out(f"O3 fallback skipped: {report.fallback_skipped}")
-    for v in report.recovered:
-        out(f"  {v.run}: {v.rule}: {v.explain()}")
+    else:
+        out(f"booted {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
+        if report.fallback_skipped:
+            out(f"O3 fallback skipped: {report.fallback_skipped}")
+        for v in report.recovered:
+            out(f"  {v.run}: {v.rule}: {v.explain()}")
+        for d in report.damaged:
+            out(f"  {d.run}: {d.explain()}")
+    if (damage := report.damage()) is not None:
+        raise damage  # the report is out; a damaged log exits 8 (EXIT_CODES)
