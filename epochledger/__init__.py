@@ -23,6 +23,7 @@ from ledger.errors import (
     DamagedLog,
     DamagedRuns,
     DecodeError,
+    EpochNotLive,
     IllegalTransition,
     ImportRejected,
     InvalidInput,
@@ -39,6 +40,7 @@ from ledger.errors import (
     StreamGap,
     SweepFailed,
     UnknownEpoch,
+    UnknownSlot,
     ViewMismatch,
 )
 from ledger.events import Status
@@ -67,6 +69,7 @@ __all__ = [
     "DamagedLog",
     "DamagedRuns",
     "DecodeError",
+    "EpochNotLive",
     "EpochState",
     "FakeHost",
     "Host",
@@ -97,6 +100,7 @@ __all__ = [
     "TickDriver",
     "TickReport",
     "UnknownEpoch",
+    "UnknownSlot",
     "ViewMismatch",
     "can_auto_resume",
     "can_operator_resume",

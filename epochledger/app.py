@@ -828,21 +828,24 @@ class Ledger(Commands):
 
     def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S,
               attempts: int = sweep_mod.ATTEMPTS, gaps: Sequence[float] = sweep_mod.GAPS,
-              sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
+              sleep: Callable[[float], object] | None = None, require_live: bool = False) -> SweepReport:  # fmt: skip
         """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
-        id): rule O5, epochledger/sweep.py (its ATTEMPTS and GAPS are the defaults)."""
-        return sweep_mod.sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep)
+        id, judged with its recorded boot instant): rule O5, epochledger/sweep.py (its
+        ATTEMPTS and GAPS are the defaults). `require_live`: refuse an epoch that is no
+        longer live (EpochNotLive) instead of reporting that it recovered nothing."""
+        return sweep_mod.sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep,
+                               require_live=require_live)  # fmt: skip
 
     def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,
-                host: str | None = None, pid: int | None = None,
-                actor: str | None = None) -> tuple[EpochState, SweepReport]:  # fmt: skip
+                host: str | None = None, pid: int | None = None, actor: str | None = None,
+                new_slot: bool = True) -> tuple[EpochState, SweepReport]:  # fmt: skip
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
         Returns the epoch's state and the sweep report. A bad margin is refused before
-        the boot is appended."""
-        from projections.orphans import as_margin
-
-        as_margin(margin)
+        the boot is appended; so is a slot the ledger has never seen with
+        `new_slot=False` (UnknownSlot: a hand sweep of a mistyped name)."""
+        orphans_mod.as_margin(margin)
+        sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
         return booted, self.sweep(booted, margin=margin)
 

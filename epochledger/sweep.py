@@ -25,7 +25,18 @@ import msgspec
 
 from ledger.clock import Clock, boot_instant
 from ledger.codec import check_value
-from ledger.errors import ConflictError, DamagedRuns, InvalidInput, LedgerError, StoreError, StreamGap, SweepFailed
+from ledger.errors import (
+    ConflictError,
+    DamagedRuns,
+    EpochNotLive,
+    InvalidInput,
+    LedgerError,
+    StoreError,
+    StreamGap,
+    SweepFailed,
+    UnknownEpoch,
+    UnknownSlot,
+)
 from ledger.events import (
     Name,
     ProcessBooted,
@@ -98,6 +109,8 @@ class SweepTarget(Protocol):
 
     def history(self, run: str) -> list[Recorded | Poison]: ...
 
+    def process(self, process: str) -> ProcessState | None: ...
+
 
 class DamagedRun(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A run the sweep did not judge: its stream holds a row that does not decode, or
@@ -146,13 +159,18 @@ def sweep(
     attempts: int = ATTEMPTS,
     gaps: Sequence[float] = GAPS,
     sleep: Callable[[float], object] | None = None,
+    require_live: bool = False,
 ) -> SweepReport:
     """Recover every orphan visible to `epoch` (its state, as `boot()` returns it, any
-    object with `.process` and `.epoch`, or the epoch's id). Store errors are retried
+    object with `.process` and `.epoch`, or the epoch's id), judged with that epoch's
+    recorded boot instant. Store errors are retried
     (`attempts` attempts, `gaps` between them); exhaustion logs at ERROR on logger
     `epochledger.sweep`, records `process.sweep_failed` if the store takes it, and
     raises SweepFailed. Once `begin_stop()` was called for the epoch, no attempt starts.
-    `sleep` waits out a gap (default: wakes early when the process begins to stop)."""
+    `sleep` waits out a gap (default: wakes early when the process begins to stop).
+    An epoch that is no longer live recovers nothing (outcome "superseded", "exited",
+    ...); with `require_live` (a process sweeping with an epoch it booted earlier,
+    `epochledger sweep --as-epoch`) that is refused with EpochNotLive instead."""
     process: str | None
     if isinstance(epoch, str):  # an id: its slot is found in the first attempt (a read, retried)
         process, epoch_id = None, check_value(epoch, Name, "epoch")
@@ -179,7 +197,7 @@ def sweep(
         try:
             if process is None:
                 process = ledger.epoch(epoch_id).process  # UnknownEpoch if no slot booted it
-            report = _attempt(ledger, process, epoch_id, m)
+            report = _attempt(ledger, process, epoch_id, m, require_live)
             report.attempts = attempt
             return report
         except StoreError as e:  # infrastructure: retried. Conflicts are handled inside.
@@ -206,7 +224,7 @@ def sweep(
     raise SweepFailed(slot, epoch_id, attempts, str(last), recorded) from last
 
 
-def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta) -> SweepReport:
+def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta, require_live: bool) -> SweepReport:
     skipped: str | None = None
     lost: list[str] = []
     damaged: dict[str, DamagedRun] = {}
@@ -220,6 +238,8 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
         if me.stopping_at is not None or me.stopped_at is not None:
             return SweepReport(process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds)
         ended = view.end_of(me)  # the one liveness definition (ledger.process.end_of, rule O7)
+        if ended is not None and require_live:
+            raise EpochNotLive(epoch_id, process, *ended)
         if ended is not None:
             outcome = {orphans.SUPERSEDED: "superseded", orphans.EXITED: "exited",
                        orphans.HOST_REBOOTED: "host-rebooted"}.get(ended[0], "stopping")  # fmt: skip
@@ -318,12 +338,36 @@ def _recovery(v: orphans.Verdict, now: datetime, process: str, epoch_id: str) ->
 PREVIEW_EPOCH = "(preview)"
 
 
-def preview(ledger: SweepTarget, process: str, *, margin: float = orphans.MARGIN.total_seconds()) -> SweepReport:
+def check_slot(ledger: SweepTarget, process: str, *, new_slot: bool) -> None:
+    """Refuse a hand sweep of a slot the ledger has never seen (no event in its stream)
+    unless `new_slot`: booting a mistyped name creates a slot for good and recovers
+    nothing of the slot meant. UnknownSlot, before anything is appended."""
+    if not new_slot and ledger.process(process) is None:
+        raise UnknownSlot(process)
+
+
+def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans.MARGIN.total_seconds(),
+            new_slot: bool = True, as_epoch: str | None = None) -> SweepReport:  # fmt: skip
     """What booting a new epoch of `process` now and sweeping with it would recover,
     without writing anything: the same verdicts (projections/orphans.py) over the log
-    plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`."""
+    plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`.
+    `new_slot=False` refuses a slot the ledger has never seen (check_slot). With
+    `as_epoch`: what sweeping with that existing epoch would recover (it must be live:
+    UnknownEpoch, EpochNotLive), judged with its recorded boot instant."""
     m = orphans.as_margin(margin)
+    if as_epoch is not None:
+        epoch_id = check_value(as_epoch, Name, "epoch")
+        view = ledger.orphan_view()
+        me = view.find_epoch(epoch_id)
+        if me is None or (process is not None and me.process != process):
+            me = ledger.epoch(epoch_id)  # UnknownEpoch naming it, or the slot that booted it
+            if process is not None and me.process != process:
+                raise UnknownEpoch(epoch_id, f"epoch {epoch_id!r} is an epoch of {me.process!r}, not of {process!r}")
+        if (ended := view.end_of(me)) is not None:
+            raise EpochNotLive(epoch_id, me.process, *ended)
+        return SweepReport(process=me.process, epoch=epoch_id, outcome="preview", recovered=orphans.verdicts(view, me, m))
     process = check_value(process, Name, "process")
+    check_slot(ledger, process, new_slot=new_slot)
     view = ledger.orphan_view()
     now = ledger.clock.now()
     # The boot startup() would record, host facts included: on a host that rebooted, it

@@ -254,6 +254,32 @@ class UnknownEpoch(InvalidInput):
         super().__init__(message, where=where)
 
 
+class UnknownSlot(InvalidInput):
+    """A hand sweep names a process slot the ledger has never seen (no event in its
+    stream): booting it would create a new slot for good and recover nothing of the
+    slot meant (a typo). Refused, nothing appended, unless a new slot is asked for."""
+
+    def __init__(self, process: str):
+        self.process = process
+        super().__init__(f"process slot {process!r} was never booted in this ledger; sweeping it would boot a new "
+                         "slot for good (a mistyped name?): ask for a new slot explicitly (new_slot)",
+                         where="process")  # fmt: skip
+
+
+class EpochNotLive(InvalidInput):
+    """A sweep asked to sweep with an existing epoch (`sweep(..., require_live=True)`)
+    that is no longer live (rule O7): a dead epoch's sweep would recover nothing, and
+    saying "swept" would hide that. `rule` and `why` are end_of's answer."""
+
+    def __init__(self, epoch: str, process: str, rule: str, why: str):
+        self.epoch = epoch
+        self.process = process
+        self.rule = rule
+        self.why = why
+        super().__init__(f"epoch {epoch!r} of {process!r} is not live ({rule}): {why}; sweep with a live epoch",
+                         where="epoch")  # fmt: skip
+
+
 class SweepFailed(StoreError):
     """The startup sweep gave up after its bounded retries (rule O5). It was logged at
     ERROR on logger `epochledger.sweep` and, if the store took it, recorded as
