@@ -142,6 +142,7 @@ class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     attempts: int = 0
     conflict_rounds: int = 0
     damaged: list[DamagedRun] = []  # candidates left unjudged: their stream is damaged (T4)
+    unjudged: list[orphans.Unjudged] = []  # running runs no slot can judge (rule O9)
 
     def damage(self) -> DamagedRuns | None:
         """The damaged log this sweep met, as the error a caller that must not pass over
@@ -230,20 +231,23 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
     damaged: dict[str, DamagedRun] = {}
     for rounds in range(CONFLICT_ROUNDS):
         view = ledger.orphan_view(candidates_only=True)  # the runs that could be orphans, not the fleet
+        unjudged = orphans.unjudged(view)  # named in every report, whatever its outcome (rule O9)
         me = view.epoch(process, epoch_id)
         if me is None:
             raise InvalidInput(
                 f"epoch {epoch_id!r} of {process!r} was never booted; boot() before sweep()", where="sweep"
             )
         if me.stopping_at is not None or me.stopped_at is not None:
-            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds)
+            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds,
+                               unjudged=unjudged)  # fmt: skip
         ended = view.end_of(me)  # the one liveness definition (ledger.process.end_of, rule O7)
         if ended is not None and require_live:
             raise EpochNotLive(epoch_id, process, *ended)
         if ended is not None:
             outcome = {orphans.SUPERSEDED: "superseded", orphans.EXITED: "exited",
                        orphans.HOST_REBOOTED: "host-rebooted"}.get(ended[0], "stopping")  # fmt: skip
-            return SweepReport(process=process, epoch=epoch_id, outcome=outcome, conflict_rounds=rounds)
+            return SweepReport(process=process, epoch=epoch_id, outcome=outcome, conflict_rounds=rounds,
+                               unjudged=unjudged)  # fmt: skip
         now = ledger.clock.now()
         found = orphans.verdicts(view, me, margin)
         if now < me.booted_at or skipped is not None:
@@ -277,6 +281,9 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
             continue
         for d in damaged.values():
             log.error("sweep of %s epoch %s: run %s %s", process, epoch_id, d.run, d.explain())
+        if unjudged:  # O9: never in silence
+            log.warning("sweep of %s epoch %s: %d running run(s) no slot can judge (rule O9): %s", process, epoch_id,
+                        len(unjudged), ", ".join(u.run for u in unjudged))  # fmt: skip
         return SweepReport(
             process=process,
             epoch=epoch_id,
@@ -285,6 +292,7 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
             fallback_skipped=skipped,
             conflict_rounds=rounds,
             damaged=sorted(damaged.values(), key=lambda d: d.run),
+            unjudged=unjudged,
         )
     raise ConflictError(
         lost, f"sweep of {process} epoch {epoch_id!r} kept losing races after {CONFLICT_ROUNDS} re-reads"
@@ -365,7 +373,8 @@ def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans
                 raise UnknownEpoch(epoch_id, f"epoch {epoch_id!r} is an epoch of {me.process!r}, not of {process!r}")
         if (ended := view.end_of(me)) is not None:
             raise EpochNotLive(epoch_id, me.process, *ended)
-        return SweepReport(process=me.process, epoch=epoch_id, outcome="preview", recovered=orphans.verdicts(view, me, m))
+        return SweepReport(process=me.process, epoch=epoch_id, outcome="preview", recovered=orphans.verdicts(view, me, m),
+                           unjudged=orphans.unjudged(view))  # fmt: skip
     process = check_value(process, Name, "process")
     check_slot(ledger, process, new_slot=new_slot)
     view = ledger.orphan_view()
@@ -377,4 +386,5 @@ def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans
                          host=facts.name(), host_boot=facts.boot_id())  # fmt: skip
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
     found = orphans.verdicts(view, view.epoch(process, PREVIEW_EPOCH), m)
-    return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found)
+    return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found,
+                       unjudged=orphans.unjudged(view))  # fmt: skip

@@ -124,6 +124,8 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
         out(f"dry run: {what} now would recover {len(report.recovered)} orphan(s)")
         for v in report.recovered:
             out(f"  {v.run}: {v.rule}: {v.explain()}")
+        for u in report.unjudged:
+            out(f"  {u.run}: {u.rule}: {u.explain()}")
         return
     booted: EpochState | None
     with open_ns(ns) as ledger:
@@ -144,6 +146,8 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
             out(f"  {v.run}: {v.rule}: {v.explain()}")
         for d in report.damaged:
             out(f"  {d.run}: {d.explain()}")
+        for u in report.unjudged:
+            out(f"  {u.run}: {u.rule}: {u.explain()}")
     if (damage := report.damage()) is not None:
         raise damage  # the report is out; a damaged log exits 8 (EXIT_CODES)
 
