@@ -967,13 +967,12 @@ class Ledger(Commands):
         view = self.orphan_view()
         return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
-    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:
+    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, orphans_mod.Verdict]]:
         """Every running run the ledger's events say is an orphan, with its verdict
-        (clock-free; O3 judged against each process's current epoch). Reads only."""
-        from projections import orphans
-
+        (clock-free; O3 judged against each process's current epoch). Reads only. The
+        running runs no slot can judge are `unjudged()` (rule O9)."""
         view = self.orphan_view()
-        return [(view.runs[v.run], v) for v in orphans.verdicts(view, margin=margin)]
+        return [(view.runs[v.run], v) for v in orphans_mod.verdicts(view, margin=margin)]
 
     # -------------------------------------------------------------- reads
     def get_run(self, run: str) -> RunState:

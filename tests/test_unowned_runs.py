@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
+
 from epochledger.cli import main
+from ledger.errors import InvalidInput
 from ledger.events import LedgerDefaultSlot, Status
 from projections import orphans
 
@@ -98,3 +101,11 @@ def test_O9_O4_the_default_slot_is_a_fact_of_the_log_and_a_replay_knows_it_as_it
     for position, found, left in seen:
         replayed = orphans.fold(ledger.events(upto=position))
         assert orphans.verdicts(replayed) == found and orphans.unjudged(replayed) == left
+
+
+@pytest.mark.parametrize("bad", [123, "", "a b", "x" * 201, b"api-1", ["api-1"]])
+def test_O9_L4_a_bad_default_slot_is_refused_naming_the_field_and_appends_nothing(ledger, bad):
+    before = ledger.store.max_position()
+    with pytest.raises(InvalidInput, match=r"\$\.slot"):
+        ledger.set_default_slot(bad)
+    assert ledger.store.max_position() == before and ledger.settings() is None
