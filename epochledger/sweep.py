@@ -373,8 +373,7 @@ def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans
                 raise UnknownEpoch(epoch_id, f"epoch {epoch_id!r} is an epoch of {me.process!r}, not of {process!r}")
         if (ended := view.end_of(me)) is not None:
             raise EpochNotLive(epoch_id, me.process, *ended)
-        return SweepReport(process=me.process, epoch=epoch_id, outcome="preview", recovered=orphans.verdicts(view, me, m),
-                           unjudged=orphans.unjudged(view))  # fmt: skip
+        return _previewed(ledger, view, me, m)
     process = check_value(process, Name, "process")
     check_slot(ledger, process, new_slot=new_slot)
     view = ledger.orphan_view()
@@ -385,6 +384,18 @@ def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans
     boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock),
                          host=facts.name(), host_boot=facts.boot_id())  # fmt: skip
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
-    found = orphans.verdicts(view, view.epoch(process, PREVIEW_EPOCH), m)
-    return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found,
-                       unjudged=orphans.unjudged(view))  # fmt: skip
+    me = view.epoch(process, PREVIEW_EPOCH)
+    assert me is not None
+    return _previewed(ledger, view, me, m)
+
+
+def _previewed(ledger: SweepTarget, view: orphans.View, me: EpochState, margin: timedelta) -> SweepReport:
+    """The preview's report: the verdicts the sweep would act on, with the runs it would
+    leave unjudged because their stream is damaged (it learns that from a conflict; a
+    preview writes nothing, so it reads each verdict's stream) and those no slot can
+    judge (rule O9)."""
+    found = orphans.verdicts(view, me, margin)
+    damaged = _damaged(ledger, [v.run for v in found])
+    return SweepReport(process=me.process, epoch=me.epoch, outcome="preview",
+                       recovered=[v for v in found if v.run not in damaged],
+                       damaged=sorted(damaged.values(), key=lambda d: d.run), unjudged=orphans.unjudged(view))  # fmt: skip

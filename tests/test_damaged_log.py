@@ -132,6 +132,9 @@ def test_T4_O5_a_damaged_run_stream_is_named_and_the_slots_other_orphans_are_rec
     corrupt(store_url, bad, BAD)
     clock.advance(60)
     clock.restart(0)
+    assert main(["--store", store_url, "sweep", "--process", "w1", "--dry-run"]) == 8  # the preview says so too
+    out = capsys.readouterr().out
+    assert "would recover 1 orphan(s)" in out and f"a: not judged: its stream is damaged at position {bad}" in out
     with caplog.at_level("ERROR", logger="epochledger.sweep"):
         _, report = ledger.startup("w1", epoch="e2")
     assert report.outcome == "swept" and [v.run for v in report.recovered] == ["b"]

@@ -10,6 +10,7 @@ import logging
 
 import pytest
 
+from epochledger import open_ledger
 from epochledger.cli import main
 from ledger.errors import InvalidInput
 from ledger.events import LedgerDefaultSlot, Status
@@ -43,6 +44,12 @@ def test_O9_a_run_no_slot_can_judge_is_listed_by_runs_orphaned_and_every_sweep_r
     assert any("1 running run(s) no slot can judge (rule O9): u" in m for m in caplog.messages)
     late = ledger.sweep("a1")  # a superseded epoch's report names it too
     assert late.outcome == "superseded" and [u.run for u in late.unjudged] == ["u"]
+    assert main(["--store", ledger.url, "sweep", "--as-epoch", "a2", "--dry-run"]) == 0
+    assert "u: O9-no-slot: no slot can judge this run" in capsys.readouterr().out
+    with open_ledger(ledger.url, clock=clock) as other:  # another process records a2's shutdown
+        other.begin_stop("a2")
+    stopping = ledger.sweep("a2")
+    assert stopping.outcome == "stopping" and [u.run for u in stopping.unjudged] == ["u"]
     assert main(["--store", ledger.url, "sweep", "--process", "api-1"]) == 0
     assert "u: O9-no-slot: no slot can judge this run" in capsys.readouterr().out
     assert ledger.get_run("u").status is Status.RUNNING  # judged by no one: named, never recovered

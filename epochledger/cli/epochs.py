@@ -8,7 +8,7 @@ import msgspec
 
 from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
-from epochledger.sweep import preview
+from epochledger.sweep import SweepReport, preview
 from ledger.errors import InvalidInput
 from ledger.process import EpochState
 
@@ -102,7 +102,8 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
     sweep at its start) sweeps with it, judged by that epoch's recorded boot instant;
     an unknown epoch or one that is no longer live is refused, naming it (exit 3).
     A run whose stream is damaged is not judged: the report names it with the bad
-    row's position, the other orphans are recovered, and the command exits 8.
+    row's position, the other orphans are recovered, and the command exits 8 (a dry
+    run alike). Running runs no slot can judge are listed too (rule O9).
 
     Example: epochledger sweep --process worker-1 --dry-run   (what would be recovered)
              epochledger sweep --process worker-1
@@ -118,14 +119,10 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
             report = preview(ledger, ns.process, margin=ns.margin, new_slot=ns.new_slot, as_epoch=ns.as_epoch)
         if ns.json:
             out_json({"booted": None, "report": report})
-            return
-        what = f"sweeping with epoch {report.epoch} of {report.process}" if ns.as_epoch else \
-            f"booting a new epoch of {report.process}"  # fmt: skip
-        out(f"dry run: {what} now would recover {len(report.recovered)} orphan(s)")
-        for v in report.recovered:
-            out(f"  {v.run}: {v.rule}: {v.explain()}")
-        for u in report.unjudged:
-            out(f"  {u.run}: {u.rule}: {u.explain()}")
+        else:
+            _show_preview(ns, report)
+        if (damage := report.damage()) is not None:
+            raise damage  # as the sweep itself would: a damaged log exits 8
         return
     booted: EpochState | None
     with open_ns(ns) as ledger:
@@ -142,14 +139,27 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
         out(f"{done} {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
         if report.fallback_skipped:
             out(f"O3 fallback skipped: {report.fallback_skipped}")
-        for v in report.recovered:
-            out(f"  {v.run}: {v.rule}: {v.explain()}")
-        for d in report.damaged:
-            out(f"  {d.run}: {d.explain()}")
-        for u in report.unjudged:
-            out(f"  {u.run}: {u.rule}: {u.explain()}")
+        _show_runs(report)
     if (damage := report.damage()) is not None:
         raise damage  # the report is out; a damaged log exits 8 (EXIT_CODES)
+
+
+def _show_preview(ns: argparse.Namespace, report: SweepReport) -> None:
+    what = f"sweeping with epoch {report.epoch} of {report.process}" if ns.as_epoch else \
+        f"booting a new epoch of {report.process}"  # fmt: skip
+    out(f"dry run: {what} now would recover {len(report.recovered)} orphan(s)")
+    _show_runs(report)
+
+
+def _show_runs(report: SweepReport) -> None:
+    """A sweep report's runs: recovered, left unjudged on a damaged stream (T4), and
+    those no slot can judge (O9)."""
+    for v in report.recovered:
+        out(f"  {v.run}: {v.rule}: {v.explain()}")
+    for d in report.damaged:
+        out(f"  {d.run}: {d.explain()}")
+    for u in report.unjudged:
+        out(f"  {u.run}: {u.rule}: {u.explain()}")
 
 
 class Slot(msgspec.Struct, frozen=True, kw_only=True):
