@@ -116,7 +116,7 @@ def test_L5_a_removed_row_is_named_as_a_gap_not_a_write_conflict(ledger, clock, 
 
 def test_T4_O5_a_damaged_run_stream_is_named_and_the_slots_other_orphans_are_recovered(ledger, clock, store_url,
                                                                                         capsys, caplog):  # fmt: skip
-    """Red-team N2: one undecodable row in a run stream made every sweep of its slot
+    """The incident: one undecodable row in a run stream made every sweep of its slot
     fail with a false ConflictError after 8 re-reads (the views park the row, so the
     state the verdict was made on stays a version behind the stream), and the slot's
     other orphans stayed running. Now the damaged run is left unjudged and named with
