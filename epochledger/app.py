@@ -944,7 +944,8 @@ class Ledger(Commands):
         epoch nor a process, by the O3 time fallback (rule O9); None: no slot does
         (they are listed as runs no slot can judge). Recorded as `ledger.default_slot`;
         setting the value it already has appends nothing."""
-        return self.submit(LedgerDefaultSlot(at=self.clock.now(), slot=slot, actor=actor, reason=reason))
+        found = self.submit(LedgerDefaultSlot(at=self.clock.now(), slot=slot, actor=actor, reason=reason))
+        return found if found is not None else settings_mod.Settings()  # None cleared on a ledger that never set it
 
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
         """Every running run no slot can judge (rule O9: no owner epoch, no process, and

@@ -116,3 +116,9 @@ def test_O9_L4_a_bad_default_slot_is_refused_naming_the_field_and_appends_nothin
     with pytest.raises(InvalidInput, match=r"\$\.slot"):
         ledger.set_default_slot(bad)
     assert ledger.store.max_position() == before and ledger.settings() is None
+
+
+def test_O9_clearing_a_default_slot_that_was_never_set_appends_nothing(ledger):
+    before = ledger.store.max_position()
+    assert ledger.set_default_slot(None).default_slot is None
+    assert ledger.store.max_position() == before and ledger.settings() is None
