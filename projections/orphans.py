@@ -177,7 +177,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         if self.default_slot is not None:
             return (f"no epoch and no process; started at {_iso(self.started_at)}, before the cutoff "
                     f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
-                    f"of {self.default_slot}, the ledger's default slot for unowned runs, - {self.margin:g}s "
+                    f"of {self.default_slot} (the ledger's default slot for unowned runs) - {self.margin:g}s "
                     "margin; the time fallback, rules O3, O9")  # fmt: skip
         return (f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
                 f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
