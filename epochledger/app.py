@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import msgspec
 
+from epochledger import sweep as sweep_mod
+from epochledger.sweep import SweepReport
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
+from ledger import settings as settings_mod
 from ledger.clock import Clock, boot_instant, checked_clock
 from ledger.codec import check_value, checked
 from ledger.errors import (
@@ -34,6 +37,8 @@ from ledger.errors import (
 from ledger.events import (
     RUN_EVENT_TYPES,
     Cause,
+    LedgerDefaultSlot,
+    LedgerEventBase,
     Name,
     ProcessBooted,
     ProcessEventBase,
@@ -55,6 +60,7 @@ from ledger.events import (
     RunRewound,
     RunStarted,
     Status,
+    ledger_stream,
     process_stream,
     run_stream,
     tag_of,
@@ -62,11 +68,11 @@ from ledger.events import (
 from ledger.host import Host, SystemHost
 from ledger.process import EpochRef, EpochState, HostState
 from ledger.store import Append, Poison, Store, open_store
+from projections import orphans as orphans_mod
 from projections.orphans import MARGIN
 
 if TYPE_CHECKING:
     from epochledger.probe import ProbeReport
-    from epochledger.sweep import SweepReport
 
 RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
@@ -76,9 +82,11 @@ ProcessState = process_stream_mod.ProcessState
 _RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup first: isinstance on msgspec classes costs ~75 ns a class
 
 
-def stream_of(event: RunEventBase | ProcessEventBase) -> str:
+def stream_of(event: RunEventBase | ProcessEventBase | LedgerEventBase) -> str:
     if isinstance(event, RunEventBase):
         return run_stream(event.run)
+    if isinstance(event, LedgerEventBase):
+        return ledger_stream()
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -94,6 +102,8 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         return state
     if stream.startswith(run_stream("")):
         evolve: Callable[[Any, Any], Any] = run_mod.evolve
+    elif stream == ledger_stream():
+        evolve = settings_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -295,13 +305,18 @@ class Commands:
     @overload
     def submit(self, command: ProcessEventBase) -> ProcessState: ...
 
-    def submit(self, command: RunEventBase | ProcessEventBase) -> RunState | ProcessState:
+    @overload
+    def submit(self, command: LedgerEventBase) -> settings_mod.Settings: ...
+
+    def submit(
+        self, command: RunEventBase | ProcessEventBase | LedgerEventBase
+    ) -> RunState | ProcessState | settings_mod.Settings:
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
-        result: RunState | ProcessState = self._submit(command)
+        result: RunState | ProcessState | settings_mod.Settings = self._submit(command)
         return result
 
-    def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
         raise NotImplementedError
 
     def _at(self, at: datetime | None) -> datetime:
@@ -496,7 +511,7 @@ class Batch(Commands):
         found = self.find_epoch(check_value(epoch, Name, "epoch"))
         return found.process, found.epoch
 
-    def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
         checked(command)  # from here on, an instance of a catalogue class, not of a subclass (L4)
         is_run = type(command) in _RUN_TYPES
         stream = stream_of(command)
@@ -506,6 +521,9 @@ class Batch(Commands):
         if is_run:
             events: list[Any] = self._decide_run(command, state)  # type: ignore[arg-type] # a run event (_RUN_TYPES)
             new_state = run_mod.evolve(state, events[0]) if len(events) == 1 else run_mod.fold(events, state)
+        elif isinstance(command, LedgerEventBase):
+            events = settings_mod.decide(command, state)  # type: ignore[arg-type] # a LedgerEvent member
+            new_state = settings_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)
@@ -740,7 +758,7 @@ class Ledger(Commands):
         self.cache.put_many(got, fresh_at=token)
         return out
 
-    def _submit(self, command: RunEventBase | ProcessEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
         with self.batch() as b:
             return b.submit(command)
 
@@ -824,24 +842,26 @@ class Ledger(Commands):
         """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
         return self._stop_signal(epoch).wait(seconds)
 
-    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int = 3,
-              gaps: Sequence[float] = (1.0, 4.0), sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
+    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S,
+              attempts: int = sweep_mod.ATTEMPTS, gaps: Sequence[float] = sweep_mod.GAPS,
+              sleep: Callable[[float], object] | None = None, require_live: bool = False) -> SweepReport:  # fmt: skip
         """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
-        id): rule O5, epochledger/sweep.py."""
-        from epochledger.sweep import sweep
-
-        return sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep)
+        id, judged with its recorded boot instant): rule O5, epochledger/sweep.py (its
+        ATTEMPTS and GAPS are the defaults). `require_live`: refuse an epoch that is no
+        longer live (EpochNotLive) instead of reporting that it recovered nothing."""
+        return sweep_mod.sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep,
+                               require_live=require_live)  # fmt: skip
 
     def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,
-                host: str | None = None, pid: int | None = None,
-                actor: str | None = None) -> tuple[EpochState, SweepReport]:  # fmt: skip
+                host: str | None = None, pid: int | None = None, actor: str | None = None,
+                new_slot: bool = True) -> tuple[EpochState, SweepReport]:  # fmt: skip
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
         Returns the epoch's state and the sweep report. A bad margin is refused before
-        the boot is appended."""
-        from projections.orphans import as_margin
-
-        as_margin(margin)
+        the boot is appended; so is a slot the ledger has never seen with
+        `new_slot=False` (UnknownSlot: a hand sweep of a mistyped name)."""
+        orphans_mod.as_margin(margin)
+        sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
         return booted, self.sweep(booted, margin=margin)
 
@@ -872,7 +892,7 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self, *, candidates_only: bool = False) -> Any:
+    def orphan_view(self, *, candidates_only: bool = False) -> orphans_mod.View:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
@@ -889,16 +909,18 @@ class Ledger(Commands):
         from projections import engine, epochs, hosts, orphans, runs
 
         head = self.store.max_position()
+        settings = self.settings()  # the ledger's own stream (rule O9): a few events, read whole
         if self.store.read_only:  # a backup copy: folded in memory, nothing written
             by_run, _ = engine.read_view(self.store, runs)
             by_process, _ = engine.read_view(self.store, epochs)
             by_host, _ = engine.read_view(self.store, hosts)
-            return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position())
+            return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position(),
+                                settings=settings)  # fmt: skip
         for view in (runs, epochs, hosts):
             engine.catch_up(self.store, view, upto=head)
         by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
         by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
-        found = orphans.View(processes=by_process, runs={}, hosts=by_host, position=head)
+        found = orphans.View(processes=by_process, runs={}, hosts=by_host, position=head, settings=settings)
         if candidates_only:
             # The epochs view's `live` column knows the slot's own facts; a host reboot
             # is a fact of the host (end_of with the hosts view): such slots' runs are
@@ -909,6 +931,27 @@ class Ledger(Commands):
         else:
             found.runs, _ = engine.read_view(self.store, runs, catch_up_first=False)
         return found
+
+    def settings(self) -> settings_mod.Settings | None:
+        """The ledger's settings (ledger/settings.py), folded from its own stream; None
+        if none was ever recorded."""
+        found: settings_mod.Settings | None = _fold_stream(ledger_stream(), self.store.read_stream(ledger_stream()))
+        return found
+
+    def set_default_slot(self, slot: str | None, *, actor: str | None = None,
+                         reason: str | None = None) -> settings_mod.Settings:  # fmt: skip
+        """Name the slot whose boots judge the running runs recorded with neither an
+        epoch nor a process, by the O3 time fallback (rule O9); None: no slot does
+        (they are listed as runs no slot can judge). Recorded as `ledger.default_slot`;
+        setting the value it already has appends nothing."""
+        found = self.submit(LedgerDefaultSlot(at=self.clock.now(), slot=slot, actor=actor, reason=reason))
+        return found if found is not None else settings_mod.Settings()  # None cleared on a ledger that never set it
+
+    def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
+        """Every running run no slot can judge (rule O9: no owner epoch, no process, and
+        no default slot), with why; the sweep reports list them too. Reads only."""
+        view = self.orphan_view(candidates_only=True)
+        return [(view.runs[u.run], u) for u in orphans_mod.unjudged(view)]
 
     def epochs(self) -> list[process_stream_mod.EpochState]:
         """Every epoch of every process slot, live or not."""
@@ -925,13 +968,12 @@ class Ledger(Commands):
         view = self.orphan_view()
         return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
-    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:
+    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, orphans_mod.Verdict]]:
         """Every running run the ledger's events say is an orphan, with its verdict
-        (clock-free; O3 judged against each process's current epoch). Reads only."""
-        from projections import orphans
-
+        (clock-free; O3 judged against each process's current epoch). Reads only. The
+        running runs no slot can judge are `unjudged()` (rule O9)."""
         view = self.orphan_view()
-        return [(view.runs[v.run], v) for v in orphans.verdicts(view, margin=margin)]
+        return [(view.runs[v.run], v) for v in orphans_mod.verdicts(view, margin=margin)]
 
     # -------------------------------------------------------------- reads
     def get_run(self, run: str) -> RunState:

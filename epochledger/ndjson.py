@@ -30,6 +30,7 @@ from ledger.errors import IllegalTransition, ImportRejected, InvalidInput, Ledge
 from ledger.events import (
     TAGS,
     Event,
+    LedgerEventBase,
     ProcessEventBase,
     Recorded,
     RunCorrected,
@@ -524,7 +525,7 @@ class _Import:
                 self._reject(number, content, r)
 
     def _line(self, number: int, raw: dict[str, Any], event: Event) -> None:
-        assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
         try:  # first: an instant out of bounds must not reach the index (hashing it overflows) or decide
             codec.checked(event)
         except InvalidInput as e:

@@ -227,6 +227,21 @@ class StreamGap(DamagedLog):
                          f"{before}); an event was removed from the store")  # fmt: skip
 
 
+class DamagedRuns(DamagedLog):
+    """A sweep did not judge these runs because their streams are damaged (a row that
+    does not decode, or a gap): what the undecodable event said is unknown, so
+    recovering the run could overwrite an outcome it recorded. The sweep recovered
+    every other orphan (rules T4, O5); `runs` is [(run, log position of the bad row)]."""
+
+    def __init__(self, process: str, epoch: str, runs: list[tuple[str, int]]):
+        self.process = process
+        self.epoch = epoch
+        self.runs = runs
+        named = ", ".join(f"{run} (position {position})" for run, position in runs)
+        super().__init__(f"sweep of {process} epoch {epoch!r} did not judge {len(runs)} run(s) whose stream is "
+                         f"damaged: {named}; every other orphan was recovered")  # fmt: skip
+
+
 # -------------------------------------------------------- fencing and the sweep
 class StaleEpoch(IllegalTransition):
     """A report written on behalf of an epoch that is no longer live (superseded by a
@@ -253,6 +268,32 @@ class UnknownEpoch(InvalidInput):
     def __init__(self, epoch: str, message: str, *, where: str = "epoch"):
         self.epoch = epoch
         super().__init__(message, where=where)
+
+
+class UnknownSlot(InvalidInput):
+    """A hand sweep names a process slot the ledger has never seen (no event in its
+    stream): booting it would create a new slot for good and recover nothing of the
+    slot meant (a typo). Refused, nothing appended, unless a new slot is asked for."""
+
+    def __init__(self, process: str):
+        self.process = process
+        super().__init__(f"process slot {process!r} was never booted in this ledger; sweeping it would boot a new "
+                         "slot for good (a mistyped name?): ask for a new slot explicitly (new_slot)",
+                         where="process")  # fmt: skip
+
+
+class EpochNotLive(InvalidInput):
+    """A sweep asked to sweep with an existing epoch (`sweep(..., require_live=True)`)
+    that is no longer live (rule O7): a dead epoch's sweep would recover nothing, and
+    saying "swept" would hide that. `rule` and `why` are end_of's answer."""
+
+    def __init__(self, epoch: str, process: str, rule: str, why: str):
+        self.epoch = epoch
+        self.process = process
+        self.rule = rule
+        self.why = why
+        super().__init__(f"epoch {epoch!r} of {process!r} is not live ({rule}): {why}; sweep with a live epoch",
+                         where="epoch")  # fmt: skip
 
 
 class SweepFailed(StoreError):

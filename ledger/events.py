@@ -372,11 +372,29 @@ class ProcessExited(ProcessEventBase, frozen=True, kw_only=True, tag="process.ex
 
 ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
 
-AnyEvent = RunEvent | ProcessEvent
+
+
+# ------------------------------------------------------------ the ledger's own stream
+class LedgerEventBase(Event, frozen=True, kw_only=True):
+    """A fact about the ledger itself, on its one stream (`ledger_stream()`): settings
+    the rules read, kept as events so a replay of any prefix knows them as they were."""
+
+
+class LedgerDefaultSlot(LedgerEventBase, frozen=True, kw_only=True, tag="ledger.default_slot"):
+    """The slot whose boots judge running runs recorded with neither an epoch nor a
+    process, by the O3 time fallback (rule O9); None: no slot does (the default)."""
+
+    slot: Name | None = None
+
+
+LedgerEvent = LedgerDefaultSlot  # one setting so far; a second joins as a union
+
+AnyEvent = RunEvent | ProcessEvent | LedgerEvent
 
 RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
 PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
-EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES)
+LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
+EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES, *LEDGER_EVENT_TYPES)
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
 
@@ -397,6 +415,14 @@ def run_stream(run: str) -> str:
 
 def process_stream(process: str) -> str:
     return "process:" + process
+
+
+LEDGER_STREAM = "ledger:settings"  # the ledger's own stream: its settings (LedgerEvent)
+
+
+def ledger_stream() -> str:
+    """Stream id of the ledger's own events. Its prefix collides with no run or slot."""
+    return LEDGER_STREAM
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event

@@ -19,6 +19,11 @@ The rules (argued in docs/operations.md):
   so this too is clock-free; the wall clock enters only in the sweep's step-back guard,
   and once a sweep has recorded `process.sweep_skipped` for an epoch, the fallback
   relative to that epoch is off here as well, so the view never disagrees with it.
+- O9, no running run escapes judgement in silence: a running run recorded with neither
+  an epoch nor a process has no slot to judge it by O3. If the ledger names a default
+  slot (`ledger.default_slot`, ledger/settings.py), that slot's epochs judge it by O3;
+  otherwise it is listed (`unjudged`) as one no slot can judge, by `runs --orphaned`
+  and every sweep report, never passed over without a word.
 
 A policy is a function `(view, run, relative_to, margin) -> Verdict | None`;
 `verdicts(..., policy=...)` lets counterfactual replay (rule R4) plug in another one,
@@ -36,14 +41,16 @@ import msgspec
 from ledger import lifecycle
 from ledger import process as process_mod
 from ledger import run as run_mod
+from ledger import settings as settings_mod
 from ledger.errors import InvalidInput
-from ledger.events import ProcessBooted, ProcessEventBase, Recorded, RunEventBase
+from ledger.events import LedgerEventBase, ProcessBooted, ProcessEventBase, Recorded, RunEventBase
 from ledger.process import EpochState, HostState, ProcessState
 from ledger.run import RunState
+from ledger.settings import Settings
 from projections import fold_records
 
 NAME = "orphans"
-VERSION = 2
+VERSION = 3  # 3: the ledger's settings (its default slot, rule O9)
 
 MARGIN = timedelta(seconds=1)  # rule O3; configurable per call, never floored
 
@@ -52,6 +59,7 @@ STOPPED = process_mod.STOPPED
 EXITED = process_mod.EXITED
 HOST_REBOOTED = process_mod.HOST_REBOOTED
 FALLBACK = "O3-fallback"
+UNJUDGED = "O9-no-slot"  # a running run no slot can judge (rule O9)
 
 
 @dataclass
@@ -63,6 +71,7 @@ class View:
     runs: dict[str, RunState] = field(default_factory=dict)
     position: int = 0
     hosts: dict[str, HostState] = field(default_factory=dict)
+    settings: Settings | None = None  # the ledger's own stream (ledger/settings.py)
     _by_id: dict[str, list[EpochState]] | None = field(default=None, repr=False, compare=False)
 
     def epoch(self, process: str, epoch: str) -> EpochState | None:
@@ -93,6 +102,11 @@ class View:
         facts (rule O7)."""
         return process_mod.end_of(epoch, self.host_of(epoch))
 
+    @property
+    def default_slot(self) -> str | None:
+        """The slot whose epochs judge runs recorded with neither epoch nor process (O9)."""
+        return self.settings.default_slot if self.settings is not None else None
+
 
 def initial() -> View:
     return View()
@@ -102,6 +116,8 @@ def evolve(view: View, rec: Recorded) -> View:
     e = rec.event
     if isinstance(e, RunEventBase):
         view.runs[e.run] = run_mod.evolve(view.runs.get(e.run), e)
+    elif isinstance(e, LedgerEventBase):
+        view.settings = settings_mod.evolve(view.settings, e)
     else:
         assert isinstance(e, ProcessEventBase)
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
@@ -138,6 +154,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     evidence: str | None = None  # O2-exited / O2-host-rebooted: end_of's sentence
     started_at: datetime | None = None
     relative_to: str | None = None  # O3: the epoch the fallback was judged against
+    default_slot: str | None = None  # O9: the run named no process; the ledger's default slot judged it
     booted_at: datetime | None = None  # O3: its boot instant
     cutoff: datetime | None = None  # O3: booted_at - margin
     margin: float | None = None  # O3, seconds
@@ -157,6 +174,11 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
                     f"{_iso(self.stopped_at)}; orphaned at any age, rule O2")  # fmt: skip
         if self.rule in (EXITED, HOST_REBOOTED):
             return f"owner {self.evidence}; orphaned at any age, rules O2, O7"
+        if self.default_slot is not None:
+            return (f"no epoch and no process; started at {_iso(self.started_at)}, before the cutoff "
+                    f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
+                    f"of {self.default_slot} (the ledger's default slot for unowned runs) - {self.margin:g}s "
+                    "margin; the time fallback, rules O3, O9")  # fmt: skip
         return (f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
                 f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
                 f"of {self.owner_process} - {self.margin:g}s margin; the time fallback, rule O3")  # fmt: skip
@@ -181,6 +203,15 @@ def owner_of(view: View, run: RunState) -> EpochState | None:
     return view.find_epoch(run.epoch)
 
 
+def judging_slot(view: View, run: RunState) -> str | None:
+    """The slot whose epochs judge `run` by the O3 fallback: its own process, else, for
+    a run recorded with neither an epoch nor a process, the ledger's default slot (rule
+    O9), else None (no slot can judge it: `unjudged`)."""
+    if run.process is not None:
+        return run.process
+    return view.default_slot if run.epoch is None else None
+
+
 def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, margin: timedelta) -> Verdict | None:
     """Rule O2 then O3. `relative_to` is the epoch an unowned run is judged against
     (the sweeping epoch, or its process's current epoch when None)."""
@@ -195,17 +226,18 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
         if ended is None:
             return None  # a live owner: never an orphan, however long the run has run
         return _o2_verdict(view, run, owner, *ended)
-    # O3 fallback: a process but no known owner epoch.
-    if run.process is None or run.started_at is None:
+    # O3 fallback: a process (or the default slot, O9) but no known owner epoch.
+    judge = judging_slot(view, run)
+    if judge is None or run.started_at is None:
         return None
-    rel = relative_to if relative_to is not None else view.current(run.process)
-    if rel is None or rel.process != run.process or rel.sweep_skipped is not None:
+    rel = relative_to if relative_to is not None else view.current(judge)
+    if rel is None or rel.process != judge or rel.sweep_skipped is not None:
         return None
     if run.slot_epoch is not None:
         # Log order, not the clock: a run whose start was recorded while `rel` (or a
         # later epoch) was its slot's current epoch was started after `rel` booted, so
         # it is never `rel`'s orphan, even if the wall clock read early when it started.
-        slot = view.processes.get(run.process)
+        slot = view.processes.get(judge)
         if slot is not None and slot.booted_no_later(rel.epoch, run.slot_epoch):
             return None
     # No floor: the cutoff is the boot instant minus the margin, never "at least N
@@ -214,7 +246,8 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
     if run.started_at < cutoff:
         return Verdict(run=run.run, rule=FALLBACK, owner_process=run.process, owner_epoch=run.epoch,
                        started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
-                       cutoff=cutoff, margin=margin.total_seconds())  # fmt: skip
+                       cutoff=cutoff, margin=margin.total_seconds(),
+                       default_slot=judge if run.process is None else None)  # fmt: skip
     return None
 
 
@@ -267,7 +300,7 @@ def verdicts(view: View, epoch: EpochState | None = None, margin: float | timede
 
 
 def _judge(view: View, run: RunState, epoch: EpochState | None, margin: timedelta, policy: Policy) -> Verdict | None:
-    if epoch is None or run.process == epoch.process:
+    if epoch is None or judging_slot(view, run) == epoch.process:
         return policy(view, run, epoch, margin)
     # Another slot's run, seen by this slot's sweep: O2 facts hold fleet-wide, but the
     # time fallback is judged only by that slot's own epoch, against its own clock.
@@ -279,6 +312,31 @@ def is_orphaned(view: View, run: str, epoch: EpochState | None = None, margin: f
                 policy: Policy = epoch_policy) -> bool:  # fmt: skip
     state = view.runs.get(run)
     return state is not None and _judge(view, state, epoch, as_margin(margin), policy) is not None
+
+
+class Unjudged(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A running run no slot can judge (rule O9): it has no owner epoch and no slot
+    judges it by O3 (no process, and the ledger names no default slot)."""
+
+    run: str
+    rule: str = UNJUDGED
+    started_at: datetime | None = None
+    epoch: str | None = None  # an epoch its start named that no slot booted
+
+    def explain(self) -> str:
+        how = (f"its start named epoch {self.epoch}, which no slot booted, and no process" if self.epoch is not None
+               else "it was started with neither an epoch nor a process")  # fmt: skip
+        return (f"no slot can judge this run: {how}, and the ledger names no default slot for unowned runs; "
+                "it stays running until someone records its end, rule O9")  # fmt: skip
+
+
+def unjudged(view: View) -> list[Unjudged]:
+    """Every running run in `view` no slot can judge, sorted by run id (rule O9): the
+    orphan rule cannot say whether it is an orphan, so it is named, never passed over."""
+    out = [Unjudged(run=run.run, started_at=run.started_at, epoch=run.epoch) for run in view.runs.values()
+           if not run.deleted and lifecycle.can_be_orphaned(run.status, run.code)
+           and owner_of(view, run) is None and judging_slot(view, run) is None]  # fmt: skip
+    return sorted(out, key=lambda u: u.run)
 
 
 def epochs(view: View) -> list[EpochState]:

@@ -274,8 +274,7 @@ def history(records: Iterable[Recorded]) -> History:
             _run_event(h, rec, e)
             if type(e) is RunRecovered:
                 sweeps.setdefault((e.swept_by_process, e.swept_by, e.at), []).append(e.run)
-        else:
-            assert isinstance(e, ProcessEventBase)
+        elif isinstance(e, ProcessEventBase):
             _process_event(h, rec, e)
             if isinstance(e, ProcessBooted):
                 h.first = min(h.first, e.booted_at)

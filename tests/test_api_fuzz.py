@@ -48,8 +48,8 @@ VALID: dict[str, Any] = {
 
 COMMANDS = ["queue", "start", "checkpoint", "pause", "resume", "fail", "correct", "cancel", "finish", "rewind", "delete",
             "begin_stop", "stop", "exited"]  # fmt: skip
-READS = ["get_run", "history", "process", "events", "orphans"]
-OTHER = ["boot", "startup", "sweep", "preview"]
+READS = ["get_run", "history", "process", "events", "orphans", "unjudged", "settings"]
+OTHER = ["boot", "startup", "sweep", "preview", "set_default_slot"]
 assert {n for n, f in vars(Commands).items() if callable(f) and not n.startswith("_")} - {"submit"} == set(COMMANDS)
 
 

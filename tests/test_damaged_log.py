@@ -112,3 +112,39 @@ def test_L5_a_removed_row_is_named_as_a_gap_not_a_write_conflict(ledger, clock, 
     assert ledger.store.max_position() == before
     assert main(["--store", store_url, "history", "r"]) == 8
     assert "stream run:r has a gap: version 2 is missing" in capsys.readouterr().err
+
+
+def test_T4_O5_a_damaged_run_stream_is_named_and_the_slots_other_orphans_are_recovered(ledger, clock, store_url,
+                                                                                        capsys, caplog):  # fmt: skip
+    """The incident: one undecodable row in a run stream made every sweep of its slot
+    fail with a false ConflictError after 8 re-reads (the views park the row, so the
+    state the verdict was made on stays a version behind the stream), and the slot's
+    other orphans stayed running. Now the damaged run is left unjudged and named with
+    the bad row's position, the others are recovered, and the CLI exits 8 (a damaged
+    log), not 6. Mutation caught: the conflict handler no longer looking for damage
+    (`_damaged` not consulted: ConflictError out of startup, `b` still running)."""
+    e1 = ledger.boot("w1", epoch="e1")
+    for run in ("a", "b"):
+        ledger.queue(run, process="w1")
+        ledger.start(run, epoch=e1)
+    ledger.checkpoint("a", "n", "ckpt/1", epoch=e1)
+    bad = _position_of(ledger, "run:a", 3)
+    corrupt(store_url, bad, BAD)
+    clock.advance(60)
+    clock.restart(0)
+    assert main(["--store", store_url, "sweep", "--process", "w1", "--dry-run"]) == 8  # the preview says so too
+    out = capsys.readouterr().out
+    assert "would recover 1 orphan(s)" in out and f"a: not judged: its stream is damaged at position {bad}" in out
+    with caplog.at_level("ERROR", logger="epochledger.sweep"):
+        _, report = ledger.startup("w1", epoch="e2")
+    assert report.outcome == "swept" and [v.run for v in report.recovered] == ["b"]
+    assert [(d.run, d.position) for d in report.damaged] == [("a", bad)]
+    assert any(f"run a not judged: its stream is damaged at position {bad}" in m for m in caplog.messages)
+    assert ledger.get_run("b").status is Status.FAILED_RESUMABLE and ledger.get_run("a").status is Status.RUNNING
+    damage = report.damage()
+    assert damage is not None and damage.runs == [("a", bad)] and exit_code(damage) == 8
+    capsys.readouterr()
+    assert main(["--store", store_url, "sweep", "--process", "w1"]) == 8
+    out, err = capsys.readouterr()
+    assert f"a: not judged: its stream is damaged at position {bad}" in out
+    assert "DamagedRuns" in err and f"a (position {bad})" in err and "ConflictError" not in err

@@ -44,3 +44,16 @@ def test_I3_only_the_dagster_importer_may_import_dagster(tmp_path: Path) -> None
     (tmp_path / "epochledger" / "probe_dagster.py").write_text("import dagster\n")
     done = _lint(tmp_path)
     assert done.returncode != 0 and "epochledger.probe_dagster -> dagster" in done.stdout, done.stdout
+
+
+def test_O5_the_sweep_never_imports_the_application(tmp_path: Path) -> None:
+    """Guards the guard: the sweep takes a SweepTarget (epochledger/sweep.py), so a
+    back-import of the Ledger, even one only for the type checker, is a circle
+    app <-> sweep and breaks the contract."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    sweep = tmp_path / "epochledger" / "sweep.py"
+    sweep.write_text(sweep.read_text() + "\nif TYPE_CHECKING:\n    from epochledger.app import Ledger\n")
+    done = _lint(tmp_path)
+    assert done.returncode != 0 and "epochledger.sweep -> epochledger.app" in done.stdout, done.stdout

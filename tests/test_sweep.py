@@ -16,7 +16,7 @@ import pytest
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
 from ledger.codes import PROCESS_ORPHANED
-from ledger.errors import InvalidInput, StoreError, SweepFailed
+from ledger.errors import EpochNotLive, InvalidInput, StoreError, SweepFailed, UnknownSlot
 from ledger.events import (
     ProcessSweepFailed,
     ProcessSweepSkipped,
@@ -242,6 +242,20 @@ def test_O5_store_errors_get_three_attempts_with_two_gaps(ledger, clock, monkeyp
     gaps = []
     report = ledger.sweep(epoch, gaps=(0.25, 0.5), sleep=gaps.append)
     assert (report.attempts, gaps, len(report.recovered)) == (3, [0.25, 0.5], 2)
+
+
+def test_O5_ledger_sweep_takes_its_retry_bounds_from_the_sweep_module():
+    """One home for O5's bounds: `Ledger.sweep` and `startup` use epochledger/sweep.py's
+    ATTEMPTS and GAPS themselves, not a copy kept in step. Mutation caught: the old
+    `attempts=3, gaps=(1.0, 4.0)` restated in app.py (a change to GAPS would not reach
+    the service)."""
+    import inspect
+
+    from epochledger import sweep as sweep_mod
+    from epochledger.app import Ledger
+
+    params = inspect.signature(Ledger.sweep).parameters
+    assert params["attempts"].default is sweep_mod.ATTEMPTS and params["gaps"].default is sweep_mod.GAPS
 
 
 def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, caplog):
@@ -599,3 +613,59 @@ def test_O5_every_recovery_records_its_evidence(ledger, clock):
     assert (t.rule, t.owner_process, t.owner_epoch, t.stopped_at, t.superseded_by) == (
         "O2-stopped", "worker-3", "y1", stopped_at, None)
     assert all(r.status is Status.FAILED_RESUMABLE and r.code == PROCESS_ORPHANED for rs in by_run.values() for r in rs)
+
+
+# ------------------------------------------------- hand sweeps: slot and epoch named
+def test_O5_a_hand_sweep_of_a_slot_the_ledger_never_saw_is_refused_unless_asked(ledger, clock, capsys):
+    """`sweep --process <typo>` booted a new slot for good and exited 0, and `--dry-run`
+    did not warn. Now both are refused naming the slot (exit 3, nothing appended) unless
+    `--new-slot` asks for one; a service's `startup()` still boots its first slot.
+    Mutation caught: `check_slot` not consulted (exit 0, slot 'wroker-1' booted)."""
+    _previous_day(ledger, clock)
+    before = ledger.store.max_position()
+    for extra in ([], ["--dry-run"]):
+        assert main(["--store", ledger.url, "sweep", "--process", "wroker-1", *extra]) == 3
+        err = capsys.readouterr().err
+        assert "UnknownSlot" in err and "'wroker-1' was never booted" in err
+    with pytest.raises(UnknownSlot) as refused:
+        ledger.startup("wroker-1", new_slot=False)
+    assert refused.value.process == "wroker-1"
+    assert ledger.store.max_position() == before and ledger.process("wroker-1") is None
+    assert main(["--store", ledger.url, "sweep", "--process", "worker-1", "--dry-run"]) == 0  # a known slot
+    assert ledger.store.max_position() == before and "would recover 2 orphan(s)" in capsys.readouterr().out
+    assert main(["--store", ledger.url, "sweep", "--process", "worker-3", "--new-slot", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["booted"]["process"] == "worker-3"
+    assert ledger.startup("api-1")[0].process == "api-1"  # the service path boots a new slot as before
+
+
+def test_O5_sweep_as_epoch_sweeps_with_an_epoch_booted_earlier_and_boots_nothing(ledger, clock, capsys):
+    """A process that booted its epoch itself (and wired no sweep at its start) sweeps
+    with it: `sweep --as-epoch E` boots nothing and judges O3 by E's recorded boot
+    instant, so a run started after E booted is not taken. An unknown epoch and one
+    that is no longer live are refused naming it (exit 3), nothing appended.
+    Mutation caught: `require_live` ignored (a superseded epoch "swept", exit 0)."""
+    _previous_day(ledger, clock)
+    w2 = ledger.boot("worker-1", epoch="w2")
+    clock.advance(120)
+    _running(ledger, "late", "worker-1")  # started after w2 booted: never w2's orphan (O3)
+    assert main(["--store", ledger.url, "sweep", "--as-epoch", "w2", "--dry-run", "--json"]) == 0
+    assert [v["run"] for v in json.loads(capsys.readouterr().out)["report"]["recovered"]] == ["owned", "unowned"]
+    before = ledger.store.max_position()
+    for epoch, why in (("ghost", "UnknownEpoch"), ("w1", "EpochNotLive")):
+        for extra in ([], ["--dry-run"]):
+            assert main(["--store", ledger.url, "sweep", "--as-epoch", epoch, *extra]) == 3
+            err = capsys.readouterr().err
+            assert why in err and f"'{epoch}'" in err
+    assert "O2-superseded" in err
+    with pytest.raises(EpochNotLive) as refused:
+        ledger.sweep("w1", require_live=True)
+    assert (refused.value.epoch, refused.value.rule) == ("w1", orphans.SUPERSEDED)
+    assert ledger.store.max_position() == before
+    assert main(["--store", ledger.url, "sweep", "--as-epoch", "w2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["booted"] is None and out["report"]["epoch"] == "w2" and out["report"]["outcome"] == "swept"
+    assert [v["run"] for v in out["report"]["recovered"]] == ["owned", "unowned"]
+    fallback = _recoveries(ledger, "unowned")[0]
+    assert fallback.swept_by == "w2" and fallback.booted_at == w2.booted_at
+    assert [e.epoch for e in ledger.process("worker-1").epochs] == ["w1", "w2"]  # nothing booted
+    assert ledger.get_run("late").status is Status.RUNNING

@@ -8,6 +8,9 @@ import msgspec
 
 from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
+from epochledger.sweep import SweepReport, preview
+from ledger.errors import InvalidInput
+from ledger.process import EpochState
 
 
 @command("epochs", arg("--process", help="only this process slot"),
@@ -75,7 +78,10 @@ def cmd_probe(ns: argparse.Namespace) -> None:
 
 @command(
     "sweep",
-    arg("--process", required=True, help="the process slot to recover"),
+    arg("--process", help="the process slot to recover (booted anew; with --as-epoch: the epoch's slot)"),
+    arg("--as-epoch", metavar="EPOCH", help="sweep with this live epoch, booted earlier by the process that sweeps, "
+        "with its recorded boot instant: boot nothing"),
+    arg("--new-slot", action="store_true", help="allow --process to name a slot the ledger has never seen"),
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
     arg("--margin", type=float, default=ORPHAN_MARGIN_S, help="O3 fallback margin in seconds (default 1, no floor)"),
     arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
@@ -84,34 +90,80 @@ def cmd_probe(ns: argparse.Namespace) -> None:
 )
 def cmd_sweep(ns: argparse.Namespace) -> None:
     """Boot a new epoch of a process slot and sweep with it: for an operator recovering
-    by hand a slot whose process is gone.
+    by hand a slot whose process is gone; or sweep with an epoch booted earlier.
 
     CAUTION: the new epoch supersedes the slot's current epoch, so every run it owns is
     recovered as an orphan. Use it only for a slot whose process is dead; a live
     scheduler recovers its own orphans at start (docs/operations.md).
 
+    A slot the ledger has never seen is refused (exit 3, a mistyped name would boot a
+    new slot for good) unless --new-slot asks for one; --dry-run refuses it alike.
+    --as-epoch EPOCH boots nothing: a process that booted EPOCH itself (and wired no
+    sweep at its start) sweeps with it, judged by that epoch's recorded boot instant;
+    an unknown epoch or one that is no longer live is refused, naming it (exit 3).
+    A run whose stream is damaged is not judged: the report names it with the bad
+    row's position, the other orphans are recovered, and the command exits 8 (a dry
+    run alike). Running runs no slot can judge are listed too (rule O9).
+
     Example: epochledger sweep --process worker-1 --dry-run   (what would be recovered)
              epochledger sweep --process worker-1
+             epochledger sweep --as-epoch 3f2a9c   (an epoch this process booted)
     """
+    if ns.process is None and ns.as_epoch is None:
+        raise InvalidInput("name the slot to boot and sweep (--process) or the epoch to sweep with (--as-epoch)",
+                           where="sweep")  # fmt: skip
+    if ns.as_epoch is not None and (ns.epoch is not None or ns.new_slot):
+        raise InvalidInput("--as-epoch boots nothing: it takes neither --epoch nor --new-slot", where="sweep")
     if ns.dry_run:
-        from epochledger.sweep import preview
-
         with open_ns(ns) as ledger:
-            report = preview(ledger, ns.process, margin=ns.margin)
+            report = preview(ledger, ns.process, margin=ns.margin, new_slot=ns.new_slot, as_epoch=ns.as_epoch)
         if ns.json:
             out_json({"booted": None, "report": report})
-            return
-        out(f"dry run: booting a new epoch of {report.process} now would recover {len(report.recovered)} orphan(s)")
-        for v in report.recovered:
-            out(f"  {v.run}: {v.rule}: {v.explain()}")
+        else:
+            _show_preview(ns, report)
+        if (damage := report.damage()) is not None:
+            raise damage  # as the sweep itself would: a damaged log exits 8
         return
+    booted: EpochState | None
     with open_ns(ns) as ledger:
-        epoch, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin)
+        if ns.as_epoch is not None:
+            target = ns.as_epoch if ns.process is None else Slot(process=ns.process, epoch=ns.as_epoch)
+            booted, report = None, ledger.sweep(target, margin=ns.margin, require_live=True)
+        else:
+            booted, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin,
+                                            new_slot=ns.new_slot)  # fmt: skip
     if ns.json:
-        out_json({"booted": epoch, "report": report})
-        return
-    out(f"booted {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
-    if report.fallback_skipped:
-        out(f"O3 fallback skipped: {report.fallback_skipped}")
+        out_json({"booted": booted, "report": report})
+    else:
+        done = "booted" if booted is not None else "swept with"
+        out(f"{done} {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
+        if report.fallback_skipped:
+            out(f"O3 fallback skipped: {report.fallback_skipped}")
+        _show_runs(report)
+    if (damage := report.damage()) is not None:
+        raise damage  # the report is out; a damaged log exits 8 (EXIT_CODES)
+
+
+def _show_preview(ns: argparse.Namespace, report: SweepReport) -> None:
+    what = f"sweeping with epoch {report.epoch} of {report.process}" if ns.as_epoch else \
+        f"booting a new epoch of {report.process}"  # fmt: skip
+    out(f"dry run: {what} now would recover {len(report.recovered)} orphan(s)")
+    _show_runs(report)
+
+
+def _show_runs(report: SweepReport) -> None:
+    """A sweep report's runs: recovered, left unjudged on a damaged stream (T4), and
+    those no slot can judge (O9)."""
     for v in report.recovered:
         out(f"  {v.run}: {v.rule}: {v.explain()}")
+    for d in report.damaged:
+        out(f"  {d.run}: {d.explain()}")
+    for u in report.unjudged:
+        out(f"  {u.run}: {u.rule}: {u.explain()}")
+
+
+class Slot(msgspec.Struct, frozen=True, kw_only=True):
+    """An epoch named with its slot (an EpochRef), for `sweep --process P --as-epoch E`."""
+
+    process: str
+    epoch: str

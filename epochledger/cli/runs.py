@@ -38,19 +38,32 @@ from ledger.run import RunState
 from projections import tick_health as tick_health_view
 
 
-@command("init")
+@command("init", arg("--default-slot", metavar="NAME", help="the process slot whose boots judge running runs "
+                    "recorded with neither an epoch nor a process (rule O9); recorded in the ledger"))
 def cmd_init(ns: argparse.Namespace) -> None:
     """Create the ledger's tables, or upgrade them (idempotent), and print where the
     ledger is. On PostgreSQL this is the owner's job: writers and readers open an
     existing store without DDL (docs/operations.md, PostgreSQL roles). A ledger made
     before the hash chain gets it here: every event is sealed, and init says how many.
 
+    --default-slot NAME records (as a `ledger.default_slot` event, so replays know it)
+    the slot whose boots judge, by the O3 time fallback, the running runs recorded with
+    neither an epoch nor a process; without one they are listed by `runs --orphaned`
+    and every sweep report as runs no slot can judge (rule O9). Naming the slot it
+    already has appends nothing.
+
     Example: epochledger --store sqlite:///runs.db init
+             epochledger --store sqlite:///runs.db init --default-slot api-1
     """
     with open_ledger(ns.store, init=True) as ledger:
         sealed = ledger.store.chain_upgrade
         if sealed is not None and sealed.sealed:  # a ledger made before the hash chain (rule S1)
             out(f"created the hash chain: sealed {sealed.sealed} events, head at position {sealed.position}")
+        if ns.default_slot is not None:
+            ledger.set_default_slot(ns.default_slot, actor="operator")
+        settings = ledger.settings()
+        if settings is not None and settings.default_slot is not None:
+            out(f"default slot for runs with neither epoch nor process: {settings.default_slot} (rule O9)")
         out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
 
 
@@ -255,7 +268,9 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
     --orphaned lists the running runs the ledger's events say are orphans, each with
     its rule and evidence; it only reads (recovering them is the sweep's job;
-    docs/operations.md).
+    docs/operations.md). A running run no slot can judge (started with neither an
+    epoch nor a process, and no default slot: `init --default-slot`) is listed too,
+    with rule O9-no-slot and `orphan` null (rule O9).
 
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
              epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
@@ -422,6 +437,7 @@ def _show_tick_health(health: dict[str, Any]) -> None:
 def runs_orphaned(ns: argparse.Namespace, keep: Callable[[Listed], bool]) -> None:
     with open_ns(ns) as ledger:
         found = ledger.orphans()
+        unjudged = ledger.unjudged()  # rule O9: listed, never passed over
     rows = []
     for state, verdict in found:
         rec = run_record(state)
@@ -430,6 +446,10 @@ def runs_orphaned(ns: argparse.Namespace, keep: Callable[[Listed], bool]) -> Non
         rec["orphan"] = msgspec.to_builtins(verdict)
         rec["rule"], rec["why"] = verdict.rule, verdict.explain()
         rows.append(rec)
+    for state, why in unjudged:
+        if keep(state):
+            rows.append({**run_record(state), "orphan": None, "rule": why.rule, "why": why.explain()})
+    rows.sort(key=lambda r: str(r["run"]))
     if ns.json:
         out_json(rows)
         return
