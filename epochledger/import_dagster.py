@@ -27,10 +27,11 @@ contract in pyproject.toml).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,14 +39,18 @@ from typing import Any
 import msgspec
 
 from epochledger.app import Batch, Ledger
+from epochledger.ndjson import OnError, Rejected, with_rejects
 from ledger import codes
 from ledger import run as run_mod
-from ledger.errors import ConflictError, IllegalTransition, InvalidInput, StaleEpoch
+from ledger.codec import check_value
+from ledger.errors import ConflictError, ForeignRunRejected, IllegalTransition, InvalidInput, StaleEpoch
 from ledger.events import (
     MAX_CAUSE_DEPTH,
-    MAX_LABEL_VALUE,
     MAX_LABELS,
     Cause,
+    Instant,
+    LabelValue,
+    Name,
     ProcessBooted,
     ProcessEventBase,
     ProcessExited,
@@ -101,7 +106,6 @@ PAGE = 1000  # events read per call
 CHUNK = 100  # runs per transaction
 MAX_TEXT = 4000  # characters kept of a message in a Text field (4096)
 MAX_LONG = 60000  # ... in a LongText field (65536)
-_NAME_OK = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")
 _VALUE_BAD = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -156,6 +160,7 @@ class ImportReport(msgspec.Struct, kw_only=True):
     appended: int = 0  # ledger events appended
     refused: list[Refusal] = []
     dropped_labels: list[str] = []  # "run: tag" of tags that do not fit a label (named in run.queued's reason)
+    rejected: list[Rejected] = []  # runs the ledger cannot record (on_error="skip"; strict raises at the first)
     by_run: list[RunReport] = []
 
 
@@ -188,10 +193,52 @@ def open_instance(home: str) -> Any:
     return dagster.DagsterInstance.from_ref(InstanceRef.from_dir(str(_instance_home(home))))
 
 
-def _utc(ts: float | datetime) -> datetime:
-    if isinstance(ts, datetime):
-        return ts.astimezone(UTC) if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(ts, UTC)
+class Malformed(Exception):
+    """A value of a Dagster record the ledger cannot record, and where it is in the
+    record: the whole run is rejected (ForeignRunRejected), never part of it."""
+
+    def __init__(self, field: str, reason: str):
+        self.field, self.reason = field, reason
+        super().__init__(f"{field}: {reason}")
+
+
+def _checked(value: Any, tp: Any, field: str) -> Any:
+    """`value` by the ledger's own rule for `tp` (ledger/codec.py `check_value`: one
+    definition of a valid id, text, instant), or Malformed naming `field`."""
+    try:
+        return check_value(value, tp, field)
+    except InvalidInput as e:
+        raise Malformed(field, str(e).removeprefix(f"{field}: ")) from None
+
+
+def _utc(ts: float | datetime, field: str = "timestamp") -> datetime:
+    """A Dagster time (a float of seconds, or a datetime) as an aware UTC instant within
+    the ledger's bounds; NaN, infinite, out of range or not a time: Malformed."""
+    try:
+        if isinstance(ts, datetime):
+            at = ts.astimezone(UTC) if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+        elif isinstance(ts, int | float) and not isinstance(ts, bool):
+            at = datetime.fromtimestamp(ts, UTC)
+        else:
+            raise Malformed(field, f"not a time: {type(ts).__name__} {ascii(ts)[:80]}")
+    except (ValueError, OverflowError, OSError) as e:  # NaN, inf, a year past 9999
+        raise Malformed(field, f"not a time: {ascii(ts)[:80]} ({e})") from None
+    result: datetime = _checked(at, Instant, field)
+    return result
+
+
+def _text(value: Any, field: str, limit: int) -> str:
+    """Free text from Dagster (a message, an error), cut to `limit` characters: text the
+    ledger can store (a str without lone surrogates), else Malformed."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Malformed(field, f"not text: {type(value).__name__} {ascii(value)[:80]}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise Malformed(field, f"not storable text: {e.reason} at character {e.start}") from None
+    return value[:limit]
 
 
 def _cause(error: Any, depth: int = 0) -> Cause | None:
@@ -199,16 +246,32 @@ def _cause(error: Any, depth: int = 0) -> Cause | None:
     if error is None or depth >= MAX_CAUSE_DEPTH:
         return None
     deeper = getattr(error, "cause", None) or getattr(error, "context", None)
-    code = _VALUE_BAD.sub(" ", str(getattr(error, "cls_name", None) or ""))[:200]
-    message = str(getattr(error, "message", "") or "").strip()[:MAX_LONG] or None
+    code = _VALUE_BAD.sub(" ", _text(getattr(error, "cls_name", None), "error.cls_name", 200))
+    message = _text(getattr(error, "message", None), "error.message", MAX_LONG).strip() or None
     return Cause(code=code, message=message, cause=_cause(deeper, depth + 1))
 
 
+def run_id_of(record: Any) -> str:
+    """The record's Dagster run id as the reports name it: printable whatever it holds."""
+    return _printable(getattr(getattr(record, "dagster_run", None), "run_id", None))
+
+
 def source_run(record: Any) -> SourceRun:
+    """One run record, every value checked (Malformed names the first bad one). A tag
+    that is not a string to a string is kept for queue() to drop and name, as any tag
+    that fits no label."""
     run = record.dagster_run
-    return SourceRun(run_id=run.run_id, job=run.job_name, status=run.status.value, tags=dict(run.tags),
-                     parent=run.parent_run_id, created=_utc(record.create_timestamp),
-                     updated=_utc(record.update_timestamp))  # fmt: skip
+    run_id = _text(run.run_id, "run_id", MAX_LONG)
+    _checked(PREFIX + run_id, Name, "run_id")  # the ledger's run and slot id: dagster:<run_id>
+    parent = run.parent_run_id
+    if parent is not None:
+        _checked(PREFIX + _text(parent, "parent_run_id", MAX_LONG), Name, "parent_run_id")
+    status = getattr(run.status, "value", run.status)
+    _checked(status, Name, "status")
+    job = run.job_name if isinstance(run.job_name, str) else ""
+    return SourceRun(run_id=run_id, job=job, status=status, tags=dict(run.tags or {}), parent=parent,
+                     created=_utc(record.create_timestamp, "create_timestamp"),
+                     updated=_utc(record.update_timestamp, "update_timestamp"))  # fmt: skip
 
 
 def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEvent]:
@@ -219,20 +282,40 @@ def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEven
     kinds = {DagsterEventType(k) for k in READ_KINDS}
     cursor = EventLogCursor.from_storage_id(after).to_string() if after else None
     while True:
-        conn = instance.get_records_for_run(run_id, cursor=cursor, of_type=kinds, limit=PAGE)
+        try:
+            conn = instance.get_records_for_run(run_id, cursor=cursor, of_type=kinds, limit=PAGE)
+        except Exception as e:  # noqa: BLE001 - Dagster's own error on a row it cannot read rejects this run, not the import
+            raise Malformed("events", f"Dagster could not read them: {type(e).__name__}: {ascii(str(e))[:300]}") from None
         for rec in conn.records:
             entry = rec.event_log_entry
             ev = entry.dagster_event
             if ev is None or ev.step_key is not None:
                 continue
-            data = ev.event_specific_data
-            reason = getattr(getattr(data, "failure_reason", None), "value", None)
-            yield SourceEvent(storage_id=rec.storage_id, at=_utc(entry.timestamp), kind=ev.event_type_value,
-                              pid=ev.pid, message=(ev.message or entry.user_message or "").strip(), reason=reason,
-                              error=_cause(getattr(data, "error", None)))  # fmt: skip
+            yield source_event(rec)
         if not conn.has_more or not conn.records:
             return
         cursor = conn.cursor
+
+
+def source_event(rec: Any) -> SourceEvent:
+    """One run-level event record, every value checked (Malformed names the first bad
+    one, with the event's storage id)."""
+    entry = rec.event_log_entry
+    ev = entry.dagster_event
+    where = f"event {rec.storage_id}"
+    try:
+        pid = ev.pid
+        if pid is not None and (type(pid) is not int or pid <= 0):
+            raise Malformed("pid", f"not a pid: {ascii(pid)[:80]}")
+        data = ev.event_specific_data
+        reason = getattr(getattr(data, "failure_reason", None), "value", None)
+        if reason is not None:
+            _checked(reason, Name, "failure_reason")
+        message = _text(ev.message, "message", MAX_LONG) or _text(entry.user_message, "user_message", MAX_LONG)
+        return SourceEvent(storage_id=rec.storage_id, at=_utc(entry.timestamp), kind=ev.event_type_value, pid=pid,
+                           message=message.strip(), reason=reason, error=_cause(getattr(data, "error", None)))  # fmt: skip
+    except Malformed as e:
+        raise Malformed(f"{where} ({ev.event_type_value}) {e.field}", e.reason) from None
 
 
 # -------------------------------------------------------------- what the ledger knows
@@ -355,19 +438,18 @@ class _RunImport:
         src = self.src
         labels: dict[str, str] = {}
         dropped: list[str] = []
-        for key, value in sorted(src.tags.items()):
+        for key, value in sorted(src.tags.items(), key=_tag_order):
             if key in NOT_LABELS:
                 continue
-            if not _NAME_OK.fullmatch(key) or len(value) > MAX_LABEL_VALUE or _VALUE_BAD.search(value) \
-                    or len(labels) >= MAX_LABELS:  # fmt: skip
+            if len(labels) >= MAX_LABELS or not _fits(key, Name) or not _fits(value, LabelValue):
                 dropped.append(key)
                 continue
             labels[key] = value
         reason = None
         if dropped:
-            shown = ", ".join(repr(k)[:100] for k in dropped)
+            shown = ", ".join(ascii(k)[:100] for k in dropped)
             reason = f"Dagster tags not kept as labels (no label fits them): {shown}"[:MAX_TEXT]
-            self.report.dropped_labels.extend(f"{self.run}: {k!r}"[:300] for k in dropped)
+            self.report.dropped_labels.extend(f"{self.run}: {k!a}"[:300] for k in dropped)
         parent = PREFIX + src.parent if src.parent else None
         self.submit(RunQueued(at=src.created, run=self.run, workflow=_name(src.job), process=self.slot, labels=labels,
                               parent=parent, actor=ACTOR, reason=reason), None)  # fmt: skip
@@ -470,19 +552,53 @@ def keep_evidence(batch: Batch, command: RunEventBase | ProcessEventBase, error:
 
 
 def _name(value: str) -> str | None:
-    return value if _NAME_OK.fullmatch(value) else None
+    return value if _fits(value, Name) else None
 
 
-def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known | None, instance: Any,
-                local: LocalHost | None) -> None:  # fmt: skip
+def _tag_order(tag: tuple[Any, Any]) -> tuple[bool, str]:
+    """Tags in key order; a key that is no string (Dagster's storage can hold one) after them."""
+    key = tag[0]
+    return (False, key) if isinstance(key, str) else (True, ascii(key))
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Does `value` hold the ledger's rule for `tp` (a label key, a label value, a name)?"""
+    try:
+        check_value(value, tp, "tag")
+    except InvalidInput:
+        return False
+    return True
+
+
+def _unchanged(src: SourceRun, known: Known | None) -> bool:
+    """A finished run whose record has not changed since the last import: nothing to read."""
+    return known is not None and known.source_updated == src.updated and src.status in FINISHED \
+        and known.source_status == src.status  # fmt: skip
+
+
+class _Read(msgspec.Struct, frozen=True, kw_only=True):
+    """One Dagster run as read, before anything is decided: its record and its events
+    after the cursor then known (None: unchanged, not read)."""
+
+    src: SourceRun
+    events: list[SourceEvent] | None
+
+
+def _read(instance: Any, src: SourceRun, known: Known | None) -> _Read:
+    if _unchanged(src, known):
+        return _Read(src=src, events=None)
+    return _Read(src=src, events=list(source_events(instance, src.run_id, known.cursor if known is not None else 0)))
+
+
+def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None) -> None:
+    src = read.src
     run = PREFIX + src.run_id
     state: RunState | None = batch.state(run_stream(run))
     if state is not None and state.deleted:
         report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=None, events=0, appended=0,
                                        skipped="deleted in the ledger"))  # fmt: skip
         return
-    if state is not None and known is not None and known.source_updated == src.updated and src.status in FINISHED \
-            and known.source_status == src.status:  # fmt: skip
+    if state is not None and _unchanged(src, known):
         report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=state.status, events=0,
                                        appended=0))  # fmt: skip
         return  # finished, and its record has not changed since the last import
@@ -492,7 +608,9 @@ def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known
         job.queue()
     cursor = known.cursor if known is not None else 0
     n = 0
-    for ev in source_events(instance, src.run_id, cursor):
+    # Only what is after the cursor now: a retried chunk whose runs another import moved
+    # on meanwhile applies nothing twice.
+    for ev in (e for e in read.events or () if e.storage_id > cursor):
         job.apply(ev)
         cursor, n = ev.storage_id, n + 1
     report.events += n
@@ -510,42 +628,137 @@ def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known
 
 
 def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, host: Host | None = None,
-                   attempts: int = 3) -> ImportReport:  # fmt: skip
+                   attempts: int = 3, on_error: OnError = "stop", rejects: str | None = None,
+                   protected: Iterable[str] = ()) -> ImportReport:  # fmt: skip
     """Import every run of the Dagster instance in DAGSTER_HOME `home` (rule I3): new
     runs, and new events of known runs after their cursor. `local_workers`: the run
     workers ran on this host (a local instance: `dagster dev`, `dagster job execute`,
     the default run launcher), so each worker's epoch records this host, its boot id
     and, when the pid still runs, its start time, and the probe can judge it (rule O8).
-    Runs are written CHUNK at a time, each chunk one transaction with its cursors; a
-    chunk that meets a concurrent writer is read again and re-decided."""
+
+    Every run is read (and checked) before anything is written. A run whose record or
+    events hold a value the ledger cannot record (a NaN time, an id that is not text) is
+    rejected whole, as NDJSON's import rejects a line (rule I1): on_error="stop" (strict,
+    the default) raises ForeignRunRejected for the first and appends nothing;
+    on_error="skip" (tolerant) imports every other run and lists each rejected one in
+    `rejected` (and, given `rejects`, writes it there: epochledger/ndjson.py
+    `with_rejects`, the same file as NDJSON's). Runs are written CHUNK at a time, each
+    chunk one transaction with its cursors; a chunk that meets a concurrent writer is
+    read again from the ledger and re-decided."""
+    return with_rejects(ledger, on_error, rejects, protected,
+                        lambda: _import(ledger, home, local_workers, host, attempts, on_error == "skip"))  # fmt: skip
+
+
+def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int,
+            tolerant: bool) -> ImportReport:  # fmt: skip
     _require_dagster()
     local = LocalHost(host or ledger.host) if local_workers else None
     report = ImportReport(instance=str(Path(home)))
     with open_instance(home) as instance:
-        records = sorted(instance.get_run_records(), key=lambda r: r.storage_id)
-        runs = [source_run(r) for r in records]
-        report.runs = len(runs)
-        for i in range(0, len(runs), CHUNK):
-            chunk = runs[i : i + CHUNK]
-            for attempt in range(attempts):
-                part = ImportReport(instance=report.instance)
-                batch = ledger.batch()
-                names = [PREFIX + r.run_id for r in chunk]
-                known = known_cursors(ledger, names)
-                batch.prefetch([run_stream(n) for n in names] + [process_stream(n) for n in names])
-                for src in chunk:
-                    _import_run(batch, part, src, known.get(PREFIX + src.run_id), instance, local)
+        records, unreadable = _run_records(instance)
+        report.runs = len(records) + len(unreadable)
+        for run_id, why in unreadable:
+            error = ForeignRunRejected(SOURCE, _printable(run_id), "record", why)
+            if not tolerant:
+                raise error
+            report.rejected.append(Rejected(line=0, reason=_said(error), content=json.dumps({"run_id": run_id},
+                                            default=ascii, ensure_ascii=True).encode()))  # fmt: skip
+        reads: list[_Read] = []
+        for i in range(0, len(records), CHUNK):
+            chunk: list[tuple[Any, SourceRun]] = []
+            for record in records[i : i + CHUNK]:
                 try:
-                    batch.commit()
-                except ConflictError:
-                    if attempt == attempts - 1:
-                        raise
-                    continue
-                report.read += part.read
-                report.events += part.events
-                report.appended += part.appended
-                report.refused += part.refused
-                report.dropped_labels += part.dropped_labels
-                report.by_run += part.by_run
-                break
+                    chunk.append((record, source_run(record)))
+                except Malformed as e:
+                    _reject(report, record, e, tolerant)
+            known = known_cursors(ledger, [PREFIX + src.run_id for _, src in chunk])
+            for record, src in chunk:
+                try:
+                    reads.append(_read(instance, src, known.get(PREFIX + src.run_id)))
+                except Malformed as e:
+                    _reject(report, record, e, tolerant)
+    for i in range(0, len(reads), CHUNK):
+        part_reads = reads[i : i + CHUNK]
+        names = [PREFIX + r.src.run_id for r in part_reads]
+        for attempt in range(attempts):
+            part = ImportReport(instance=report.instance)
+            batch = ledger.batch()
+            known = known_cursors(ledger, names)
+            batch.prefetch([run_stream(n) for n in names] + [process_stream(n) for n in names])
+            for read in part_reads:
+                _import_run(batch, part, read, known.get(PREFIX + read.src.run_id), local)
+            try:
+                batch.commit()
+            except ConflictError:
+                if attempt == attempts - 1:
+                    raise
+                continue
+            report.read += part.read
+            report.events += part.events
+            report.appended += part.appended
+            report.refused += part.refused
+            report.dropped_labels += part.dropped_labels
+            report.by_run += part.by_run
+            break
     return report
+
+
+def _run_records(instance: Any) -> tuple[list[Any], list[tuple[Any, str]]]:
+    """Every run record in storage order, and the runs Dagster cannot read (run id, why).
+    Dagster lists its runs in one query, and one record it cannot read (a tag value
+    that is not a string fails its own type check) fails the whole listing: then each
+    run is read by its id, so one bad record rejects one run, not the import."""
+    try:
+        listed: list[Any] = instance.get_run_records()
+    except Exception:  # noqa: BLE001 - Dagster's own error on a record; read run by run to find which
+        listed = []
+    else:
+        return sorted(listed, key=lambda r: r.storage_id), []
+    records: list[Any] = []
+    unreadable: list[tuple[Any, str]] = []
+    for run_id in instance.get_run_ids():
+        try:
+            record = instance.get_run_record_by_id(run_id)
+        except Exception as e:  # noqa: BLE001 - Dagster's own error on this record rejects this run only
+            unreadable.append((run_id, f"Dagster could not read it: {type(e).__name__}: {ascii(str(e))[:300]}"))
+            continue
+        if record is not None:
+            records.append(record)
+    return sorted(records, key=lambda r: r.storage_id), unreadable
+
+
+def _printable(value: Any) -> str:
+    return value if isinstance(value, str) and value.isprintable() and value.isascii() else ascii(value)
+
+
+def _said(error: ForeignRunRejected) -> str:
+    """A rejected run's reason in a report: the error's words, less what only a strict
+    import can say."""
+    return str(error).removesuffix(" (nothing was imported)")
+
+
+def _reject(report: ImportReport, record: Any, e: Malformed, tolerant: bool) -> None:
+    """A run Dagster holds that the ledger cannot record: strict, refuse the import
+    (nothing was written yet); tolerant, list it (NDJSON's Rejected: `line` is the run
+    record's storage id in Dagster's run storage, `content` the record as read)."""
+    run_id = run_id_of(record)
+    error = ForeignRunRejected(SOURCE, run_id, e.field, e.reason)
+    if not tolerant:
+        raise error
+    report.rejected.append(Rejected(line=record.storage_id, reason=_said(error), content=_as_read(record)))
+
+
+def _as_read(record: Any) -> bytes:
+    """The run record as read, as JSON text (what a rejects file keeps as `raw`): NaN
+    and infinities as Python writes them, anything else by its ASCII repr."""
+    run = record.dagster_run
+    fields = {"storage_id": record.storage_id, "run_id": run.run_id, "job_name": run.job_name,
+              "status": getattr(run.status, "value", run.status),
+              "tags": {k if isinstance(k, str) else ascii(k): v for k, v in dict(run.tags or {}).items()},
+              "parent_run_id": run.parent_run_id, "create_timestamp": record.create_timestamp,
+              "update_timestamp": record.update_timestamp}  # fmt: skip
+
+    def shown(value: Any) -> Any:
+        return value.isoformat() if isinstance(value, datetime) else ascii(value)
+
+    return json.dumps(fields, default=shown, ensure_ascii=True).encode()

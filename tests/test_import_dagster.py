@@ -30,6 +30,7 @@ import pytest
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
+from ledger.errors import RunNotFound
 from ledger.events import ProcessBooted, ProcessExited, RunFenced, RunImported
 from ledger.host import SystemHost
 
@@ -181,9 +182,14 @@ EXPECTED = [
 ]
 
 
-def _table(ledger: Ledger, h: Histories) -> list[tuple[str, str, str, str]]:
+def _table(ledger: Ledger, h: Histories, missing: tuple[str, ...] = ()) -> list[tuple[str, str, str, str]]:
     rows = []
     for scenario, run_id in h.runs.items():
+        if scenario in missing:
+            with pytest.raises(RunNotFound):
+                ledger.get_run("dagster:" + run_id)
+            rows.append((scenario, h.statuses[scenario], "(not imported)", ""))
+            continue
         state = ledger.get_run("dagster:" + run_id)
         rows.append((scenario, h.statuses[scenario], str(state.status), state.code))
     return rows
@@ -458,3 +464,105 @@ def test_I3_dagster_times_that_step_back_are_recorded_without_a_negative_duratio
         assert [e.at for e in run_events] == [t0, t0 + timedelta(seconds=2), t0 + timedelta(seconds=2)]
         assert "Dagster's time 2026-12-01T12:00:01+00:00 is earlier" in (run_events[-1].reason or "")
         assert ledger.get_run("dagster:r1").status == "finished"
+
+
+# ------------------------------------------------ malformed instance data (rule I1's strict / tolerant)
+def _damage_event(home: Path, run_id: str, kind: str, timestamp: str) -> None:
+    """Hand-edit one stored event of a run (its own event-log database): its timestamp
+    becomes `timestamp` (JSON text Dagster's reader takes: NaN, Infinity)."""
+    import re
+    import sqlite3
+
+    with sqlite3.connect(home / "history" / "runs" / f"{run_id}.db") as db:
+        [(row_id, text)] = db.execute("select id, event from event_logs where dagster_event_type = ?", (kind,))
+        db.execute("update event_logs set event = ? where id = ?",
+                   (re.sub(r'"timestamp": [0-9.e+]+', f'"timestamp": {timestamp}', text), row_id))  # fmt: skip
+
+
+def _damage_run(home: Path, run_id: str, fields: dict[str, Any]) -> None:
+    """Hand-edit a run's record in runs.db (its serialized body)."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(home / "history" / "runs.db") as db:
+        [(body,)] = db.execute("select run_body from runs where run_id = ?", (run_id,))
+        db.execute("update runs set run_body = ? where run_id = ?", (json.dumps({**json.loads(body), **fields}), run_id))
+
+
+DAMAGED = ("step failure", "op retry", "failed, then fixed", "cancel")
+
+
+def _damaged_home(h: Histories, tmp_path: Path) -> Path:
+    """A copy of the instance with four runs Dagster's storage holds but the ledger
+    cannot record: a NaN event time, an infinite one, a tag value that is not a string
+    (Dagster's own listing of runs then fails), a run id with a lone surrogate."""
+    home = tmp_path / "home"
+    shutil.copytree(h.home, home)
+    _damage_event(home, h.runs["step failure"], "PIPELINE_START", "NaN")
+    _damage_event(home, h.runs["op retry"], "PIPELINE_SUCCESS", "Infinity")
+    _damage_run(home, h.runs["failed, then fixed"], {"tags": {"owner": 5}})
+    _damage_run(home, h.runs["cancel"], {"run_id": "\ud800" + h.runs["cancel"]})
+    return home
+
+
+def test_I3_I1_a_malformed_dagster_run_rejects_a_strict_import_naming_it_and_appends_nothing(histories: Histories,
+                                                                                         tmp_path: Path) -> None:  # fmt: skip
+    """Strict (the default), as NDJSON's import: a run whose stored event has a NaN time
+    refuses the whole import with a typed error naming the run and the field; nothing
+    is appended. Mutation caught: the time read without its check (a raw ValueError)."""
+    from epochledger.import_dagster import import_dagster
+    from ledger.errors import ForeignRunRejected
+
+    home = tmp_path / "home"
+    shutil.copytree(histories.home, home)
+    _damage_event(home, histories.runs["step failure"], "PIPELINE_START", "NaN")
+    with _ledger(tmp_path) as ledger:
+        with pytest.raises(ForeignRunRejected) as e:
+            import_dagster(ledger, str(home), local_workers=True)
+        assert (e.value.source, e.value.run) == ("dagster", histories.runs["step failure"])
+        assert e.value.field.endswith("(PIPELINE_START) timestamp") and "nan" in e.value.reason.lower()
+        assert ledger.store.max_position() == 0
+
+
+def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_other(histories: Histories,
+                                                                               tmp_path: Path) -> None:  # fmt: skip
+    """--on-error skip: each malformed run is rejected whole, listed with NDJSON's
+    Rejected (line: its storage id in Dagster's run storage) and written to the rejects
+    file; every other run is imported as from a clean instance. A second import appends
+    nothing and rejects the same runs. Mutation caught: one bad run aborting the whole
+    import (the redteam's NaN, inf, non-string tag and lone surrogate)."""
+    import json
+
+    from epochledger.import_dagster import import_dagster
+
+    home = _damaged_home(histories, tmp_path)
+    rejects = tmp_path / "rejected.ndjson"
+    with _ledger(tmp_path) as ledger:
+        report = import_dagster(ledger, str(home), local_workers=True, on_error="skip", rejects=str(rejects))
+        said = [r.reason for r in report.rejected]
+        assert len(said) == len(DAMAGED) and report.runs == len(EXPECTED), said
+        for scenario, field in zip(DAMAGED, ("PIPELINE_START) timestamp", "PIPELINE_SUCCESS) timestamp", "record",
+                                             "run_id"), strict=True):  # fmt: skip
+            assert any(histories.runs[scenario] in r and field in r for r in said), (scenario, said)
+        lines = [json.loads(line) for line in rejects.read_text().splitlines()]
+        assert [line["reason"] for line in lines] == said and all("raw" in line for line in lines)
+        rows = [row for row in _table(ledger, histories, missing=DAMAGED)]
+        assert rows == [row if row[0] not in DAMAGED else (row[0], row[1], "(not imported)", "") for row in EXPECTED]
+        head = ledger.store.max_position()
+        again = import_dagster(ledger, str(home), local_workers=True, on_error="skip", rejects=str(rejects))
+        assert (again.appended, ledger.store.max_position(), [r.reason for r in again.rejected]) == (0, head, said)
+
+
+def test_I3_I1_the_cli_exits_3_strict_and_11_tolerant_on_malformed_runs(histories: Histories, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    home = _damaged_home(histories, tmp_path)
+    store = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert main(["--store", store, "init"]) == 0
+    assert main(["--store", store, "import-dagster", "--instance", str(home)]) == 3
+    assert "nothing was imported" in capsys.readouterr().err
+    rejects = str(tmp_path / "rejected.ndjson")
+    assert main(["--store", store, "import-dagster", "--instance", str(home), "--rejects", rejects]) == 2
+    assert main(["--store", store, "import-dagster", "--instance", str(home), "--on-error", "skip",
+                 "--rejects", rejects]) == 11  # fmt: skip
+    said = capsys.readouterr().out
+    assert f"{len(DAMAGED)} runs rejected, written to {rejects}" in said and "Traceback" not in said
