@@ -92,6 +92,13 @@ FAILURE_CODES: dict[str | None, str] = {
 # A failure reported from outside the worker with no reason: Dagster's code server saw
 # the worker's process exit (its message says how), so the worker died.
 OUTSIDE_NO_REASON_CODE = codes.PROCESS_EXITED
+# ... unless Dagster's run monitoring asked first, from outside the worker, to cancel the
+# run for outliving its `dagster/max_runtime` ("Canceling due to exceeding maximum runtime
+# of 30 seconds."): then the failure is the policy's timeout, written without waiting
+# for the worker to go (it may ignore the termination and live on). No exit fact unless
+# an exit was seen (the code server's crash report, CRASH).
+MAX_RUNTIME = re.compile(r"exceeding maximum runtime of \d+ seconds")
+TIMEOUT_CODE = codes.TIMEOUT
 # Run-level events: the only ones read (step events change no status); of them, those
 # whose pid is a run worker's (the launcher's and the daemon's events are not).
 READ_KINDS = ("PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "PIPELINE_SUCCESS",
@@ -99,6 +106,12 @@ READ_KINDS = ("PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PI
 WORKER_KINDS = frozenset({"PIPELINE_START", "PIPELINE_SUCCESS", "PIPELINE_FAILURE", "PIPELINE_CANCELED"})
 FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})  # Dagster statuses nothing changes but a late write
 NOT_LABELS = frozenset({"dagster/failure_reason"})  # a result, imported as the failure's cause, not a label
+# Dagster's own tags (its SYSTEM_TAG_PREFIX: max_runtime, code_location, partition, ...;
+# HIDDEN_TAG_PREFIX: grpc_info's socket path, ...): Dagster's bookkeeping, not the
+# user's labels. Hidden ones never become labels; system ones only on request
+# (dagster_tags=True, `--dagster-tags`).
+SYSTEM_TAGS = "dagster/"
+HIDDEN_TAGS = ".dagster/"
 # Dagster's code server, when a worker's process is gone: "Run execution process for
 # <id> was terminated by signal 9 (SIGKILL)." / "... unexpectedly exited with code 1."
 CRASH = re.compile(r"Run execution process for \S+ (?:was terminated by signal (\d+)|unexpectedly exited with code (-?\d+))")
@@ -388,12 +401,14 @@ class _RunImport:
     """One Dagster run's new events, submitted to the batch in storage order."""
 
     def __init__(self, batch: Batch, report: ImportReport, src: SourceRun, local: LocalHost | None,
-                 last_at: datetime | None = None):  # fmt: skip
+                 last_at: datetime | None = None, dagster_tags: bool = False):  # fmt: skip
         self.batch, self.report, self.src, self.local = batch, report, src, local
+        self.dagster_tags = dagster_tags
         self.last_at = last_at  # the run's latest event time: Dagster's times may step back (clock skew)
         self.run = PREFIX + src.run_id
         self.slot = PREFIX + src.run_id
         self.crash: tuple[int | None, int | None, str] | None = None  # a code server's crash report
+        self.timeout: str | None = None  # run monitoring's max-runtime cancel request (its message)
         self.appended = 0
 
     def submit(self, command: RunEventBase | ProcessEventBase, ev: SourceEvent | None) -> bool:
@@ -439,7 +454,7 @@ class _RunImport:
         labels: dict[str, str] = {}
         dropped: list[str] = []
         for key, value in sorted(src.tags.items(), key=_tag_order):
-            if key in NOT_LABELS:
+            if key in NOT_LABELS or not self.labelled(key):
                 continue
             if len(labels) >= MAX_LABELS or not _fits(key, Name) or not _fits(value, LabelValue):
                 dropped.append(key)
@@ -453,6 +468,14 @@ class _RunImport:
         parent = PREFIX + src.parent if src.parent else None
         self.submit(RunQueued(at=src.created, run=self.run, workflow=_name(src.job), process=self.slot, labels=labels,
                               parent=parent, actor=ACTOR, reason=reason), None)  # fmt: skip
+
+    def labelled(self, key: Any) -> bool:
+        """Is a tag with this key a label (not one of Dagster's own, unless asked for)?"""
+        if not isinstance(key, str):
+            return True  # not Dagster's: queue() drops and names it (no label fits it)
+        if key.startswith(HIDDEN_TAGS):
+            return False
+        return self.dagster_tags or not key.startswith(SYSTEM_TAGS)
 
     def boot(self, ev: SourceEvent) -> EpochState | None:
         """A new run worker: the first run-level event its pid wrote. Its boot instant is
@@ -505,7 +528,19 @@ class _RunImport:
         self.submit(ProcessExited(at=ev.at, process=self.slot, epoch=worker.epoch, observed_by=OBSERVER,
                                   exit_code=exit_code, signal=signal, evidence=evidence[:MAX_TEXT], actor=ACTOR), ev)  # fmt: skip
 
+    def note(self, ev: SourceEvent) -> None:
+        """What Dagster said from outside the worker that explains a later failure: a
+        code server's crash report, run monitoring's max-runtime cancel request. Read
+        from the events of this import and, for a failure read now, of earlier ones."""
+        if ev.pid is not None:
+            return
+        if ev.kind == "ENGINE_EVENT" and (m := CRASH.search(ev.message)):
+            self.crash = (int(m[1]) if m[1] else None, int(m[2]) if m[2] else None, ev.message[:MAX_TEXT])
+        elif ev.kind == "PIPELINE_CANCELING" and MAX_RUNTIME.search(ev.message):
+            self.timeout = ev.message[:MAX_TEXT]
+
     def apply(self, ev: SourceEvent) -> None:
+        self.note(ev)
         worker = self.current()
         if ev.kind in WORKER_KINDS and ev.pid is not None and (worker is None or worker.pid != ev.pid):
             worker = self.boot(ev) or worker
@@ -513,8 +548,6 @@ class _RunImport:
         epoch = worker.epoch if own and worker is not None else None
         reason = f"Dagster event {ev.storage_id} ({ev.kind}): {ev.message}"[:MAX_LONG]
         if ev.kind == "ENGINE_EVENT":
-            if ev.pid is None and (m := CRASH.search(ev.message)):
-                self.crash = (int(m[1]) if m[1] else None, int(m[2]) if m[2] else None, ev.message[:MAX_TEXT])
             return
         if ev.kind == "PIPELINE_START":
             self.submit(RunStarted(at=ev.at, run=self.run, epoch=epoch, process=self.slot, actor=ACTOR, reason=reason), ev)
@@ -522,10 +555,17 @@ class _RunImport:
             self.submit(RunFinished(at=ev.at, run=self.run, epoch=epoch, actor=ACTOR, reason=reason), ev)
         elif ev.kind == "PIPELINE_FAILURE":
             outside = not own
-            code = OUTSIDE_NO_REASON_CODE if outside and ev.reason is None else FAILURE_CODES.get(ev.reason, codes.UNKNOWN)
-            if outside and worker is not None and worker.live:
+            timeout = outside and ev.reason is None and self.timeout is not None
+            code = FAILURE_CODES.get(ev.reason, codes.UNKNOWN)
+            if outside and ev.reason is None:
+                code = TIMEOUT_CODE if timeout else OUTSIDE_NO_REASON_CODE
+            # An exit fact only where the worker is known gone: not for a timeout Dagster
+            # wrote without seeing the worker exit (rule O7: a fact, never a guess).
+            if outside and worker is not None and worker.live and (not timeout or self.crash is not None):
                 self.exited(worker, ev)  # the worker's own restart already ended the old epoch (superseded)
-            cause = Cause(code=ev.reason or "", message=ev.error.message if ev.error else None,
+            if timeout:
+                reason = f"{reason} [after run monitoring's cancel request: {self.timeout}]"[:MAX_LONG]
+            cause = Cause(code=ev.reason or "", message=ev.error.message if ev.error else (self.timeout if timeout else None),
                           cause=ev.error.cause if ev.error else None)  # fmt: skip
             error = ev.error.message if ev.error and ev.error.message else (self.crash[2] if self.crash else ev.message)
             self.submit(RunFailed(at=ev.at, run=self.run, code=code, resumable=False, error=(error or None),
@@ -582,15 +622,24 @@ class _Read(msgspec.Struct, frozen=True, kw_only=True):
 
     src: SourceRun
     events: list[SourceEvent] | None
+    earlier: list[SourceEvent] = []  # for a failure read now: what Dagster said before it, outside the worker
 
 
 def _read(instance: Any, src: SourceRun, known: Known | None) -> _Read:
     if _unchanged(src, known):
         return _Read(src=src, events=None)
-    return _Read(src=src, events=list(source_events(instance, src.run_id, known.cursor if known is not None else 0)))
+    cursor = known.cursor if known is not None else 0
+    events = list(source_events(instance, src.run_id, cursor))
+    earlier: list[SourceEvent] = []
+    if cursor and any(e.kind == "PIPELINE_FAILURE" for e in events):
+        # A failure's explanation may be in events an earlier import read (a cancel
+        # request a second before): read again, only to note it (_RunImport.note).
+        earlier = [e for e in source_events(instance, src.run_id, 0) if e.storage_id <= cursor and e.pid is None]
+    return _Read(src=src, events=events, earlier=earlier)
 
 
-def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None) -> None:
+def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None,
+                dagster_tags: bool) -> None:  # fmt: skip
     src = read.src
     run = PREFIX + src.run_id
     state: RunState | None = batch.state(run_stream(run))
@@ -603,10 +652,13 @@ def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | 
                                        appended=0))  # fmt: skip
         return  # finished, and its record has not changed since the last import
     report.read += 1
-    job = _RunImport(batch, report, src, local, known.last_at if known is not None else None)
+    job = _RunImport(batch, report, src, local, known.last_at if known is not None else None, dagster_tags)
     if state is None:
         job.queue()
     cursor = known.cursor if known is not None else 0
+    for ev in read.earlier:
+        if ev.storage_id <= cursor:
+            job.note(ev)
     n = 0
     # Only what is after the cursor now: a retried chunk whose runs another import moved
     # on meanwhile applies nothing twice.
@@ -629,12 +681,14 @@ def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | 
 
 def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, host: Host | None = None,
                    attempts: int = 3, on_error: OnError = "stop", rejects: str | None = None,
-                   protected: Iterable[str] = ()) -> ImportReport:  # fmt: skip
+                   protected: Iterable[str] = (), dagster_tags: bool = False) -> ImportReport:  # fmt: skip
     """Import every run of the Dagster instance in DAGSTER_HOME `home` (rule I3): new
     runs, and new events of known runs after their cursor. `local_workers`: the run
     workers ran on this host (a local instance: `dagster dev`, `dagster job execute`,
     the default run launcher), so each worker's epoch records this host, its boot id
     and, when the pid still runs, its start time, and the probe can judge it (rule O8).
+    The user's tags become labels; Dagster's own (`dagster/...`) only with
+    `dagster_tags`, its hidden ones (`.dagster/...`) never.
 
     Every run is read (and checked) before anything is written. A run whose record or
     events hold a value the ledger cannot record (a NaN time, an id that is not text) is
@@ -646,11 +700,11 @@ def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, ho
     chunk one transaction with its cursors; a chunk that meets a concurrent writer is
     read again from the ledger and re-decided."""
     return with_rejects(ledger, on_error, rejects, protected,
-                        lambda: _import(ledger, home, local_workers, host, attempts, on_error == "skip"))  # fmt: skip
+                        lambda: _import(ledger, home, local_workers, host, attempts, on_error == "skip", dagster_tags))  # fmt: skip
 
 
 def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int,
-            tolerant: bool) -> ImportReport:  # fmt: skip
+            tolerant: bool, dagster_tags: bool) -> ImportReport:  # fmt: skip
     _require_dagster()
     local = LocalHost(host or ledger.host) if local_workers else None
     report = ImportReport(instance=str(Path(home)))
@@ -686,7 +740,7 @@ def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, a
             known = known_cursors(ledger, names)
             batch.prefetch([run_stream(n) for n in names] + [process_stream(n) for n in names])
             for read in part_reads:
-                _import_run(batch, part, read, known.get(PREFIX + read.src.run_id), local)
+                _import_run(batch, part, read, known.get(PREFIX + read.src.run_id), local, dagster_tags)
             try:
                 batch.commit()
             except ConflictError:

@@ -14,6 +14,7 @@ with EPOCHLEDGER_TEST_DAGSTER=require (CI) a missing Dagster fails them.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import shutil
@@ -37,7 +38,9 @@ from ledger.host import SystemHost
 pytestmark = pytest.mark.xdist_group("dagster")  # one worker builds the histories (pyproject: --dist loadgroup)
 REQUIRE = os.environ.get("EPOCHLEDGER_TEST_DAGSTER") == "require"
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
-HOLD_SCENARIOS = ("cancel", "kill", "race", "restart")
+HOLD_SCENARIOS = ("cancel", "kill", "race", "restart", "timeout")
+# Dagster's own tags on a run, beside the user's: run monitoring's max runtime (1 s).
+HOLD_TAGS = {"timeout": {"dagster/max_runtime": "1"}}
 
 
 def _need_dagster() -> Any:
@@ -66,7 +69,7 @@ def _hold_worker(home: str, scenario: str) -> None:
 
     with _instance(Path(home)) as instance:
         execute_job(reconstructable(dagster_jobs.hold_job), instance=instance, raise_on_error=False,
-                    tags={"scenario": scenario}, run_config=QUIET)  # fmt: skip
+                    tags={"scenario": scenario, **HOLD_TAGS.get(scenario, {})}, run_config=QUIET)  # fmt: skip
     os._exit(0)
 
 
@@ -81,6 +84,7 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Histories]:
     _need_dagster()
     from dagster import ReexecutionOptions, RunsFilter, execute_job, reconstructable
     from dagster._core.execution.api import execute_run_iterator
+    from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 
     from tests import dagster_jobs as jobs
 
@@ -124,10 +128,20 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Histories]:
         # A force-cancel from outside while the worker lives, then the worker finishes.
         instance.report_run_canceling(of("race"))
         instance.report_run_canceled(of("race"))
+        # Dagster's run monitoring on a run past its dagster/max_runtime, its own code: a
+        # cancel request, the launcher's terminate (no code server here to reach: the
+        # worker lives on, as one that ignores the termination), then the failure,
+        # written without waiting for the worker. The worker then ends on its own.
+        record = instance.get_run_record_by_id(of("timeout").run_id)
+        assert record is not None and record.start_time is not None
+        time.sleep(max(0.0, record.start_time + 1.2 - time.time()))
+        check_run_timeout(instance, record, logging.getLogger("run_monitoring"), 0)
+        assert instance.get_run_by_id(of("timeout").run_id).status.value == "FAILURE"  # type: ignore[union-attr]
         for k in ("cancel", "kill", "restart"):
             workers[k].join(30)
         (marks / "release").touch()
-        workers["race"].join(30)
+        for k in ("race", "timeout"):
+            workers[k].join(30)
         # A new run worker for the run whose worker was SIGKILLed (as a cluster restarts a pod).
         for _ in execute_run_iterator(reconstructable(jobs.hold_job), of("restart"), instance):
             pass
@@ -179,6 +193,10 @@ EXPECTED = [
     # ledger keeps the operator's cancel and the late success as evidence.
     ("race", "SUCCESS", "cancelled", "CANCELLED"),
     ("restart", "FAILURE", "failed", "PROCESS_EXITED"),
+    # Run monitoring failed the run past its max runtime without the worker exiting; the
+    # worker's own SUCCESS came after: Dagster lets it win, the ledger keeps the timeout
+    # and the late success as evidence. No exit fact: nobody saw the worker exit.
+    ("timeout", "SUCCESS", "failed", "TIMEOUT"),
 ]
 
 
@@ -276,6 +294,65 @@ def test_I3_O7_a_code_servers_report_of_a_dead_worker_is_its_exit_with_the_signa
         assert worker.exit_evidence is not None and "SIGKILL" in worker.exit_evidence
 
 
+def test_I3_O7_a_max_runtime_kill_is_a_timeout_not_the_workers_exit(histories: Histories, imported: Imported) -> None:
+    """Dagster's run monitoring failed the run past its dagster/max_runtime (its own
+    check_run_timeout: a cancel request, then a failure from outside the worker, no
+    reason) while the worker lived on and then wrote SUCCESS. Imported: failed, TIMEOUT;
+    the worker's epoch gets no exit fact (nobody saw it exit) and stops cleanly after
+    its own late success, which is kept as evidence. Mutation caught: the failure taken
+    as the worker's exit (PROCESS_EXITED and a false process.exited, the redteam's #14)."""
+    run = "dagster:" + histories.runs["timeout"]
+    with open_ledger(imported.url) as ledger:
+        state = ledger.get_run(run)
+        assert (state.status, state.code) == ("failed", "TIMEOUT")
+        assert state.reason is not None and "exceeding maximum runtime of 1 seconds" in state.reason
+        slot = ledger.process(run)
+        assert slot is not None and [(e.exited_by, e.stopped_at is not None) for e in slot.epochs] == [(None, True)]
+        [kept] = [r.event for r in ledger.history(run) if isinstance(r.event, RunFenced)]
+        assert (kept.refused, kept.reported) == ("run.finished", "finished")
+    assert [r.kind for r in imported.report.refused if r.run == run] == ["PIPELINE_SUCCESS"]
+
+
+def test_I3_O7_a_max_runtime_cancel_read_by_an_earlier_import_still_makes_the_failure_a_timeout(
+        histories: Histories, tmp_path: Path) -> None:  # fmt: skip
+    """Run monitoring's cancel request and its failure a second apart, an import round
+    between them (Dagster's own calls, as check_run_timeout makes them, on the run whose
+    worker is gone without a word): the failure, read alone, is still the timeout, and
+    no exit fact is made up. Mutation caught: only the events read this round consulted."""
+    home = tmp_path / "home"
+    shutil.copytree(histories.home, home)
+    killed = histories.runs["kill"]
+    with _ledger(tmp_path) as ledger:
+        _import(ledger, home)
+        with _instance(home) as instance:
+            instance.report_run_canceling(instance.get_run_by_id(killed),
+                                          message="Canceling due to exceeding maximum runtime of 1 seconds.")  # fmt: skip
+        _import(ledger, home)
+        with _instance(home) as instance:
+            instance.report_run_failed(instance.get_run_by_id(killed), "Exceeded maximum runtime of 1 seconds.")
+        _import(ledger, home)
+        state = ledger.get_run("dagster:" + killed)
+        assert (state.status, state.code) == ("failed", "TIMEOUT")
+        slot = ledger.process("dagster:" + killed)
+        assert slot is not None and slot.epochs[0].exited_by is None and slot.epochs[0].live
+
+
+def test_I3_dagsters_own_tags_are_not_labels_unless_asked_for(histories: Histories, imported: Imported,
+                                                             tmp_path: Path) -> None:  # fmt: skip
+    """The user's tags are labels; Dagster's own (dagster/max_runtime here) are not, but
+    are with dagster_tags=True (`--dagster-tags`). Mutation caught: every tag copied."""
+    from epochledger.import_dagster import import_dagster
+
+    run = "dagster:" + histories.runs["timeout"]
+    with open_ledger(imported.url) as ledger:
+        assert ledger.get_run(run).labels == {"scenario": "timeout"}
+        assert not [k for s in histories.runs.values() for k in ledger.get_run("dagster:" + s).labels
+                    if k.startswith("dagster/")]  # fmt: skip
+    with _ledger(tmp_path) as ledger:
+        import_dagster(ledger, str(histories.home), dagster_tags=True)
+        assert ledger.get_run(run).labels == {"scenario": "timeout", "dagster/max_runtime": "1"}
+
+
 def test_I3_tags_become_labels_and_the_reexecuted_run_the_parent(histories: Histories, imported: Imported) -> None:
     with open_ledger(imported.url) as ledger:
         ok = ledger.get_run("dagster:" + histories.runs["success"])
@@ -360,7 +437,7 @@ def test_I3_a_late_success_after_a_force_cancel_is_kept_not_lost(histories: Hist
     (rule I1), listed in the import's report."""
     run = "dagster:" + histories.runs["race"]
     report = imported.report
-    [refused] = report.refused
+    [refused] = [r for r in report.refused if r.run == run]
     assert (refused.run, refused.kind, refused.kept_as) == (run, "PIPELINE_SUCCESS", "run.fenced")
     with open_ledger(imported.url) as ledger:
         [kept] = [r.event for r in ledger.history(run) if isinstance(r.event, RunFenced)]

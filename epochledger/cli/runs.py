@@ -137,6 +137,9 @@ def _rejects_usage(ns: argparse.Namespace) -> int | None:
          arg("--local-workers", action="store_true",
              help="the run workers ran on this host: record this host, its boot id and live pids' start "
                   "times with each worker, so `epochledger probe` can judge them"),
+         arg("--dagster-tags", action="store_true",
+             help="also keep Dagster's own tags (dagster/...: max_runtime, partition, ...) as labels; its "
+                  "hidden ones (.dagster/...) never are"),
          arg("--on-error", choices=["stop", "skip"], default="stop",
              help="stop: a Dagster run the ledger cannot record (a NaN time, an id that is not text) rejects "
                   "the whole import (the default); skip: import every other run and write the rejected ones "
@@ -149,7 +152,8 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     """Import a Dagster instance's runs: new runs, and what happened to known runs since the last import.
 
     Needs the extra: pip install 'epochledger[dagster]'. Each Dagster run becomes run
-    dagster:<run_id> (tags as labels, the re-executed run as parent), each run worker
+    dagster:<run_id> (the user's tags as labels, Dagster's own dagster/... ones only
+    with --dagster-tags; the re-executed run as parent), each run worker
     an epoch of slot dagster:<run_id>; a worker Dagster saw die gets process.exited.
     Incremental and idempotent: the ledger keeps a cursor per run (run.imported), so
     importing again appends only what is new, and nothing if nothing is. A transition
@@ -170,7 +174,7 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
         return usage
     with open_ns(ns) as ledger:
         report = import_dagster(ledger, ns.instance, local_workers=ns.local_workers, on_error=ns.on_error,
-                                rejects=ns.rejects)  # fmt: skip
+                                rejects=ns.rejects, dagster_tags=ns.dagster_tags)  # fmt: skip
     rejected = len(report.rejected)
     if ns.json:
         out_json(report)
