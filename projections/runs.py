@@ -16,7 +16,8 @@ from ledger.events import EVENT_TYPES, Recorded, RunEventBase
 from projections import fold_records
 
 NAME = "runs"
-VERSION = 4  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES
+VERSION = 5  # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;
+# 5: source, source_status (rule I3)
 
 KEY = "run"  # keys(rec) is (rec.event.run,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on

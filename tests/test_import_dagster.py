@@ -337,6 +337,48 @@ def test_I3_O7_a_max_runtime_cancel_read_by_an_earlier_import_still_makes_the_fa
         assert slot is not None and slot.epochs[0].exited_by is None and slot.epochs[0].live
 
 
+def test_I3_dagsters_starting_and_canceling_show_beside_the_ledgers_status(histories: Histories, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Dagster's STARTING (the launcher's event, before the worker starts: 20-28 s with
+    a code server) and CANCELING (a cancel request the worker has not acted on) have no
+    ledger status: the run stays `queued` / `running`, and its state, `show` and
+    `show --json` say what Dagster calls it (source, source_status), as of the import.
+    Here a run made and marked STARTING with Dagster's own calls (launch_run's first
+    half), then run for real; and the worker-less run given a cancel request. Mutation
+    caught: run.imported's source status not kept in the run's state."""
+    from dagster import reconstructable
+    from dagster._core.events import DagsterEvent
+    from dagster._core.execution.api import execute_run
+
+    from tests import dagster_jobs as jobs
+
+    home = tmp_path / "home"
+    shutil.copytree(histories.home, home)
+    killed = "dagster:" + histories.runs["kill"]
+    store = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_ledger(store, init=True) as ledger:
+        with _instance(home) as instance:
+            made = instance.create_run_for_job(job_def=jobs.ok_job, run_config=QUIET)
+            instance.report_dagster_event(DagsterEvent(event_type_value="PIPELINE_STARTING", job_name=made.job_name),
+                                          run_id=made.run_id)  # fmt: skip
+            instance.report_run_canceling(instance.get_run_by_id(histories.runs["kill"]))
+        _import(ledger, home)
+        starting = ledger.get_run("dagster:" + made.run_id)
+        assert (starting.status, starting.source, starting.source_status) == ("queued", "dagster", "STARTING")
+        canceling = ledger.get_run(killed)
+        assert (canceling.status, canceling.source_status) == ("running", "CANCELING")
+    assert main(["--store", store, "show", "dagster:" + made.run_id]) == 0
+    assert "source_status: STARTING" in capsys.readouterr().out
+    assert main(["--store", store, "show", killed, "--json"]) == 0
+    assert '"source_status":"CANCELING"' in capsys.readouterr().out.replace(" ", "")
+    with _instance(home) as instance:
+        execute_run(reconstructable(jobs.ok_job), instance.get_run_by_id(made.run_id), instance)  # type: ignore[arg-type]
+    with open_ledger(store) as ledger:
+        _import(ledger, home)
+        done = ledger.get_run("dagster:" + made.run_id)
+        assert (done.status, done.source_status) == ("finished", "SUCCESS")
+
+
 def test_I3_dagsters_own_tags_are_not_labels_unless_asked_for(histories: Histories, imported: Imported,
                                                              tmp_path: Path) -> None:  # fmt: skip
     """The user's tags are labels; Dagster's own (dagster/max_runtime here) are not, but
