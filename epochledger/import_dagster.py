@@ -13,6 +13,9 @@ Read through Dagster's public instance API (`DagsterInstance.from_ref`,
   failure Dagster reported from outside the worker (a code server that saw it exit,
   RUN_WORKER_RESTART, run monitoring) is also an exit fact of the worker's epoch
   (`process.exited`, rule O7); a worker that wrote its run's end records a clean stop;
+  with `--local-workers`, a worker this host says is gone when its events are read (its
+  pid not running or reused), whose run Dagster's events do not end, gets its exit then:
+  its start can never be known, so a later probe could not tell it from a reused pid;
 - the cursor: after reading a run's new events the importer appends `run.imported`
   (source "dagster", cursor = the last storage id read, Dagster's status and update
   time). The next import reads only events after it, and skips a finished run whose
@@ -42,6 +45,7 @@ from epochledger.app import Batch, Ledger
 from epochledger.ndjson import OnError, Rejected, with_rejects
 from ledger import codes
 from ledger import run as run_mod
+from ledger.clock import Clock, SystemClock
 from ledger.codec import check_value
 from ledger.errors import ConflictError, ForeignRunRejected, IllegalTransition, InvalidInput, StaleEpoch
 from ledger.events import (
@@ -366,8 +370,9 @@ class LocalHost:
     boot id, when it booted, and when a pid that runs now started (all from the kernel,
     through ledger/host.py, plus CLOCK_BOOTTIME to put a pid's start on the wall clock)."""
 
-    def __init__(self, host: Host | None = None):
+    def __init__(self, host: Host | None = None, clock: Clock | None = None):
         self.host = host or SystemHost()
+        self.clock = clock or SystemClock()
         self.name = self.host.name()
         booted = self.host_booted()
         # Without a boot id or a boot instant (off Linux) a worker's pid cannot be judged:
@@ -383,17 +388,38 @@ class LocalHost:
         boottime = getattr(time, "CLOCK_BOOTTIME", None)
         return time.time() - time.clock_gettime(boottime) if boottime is not None else None
 
-    def started_before(self, pid: int, when: datetime) -> int | None:
-        """The pid's start (clock ticks after host boot) if a process with this pid runs
-        now and started no later than `when`: then it is the process that was this pid
-        at `when` (a pid is reused only after its process is gone), else None."""
+    def worker(self, pid: int, when: datetime) -> Seen:
+        """What this host says now of the worker that was `pid` at `when` (its first
+        event). A process with this pid that runs now and started no later than `when`
+        is that worker (a pid is reused only after its process is gone): its start
+        (clock ticks after host boot) is known. No such process, a zombie, or one
+        started after `when` (the pid reused): the worker is gone, and its start can
+        never be known (Dagster records none); `gone` says why."""
+        at = self.clock.now()
+        if self.boot_id is None or when.timestamp() < self.booted:
+            return Seen(at=at)  # not of this boot, or no boot to judge by (gone_with_reboot)
         try:
             facts = self.host.process(pid)
         except OSError:  # no /proc: the pid cannot be judged
-            return None
-        if facts is None or facts.zombie:
-            return None
-        return facts.start if self.booted + facts.start / self.tick <= when.timestamp() else None
+            return Seen(at=at)
+        if facts is None:
+            return Seen(at=at, gone=f"pid {pid} not running")
+        if facts.zombie:
+            return Seen(at=at, gone=f"pid {pid} is a zombie: it exited and was not reaped yet")
+        started = self.booted + facts.start / self.tick
+        if started > when.timestamp():
+            return Seen(at=at, gone=f"pid {pid} runs a process started at {_utc(started).isoformat()}, after the "
+                                    f"worker's first event at {when.isoformat()}: the pid was reused")  # fmt: skip
+        return Seen(at=at, pid_start=facts.start)
+
+
+class Seen(msgspec.Struct, frozen=True, kw_only=True):
+    """A run worker as this host saw it at `at` (LocalHost.worker): alive with its start
+    known, gone (why), or neither (it cannot be judged here)."""
+
+    at: datetime
+    pid_start: int | None = None
+    gone: str | None = None
 
 
 # -------------------------------------------------------------------------- mapping
@@ -409,6 +435,8 @@ class _RunImport:
         self.slot = PREFIX + src.run_id
         self.crash: tuple[int | None, int | None, str] | None = None  # a code server's crash report
         self.timeout: str | None = None  # run monitoring's max-runtime cancel request (its message)
+        self.seen: dict[int, Seen] = {}  # --local-workers: this host's word on each worker first read now
+        self.booted: list[str] = []  # epochs booted by this import
         self.appended = 0
 
     def submit(self, command: RunEventBase | ProcessEventBase, ev: SourceEvent | None) -> bool:
@@ -486,8 +514,10 @@ class _RunImport:
             host = self.local.name
             if self.local.boot_id is not None and ev.at.timestamp() >= self.local.booted:
                 host_boot = self.local.boot_id
-                pid_start = self.local.started_before(ev.pid, ev.at)
+                seen = self.seen.get(ev.pid)
+                pid_start = seen.pid_start if seen is not None else None
         epoch = f"{self.slot}:{ev.storage_id}"
+        self.booted.append(epoch)
         self.submit(ProcessBooted(at=ev.at, process=self.slot, epoch=epoch, booted_at=ev.at, host=host, pid=ev.pid,
                                   host_boot=host_boot, pid_start=pid_start, actor=ACTOR,
                                   reason=f"run worker pid {ev.pid}: first wrote Dagster event {ev.storage_id} "
@@ -509,6 +539,24 @@ class _RunImport:
                                           observed_by=f"{ACTOR}@{self.local.name}",
                                           evidence=f"host {self.local.name} booted at {booted.isoformat()} (boot id "
                                                    f"{self.local.boot_id}), after this worker ran", actor=ACTOR), None)  # fmt: skip
+
+    def gone_before_import(self) -> None:
+        """`--local-workers`: a worker first read now, still live after all Dagster said
+        of it, that this host saw gone when it was read (its pid not running, a zombie,
+        or reused) died without a word: an exit fact, as the probe would record it, now
+        rather than at a later probe, when the pid may run another process that the
+        probe, without the worker's start, could not tell from it."""
+        slot = self.slot_state()
+        if self.local is None or slot is None:
+            return
+        for worker in slot.epochs:
+            seen = self.seen.get(worker.pid) if worker.pid is not None else None
+            if worker.epoch in self.booted and worker.live and seen is not None and seen.gone is not None \
+                    and worker.host_boot == self.local.boot_id:  # fmt: skip
+                self.submit(ProcessExited(at=max(seen.at, worker.recorded_at), process=self.slot, epoch=worker.epoch,
+                                          observed_by=f"{ACTOR}@{self.local.name}",
+                                          evidence=f"{seen.gone} at {seen.at.isoformat()}, when the import read the "
+                                                   "worker's events (none ended its run)", actor=ACTOR), None)  # fmt: skip
 
     def stop(self, worker: EpochState, ev: SourceEvent) -> None:
         """The worker wrote its run's end: its work is over (a clean stop)."""
@@ -623,19 +671,52 @@ class _Read(msgspec.Struct, frozen=True, kw_only=True):
     src: SourceRun
     events: list[SourceEvent] | None
     earlier: list[SourceEvent] = []  # for a failure read now: what Dagster said before it, outside the worker
+    seen: dict[int, Seen] = {}  # --local-workers: this host's word on each worker pid first read now
 
 
-def _read(instance: Any, src: SourceRun, known: Known | None) -> _Read:
+END_KINDS = frozenset({"PIPELINE_SUCCESS", "PIPELINE_FAILURE", "PIPELINE_CANCELED"})
+SETTLE = 3  # host checks and re-reads of a run whose worker may be writing as it is read
+
+
+def _read(instance: Any, src: SourceRun, known: Known | None, local: LocalHost | None) -> _Read:
     if _unchanged(src, known):
         return _Read(src=src, events=None)
     cursor = known.cursor if known is not None else 0
     events = list(source_events(instance, src.run_id, cursor))
+    seen: dict[int, Seen] = {}
+    for _ in range(SETTLE if local is not None else 0):
+        # The host is asked first, then Dagster again: a worker writes its run's end
+        # before it exits, so a worker seen gone whose end is not in a read made after
+        # that look wrote none. What a re-read finds is read with the rest.
+        seen = _seen(local, events) if local is not None else {}
+        if not any(s.gone for s in seen.values()):
+            break
+        more = list(source_events(instance, src.run_id, events[-1].storage_id if events else cursor))
+        if not more:
+            break
+        events += more
+    else:
+        seen = {pid: msgspec.structs.replace(s, gone=None) for pid, s in seen.items()}  # still moving: not judged
     earlier: list[SourceEvent] = []
     if cursor and any(e.kind == "PIPELINE_FAILURE" for e in events):
         # A failure's explanation may be in events an earlier import read (a cancel
         # request a second before): read again, only to note it (_RunImport.note).
         earlier = [e for e in source_events(instance, src.run_id, 0) if e.storage_id <= cursor and e.pid is None]
-    return _Read(src=src, events=events, earlier=earlier)
+    return _Read(src=src, events=events, earlier=earlier, seen=seen)
+
+
+def _seen(local: LocalHost, events: list[SourceEvent]) -> dict[int, Seen]:
+    """This host's word on each worker pid of `events` (at its first event); a worker
+    that wrote its run's end is not gone without a word, whatever the host says."""
+    first: dict[int, SourceEvent] = {}
+    ended: set[int] = set()
+    for ev in events:
+        if ev.kind in WORKER_KINDS and ev.pid is not None:
+            first.setdefault(ev.pid, ev)
+            if ev.kind in END_KINDS:
+                ended.add(ev.pid)
+    seen = {pid: local.worker(pid, ev.at) for pid, ev in first.items()}
+    return {pid: msgspec.structs.replace(s, gone=None) if pid in ended else s for pid, s in seen.items()}
 
 
 def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None,
@@ -659,6 +740,7 @@ def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | 
     for ev in read.earlier:
         if ev.storage_id <= cursor:
             job.note(ev)
+    job.seen = read.seen
     n = 0
     # Only what is after the cursor now: a retried chunk whose runs another import moved
     # on meanwhile applies nothing twice.
@@ -666,6 +748,7 @@ def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | 
         job.apply(ev)
         cursor, n = ev.storage_id, n + 1
     report.events += n
+    job.gone_before_import()
     job.gone_with_reboot()
     after: RunState | None = batch.state(run_stream(run))
     if after is not None and (known is None or cursor != known.cursor or src.updated != known.source_updated
@@ -706,7 +789,7 @@ def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, ho
 def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int,
             tolerant: bool, dagster_tags: bool) -> ImportReport:  # fmt: skip
     _require_dagster()
-    local = LocalHost(host or ledger.host) if local_workers else None
+    local = LocalHost(host or ledger.host, ledger.clock) if local_workers else None
     report = ImportReport(instance=str(Path(home)))
     with open_instance(home) as instance:
         records, unreadable = _run_records(instance)
@@ -728,7 +811,7 @@ def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, a
             known = known_cursors(ledger, [PREFIX + src.run_id for _, src in chunk])
             for record, src in chunk:
                 try:
-                    reads.append(_read(instance, src, known.get(PREFIX + src.run_id)))
+                    reads.append(_read(instance, src, known.get(PREFIX + src.run_id), local))
                 except Malformed as e:
                     _reject(report, record, e, tolerant)
     for i in range(0, len(reads), CHUNK):

@@ -170,10 +170,10 @@ def _ledger(tmp_path: Path) -> Ledger:
     return open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
 
 
-def _import(ledger: Ledger, home: Path) -> Any:
+def _import(ledger: Ledger, home: Path, local_workers: bool = True) -> Any:
     from epochledger.import_dagster import import_dagster
 
-    return import_dagster(ledger, str(home), local_workers=True)
+    return import_dagster(ledger, str(home), local_workers=local_workers)
 
 
 # Run by run: Dagster's final status, then ours (status, code) after the import. Where
@@ -239,18 +239,19 @@ def test_I3_incremental_reads_only_what_is_new_and_records_the_exit(histories: H
     """A run that moved in Dagster after an import: the next import reads only its new
     events (after the cursor) and maps them. Here Dagster's run monitoring gives up on
     the SIGKILLed worker: a failure from outside the worker becomes the worker's exit
-    fact, then the run's failure. Mutation caught: the cursor not advanced."""
+    fact, then the run's failure (without --local-workers: this host's own word on the
+    dead worker comes first otherwise). Mutation caught: the cursor not advanced."""
     home = tmp_path / "home"
     shutil.copytree(histories.home, home)
     killed = histories.runs["kill"]
     with _ledger(tmp_path) as ledger:
-        _import(ledger, home)
+        _import(ledger, home, local_workers=False)
         with _instance(home) as instance:
             from dagster._core.events import JobFailureData, RunFailureReason
 
             instance.report_run_failed(instance.get_run_by_id(killed), job_failure_data=JobFailureData(
                 error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))  # fmt: skip
-        report = _import(ledger, home)
+        report = _import(ledger, home, local_workers=False)
         assert report.read == 1 and report.events == 1
         run = "dagster:" + killed
         state = ledger.get_run(run)
@@ -270,14 +271,14 @@ def test_I3_O7_a_code_servers_report_of_a_dead_worker_is_its_exit_with_the_signa
     worker's run): an engine event with Dagster's crash explanation, then a failure
     with no reason, both from outside the worker. Imported: the worker's exit, with the
     signal the explanation names, then the run's failure, PROCESS_EXITED. (A real code
-    server and launcher cost ~30 s of start-up on this machine; the writes are the same.)"""
+    server and launcher cost ~30 s of start-up on this machine; the writes are the same.
+    The code server writes them within a second of the death: before the first import.)"""
     from dagster._utils import get_run_crash_explanation
 
     home = tmp_path / "home"
     shutil.copytree(histories.home, home)
     killed = histories.runs["kill"]
     with _ledger(tmp_path) as ledger:
-        _import(ledger, home)
         with _instance(home) as instance:
             run = instance.get_run_by_id(killed)
             instance.report_engine_event(get_run_crash_explanation(prefix=f"Run execution process for {killed}",
@@ -318,19 +319,20 @@ def test_I3_O7_a_max_runtime_cancel_read_by_an_earlier_import_still_makes_the_fa
     """Run monitoring's cancel request and its failure a second apart, an import round
     between them (Dagster's own calls, as check_run_timeout makes them, on the run whose
     worker is gone without a word): the failure, read alone, is still the timeout, and
-    no exit fact is made up. Mutation caught: only the events read this round consulted."""
+    no exit fact is made up (without --local-workers: this host would say the worker is
+    gone). Mutation caught: only the events read this round consulted."""
     home = tmp_path / "home"
     shutil.copytree(histories.home, home)
     killed = histories.runs["kill"]
     with _ledger(tmp_path) as ledger:
-        _import(ledger, home)
+        _import(ledger, home, local_workers=False)
         with _instance(home) as instance:
             instance.report_run_canceling(instance.get_run_by_id(killed),
                                           message="Canceling due to exceeding maximum runtime of 1 seconds.")  # fmt: skip
-        _import(ledger, home)
+        _import(ledger, home, local_workers=False)
         with _instance(home) as instance:
             instance.report_run_failed(instance.get_run_by_id(killed), "Exceeded maximum runtime of 1 seconds.")
-        _import(ledger, home)
+        _import(ledger, home, local_workers=False)
         state = ledger.get_run("dagster:" + killed)
         assert (state.status, state.code) == ("failed", "TIMEOUT")
         slot = ledger.process("dagster:" + killed)
@@ -411,8 +413,9 @@ def test_I3_tags_become_labels_and_the_reexecuted_run_the_parent(histories: Hist
 def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories, imported: Imported) -> None:
     """One slot per run (rule O8): the forked workers ran at once and none superseded
     another. A worker that wrote its run's end stopped cleanly; the SIGKILLed worker
-    that a new worker replaced exited, seen by Dagster; the killed one is live. Each
-    carries its pid, this host and its boot id (--local-workers)."""
+    that a new worker replaced exited, seen by Dagster; the killed one exited, seen by
+    this host when the import read it (its pid not running). Each carries its pid,
+    this host and its boot id (--local-workers)."""
     boot_id = SystemHost().boot_id()
     with open_ledger(imported.url) as ledger:
         slots = {k: ledger.process("dagster:" + r) for k, r in histories.runs.items()}
@@ -422,7 +425,9 @@ def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories,
             assert slot.epochs[0].host_boot == boot_id and slot.epochs[0].host == SystemHost().name()
         assert [e.superseded_by for s in slots.values() if s for e in s.epochs] == [None] * len(slots)
         assert slots["cancel"].epochs[0].stopped_at is not None  # type: ignore[union-attr]
-        assert slots["kill"].epochs[0].live  # type: ignore[union-attr]
+        killed = slots["kill"].epochs[0]  # type: ignore[union-attr]
+        assert killed.exited_by == f"dagster-import@{SystemHost().name()}" and killed.stopped_at is None
+        assert killed.exit_evidence is not None and f"pid {histories.pids['kill']} not running" in killed.exit_evidence
         restarted = slots["restart"].epochs[0]  # type: ignore[union-attr]
         assert restarted.exited_by == "dagster-import" and restarted.stopped_at is None
         assert restarted.exit_evidence is not None and "RUN_WORKER_RESTART" in restarted.exit_evidence
@@ -432,20 +437,59 @@ def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories,
 
 def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_run(histories: Histories,
                                                                                  tmp_path: Path) -> None:  # fmt: skip
-    """Dagster never notices the SIGKILLed worker (STARTED forever); the imported worker
-    carries this host's boot id and pid, so `epochledger probe` finds the pid gone and
-    the sweep recovers the run. Mutation caught: --local-workers not recording
-    host_boot (the probe cannot judge the epoch, the run stays running)."""
+    """Dagster never notices the SIGKILLed worker (STARTED forever). Imported while it
+    still ran (this host's facts at the import say its pid runs, started before its
+    first event: its start is recorded), the worker carries this host's boot id, pid
+    and start, so `epochledger probe` on the real host finds the pid gone and the sweep
+    recovers the run. Mutation caught: --local-workers not recording host_boot (the
+    probe cannot judge the epoch, the run stays running)."""
+    from ledger.host import FakeHost
+
     run = "dagster:" + histories.runs["kill"]
+    pid = histories.pids["kill"]
+    alive = FakeHost(name=SystemHost().name(), boot_id=SystemHost().boot_id(), processes={pid: 1})  # since boot
     with _ledger(tmp_path) as ledger:
-        _import(ledger, histories.home)
+        from epochledger.import_dagster import import_dagster
+
+        import_dagster(ledger, str(histories.home), local_workers=True, host=alive)
         assert ledger.get_run(run).status == "running"
+        slot = ledger.process(run)
+        assert slot is not None and (slot.epochs[0].pid_start, slot.epochs[0].live) == (1, True)
         ledger.probe()
         state = ledger.get_run(run)
         assert (state.status, state.code) == ("failed_resumable", "PROCESS_ORPHANED")
         slot = ledger.process(run)
         assert slot is not None and slot.epochs[0].exited_by is not None
         assert slot.epochs[0].exited_by.startswith("probe@")
+
+
+def test_I3_O7_a_worker_gone_before_the_first_import_is_its_exit_even_when_its_pid_runs_again(
+        histories: Histories, tmp_path: Path) -> None:  # fmt: skip
+    """The SIGKILLed worker died before any import, and by the import its pid runs
+    another process (started after the worker's first event: the pid reused). Its
+    start can never be known (Dagster records none); what the import can know is that
+    the worker is gone, so it records that exit then (evidence: the reuse), rather than
+    leave a live epoch without a start that no later probe can tell from the new
+    process. The probe's sweep then recovers the run. Mutation caught: no exit at the
+    import (the probe says `unverified` and the run stays running forever)."""
+    from epochledger.import_dagster import LocalHost, import_dagster
+    from ledger.host import FakeHost
+
+    run = "dagster:" + histories.runs["kill"]
+    pid = histories.pids["kill"]
+    booted = LocalHost.host_booted()
+    assert booted is not None
+    now_ticks = int((time.time() - booted) * os.sysconf("SC_CLK_TCK"))
+    reused = FakeHost(name=SystemHost().name(), boot_id=SystemHost().boot_id(), processes={pid: now_ticks})
+    with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", host=reused) as ledger:
+        import_dagster(ledger, str(histories.home), local_workers=True)
+        slot = ledger.process(run)
+        assert slot is not None and slot.epochs[0].exited_by == f"dagster-import@{SystemHost().name()}"
+        assert slot.epochs[0].exit_evidence is not None and "the pid was reused" in slot.epochs[0].exit_evidence
+        assert ledger.get_run(run).status == "running"  # an orphan now (O2-exited), until a sweep
+        ledger.probe()
+        state = ledger.get_run(run)
+        assert (state.status, state.code) == ("failed_resumable", "PROCESS_ORPHANED")
 
 
 def test_I3_O7_a_live_worker_from_before_the_hosts_boot_is_gone(histories: Histories, tmp_path: Path,
@@ -544,7 +588,9 @@ def test_I3_booted_workers_carry_dagsters_pid(histories: Histories, imported: Im
         boots = [r.event for r in ledger.events() if isinstance(r.event, ProcessBooted)]
         exits = [r.event for r in ledger.events() if isinstance(r.event, ProcessExited)]
         assert len(boots) == len(EXPECTED) and all(b.pid is not None for b in boots)
-        assert [e.process for e in exits] == ["dagster:" + histories.runs["restart"]]
+        # Dagster's reports: only the restarted run's old worker; this host's: the killed one.
+        assert [e.process for e in exits if e.observed_by == "dagster-import"] == ["dagster:" + histories.runs["restart"]]
+        assert [e.process for e in exits if e.observed_by != "dagster-import"] == ["dagster:" + histories.runs["kill"]]
 
 
 def test_I3_L5_the_same_import_on_postgresql(histories: Histories, pg_url: str) -> None:
@@ -555,6 +601,42 @@ def test_I3_L5_the_same_import_on_postgresql(histories: Histories, pg_url: str) 
         assert _table(ledger, histories) == EXPECTED
         head = ledger.store.max_position()
         assert _import(ledger, histories.home).appended == 0 and ledger.store.max_position() == head
+
+
+def test_I3_O7_a_worker_that_ends_its_run_as_it_is_read_is_not_taken_for_dead(histories: Histories,
+                                                                              tmp_path: Path) -> None:  # fmt: skip
+    """The race the host check must not lose: the worker writes its run's end and exits
+    just after the import read its events, before the import asks the host about its
+    pid (here the host's answer writes, with Dagster's own call, the worker's
+    PIPELINE_SUCCESS with its pid, then says the pid is gone). The import reads Dagster
+    again after asking, finds the end, and records the run finished and the worker
+    stopped: no exit fact. Mutation caught: the host asked without reading Dagster
+    again (a false exit, the success fenced at the next import)."""
+    from dagster._core.events import DagsterEvent
+
+    from epochledger.import_dagster import import_dagster
+    from ledger.host import FakeHost, PidFacts
+
+    home = tmp_path / "home"
+    shutil.copytree(histories.home, home)
+    killed, pid = histories.runs["kill"], histories.pids["kill"]
+
+    class EndsAsAsked(FakeHost):
+        def process(self, asked: int) -> PidFacts | None:
+            if asked == pid and pid in self.processes:
+                with _instance(home) as instance:
+                    instance.report_dagster_event(DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="hold_job",
+                                                               pid=pid), run_id=killed)  # fmt: skip
+                self.kill(pid)
+            return super().process(asked)
+
+    host = EndsAsAsked(name=SystemHost().name(), boot_id=SystemHost().boot_id(), processes={pid: 1})
+    with _ledger(tmp_path) as ledger:
+        import_dagster(ledger, str(home), local_workers=True, host=host)
+        state = ledger.get_run("dagster:" + killed)
+        assert state.status == "finished"
+        slot = ledger.process("dagster:" + killed)
+        assert slot is not None and [(e.exited_by, e.stopped_at is not None) for e in slot.epochs] == [(None, True)]
 
 
 def test_I3_dagster_times_that_step_back_are_recorded_without_a_negative_duration(tmp_path: Path) -> None:

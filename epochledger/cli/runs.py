@@ -136,7 +136,8 @@ def _rejects_usage(ns: argparse.Namespace) -> int | None:
              help="the Dagster instance's home directory (the one with dagster.yaml or history/runs.db)"),
          arg("--local-workers", action="store_true",
              help="the run workers ran on this host: record this host, its boot id and live pids' start "
-                  "times with each worker, so `epochledger probe` can judge them"),
+                  "times with each worker, so `epochledger probe` can judge them; a worker whose pid is "
+                  "already gone when read gets its exit"),
          arg("--dagster-tags", action="store_true",
              help="also keep Dagster's own tags (dagster/...: max_runtime, partition, ...) as labels; its "
                   "hidden ones (.dagster/...) never are"),
