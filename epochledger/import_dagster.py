@@ -13,6 +13,9 @@ Read through Dagster's public instance API (`DagsterInstance.from_ref`,
   failure Dagster reported from outside the worker (a code server that saw it exit,
   RUN_WORKER_RESTART, run monitoring) is also an exit fact of the worker's epoch
   (`process.exited`, rule O7); a worker that wrote its run's end records a clean stop;
+  with `--local-workers`, a worker this host says is gone when its events are read (its
+  pid not running or reused), whose run Dagster's events do not end, gets its exit then:
+  its start can never be known, so a later probe could not tell it from a reused pid;
 - the cursor: after reading a run's new events the importer appends `run.imported`
   (source "dagster", cursor = the last storage id read, Dagster's status and update
   time). The next import reads only events after it, and skips a finished run whose
@@ -27,10 +30,11 @@ contract in pyproject.toml).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,14 +42,19 @@ from typing import Any
 import msgspec
 
 from epochledger.app import Batch, Ledger
+from epochledger.ndjson import OnError, Rejected, with_rejects
 from ledger import codes
 from ledger import run as run_mod
-from ledger.errors import ConflictError, IllegalTransition, InvalidInput, StaleEpoch
+from ledger.clock import Clock, SystemClock
+from ledger.codec import check_value
+from ledger.errors import ConflictError, ForeignRunRejected, IllegalTransition, InvalidInput, StaleEpoch
 from ledger.events import (
     MAX_CAUSE_DEPTH,
-    MAX_LABEL_VALUE,
     MAX_LABELS,
     Cause,
+    Instant,
+    LabelValue,
+    Name,
     ProcessBooted,
     ProcessEventBase,
     ProcessExited,
@@ -87,6 +96,13 @@ FAILURE_CODES: dict[str | None, str] = {
 # A failure reported from outside the worker with no reason: Dagster's code server saw
 # the worker's process exit (its message says how), so the worker died.
 OUTSIDE_NO_REASON_CODE = codes.PROCESS_EXITED
+# ... unless Dagster's run monitoring asked first, from outside the worker, to cancel the
+# run for outliving its `dagster/max_runtime` ("Canceling due to exceeding maximum runtime
+# of 30 seconds."): then the failure is the policy's timeout, written without waiting
+# for the worker to go (it may ignore the termination and live on). No exit fact unless
+# an exit was seen (the code server's crash report, CRASH).
+MAX_RUNTIME = re.compile(r"exceeding maximum runtime of \d+ seconds")
+TIMEOUT_CODE = codes.TIMEOUT
 # Run-level events: the only ones read (step events change no status); of them, those
 # whose pid is a run worker's (the launcher's and the daemon's events are not).
 READ_KINDS = ("PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "PIPELINE_SUCCESS",
@@ -94,6 +110,12 @@ READ_KINDS = ("PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PI
 WORKER_KINDS = frozenset({"PIPELINE_START", "PIPELINE_SUCCESS", "PIPELINE_FAILURE", "PIPELINE_CANCELED"})
 FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})  # Dagster statuses nothing changes but a late write
 NOT_LABELS = frozenset({"dagster/failure_reason"})  # a result, imported as the failure's cause, not a label
+# Dagster's own tags (its SYSTEM_TAG_PREFIX: max_runtime, code_location, partition, ...;
+# HIDDEN_TAG_PREFIX: grpc_info's socket path, ...): Dagster's bookkeeping, not the
+# user's labels. Hidden ones never become labels; system ones only on request
+# (dagster_tags=True, `--dagster-tags`).
+SYSTEM_TAGS = "dagster/"
+HIDDEN_TAGS = ".dagster/"
 # Dagster's code server, when a worker's process is gone: "Run execution process for
 # <id> was terminated by signal 9 (SIGKILL)." / "... unexpectedly exited with code 1."
 CRASH = re.compile(r"Run execution process for \S+ (?:was terminated by signal (\d+)|unexpectedly exited with code (-?\d+))")
@@ -101,7 +123,6 @@ PAGE = 1000  # events read per call
 CHUNK = 100  # runs per transaction
 MAX_TEXT = 4000  # characters kept of a message in a Text field (4096)
 MAX_LONG = 60000  # ... in a LongText field (65536)
-_NAME_OK = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")
 _VALUE_BAD = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -156,6 +177,7 @@ class ImportReport(msgspec.Struct, kw_only=True):
     appended: int = 0  # ledger events appended
     refused: list[Refusal] = []
     dropped_labels: list[str] = []  # "run: tag" of tags that do not fit a label (named in run.queued's reason)
+    rejected: list[Rejected] = []  # runs the ledger cannot record (on_error="skip"; strict raises at the first)
     by_run: list[RunReport] = []
 
 
@@ -188,10 +210,52 @@ def open_instance(home: str) -> Any:
     return dagster.DagsterInstance.from_ref(InstanceRef.from_dir(str(_instance_home(home))))
 
 
-def _utc(ts: float | datetime) -> datetime:
-    if isinstance(ts, datetime):
-        return ts.astimezone(UTC) if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(ts, UTC)
+class Malformed(Exception):
+    """A value of a Dagster record the ledger cannot record, and where it is in the
+    record: the whole run is rejected (ForeignRunRejected), never part of it."""
+
+    def __init__(self, field: str, reason: str):
+        self.field, self.reason = field, reason
+        super().__init__(f"{field}: {reason}")
+
+
+def _checked(value: Any, tp: Any, field: str) -> Any:
+    """`value` by the ledger's own rule for `tp` (ledger/codec.py `check_value`: one
+    definition of a valid id, text, instant), or Malformed naming `field`."""
+    try:
+        return check_value(value, tp, field)
+    except InvalidInput as e:
+        raise Malformed(field, str(e).removeprefix(f"{field}: ")) from None
+
+
+def _utc(ts: float | datetime, field: str = "timestamp") -> datetime:
+    """A Dagster time (a float of seconds, or a datetime) as an aware UTC instant within
+    the ledger's bounds; NaN, infinite, out of range or not a time: Malformed."""
+    try:
+        if isinstance(ts, datetime):
+            at = ts.astimezone(UTC) if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+        elif isinstance(ts, int | float) and not isinstance(ts, bool):
+            at = datetime.fromtimestamp(ts, UTC)
+        else:
+            raise Malformed(field, f"not a time: {type(ts).__name__} {ascii(ts)[:80]}")
+    except (ValueError, OverflowError, OSError) as e:  # NaN, inf, a year past 9999
+        raise Malformed(field, f"not a time: {ascii(ts)[:80]} ({e})") from None
+    result: datetime = _checked(at, Instant, field)
+    return result
+
+
+def _text(value: Any, field: str, limit: int) -> str:
+    """Free text from Dagster (a message, an error), cut to `limit` characters: text the
+    ledger can store (a str without lone surrogates), else Malformed."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Malformed(field, f"not text: {type(value).__name__} {ascii(value)[:80]}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise Malformed(field, f"not storable text: {e.reason} at character {e.start}") from None
+    return value[:limit]
 
 
 def _cause(error: Any, depth: int = 0) -> Cause | None:
@@ -199,16 +263,32 @@ def _cause(error: Any, depth: int = 0) -> Cause | None:
     if error is None or depth >= MAX_CAUSE_DEPTH:
         return None
     deeper = getattr(error, "cause", None) or getattr(error, "context", None)
-    code = _VALUE_BAD.sub(" ", str(getattr(error, "cls_name", None) or ""))[:200]
-    message = str(getattr(error, "message", "") or "").strip()[:MAX_LONG] or None
+    code = _VALUE_BAD.sub(" ", _text(getattr(error, "cls_name", None), "error.cls_name", 200))
+    message = _text(getattr(error, "message", None), "error.message", MAX_LONG).strip() or None
     return Cause(code=code, message=message, cause=_cause(deeper, depth + 1))
 
 
+def run_id_of(record: Any) -> str:
+    """The record's Dagster run id as the reports name it: printable whatever it holds."""
+    return _printable(getattr(getattr(record, "dagster_run", None), "run_id", None))
+
+
 def source_run(record: Any) -> SourceRun:
+    """One run record, every value checked (Malformed names the first bad one). A tag
+    that is not a string to a string is kept for queue() to drop and name, as any tag
+    that fits no label."""
     run = record.dagster_run
-    return SourceRun(run_id=run.run_id, job=run.job_name, status=run.status.value, tags=dict(run.tags),
-                     parent=run.parent_run_id, created=_utc(record.create_timestamp),
-                     updated=_utc(record.update_timestamp))  # fmt: skip
+    run_id = _text(run.run_id, "run_id", MAX_LONG)
+    _checked(PREFIX + run_id, Name, "run_id")  # the ledger's run and slot id: dagster:<run_id>
+    parent = run.parent_run_id
+    if parent is not None:
+        _checked(PREFIX + _text(parent, "parent_run_id", MAX_LONG), Name, "parent_run_id")
+    status = getattr(run.status, "value", run.status)
+    _checked(status, Name, "status")
+    job = run.job_name if isinstance(run.job_name, str) else ""
+    return SourceRun(run_id=run_id, job=job, status=status, tags=dict(run.tags or {}), parent=parent,
+                     created=_utc(record.create_timestamp, "create_timestamp"),
+                     updated=_utc(record.update_timestamp, "update_timestamp"))  # fmt: skip
 
 
 def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEvent]:
@@ -219,20 +299,40 @@ def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEven
     kinds = {DagsterEventType(k) for k in READ_KINDS}
     cursor = EventLogCursor.from_storage_id(after).to_string() if after else None
     while True:
-        conn = instance.get_records_for_run(run_id, cursor=cursor, of_type=kinds, limit=PAGE)
+        try:
+            conn = instance.get_records_for_run(run_id, cursor=cursor, of_type=kinds, limit=PAGE)
+        except Exception as e:  # noqa: BLE001 - Dagster's own error on a row it cannot read rejects this run, not the import
+            raise Malformed("events", f"Dagster could not read them: {type(e).__name__}: {ascii(str(e))[:300]}") from None
         for rec in conn.records:
             entry = rec.event_log_entry
             ev = entry.dagster_event
             if ev is None or ev.step_key is not None:
                 continue
-            data = ev.event_specific_data
-            reason = getattr(getattr(data, "failure_reason", None), "value", None)
-            yield SourceEvent(storage_id=rec.storage_id, at=_utc(entry.timestamp), kind=ev.event_type_value,
-                              pid=ev.pid, message=(ev.message or entry.user_message or "").strip(), reason=reason,
-                              error=_cause(getattr(data, "error", None)))  # fmt: skip
+            yield source_event(rec)
         if not conn.has_more or not conn.records:
             return
         cursor = conn.cursor
+
+
+def source_event(rec: Any) -> SourceEvent:
+    """One run-level event record, every value checked (Malformed names the first bad
+    one, with the event's storage id)."""
+    entry = rec.event_log_entry
+    ev = entry.dagster_event
+    where = f"event {rec.storage_id}"
+    try:
+        pid = ev.pid
+        if pid is not None and (type(pid) is not int or pid <= 0):
+            raise Malformed("pid", f"not a pid: {ascii(pid)[:80]}")
+        data = ev.event_specific_data
+        reason = getattr(getattr(data, "failure_reason", None), "value", None)
+        if reason is not None:
+            _checked(reason, Name, "failure_reason")
+        message = _text(ev.message, "message", MAX_LONG) or _text(entry.user_message, "user_message", MAX_LONG)
+        return SourceEvent(storage_id=rec.storage_id, at=_utc(entry.timestamp), kind=ev.event_type_value, pid=pid,
+                           message=message.strip(), reason=reason, error=_cause(getattr(data, "error", None)))  # fmt: skip
+    except Malformed as e:
+        raise Malformed(f"{where} ({ev.event_type_value}) {e.field}", e.reason) from None
 
 
 # -------------------------------------------------------------- what the ledger knows
@@ -270,8 +370,9 @@ class LocalHost:
     boot id, when it booted, and when a pid that runs now started (all from the kernel,
     through ledger/host.py, plus CLOCK_BOOTTIME to put a pid's start on the wall clock)."""
 
-    def __init__(self, host: Host | None = None):
+    def __init__(self, host: Host | None = None, clock: Clock | None = None):
         self.host = host or SystemHost()
+        self.clock = clock or SystemClock()
         self.name = self.host.name()
         booted = self.host_booted()
         # Without a boot id or a boot instant (off Linux) a worker's pid cannot be judged:
@@ -287,17 +388,38 @@ class LocalHost:
         boottime = getattr(time, "CLOCK_BOOTTIME", None)
         return time.time() - time.clock_gettime(boottime) if boottime is not None else None
 
-    def started_before(self, pid: int, when: datetime) -> int | None:
-        """The pid's start (clock ticks after host boot) if a process with this pid runs
-        now and started no later than `when`: then it is the process that was this pid
-        at `when` (a pid is reused only after its process is gone), else None."""
+    def worker(self, pid: int, when: datetime) -> Seen:
+        """What this host says now of the worker that was `pid` at `when` (its first
+        event). A process with this pid that runs now and started no later than `when`
+        is that worker (a pid is reused only after its process is gone): its start
+        (clock ticks after host boot) is known. No such process, a zombie, or one
+        started after `when` (the pid reused): the worker is gone, and its start can
+        never be known (Dagster records none); `gone` says why."""
+        at = self.clock.now()
+        if self.boot_id is None or when.timestamp() < self.booted:
+            return Seen(at=at)  # not of this boot, or no boot to judge by (gone_with_reboot)
         try:
             facts = self.host.process(pid)
         except OSError:  # no /proc: the pid cannot be judged
-            return None
-        if facts is None or facts.zombie:
-            return None
-        return facts.start if self.booted + facts.start / self.tick <= when.timestamp() else None
+            return Seen(at=at)
+        if facts is None:
+            return Seen(at=at, gone=f"pid {pid} not running")
+        if facts.zombie:
+            return Seen(at=at, gone=f"pid {pid} is a zombie: it exited and was not reaped yet")
+        started = self.booted + facts.start / self.tick
+        if started > when.timestamp():
+            return Seen(at=at, gone=f"pid {pid} runs a process started at {_utc(started).isoformat()}, after the "
+                                    f"worker's first event at {when.isoformat()}: the pid was reused")  # fmt: skip
+        return Seen(at=at, pid_start=facts.start)
+
+
+class Seen(msgspec.Struct, frozen=True, kw_only=True):
+    """A run worker as this host saw it at `at` (LocalHost.worker): alive with its start
+    known, gone (why), or neither (it cannot be judged here)."""
+
+    at: datetime
+    pid_start: int | None = None
+    gone: str | None = None
 
 
 # -------------------------------------------------------------------------- mapping
@@ -305,12 +427,16 @@ class _RunImport:
     """One Dagster run's new events, submitted to the batch in storage order."""
 
     def __init__(self, batch: Batch, report: ImportReport, src: SourceRun, local: LocalHost | None,
-                 last_at: datetime | None = None):  # fmt: skip
+                 last_at: datetime | None = None, dagster_tags: bool = False):  # fmt: skip
         self.batch, self.report, self.src, self.local = batch, report, src, local
+        self.dagster_tags = dagster_tags
         self.last_at = last_at  # the run's latest event time: Dagster's times may step back (clock skew)
         self.run = PREFIX + src.run_id
         self.slot = PREFIX + src.run_id
         self.crash: tuple[int | None, int | None, str] | None = None  # a code server's crash report
+        self.timeout: str | None = None  # run monitoring's max-runtime cancel request (its message)
+        self.seen: dict[int, Seen] = {}  # --local-workers: this host's word on each worker first read now
+        self.booted: list[str] = []  # epochs booted by this import
         self.appended = 0
 
     def submit(self, command: RunEventBase | ProcessEventBase, ev: SourceEvent | None) -> bool:
@@ -355,22 +481,29 @@ class _RunImport:
         src = self.src
         labels: dict[str, str] = {}
         dropped: list[str] = []
-        for key, value in sorted(src.tags.items()):
-            if key in NOT_LABELS:
+        for key, value in sorted(src.tags.items(), key=_tag_order):
+            if key in NOT_LABELS or not self.labelled(key):
                 continue
-            if not _NAME_OK.fullmatch(key) or len(value) > MAX_LABEL_VALUE or _VALUE_BAD.search(value) \
-                    or len(labels) >= MAX_LABELS:  # fmt: skip
+            if len(labels) >= MAX_LABELS or not _fits(key, Name) or not _fits(value, LabelValue):
                 dropped.append(key)
                 continue
             labels[key] = value
         reason = None
         if dropped:
-            shown = ", ".join(repr(k)[:100] for k in dropped)
+            shown = ", ".join(ascii(k)[:100] for k in dropped)
             reason = f"Dagster tags not kept as labels (no label fits them): {shown}"[:MAX_TEXT]
-            self.report.dropped_labels.extend(f"{self.run}: {k!r}"[:300] for k in dropped)
+            self.report.dropped_labels.extend(f"{self.run}: {k!a}"[:300] for k in dropped)
         parent = PREFIX + src.parent if src.parent else None
         self.submit(RunQueued(at=src.created, run=self.run, workflow=_name(src.job), process=self.slot, labels=labels,
                               parent=parent, actor=ACTOR, reason=reason), None)  # fmt: skip
+
+    def labelled(self, key: Any) -> bool:
+        """Is a tag with this key a label (not one of Dagster's own, unless asked for)?"""
+        if not isinstance(key, str):
+            return True  # not Dagster's: queue() drops and names it (no label fits it)
+        if key.startswith(HIDDEN_TAGS):
+            return False
+        return self.dagster_tags or not key.startswith(SYSTEM_TAGS)
 
     def boot(self, ev: SourceEvent) -> EpochState | None:
         """A new run worker: the first run-level event its pid wrote. Its boot instant is
@@ -381,8 +514,10 @@ class _RunImport:
             host = self.local.name
             if self.local.boot_id is not None and ev.at.timestamp() >= self.local.booted:
                 host_boot = self.local.boot_id
-                pid_start = self.local.started_before(ev.pid, ev.at)
+                seen = self.seen.get(ev.pid)
+                pid_start = seen.pid_start if seen is not None else None
         epoch = f"{self.slot}:{ev.storage_id}"
+        self.booted.append(epoch)
         self.submit(ProcessBooted(at=ev.at, process=self.slot, epoch=epoch, booted_at=ev.at, host=host, pid=ev.pid,
                                   host_boot=host_boot, pid_start=pid_start, actor=ACTOR,
                                   reason=f"run worker pid {ev.pid}: first wrote Dagster event {ev.storage_id} "
@@ -405,6 +540,24 @@ class _RunImport:
                                           evidence=f"host {self.local.name} booted at {booted.isoformat()} (boot id "
                                                    f"{self.local.boot_id}), after this worker ran", actor=ACTOR), None)  # fmt: skip
 
+    def gone_before_import(self) -> None:
+        """`--local-workers`: a worker first read now, still live after all Dagster said
+        of it, that this host saw gone when it was read (its pid not running, a zombie,
+        or reused) died without a word: an exit fact, as the probe would record it, now
+        rather than at a later probe, when the pid may run another process that the
+        probe, without the worker's start, could not tell from it."""
+        slot = self.slot_state()
+        if self.local is None or slot is None:
+            return
+        for worker in slot.epochs:
+            seen = self.seen.get(worker.pid) if worker.pid is not None else None
+            if worker.epoch in self.booted and worker.live and seen is not None and seen.gone is not None \
+                    and worker.host_boot == self.local.boot_id:  # fmt: skip
+                self.submit(ProcessExited(at=max(seen.at, worker.recorded_at), process=self.slot, epoch=worker.epoch,
+                                          observed_by=f"{ACTOR}@{self.local.name}",
+                                          evidence=f"{seen.gone} at {seen.at.isoformat()}, when the import read the "
+                                                   "worker's events (none ended its run)", actor=ACTOR), None)  # fmt: skip
+
     def stop(self, worker: EpochState, ev: SourceEvent) -> None:
         """The worker wrote its run's end: its work is over (a clean stop)."""
         why = f"run worker pid {worker.pid} wrote the run's end (Dagster event {ev.storage_id}, {ev.kind})"
@@ -423,7 +576,19 @@ class _RunImport:
         self.submit(ProcessExited(at=ev.at, process=self.slot, epoch=worker.epoch, observed_by=OBSERVER,
                                   exit_code=exit_code, signal=signal, evidence=evidence[:MAX_TEXT], actor=ACTOR), ev)  # fmt: skip
 
+    def note(self, ev: SourceEvent) -> None:
+        """What Dagster said from outside the worker that explains a later failure: a
+        code server's crash report, run monitoring's max-runtime cancel request. Read
+        from the events of this import and, for a failure read now, of earlier ones."""
+        if ev.pid is not None:
+            return
+        if ev.kind == "ENGINE_EVENT" and (m := CRASH.search(ev.message)):
+            self.crash = (int(m[1]) if m[1] else None, int(m[2]) if m[2] else None, ev.message[:MAX_TEXT])
+        elif ev.kind == "PIPELINE_CANCELING" and MAX_RUNTIME.search(ev.message):
+            self.timeout = ev.message[:MAX_TEXT]
+
     def apply(self, ev: SourceEvent) -> None:
+        self.note(ev)
         worker = self.current()
         if ev.kind in WORKER_KINDS and ev.pid is not None and (worker is None or worker.pid != ev.pid):
             worker = self.boot(ev) or worker
@@ -431,8 +596,6 @@ class _RunImport:
         epoch = worker.epoch if own and worker is not None else None
         reason = f"Dagster event {ev.storage_id} ({ev.kind}): {ev.message}"[:MAX_LONG]
         if ev.kind == "ENGINE_EVENT":
-            if ev.pid is None and (m := CRASH.search(ev.message)):
-                self.crash = (int(m[1]) if m[1] else None, int(m[2]) if m[2] else None, ev.message[:MAX_TEXT])
             return
         if ev.kind == "PIPELINE_START":
             self.submit(RunStarted(at=ev.at, run=self.run, epoch=epoch, process=self.slot, actor=ACTOR, reason=reason), ev)
@@ -440,10 +603,17 @@ class _RunImport:
             self.submit(RunFinished(at=ev.at, run=self.run, epoch=epoch, actor=ACTOR, reason=reason), ev)
         elif ev.kind == "PIPELINE_FAILURE":
             outside = not own
-            code = OUTSIDE_NO_REASON_CODE if outside and ev.reason is None else FAILURE_CODES.get(ev.reason, codes.UNKNOWN)
-            if outside and worker is not None and worker.live:
+            timeout = outside and ev.reason is None and self.timeout is not None
+            code = FAILURE_CODES.get(ev.reason, codes.UNKNOWN)
+            if outside and ev.reason is None:
+                code = TIMEOUT_CODE if timeout else OUTSIDE_NO_REASON_CODE
+            # An exit fact only where the worker is known gone: not for a timeout Dagster
+            # wrote without seeing the worker exit (rule O7: a fact, never a guess).
+            if outside and worker is not None and worker.live and (not timeout or self.crash is not None):
                 self.exited(worker, ev)  # the worker's own restart already ended the old epoch (superseded)
-            cause = Cause(code=ev.reason or "", message=ev.error.message if ev.error else None,
+            if timeout:
+                reason = f"{reason} [after run monitoring's cancel request: {self.timeout}]"[:MAX_LONG]
+            cause = Cause(code=ev.reason or "", message=ev.error.message if ev.error else (self.timeout if timeout else None),
                           cause=ev.error.cause if ev.error else None)  # fmt: skip
             error = ev.error.message if ev.error and ev.error.message else (self.crash[2] if self.crash else ev.message)
             self.submit(RunFailed(at=ev.at, run=self.run, code=code, resumable=False, error=(error or None),
@@ -470,32 +640,115 @@ def keep_evidence(batch: Batch, command: RunEventBase | ProcessEventBase, error:
 
 
 def _name(value: str) -> str | None:
-    return value if _NAME_OK.fullmatch(value) else None
+    return value if _fits(value, Name) else None
 
 
-def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known | None, instance: Any,
-                local: LocalHost | None) -> None:  # fmt: skip
+def _tag_order(tag: tuple[Any, Any]) -> tuple[bool, str]:
+    """Tags in key order; a key that is no string (Dagster's storage can hold one) after them."""
+    key = tag[0]
+    return (False, key) if isinstance(key, str) else (True, ascii(key))
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Does `value` hold the ledger's rule for `tp` (a label key, a label value, a name)?"""
+    try:
+        check_value(value, tp, "tag")
+    except InvalidInput:
+        return False
+    return True
+
+
+def _unchanged(src: SourceRun, known: Known | None) -> bool:
+    """A finished run whose record has not changed since the last import: nothing to read."""
+    return known is not None and known.source_updated == src.updated and src.status in FINISHED \
+        and known.source_status == src.status  # fmt: skip
+
+
+class _Read(msgspec.Struct, frozen=True, kw_only=True):
+    """One Dagster run as read, before anything is decided: its record and its events
+    after the cursor then known (None: unchanged, not read)."""
+
+    src: SourceRun
+    events: list[SourceEvent] | None
+    earlier: list[SourceEvent] = []  # for a failure read now: what Dagster said before it, outside the worker
+    seen: dict[int, Seen] = {}  # --local-workers: this host's word on each worker pid first read now
+
+
+END_KINDS = frozenset({"PIPELINE_SUCCESS", "PIPELINE_FAILURE", "PIPELINE_CANCELED"})
+SETTLE = 3  # host checks and re-reads of a run whose worker may be writing as it is read
+
+
+def _read(instance: Any, src: SourceRun, known: Known | None, local: LocalHost | None) -> _Read:
+    if _unchanged(src, known):
+        return _Read(src=src, events=None)
+    cursor = known.cursor if known is not None else 0
+    events = list(source_events(instance, src.run_id, cursor))
+    seen: dict[int, Seen] = {}
+    for _ in range(SETTLE if local is not None else 0):
+        # The host is asked first, then Dagster again: a worker writes its run's end
+        # before it exits, so a worker seen gone whose end is not in a read made after
+        # that look wrote none. What a re-read finds is read with the rest.
+        seen = _seen(local, events) if local is not None else {}
+        if not any(s.gone for s in seen.values()):
+            break
+        more = list(source_events(instance, src.run_id, events[-1].storage_id if events else cursor))
+        if not more:
+            break
+        events += more
+    else:
+        seen = {pid: msgspec.structs.replace(s, gone=None) for pid, s in seen.items()}  # still moving: not judged
+    earlier: list[SourceEvent] = []
+    if cursor and any(e.kind == "PIPELINE_FAILURE" for e in events):
+        # A failure's explanation may be in events an earlier import read (a cancel
+        # request a second before): read again, only to note it (_RunImport.note).
+        earlier = [e for e in source_events(instance, src.run_id, 0) if e.storage_id <= cursor and e.pid is None]
+    return _Read(src=src, events=events, earlier=earlier, seen=seen)
+
+
+def _seen(local: LocalHost, events: list[SourceEvent]) -> dict[int, Seen]:
+    """This host's word on each worker pid of `events` (at its first event); a worker
+    that wrote its run's end is not gone without a word, whatever the host says."""
+    first: dict[int, SourceEvent] = {}
+    ended: set[int] = set()
+    for ev in events:
+        if ev.kind in WORKER_KINDS and ev.pid is not None:
+            first.setdefault(ev.pid, ev)
+            if ev.kind in END_KINDS:
+                ended.add(ev.pid)
+    seen = {pid: local.worker(pid, ev.at) for pid, ev in first.items()}
+    return {pid: msgspec.structs.replace(s, gone=None) if pid in ended else s for pid, s in seen.items()}
+
+
+def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None,
+                dagster_tags: bool) -> None:  # fmt: skip
+    src = read.src
     run = PREFIX + src.run_id
     state: RunState | None = batch.state(run_stream(run))
     if state is not None and state.deleted:
         report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=None, events=0, appended=0,
                                        skipped="deleted in the ledger"))  # fmt: skip
         return
-    if state is not None and known is not None and known.source_updated == src.updated and src.status in FINISHED \
-            and known.source_status == src.status:  # fmt: skip
+    if state is not None and _unchanged(src, known):
         report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=state.status, events=0,
                                        appended=0))  # fmt: skip
         return  # finished, and its record has not changed since the last import
     report.read += 1
-    job = _RunImport(batch, report, src, local, known.last_at if known is not None else None)
+    job = _RunImport(batch, report, src, local, known.last_at if known is not None else None, dagster_tags)
     if state is None:
         job.queue()
     cursor = known.cursor if known is not None else 0
+    for ev in read.earlier:
+        if ev.storage_id <= cursor:
+            job.note(ev)
+    job.seen = read.seen
     n = 0
-    for ev in source_events(instance, src.run_id, cursor):
+    # Only what is after the cursor now: a retried chunk whose runs another import moved
+    # on meanwhile applies nothing twice.
+    for ev in (e for e in read.events or () if e.storage_id > cursor):
         job.apply(ev)
         cursor, n = ev.storage_id, n + 1
     report.events += n
+    job.gone_before_import()
     job.gone_with_reboot()
     after: RunState | None = batch.state(run_stream(run))
     if after is not None and (known is None or cursor != known.cursor or src.updated != known.source_updated
@@ -510,42 +763,139 @@ def _import_run(batch: Batch, report: ImportReport, src: SourceRun, known: Known
 
 
 def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, host: Host | None = None,
-                   attempts: int = 3) -> ImportReport:  # fmt: skip
+                   attempts: int = 3, on_error: OnError = "stop", rejects: str | None = None,
+                   protected: Iterable[str] = (), dagster_tags: bool = False) -> ImportReport:  # fmt: skip
     """Import every run of the Dagster instance in DAGSTER_HOME `home` (rule I3): new
     runs, and new events of known runs after their cursor. `local_workers`: the run
     workers ran on this host (a local instance: `dagster dev`, `dagster job execute`,
     the default run launcher), so each worker's epoch records this host, its boot id
     and, when the pid still runs, its start time, and the probe can judge it (rule O8).
-    Runs are written CHUNK at a time, each chunk one transaction with its cursors; a
-    chunk that meets a concurrent writer is read again and re-decided."""
+    The user's tags become labels; Dagster's own (`dagster/...`) only with
+    `dagster_tags`, its hidden ones (`.dagster/...`) never.
+
+    Every run is read (and checked) before anything is written. A run whose record or
+    events hold a value the ledger cannot record (a NaN time, an id that is not text) is
+    rejected whole, as NDJSON's import rejects a line (rule I1): on_error="stop" (strict,
+    the default) raises ForeignRunRejected for the first and appends nothing;
+    on_error="skip" (tolerant) imports every other run and lists each rejected one in
+    `rejected` (and, given `rejects`, writes it there: epochledger/ndjson.py
+    `with_rejects`, the same file as NDJSON's). Runs are written CHUNK at a time, each
+    chunk one transaction with its cursors; a chunk that meets a concurrent writer is
+    read again from the ledger and re-decided."""
+    return with_rejects(ledger, on_error, rejects, protected,
+                        lambda: _import(ledger, home, local_workers, host, attempts, on_error == "skip", dagster_tags))  # fmt: skip
+
+
+def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int,
+            tolerant: bool, dagster_tags: bool) -> ImportReport:  # fmt: skip
     _require_dagster()
-    local = LocalHost(host or ledger.host) if local_workers else None
+    local = LocalHost(host or ledger.host, ledger.clock) if local_workers else None
     report = ImportReport(instance=str(Path(home)))
     with open_instance(home) as instance:
-        records = sorted(instance.get_run_records(), key=lambda r: r.storage_id)
-        runs = [source_run(r) for r in records]
-        report.runs = len(runs)
-        for i in range(0, len(runs), CHUNK):
-            chunk = runs[i : i + CHUNK]
-            for attempt in range(attempts):
-                part = ImportReport(instance=report.instance)
-                batch = ledger.batch()
-                names = [PREFIX + r.run_id for r in chunk]
-                known = known_cursors(ledger, names)
-                batch.prefetch([run_stream(n) for n in names] + [process_stream(n) for n in names])
-                for src in chunk:
-                    _import_run(batch, part, src, known.get(PREFIX + src.run_id), instance, local)
+        records, unreadable = _run_records(instance)
+        report.runs = len(records) + len(unreadable)
+        for run_id, why in unreadable:
+            error = ForeignRunRejected(SOURCE, _printable(run_id), "record", why)
+            if not tolerant:
+                raise error
+            report.rejected.append(Rejected(line=0, reason=_said(error), content=json.dumps({"run_id": run_id},
+                                            default=ascii, ensure_ascii=True).encode()))  # fmt: skip
+        reads: list[_Read] = []
+        for i in range(0, len(records), CHUNK):
+            chunk: list[tuple[Any, SourceRun]] = []
+            for record in records[i : i + CHUNK]:
                 try:
-                    batch.commit()
-                except ConflictError:
-                    if attempt == attempts - 1:
-                        raise
-                    continue
-                report.read += part.read
-                report.events += part.events
-                report.appended += part.appended
-                report.refused += part.refused
-                report.dropped_labels += part.dropped_labels
-                report.by_run += part.by_run
-                break
+                    chunk.append((record, source_run(record)))
+                except Malformed as e:
+                    _reject(report, record, e, tolerant)
+            known = known_cursors(ledger, [PREFIX + src.run_id for _, src in chunk])
+            for record, src in chunk:
+                try:
+                    reads.append(_read(instance, src, known.get(PREFIX + src.run_id), local))
+                except Malformed as e:
+                    _reject(report, record, e, tolerant)
+    for i in range(0, len(reads), CHUNK):
+        part_reads = reads[i : i + CHUNK]
+        names = [PREFIX + r.src.run_id for r in part_reads]
+        for attempt in range(attempts):
+            part = ImportReport(instance=report.instance)
+            batch = ledger.batch()
+            known = known_cursors(ledger, names)
+            batch.prefetch([run_stream(n) for n in names] + [process_stream(n) for n in names])
+            for read in part_reads:
+                _import_run(batch, part, read, known.get(PREFIX + read.src.run_id), local, dagster_tags)
+            try:
+                batch.commit()
+            except ConflictError:
+                if attempt == attempts - 1:
+                    raise
+                continue
+            report.read += part.read
+            report.events += part.events
+            report.appended += part.appended
+            report.refused += part.refused
+            report.dropped_labels += part.dropped_labels
+            report.by_run += part.by_run
+            break
     return report
+
+
+def _run_records(instance: Any) -> tuple[list[Any], list[tuple[Any, str]]]:
+    """Every run record in storage order, and the runs Dagster cannot read (run id, why).
+    Dagster lists its runs in one query, and one record it cannot read (a tag value
+    that is not a string fails its own type check) fails the whole listing: then each
+    run is read by its id, so one bad record rejects one run, not the import."""
+    try:
+        listed: list[Any] = instance.get_run_records()
+    except Exception:  # noqa: BLE001 - Dagster's own error on a record; read run by run to find which
+        listed = []
+    else:
+        return sorted(listed, key=lambda r: r.storage_id), []
+    records: list[Any] = []
+    unreadable: list[tuple[Any, str]] = []
+    for run_id in instance.get_run_ids():
+        try:
+            record = instance.get_run_record_by_id(run_id)
+        except Exception as e:  # noqa: BLE001 - Dagster's own error on this record rejects this run only
+            unreadable.append((run_id, f"Dagster could not read it: {type(e).__name__}: {ascii(str(e))[:300]}"))
+            continue
+        if record is not None:
+            records.append(record)
+    return sorted(records, key=lambda r: r.storage_id), unreadable
+
+
+def _printable(value: Any) -> str:
+    return value if isinstance(value, str) and value.isprintable() and value.isascii() else ascii(value)
+
+
+def _said(error: ForeignRunRejected) -> str:
+    """A rejected run's reason in a report: the error's words, less what only a strict
+    import can say."""
+    return str(error).removesuffix(" (nothing was imported)")
+
+
+def _reject(report: ImportReport, record: Any, e: Malformed, tolerant: bool) -> None:
+    """A run Dagster holds that the ledger cannot record: strict, refuse the import
+    (nothing was written yet); tolerant, list it (NDJSON's Rejected: `line` is the run
+    record's storage id in Dagster's run storage, `content` the record as read)."""
+    run_id = run_id_of(record)
+    error = ForeignRunRejected(SOURCE, run_id, e.field, e.reason)
+    if not tolerant:
+        raise error
+    report.rejected.append(Rejected(line=record.storage_id, reason=_said(error), content=_as_read(record)))
+
+
+def _as_read(record: Any) -> bytes:
+    """The run record as read, as JSON text (what a rejects file keeps as `raw`): NaN
+    and infinities as Python writes them, anything else by its ASCII repr."""
+    run = record.dagster_run
+    fields = {"storage_id": record.storage_id, "run_id": run.run_id, "job_name": run.job_name,
+              "status": getattr(run.status, "value", run.status),
+              "tags": {k if isinstance(k, str) else ascii(k): v for k, v in dict(run.tags or {}).items()},
+              "parent_run_id": run.parent_run_id, "create_timestamp": record.create_timestamp,
+              "update_timestamp": record.update_timestamp}  # fmt: skip
+
+    def shown(value: Any) -> Any:
+        return value.isoformat() if isinstance(value, datetime) else ascii(value)
+
+    return json.dumps(fields, default=shown, ensure_ascii=True).encode()

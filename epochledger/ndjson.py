@@ -15,10 +15,10 @@ import os
 import re
 import types
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from functools import cache
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -310,21 +310,42 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
 
     A line longer than MAX_LINE stops the import in either mode, appending nothing (the
     reader cannot skip it in bounded memory and time: `/dev/zero` has no line end)."""
-    if on_error not in ("stop", "skip"):
-        raise InvalidInput(f"expected 'stop' or 'skip', got {on_error!r}", where="--on-error")
     if clock_steps not in ("refuse", "keep"):
         raise InvalidInput(f"expected 'refuse' or 'keep', got {clock_steps!r}", where="--clock-steps")
     keep = clock_steps == "keep"
+    return with_rejects(ledger, on_error, rejects, protected,
+                        lambda: _Import(ledger, tolerant=on_error == "skip", keep_clock_steps=keep).run(lines))  # fmt: skip
+
+
+class Rejecting(Protocol):
+    """What an import that rejects reports: what it appended, and what it rejected."""
+
+    appended: int
+    rejected: list[Rejected]
+
+
+R = TypeVar("R", bound=Rejecting)
+
+
+def with_rejects(ledger: Ledger, on_error: OnError, rejects: str | None, protected: Iterable[str],
+                 run: Callable[[], R]) -> R:  # fmt: skip
+    """Run an import in mode `on_error` (rule I1: "stop" strict, "skip" tolerant) and,
+    given `rejects`, write what it rejected there, one `reject_record` a line: the one
+    rejects file of every import (NDJSON's lines, an importer's foreign runs). The file
+    is opened (and so refused: a directory, the ledger's own file, one of `protected`)
+    before the import runs, and replaced whole after it committed."""
+    if on_error not in ("stop", "skip"):
+        raise InvalidInput(f"expected 'stop' or 'skip', got {on_error!r}", where="--on-error")
     if rejects is None:
-        return _Import(ledger, tolerant=on_error == "skip", keep_clock_steps=keep).run(lines)
+        return run()
     if on_error != "skip":
         raise InvalidInput("a rejects file needs --on-error skip (a strict import rejects the whole file)", where="--rejects")
     if os.path.isdir(rejects):
         raise InvalidInput("is a directory, not a file for the rejected lines (nothing was imported)", where="--rejects")
-    result: ImportResult | None = None
+    result: R | None = None
     try:
         with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
-            result = _Import(ledger, tolerant=True, keep_clock_steps=keep).run(lines)
+            result = run()
             for r in result.rejected:
                 out.write(reject_record(r) + b"\n")
     except InvalidInput as e:

@@ -52,6 +52,21 @@ class ImportRejected(InvalidInput):
         super().__init__(f"{reason} (nothing was imported)", where=f"line {line}")
 
 
+class ForeignRunRejected(InvalidInput):
+    """A run of a scheduler's history that an importer reads (rule I3) holds a value
+    the ledger cannot record: a time that is not one (NaN, infinite, out of range), an
+    id that is not text or not an id. `run` is the foreign run id as Python would
+    print it, `field` the value's place in the foreign record. A strict import appends
+    nothing; a tolerant one imports the other runs and lists this one (rule I1)."""
+
+    def __init__(self, source: str, run: str, field: str, reason: str):
+        self.source = source
+        self.run = run
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason} (nothing was imported)", where=f"{source} run {run}")
+
+
 class RunNotFound(LedgerError):
 
     def __init__(self, run: str, *, deleted: bool = False):

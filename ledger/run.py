@@ -130,6 +130,12 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     cancelled_from: CancelledFrom | None = None  # a cancelled pause or failure: what it was (rule L2)
     queued_process: str | None = None  # the process run.queued named; `process` follows the starts (rule L1)
     attempt: int = 0  # starts so far: 1 from the first start, +1 for each start after a resume or retry
+    # What its source scheduler called the run when an importer last read it (rule I3,
+    # run.imported): the ledger's status follows only what the source's workers did,
+    # so a window the ledger has no status for shows here (Dagster's STARTING beside
+    # `queued`, CANCELING beside `running`), and so does a source that disagrees.
+    source: str | None = None  # the scheduler: "dagster"
+    source_status: str | None = None  # its status of the run, as read: "STARTING", "CANCELING", ...
 
 
 # -------------------------------------------------------------------- fold
@@ -187,10 +193,11 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
             end = FencedEnd(epoch=e.epoch, refused=e.refused, reported=e.reported, at=e.at)
         return replace(state, version=state.version + 1, last=e, fenced=state.fenced + 1, fenced_end=end)
     if type(e) is RunImported:
-        # Bookkeeping only (rule I3): an importer's cursor changes nothing a reader of
-        # the run sees, not even `last`, so a retried delivery of the last report is
-        # still recognised as the same event again.
-        return replace(state, version=state.version + 1)
+        # Bookkeeping only (rule I3): an importer's cursor changes neither the run's
+        # status nor who made it, not even `last`, so a retried delivery of the last
+        # report is still recognised as the same event again; only the source's own
+        # status, as read, is kept beside the ledger's.
+        return replace(state, version=state.version + 1, source=e.source, source_status=e.source_status)
     # What every transition sets, in one replace with explicit keywords (a shared
     # **kwargs dict costs twice as much, and this runs for every event of a rebuild).
     new = replace(state, status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,

@@ -21,8 +21,8 @@ from projections import fold_records
 NAME = "runs"
 # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;
 # 5: a column per lifecycle predicate (rule P4); 6: cancelled_from, a cancel clears the
-# interaction (rules L2, L7), queued_process (L1), attempt
-VERSION = 6
+# interaction (rules L2, L7), queued_process (L1), attempt; 7: source, source_status (rule I3)
+VERSION = 7
 
 KEY = "run"  # keys(rec) is (rec.event.run,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on

@@ -480,9 +480,10 @@ def test_L4_F2_every_refusal_of_a_resume_or_correction_names_run_status_attempt_
 def test_I3_an_importers_cursor_is_kept_from_every_status_and_changes_nothing(start: str) -> None:
     """`run.imported` (an importer's per-run cursor) is legal from every status and is
     bookkeeping: status, code, the last report and who made it, and the updated time
-    all stay; only the version moves, so a retried delivery of the last report is
-    still recognised. Mutation caught: run.imported limited to some statuses, or
-    evolved like a transition (the actor and `last` would change)."""
+    all stay; only the version moves, and the source's own status as read is kept
+    beside them, so a retried delivery of the last report is still recognised.
+    Mutation caught: run.imported limited to some statuses, or evolved like a
+    transition (the actor and `last` would change)."""
     from ledger.events import RunImported
 
     state = given(start)
@@ -490,5 +491,5 @@ def test_I3_an_importers_cursor_is_kept_from_every_status_and_changes_nothing(st
     imported = RunImported(at=at(99), run=RUN, source="dagster", cursor=17, source_status="SUCCESS", actor="importer")
     [e] = decide(imported, state)
     after = evolve(state, e)
-    assert after == msgspec.structs.replace(state, version=state.version + 1)
+    assert after == msgspec.structs.replace(state, version=state.version + 1, source="dagster", source_status="SUCCESS")
     assert e.status == state.status and e.code == state.code

@@ -72,7 +72,8 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
                     "`run.fenced` evidence"),
     (ViewMismatch, 10, "`verify`: a live view differs from its replay from zero (the first difference is named)"),
     (None, 11, "`import --on-error skip`: some lines were rejected (each is in the --rejects file with its line "
-               "and reason); every other line was imported"),
+               "and reason); every other line was imported. `import-dagster --on-error skip`: the same, of Dagster "
+               "runs"),
     (ChainBroken, 12, "hash chain failure (`verify`, `digest`, `chain`): an event altered, removed, inserted or "
                       "reordered, or a log truncated or rewritten after a digest (the first place is named; wins "
                       "over 10)"),

@@ -102,12 +102,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
     """
     from epochledger.ndjson import import_events, read_lines
 
-    if ns.rejects is not None and ns.on_error != "skip":
-        err("epochledger: --rejects needs --on-error skip (a strict import rejects the whole file)")
-        return 2
-    if ns.on_error == "skip" and ns.rejects is None:
-        err("epochledger: --on-error skip needs --rejects FILE (every rejected line goes there)")
-        return 2
+    if (usage := _rejects_usage(ns)) is not None:
+        return usage
     protected = [ns.file] if ns.file != "-" else []
     shown = Progress(ns)  # on a terminal: lines read, then committing
     with open_ns(ns) as ledger:
@@ -143,38 +139,75 @@ def cmd_import(ns: argparse.Namespace) -> int:
     return 11 if rejected else 0
 
 
+def _rejects_usage(ns: argparse.Namespace) -> int | None:
+    """--on-error and --rejects go together (import, import-dagster): 2 and why, else None."""
+    if ns.rejects is not None and ns.on_error != "skip":
+        err("epochledger: --rejects needs --on-error skip (a strict import rejects the whole file)")
+        return 2
+    if ns.on_error == "skip" and ns.rejects is None:
+        err("epochledger: --on-error skip needs --rejects FILE (every rejected line goes there)")
+        return 2
+    return None
+
+
 @command("import-dagster",
          arg("--instance", required=True, metavar="DAGSTER_HOME",
              help="the Dagster instance's home directory (the one with dagster.yaml or history/runs.db)"),
          arg("--local-workers", action="store_true",
              help="the run workers ran on this host: record this host, its boot id and live pids' start "
-                  "times with each worker, so `epochledger probe` can judge them"),
+                  "times with each worker, so `epochledger probe` can judge them; a worker whose pid is "
+                  "already gone when read gets its exit"),
+         arg("--dagster-tags", action="store_true",
+             help="also keep Dagster's own tags (dagster/...: max_runtime, partition, ...) as labels; its "
+                  "hidden ones (.dagster/...) never are"),
+         arg("--on-error", choices=["stop", "skip"], default="stop",
+             help="stop: a Dagster run the ledger cannot record (a NaN time, an id that is not text) rejects "
+                  "the whole import (the default); skip: import every other run and write the rejected ones "
+                  "to --rejects (exit 11 if any)"),
+         arg("--rejects", metavar="FILE", help="with --on-error skip: where the rejected runs go, as NDJSON "
+             "(line: the run's storage id in Dagster, reason, raw: the record as read); written atomically, "
+             "replaced on every import"),
          JSON)  # fmt: skip
-def cmd_import_dagster(ns: argparse.Namespace) -> None:
+def cmd_import_dagster(ns: argparse.Namespace) -> int:
     """Import a Dagster instance's runs: new runs, and what happened to known runs since the last import.
 
     Needs the extra: pip install 'epochledger[dagster]'. Each Dagster run becomes run
-    dagster:<run_id> (tags as labels, the re-executed run as parent), each run worker
+    dagster:<run_id> (the user's tags as labels, Dagster's own dagster/... ones only
+    with --dagster-tags; the re-executed run as parent), each run worker
     an epoch of slot dagster:<run_id>; a worker Dagster saw die gets process.exited.
     Incremental and idempotent: the ledger keeps a cursor per run (run.imported), so
     importing again appends only what is new, and nothing if nothing is. A transition
     the ledger refuses is kept as evidence and listed. Mapping: docs/import-dagster.md.
 
+    Strict (the default): a Dagster run holding a value the ledger cannot record (a NaN
+    or infinite time, a run id that is not text) rejects the whole import (exit 3,
+    naming the run and the field), and nothing is appended. --on-error skip --rejects
+    FILE: every other run is imported, each rejected run goes to FILE with its reason,
+    and the command exits 11 if any run was rejected.
+
     Example: epochledger import-dagster --instance ~/dagster_home --local-workers
+             epochledger import-dagster --instance ~/dagster_home --on-error skip --rejects rejected.ndjson
     """
     from epochledger.import_dagster import import_dagster
 
+    if (usage := _rejects_usage(ns)) is not None:
+        return usage
     with open_ns(ns) as ledger:
-        report = import_dagster(ledger, ns.instance, local_workers=ns.local_workers)
+        report = import_dagster(ledger, ns.instance, local_workers=ns.local_workers, on_error=ns.on_error,
+                                rejects=ns.rejects, dagster_tags=ns.dagster_tags)  # fmt: skip
+    rejected = len(report.rejected)
     if ns.json:
         out_json(report)
-        return
+        return 11 if rejected else 0
     out(f"read {report.read} of {report.runs} Dagster runs ({report.events} Dagster events) from {report.instance}; "
-        f"appended {report.appended} events")  # fmt: skip
+        f"appended {report.appended} events" + (f"; {rejected} runs rejected, written to {ns.rejects}" if rejected else ""))  # fmt: skip
     for r in report.refused:
         out(f"refused {r.run} Dagster event {r.storage_id} ({r.kind}), kept as {r.kept_as}: {r.error}")
     for label in report.dropped_labels:
         out(f"tag not kept as a label: {label}")
+    for j in report.rejected:
+        out(f"rejected (run storage id {j.line}): {j.reason}")
+    return 11 if rejected else 0
 
 
 @command("export", arg("--after", type=int, default=0, help="only events after this position"),
