@@ -41,6 +41,7 @@ from ledger.events import ProcessBooted, ProcessEventBase, Recorded, RunEventBas
 from ledger.process import EpochState, HostState, ProcessState
 from ledger.run import RunState
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "orphans"
 VERSION = 2
@@ -114,6 +115,11 @@ def evolve(view: View, rec: Recorded) -> View:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# As a view (projections/view.py): not registered (the registry covers it as the runs,
+# epochs and hosts views), yet the engine can materialize it whole (tests/test_engine.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve)
 
 
 # ------------------------------------------------------------------ verdicts

@@ -18,6 +18,7 @@ import msgspec
 from ledger.events import Recorded, RunDeadLettered, RunEventBase
 from ledger.run import TickStreak, streak_after
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "tick_health"
 VERSION = 1
@@ -72,6 +73,10 @@ def evolve(view: View, rec: Recorded) -> View:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve)  # stored whole
 
 
 # ------------------------------------------------------------------ queries
