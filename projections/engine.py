@@ -558,6 +558,23 @@ def catch_up_all(store: Store, views: Iterable[View] = VIEWS, *, upto: int | Non
     return out
 
 
+def init_views(store: Store, views: Iterable[View] = VIEWS) -> list[Stats]:
+    """What `init` leaves (rule R3): the tracking and parked tables and, on SQLite,
+    every view's table built at its VERSION and caught up with the log. A read on a
+    store that init made then runs no DDL: it only applies new events to tables that
+    exist. An upgrade that bumped a VERSION rebuilds that view here, once, not in the
+    first read.
+
+    Not on PostgreSQL: there the views belong to the writer role, which rebuilds them by
+    drop and rename, and tables the owner's init made would be the owner's and refuse
+    the writer (docs/operations.md, PostgreSQL roles). The writer builds them with
+    `epochledger rebuild` right after init; until then, its first catch-up does."""
+    tables.ensure(store)
+    if store.kind == "postgresql":
+        return []
+    return catch_up_all(store, views)
+
+
 def _position(store: Store, module: View) -> int:
     tracking = status(store, module)
     return tracking[1] if tracking is not None else 0
