@@ -920,7 +920,7 @@ def test_A1_a_query_is_interrupted_at_its_timeout(tmp_path: Path, capsys: pytest
 
     store, path = _golden_file(tmp_path, capsys)
     endless = "SELECT count(*) FROM range(1000000000000) a, range(1000) b"
-    with pytest.raises(QueryInterrupted, match=r"ran longer than 0.5 s \(--timeout\)") as e:
+    with pytest.raises(QueryInterrupted, match=r"ran longer than 0.5 s \(its timeout\)") as e:
         audit.query(path, endless, timeout=0.5)
     assert e.value.limit == "timeout"
     assert main(["--store", store, "audit", "query", endless, "--timeout", "0.5"]) == 3
@@ -936,7 +936,7 @@ def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(tm
 
     store, path = _golden_file(tmp_path, capsys)
     before = sorted(os.listdir(tmp_path))
-    with pytest.raises(QueryInterrupted, match=r"needs more memory than 64MB \(--memory-limit\)") as e:
+    with pytest.raises(QueryInterrupted, match=r"needs more memory than 64MB \(its memory limit\)") as e:
         audit.query(path, "SELECT * FROM range(40000000) ORDER BY random()", memory_limit="64MB")
     assert e.value.limit == "memory"
     assert sorted(os.listdir(tmp_path)) == before
@@ -987,7 +987,7 @@ def test_A1_sync_waits_a_bounded_time_for_a_reader_then_fails_naming_it(tmp_path
         lg.queue("later", at=datetime(2026, 9, 12, tzinfo=UTC))
         reader = _holder(path, "ro", 600)  # one that does not
         try:
-            with pytest.raises(StoreError, match=rf"PID {reader.pid} holds it open .*waited 1 s \(--wait\)"):
+            with pytest.raises(StoreError, match=rf"PID {reader.pid} holds it open .*waited 1 s \(the sync's wait\)"):
                 audit.sync(lg.store, path, wait=1)
         finally:
             reader.kill()

@@ -67,6 +67,9 @@ CHUNK = 100_000  # events per DuckDB transaction
 QUERY_TIMEOUT_S = 60.0
 QUERY_MEMORY_LIMIT = "1GB"
 SYNC_WAIT_S = 90.0
+# An error's `where` for the audit file itself when no path says more (the CLI names
+# its flag, --duckdb, when it shows the error: epochledger/cli/__init__.py, FLAGS).
+AUDIT_FILE = "audit file"
 _LOCK_RETRY_S = 0.25
 
 # Sync's DuckDB works in one thread: the other core is the one reading the store and
@@ -166,7 +169,7 @@ def _translated(what: str, path: str) -> Iterator[None]:
 
 
 def _require_duckdb_file(path: str) -> None:
-    """A --duckdb that names another kind of file (the SQLite ledger itself, say) is
+    """An audit file path that names another kind of file (the SQLite ledger itself, say) is
     refused before DuckDB opens it: DuckDB would try to fetch a scanner extension for
     it, or fail with a less helpful message. DuckDB files carry "DUCK" at byte 8."""
     try:
@@ -211,7 +214,7 @@ def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float)
                 doing = ("holds it open (a query, or DuckDB itself)" if not read_only
                          else "is writing it (a sync); try again when it is done")  # fmt: skip
                 raise StoreError(f"audit file {path}: {holder} {doing}"
-                                 + (f"; waited {wait:g} s (--wait)" if wait else "")) from None  # fmt: skip
+                                 + (f"; waited {wait:g} s (the sync's wait)" if wait else "")) from None  # fmt: skip
             time.sleep(_LOCK_RETRY_S)
     raise AssertionError  # pragma: no cover
 
@@ -229,7 +232,7 @@ def _is_audit_file(con: duckdb.DuckDBPyConnection) -> tuple[bool, bool]:
 def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConnection:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise InvalidInput(f"directory {parent} does not exist", where="--duckdb")
+        raise InvalidInput(f"directory {parent} does not exist", where=AUDIT_FILE)
     _require_duckdb_file(path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
         # Another DuckDB database (not ours) must not receive audit tables: look on a
@@ -241,7 +244,7 @@ def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConne
             con.close()
         if not ours and anything:
             raise InvalidInput("a DuckDB database that is not an epochledger audit file (no audit_sync table): "
-                               "refusing to write audit tables into it; give another --duckdb", where=path)  # fmt: skip
+                               "refusing to write audit tables into it; give another audit file", where=path)  # fmt: skip
     con = _connect(path, read_only=False, wait=wait,
                    config={"autoinstall_known_extensions": False, "temp_directory": os.path.join(scratch_dir(path), "duckdb")})  # fmt: skip
     con.execute("SET TimeZone = 'UTC'")
@@ -266,7 +269,7 @@ def _connect_ro(path: str, *, external_access: bool = False,
     config: dict[str, Any] = {"enable_external_access": external_access}
     if memory_limit is not None:
         if not isinstance(memory_limit, str) or not _MEMORY.fullmatch(memory_limit.strip()):
-            raise InvalidInput(f"a size such as 512MB or 2GB, got {memory_limit!r}", where="--memory-limit")
+            raise InvalidInput(f"a size such as 512MB or 2GB, got {memory_limit!r}", where="memory_limit")
         config |= {"memory_limit": memory_limit, "temp_directory": ""}
     try:
         con = _connect(path, read_only=True, config=config, wait=0)
@@ -275,7 +278,7 @@ def _connect_ro(path: str, *, external_access: bool = False,
         if memory_limit is None:
             raise
         # "1b" opens and cannot allocate anything; "99999999TB" is out of DuckDB's range
-        raise InvalidInput(f"DuckDB cannot work within {memory_limit!r}: {str(e).splitlines()[0]}", where="--memory-limit") from None
+        raise InvalidInput(f"DuckDB cannot work within {memory_limit!r}: {str(e).splitlines()[0]}", where="memory_limit") from None
     try:
         con.execute("SET lock_configuration = true")  # no SET can re-enable file access
         if not _is_audit_file(con)[0]:
@@ -289,7 +292,7 @@ def _connect_ro(path: str, *, external_access: bool = False,
 
 def _check_timeout(timeout: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
-        raise InvalidInput(f"a finite number of seconds > 0, got {timeout!r}", where="--timeout")
+        raise InvalidInput(f"a finite number of seconds > 0, got {timeout!r}", where="timeout")
     return timeout
 
 
@@ -302,10 +305,10 @@ def _bounded(con: duckdb.DuckDBPyConnection, sql: str, params: Any, *, timeout: 
     try:
         return _result(con.execute(sql, params) if params else con.execute(sql))
     except duckdb.InterruptException:
-        raise QueryInterrupted(f"ran longer than {timeout:g} s (--timeout) and was interrupted; nothing was changed",
+        raise QueryInterrupted(f"ran longer than {timeout:g} s (its timeout) and was interrupted; nothing was changed",
                                sql, "timeout") from None  # fmt: skip
     except duckdb.OutOfMemoryException as e:
-        raise QueryInterrupted(f"needs more memory than {memory_limit} (--memory-limit): {str(e).splitlines()[0]}",
+        raise QueryInterrupted(f"needs more memory than {memory_limit} (its memory limit): {str(e).splitlines()[0]}",
                                sql, "memory") from None  # fmt: skip
     finally:
         timer.cancel()
@@ -369,11 +372,11 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
     store, position, version, predicates = row[0]
     if store != store_url:
         con.execute("ROLLBACK")
-        raise InvalidInput(f"this audit file mirrors {store}, not {store_url}; use another --duckdb file", where="--duckdb")
+        raise InvalidInput(f"this audit file mirrors {store}, not {store_url}; use another audit file", where=AUDIT_FILE)
     if version != SCHEMA_VERSION:
         con.execute("ROLLBACK")
         raise InvalidInput(f"audit schema version {version}, this epochledger writes {SCHEMA_VERSION}: "
-                           "the file is derived, delete it and sync again", where="--duckdb")  # fmt: skip
+                           "the file is derived, delete it and sync again", where=AUDIT_FILE)  # fmt: skip
     if predicates != signature:
         # lifecycle changed (or first sync): recompute every pair seen so far.
         _create_predicates(con)
@@ -475,7 +478,7 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int
     """Copy every event after the file's sync position into `path`. Reads the store only.
     If other processes hold the file (queries), waits up to `wait` seconds for them."""
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
-        raise InvalidInput(f"a finite number of seconds >= 0, got {wait!r}", where="--wait")
+        raise InvalidInput(f"a finite number of seconds >= 0, got {wait!r}", where="wait")
     with _translated("audit file", path):
         con = _connect_rw(path, wait=wait)
         tmp = scratch_dir(path)
@@ -544,7 +547,7 @@ def status(path: str, store: Store | None = None) -> dict[str, Any]:
     result = {"duckdb": os.path.abspath(path), "store": mirrored, "position": position, "events": events, "latest": latest}
     if store is not None:
         if store.url != mirrored:
-            raise InvalidInput(f"this audit file mirrors {mirrored}, not {store.url}", where="--duckdb")
+            raise InvalidInput(f"this audit file mirrors {mirrored}, not {store.url}", where=AUDIT_FILE)
         result["ledger_position"] = store.max_position()
         result["behind"] = result["ledger_position"] - position  # positions, not events, on PostgreSQL (gaps)
     return result
@@ -570,11 +573,11 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
     if name not in report_names():
         raise InvalidInput(f"unknown report {name!r}; reports: {', '.join(report_names())}", where="report")
     if period not in PERIODS:
-        raise InvalidInput(f"unknown period {period!r}; one of {', '.join(PERIODS)}", where="--period")
+        raise InvalidInput(f"unknown period {period!r}; one of {', '.join(PERIODS)}", where="period")
     if as_of is not None and as_of.tzinfo is None:
-        raise InvalidInput("as_of needs a time zone (e.g. 2026-09-09T23:59:59Z)", where="--as-of")
+        raise InvalidInput("as_of needs a time zone (e.g. 2026-09-09T23:59:59Z)", where="as_of")
     if label is not None and (not isinstance(label, str) or not label or "$label" not in _sql(f"report_{name}.sql")):
-        raise InvalidInput(f"a label key for failures_by_label, got {label!r} for {name}", where="--label")
+        raise InvalidInput(f"a label key for failures_by_label, got {label!r} for {name}", where="label")
     sql = _sql(f"report_{name}.sql")
     with _translated("audit file", path):
         con = _connect_ro(path, memory_limit=memory_limit)
@@ -631,7 +634,7 @@ def export_parquet(path: str, directory: str) -> dict[str, Any]:
     (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
     if not directory:
-        raise InvalidInput("needs a directory", where="export-parquet")
+        raise InvalidInput("needs a directory", where="directory")
     if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
         raise InvalidInput("exists and is not an empty directory", where=directory)
     with _translated("audit file", path):
