@@ -62,7 +62,8 @@ from ledger.events import (
 from ledger.host import Host, SystemHost
 from ledger.process import EpochRef, EpochState, HostState
 from ledger.store import Append, Poison, Store, open_store
-from projections.orphans import MARGIN
+from projections.orphans import MARGIN, Verdict
+from projections.orphans import View as OrphanView
 
 if TYPE_CHECKING:
     from epochledger.probe import ProbeReport
@@ -872,7 +873,7 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self, *, candidates_only: bool = False) -> Any:
+    def orphan_view(self, *, candidates_only: bool = False) -> OrphanView:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
@@ -925,7 +926,7 @@ class Ledger(Commands):
         view = self.orphan_view()
         return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
-    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:
+    def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Verdict]]:
         """Every running run the ledger's events say is an orphan, with its verdict
         (clock-free; O3 judged against each process's current epoch). Reads only."""
         from projections import orphans

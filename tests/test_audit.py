@@ -114,7 +114,7 @@ def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_no
     with pytest.raises(StoreError, match="injected"):
         audit.sync(sqlite_ledger.store, path, chunk=5)
     assert positions(path) == [1, 2, 3, 4, 5]
-    assert audit.status(path)["position"] == 5
+    assert audit.status(path).position == 5
     monkeypatch.setattr(duck, "_load", real)
     result = audit.sync(sqlite_ledger.store, path, chunk=5)
     assert result.appended == 19 - 5
@@ -1128,5 +1128,5 @@ def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
     path = str(tmp_path / "audit.duckdb")
     with pytest.raises(StoreError, match=r"positions 1\.\.3 held 3 events, now 2"):
         audit.sync(Shrinking(), path)  # type: ignore[arg-type]
-    assert audit.status(path)["position"] == 0 and positions(path) == []
+    assert audit.status(path).position == 0 and positions(path) == []
     assert audit.sync(store, path).appended == 3

@@ -90,6 +90,7 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("orphans-tick-health", "orphans", ["tick-health", "--json"]),
     ("orphans-epochs-live", "orphans", ["epochs", "--live", "--json"]),
     ("orphans-show-stranded", "orphans", ["show", "stranded", "--json"]),
+    ("orphans-show-streaking", "orphans", ["show", "flaky", "--json"]),
     ("orphans-whatif-epoch", "orphans", ["whatif", "--policy", "epoch", "--json"]),
 ]
 

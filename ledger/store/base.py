@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import msgspec
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError, PersistenceError
 
 from ledger import codec
 from ledger.errors import (
@@ -51,6 +51,10 @@ APPEND_ONLY_TRIGGER = "epochledger_append_only"
 DEFAULT_PATH = "epochledger.db"
 SQLITE_BUSY_TIMEOUT = 30  # seconds a SQLite writer waits for another's lock
 READ_BATCH = 10_000
+# What Store.log_token gives: opaque to its callers, who only compare two for equality
+# (Ledger.read_states, rule W1). SQLite's is (its connection, PRAGMA data_version,
+# total_changes); a backend without a cheap one gives None.
+LogToken = tuple[object, int, int]
 _MAX_POS = (1 << 63) - 1
 
 
@@ -236,17 +240,21 @@ class Store(ABC):
     whole_streams_per_read = 500  # the same, for streams read from their start (_select_whole_streams)
 
     @abstractmethod
-    def _library(self) -> tuple[Any, Any]:
+    def _library(self) -> tuple[object, ApplicationRecorder]:
         """The library's (datastore, application recorder), made on first use."""
 
     @property
-    def recorder(self) -> Any:
+    def recorder(self) -> ApplicationRecorder:
         """The library's application recorder, made on first use: table creation and the
-        reference read path (`library_read`). No library type leaves the adapter."""
+        reference read path (`library_read`). The one library type the adapter hands
+        out, typed as the library's own ABC, for the tests and benchmarks that compare
+        against the reference; the ledger's code never takes it."""
         return self._library()[1]
 
     @property
-    def datastore(self) -> Any:
+    def datastore(self) -> object:
+        """The library's datastore behind `recorder` (each backend's own class: the
+        library gives them no common base)."""
         return self._library()[0]
 
     # ------------------------------------------------------------- writes
@@ -298,7 +306,7 @@ class Store(ABC):
         raise ConflictError(moved or list(expected)) from None
 
     # --------------------------------------------- what this process last saw (W1)
-    def log_token(self) -> Any:
+    def log_token(self) -> LogToken | None:
         """An opaque fact about the log as this thread's connection sees it now, or None
         when the backend has no cheap one: two equal tokens, taken on one thread, prove
         that nothing was appended to the log between them, by any writer (another
@@ -309,7 +317,7 @@ class Store(ABC):
         cheaper than the read it would save, so its writes keep reading."""
         return None
 
-    def token_after_append(self, token: Any) -> Any:
+    def token_after_append(self, token: LogToken | None) -> LogToken | None:
         """The token the log has just after this thread's last `append`, if `token` was
         the log's token before that append and the append landed in one transaction
         (else None): equal to a later log_token only if nothing but that append was
@@ -612,7 +620,7 @@ class Store(ABC):
             if not got:
                 return
             for n in got:
-                yield n.id, n.originator_id, n.originator_version, n.topic, decode(n.state)
+                yield n.id, str(n.originator_id), n.originator_version, n.topic, decode(n.state)  # text ids
             after = got[-1].id
             if len(got) < batch:
                 return

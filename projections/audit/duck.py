@@ -123,6 +123,28 @@ class SyncResult(NamedTuple):
     events: int  # rows in the events table
 
 
+# The fields of these two are in alphabetical order: their JSON is the bytes of the
+# dicts they replaced (tests/test_cli_golden.py, rule C1).
+class AuditStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How far the audit file has synced; given the ledger's store, how far behind it."""
+
+    behind: int | None = None  # positions, not events, on PostgreSQL (gaps); None: no store given
+    duckdb: str  # the audit file, absolute
+    events: int  # rows in the events table
+    latest: datetime | None  # the newest synced event's time
+    ledger_position: int | None = None  # None: no store given
+    position: int  # the sync position
+    store: str  # the store the file mirrors
+
+
+class ParquetExport(msgspec.Struct, frozen=True, kw_only=True):
+    """What export_parquet wrote."""
+
+    directory: str  # absolute
+    events: int
+    files: int  # Parquet files under it
+
+
 class Result(NamedTuple):
     columns: list[str]
     rows: list[tuple[Any, ...]]
@@ -534,7 +556,7 @@ def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int
 
 
 # ---------------------------------------------------------------- reading
-def status(path: str, store: Store | None = None) -> dict[str, Any]:
+def status(path: str, store: Store | None = None) -> AuditStatus:
     """The sync position, the store mirrored, the newest event's time; given the
     store, also its last position and how many positions the file is behind."""
     with _translated("audit file", path):
@@ -544,12 +566,12 @@ def status(path: str, store: Store | None = None) -> dict[str, Any]:
             events, latest = con.execute("SELECT count(*), max(occurred_at) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()
-    result = {"duckdb": os.path.abspath(path), "store": mirrored, "position": position, "events": events, "latest": latest}
+    result = AuditStatus(duckdb=os.path.abspath(path), store=mirrored, position=position, events=events, latest=latest)
     if store is not None:
         if store.url != mirrored:
             raise InvalidInput(f"this audit file mirrors {mirrored}, not {store.url}", where=AUDIT_FILE)
-        result["ledger_position"] = store.max_position()
-        result["behind"] = result["ledger_position"] - position  # positions, not events, on PostgreSQL (gaps)
+        head = store.max_position()
+        result = msgspec.structs.replace(result, ledger_position=head, behind=head - position)
     return result
 
 
@@ -629,7 +651,7 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
             con.close()
 
 
-def export_parquet(path: str, directory: str) -> dict[str, Any]:
+def export_parquet(path: str, directory: str) -> ParquetExport:
     """Write the events table as Parquet under `directory`, partitioned by event date
     (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
@@ -658,4 +680,4 @@ def export_parquet(path: str, directory: str) -> dict[str, Any]:
         finally:
             con.close()
     files = sum(len([f for f in fs if f.endswith(".parquet")]) for _, _, fs in os.walk(directory))
-    return {"directory": os.path.abspath(directory), "events": events, "files": files}
+    return ParquetExport(directory=os.path.abspath(directory), events=events, files=files)
