@@ -15,17 +15,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
+from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _Row, _Unsure, _versions
 from ledger.store.base import (
-    _MAX_POS,
     APPEND_ONLY_TRIGGER,
     EVENTS_TABLE,
     Store,
-    _driver_error,
-    _Duplicate,
-    _first_line,
-    _Row,
-    _Unsure,
-    _versions,
     translated,
 )
 from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack

@@ -14,18 +14,13 @@ from eventsourcing.persistence import PersistenceError
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
+from ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
 from ledger.store.base import (
-    _MAX_POS,
     EVENTS_TABLE,
     SQLITE_BUSY_TIMEOUT,
     Lines,
     LogToken,
     Store,
-    _Duplicate,
-    _first_line,
-    _Row,
-    _Unsure,
-    _versions,
     translated,
 )
 from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
