@@ -3,10 +3,12 @@
 A store keeps the log in eventsourcing's application-recorder layout: each event is a
 row whose originator is the stream id, whose version is its place in the stream (the
 optimistic lock, rule L5), whose topic is the event's stable tag, and whose state is the
-msgspec encoding. `Store` is the abstract contract every backend implements (one module
-each: ledger/store/sqlite.py, ledger/store/postgres.py) and the one contract suite
-tests (tests/store_contract.py); a third backend gets the whole suite by writing one
-subclass and one `create_store()`.
+msgspec encoding. `Store` implements the store's ports (ledger/store/ports.py: the log,
+its hash chain; projections/tables.py: the view tables) over hooks every backend
+implements (one module each: ledger/store/sqlite.py, ledger/store/postgres.py), and
+the contract suites test it (tests/store_contract.py, and one per port:
+tests/port_contracts.py); a third backend gets them all by writing one subclass and one
+`create_store()`.
 
 Reads go straight to the table with keyset pagination and a typed msgspec decode: the
 library's generic objects cost most of a fleet-wide read (docs/benchmarks.md). The
@@ -44,6 +46,7 @@ from ledger.errors import (
 from ledger.events import AnyEvent, Recorded, tag_of
 from ledger.store import chain
 from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _landed, _Row, _Unsure, _versions
+from ledger.store.ports import EventLog, HashChain
 
 EVENTS_TABLE = "epochledger_events"
 APPEND_ONLY_TRIGGER = "epochledger_append_only"
@@ -165,11 +168,11 @@ def _contiguous(stream: str, records: list[Recorded | Poison], after: int = 0) -
     return records
 
 
-class Store(ABC):
-    """One ledger's log, on one backend. The log's contract (append, the reads) is
-    common code over a few backend hooks (`_insert`, `_select_*`, ...); the dialect
-    (`transaction`, `quote`, ...) is what the projection engine's SQL
-    (projections/tables.py) needs to know about the database."""
+class Store(EventLog, HashChain, ABC):
+    """One ledger's log, on one backend: its two ports (ledger/store/ports.py, the log
+    and its hash chain) as common code over a few backend hooks (`_insert`,
+    `_select_*`, ...); the dialect (`transaction`, `quote`, ...) is what the projection
+    engine's SQL needs to know about the database (projections/tables.py, ViewTables)."""
 
     url: str  # the store's URL, canonical (an absolute path for SQLite)
     kind: str  # "sqlite" | "postgresql"
