@@ -25,7 +25,7 @@ import time
 
 import duckdb
 
-from projections import audit
+from projections.audit import duck
 
 
 def best(con: duckdb.DuckDBPyConnection, sql: str, runs: int = 3) -> tuple[float, object]:
@@ -46,8 +46,8 @@ def main() -> None:
     per_run = ns.events // ns.runs
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "latest.duckdb")
-        con = audit._connect_rw(path)
-        audit._ensure_schema(con, "bench://generated")
+        con = duck._connect_rw(path)
+        duck._ensure_schema(con, "bench://generated")
         t = time.perf_counter()
         # Statuses are generated from lifecycle's Status enum, never written here.
         from ledger.events import Status
@@ -75,8 +75,8 @@ def main() -> None:
             [statuses],
         )
         con.execute("CHECKPOINT")
-        audit._create_predicates(con)
-        audit._add_predicates(con, -1)
+        duck._create_predicates(con)
+        duck._add_predicates(con, -1)
         generate = time.perf_counter() - t
         con.close()
         con = duckdb.connect(path, read_only=True)

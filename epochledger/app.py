@@ -1057,15 +1057,16 @@ def open_ledger(url: str | None = None, *, clock: Clock | None = None, create: b
     ledger/store/url.py). create=True (the embedded default: zero set-up) creates a
     store that does not exist; create=False refuses it, naming it and `epochledger
     init`, and writes nothing. init=True is the owner's create-or-upgrade (`epochledger
-    init`): the log's tables and the projection engine's tracking and parked tables.
+    init`): the log's tables, the projection engine's tracking and parked tables, and
+    every view's table, built and caught up (projections/engine.py, `init_views`).
     `host` is the host-facts port (ledger/host.py; default: this host, from /proc)."""
     clock = checked_clock(clock)  # a clock that cannot work is refused before the store opens
     store = open_store(url, create=create, init=init)
     if init:
-        from projections import tables
+        from projections import engine
 
         try:
-            tables.ensure(store)
+            engine.init_views(store)  # every view's table: a read never runs DDL (R3)
         except BaseException:
             store.close()
             raise

@@ -64,6 +64,7 @@ from ledger.events import (
 )
 from ledger.process import EpochRef, EpochState
 from ledger.run import RunState, TickStreak
+from projections import tick_health as tick_health_view
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
 MAX_ERROR = 4096  # characters of an exception message kept in an event
@@ -517,7 +518,7 @@ class TickDriver:
 
 
 # ------------------------------------------------------------------- reads
-def tick_health(ledger: Ledger, *, catch_up_first: bool = True) -> Any:
+def tick_health(ledger: Ledger, *, catch_up_first: bool = True) -> tick_health_view.View:
     """The tick-health view (projections.tick_health), read from its materialized
     table, caught up first unless told not to: an event that does not decode is parked
     there, never a reason for this read to fail (rule T4)."""
@@ -525,18 +526,12 @@ def tick_health(ledger: Ledger, *, catch_up_first: bool = True) -> Any:
     from projections import tick_health as view
 
     found, _lag = engine.read_view(ledger.store, view, catch_up_first=catch_up_first)
+    assert isinstance(found, tick_health_view.View)  # the view is stored whole: its state itself
     return found
 
 
-def run_tick_health(ledger: Ledger, run: str, *, catch_up_first: bool = True) -> dict[str, Any]:
+def run_tick_health(ledger: Ledger, run: str, *, catch_up_first: bool = True) -> tick_health_view.RunTickHealth:
     """One run's tick health for `show`: its open streak with its age in ledger time
     (the `at` of the last event the view has seen) and its dead-letters, from the
     tick-health view."""
-    from projections import tick_health as view
-
-    v = tick_health(ledger, catch_up_first=catch_up_first)
-    return {
-        "streak": view.streak_row(v, run),
-        "dead_letters": msgspec.to_builtins([d for d in v.dead_letters if d.run == run]),
-        "ledger_now": v.now,
-    }
+    return tick_health_view.run_health(tick_health(ledger, catch_up_first=catch_up_first), run)

@@ -19,7 +19,8 @@ class InvalidInput(LedgerError):
 
 
     def __init__(self, message: str, *, where: str | None = None):
-        self.where = where
+        self.where = where  # what was wrong: a parameter, a field, a file, a line
+        self.message = message  # without `where` (a CLI may name its own flag instead)
         super().__init__(f"{where}: {message}" if where else message)
 
 
@@ -30,7 +31,7 @@ class BadPolicy(InvalidInput):
 
     def __init__(self, policy: str, message: str):
         self.policy = policy
-        super().__init__(message, where="--policy")
+        super().__init__(message, where="policy")
 
 
 class NoSuchStore(InvalidInput):

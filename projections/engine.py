@@ -1,7 +1,7 @@
 """The projection engine: materializes views into the ledger's own database, exactly
 once, rebuildable, and checkable against a replay (rules R2, R3, T4).
 
-A view is a module following the view protocol (projections/view.py; the registered
+A view is a ViewSpec, exported by its module (projections/view.py; the registered
 ones are in projections/registry.py). A view whose state is not a dict (a Struct or
 dataclass of several parts) is stored whole, as one row with key "*": registering it is
 one line, but every batch that changes it rewrites it whole, so this suits small views
@@ -49,7 +49,7 @@ from ledger.events import Recorded
 from ledger.store import READ_BATCH, Poison, Store
 from projections import tables
 from projections.registry import VIEWS
-from projections.view import View
+from projections.view import View, ViewSpec, spec
 
 MAX_ATTEMPTS = 3
 CACHE_LIMIT = 100_000  # decoded entries a keyed view keeps between batches
@@ -81,20 +81,18 @@ WHOLE = "*"  # the key of the one row of a view stored whole
 
 def keys_of(module: View) -> Callable[[Recorded], tuple[str, ...]] | None:
     """The view's `keys(rec)`, if it has one (projections/view.py)."""
-    keys: Callable[[Recorded], tuple[str, ...]] | None = getattr(module, "keys", None)
-    return keys
+    return spec(module).keys
 
 
 def types_of(module: View) -> frozenset[type] | None:
     """The view's `TYPES` (the event classes its evolve acts on), None if it has none:
     then every event goes through its evolve (projections/view.py)."""
-    types: frozenset[type] | None = getattr(module, "TYPES", None)
-    return types
+    return spec(module).TYPES
 
 
 def indexes_of(module: View) -> dict[str, tuple[str, ...]]:
     """The view's `INDEXES` (name -> columns), none if it has none (projections/view.py)."""
-    return dict(getattr(module, "INDEXES", {}))
+    return dict(spec(module).INDEXES)
 
 
 def table_of(view_key: str) -> str:
@@ -102,15 +100,15 @@ def table_of(view_key: str) -> str:
 
 
 def is_whole(module: View) -> bool:
-    return not isinstance(module.initial(), dict)
+    return spec(module).whole
 
 
 def column_spec(module: View) -> tuple[tuple[str, str], ...]:
-    return tuple(getattr(module, "COLUMNS", ()))
+    return spec(module).COLUMNS
 
 
 def state_type(module: View) -> Any:
-    return getattr(module, "STATE", None) or type(module.initial())
+    return spec(module).state_type
 
 
 def entries(module: View, view: Any) -> dict[str, Any]:
@@ -119,7 +117,7 @@ def entries(module: View, view: Any) -> dict[str, Any]:
 
 
 def row_of(module: View, key: str, value: Any) -> tuple[Any, ...]:
-    columns = getattr(module, "columns", None)
+    columns = spec(module).columns
     return (key, *(columns(key, value) if columns is not None else ()), _encoder.encode(value))
 
 
@@ -146,15 +144,16 @@ class Runner:
     """Applies the log to one view's table, batch by batch, from its tracking position."""
 
     def __init__(self, store: Store, module: View, *, shadow: bool = False, cache_limit: int = CACHE_LIMIT):
+        module = spec(module)
         self.store = store
-        self.module = module
+        self.module: ViewSpec[Any] = module
         self.key = module.NAME + (SHADOW if shadow else "")
         self.table = table_of(self.key)
         self.columns = [c for c, _ in column_spec(module)]
         self.keys_of = keys_of(module)
         self.keyed = self.keys_of is not None
         self.types = types_of(module)
-        key_field = getattr(module, "KEY", None)  # keys(rec) == (rec.event.<KEY>,) for its TYPES
+        key_field = module.KEY  # keys(rec) == (rec.event.<KEY>,) for its TYPES
         self.key_of = attrgetter("event." + key_field) if key_field and self.types is not None else None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
@@ -253,7 +252,7 @@ class Runner:
             if self._reread_keys:
                 dirty |= self._reread_keys
                 self._reread_keys = set()
-            encode, columns = _encoder.encode, getattr(module, "columns", None)
+            encode, columns = _encoder.encode, module.columns
             # In key order: the table's B-tree (and, at a rebuild's swap, its index) is
             # then filled left to right, page after page, not split at random places
             # (~0.1 s of a 40,000-run rebuild, docs/benchmarks.md).
@@ -454,11 +453,13 @@ def _tag(rec: Recorded) -> str:
 # ----------------------------------------------------------------- operations
 def status(store: Store, module: View) -> tuple[int, int] | None:
     """(version, position) of the live view, None if never built."""
+    module = spec(module)
     tables.ensure(store)
     return tables.tracking(store, module.NAME)
 
 
 def is_current(store: Store, module: View) -> bool:
+    module = spec(module)
     tracking = status(store, module)
     return tracking is not None and tracking[0] == module.VERSION
 
@@ -478,16 +479,17 @@ def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None
     and decoded once, folded by each view's own evolve), each beside its live one,
     then swap each in (one transaction per view). Each resumes a rebuild that was
     killed (same VERSION), else starts from zero."""
+    specs: list[ViewSpec[Any]] = [spec(v) for v in views]
     tables.ensure(store)
-    shadows = [(m.NAME + SHADOW, table_of(m.NAME + SHADOW)) for m in views]
-    for m, (shadow_key, shadow_table) in zip(views, shadows, strict=True):
+    shadows = [(m.NAME + SHADOW, table_of(m.NAME + SHADOW)) for m in specs]
+    for m, (shadow_key, shadow_table) in zip(specs, shadows, strict=True):
         tracking = tables.tracking(store, shadow_key)
         if tracking is None or tracking[0] != m.VERSION:
             tables.reset_view(store, shadow_key, shadow_table, column_spec(m), m.VERSION)
     head = store.max_position() if upto is None else upto
-    runners = [Runner(store, m, shadow=True, cache_limit=cache_limit) for m in views]
+    runners = [Runner(store, m, shadow=True, cache_limit=cache_limit) for m in specs]
 
-    def raced(m: View, shadow_key: str) -> Stats | None:
+    def raced(m: ViewSpec[Any], shadow_key: str) -> Stats | None:
         # Two runners rebuilding one view at once (two replicas booting on a fresh
         # ledger, two `runs` commands): they share the shadow's tracking row, so their
         # batches never double, and whichever finishes first swaps it in. The other
@@ -500,12 +502,12 @@ def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None
     try:
         stats, gone = run_together(runners, upto=upto, progress=progress, head=head, batch=batch)
     except StoreError:
-        done = [raced(m, k) for m, (k, _) in zip(views, shadows, strict=True)]
+        done = [raced(m, k) for m, (k, _) in zip(specs, shadows, strict=True)]
         if any(d is None for d in done):
             raise
         return [d for d in done if d is not None]
     out: list[Stats] = []
-    for m, st, (shadow_key, shadow_table) in zip(views, stats, shadows, strict=True):
+    for m, st, (shadow_key, shadow_table) in zip(specs, stats, shadows, strict=True):
         try:
             if m.NAME in gone:
                 raise ShadowGone(shadow_key)
@@ -534,7 +536,7 @@ def catch_up_all(store: Store, views: Iterable[View] = VIEWS, *, upto: int | Non
     """catch_up for several views, in one pass over the log for those to rebuild and
     one for the catch-up of all (run_together). `batch`: events per batch of both
     (default: REBUILD_BATCH for the rebuild, READ_BATCH for the catch-up)."""
-    views = list(views)
+    views = [spec(v) for v in views]
     stale = [v for v in views if not is_current(store, v)]
     rebuilt = {st.view: st for st in rebuild_all(store, stale, upto=upto, progress=progress, cache_limit=cache_limit,
                                                  batch=batch or REBUILD_BATCH)} if stale else {}  # fmt: skip
@@ -555,6 +557,23 @@ def catch_up_all(store: Store, views: Iterable[View] = VIEWS, *, upto: int | Non
     return out
 
 
+def init_views(store: Store, views: Iterable[View] = VIEWS) -> list[Stats]:
+    """What `init` leaves (rule R3): the tracking and parked tables and, on SQLite,
+    every view's table built at its VERSION and caught up with the log. A read on a
+    store that init made then runs no DDL: it only applies new events to tables that
+    exist. An upgrade that bumped a VERSION rebuilds that view here, once, not in the
+    first read.
+
+    Not on PostgreSQL: there the views belong to the writer role, which rebuilds them by
+    drop and rename, and tables the owner's init made would be the owner's and refuse
+    the writer (docs/operations.md, PostgreSQL roles). The writer builds them with
+    `epochledger rebuild` right after init; until then, its first catch-up does."""
+    tables.ensure(store)
+    if store.kind == "postgresql":
+        return []
+    return catch_up_all(store, views)
+
+
 def _position(store: Store, module: View) -> int:
     tracking = status(store, module)
     return tracking[1] if tracking is not None else 0
@@ -563,6 +582,7 @@ def _position(store: Store, module: View) -> int:
 def behind(store: Store, module: View) -> int:
     """How many positions the live view lags the log (0 when caught up; the whole log
     when it was never built). Positions, not events: PostgreSQL ids have gaps."""
+    module = spec(module)
     tracking = status(store, module)
     return store.max_position() - (tracking[1] if tracking is not None and tracking[0] == module.VERSION else 0)
 
@@ -639,6 +659,7 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
     shows a few fields of 143k runs decodes those (docs/benchmarks.md, "Fleet size").
     An entry folded in memory is given the same shape through its stored encoding, so
     both paths give equal values (tests/test_listing.py)."""
+    module = spec(module)
     rows, position, head = _stored_rows(store, module, key=key, catch_up_first=catch_up_first, where=where)
     decode = _decoder(module, shape)
     current = position is not None
@@ -660,6 +681,7 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
 
 
 def _decoder(module: View, shape: Any) -> Callable[[bytes], Any]:
+    module = spec(module)
     decode: Callable[[bytes], Any] = msgspec.json.Decoder(shape or state_type(module), dec_hook=process_mod.dec_hook).decode
     return decode
 
@@ -669,6 +691,7 @@ def _stored_rows(store: Store, module: View, *, key: str | None, catch_up_first:
     """The view's stored rows as read_view reads them (caught up first unless told not
     to), its tracking position (None if never built or of another VERSION: the rows are
     then not the view) and the log's head, read after the rows."""
+    module = spec(module)
     if catch_up_first and not store.read_only:
         catch_up(store, module)
     tables.ensure(store)
@@ -685,6 +708,7 @@ def _stored_rows(store: Store, module: View, *, key: str | None, catch_up_first:
 def _fold_in_memory(store: Store, module: View, view: Any, after: int, key: str | None) -> Any:
     """The view brought up to the log's head in memory, under the engine's poison rule
     (an event that does not decode, or that evolve refuses, is skipped: parked)."""
+    module = spec(module)
     view_keys = keys_of(module) if key is not None else None
     for chunk in store.read_batches(after):
         for rec in chunk:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from ledger.events import ProcessBooted, Recorded
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "epoch_index"
 VERSION = 1
@@ -51,3 +52,8 @@ def columns(key: str, slots: list[str]) -> tuple[object, ...]:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
+                                columns=columns, keys=keys, TYPES=TYPES)  # fmt: skip

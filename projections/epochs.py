@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from ledger import process as process_mod
 from ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "epochs"
 VERSION = 1
@@ -47,3 +48,8 @@ def columns(key: str, p: process_mod.ProcessState) -> tuple[object, ...]:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
+                                columns=columns, keys=keys, KEY=KEY, TYPES=TYPES)  # fmt: skip

@@ -18,6 +18,7 @@ import msgspec
 from ledger import lifecycle
 from ledger.events import EVENT_TYPES, Recorded, RunDeleted, RunEventBase, Status
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "failures"
 VERSION = 1
@@ -65,3 +66,8 @@ def columns(key: str, c: FailureCount) -> tuple[object, ...]:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
+                                columns=columns, TYPES=TYPES)  # fmt: skip

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from ledger import process as process_mod
 from ledger.events import ProcessBooted, Recorded
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "hosts"
 VERSION = 1
@@ -52,3 +53,8 @@ def columns(key: str, h: process_mod.HostState) -> tuple[object, ...]:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
+                                columns=columns, keys=keys, TYPES=TYPES)  # fmt: skip

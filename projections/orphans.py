@@ -48,6 +48,7 @@ from ledger.process import EpochState, HostState, ProcessState
 from ledger.run import RunState
 from ledger.settings import Settings
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "orphans"
 VERSION = 3  # 3: the ledger's settings (its default slot, rule O9)
@@ -130,6 +131,11 @@ def evolve(view: View, rec: Recorded) -> View:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# As a view (projections/view.py): not registered (the registry covers it as the runs,
+# epochs and hosts views), yet the engine can materialize it whole (tests/test_engine.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve)
 
 
 # ------------------------------------------------------------------ verdicts

@@ -1,22 +1,24 @@
 """Every materialized view, in one place. Adding a view is one line here (and its
-module, which follows the view protocol in projections/view.py)."""
+module, which exports its `VIEW`, a ViewSpec: projections/view.py)."""
 
 from __future__ import annotations
 
-from projections import epoch_index, epochs, failures, hosts, runs, tick_health
-from projections.view import View
+from typing import Any
 
-VIEWS: tuple[View, ...] = (
-    runs,
-    epochs,  # with runs: what the orphan rule reads (projections/orphans.py)
-    epoch_index,  # epoch id -> slot: where the write side finds a report's epoch (F1)
-    hosts,  # host -> its boots: which host boot ids are over (O7), for end_of
-    tick_health,  # small, stored whole (open streaks, dead-letters)
-    failures,
+from projections import epoch_index, epochs, failures, hosts, runs, tick_health
+from projections.view import ViewSpec
+
+VIEWS: tuple[ViewSpec[Any], ...] = (
+    runs.VIEW,
+    epochs.VIEW,  # with runs: what the orphan rule reads (projections/orphans.py)
+    epoch_index.VIEW,  # epoch id -> slot: where the write side finds a report's epoch (F1)
+    hosts.VIEW,  # host -> its boots: which host boot ids are over (O7), for end_of
+    tick_health.VIEW,  # small, stored whole (open streaks, dead-letters)
+    failures.VIEW,
 )
 
 
-def by_name(name: str) -> View:
+def by_name(name: str) -> ViewSpec[Any]:
     for v in VIEWS:
         if v.NAME == name:
             return v

@@ -17,6 +17,7 @@ from ledger import lifecycle
 from ledger import run as run_mod
 from ledger.events import EVENT_TYPES, Recorded, RunEventBase
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "runs"
 # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;
@@ -98,3 +99,8 @@ def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
+
+
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
+                                columns=columns, keys=keys, KEY=KEY, INDEXES=INDEXES, TYPES=TYPES)  # fmt: skip

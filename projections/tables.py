@@ -16,10 +16,80 @@ tests/test_pg_locks.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
 
 from ledger.errors import ConflictError, StoreError
-from ledger.store import Store, translated
+from ledger.store import translated
+
+
+@runtime_checkable
+class ViewTables(Protocol):
+    """What the projection engine's SQL needs of a store: the read side's port (rules
+    R3, T4). Both backends' stores provide it (ledger/store/base.py, the dialect;
+    SQLite's answers are its defaults), so the engine keeps its tables through this
+    and nothing of the log; tests/port_contracts.py holds each backend to it."""
+
+    projection_tables_ready: bool  # the tracking and parked tables are known to exist (ensure)
+
+    @property
+    def read_only(self) -> bool:
+        """Opened for reading only: nothing may be created or written."""
+        ...
+
+    @property
+    def for_update(self) -> str:
+        """The row-lock suffix of a SELECT ("" where one writer at a time holds anyway)."""
+        ...
+
+    @property
+    def blob_type(self) -> str:
+        """The column type of a stored state."""
+        ...
+
+    @property
+    def column_types(self) -> Mapping[str, str]:
+        """A view column's SQL type by its kind ("text", "int")."""
+        ...
+
+    def transaction(self, commit: bool = True) -> AbstractContextManager[Any]:
+        """A transaction on this thread's connection, yielding a cursor that takes qmark
+        (`?`) placeholders; commit=False: a read-only transaction on one snapshot."""
+        ...
+
+    def quote(self, table: str) -> str:
+        """The table's name as SQL (schema-qualified where the store has a schema)."""
+        ...
+
+    def table_exists(self, table: str) -> bool:
+        """Does this table exist? A read: no DDL, no lock."""
+        ...
+
+    def lock_for_read(self, cur: Any, table: str) -> None:
+        """Before a read of `table` that must see one snapshot with its tracking row."""
+        ...
+
+    def is_missing_table(self, e: Exception) -> bool:
+        """Is this driver error "no such table"?"""
+        ...
+
+    def after_rename(self, cur: Any, old: str, new: str) -> None:
+        """After `ALTER TABLE old RENAME TO new`: what else the rename must carry."""
+        ...
+
+    def ddl_lock(self, cur: Any) -> None:
+        """Serialize schema changes of the projection tables between processes."""
+        ...
+
+    def drop_view_table(self, cur: Any, table: str) -> None:
+        """`DROP TABLE IF EXISTS` of a view's table (a rebuild's swap, a shadow's reset)."""
+        ...
+
+    def upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                    upsert: str) -> None:  # fmt: skip
+        """Run `upsert` (an INSERT .. ON CONFLICT with qmarks) for every row."""
+        ...
+
 
 TRACKING_TABLE = "epochledger_tracking"
 PARKED_TABLE = "epochledger_parked"
@@ -29,7 +99,7 @@ class _NoTable(Exception):
     """The view's table does not exist (never built)."""
 
 
-def ensure(store: Store) -> None:
+def ensure(store: ViewTables) -> None:
     """The tracking and parked tables exist: created if missing (by the owner's
     `epochledger init`, or by the first writer of a store made before they were part of
     it). When they exist, nothing is run that needs more than reading: a writer or a
@@ -50,13 +120,13 @@ def ensure(store: Store) -> None:
     store.projection_tables_ready = True
 
 
-def _absent(store: Store) -> bool:
+def _absent(store: ViewTables) -> bool:
     """A read-only store that has no projection tables: nothing was materialized."""
     ensure(store)
     return not store.projection_tables_ready
 
 
-def tracking(store: Store, view: str) -> tuple[int, int] | None:
+def tracking(store: ViewTables, view: str) -> tuple[int, int] | None:
     """(version, position) of a view, None if it was never materialized."""
     if _absent(store):
         return None
@@ -66,7 +136,7 @@ def tracking(store: Store, view: str) -> tuple[int, int] | None:
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def reset_view(store: Store, view: str, table: str, columns: Sequence[tuple[str, str]], version: int) -> None:
+def reset_view(store: ViewTables, view: str, table: str, columns: Sequence[tuple[str, str]], version: int) -> None:
     """Empty `table` (created if absent) and set the view's tracking to position 0,
     in one transaction, dropping the view's parked events."""
     cols = "".join(f", {c} {store.column_types[t]}" for c, t in columns)
@@ -81,7 +151,7 @@ def reset_view(store: Store, view: str, table: str, columns: Sequence[tuple[str,
         cur.execute(f"DELETE FROM {store.quote(PARKED_TABLE)} WHERE view=?", (view,))
 
 
-def commit_view(store: Store, view: str, expected: int, position: int, table: str, columns: Sequence[str],
+def commit_view(store: ViewTables, view: str, expected: int, position: int, table: str, columns: Sequence[str],
                 upserts: Sequence[tuple[Any, ...]], deletes: Sequence[str],
                 parked: Sequence[tuple[Any, ...]] = ()) -> None:  # fmt: skip
     """One transaction: move the view's tracking from `expected` to `position`, upsert
@@ -109,7 +179,7 @@ def commit_view(store: Store, view: str, expected: int, position: int, table: st
             )
 
 
-def load_states(store: Store, table: str, keys: Sequence[str]) -> dict[str, bytes]:
+def load_states(store: ViewTables, table: str, keys: Sequence[str]) -> dict[str, bytes]:
     """The state column of the rows with these keys (absent keys are left out)."""
     found: dict[str, bytes] = {}
     with translated(f"read {table}", store), store.transaction(commit=False) as cur:
@@ -120,7 +190,7 @@ def load_states(store: Store, table: str, keys: Sequence[str]) -> dict[str, byte
     return found
 
 
-def rows_query(store: Store, table: str, columns: Sequence[str],
+def rows_query(store: ViewTables, table: str, columns: Sequence[str],
                where: Sequence[tuple[str, Any]] = ()) -> tuple[str, list[Any]]:  # fmt: skip
     """view_rows' SELECT and its parameters."""
     terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
@@ -129,7 +199,7 @@ def rows_query(store: Store, table: str, columns: Sequence[str],
     return f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} ORDER BY k", params
 
 
-def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
+def view_rows(store: ViewTables, view: str, table: str, columns: Sequence[str],
               where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
     """(tracking, rows sorted by key) read in one snapshot, so the rows are exactly
     the view as of its tracking position. `where`: (column, value) equalities.
@@ -173,7 +243,7 @@ def view_rows(store: Store, view: str, table: str, columns: Sequence[str],
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
-def orphan_candidates(store: Store, runs_table: str, epochs_table: str, statuses: Sequence[str],
+def orphan_candidates(store: ViewTables, runs_table: str, epochs_table: str, statuses: Sequence[str],
                       also_slots: Sequence[str] = ()) -> list[tuple[str, bytes]]:  # fmt: skip
     """(k, state) of the runs view's rows that the orphan rule could judge orphaned:
     not deleted, in one of `statuses`, and not owned by the live current epoch of their
@@ -189,7 +259,7 @@ def orphan_candidates(store: Store, runs_table: str, epochs_table: str, statuses
         return [(k, bytes(state)) for k, state in cur.fetchall()]
 
 
-def candidates_query(store: Store, runs_table: str, epochs_table: str, statuses: Sequence[str],
+def candidates_query(store: ViewTables, runs_table: str, epochs_table: str, statuses: Sequence[str],
                      also_slots: Sequence[str] = ()) -> tuple[str, list[Any]]:  # fmt: skip
     """orphan_candidates' SELECT and its parameters. Every column of the runs view it
     filters on is in the view's status index (projections/runs.py, INDEXES): the
@@ -206,7 +276,7 @@ def index_name(table: str, name: str) -> str:
     return f"{table}__{name}"
 
 
-def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str,
+def swap_view(store: ViewTables, view: str, shadow_view: str, live: str, shadow: str,
               indexes: Mapping[str, Sequence[str]] | None = None) -> tuple[int, int]:  # fmt: skip
     """Replace the live table by the rebuilt one, and the live tracking and parked
     rows by the rebuild's, in one transaction: readers see the old view or the new
@@ -246,7 +316,7 @@ def swap_view(store: Store, view: str, shadow_view: str, live: str, shadow: str,
     return int(row[0]), int(row[1])
 
 
-def parked(store: Store, view: str | None = None) -> list[tuple[Any, ...]]:
+def parked(store: ViewTables, view: str | None = None) -> list[tuple[Any, ...]]:
     """(view, position, stream, tag, error, attempts, parked_at), by view and position."""
     if _absent(store):
         return []

@@ -18,6 +18,7 @@ import msgspec
 from ledger.events import Recorded, RunDeadLettered, RunEventBase
 from ledger.run import TickStreak, streak_after
 from projections import fold_records
+from projections.view import ViewSpec
 
 NAME = "tick_health"
 VERSION = 1
@@ -74,16 +75,55 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
 
 
+# The view, as the engine and the registry see it (projections/view.py).
+VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve)  # stored whole
+
+
 # ------------------------------------------------------------------ queries
-def streak_row(view: View, run: str) -> dict[str, Any] | None:
-    """One open streak with its age in ledger time (seconds; negative if the writer's
-    clock ran behind the log: shown as is, never clamped)."""
+# The fields of these results are in alphabetical order: encoded as JSON they give the
+# bytes the dicts they replaced gave (tests/test_cli_golden.py, rule C1).
+class OpenStreak(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's open tick streak (ledger.run.TickStreak) with its age in ledger time."""
+
+    age_s: float | None  # seconds; negative if the writer's clock ran behind the log: shown as is, never clamped
+    error: str
+    error_class: str
+    failures: int
+    last_at: datetime
+    run: str
+    since: datetime
+    step: str
+    tick: str
+
+
+class RunTickHealth(msgspec.Struct, frozen=True, kw_only=True):
+    """One run's tick health (`show`): its open streak and its dead-letters, and the
+    view's `now` (the `at` of the last event it has seen)."""
+
+    dead_letters: list[DeadLetterRow]
+    ledger_now: datetime | None
+    streak: OpenStreak | None
+
+
+def open_streak(view: View, run: str) -> OpenStreak | None:
+    """One open streak with its age in ledger time, None if the run has none."""
     s = view.streaks.get(run)
     if s is None:
         return None
-    row: dict[str, Any] = {"run": run, **msgspec.to_builtins(s)}
-    row["age_s"] = (view.now - s.since).total_seconds() if view.now is not None else None
-    return row
+    age = (view.now - s.since).total_seconds() if view.now is not None else None
+    return OpenStreak(age_s=age, error=s.error, error_class=s.error_class, failures=s.failures, last_at=s.last_at,
+                      run=run, since=s.since, step=s.step, tick=s.tick)  # fmt: skip
+
+
+def run_health(view: View, run: str) -> RunTickHealth:
+    return RunTickHealth(dead_letters=[d for d in view.dead_letters if d.run == run], ledger_now=view.now,
+                         streak=open_streak(view, run))  # fmt: skip
+
+
+def streak_row(view: View, run: str) -> dict[str, Any] | None:
+    """open_streak as a row of builtins (strings for instants), for listings."""
+    found = open_streak(view, run)
+    return None if found is None else msgspec.to_builtins(found)
 
 
 def open_streaks(view: View) -> list[dict[str, Any]]:

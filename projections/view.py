@@ -1,14 +1,18 @@
-"""The view protocol: what a read model is (rules R1-R3).
+"""What a read model is: a `ViewSpec`, one per view module (rules R1-R3).
 
-A view is a module with a stable `NAME` (its table is `view_<NAME>`), a `VERSION` (bump
-it when the view's meaning changes: the stored view is then stale and the next catch-up
-rebuilds it), and a pure fold, `initial()` and `evolve(view, rec)`: the same one the
-live view, a rebuild, a replay and verify use, so they cannot disagree. `evolve` must
-compute before it stores, so an event it refuses leaves the view as it was.
+A view has a stable `NAME` (its table is `view_<NAME>`), a `VERSION` (bump it when the
+view's meaning changes: the stored view is then stale and the next catch-up rebuilds
+it), and a pure fold, `initial()` and `evolve(view, rec)`: the same one the live view, a
+rebuild, a replay and verify use, so they cannot disagree. `evolve` must compute before
+it stores, so an event it refuses leaves the view as it was.
 
-Optional, read by projections/engine.py when present:
-- `STATE` (the msgspec type of one entry, stored as JSON), `COLUMNS` ((name, "text" |
-  "int") pairs) and `columns(key, value)`: queryable columns beside the state;
+Each view module exports its `VIEW = ViewSpec(...)`, built from the module's own
+constants and functions (the module keeps them for its readers: `runs.STATE`); the
+registry (projections/registry.py) lists the specs. The optional parts have defaults,
+so the engine reads attributes, never probes a module:
+- `STATE` (the msgspec type of one entry, stored as JSON; default: the type of
+  `initial()`), `COLUMNS` ((name, "text" | "int") pairs) and `columns(key, value)`:
+  queryable columns beside the state;
 - `keys(rec)`: the only keys `evolve(view, rec)` reads or changes. With it the engine
   keeps a bounded cache of entries and loads the rest from the table on demand;
 - `KEY`: with TYPES, the event field whose value is the one key `keys(rec)` returns for
@@ -22,24 +26,70 @@ Optional, read by projections/engine.py when present:
 - `TYPES`: a frozenset of the event classes `evolve` acts on; an event of any other
   class leaves the view unchanged, so the engine does not call `evolve` (nor `keys`)
   for it: a rebuild of every view in one pass hands each view only its own events
-  (tests/test_engine.py pins each view's set against its evolve).
+  (tests/test_engine.py pins each view's set against its evolve). None: every event.
+
+The fields keep the names the view modules have always used (upper case for the
+constants, lower case for the functions), so a spec reads like its module.
 
 A view whose state is not a dict is stored whole, as one row (docs/projections.md).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 from ledger.events import Recorded
+from projections import fold_records
+
+S = TypeVar("S")
 
 
-class View(Protocol):
-    """A read model, as a module: registered in projections/registry.py."""
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ViewSpec(Generic[S]):
+    """A read model: its identity, its fold, and how the engine stores it. Compared by
+    identity (eq=False): one spec per view, registered once."""
 
     NAME: str
     VERSION: int
+    initial: Callable[[], S]
+    evolve: Callable[[S, Recorded], S]
+    STATE: Any = None  # a msgspec-decodable type; None: type(initial())
+    COLUMNS: tuple[tuple[str, str], ...] = ()
+    columns: Callable[[str, Any], tuple[object, ...]] | None = None
+    keys: Callable[[Recorded], tuple[str, ...]] | None = None
+    KEY: str | None = None
+    INDEXES: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    TYPES: frozenset[type] | None = None
 
-    def initial(self) -> Any: ...
+    @property
+    def whole(self) -> bool:
+        """Stored whole, as one row (its state is not a dict of entries)."""
+        return not isinstance(self.initial(), dict)
 
-    def evolve(self, view: Any, rec: Recorded, /) -> Any: ...
+    @property
+    def state_type(self) -> Any:
+        """The type one stored entry decodes into."""
+        return self.STATE if self.STATE is not None else type(self.initial())
+
+    def fold(self, records: Iterable[Recorded], view: S | None = None) -> S:
+        """The view's fold of `records` (from `view`, or a fresh initial()): the one fold."""
+        return fold_records(self.initial, self.evolve, records, view)
+
+
+class ViewModule(Protocol):
+    """A view's module, which exports its spec (projections/runs.py and the others)."""
+
+    @property
+    def VIEW(self) -> ViewSpec[Any]: ...
+
+
+View = ViewSpec[Any] | ViewModule
+"""What the engine and the forensics accept: a spec, or the module that exports it (the
+callers that name a view by its module keep working)."""
+
+
+def spec(view: View) -> ViewSpec[Any]:
+    """The spec of `view`: itself, or its module's VIEW."""
+    return view if isinstance(view, ViewSpec) else view.VIEW

@@ -34,7 +34,7 @@ from ledger.events import Recorded
 from ledger.store import Poison, Store, check_position
 from projections.engine import MAX_ATTEMPTS
 from projections.registry import VIEWS
-from projections.view import View
+from projections.view import View, ViewSpec, spec
 
 
 class FleetState(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,8 +72,9 @@ def state_at(store: Store, *, position: int | None = None, at: datetime | None =
         raise InvalidInput("event-time needs an instant (--at)", where="--by")
     if position is not None:
         check_position(position, "--position")
-    folded = {v.NAME: v.initial() for v in views}
-    parked: dict[str, list[int]] = {v.NAME: [] for v in views}
+    specs = [spec(v) for v in views]
+    folded = {v.NAME: v.initial() for v in specs}
+    parked: dict[str, list[int]] = {v.NAME: [] for v in specs}
     last_position, last_at, events = 0, None, 0
     ended: set[str] = set()  # by event time: streams that reached an event stamped after `at`
     for chunk in store.read_batches(0, position):
@@ -87,20 +88,20 @@ def state_at(store: Store, *, position: int | None = None, at: datetime | None =
                         continue
                     return _done(last_position, last_at, events, folded, parked)
                 last_at = rec.event.at
-                for v in views:
+                for v in specs:
                     folded[v.NAME], ok = _apply(v, folded[v.NAME], rec)
                     if not ok:
                         parked[v.NAME].append(rec.position)
             else:
                 assert isinstance(rec, Poison)
-                for v in views:
+                for v in specs:
                     parked[v.NAME].append(rec.position)
             last_position = rec.position
             events += 1
     return _done(last_position, last_at, events, folded, parked)
 
 
-def _apply(view_module: View, view: Any, rec: Recorded) -> tuple[Any, bool]:
+def _apply(view_module: ViewSpec[Any], view: Any, rec: Recorded) -> tuple[Any, bool]:
     for _ in range(MAX_ATTEMPTS):
         try:
             return view_module.evolve(view, rec), True

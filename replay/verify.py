@@ -24,7 +24,7 @@ from ledger.store.chain import ChainReport, Digest
 from projections import tables
 from projections.engine import _retry, column_spec, entries, row_of, table_of
 from projections.registry import VIEWS
-from projections.view import View
+from projections.view import View, spec
 
 
 class Difference(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +50,7 @@ class Verified(msgspec.Struct, kw_only=True):
 def replay_rows(store: Store, module: View, upto: int) -> tuple[list[tuple[Any, ...]], list[int]]:
     """Fold the log up to `upto` in memory with the view's own evolve, under the
     engine's rules for poison, and materialize it: (rows sorted by key, parked positions)."""
+    module = spec(module)
     view = module.initial()
     parked: list[int] = []
     for chunk in store.read_batches(0, upto):
@@ -68,6 +69,7 @@ def replay_rows(store: Store, module: View, upto: int) -> tuple[list[tuple[Any, 
 
 
 def verify_view(store: Store, module: View) -> Verified:
+    module = spec(module)
     tables.ensure(store)
     columns = [c for c, _ in column_spec(module)]
     tracking, live = tables.view_rows(store, module.NAME, table_of(module.NAME), columns)

@@ -26,6 +26,7 @@ from epochledger.cli import main
 from ledger.errors import InvalidInput, LedgerError, QueryRefused, RunNotFound, StoreError
 from ledger.events import TAGS, Status
 from projections import audit
+from projections.audit import duck
 
 GOLDEN = Path(__file__).parent / "golden"
 AS_OF = datetime(2026, 9, 10, 23, 59, 59, tzinfo=UTC)
@@ -100,7 +101,7 @@ def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_no
     sqlite_ledger.boot("worker-1", epoch="w1.e1")
     day(sqlite_ledger, 6)  # 1 boot + 6 x 3 events
     path = str(tmp_path / "audit.duckdb")
-    real = audit._load
+    real = duck._load
     calls = []
 
     def failing(con, file, rows, before):
@@ -109,12 +110,12 @@ def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_no
             raise StoreError("disk full (injected)")
         return real(con, file, rows, before)
 
-    monkeypatch.setattr(audit, "_load", failing)
+    monkeypatch.setattr(duck, "_load", failing)
     with pytest.raises(StoreError, match="injected"):
         audit.sync(sqlite_ledger.store, path, chunk=5)
     assert positions(path) == [1, 2, 3, 4, 5]
-    assert audit.status(path)["position"] == 5
-    monkeypatch.setattr(audit, "_load", real)
+    assert audit.status(path).position == 5
+    monkeypatch.setattr(duck, "_load", real)
     result = audit.sync(sqlite_ledger.store, path, chunk=5)
     assert result.appended == 19 - 5
     assert positions(path) == list(range(1, 20))
@@ -359,7 +360,7 @@ def test_A1_O3_runs_view_follows_the_log_not_the_clock(sqlite_ledger: Ledger, tm
 
 def test_P3_audit_sql_names_no_status() -> None:
     """Status sets live in ledger/lifecycle.py alone; SQL asks lifecycle_predicates."""
-    sql_dir = Path(audit.__file__).parent
+    sql_dir = Path(duck.__file__).parent
     files = sorted(sql_dir.glob("*.sql"))
     assert len(files) >= 8
     statuses = "|".join(re.escape(s.value) for s in Status)
@@ -462,8 +463,8 @@ def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_th
 def test_A1_the_reports_that_count_failures_ask_the_view_and_no_other_sql_repeats_its_rule() -> None:
     """The rule lives in failure_entries alone: a report that re-derived it could drift."""
     for name in ("failure_codes", "failures_by_label"):
-        assert "FROM failure_entries" in audit._sql(f"report_{name}.sql"), name
-    sql = {f"report_{n}.sql": audit._sql(f"report_{n}.sql") for n in audit.report_names()} | {"views.sql": audit._sql("views.sql")}
+        assert "FROM failure_entries" in duck._sql(f"report_{name}.sql"), name
+    sql = {f"report_{n}.sql": duck._sql(f"report_{n}.sql") for n in audit.report_names()} | {"views.sql": duck._sql("views.sql")}
     rule = "pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code"
     assert {name: text.count(rule) for name, text in sql.items() if rule in text} == {"views.sql": 1}
 
@@ -628,7 +629,7 @@ def test_A1_the_read_only_connection_refuses_writes_on_its_own(statement: str, t
     Mutation caught: opening without read_only / enable_external_access=false."""
     store, path = _golden_file(tmp_path, capsys)
     before = (file_digest(path), file_digest(store), sorted(os.listdir(tmp_path)))
-    con = audit._connect_ro(path)
+    con = duck._connect_ro(path)
     try:
         with pytest.raises(duckdb.Error):
             con.execute(statement.format(tmp=tmp_path, store=store))
@@ -642,7 +643,7 @@ def test_A1_the_statement_check_refuses_writes_on_its_own(tmp_path: Path, capsys
     """The first lock, with a writable connection: still refused before running.
     Mutation caught: dropping the statement-type check."""
     _, path = _golden_file(tmp_path, capsys)
-    monkeypatch.setattr(audit, "_connect_ro", lambda p, **kw: duckdb.connect(p))
+    monkeypatch.setattr(duck, "_connect_ro", lambda p, **kw: duckdb.connect(p))
     for sql in ["DELETE FROM events", "CREATE TABLE t AS SELECT 1", "SELECT 1; DELETE FROM events"]:
         with pytest.raises(QueryRefused):
             audit.query(path, sql)
@@ -835,15 +836,16 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
 KILLED_SYNC = """
 import os, sys, time
 from projections import audit
+from projections.audit import duck
 from ledger.store import open_store
-real, calls = audit._load, []
+real, calls = duck._load, []
 def load(con, file, rows, before):
     calls.append(before)
     if len(calls) == 2:  # the first chunk is committed, the next chunk files are written
         open(sys.argv[3], "w").close()
         time.sleep(600)
     return real(con, file, rows, before)
-audit._load = load
+duck._load = load
 audit.sync(open_store(sys.argv[1], create=False), sys.argv[2], chunk=int(sys.argv[4]))
 """
 
@@ -952,7 +954,7 @@ def test_A1_a_query_is_interrupted_at_its_timeout(tmp_path: Path, capsys: pytest
 
     store, path = _golden_file(tmp_path, capsys)
     endless = "SELECT count(*) FROM range(1000000000000) a, range(1000) b"
-    with pytest.raises(QueryInterrupted, match=r"ran longer than 0.5 s \(--timeout\)") as e:
+    with pytest.raises(QueryInterrupted, match=r"ran longer than 0.5 s \(its timeout\)") as e:
         audit.query(path, endless, timeout=0.5)
     assert e.value.limit == "timeout"
     assert main(["--store", store, "audit", "query", endless, "--timeout", "0.5"]) == 3
@@ -968,7 +970,7 @@ def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(tm
 
     store, path = _golden_file(tmp_path, capsys)
     before = sorted(os.listdir(tmp_path))
-    with pytest.raises(QueryInterrupted, match=r"needs more memory than 64MB \(--memory-limit\)") as e:
+    with pytest.raises(QueryInterrupted, match=r"needs more memory than 64MB \(its memory limit\)") as e:
         audit.query(path, "SELECT * FROM range(40000000) ORDER BY random()", memory_limit="64MB")
     assert e.value.limit == "memory"
     assert sorted(os.listdir(tmp_path)) == before
@@ -1019,7 +1021,7 @@ def test_A1_sync_waits_a_bounded_time_for_a_reader_then_fails_naming_it(tmp_path
         lg.queue("later", at=datetime(2026, 9, 12, tzinfo=UTC))
         reader = _holder(path, "ro", 600)  # one that does not
         try:
-            with pytest.raises(StoreError, match=rf"PID {reader.pid} holds it open .*waited 1 s \(--wait\)"):
+            with pytest.raises(StoreError, match=rf"PID {reader.pid} holds it open .*waited 1 s \(the sync's wait\)"):
                 audit.sync(lg.store, path, wait=1)
         finally:
             reader.kill()
@@ -1160,5 +1162,5 @@ def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
     path = str(tmp_path / "audit.duckdb")
     with pytest.raises(StoreError, match=r"positions 1\.\.3 held 3 events, now 2"):
         audit.sync(Shrinking(), path)  # type: ignore[arg-type]
-    assert audit.status(path)["position"] == 0 and positions(path) == []
+    assert audit.status(path).position == 0 and positions(path) == []
     assert audit.sync(store, path).appended == 3

@@ -4,6 +4,7 @@ why not."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 
@@ -116,11 +117,11 @@ def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> No
     bulk_history(ledger, 20)
     assert engine.catch_up(ledger.store, runs).rebuilt  # never built: built
     assert not engine.catch_up(ledger.store, runs).rebuilt
-    monkeypatch.setattr(runs, "VERSION", runs.VERSION + 1)
+    monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, VERSION=runs.VERSION + 1))
     assert engine.behind(ledger.store, runs) == ledger.store.max_position()
     assert verify_mod.verify_view(ledger.store, runs).difference is not None
     stats = engine.catch_up(ledger.store, runs)
-    assert stats.rebuilt and tables.tracking(ledger.store, "runs") == (runs.VERSION, ledger.store.max_position())
+    assert stats.rebuilt and tables.tracking(ledger.store, "runs") == (runs.VIEW.VERSION, ledger.store.max_position())
 
 
 # ------------------------------------------------------------------------ poison
@@ -399,13 +400,13 @@ def test_R3_view_indexes_exist_after_every_rebuild_and_swap(ledger, monkeypatch)
     engine.rebuild(ledger.store, runs)  # resumes from the reset shadow, swaps it in
     assert view_indexes(ledger.store, "view_runs") == want
     assert not ledger.store.table_exists("view_runs__rebuild")
-    monkeypatch.setattr(runs, "VERSION", runs.VERSION + 1)
+    monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, VERSION=runs.VERSION + 1))
     assert engine.catch_up(ledger.store, runs).rebuilt
     assert view_indexes(ledger.store, "view_runs") == want
     assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
     # the other views declare none
     for v in registry.VIEWS:
-        if v is not runs:
+        if v.NAME != runs.NAME:
             engine.catch_up(ledger.store, v)
             assert view_indexes(ledger.store, engine.table_of(v.NAME)) == {}, v.NAME
 
@@ -463,7 +464,7 @@ def test_R2_a_views_KEY_is_its_keys_for_every_event_of_its_TYPES(ledger, clock) 
     redeploy_0220(ledger, clock)
     random_history(ledger, 8, runs=12, ops=200)
     records = list(ledger.store.read_all())
-    keyed = [v for v in registry.VIEWS if getattr(v, "KEY", None) is not None]
+    keyed = [v for v in registry.VIEWS if v.KEY is not None]
     assert {v.NAME for v in keyed} == {"runs", "epochs"}
     for v in keyed:
         types = engine.types_of(v)
@@ -502,7 +503,7 @@ def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_th
         except Exception as e:
             raised.append((r.position, f"{type(e).__name__}: {e}"))
     assert len(raised) > len(bad)
-    monkeypatch.setattr(runs, "evolve", buggy)
+    monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, evolve=buggy))
     engine.rebuild(ledger.store, runs, batch=50)
     parked = tables.parked(ledger.store, "runs")
     assert [(p[1], p[4], p[5]) for p in parked] == [(p, e, engine.MAX_ATTEMPTS) for p, e in raised]

@@ -13,7 +13,7 @@ from replay import verify as verify_mod
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:
-    assert set(registry.VIEWS) == {runs, epochs, epoch_index, hosts, tick_health, failures}
+    assert set(registry.VIEWS) == {m.VIEW for m in (runs, epochs, epoch_index, hosts, tick_health, failures)}
     assert len({v.NAME for v in registry.VIEWS}) == len(registry.VIEWS)
 
 

@@ -86,6 +86,30 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
 )
 
 
+# The library's errors name what was wrong in its own words (an InvalidInput's `where`:
+# a parameter, a field, a file); where that is one of a command's options, the CLI shows
+# the option instead, as the user typed it.
+FLAGS: dict[str, str] = {
+    "audit file": "--duckdb",
+    "memory_limit": "--memory-limit",
+    "timeout": "--timeout",
+    "wait": "--wait",
+    "period": "--period",
+    "as_of": "--as-of",
+    "label": "--label",
+    "directory": "export-parquet",
+    "policy": "--policy",
+}
+
+
+def shown(error: LedgerError) -> str:
+    """The error as the CLI prints it: its message, with a `where` that names one of
+    the options (FLAGS) shown as that option."""
+    if isinstance(error, InvalidInput) and error.where in FLAGS:
+        return f"{FLAGS[error.where]}: {error.message}"
+    return str(error)
+
+
 def exit_code(error: LedgerError) -> int:
     """The documented exit code of a library error (EXIT_CODES)."""
     codes = {cls: code for cls, code, _ in EXIT_CODES if cls is not None}
@@ -217,7 +241,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         try:
             return ns.handler(ns) or 0
         except LedgerError as e:
-            say_error(type(e).__name__, str(e), exit_code(e), error_fields(e), as_json=as_json)
+            say_error(type(e).__name__, shown(e), exit_code(e), error_fields(e), as_json=as_json)
             return exit_code(e)
         except BrokenPipeError:
             return 0

@@ -88,8 +88,8 @@ def cmd_audit_status(ns: argparse.Namespace) -> None:
     if ns.json:
         out_json(result)
     else:
-        out(f"{result['duckdb']}: position {result['position']} of {result['ledger_position']} "
-            f"({result['behind']} behind), {result['events']} events, newest at {result['latest']}")  # fmt: skip
+        out(f"{result.duckdb}: position {result.position} of {result.ledger_position} "
+            f"({result.behind} behind), {result.events} events, newest at {result.latest}")  # fmt: skip
 
 
 @command("audit report", arg("name", help="one of the reports listed above"), DUCKDB,
@@ -159,4 +159,4 @@ def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
     if ns.json:
         out_json(result)
     else:
-        out(f"wrote {result['events']} events in {result['files']} Parquet files under {result['directory']}")
+        out(f"wrote {result.events} events in {result.files} Parquet files under {result.directory}")

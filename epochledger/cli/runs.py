@@ -246,7 +246,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
     with open_ns(ns) as ledger:
         state, lag = read_run(ledger.store, ns.run, catch_up_first=not ns.no_catch_up)
         rec = run_record(state)
-        rec["tick_health"] = tick.run_tick_health(ledger, ns.run, catch_up_first=not ns.no_catch_up)  # docs/tick.md
+        rec["tick_health"] = msgspec.to_builtins(tick.run_tick_health(ledger, ns.run, catch_up_first=not ns.no_catch_up))  # docs/tick.md
     say_lag(lag)
     if ns.json:
         out_json(rec)

@@ -3,10 +3,12 @@
 A store keeps the log in eventsourcing's application-recorder layout: each event is a
 row whose originator is the stream id, whose version is its place in the stream (the
 optimistic lock, rule L5), whose topic is the event's stable tag, and whose state is the
-msgspec encoding. `Store` is the abstract contract every backend implements (one module
-each: ledger/store/sqlite.py, ledger/store/postgres.py) and the one contract suite
-tests (tests/store_contract.py); a third backend gets the whole suite by writing one
-subclass and one `create_store()`.
+msgspec encoding. `Store` implements the store's ports (ledger/store/ports.py: the log,
+its hash chain; projections/tables.py: the view tables) over hooks every backend
+implements (one module each: ledger/store/sqlite.py, ledger/store/postgres.py), and
+the contract suites test it (tests/store_contract.py, and one per port:
+tests/port_contracts.py); a third backend gets them all by writing one subclass and one
+`create_store()`.
 
 Reads go straight to the table with keyset pagination and a typed msgspec decode: the
 library's generic objects cost most of a fleet-wide read (docs/benchmarks.md). The
@@ -26,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import msgspec
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError, PersistenceError
 
 from ledger import codec
 from ledger.errors import (
@@ -36,22 +38,25 @@ from ledger.errors import (
     DecodeError,
     InvalidInput,
     LedgerError,
-    LockTimeout,
     NotCommitted,
     PermissionDenied,
-    StatementTimeout,
     StoreError,
     StreamGap,
 )
 from ledger.events import AnyEvent, Recorded, tag_of
 from ledger.store import chain
+from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _landed, _Row, _Unsure, _versions
+from ledger.store.ports import EventLog, HashChain
 
 EVENTS_TABLE = "epochledger_events"
 APPEND_ONLY_TRIGGER = "epochledger_append_only"
 DEFAULT_PATH = "epochledger.db"
 SQLITE_BUSY_TIMEOUT = 30  # seconds a SQLite writer waits for another's lock
 READ_BATCH = 10_000
-_MAX_POS = (1 << 63) - 1
+# What Store.log_token gives: opaque to its callers, who only compare two for equality
+# (Ledger.read_states, rule W1). SQLite's is (its connection, PRAGMA data_version,
+# total_changes); a backend without a cheap one gives None.
+LogToken = tuple[object, int, int]
 
 
 def check_position(value: object, where: str) -> int:
@@ -114,27 +119,6 @@ def translated(what: str, store: Any = None) -> Iterator[None]:
         raise
 
 
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
-def _driver_error(e: Exception, what: str, store: Any = None) -> LedgerError:
-    """A psycopg error as a ledger error, by SQLSTATE: a lock or statement timeout and
-    a refused privilege are typed (they say what to do); the rest is a StoreError."""
-    state = getattr(e, "sqlstate", None)
-    if state == "55P03":  # lock_not_available: lock_timeout expired
-        context = getattr(getattr(e, "diag", None), "context", None)
-        lock = context.strip().splitlines()[0] if context else "a lock this statement needed"
-        return LockTimeout(what, lock, getattr(store, "lock_timeout", None))
-    if state == "57014" and "statement timeout" in str(e):
-        return StatementTimeout(what, getattr(store, "statement_timeout", None))
-    if state == "42501":  # insufficient_privilege
-        return PermissionDenied(what, getattr(store, "role", None), _first_line(e), getattr(store, "privilege_hint", ""))
-    if state in ("40P01", "40001"):  # deadlock, serialization failure: the transaction rolled back
-        return NotCommitted(what, _first_line(e))
-    return StoreError(f"{what}: {_first_line(e)}")
-
-
 class Poison(msgspec.Struct, frozen=True):
     """A stored event that does not decode, in place of its Recorded (rule T4): the
     reader does not stop at it; the consumer (the projection engine) decides what to do."""
@@ -184,44 +168,11 @@ def _contiguous(stream: str, records: list[Recorded | Poison], after: int = 0) -
     return records
 
 
-_Row = tuple[str, int, str, bytes]  # (stream, version, topic, encoded state): one event as stored
-
-
-class _Duplicate(Exception):
-    """A row of the batch is already at its (stream, version); the batch rolled back."""
-
-
-class _Unsure(Exception):
-    """The connection failed while the database was committing the batch."""
-
-    def __init__(self, error: str):
-        self.error = error
-
-
-def _landed(rows: Sequence[_Row], found: dict[tuple[str, int], tuple[int, str, bytes]]) -> list[int] | None:
-    """The positions of `rows` if every one is stored with exactly these bytes, else None."""
-    ids = []
-    for stream, version, topic, state in rows:
-        got = found.get((stream, version))
-        if got is None or got[1] != topic or bytes(got[2]) != state:
-            return None
-        ids.append(got[0])
-    return ids
-
-
-def _versions(rows: Sequence[_Row]) -> dict[str, tuple[int, int]]:
-    out: dict[str, tuple[int, int]] = {}
-    for stream, version, _, _ in rows:
-        first, last = out.get(stream, (version, version))
-        out[stream] = (min(first, version), max(last, version))
-    return out
-
-
-class Store(ABC):
-    """One ledger's log, on one backend. The log's contract (append, the reads) is
-    common code over a few backend hooks (`_insert`, `_select_*`, ...); the dialect
-    (`transaction`, `quote`, ...) is what the projection engine's SQL
-    (projections/tables.py) needs to know about the database."""
+class Store(EventLog, HashChain, ABC):
+    """One ledger's log, on one backend: its two ports (ledger/store/ports.py, the log
+    and its hash chain) as common code over a few backend hooks (`_insert`,
+    `_select_*`, ...); the dialect (`transaction`, `quote`, ...) is what the projection
+    engine's SQL needs to know about the database (projections/tables.py, ViewTables)."""
 
     url: str  # the store's URL, canonical (an absolute path for SQLite)
     kind: str  # "sqlite" | "postgresql"
@@ -236,17 +187,21 @@ class Store(ABC):
     whole_streams_per_read = 500  # the same, for streams read from their start (_select_whole_streams)
 
     @abstractmethod
-    def _library(self) -> tuple[Any, Any]:
+    def _library(self) -> tuple[object, ApplicationRecorder]:
         """The library's (datastore, application recorder), made on first use."""
 
     @property
-    def recorder(self) -> Any:
+    def recorder(self) -> ApplicationRecorder:
         """The library's application recorder, made on first use: table creation and the
-        reference read path (`library_read`). No library type leaves the adapter."""
+        reference read path (`library_read`). The one library type the adapter hands
+        out, typed as the library's own ABC, for the tests and benchmarks that compare
+        against the reference; the ledger's code never takes it."""
         return self._library()[1]
 
     @property
-    def datastore(self) -> Any:
+    def datastore(self) -> object:
+        """The library's datastore behind `recorder` (each backend's own class: the
+        library gives them no common base)."""
         return self._library()[0]
 
     # ------------------------------------------------------------- writes
@@ -298,7 +253,7 @@ class Store(ABC):
         raise ConflictError(moved or list(expected)) from None
 
     # --------------------------------------------- what this process last saw (W1)
-    def log_token(self) -> Any:
+    def log_token(self) -> LogToken | None:
         """An opaque fact about the log as this thread's connection sees it now, or None
         when the backend has no cheap one: two equal tokens, taken on one thread, prove
         that nothing was appended to the log between them, by any writer (another
@@ -309,7 +264,7 @@ class Store(ABC):
         cheaper than the read it would save, so its writes keep reading."""
         return None
 
-    def token_after_append(self, token: Any) -> Any:
+    def token_after_append(self, token: LogToken | None) -> LogToken | None:
         """The token the log has just after this thread's last `append`, if `token` was
         the log's token before that append and the append landed in one transaction
         (else None): equal to a later log_token only if nothing but that append was
@@ -612,7 +567,7 @@ class Store(ABC):
             if not got:
                 return
             for n in got:
-                yield n.id, n.originator_id, n.originator_version, n.topic, decode(n.state)
+                yield n.id, str(n.originator_id), n.originator_version, n.topic, decode(n.state)  # text ids
             after = got[-1].id
             if len(got) < batch:
                 return

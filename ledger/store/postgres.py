@@ -12,24 +12,21 @@ import struct
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
+from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _Row, _Unsure, _versions
 from ledger.store.base import (
-    _MAX_POS,
     APPEND_ONLY_TRIGGER,
     EVENTS_TABLE,
     Store,
-    _driver_error,
-    _Duplicate,
-    _first_line,
-    _Row,
-    _Unsure,
-    _versions,
     translated,
 )
 from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
 from ledger.store.url import WHERE, PostgresURL
+
+if TYPE_CHECKING:  # imported where used: psycopg loads only when a PostgreSQL store opens
+    from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
 
 # The write path's arrays, dumped to PostgreSQL's binary array format here rather than
@@ -149,7 +146,7 @@ class PostgresStore(Store):
         self._local = threading.local()
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
-        self._library_parts: tuple[Any, Any] | None = None
+        self._library_parts: tuple[PostgresDatastore, PostgresApplicationRecorder] | None = None
         self._sql, self._ident = SQL, Identifier
         self._table = SQL("{}.{}").format(Identifier(self.schema), Identifier(EVENTS_TABLE))
         self._events = self.quote(EVENTS_TABLE)
@@ -285,7 +282,7 @@ class PostgresStore(Store):
             rows = self._rows("SELECT to_regclass(%s) IS NOT NULL", (f'"{self.schema}"."{EVENTS_TABLE}"',))
         return bool(rows[0][0])
 
-    def _library(self) -> tuple[Any, Any]:
+    def _library(self) -> tuple[PostgresDatastore, PostgresApplicationRecorder]:
         """The library's datastore and recorder, made on first use: table creation and
         the reference read path only."""
         if self._library_parts is None:

@@ -14,17 +14,13 @@ from eventsourcing.persistence import PersistenceError
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 from ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
+from ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
 from ledger.store.base import (
-    _MAX_POS,
     EVENTS_TABLE,
     SQLITE_BUSY_TIMEOUT,
     Lines,
+    LogToken,
     Store,
-    _Duplicate,
-    _first_line,
-    _Row,
-    _Unsure,
-    _versions,
     translated,
 )
 from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
@@ -51,7 +47,7 @@ class SQLiteStore(Store):
         self.url = "sqlite:///" + self.path
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
-        self._library_parts: tuple[Any, Any] | None = None
+        self._library_parts: tuple[SQLiteDatastore, SQLiteApplicationRecorder] | None = None
         self._write_lock = threading.Lock()  # this process's writers take turns here, not in SQLite's busy wait
         self._insert_sql = (f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) "
                             "VALUES (?, ?, ?, ?)")  # fmt: skip
@@ -85,7 +81,7 @@ class SQLiteStore(Store):
         wal = self.path + "-wal"
         return self.read_only and not (os.path.exists(wal) and os.path.getsize(wal) > 0)
 
-    def _library(self) -> tuple[Any, Any]:
+    def _library(self) -> tuple[SQLiteDatastore, SQLiteApplicationRecorder]:
         """The library's datastore and recorder, made on first use (creating the table,
         the reference read path): opening the file through them changes it (WAL),
         which a read-only store must never do."""
@@ -236,7 +232,7 @@ class SQLiteStore(Store):
         self._appended_between((conn, before, conn.total_changes))  # token_after_append
         return ids
 
-    def token_after_append(self, token: Any) -> Any:
+    def token_after_append(self, token: LogToken | None) -> LogToken | None:
         """(connection, the data_version of `token`, total_changes after the append) if
         `token` is this connection's and nothing was written through it between the
         token and the append's transaction. Its data_version is not read again (a
@@ -251,7 +247,7 @@ class SQLiteStore(Store):
             return None
         return (conn, token[1], after)
 
-    def log_token(self) -> Any:
+    def log_token(self) -> LogToken | None:
         """(connection, data_version, total_changes) of this thread's connection. SQLite
         changes a connection's data_version whenever another connection (of any
         process) commits, and never for the connection's own commits: those are
