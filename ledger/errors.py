@@ -20,8 +20,13 @@ class InvalidInput(LedgerError):
 
     def __init__(self, message: str, *, where: str | None = None):
         self.where = where  # what was wrong: a parameter, a field, a file, a line
-        self.message = message  # without `where` (a CLI may name its own flag instead)
+        self._message = message  # private: the text of the error, not one of its fields
         super().__init__(f"{where}: {message}" if where else message)
+
+    @property
+    def message(self) -> str:
+        """The message without `where` (a CLI may name its own flag instead)."""
+        return self._message
 
 
 class BadPolicy(InvalidInput):
