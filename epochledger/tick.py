@@ -39,7 +39,10 @@ The driver returns a report; it never logs.
 
 from __future__ import annotations
 
+import math
+import queue
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +53,7 @@ import msgspec
 
 from epochledger.app import Ledger
 from ledger import lifecycle
+from ledger.clock import elapsed
 from ledger.codec import check_value
 from ledger.errors import ConflictError, InvalidInput, LedgerError, StaleEpoch, StoreError
 from ledger.events import (
@@ -67,12 +71,178 @@ from ledger.run import RunState, TickStreak
 from projections import tick_health as tick_health_view
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
+# Rule T5: how long one step may run on one run before the tick abandons it, and how
+# many abandoned steps may still be running (each holds one thread) before the driver
+# stops starting steps. Both are documented in docs/tick.md, "A step's deadline".
+DEFAULT_STEP_DEADLINE = timedelta(seconds=30)
+DEFAULT_MAX_ABANDONED_STEPS = 16
 MAX_ERROR = 4096  # characters of an exception message kept in an event
 MAX_CLASS = 200  # the Name limit of error_class
 
 Step = Callable[[RunState], object]
 Cleanup = Callable[[RunState], object]
 Decision = Literal["healthy", "recovered", "failed", "dead_letter"]
+
+
+class StepDeadlineExceeded(Exception):
+    """A step did not return within its deadline (rule T5). The tick abandoned it and
+    counted it as the run's tick failure: recorded as `run.tick_failed` with this class,
+    so the T2 bound dead-letters a run whose step always hangs."""
+
+    def __init__(self, run: str, step: str, deadline: timedelta, abandoned_by: str | None = None):
+        self.run, self.step, self.deadline, self.abandoned_by = run, step, deadline, abandoned_by
+        seconds = f"{deadline.total_seconds():g}s"
+        if abandoned_by is None:
+            text = f"step {step!r} did not return within its deadline of {seconds}: abandoned for this tick (rule T5)"
+        else:
+            text = (f"step {step!r}, abandoned by tick {abandoned_by} past its deadline of {seconds}, has not "
+                    f"returned yet: not started again (rule T5)")
+        super().__init__(text)
+
+
+@dataclass
+class _Current:
+    index: int  # of the run in its batch
+    step: str
+    limit: timedelta | None
+    started: float  # elapsed()
+
+
+@dataclass
+class _Batch:
+    """The runs one worker drives in order, and what it has done so far. `lock` makes
+    the driver's "abandon it" and the worker's "next step" one decision."""
+
+    states: Sequence[RunState]
+    steps: Sequence[tuple[str, Step]]
+    limits: Mapping[str, timedelta | None]
+    epoch: str
+    results: list[tuple[str | None, BaseException | None]] = field(default_factory=list)
+    current: _Current | None = None
+    abandoned: bool = False
+    finished: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    owner: _StepThreads | None = None  # the threads that keep the books of its abandoned step
+
+
+POLL_S = 1.0  # the driver re-reads the worker's progress at least this often while a step runs
+
+
+class _StepThreads:
+    """Where the steps run (rule T5): one daemon worker thread, reused from tick to tick
+    (so its store connection is too), drives a tick's runs in order while the driver's
+    thread watches the deadline of the step under way. One hand-off a tick, not one a
+    step: a step costs the worker a lock and a read of the monotonic clock.
+
+    A step past its deadline is abandoned: Python cannot stop a thread, so its worker is
+    left to finish that step on its own (it then exits, its result dropped) and a fresh
+    worker drives the rest. `running` says which run each abandoned step belongs to, so
+    later ticks charge that run without starting it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inbox: queue.SimpleQueue[_Batch] | None = None
+        self.running: dict[str, tuple[str, str, timedelta]] = {}  # run -> (step, abandoning tick, deadline)
+
+    @property
+    def leaked(self) -> int:
+        with self._lock:
+            return len(self.running)
+
+    def abandoned(self, run: str) -> tuple[str, str, timedelta] | None:
+        with self._lock:
+            return self.running.get(run)
+
+    def drive(self, batch: _Batch, tick: str, first_wait: float) -> _Current | None:
+        """Hand `batch` to the worker and wait until it is done or its step under way is
+        past its deadline: None, or the step abandoned (its run's index, name, deadline;
+        `batch.results` then holds the outcomes of the runs before it)."""
+        if self._inbox is None:
+            self._inbox = queue.SimpleQueue()
+            threading.Thread(target=self._work, args=(self._inbox,), name="epochledger-tick-steps", daemon=True).start()
+        batch.owner = self
+        self._inbox.put(batch)
+        wait = first_wait
+        while True:
+            batch.done.wait(wait)
+            with batch.lock:
+                if batch.finished:
+                    return None
+                now = elapsed()
+                cur = batch.current
+                if cur is None or cur.limit is None:
+                    wait = first_wait
+                    continue
+                left = cur.limit.total_seconds() - (now - cur.started)
+                if left > 0:
+                    wait = min(left, POLL_S)
+                    continue
+                batch.abandoned = True
+                with self._lock:
+                    self.running[batch.states[cur.index].run] = (cur.step, tick, cur.limit)
+            self._inbox = None  # that worker is busy for good, as far as this driver knows
+            return cur
+
+    def _work(self, inbox: queue.SimpleQueue[_Batch]) -> None:
+        while run_batch(inbox.get()):
+            pass
+
+    def returned(self, run: str) -> None:
+        """An abandoned step of `run` returned at last: the run may be ticked again."""
+        with self._lock:
+            self.running.pop(run, None)
+
+
+def run_batch(b: _Batch) -> bool:
+    """Drive `b`'s runs in order, in the calling thread (the worker's, or the driver's
+    own when no step has a deadline). False if it was abandoned: the calling thread is
+    then a worker whose step returned too late, and it must exit."""
+    for i, state in enumerate(b.states):
+        outcome: tuple[str | None, BaseException | None] = (None, None)
+        for name, step in b.steps:
+            with b.lock:
+                if b.abandoned:
+                    return _too_late(b)
+                b.current = _Current(i, name, b.limits[name], elapsed())
+            # The exception is kept outside its `except` block: the next step (this
+            # run's or the next run's) starts with no exception being handled, so it can
+            # neither see nor chain (`__context__`) another run's failure.
+            caught: BaseException | None = None
+            try:
+                step(state)
+            except BaseException as exc:  # noqa: BLE001 - handed to the driver, which decides
+                caught = exc
+            if caught is not None:
+                outcome = (name, caught)
+                break
+        with b.lock:
+            if b.abandoned:
+                return _too_late(b)
+            b.results.append(outcome)
+            b.current = None
+        if _stops_the_tick(outcome[1], b.epoch):
+            break
+    with b.lock:
+        if b.abandoned:
+            return _too_late(b)
+        b.finished = True
+        b.done.set()
+    return True
+
+
+def _too_late(b: _Batch) -> bool:
+    assert b.current is not None and b.owner is not None
+    b.owner.returned(b.states[b.current.index].run)
+    return False
+
+
+def _stops_the_tick(raised: BaseException | None, epoch: str) -> bool:
+    """A step's error that ends the whole tick, not one run's: the driver's own epoch
+    fenced (rule F1), or a BaseException (Ctrl-C, SystemExit: the scheduler stops)."""
+    if raised is None:
+        return False
+    return not isinstance(raised, Exception) or (isinstance(raised, StaleEpoch) and raised.epoch == epoch)
 
 
 # ------------------------------------------------------------------ report
@@ -124,9 +294,11 @@ class TickFatal:
     (nothing ran, nothing was appended), the store failed under the driver's own
     writes (the steps ran; their events may be missing), or the driver's epoch is no
     longer live (`stale_epoch`, rule F1: the tick stopped; what it had observed is kept
-    as run.fenced evidence)."""
+    as run.fenced evidence), or `max_abandoned_steps` steps abandoned past their deadline
+    are still running (`abandoned_steps`, rule T5: no further step was started; the runs
+    not driven are in `TickReport.skipped`, their streaks untouched)."""
 
-    stage: Literal["list", "record", "stale_epoch"]
+    stage: Literal["list", "record", "stale_epoch", "abandoned_steps"]
     error_class: str
     error: str
     exception: BaseException = field(repr=False, compare=False)
@@ -143,6 +315,7 @@ class TickReport:
     dead_letters: tuple[DeadLetter, ...] = ()
     unrecorded: tuple[Unrecorded, ...] = ()
     fatal: TickFatal | None = None
+    skipped: tuple[str, ...] = ()  # runs not driven: too many abandoned steps still running (T5)
     appended: int = 0  # events the driver appended (run.fenced evidence included)
     fenced: int = 0  # of them, run.fenced evidence kept for a stale epoch (rule F1)
 
@@ -219,6 +392,20 @@ def dead_letter_reason(tick: str, step: str, cls: str, error: str, since: dateti
     return reason
 
 
+def _positive(value: timedelta | float | None, what: str) -> timedelta | None:
+    """A positive duration (seconds or a timedelta), or None where None is allowed."""
+    if value is None:
+        if what == "tick_failure_deadline":
+            raise InvalidInput("must be a duration, got None", where=what)
+        return None
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
+        raise InvalidInput(f"must be seconds or a timedelta, got {value!r}", where=what)
+    duration = value if isinstance(value, timedelta) else timedelta(seconds=value) if math.isfinite(value) else None
+    if duration is None or duration <= timedelta(0):
+        raise InvalidInput(f"must be a positive, finite duration, got {value!r}", where=what)
+    return duration
+
+
 def _name(value: str, what: str) -> str:
     checked: str = check_value(value, Name, what)
     return checked
@@ -247,6 +434,13 @@ class TickDriver:
     `on_dead_letter`: best-effort cleanup called with the run's state just before its
     dead-letter is written; it must be idempotent (a dead-letter the store refused is
     retried on the next failing tick).
+    `step_deadline` (rule T5): how long a step may run on one run (default 30 s;
+    None: no deadline, the step runs in the caller's thread and a hang stalls the tick);
+    `step_deadlines` overrides it per step name. A step past its deadline is abandoned
+    and counted as the run's tick failure (StepDeadlineExceeded); while it still runs,
+    later ticks charge the run again without starting it. `max_abandoned_steps`: how
+    many abandoned steps may still be running before the driver starts no more steps
+    (each holds one thread: docs/tick.md, "A step's deadline").
     """
 
     def __init__(
@@ -258,6 +452,9 @@ class TickDriver:
         tick_failure_deadline: timedelta | float = DEFAULT_TICK_FAILURE_DEADLINE,
         on_dead_letter: Cleanup | None = None,
         actor: str = "tick",
+        step_deadline: timedelta | float | None = DEFAULT_STEP_DEADLINE,
+        step_deadlines: Mapping[str, timedelta | float | None] | None = None,
+        max_abandoned_steps: int = DEFAULT_MAX_ABANDONED_STEPS,
     ):
         pairs = list(steps.items()) if isinstance(steps, Mapping) else list(steps)
         if not pairs:
@@ -268,9 +465,21 @@ class TickDriver:
         for n, f in pairs:
             if not callable(f):
                 raise InvalidInput(f"step {n!r} is not callable", where="steps")
-        deadline = tick_failure_deadline if isinstance(tick_failure_deadline, timedelta) else timedelta(seconds=tick_failure_deadline)
-        if deadline <= timedelta(0):
-            raise InvalidInput(f"must be positive, got {deadline}", where="tick_failure_deadline")
+        deadline = _positive(tick_failure_deadline, "tick_failure_deadline")
+        assert deadline is not None
+        overrides = dict(step_deadlines or {})
+        unknown = sorted(set(overrides) - set(names))
+        if unknown:
+            raise InvalidInput(f"names no step of this driver: {unknown} (steps: {names})", where="step_deadlines")
+        default = _positive(step_deadline, "step_deadline")
+        self.step_deadlines: dict[str, timedelta | None] = {
+            n: _positive(overrides[n], f"step_deadlines[{n!r}]") if n in overrides else default for n in names
+        }
+        if isinstance(max_abandoned_steps, bool) or not isinstance(max_abandoned_steps, int) or max_abandoned_steps < 1:
+            raise InvalidInput(f"must be a whole number of at least 1, got {max_abandoned_steps!r}",
+                               where="max_abandoned_steps")  # fmt: skip
+        self.max_abandoned_steps = max_abandoned_steps
+        self._threads = _StepThreads()
         self.ledger = ledger
         self.steps: list[tuple[str, Step]] = pairs
         self.deadline = deadline
@@ -315,11 +524,13 @@ class TickDriver:
 
         outcomes: list[_Outcome] = []
         stale: StaleEpoch | None = None
-        for state in active:
-            step, raised = self._run_steps(state)
+        driven, skipped = self._drive(active, tick)
+        for state, step, raised in driven:
             if isinstance(raised, StaleEpoch) and raised.epoch == self.epoch:
                 stale = raised  # a step's own write was fenced for this epoch: stop here (F1)
                 break
+            if raised is not None and not isinstance(raised, Exception):
+                raise raised  # Ctrl-C, SystemExit from a step: they stop the scheduler, not one run
             o = _Outcome(state, clock.now(), step, raised)
             o.decision = decision(state.tick_streak, raised is not None, o.now, self.deadline)
             o.event = self._event(o, tick)
@@ -327,26 +538,57 @@ class TickDriver:
 
         appended, fenced, unrecorded, recording = self._record(tick, [o for o in outcomes if o.event is not None])
         ended_by = recording if recording is not None or stale is None else self._stale(stale.why, stale)
-        return self._report(tick, started, outcomes, appended, fenced, unrecorded, ended_by)
+        if ended_by is None and skipped:
+            ended_by = self._exhausted(len(skipped))
+        return self._report(tick, started, outcomes, appended, fenced, unrecorded, ended_by, skipped)
+
+    def _exhausted(self, skipped: int) -> TickFatal:
+        held = self._threads.leaked
+        message = (f"{held} steps abandoned past their deadlines are still running (max_abandoned_steps="
+                   f"{self.max_abandoned_steps}): {skipped} runs were not driven this tick; each abandoned step "
+                   f"holds a thread until it returns: restart the process if they never do (rule T5)")
+        return TickFatal("abandoned_steps", "StepDeadlineExceeded", message, RuntimeError(message))
 
     def _stale(self, why: str, exc: BaseException | None = None) -> TickFatal:
         message = f"the tick's epoch {self.epoch} of {self.process} is no longer live ({why}): the tick stopped (rule F1)"
         return TickFatal("stale_epoch", "StaleEpoch", message, exc or StaleEpoch("", None, "tick", self.epoch, why))
 
-    def _run_steps(self, state: RunState) -> tuple[str | None, BaseException | None]:
-        # The exception is kept outside its `except` block: the next step (this run's or
-        # the next run's) starts with no exception being handled, so it can neither see
-        # nor chain (`__context__`) another run's failure. BaseException (Ctrl-C,
-        # SystemExit) is not caught: it stops the scheduler, not one run.
-        for name, step in self.steps:
-            caught: Exception | None = None
-            try:
-                step(state)
-            except Exception as exc:  # noqa: BLE001 - T1: any step error is the run's
-                caught = exc
-            if caught is not None:
-                return name, caught
-        return None, None
+    def _drive(self, active: Sequence[RunState], tick: str) -> tuple[list[tuple[RunState, str | None, BaseException | None]], list[str]]:
+        """Run the steps over `active` (rule T5): each run's (state, failed step, error),
+        in listing order, and the runs not driven for want of a thread. A run whose step
+        an earlier tick abandoned, still running, is charged at once and not started."""
+        charged: dict[int, tuple[str | None, BaseException | None]] = {}
+        todo: list[int] = []
+        for i, state in enumerate(active):
+            held = self._threads.abandoned(state.run)
+            if held is None:
+                todo.append(i)
+            else:
+                step, by, limit = held
+                charged[i] = (step, StepDeadlineExceeded(state.run, step, limit, abandoned_by=by))
+        done: dict[int, tuple[str | None, BaseException | None]] = {}
+        limits = [d.total_seconds() for d in self.step_deadlines.values() if d is not None]
+        pos, not_driven = 0, []
+        while pos < len(todo):
+            batch = _Batch([active[i] for i in todo[pos:]], self.steps, self.step_deadlines, self.epoch)
+            if not limits:  # no deadline at all: the caller's thread, as without T5
+                run_batch(batch)
+                hung: _Current | None = None
+            elif self._threads.leaked >= self.max_abandoned_steps:
+                not_driven = todo[pos:]  # no thread to spare: not these runs' failure
+                break
+            else:
+                hung = self._threads.drive(batch, tick, min([POLL_S, *limits]))
+            done.update((todo[pos + k], r) for k, r in enumerate(batch.results))
+            if hung is None:
+                break  # all driven, or stopped by a step (a fenced epoch, Ctrl-C)
+            i = todo[pos + hung.index]
+            assert hung.limit is not None
+            done[i] = (hung.step, StepDeadlineExceeded(active[i].run, hung.step, hung.limit))
+            pos += hung.index + 1
+        outcomes = {**charged, **done}
+        driven = [(active[i], *outcomes[i]) for i in sorted(outcomes)]
+        return driven, [active[i].run for i in not_driven]
 
     def _event(self, o: _Outcome, tick: str) -> RunEventBase | None:
         s = o.state
@@ -485,7 +727,7 @@ class TickDriver:
 
     # ------------------------------------------------------------ report
     def _report(self, tick: str, started: datetime, outcomes: Iterable[_Outcome], appended: int, fenced: int,
-                unrecorded: list[Unrecorded], fatal: TickFatal | None) -> TickReport:  # fmt: skip
+                unrecorded: list[Unrecorded], fatal: TickFatal | None, skipped: Sequence[str] = ()) -> TickReport:  # fmt: skip
         advanced: list[str] = []
         recovered: list[str] = []
         failures: list[RunFailure] = []
@@ -513,7 +755,7 @@ class TickDriver:
         return TickReport(
             tick=tick, started_at=started, active=n, advanced=tuple(advanced), recovered=tuple(recovered),
             failures=tuple(failures), dead_letters=tuple(dead), unrecorded=tuple(unrecorded), fatal=fatal,
-            appended=appended, fenced=fenced,
+            appended=appended, fenced=fenced, skipped=tuple(skipped),
         )  # fmt: skip
 
 

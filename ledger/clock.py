@@ -144,3 +144,10 @@ def boot_instant(clock: Clock) -> datetime:
         raise InvalidInput(f"an uptime of {uptime!r} s at {now!r} puts the boot outside {EARLIEST.year} to "
                            f"{LATEST.year} UTC", where="clock")  # fmt: skip
     return booted
+
+
+def elapsed() -> float:
+    """Monotonic seconds from an arbitrary origin, for bounding waits inside this process
+    (a tick step's deadline, rule T5). Real time even when the ledger runs on a
+    ManualClock: a hung call hangs in real time. Never recorded in an event."""
+    return time.monotonic()
