@@ -406,7 +406,8 @@ class _Known:
         self.by_key.setdefault((tag_of(event), event.at), []).append(len(self.events))
         self.events.append(event)
         self.positions.append(position)
-        self.last_at, self.last_where = event.at, where
+        if not isinstance(event, RunFenced):  # evidence is no transition: it never moves the run's clock (rule I1)
+            self.last_at, self.last_where = event.at, where
 
     def resent(self, raw: dict[str, Any], event: RunEventBase, state: Any, upto: int | None = None) -> bool:
         """Is `event` a re-send of a recorded event of its run that `decide` would call
@@ -444,8 +445,8 @@ class _Known:
 
     def before(self, index: int) -> tuple[Any, datetime | None]:
         """The stream's state just before its stored event `index`, and the time of its
-        last event there: the place of a line that comes before it."""
-        last = self.events[index - 1].at if index else None
+        last event but evidence there: the place of a line that comes before it."""
+        last = next((e.at for e in reversed(self.events[:index]) if not isinstance(e, RunFenced)), None)
         stream = stream_of(self.events[index])
         return _fold_stream(stream, self.history[: self.rows[index]]), last
 
@@ -715,7 +716,7 @@ class _Import:
     def _behind(self, event: RunEventBase | ProcessEventBase, state: Any, last_at: datetime | None, later: int,
                 position: int | None) -> None:  # fmt: skip
         """Judge a line at its place: against its stream's history (`state`, whose last
-        event is at `last_at`) just before the event of the recorded line
+        event but evidence is at `last_at`) just before the event of the recorded line
         `later` that follows it in the file. Nothing is appended: the history has moved
         past that place. A line whose effect held there holds; any other is rejected,
         with decide's refusal or the time check where the place gives one (the reason

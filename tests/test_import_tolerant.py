@@ -322,6 +322,25 @@ def test_I1_time_going_backwards_in_a_run_is_refused_naming_the_line(ledger: Led
     assert import_lines(ledger, lines([{**C, "at": "2026-09-09T14:00:02Z"}])) == 1
 
 
+def test_I1_evidence_kept_for_a_rejected_line_does_not_move_its_runs_clock(ledger: Ledger) -> None:
+    """A finish of a queued run, stamped 14:00:10, is refused and kept as run.fenced
+    evidence; the cancel after it in the file, at 14:00:05, is judged against the
+    run's last transition (the queue at 14:00:00), not against the evidence, and
+    lands; so does a later file's line between the two, against the stored evidence.
+    Mutation caught: `_Known.add` moving the clock for run.fenced: the cancel is
+    refused as "time goes backwards ... (line 2)"."""
+    rows = [{"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r"},
+            {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "r"},
+            {"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r"}]  # fmt: skip
+    result = import_events(ledger, lines(rows), on_error="skip")
+    assert ([(r.line, r.kept) for r in result.rejected], result.landed) == ([(2, "run.fenced")], 2)
+    assert ledger.get_run("r").status is Status.CANCELLED
+    later = [{"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "s"},
+             {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "s"}]  # fmt: skip
+    import_events(ledger, lines(later), on_error="skip")
+    assert import_lines(ledger, lines([{"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "s"}])) == 1
+
+
 def test_I1_an_export_of_a_ledger_whose_clock_stepped_back_comes_back_with_clock_steps_keep(tmp_path) -> None:
     """The ledger records what each writer's clock read (rule O3): after NTP stepped the
     clock back an hour, the sweep's run.recovered is stamped before the run's start.
