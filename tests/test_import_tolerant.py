@@ -477,6 +477,32 @@ def test_I1_a_stop_listed_before_its_boot_never_ends_the_epoch_on_a_second_impor
     assert ledger.store.max_position() == 3
 
 
+def test_I1_a_boot_resent_with_another_pid_is_refused_naming_its_line_not_dropped(capsys, tmp_path, store_url) -> None:
+    """The same process.booted again is a duplicate; the same epoch re-sent with
+    another pid (or host, host boot id, start time) is another boot claiming it:
+    strict refuses the file naming the line and the field, tolerant lists the line
+    as rejected; nothing is appended either way, and the epoch keeps its pid.
+    Mutation caught: ledger/process.py `decide` comparing only the boot's times
+    (the re-send is counted "already in effect" and its pid silently dropped)."""
+    boot = {**BOOT, "pid": 1}
+    first, other = tmp_path / "a.ndjson", tmp_path / "b.ndjson"
+    first.write_bytes(b"".join(lines([boot])))
+    other.write_bytes(b"".join(lines([Q, {**boot, "pid": 5}])))
+    assert cli(capsys, "--store", store_url, "init")[0] == 0
+    assert cli(capsys, "--store", store_url, "import", str(first))[0] == 0
+    assert cli(capsys, "--store", store_url, "import", str(first))[1].startswith("nothing was appended")
+    code, _, err = cli(capsys, "--store", store_url, "import", str(other))
+    assert code == 3 and "line 2: " in err and "epoch 'e1' was already booted, with pid 1, not 5" in err
+    rejects = tmp_path / "rj.ndjson"
+    code, out, _ = cli(capsys, "--store", store_url, "import", str(other), "--on-error", "skip", "--rejects", str(rejects))
+    assert code == 11 and "1 landed, 0 duplicates (already recorded), 1 rejected" in out and "already in effect" not in out
+    assert [json.loads(x)["line"] for x in rejects.read_bytes().splitlines()] == [2]
+    with open_ledger(store_url) as lg:
+        assert lg.store.max_position() == 2
+        [epoch] = lg.process("w-1").epochs  # type: ignore[union-attr]
+        assert epoch.pid == 1
+
+
 # -------------------------------------------------------------------- the law
 _T = "2026-09-09T14:00:"
 POOL = [  # in time order: a sorted draw is a plausible history, repeats are duplicates
