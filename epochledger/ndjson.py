@@ -276,11 +276,15 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
     """Import NDJSON lines through the one write path, in one transaction (rule I1).
 
     - A line already recorded (same stream, type, time and the fields it states,
-      anywhere in the stream or earlier in the file; a report already kept as
-      `run.fenced` evidence counts too) is a duplicate: counted, not appended. So
-      importing the same file twice appends nothing the second time.
-    - A run event whose `at` is earlier than the previous event of its run is refused:
-      it would give the run a negative duration. clock_steps="keep" accepts it as
+      anywhere in the stream or earlier in the file) is a duplicate: counted, not
+      appended. A report already kept as `run.fenced` evidence appends nothing either,
+      and is listed as rejected again (kept, at the evidence's position).
+    - A line is judged at its place in the file (`_Import`): one not recorded that
+      comes before a recorded line of its run (or of the slot whose epoch it names) is
+      judged just before that line's event, never appended. So importing the same
+      file twice appends nothing the second time and rejects the same lines.
+    - A run event whose `at` is earlier than the previous event of its run (not
+      counting evidence) is refused: it would give the run a negative duration. clock_steps="keep" accepts it as
       recorded: for an export of a ledger whose writers' clocks stepped back or
       disagreed (the ledger records what each writer's clock read, rule O3), which must
       come back exactly as written.
