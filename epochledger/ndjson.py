@@ -451,8 +451,9 @@ class _Known:
         """The stream's state just before its stored event `index`, and the time of its
         last event but evidence there: the place of a line that comes before it."""
         last = next((e.at for e in reversed(self.events[:index]) if not isinstance(e, RunFenced)), None)
-        stream = stream_of(self.events[index])
-        return _fold_stream(stream, self.history[: self.rows[index]]), last
+        event = self.events[index]
+        assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+        return _fold_stream(stream_of(event), self.history[: self.rows[index]]), last
 
 
 def _holds_again(raw: dict[str, Any], event: RunEventBase, original: RunEventBase, state: Any) -> bool:
@@ -549,6 +550,7 @@ class _Import:
             if isinstance(parsed, ImportRejected):
                 continue
             raw, event = parsed
+            assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
             stream = stream_of(event)
             known = self.known[stream]
             if not known.stored:
@@ -584,8 +586,11 @@ class _Import:
             if len(self.taken) == taken:
                 break
         for stream, anchors in self.anchors.items():  # a place is before the first line that states an event
-            stated: set[int] = set()
-            self.anchors[stream] = [a for a in anchors if a[0] not in self.taken and not (a[1] in stated or stated.add(a[1]))]
+            firsts: dict[int, tuple[int, int]] = {}
+            for line, i in anchors:
+                if line not in self.taken:
+                    firsts.setdefault(i, (line, i))
+            self.anchors[stream] = sorted(firsts.values())
 
     def _take(self, flat: list[tuple[int, int, str, int]], fresh: dict[str, list[tuple[int, int]]]) -> None:
         frontier: dict[int, int] = {}  # line -> the latest position the lines before it state
