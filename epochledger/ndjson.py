@@ -477,6 +477,7 @@ class _Refused(Exception):
 
 
 Parsed = tuple[int, bytes, "tuple[dict[str, Any], Event] | ImportRejected"]
+Read = tuple[int, bytes, "tuple[dict[str, Any], Event] | ImportRejected | None"]  # None: parsed again when decided
 
 
 class _Import:
@@ -501,7 +502,9 @@ class _Import:
         self.kept: list[tuple[int, int]] = []  # (index in rejected, index in the batch's appends)
 
     def run(self, lines: Iterable[bytes | str]) -> ImportResult:
-        read: list[Parsed] = []
+        # Only a line's bytes are kept between the passes, not its parse (about three
+        # times its size): parsing it again costs less than holding every parse at once.
+        read: list[Read] = []
         chunk: list[Parsed] = []
         try:
             for number, line in enumerate(lines, start=1):
@@ -510,15 +513,16 @@ class _Import:
                 chunk.append(self._parse(line, number))
                 if len(chunk) >= CHUNK:
                     self._read(chunk)
-                    read += chunk
+                    read += [(n, c, p if isinstance(p, ImportRejected) else None) for n, c, p in chunk]
                     chunk = []
         except ImportRejected:  # the reader gave up (a line over MAX_LINE): nothing lands,
             self._read(chunk)  # but a strict import names the first bad line, as it reads
             self._settle()
-            self._decide(read + chunk)
+            self._decide([*read, *chunk])
             raise
         self._read(chunk)
         read += chunk
+        del chunk
         self._settle()
         self._decide(read)
         result = self.result
@@ -615,13 +619,13 @@ class _Import:
                         self.taken.add(line)
                         break
 
-    def _decide(self, lines: list[Parsed]) -> None:
+    def _decide(self, lines: list[Read]) -> None:
         for number, content, parsed in lines:
             self.result.lines += 1
             try:
                 if isinstance(parsed, ImportRejected):
                     raise _Refused(parsed.reason)
-                self._line(number, *parsed)
+                self._line(number, *(parsed or _parse_line(content, number)))
             except _Refused as r:
                 if not self.tolerant:
                     raise ImportRejected(number, r.reason) from None
