@@ -447,13 +447,15 @@ class _Known:
                     return i
         return None
 
-    def before(self, index: int) -> tuple[Any, datetime | None]:
-        """The stream's state just before its stored event `index`, and the time of its
-        last event but evidence there: the place of a line that comes before it."""
-        last = next((e.at for e in reversed(self.events[:index]) if not isinstance(e, RunFenced)), None)
+    def before(self, index: int) -> tuple[Any, datetime | None, str]:
+        """The stream's state just before its stored event `index`, and the time and
+        position of its last event but evidence there: the place of a line that comes
+        before it."""
+        last = next((k for k in range(index - 1, -1, -1) if not isinstance(self.events[k], RunFenced)), None)
         event = self.events[index]
         assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
-        return _fold_stream(stream_of(event), self.history[: self.rows[index]]), last
+        state = _fold_stream(stream_of(event), self.history[: self.rows[index]])
+        return (state, None, "") if last is None else (state, self.events[last].at, f"position {self.positions[last]}")
 
 
 def _holds_again(raw: dict[str, Any], event: RunEventBase, original: RunEventBase, state: Any) -> bool:
@@ -498,6 +500,7 @@ class _Import:
         self.known: dict[str, _Known] = {}
         self.anchors: dict[str, list[tuple[int, int]]] = {}  # stream -> (line, index of its stored event), in file order
         self.taken: set[int] = set()  # lines whose recorded event is a later line's (`_settle`)
+        self.slots_anchored = False  # some line is recorded in a process slot's stream already
         self.result = ImportResult()
         self.kept: list[tuple[int, int]] = []  # (index in rejected, index in the batch's appends)
 
@@ -595,6 +598,7 @@ class _Import:
                 if line not in self.taken:
                     firsts.setdefault(i, (line, i))
             self.anchors[stream] = sorted(firsts.values())
+        self.slots_anchored = any(stream.startswith(PROCESS_STREAM) for stream in self.anchors)
 
     def _take(self, flat: list[tuple[int, int, str, int]], fresh: dict[str, list[tuple[int, int]]]) -> None:
         frontier: dict[int, int] = {}  # line -> the latest position the lines before it state
@@ -651,11 +655,11 @@ class _Import:
             return
         place = self._place(stream, number)
         if place is not None:
-            state, last_at = known.before(place[1])
+            state, last_at, where = known.before(place[1])
             if isinstance(event, RunEventBase) and known.resent(raw, event, state, upto=place[1]):
                 self.result.held += 1
                 return
-            self._behind(event, state, last_at, place[0], known.positions[place[1]])
+            self._behind(event, state, (last_at, where), place[0], known.positions[place[1]])
             return
         if isinstance(event, RunEventBase) and known.resent(raw, event, self.batch.state(stream)):
             self.result.held += 1
@@ -663,7 +667,8 @@ class _Import:
         slot = self._slot(event) if self.slots_anchored else None
         place = self._place(slot, number) if slot is not None else None
         if place is not None:  # the slot whose epoch the line names moved past its place: it is judged there too
-            self._behind(event, self.batch.state(stream), known.last_at, place[0], self.known[slot].positions[place[1]])  # type: ignore[index]
+            self._behind(event, self.batch.state(stream), (known.last_at, known.last_where), place[0],
+                         self.known[slot].positions[place[1]])  # type: ignore[index]  # fmt: skip
             return
         if (isinstance(event, RunEventBase) and known.last_at is not None and event.at < known.last_at
                 and not self.keep_clock_steps):  # fmt: skip
@@ -722,14 +727,10 @@ class _Import:
             return process_stream(slot) if slot is not None else None
         return None
 
-    @property
-    def slots_anchored(self) -> bool:
-        return any(stream.startswith(PROCESS_STREAM) for stream in self.anchors)
-
-    def _behind(self, event: RunEventBase | ProcessEventBase, state: Any, last_at: datetime | None, later: int,
-                position: int | None) -> None:  # fmt: skip
+    def _behind(self, event: RunEventBase | ProcessEventBase, state: Any, last: tuple[datetime | None, str],
+                later: int, position: int | None) -> None:  # fmt: skip
         """Judge a line at its place: against its stream's history (`state`, whose last
-        event but evidence is at `last_at`) just before the event of the recorded line
+        event but evidence is `last`: its time and where) just before the event of the recorded line
         `later` that follows it in the file. Nothing is appended: the history has moved
         past that place. A line whose effect held there holds; any other is rejected,
         with decide's refusal or the time check where the place gives one (the reason
@@ -741,8 +742,9 @@ class _Import:
         if not events:
             self.result.held += 1
             return
+        last_at, where = last
         if isinstance(event, RunEventBase) and last_at is not None and event.at < last_at and not self.keep_clock_steps:
-            raise _Refused(_backwards(event, last_at, "before the place of this line"))
+            raise _Refused(_backwards(event, last_at, where))
         raise _Refused(f"out of place: line {later}, after it in the file, is already recorded (position {position}), "
                        "so this line's place in the history is taken; "
                        "nothing is appended before recorded events (rule I1: a line is judged at its place)")  # fmt: skip

@@ -503,6 +503,26 @@ def test_I1_a_boot_resent_with_another_pid_is_refused_naming_its_line_not_droppe
         assert epoch.pid == 1
 
 
+def test_I1_a_new_line_placed_before_a_recorded_one_of_its_run_is_out_of_place(ledger: Ledger) -> None:
+    """A line is judged at its place, on a first import too: a cancel that the file puts
+    before the run's recorded checkpoint would be legal there (the run was running), but
+    that place is taken, so it is rejected naming the recorded line, and not appended
+    after the checkpoint; a line whose effect held at its place holds; and one whose
+    time goes back before the event its place follows is refused naming that event.
+    Mutation caught: judging it at the end of the run's history: the cancel lands."""
+    import_lines(ledger, lines([BOOT, Q, S, C]))
+    cancel = {**X, "at": "2026-09-09T14:00:02.5Z"}
+    result = import_events(ledger, lines([cancel, C]), on_error="skip")
+    assert ([r.line for r in result.rejected], result.duplicates, result.appended) == ([1], 1, 0)
+    assert "out of place: line 2, after it in the file, is already recorded (position 4)" in result.rejected[0].reason
+    assert ledger.get_run("r1").status is Status.RUNNING
+    again = {**S, "actor": "someone", "at": "2026-09-09T14:00:02.5Z"}  # the same start again, at its place
+    assert (import_events(ledger, lines([again, C])).held, ledger.store.max_position()) == (1, 4)
+    early = {**X, "at": "2026-09-09T14:00:01.5Z"}
+    with pytest.raises(ImportRejected, match=r"line 1: time goes backwards .* \(position 3\)"):
+        import_lines(ledger, lines([early, C]))
+
+
 # -------------------------------------------------------------------- the law
 _T = "2026-09-09T14:00:"
 POOL = [  # in time order: a sorted draw is a plausible history, repeats are duplicates
