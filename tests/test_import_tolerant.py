@@ -430,7 +430,7 @@ def test_I1_F1_a_stale_epochs_report_sent_twice_is_kept_once_and_then_a_duplicat
 
 
 def test_I1_a_line_rejected_before_later_lines_landed_stays_rejected_on_a_second_import(capsys, tmp_path, store_url) -> None:
-    """The red team's file: a resume of a queued run, then its start and pause. The
+    """A resume of a queued run, then its start and pause. The
     first import rejects the resume; a second import of the same file judges it at its
     place (before the start it precedes, the run queued), so it is rejected again and
     the run stays paused; exit 11 both times, the same rejects file, nothing appended.
@@ -440,7 +440,7 @@ def test_I1_a_line_rejected_before_later_lines_landed_stays_rejected_on_a_second
             {"type": "run.resumed", "at": "2026-09-09T14:00:01Z", "run": "r", "by": "operator"},
             {"type": "run.started", "at": "2026-09-09T14:00:01Z", "run": "r"},
             {"type": "run.paused", "at": "2026-09-09T14:00:01Z", "run": "r", "kind": "operator"}]  # fmt: skip
-    history, rejects = tmp_path / "n1.ndjson", tmp_path / "rj.ndjson"
+    history, rejects = tmp_path / "resume.ndjson", tmp_path / "rj.ndjson"
     history.write_bytes(b"".join(lines(rows)))
     assert cli(capsys, "--store", store_url, "init")[0] == 0
     skip = ["--on-error", "skip", "--rejects", str(rejects)]
@@ -633,8 +633,8 @@ def test_I1_fuzz_tolerant_import_loses_nothing_and_doubles_nothing(tmp_path_fact
 
 
 # Lines whose verdict a first import's later lines would change, were they judged at the
-# end of the run's history on a second import (the red-team findings behind rule I1's
-# "judged at its place"): a resume before the pause it answers, a stop listed before its
+# end of the run's history on a second import (what rule I1's "judged at its place"
+# answers): a resume before the pause it answers, a stop listed before its
 # boot, a boot re-sent with another pid, a refused report whose evidence must not move
 # the run's clock.
 _PLACED = [
@@ -688,7 +688,7 @@ def test_I1_law_importing_a_file_twice_is_importing_it_once(tmp_path_factory, on
     place, no longer at the end of the history); a strict import refused at a line is refused at that line again.
     Mutation caught: judging every line at the end of its run's history (no
     `_Import._place`): the resume before the pause lands on the second import, the
-    stop before its boot ends the epoch (the red team's 115 of 490 files)."""
+    stop before its boot ends the epoch."""
     content = b"".join(r + b"\n" for r in rows)
     directory = tmp_path_factory.mktemp("law")
     rejects = str(directory / "rej.ndjson") if on_error == "skip" else None
