@@ -482,6 +482,20 @@ class Batch(Commands):
         for epoch in list(self._epochs)[epochs:]:  # learned since (a boot): forget them
             del self._epochs[epoch]
 
+    def decide_at(self, command: RunEventBase | ProcessEventBase, state: Any) -> list[Any]:
+        """The events `submit` would append for `command` were its stream at `state`
+        (an earlier state of it), by the one write path, appending and keeping
+        nothing: the import judges a line at its place in the file (rule I1)."""
+        point = self.savepoint(stream_of(command))
+        hosts = dict(self._hosts)
+        self._state[point[1]] = state
+        try:
+            self._submit(command)
+            return [a.event for a in self.appended_since(point[0])]
+        finally:
+            self.rollback(point)
+            self._hosts = hosts
+
     def appended_since(self, pending: int) -> list[Append]:
         """The appends submitted after the first `pending` ones, in order."""
         return self._pending[pending:]

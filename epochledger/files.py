@@ -13,11 +13,18 @@ Two rules, kept here so every command that writes a file follows both:
   (`os.replace`, atomic on POSIX), then the directory is fsynced so the rename
   survives a crash. A write that fails or is interrupted leaves the previous file (or
   no file) and removes its temporary file. Only a SIGKILL or a power cut between
-  creating and renaming can leave a `.NAME.*.tmp` file behind; never a partial NAME.
+  creating and renaming can leave a `.NAME.XXXXXXXX.tmp` file behind; never a partial
+  NAME. The writer holds an exclusive lock (flock) on its temporary file while it
+  writes, and the kernel drops it when the writer dies however it dies, so the next
+  write of NAME removes every temporary file of NAME that no one holds: the leftovers
+  of a killed writer, never a live writer's. (A NAME never written again keeps its
+  leftover; its name says what it is. On a file system without flock, a lock cannot
+  be taken and nothing is removed: docs/operations.md.)
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import tempfile
@@ -70,8 +77,10 @@ def atomic_write(path: str, *, protected: Iterable[str] = (), where: str = "--ou
         raise InvalidInput("needs a file name (without NUL characters)", where=where)
     refuse_protected(path, protected, where)
     directory = os.path.dirname(os.path.abspath(path))
+    prefix = f".{os.path.basename(path)}."
+    _remove_stale(directory, prefix)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        fd, tmp = _locked_temp(directory, prefix)
     except OSError as e:
         raise InvalidInput(f"cannot write: {e.strerror}", where=path) from None
     try:
@@ -90,6 +99,65 @@ def atomic_write(path: str, *, protected: Iterable[str] = (), where: str = "--ou
             raise InvalidInput(f"cannot write: {e.strerror or e}", where=path) from None
         raise
     _fsync_dir(directory)
+
+
+_SUFFIX = ".tmp"
+_RANDOM = 8  # the characters mkstemp puts between prefix and suffix
+
+
+def _locked_temp(directory: str, prefix: str) -> tuple[int, str]:
+    """A new temporary file for `prefix`, locked by this process. A cleaner may take
+    it between its creation and the lock (it looks like a dead writer's): then it is
+    unlinked by the time the lock is ours, and a new one is made. Where the file
+    system takes no lock, the file is written unlocked (no cleaner can lock it there
+    either, so none removes it)."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=_SUFFIX, dir=directory)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return fd, tmp
+        try:
+            if os.fstat(fd).st_nlink > 0:
+                return fd, tmp
+        except OSError:
+            os.close(fd)
+            _unlink(tmp)
+            raise
+        os.close(fd)
+
+
+def _remove_stale(directory: str, prefix: str) -> None:
+    """Remove the temporary files of `prefix` in `directory` that no writer holds
+    locked: writers killed before their rename (SIGKILL, OOM). Best effort: a file
+    that cannot be opened or locked is left alone."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(_SUFFIX) and len(name) == len(prefix) + _RANDOM + len(_SUFFIX)):
+            continue
+        stale = os.path.join(directory, name)
+        try:
+            fd = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live writer's
+            if os.path.samestat(os.fstat(fd), os.lstat(stale)):
+                os.unlink(stale)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _fsync_dir(directory: str) -> None:

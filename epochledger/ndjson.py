@@ -10,6 +10,7 @@ ledger -> export is byte-identical.
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import os
 import re
@@ -22,7 +23,11 @@ from typing import IO, Annotated, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
-from epochledger.app import Ledger, stream_of
+from epochledger.app import (
+    Ledger,
+    _fold_stream,  # the one fold of a stream (rule T4: bad rows skipped)
+    stream_of,
+)
 from epochledger.files import atomic_write
 from ledger import codec
 from ledger import run as run_mod
@@ -38,11 +43,14 @@ from ledger.events import (
     RunFailed,
     RunFenced,
     RunStarted,
+    process_stream,
     run_stream,
     tag_of,
 )
+from ledger.store import Poison
 
 _encode = msgspec.json.Encoder().encode
+PROCESS_STREAM = process_stream("")
 MAX_LINE = 1 << 20  # bytes of a line's content; its line ending does not count
 
 
@@ -292,11 +300,15 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
     """Import NDJSON lines through the one write path, in one transaction (rule I1).
 
     - A line already recorded (same stream, type, time and the fields it states,
-      anywhere in the stream or earlier in the file; a report already kept as
-      `run.fenced` evidence counts too) is a duplicate: counted, not appended. So
-      importing the same file twice appends nothing the second time.
-    - A run event whose `at` is earlier than the previous event of its run is refused:
-      it would give the run a negative duration. clock_steps="keep" accepts it as
+      anywhere in the stream or earlier in the file) is a duplicate: counted, not
+      appended. A report already kept as `run.fenced` evidence appends nothing either,
+      and is listed as rejected again (kept, at the evidence's position).
+    - A line is judged at its place in the file (`_Import`): one not recorded that
+      comes before a recorded line of its run (or of the slot whose epoch it names) is
+      judged just before that line's event, never appended. So importing the same
+      file twice appends nothing the second time and rejects the same lines.
+    - A run event whose `at` is earlier than the previous event of its run (not
+      counting evidence) is refused: it would give the run a negative duration. clock_steps="keep" accepts it as
       recorded: for an export of a ledger whose writers' clocks stepped back or
       disagreed (the ledger records what each writer's clock read, rule O3), which must
       come back exactly as written.
@@ -417,30 +429,45 @@ def _kept(raw: dict[str, Any], stated: Event, fenced: RunFenced) -> bool:
 
 
 class _Known:
-    """One stream as the import knows it: its events by (tag, instant), and its latest."""
+    """One stream as the import knows it: its events by (tag, instant), and its latest.
+    The first `stored` events are the stream as the store held it when the import
+    read it (`rows`: each one's index in that history, `positions`: its log position);
+    the rest are this import's own appends."""
 
-    __slots__ = ("by_key", "events", "last_at", "last_where")
+    __slots__ = ("by_key", "claimed", "events", "history", "last_at", "last_where", "positions", "rows", "stored")
 
-    def __init__(self) -> None:
-        self.by_key: dict[tuple[str, datetime], list[Event]] = {}
+    def __init__(self, history: list[Recorded | Poison] | None = None) -> None:
+        self.by_key: dict[tuple[str, datetime], list[int]] = {}
         self.events: list[Event] = []  # in stream order
+        self.positions: list[int | None] = []
+        self.rows: list[int] = []
+        self.history = history or []
+        self.claimed: set[int] = set()  # kept evidence a line of this import was found to be
         self.last_at: datetime | None = None
         self.last_where = ""
+        for row, rec in enumerate(self.history):
+            if type(rec) is Recorded:
+                self.rows.append(row)
+                self.add(rec.event, f"position {rec.position}", rec.position)
+        self.stored = len(self.events)
 
-    def add(self, event: Event, where: str) -> None:
-        self.by_key.setdefault((tag_of(event), event.at), []).append(event)
+    def add(self, event: Event, where: str, position: int | None = None) -> None:
+        self.by_key.setdefault((tag_of(event), event.at), []).append(len(self.events))
         self.events.append(event)
-        self.last_at, self.last_where = event.at, where
+        self.positions.append(position)
+        if not isinstance(event, RunFenced):  # evidence is no transition: it never moves the run's clock (rule I1)
+            self.last_at, self.last_where = event.at, where
 
-    def resent(self, raw: dict[str, Any], event: RunEventBase, state: Any) -> bool:
+    def resent(self, raw: dict[str, Any], event: RunEventBase, state: Any, upto: int | None = None) -> bool:
         """Is `event` a re-send of a recorded event of its run that `decide` would call
         the same event again (another time, actor or reason: rule L1), as if it came
         right after it: nothing recorded after the original is earlier than the
         re-send (or as early and a change of status)? Such a line appended nothing when
         it was first imported (its effect held), so importing its file again must not
-        refuse it now that the run has moved on."""
+        refuse it now that the run has moved on. `upto`: as if the stream ended before
+        its event `upto` (the line's place), with `state` its state there."""
         events = self.events
-        for i in range(len(events) - 1, -1, -1):
+        for i in range((len(events) if upto is None else upto) - 1, -1, -1):
             e = events[i]
             if not isinstance(e, RunEventBase):
                 continue
@@ -452,12 +479,28 @@ class _Known:
                 return False
         return False
 
-    def holds(self, raw: dict[str, Any], event: Event) -> bool:
-        if any(_same(raw, event, e) for e in self.by_key.get((tag_of(event), event.at), ())):
-            return True
+    def match(self, raw: dict[str, Any], event: Event) -> int | None:
+        """The index of the recorded event the line states (or of the run.fenced
+        evidence kept for it), if any: the line is already recorded."""
+        for i in self.by_key.get((tag_of(event), event.at), ()):
+            if _same(raw, event, self.events[i]):
+                return i
         if isinstance(event, RunEventBase):
-            return any(_kept(raw, event, e) for e in self.by_key.get(("run.fenced", event.at), ()) if isinstance(e, RunFenced))
-        return False
+            for i in self.by_key.get(("run.fenced", event.at), ()):
+                fenced = self.events[i]
+                if isinstance(fenced, RunFenced) and _kept(raw, event, fenced):
+                    return i
+        return None
+
+    def before(self, index: int) -> tuple[Any, datetime | None, str]:
+        """The stream's state just before its stored event `index`, and the time and
+        position of its last event but evidence there: the place of a line that comes
+        before it."""
+        last = next((k for k in range(index - 1, -1, -1) if not isinstance(self.events[k], RunFenced)), None)
+        event = self.events[index]
+        assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+        state = _fold_stream(stream_of(event), self.history[: self.rows[index]])
+        return (state, None, "") if last is None else (state, self.events[last].at, f"position {self.positions[last]}")
 
 
 def _holds_again(raw: dict[str, Any], event: RunEventBase, original: RunEventBase, state: Any) -> bool:
@@ -474,25 +517,42 @@ def _holds_again(raw: dict[str, Any], event: RunEventBase, original: RunEventBas
 
 
 class _Refused(Exception):
-    def __init__(self, reason: str, evidence: RunFenced | None = None):
+    def __init__(self, reason: str, evidence: RunFenced | None = None, kept_at: int | None = None):
         self.reason = reason
         self.evidence = evidence
+        self.kept_at = kept_at  # the evidence for this line is kept already, at this log position
 
 
 Parsed = tuple[int, bytes, "tuple[dict[str, Any], Event] | ImportRejected"]
+Read = tuple[int, bytes, "tuple[dict[str, Any], Event] | ImportRejected | None"]  # None: parsed again when decided
 
 
 class _Import:
+    """Two passes over the file (rule I1, "a line is judged at its place"). The first
+    parses every line, reads the streams they name in bulk, and notes, stream by
+    stream, which lines are recorded there already (`anchors`). The second decides
+    every line in file order; a line not recorded whose stream has a recorded line
+    after it in the file is judged at its place, just before that line's event,
+    never at the end of the run's history: appending it there would put it after
+    events the file says came later (a resume before its pause), and the outcome of
+    a file would depend on how many times it was imported."""
+
     def __init__(self, ledger: Ledger, *, tolerant: bool, keep_clock_steps: bool = False):
         self.store = ledger.store
         self.batch = ledger.batch()
         self.tolerant = tolerant
         self.keep_clock_steps = keep_clock_steps
         self.known: dict[str, _Known] = {}
+        self.anchors: dict[str, list[tuple[int, int]]] = {}  # stream -> (line, index of its stored event), in file order
+        self.taken: set[int] = set()  # lines whose recorded event is a later line's (`_settle`)
+        self.slots_anchored = False  # some line is recorded in a process slot's stream already
         self.result = ImportResult()
         self.kept: list[tuple[int, int]] = []  # (index in rejected, index in the batch's appends)
 
     def run(self, lines: Iterable[bytes | str]) -> ImportResult:
+        # Only a line's bytes are kept between the passes, not its parse (about three
+        # times its size): parsing it again costs less than holding every parse at once.
+        read: list[Read] = []
         chunk: list[Parsed] = []
         try:
             for number, line in enumerate(lines, start=1):
@@ -500,13 +560,19 @@ class _Import:
                     continue
                 chunk.append(self._parse(line, number))
                 if len(chunk) >= CHUNK:
-                    self._chunk(chunk)
+                    self._read(chunk)
+                    read += [(n, c, p if isinstance(p, ImportRejected) else None) for n, c, p in chunk]
                     chunk = []
         except ImportRejected:  # the reader gave up (a line over MAX_LINE): nothing lands,
-            self._chunk(chunk)  # but a strict import names the first bad line, as it reads
+            self._read(chunk)  # but a strict import names the first bad line, as it reads
+            self._settle()
+            self._decide([*read, *chunk])
             raise
-        if chunk:
-            self._chunk(chunk)
+        self._read(chunk)
+        read += chunk
+        del chunk
+        self._settle()
+        self._decide(read)
         result = self.result
         result.appended = self.batch.pending
         recorded = self.batch.commit()
@@ -522,24 +588,93 @@ class _Import:
         except ImportRejected as e:
             return number, content, e
 
-    def _chunk(self, chunk: list[Parsed]) -> None:
-        """Read the streams this chunk names that the import has not seen, in bulk."""
+    def _read(self, chunk: list[Parsed]) -> None:
+        """Read the streams this chunk names that the import has not seen, in bulk, and
+        note the chunk's lines already recorded in them (before anything is decided)."""
         streams = [stream_of(p[2][1]) for p in chunk if not isinstance(p[2], ImportRejected)]  # type: ignore[arg-type]
         new = [s for s in dict.fromkeys(streams) if s not in self.known]
         if new:
             histories = self.store.read_streams(new)
             self.batch.preload(histories)
             for stream, history in histories.items():
-                known = self.known[stream] = _Known()
-                for rec in history:
-                    if type(rec) is Recorded:
-                        known.add(rec.event, f"position {rec.position}")
-        for number, content, parsed in chunk:
+                self.known[stream] = _Known(history)
+        for number, _, parsed in chunk:
+            if isinstance(parsed, ImportRejected):
+                continue
+            raw, event = parsed
+            assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+            stream = stream_of(event)
+            known = self.known[stream]
+            if not known.stored:
+                continue
+            try:
+                i = known.match(raw, event)
+            except OverflowError:  # an instant out of bounds: `checked` refuses it when decided
+                continue
+            if i is not None:
+                self.anchors.setdefault(stream, []).append((number, i))
+
+    def _settle(self) -> None:
+        """Which recorded event is whose. A line that states an event recorded at
+        position P is its duplicate, unless a later line states the same event and a
+        line between them is the first to state an event recorded before P, in the
+        line's own stream or in the slot whose epoch it names, and after every event
+        the lines before it state: then the file's order puts that event before P, so
+        P is the later line's (it landed where an earlier import rejected this line,
+        e.g. a start before its epoch's boot) and this line is judged at its place
+        like any line not recorded. Events recorded before the file's own (the
+        frontier) prove nothing about its order, so they do not count."""
+        flat = sorted((line, self.known[stream].positions[i] or 0, stream, i)
+                      for stream, anchors in self.anchors.items() for line, i in anchors)  # fmt: skip
+        fresh: dict[str, list[tuple[int, int]]] = {}  # stream -> (line, position) of each first statement
+        seen: set[tuple[str, int]] = set()
+        for line, position, stream, i in flat:
+            if (stream, i) not in seen:
+                seen.add((stream, i))
+                fresh.setdefault(stream, []).append((line, position))
+        while True:  # a line found taken no longer states its position: until nothing changes
+            taken = len(self.taken)
+            self._take(flat, fresh)
+            if len(self.taken) == taken:
+                break
+        for stream, anchors in self.anchors.items():  # a place is before the first line that states an event
+            firsts: dict[int, tuple[int, int]] = {}
+            for line, i in anchors:
+                if line not in self.taken:
+                    firsts.setdefault(i, (line, i))
+            self.anchors[stream] = sorted(firsts.values())
+        self.slots_anchored = any(stream.startswith(PROCESS_STREAM) for stream in self.anchors)
+
+    def _take(self, flat: list[tuple[int, int, str, int]], fresh: dict[str, list[tuple[int, int]]]) -> None:
+        frontier: dict[int, int] = {}  # line -> the latest position the lines before it state
+        latest = 0
+        for line, position, _, _ in flat:
+            frontier.setdefault(line, latest)
+            if line not in self.taken:
+                latest = max(latest, position)
+        for stream, anchors in self.anchors.items():
+            known = self.known[stream]
+            last = {i: line for line, i in anchors}  # stored index -> the last line that states it
+            for line, i in anchors:
+                end = last[i]
+                if end == line or line in self.taken:
+                    continue
+                position, floor = known.positions[i] or 0, frontier[line]
+                slot = self._slot(known.events[i]) if stream.startswith(run_stream("")) else None
+                for other in (stream, slot):
+                    firsts = fresh.get(other, []) if other is not None else []
+                    start = bisect.bisect_right(firsts, (line, position))
+                    if any(floor < p < position for n, p in firsts[start:] if n < end):
+                        self.taken.add(line)
+                        break
+
+    def _decide(self, lines: list[Read]) -> None:
+        for number, content, parsed in lines:
             self.result.lines += 1
             try:
                 if isinstance(parsed, ImportRejected):
                     raise _Refused(parsed.reason)
-                self._line(number, *parsed)
+                self._line(number, *(parsed or _parse_line(content, number)))
             except _Refused as r:
                 if not self.tolerant:
                     raise ImportRejected(number, r.reason) from None
@@ -553,18 +688,36 @@ class _Import:
             raise _Refused(str(e)) from None
         stream = stream_of(event)
         known = self.known[stream]
-        if known.holds(raw, event):
+        found = known.match(raw, event) if number not in self.taken else None
+        if found is not None:
+            kept = known.events[found]
+            if isinstance(kept, RunFenced) and tag_of(event) != "run.fenced" and found not in known.claimed:
+                # The refused report kept as evidence (by an earlier import of this
+                # file, or by the fence): rejected again, as it was, appending nothing.
+                known.claimed.add(found)
+                raise _Refused(_refusal_of(kept), kept_at=known.positions[found])
             self.result.duplicates += 1
+            return
+        place = self._place(stream, number)
+        if place is not None:
+            state, last_at, where = known.before(place[1])
+            if isinstance(event, RunEventBase) and known.resent(raw, event, state, upto=place[1]):
+                self.result.held += 1
+                return
+            self._behind(event, state, (last_at, where), place[0], known.positions[place[1]])
             return
         if isinstance(event, RunEventBase) and known.resent(raw, event, self.batch.state(stream)):
             self.result.held += 1
             return
+        slot = self._slot(event) if self.slots_anchored else None
+        place = self._place(slot, number) if slot is not None else None
+        if place is not None:  # the slot whose epoch the line names moved past its place: it is judged there too
+            self._behind(event, self.batch.state(stream), (known.last_at, known.last_where), place[0],
+                         self.known[slot].positions[place[1]])  # type: ignore[index]  # fmt: skip
+            return
         if (isinstance(event, RunEventBase) and known.last_at is not None and event.at < known.last_at
                 and not self.keep_clock_steps):  # fmt: skip
-            raise _Refused(f"time goes backwards in run {event.run!r}: at {event.at.isoformat()} is earlier than "
-                           f"{known.last_at.isoformat()}, the time of its previous event ({known.last_where}); "
-                           "the run would show a negative duration (an export of a ledger whose clock stepped "
-                           "back imports with --clock-steps keep)")  # fmt: skip
+            raise _Refused(_backwards(event, known.last_at, known.last_where))
         point = self.batch.savepoint(stream)
         try:
             state = self.batch.submit(event)
@@ -593,9 +746,57 @@ class _Import:
             known.add(a.event, f"line {number}")
         self.result.landed += 1
 
+    def _place(self, stream: str, number: int) -> tuple[int, int] | None:
+        """(line, index of its stored event) of the first line after `number` in the
+        file that is recorded in `stream` already, if any: the line's place is before it."""
+        anchors = self.anchors.get(stream)
+        if not anchors:
+            return None
+        at = bisect.bisect_right(anchors, (number, len(self.known[stream].events)))
+        return anchors[at] if at < len(anchors) else None
+
+    def _slot(self, event: Event) -> str | None:
+        """The process stream a run line's verdict reads besides its run's: the slot
+        of the epoch it names (the fence), or a start's slot (its `slot_epoch`)."""
+        if not isinstance(event, RunEventBase):
+            return None
+        epoch = run_mod.writer_epoch(event)
+        if epoch is not None:
+            try:
+                return process_stream(self.batch.find_epoch(epoch, run_mod.slot_hint(event, self.batch.state(stream_of(event)))).process)
+            except LedgerError:
+                return None
+        if isinstance(event, RunStarted):
+            state = self.batch.state(stream_of(event))
+            slot = event.process or (state.process if state is not None else None)
+            return process_stream(slot) if slot is not None else None
+        return None
+
+    def _behind(self, event: RunEventBase | ProcessEventBase, state: Any, last: tuple[datetime | None, str],
+                later: int, position: int | None) -> None:  # fmt: skip
+        """Judge a line at its place: against its stream's history (`state`, whose last
+        event but evidence is `last`: its time and where) just before the event of the recorded line
+        `later` that follows it in the file. Nothing is appended: the history has moved
+        past that place. A line whose effect held there holds; any other is rejected,
+        with decide's refusal or the time check where the place gives one (the reason
+        an earlier import of the file gave, mostly)."""
+        try:
+            events = self.batch.decide_at(event, state)
+        except LedgerError as e:  # StaleEpoch too: its evidence is not kept, nothing is appended at a past place
+            raise _Refused(str(e)) from None
+        if not events:
+            self.result.held += 1
+            return
+        last_at, where = last
+        if isinstance(event, RunEventBase) and last_at is not None and event.at < last_at and not self.keep_clock_steps:
+            raise _Refused(_backwards(event, last_at, where))
+        raise _Refused(f"out of place: line {later}, after it in the file, is already recorded (position {position}), "
+                       "so this line's place in the history is taken; "
+                       "nothing is appended before recorded events (rule I1: a line is judged at its place)")  # fmt: skip
+
     def _reject(self, number: int, content: bytes, refused: _Refused) -> None:
         result = self.result
-        kept = None
+        kept = "run.fenced" if refused.kept_at is not None else None
         evidence = refused.evidence
         if evidence is not None:
             stream = run_stream(evidence.run)
@@ -606,13 +807,31 @@ class _Import:
                 self.batch.rollback(point)
             else:
                 appended = self.batch.appended_since(point[0])
+                known = self.known[stream]
                 for a in appended:
-                    self.known[stream].add(a.event, f"line {number}")
+                    known.claimed.add(len(known.events))  # this line's own evidence
+                    known.add(a.event, f"line {number}")
                 if appended:
                     kept = "run.fenced"
                     result.evidence += 1
                     self.kept.append((len(result.rejected), self.batch.pending - 1))
-        result.rejected.append(Rejected(line=number, reason=refused.reason, content=content, kept=kept))
+        result.rejected.append(Rejected(line=number, reason=refused.reason, content=content, kept=kept,
+                                        position=refused.kept_at))  # fmt: skip
+
+
+def _refusal_of(kept: RunFenced) -> str:
+    """The refusal a kept report was rejected with, from its evidence: the fence's
+    (which names the rule that ended the epoch) as StaleEpoch words it; the tolerant
+    import's own (`refused_report`) keeps it whole in `why`."""
+    if kept.rule is None:
+        return kept.why
+    return str(StaleEpoch(kept.run, kept.status, kept.refused, kept.epoch, kept.why))
+
+
+def _backwards(event: RunEventBase, last_at: datetime, where: str) -> str:
+    return (f"time goes backwards in run {event.run!r}: at {event.at.isoformat()} is earlier than "
+            f"{last_at.isoformat()}, the time of its previous event ({where}); the run would show a negative "
+            "duration (an export of a ledger whose clock stepped back imports with --clock-steps keep)")  # fmt: skip
 
 
 def export_lines(ledger: Ledger, after: int = 0) -> Iterable[bytes]:

@@ -374,9 +374,19 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
         case ProcessBooted():
             cmd = replace(cmd, booted_at=cmd.booted_at.astimezone(UTC))
             if known is not None:
-                if known.booted_at == cmd.booted_at and known.recorded_at == cmd.at:
-                    return []  # the same boot again
-                raise IllegalTransition(cmd.process, "booted", tag, f"epoch {cmd.epoch!r} was already booted")
+                # The same boot again (a retried delivery) states every fact of the boot
+                # as recorded; a re-send that differs in one (another pid) is another
+                # boot claiming the epoch, never dropped as a duplicate (rule I1).
+                recorded = (known.recorded_at, known.booted_at, known.host, known.pid, known.host_boot, known.pid_start)
+                stated = (cmd.at, cmd.booted_at, cmd.host, cmd.pid, cmd.host_boot, cmd.pid_start)
+                if recorded == stated:
+                    return []
+                why = f"epoch {cmd.epoch!r} was already booted"
+                if recorded[:2] == stated[:2]:  # the same instants: name the fact the re-send changes
+                    names = ("host", "pid", "host_boot", "pid_start")
+                    field, was, now = next((n, a, b) for n, a, b in zip(names, recorded[2:], stated[2:], strict=True) if a != b)
+                    why += f", with {field} {was!r}, not {now!r}: a re-send that differs is not the same boot"
+                raise IllegalTransition(cmd.process, "booted", tag, why)
             return [cmd]
         case ProcessStopping():
             if known is None:

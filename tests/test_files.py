@@ -6,6 +6,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,60 @@ def test_L3_atomic_write_interrupted_leaves_nothing(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == []
     with pytest.raises(InvalidInput, match="cannot write"), atomic_write(str(tmp_path / "no-such-dir" / "x")):
         pass
+
+
+# A writer that is killed inside atomic_write, after writing part of its file: a real
+# process, SIGKILLed, so nothing of Python's own cleanup runs.
+_KILLED_WRITER = """
+import sys, time
+from epochledger.files import atomic_write
+with atomic_write(sys.argv[1]) as f:
+    f.write(b"partial")
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(120)
+"""
+
+
+def _writer(target: Path) -> subprocess.Popen[bytes]:
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(target)], stdout=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline() == b"writing\n"
+    return child
+
+
+def _temps(target: Path) -> list[str]:
+    return sorted(n for n in os.listdir(target.parent) if n.startswith(f".{target.name}.") and n.endswith(".tmp"))
+
+
+@pytest.mark.parametrize("command", ["export", "import"])
+def test_I1_L3_a_writer_killed_by_sigkill_leaves_a_temp_file_the_next_write_removes(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:  # fmt: skip
+    """`export -o FILE` and `import --rejects FILE` write FILE through atomic_write. A
+    writer SIGKILLed mid-write leaves its `.FILE.XXXXXXXX.tmp`; the next write of FILE
+    removes it (no one holds its lock), and never the temporary file of a writer that
+    is still alive (it holds its lock): that one renames its file over FILE when done.
+    Mutation caught: `_remove_stale` not called (the killed writers' files pile up),
+    or removing without taking the lock (the live writer's file is removed and its
+    rename fails)."""
+    target = tmp_path / "out.ndjson"
+    history = tmp_path / "history.ndjson"
+    argv = {"export": ["--store", str(store), "export", "-o", str(target)],
+            "import": ["--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(target)]}[command]  # fmt: skip
+    left: list[str] = []
+    for _ in range(2):  # the second writer removes the first one's leftover as it starts
+        killed = _writer(target)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        assert len(_temps(target)) == 1 and _temps(target) != left and not target.exists()
+        left = _temps(target)
+    alive = _writer(target)
+    try:
+        main(argv)
+        capsys.readouterr()
+        assert len(_temps(target)) == 1  # the live writer's, and only it
+        assert len(target.read_bytes().splitlines()) == (len(GOOD) if command == "export" else 0)  # whole
+    finally:
+        alive.terminate()  # SIGTERM: the writer dies without renaming; its file is left, unlocked
+        alive.wait()
+    main(argv)
+    assert _temps(target) == []

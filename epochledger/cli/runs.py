@@ -82,9 +82,12 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
     Every line goes through the same rules as the API, stamped with its own "at", and
     the file lands in one transaction. A line already recorded (same stream, type, time
-    and fields, anywhere in the stream) is a duplicate: counted, not appended, so
-    importing the same file twice appends nothing. A run event whose "at" is earlier
-    than its run's previous event is refused (a negative duration), unless
+    and fields, anywhere in the stream) is a duplicate: counted, not appended. A line
+    is judged at its place in the file: one not recorded that comes before a line of
+    its run already recorded is judged there, never appended after it. So importing the
+    same file twice appends nothing the second time, and rejects the same lines (a
+    report kept as evidence is listed again, appending nothing). A run event whose "at"
+    is earlier than its run's previous event is refused (a negative duration), unless
     --clock-steps keep: an export of a ledger whose writers' clocks stepped back or
     disagreed records exactly that, and comes back as written.
 
@@ -217,7 +220,8 @@ def cmd_export(ns: argparse.Namespace) -> None:
     reproduces it byte for byte.
 
     -o FILE is written atomically (a temporary file beside it, renamed over it when
-    complete): a failed or interrupted export leaves FILE as it was. A FILE that is the
+    complete): a failed or interrupted export leaves FILE as it was, and the temporary
+    file of one that was killed is removed by the next write of FILE. A FILE that is the
     ledger itself (or its -wal/-shm/-journal) is refused (exit 3), nothing written.
 
     Example: epochledger export -o history.ndjson
