@@ -482,7 +482,7 @@ class Batch(Commands):
         for epoch in list(self._epochs)[epochs:]:  # learned since (a boot): forget them
             del self._epochs[epoch]
 
-    def decide_at(self, command: RunEventBase | ProcessEventBase, state: Any) -> list[Any]:
+    def decide_at(self, command: RunEventBase | ProcessEventBase | LedgerEventBase, state: Any) -> list[Any]:
         """The events `submit` would append for `command` were its stream at `state`
         (an earlier state of it), by the one write path, appending and keeping
         nothing: the import judges a line at its place in the file (rule I1)."""

@@ -498,7 +498,7 @@ class _Known:
         before it."""
         last = next((k for k in range(index - 1, -1, -1) if not isinstance(self.events[k], RunFenced)), None)
         event = self.events[index]
-        assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
         state = _fold_stream(stream_of(event), self.history[: self.rows[index]])
         return (state, None, "") if last is None else (state, self.events[last].at, f"position {self.positions[last]}")
 
@@ -602,7 +602,7 @@ class _Import:
             if isinstance(parsed, ImportRejected):
                 continue
             raw, event = parsed
-            assert isinstance(event, RunEventBase | ProcessEventBase)  # every tag of the catalogue is one
+            assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
             stream = stream_of(event)
             known = self.known[stream]
             if not known.stored:
@@ -772,7 +772,7 @@ class _Import:
             return process_stream(slot) if slot is not None else None
         return None
 
-    def _behind(self, event: RunEventBase | ProcessEventBase, state: Any, last: tuple[datetime | None, str],
+    def _behind(self, event: RunEventBase | ProcessEventBase | LedgerEventBase, state: Any, last: tuple[datetime | None, str],
                 later: int, position: int | None) -> None:  # fmt: skip
         """Judge a line at its place: against its stream's history (`state`, whose last
         event but evidence is `last`: its time and where) just before the event of the recorded line
