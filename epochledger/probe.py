@@ -103,7 +103,8 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     recovers the orphans. Without it the probe boots an epoch of slot `probe@<host>` to
     sweep with, only if there is an orphan to recover or a reboot to record, and stops it
     after. `sweep=False`: record the exits only. Refused (InvalidInput, nothing
-    appended) where the host port cannot read the host's boot id (no /proc)."""
+    appended) where the host port cannot read the host's boot id (no /proc), and
+    (UnknownEpoch, nothing appended) for an `epoch` no slot booted."""
     facts = ledger.host
     here = facts.name()
     boot_id = facts.boot_id()
@@ -111,6 +112,8 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
         raise InvalidInput("the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
                            "this host has none, so a pid cannot be judged", where="probe")  # fmt: skip
     by = check_value(observer(here), Name, "host")
+    if epoch is not None:  # rule L4: the caller's epoch is checked before anything is appended
+        epoch = ledger.epoch(epoch)  # UnknownEpoch (nothing appended) if no slot booted it
     findings: list[Finding] = []
     exited = 0
     lost: list[str] = []  # the streams the last lost race named

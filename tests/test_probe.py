@@ -236,3 +236,22 @@ def test_O7_O8_cli_probe_and_epochs(tmp_path, capsys, workers: list[subprocess.P
     rows = {r["process"]: r for r in json.loads(capsys.readouterr().out)}
     assert (rows["worker-1"]["live"], rows["worker-1"]["ended"]) == (False, "O2-exited")
     assert (rows["worker-2"]["live"], rows["worker-2"]["ended"]) == (False, "O2-stopped")
+
+
+def test_L4_probe_with_an_unknown_epoch_is_refused_before_any_exit_is_recorded(sqlite_url: str) -> None:
+    """A dead worker's exit is there to record, but the caller's epoch names no boot:
+    the argument is refused first (UnknownEpoch naming it) and nothing is appended.
+    Mutation caught: the epoch checked only by the sweep, after the exits were
+    appended."""
+    from ledger.errors import UnknownEpoch
+
+    host = FakeHost(name="h1", boot_id="b1", pid=10)
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=100), host=host) as lg:
+        host.spawn(101, 5)
+        lg.boot("w1", pid=101, pid_start=5)
+        host.kill(101)
+        head = lg.store.max_position()
+        with pytest.raises(UnknownEpoch) as refused:
+            lg.probe(epoch="no-such-epoch")
+        assert refused.value.epoch == "no-such-epoch" and refused.value.where == "epoch"
+        assert lg.store.max_position() == head and exits(lg) == []
