@@ -418,7 +418,7 @@ class Batch(Commands):
         self._state: dict[str, Any] = {}
         self._pending: list[Append] = []  # in submission order: the log order
         self._epochs: dict[str, str] = {}  # epoch id -> slot, learned in this batch
-        self._hosts: dict[str, HostState | None] = {}  # host -> its boots (rule O7), read once a batch
+        self._hosts: dict[str, HostState | None] = {}  # machine id -> its boots (rules O7, O10), read once a batch
         self.recorded: list[Recorded] = []
         self._resend = False  # a commit of these very appends may have landed (CommitUnknown)
         self._assumed: set[str] = set()
@@ -511,8 +511,8 @@ class Batch(Commands):
             new_state = process_stream_mod.fold(events, state)
             if isinstance(command, ProcessBooted) and events:
                 self._epochs.setdefault(command.epoch, command.process)
-                if command.host is not None and command.host in self._hosts:
-                    self._hosts[command.host] = process_stream_mod.evolve_host(self._hosts[command.host], command)
+                if command.machine is not None and command.machine in self._hosts:
+                    self._hosts[command.machine] = process_stream_mod.evolve_host(self._hosts[command.machine], command)
         if events:
             held[stream] = new_state
             if len(events) == 1:
@@ -555,23 +555,30 @@ class Batch(Commands):
         self._epochs[epoch] = slots[0]
         return found
 
-    def host_state(self, host: str) -> HostState | None:
-        """The host's boots (the hosts view, projections/hosts.py), with the boots this
-        batch has decided so far: what `end_of` needs to know whether the host rebooted."""
-        if host not in self._hosts:
-            found = self.ledger.host_state(host)
+    def host_state(self, machine: str) -> HostState | None:
+        """The boots of the host with this machine id (the hosts view,
+        projections/hosts.py), with the boots this batch has decided so far: what
+        `end_of` needs to know whether the host rebooted (rule O10)."""
+        if machine not in self._hosts:
+            found = self.ledger.host_state(machine)
             for a in self._pending:
-                if type(a.event) is ProcessBooted and a.event.host == host:
+                if type(a.event) is ProcessBooted and a.event.machine == machine:
                     found = process_stream_mod.evolve_host(found, a.event)
-            self._hosts[host] = found
-        return self._hosts[host]
+            self._hosts[machine] = found
+        return self._hosts[machine]
+
+    def host_of(self, epoch: EpochState) -> HostState | None:
+        """The boots of `epoch`'s machine, or None when it recorded no machine id or no
+        host boot id: such an epoch can never be told rebooted (rule O10), so no host is
+        read for it."""
+        if epoch.machine is None or epoch.host_boot is None:
+            return None
+        return self.host_state(epoch.machine)
 
     def end_of(self, epoch: EpochState) -> tuple[str, str] | None:
         """Why `epoch` is no longer live, or None: THE liveness definition
-        (ledger.process.end_of, rule O7), with its host's facts. An epoch that recorded
-        no host boot id cannot have seen its host reboot, so no host is read for it."""
-        host = self.host_state(epoch.host) if epoch.host is not None and epoch.host_boot is not None else None
-        return process_stream_mod.end_of(epoch, host)
+        (ledger.process.end_of, rule O7), with its host's facts (host_of)."""
+        return process_stream_mod.end_of(epoch, self.host_of(epoch))
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/run.py): a report written on behalf of
@@ -587,7 +594,7 @@ class Batch(Commands):
         if epoch is not None:
             named = command.process if isinstance(command, RunStarted) else None
             writer = self.find_epoch(epoch, run_mod.slot_hint(command, state), must_be_in=named)
-            host = self.host_state(writer.host) if writer.host is not None and writer.host_boot is not None else None
+            host = self.host_of(writer)
             # Judged as submitted, before the stamp: the evidence keeps the report itself (rule I1)
             evidence = run_mod.fence(command, state, writer, host)
             if isinstance(command, RunStarted) and command.process is None:
@@ -755,15 +762,16 @@ class Ledger(Commands):
 
     def boot(self, process: str, *, epoch: str | None = None, host: str | None = None,
              pid: int | None = None, actor: str | None = None, host_boot: str | None = None,
-             pid_start: int | None = None) -> EpochState:  # fmt: skip
+             pid_start: int | None = None, machine: str | None = None) -> EpochState:  # fmt: skip
         """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
         return its state. The boot instant is now - monotonic uptime, from the clock
         port. The returned state is what every later report names (`epoch=`).
 
-        Liveness facts (rule O7), from the host port (ledger/host.py) unless given: the
-        host's name and boot id, the pid and its start time. A boot for another host
-        (`host=` naming another machine) records only what it is given; a boot for
-        another pid on this host (a supervisor booting its worker's slot) reads that
+        Liveness facts (rules O7, O10), from the host port (ledger/host.py) unless
+        given: the host's name, machine id and boot id, the pid and its start time. A
+        boot for another host (`host=` naming another machine) records only what it is
+        given (without `machine=`, no later boot can prove that host rebooted); a boot
+        for another pid on this host (a supervisor booting its worker's slot) reads that
         pid's start time."""
         facts = self.host
         here = facts.name()
@@ -772,6 +780,8 @@ class Ledger(Commands):
             pid = facts.pid()
         if on_this_host and host_boot is None:
             host_boot = facts.boot_id()
+        if on_this_host and machine is None:
+            machine = facts.machine_id()
         if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
             try:
                 found = facts.process(pid)
@@ -788,6 +798,7 @@ class Ledger(Commands):
             actor=actor,
             host_boot=host_boot,
             pid_start=pid_start,
+            machine=machine,
         )
         for attempt in range(5):  # a boot is always legal: a lost race just retries
             try:
@@ -958,9 +969,9 @@ class Ledger(Commands):
         process = check_value(process, Name, "process")
         return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
 
-    def host_state(self, host: str) -> HostState | None:
-        """A host's boots across every slot, as of the log's head: which of its host boot
-        ids are over (rule O7; projections/hosts.py). The fence asks it for every report
+    def host_state(self, machine: str) -> HostState | None:
+        """The boots of the host with this machine id across every slot, as of the log's
+        head: which of its host boot ids are over (rules O7, O10; projections/hosts.py). The fence asks it for every report
         whose epoch recorded a host boot id, so it is kept here and brought forward by
         the boots recorded since it was last asked (one read of the log's tail, which
         decodes only process.booted rows), never by catching the hosts view up (a
@@ -983,9 +994,9 @@ class Ledger(Commands):
                         e = msgspec.json.decode(state, type=ProcessBooted)
                     except msgspec.DecodeError:
                         continue  # not a boot after all, or a bad row: the views park it (T4)
-                    if e.host is not None and (h := process_stream_mod.evolve_host(known.get(e.host), e)) is not None:
-                        known[e.host] = h
-            return known.get(host)
+                    if e.machine is not None and (h := process_stream_mod.evolve_host(known.get(e.machine), e)):
+                        known[e.machine] = h
+            return known.get(machine)
 
     def epoch_slots(self, epoch: str) -> list[str]:
         """The slots that booted this epoch id (normally one), from the epoch index

@@ -3,7 +3,8 @@
 A worker per run (O8) dies without a word when it is SIGKILLed, OOM-killed or its
 container is torn down, and its supervisor may die with it. The probe runs on the
 worker's host and asks the kernel, through the host-facts port (ledger/host.py), about
-every epoch the ledger still holds live on this host:
+every epoch the ledger still holds live on this host (this machine id, rule O10, and
+this host name, which stands for the pid namespace: docs/operations.md):
 
 - recorded under this host's current boot id: its pid is gone, a zombie, or runs with
   another start time than the boot recorded (the pid was reused) -> `process.exited`,
@@ -19,7 +20,8 @@ Then the usual sweep recovers the orphans (O5): with the caller's own epoch when
 scheduler probes from its timer or at its boot, else with an epoch of the probe's own
 slot `probe@<host>`, booted for the purpose and stopped cleanly afterwards (booted only
 when there is something to recover, so a probe on a timer that finds nothing appends
-nothing). The probe judges only its own host: it cannot see another host's pids.
+nothing). The probe judges only its own host: it cannot see another host's pids, and
+another machine that shares its name is another host.
 """
 
 from __future__ import annotations
@@ -103,14 +105,21 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     recovers the orphans. Without it the probe boots an epoch of slot `probe@<host>` to
     sweep with, only if there is an orphan to recover or a reboot to record, and stops it
     after. `sweep=False`: record the exits only. Refused (InvalidInput, nothing
-    appended) where the host port cannot read the host's boot id (no /proc), and
-    (UnknownEpoch, nothing appended) for an `epoch` no slot booted."""
+    appended) where the host port cannot read the host's boot id (no /proc) or its
+    machine id (no /etc/machine-id: its epochs could not be told from those of another
+    machine with the same name, rule O10), and (UnknownEpoch, nothing appended) for an
+    `epoch` no slot booted."""
     facts = ledger.host
     here = facts.name()
     boot_id = facts.boot_id()
     if boot_id is None:
         raise InvalidInput("the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
                            "this host has none, so a pid cannot be judged", where="probe")  # fmt: skip
+    machine = facts.machine_id()
+    if machine is None:
+        raise InvalidInput("the probe needs this host's machine id (/etc/machine-id); this host has none, so its "
+                           "epochs cannot be told from another machine's with the same name (rule O10)",
+                           where="probe")  # fmt: skip
     by = check_value(observer(here), Name, "host")
     if epoch is not None:  # rule L4: the caller's epoch is checked before anything is appended
         epoch = ledger.epoch(epoch)  # UnknownEpoch (nothing appended) if no slot booted it
@@ -118,7 +127,8 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     exited = 0
     lost: list[str] = []  # the streams the last lost race named
     for _round in range(CONFLICT_ROUNDS):
-        findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness() if ended is None and e.host == here]
+        findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness()
+                    if ended is None and e.machine == machine and e.host == here]  # fmt: skip
         try:
             with ledger.batch() as b:
                 for f in findings:

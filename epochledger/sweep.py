@@ -230,7 +230,7 @@ def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.tota
     # ends the epochs of the earlier boot (O2-host-rebooted), and the preview says so.
     facts = ledger.host
     boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock),
-                         host=facts.name(), host_boot=facts.boot_id())  # fmt: skip
+                         host=facts.name(), host_boot=facts.boot_id(), machine=facts.machine_id())  # fmt: skip
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
     found = orphans.verdicts(view, view.epoch(process, PREVIEW_EPOCH), m)
     return SweepReport(process=process, epoch=PREVIEW_EPOCH, outcome="preview", recovered=found)

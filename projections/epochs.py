@@ -15,7 +15,7 @@ from ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
 from projections import fold_records
 
 NAME = "epochs"
-VERSION = 1
+VERSION = 2  # 2: an epoch keeps its machine id (rule O10)
 
 KEY = "process"  # keys(rec) is (rec.event.process,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, ProcessEventBase))  # what evolve acts on

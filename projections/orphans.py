@@ -43,7 +43,7 @@ from ledger.run import RunState
 from projections import fold_records
 
 NAME = "orphans"
-VERSION = 2
+VERSION = 3  # 3: hosts keyed by machine id (rule O10)
 
 MARGIN = timedelta(seconds=1)  # rule O3; configurable per call, never floored
 
@@ -62,7 +62,7 @@ class View:
     processes: dict[str, ProcessState] = field(default_factory=dict)
     runs: dict[str, RunState] = field(default_factory=dict)
     position: int = 0
-    hosts: dict[str, HostState] = field(default_factory=dict)
+    hosts: dict[str, HostState] = field(default_factory=dict)  # by machine id (rule O10)
     _by_id: dict[str, list[EpochState]] | None = field(default=None, repr=False, compare=False)
 
     def epoch(self, process: str, epoch: str) -> EpochState | None:
@@ -86,7 +86,8 @@ class View:
         return p.current if p is not None else None
 
     def host_of(self, epoch: EpochState) -> HostState | None:
-        return self.hosts.get(epoch.host) if epoch.host is not None else None
+        """The boots of `epoch`'s machine (rule O10: never of its host name)."""
+        return self.hosts.get(epoch.machine) if epoch.machine is not None else None
 
     def end_of(self, epoch: EpochState) -> tuple[str, str] | None:
         """Why `epoch` is no longer live, or None: ledger.process.end_of with its host's
@@ -106,8 +107,9 @@ def evolve(view: View, rec: Recorded) -> View:
         assert isinstance(e, ProcessEventBase)
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
         view._by_id = None
-        if type(e) is ProcessBooted and e.host is not None and (h := process_mod.evolve_host(view.hosts.get(e.host), e)):
-            view.hosts[e.host] = h
+        if type(e) is ProcessBooted and e.machine is not None and (
+                h := process_mod.evolve_host(view.hosts.get(e.machine), e)):  # fmt: skip
+            view.hosts[e.machine] = h
     view.position = rec.position
     return view
 

@@ -88,7 +88,7 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
          (("alive", 11), ("gone", 12), ("zombie", 13), ("legacy", 15), ("hidden", 16), ("zero", 0))}  # fmt: skip
     e["reused"] = lg.boot("reused", pid=14, pid_start=80).epoch
     lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
-                            host="node-1", host_boot="boot-A"))  # fmt: skip  # an imported boot: no pid at all
+                            host="node-1", host_boot="boot-A", machine=host.machine_id()))  # fmt: skip  # an imported boot: no pid at all
     lg.boot("elsewhere", host="node-2", pid=12)  # another host's pid 12: not ours to judge
     lg.stop(lg.boot("done", pid=11))  # stopped: not live
     host.kill(12)
@@ -174,7 +174,7 @@ def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: s
         zero, negative, init = lg.boot("zero", pid=0), lg.boot("negative", pid=-1), lg.boot("init", pid=1)
         assert init.pid_start == here.process(1).start  # type: ignore[union-attr]
         lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
-                                host=socket.gethostname(), host_boot=here.boot_id()))  # fmt: skip
+                                host=socket.gethostname(), host_boot=here.boot_id(), machine=here.machine_id()))  # fmt: skip
         head = lg.store.max_position()
         report = lg.probe(sweep=False)
         assert report.findings == [
