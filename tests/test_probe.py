@@ -255,3 +255,21 @@ def test_L4_probe_with_an_unknown_epoch_is_refused_before_any_exit_is_recorded(s
             lg.probe(epoch="no-such-epoch")
         assert refused.value.epoch == "no-such-epoch" and refused.value.where == "epoch"
         assert lg.store.max_position() == head and exits(lg) == []
+
+
+def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> None:
+    """Without a machine id the probe cannot tell this machine's epochs from those of
+    another machine with the same name (rule O10): refused, nothing appended, not a
+    false exit recorded for a twin's pid. Mutation caught: the machine id check
+    dropped (the probe judges the epochs by name and records their pids as gone)."""
+    from ledger.errors import InvalidInput
+
+    clock = ManualClock(T0)
+    with open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id="twin-a", pid=7)) as twin, \
+         open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id=None, pid=8)) as lg:  # fmt: skip
+        twin.boot("w")  # pid 7, running on the twin; not a pid of this machine
+        head = lg.store.max_position()
+        with pytest.raises(InvalidInput, match="machine id") as refused:
+            lg.probe()
+        assert refused.value.where == "probe" and lg.store.max_position() == head
+
