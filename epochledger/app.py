@@ -848,12 +848,19 @@ class Ledger(Commands):
                 actor: str | None = None) -> tuple[EpochState, SweepReport]:  # fmt: skip
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
-        Returns the epoch's state and the sweep report. A bad margin is refused before
-        the boot is appended."""
+        Between the two, on this host, the probe's first half (epochledger/probe.py,
+        `exits_at_startup`): the exits of this host's earlier epochs that nobody
+        reported (a whole worker SIGKILLed with its pool children, each its own slot,
+        rule O8) are recorded, so this one sweep recovers what they left (rule O7), with
+        no second call to remember. Returns the epoch's state and the sweep report. A
+        bad margin is refused before the boot is appended."""
+        from epochledger.probe import exits_at_startup
         from projections.orphans import as_margin
 
         as_margin(margin)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
+        if host is None or host == self.host.name():  # another host's pids are not ours to judge
+            exits_at_startup(self)
         return booted, self.sweep(booted, margin=margin)
 
     def probe(self, *, epoch: EpochArg | None = None, sweep: bool = True) -> ProbeReport:

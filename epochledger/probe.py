@@ -26,13 +26,14 @@ another machine that shares its name is another host.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from epochledger.sweep import SweepReport
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput
+from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Name, ProcessExited
 from ledger.process import EpochRef, EpochState
 
@@ -46,6 +47,8 @@ REBOOTED = "host-rebooted"  # recorded under another boot of this host: the host
 UNJUDGED = "unjudged"  # no pid recorded: nothing to ask the kernel
 
 CONFLICT_ROUNDS = 8
+
+log = logging.getLogger("epochledger.probe")
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -158,3 +161,22 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
             ledger.stop(own, actor=by, reason="the probe's sweep is done")
         report.swept_by = own.epoch
     return report
+
+
+def exits_at_startup(ledger: Ledger) -> ProbeReport | None:
+    """The probe without its sweep, for `Ledger.startup` (rules O5, O7): after the new
+    epoch's boot and before its sweep, record the exits of this host's live epochs
+    whose pids are gone, so that sweep recovers their runs. Epochs of an earlier boot
+    of this host need nothing: the new boot ended them. Where this host cannot be
+    probed (no boot id, no machine id) it does nothing and returns None: the startup
+    still boots and sweeps. A store error or a race lost every round is logged at
+    WARNING and leaves the exits to the next probe; the sweep that follows has the
+    bounded retries of rule O5."""
+    facts = ledger.host
+    if facts.boot_id() is None or facts.machine_id() is None:
+        return None
+    try:
+        return probe(ledger, sweep=False)
+    except (StoreError, ConflictError) as e:
+        log.warning("startup on %s: the exits of this host's earlier epochs were not recorded: %s", facts.name(), e)
+        return None

@@ -273,3 +273,35 @@ def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> N
             lg.probe()
         assert refused.value.where == "probe" and lg.store.max_position() == head
 
+
+def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_children(
+        real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]) -> None:  # fmt: skip
+    """A prefork worker as its adapter maps it: the main process is slot `pool:main`,
+    each pool child its own slot (rule O8), each booted with its real pid. The whole
+    worker (main and both children) is SIGKILLed; another worker on the host lives on.
+    The restarted main's `startup()`, with no `probe()` after it, records the
+    children's exits (probe@<host>, "pid N not running") and its sweep recovers their
+    runs with O2-exited; the healthy worker's run stays running. On SQLite and the real
+    PostgreSQL. Mutation caught: startup() without the probe's exits (boot then sweep:
+    the children's runs stay running until someone probes, the incident)."""
+    lg, clock = real
+    main_proc, c1, c2, other = spawn(workers), spawn(workers), spawn(workers), spawn(workers)
+    main_epoch, _ = lg.startup("pool:main", pid=main_proc.pid)
+    children = [lg.boot(f"pool:child:{c.pid}", pid=c.pid) for c in (c1, c2)]
+    healthy = lg.boot("other-worker", pid=other.pid)
+    for run, w in (("job-1", children[0]), ("job-2", children[1]), ("job-3", healthy)):
+        lg.queue(run)
+        lg.start(run, epoch=w)
+    clock.advance(30)
+    for p in (main_proc, c1, c2):
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    restarted = spawn(workers)
+    again, report = lg.startup("pool:main", pid=restarted.pid)
+    assert lg.epoch(main_epoch).superseded_by == again.epoch
+    assert sorted((v.run, v.rule) for v in report.recovered) == [("job-1", "O2-exited"), ("job-2", "O2-exited")]
+    assert sorted((x.process, x.observed_by, x.evidence) for x in exits(lg)) == sorted(
+        (f"pool:child:{c.pid}", f"probe@{SystemHost().name()}", f"pid {c.pid} not running") for c in (c1, c2))
+    assert lg.get_run("job-3").status == "running"
+    assert [ended for e, ended in lg.liveness() if e.epoch == healthy.epoch] == [None]
