@@ -852,16 +852,21 @@ class Ledger(Commands):
         `exits_at_startup`): the exits of this host's earlier epochs that nobody
         reported (a whole worker SIGKILLed with its pool children, each its own slot,
         rule O8) are recorded, so this one sweep recovers what they left (rule O7), with
-        no second call to remember. Returns the epoch's state and the sweep report. A
+        no second call to remember. After the sweep, slots whose last epoch is over and
+        that have no run left running retire (rule O8, epochledger/retire.py). Returns the epoch's state and the sweep report. A
         bad margin is refused before the boot is appended."""
         from epochledger.probe import exits_at_startup
+        from epochledger.retire import retire
         from projections.orphans import as_margin
 
         as_margin(margin)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
         if host is None or host == self.host.name():  # another host's pids are not ours to judge
             exits_at_startup(self)
-        return booted, self.sweep(booted, margin=margin)
+        report = self.sweep(booted, margin=margin)
+        if report.outcome == "swept":
+            retire(self, booted)  # slots left with nothing live retire (rule O8, epochledger/retire.py)
+        return booted, report
 
     def probe(self, *, epoch: EpochArg | None = None, sweep: bool = True) -> ProbeReport:
         """Check every live epoch recorded for this host's current boot against the
@@ -890,7 +895,7 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self, *, candidates_only: bool = False) -> Any:
+    def orphan_view(self, *, candidates_only: bool = False, slots: Sequence[str] = (), retired: bool = False) -> Any:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
@@ -903,7 +908,13 @@ class Ledger(Commands):
         policy) could judge orphaned, selected by the views' columns: a running run
         not owned by its slot's live current epoch. What the sweep reads: its cost is
         the candidates, not the fleet (docs/benchmarks.md, "Fleet size"). A
-        counterfactual policy reads every run."""
+        counterfactual policy reads every run.
+
+        Retired slots (rule O8: their last epoch is over and no run of theirs was left
+        running when they retired) are left out, selected by the epochs view's
+        `retired` column, so the view follows the live fleet, not every worker ever
+        booted; no verdict needs them (orphans.retirable). `slots`: read these too,
+        retired or not (the sweeping epoch's own slot); `retired=True`: read them all."""
         from projections import engine, epochs, hosts, orphans, runs
 
         head = self.store.max_position()
@@ -911,10 +922,15 @@ class Ledger(Commands):
             by_run, _ = engine.read_view(self.store, runs)
             by_process, _ = engine.read_view(self.store, epochs)
             by_host, _ = engine.read_view(self.store, hosts)
+            if not retired:
+                by_process = {k: p for k, p in by_process.items() if not p.retired or k in slots}
             return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position())
         for view in (runs, epochs, hosts):
             engine.catch_up(self.store, view, upto=head)
-        by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
+        by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False,
+                                         where=() if retired else [("retired", 0)])  # fmt: skip
+        if not retired and (wanted := tuple(k for k in dict.fromkeys(slots) if k not in by_process)):
+            by_process.update(engine.read_view(self.store, epochs, catch_up_first=False, where=[("k", wanted)])[0])
         by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
         found = orphans.View(processes=by_process, runs={}, hosts=by_host, position=head)
         if candidates_only:
@@ -928,19 +944,21 @@ class Ledger(Commands):
             found.runs, _ = engine.read_view(self.store, runs, catch_up_first=False)
         return found
 
-    def epochs(self) -> list[process_stream_mod.EpochState]:
-        """Every epoch of every process slot, live or not."""
+    def epochs(self, *, retired: bool = False) -> list[process_stream_mod.EpochState]:
+        """Every epoch of every process slot, live or not; of retired slots (rule O8)
+        only with `retired=True`."""
         from projections import orphans
 
-        return orphans.epochs(self.orphan_view())
+        return orphans.epochs(self.orphan_view(retired=retired))
 
-    def liveness(self) -> list[tuple[EpochState, tuple[str, str] | None]]:
+    def liveness(self, *, retired: bool = False) -> list[tuple[EpochState, tuple[str, str] | None]]:
         """Every epoch of every process slot with why it is no longer live, as (rule,
         sentence), or None while it is live (ledger.process.end_of with its host's
-        facts, rule O7), in one read of the views."""
+        facts, rule O7), in one read of the views; of retired slots (rule O8) only with
+        `retired=True` (none of their epochs is live)."""
         from projections import orphans
 
-        view = self.orphan_view()
+        view = self.orphan_view(retired=retired)
         return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
     def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:

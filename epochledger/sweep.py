@@ -136,7 +136,8 @@ def _attempt(ledger: Ledger, process: str, epoch_id: str, margin: timedelta) -> 
     skipped: str | None = None
     lost: list[str] = []
     for rounds in range(CONFLICT_ROUNDS):
-        view = ledger.orphan_view(candidates_only=True)  # the runs that could be orphans, not the fleet
+        # The runs that could be orphans, not the fleet; its own slot even if it retired (O8)
+        view = ledger.orphan_view(candidates_only=True, slots=(process,))
         me = view.epoch(process, epoch_id)
         if me is None:
             raise InvalidInput(
@@ -224,7 +225,7 @@ def preview(ledger: Ledger, process: str, *, margin: float = orphans.MARGIN.tota
     plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`."""
     m = orphans.as_margin(margin)
     process = check_value(process, Name, "process")
-    view = ledger.orphan_view()
+    view = ledger.orphan_view(slots=(process,))  # its slot even if it retired (rule O8), as the sweep reads it
     now = ledger.clock.now()
     # The boot startup() would record, host facts included: on a host that rebooted, it
     # ends the epochs of the earlier boot (O2-host-rebooted), and the preview says so.

@@ -356,7 +356,17 @@ class ProcessExited(ProcessEventBase, frozen=True, kw_only=True, tag="process.ex
     evidence: Text | None = None  # e.g. "pid 4242 not running", "pid 4242 start 901 != recorded 777"
 
 
-ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
+class ProcessRetired(ProcessEventBase, frozen=True, kw_only=True, tag="process.retired"):
+    """The slot's last epoch (`epoch`) is over and no run of the slot is left running, so
+    the slot retires (rule O8): the live reads (`epochs`, the orphan view, the sweep)
+    skip it from here on; its history stays in the log, replay and the audit. A later
+    boot of the slot brings it back."""
+
+
+ProcessEvent = (
+    ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
+    | ProcessRetired
+)
 
 AnyEvent = RunEvent | ProcessEvent
 

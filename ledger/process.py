@@ -2,7 +2,8 @@
 
 Each `process.booted` starts a new epoch of the slot and supersedes the previous one;
 `process.stopping` / `process.stopped` record a clean shutdown of one epoch;
-`process.exited` records that someone saw the epoch's process die (rule O7). A host's
+`process.exited` records that someone saw the epoch's process die (rule O7);
+`process.retired` that the slot retired with its last epoch (rule O8). A host's
 boots, across every slot, fold into a `HostState` (`evolve_host`): which host boot ids
 are over because a later boot on that host carried another one. A host is its machine
 identity, never its name (rule O10): two machines that share a name are two hosts. Whether a run is orphaned is a fleet-wide question answered by projections/orphans.py from these
@@ -24,6 +25,7 @@ from ledger.events import (
     ProcessBooted,
     ProcessEvent,
     ProcessExited,
+    ProcessRetired,
     ProcessStopped,
     ProcessStopping,
     ProcessSweepFailed,
@@ -74,6 +76,9 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     # The epoch's sweep skipped the O3 time fallback (why), or gave up (when): rule O5.
     sweep_skipped: str | None = None
     sweep_failed_at: datetime | None = None
+    # The slot retired with this epoch, its last (rule O8): when. A later boot brings the
+    # slot back with a new epoch, which has none.
+    retired_at: datetime | None = None
 
     @property
     def live(self) -> bool:
@@ -268,6 +273,12 @@ class ProcessState:
         n = len(self)
         return self._core.epoch_at(n - 1, self._step) if n else None
 
+    @property
+    def retired(self) -> bool:
+        """The slot retired with its last epoch and has not booted since (rule O8)."""
+        current = self.current
+        return current is not None and current.retired_at is not None
+
     def _index(self, epoch: str) -> int | None:
         found = self._core.at.get(epoch)
         if not found or found[0] >= len(self):
@@ -358,6 +369,8 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
                 _with_epoch(core, step, e.epoch, sweep_skipped=e.why)
             case ProcessSweepFailed():
                 _with_epoch(core, step, e.epoch, sweep_failed_at=e.at)
+            case ProcessRetired():
+                _with_epoch(core, step, e.epoch, retired_at=e.at)
             case _:
                 assert_never(e)
         core.tip = step + 1
@@ -409,5 +422,18 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
             if known is None:
                 raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
             return [cmd]
+        case ProcessRetired():
+            # A slot retires with its last epoch: an older one says nothing about the
+            # slot now (a boot raced the retirement). Whether the epoch is over and no
+            # run is left running is the retirer's question, asked of the orphan view
+            # (projections/orphans.py, `retirable`), where the runs and the hosts are.
+            if known is None:
+                raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
+            assert state is not None
+            current = state.current
+            if current is None or current.epoch != cmd.epoch:
+                raise IllegalTransition(cmd.process, "booted", tag, f"epoch {cmd.epoch!r} is not the slot's last "
+                                        "epoch: a slot retires only with its last epoch")  # fmt: skip
+            return [] if known.retired_at is not None else [cmd]
         case _:
             assert_never(cmd)

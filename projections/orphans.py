@@ -283,6 +283,32 @@ def is_orphaned(view: View, run: str, epoch: EpochState | None = None, margin: f
     return state is not None and _judge(view, state, epoch, as_margin(margin), policy) is not None
 
 
+def retirable(view: View) -> list[EpochState]:
+    """The last epochs of the slots that retire now (rule O8), sorted by slot: slots not
+    retired yet whose last epoch is over (end_of, rule O7) and that no run the orphan
+    rule could still judge names, by its slot or its owner epoch. Those runs are the
+    running ones (`lifecycle.can_be_orphaned`): until the sweep recovers them the slot
+    stays, so a retired slot never hides an orphan. In a view of the orphan candidates
+    (Ledger.orphan_view(candidates_only=True)) every such run is there: a running run
+    that is not a candidate is owned by its slot's live current epoch."""
+    named: set[str] = set()
+    for run in view.runs.values():
+        if run.deleted or not lifecycle.can_be_orphaned(run.status, run.code):
+            continue
+        if run.process is not None:
+            named.add(run.process)
+        if (owner := owner_of(view, run)) is not None:
+            named.add(owner.process)
+    out = []
+    for name in sorted(view.processes):
+        slot = view.processes[name]
+        last = slot.current
+        if last is None or slot.retired or name in named or view.end_of(last) is None:
+            continue
+        out.append(last)
+    return out
+
+
 def epochs(view: View) -> list[EpochState]:
     """Every epoch of every process slot, slots sorted by name, epochs in boot order."""
     return [e for name in sorted(view.processes) for e in view.processes[name].epochs]

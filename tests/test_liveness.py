@@ -709,3 +709,91 @@ def test_O10_a_boot_that_cannot_tell_its_machine_is_never_taken_as_a_reboot(stor
                                   b'"booted_at":"2026-09-09T14:00:00Z","host":"n","host_boot":"b1"}',
                                   type=ProcessBooted)  # fmt: skip
     assert decoded.machine is None and evolve_host(None, decoded) is None
+
+
+# ------------------------------------------------------------ O8: retirement
+def test_O8_a_slot_whose_last_epoch_is_over_with_no_run_left_running_retires_and_the_live_reads_skip_it(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """Worker-per-run slots: one stopped after its run finished, one that exited with
+    its run still running, one stopped with its run still running, one alive. The next
+    startup recovers the two orphans and retires the three slots whose last epoch is
+    over, so `epochs`, `liveness()` and the sweep's own view hold only the live fleet;
+    `epochs(retired=True)` and a fold of the log keep all of them; a boot of a retired
+    slot brings it back. On SQLite and the real PostgreSQL. Mutations caught: no
+    retirement after the sweep (every worker ever booted stays in the sweep's view),
+    `retirable` ignoring running runs (a slot retired before its orphan was recovered:
+    the sweep reads no such slot, its orphan is missed), the orphan view not skipping
+    retired slots."""
+    lg, host, clock = fake_ledger
+    made = {}
+    for i, name in enumerate(("done", "died", "stopped-early", "alive")):
+        host.spawn(300 + i, 10 + i)
+        made[name] = w = lg.boot(f"worker-{name}", pid=300 + i)
+        lg.queue(f"run-{name}")
+        lg.start(f"run-{name}", epoch=w)
+    lg.finish("run-done", epoch=made["done"])
+    lg.stop(made["done"])
+    lg.exited("worker-died", made["died"], observed_by="supervisor:s", signal=9)
+    lg.stop(made["stopped-early"])
+    clock.advance(5)
+
+    sched, report = lg.startup("scheduler")
+    assert sorted((v.run, v.rule) for v in report.recovered) == [("run-died", E), ("run-stopped-early", P)]
+    gone = {"worker-done", "worker-died", "worker-stopped-early"}
+    assert {e.process for e in lg.epochs()} == {"worker-alive", "scheduler"}
+    assert {e.process for e, _ended in lg.liveness()} == {"worker-alive", "scheduler"}
+    assert set(lg.orphan_view(candidates_only=True).processes) == {"worker-alive", "scheduler"}
+    assert {e.process for e in lg.epochs(retired=True)} == gone | {"worker-alive", "scheduler"}
+    assert all(lg.process(p).retired for p in gone)  # type: ignore[union-attr]
+    assert set(orphans.fold(lg.events()).processes) >= gone  # history and replay keep them
+    assert lg.sweep(made["died"]).outcome == "exited"  # a retired slot's epoch still sweeps as what it is
+    head = lg.store.max_position()
+    lg.startup("scheduler")  # nothing new to retire: the old scheduler epoch's slot booted again
+    assert [type(r.event).__name__ for r in lg.events(after=head)].count("ProcessRetired") == 0
+
+    back = lg.boot("worker-died", pid=400)  # the pid came back as a new pool child: the slot is back
+    assert not lg.process("worker-died").retired  # type: ignore[union-attr]
+    assert back.epoch in {e.epoch for e in lg.epochs()}
+    assert sched.epoch not in {e.epoch for e, ended in lg.liveness() if ended is None}
+
+
+def test_O8_retirement_is_refused_for_an_epoch_that_is_not_the_slots_last_and_said_once() -> None:
+    """The fold's part: `process.retired` names the slot's last epoch, a second one
+    appends nothing, a boot after it brings the slot back. Mutations caught: decide
+    accepting an older epoch (a retirement racing a boot would retire a live slot),
+    the retired mark kept across a boot."""
+    from ledger.events import ProcessRetired
+
+    first = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(0))
+    state = process_mod.fold([first])
+    retire_e1 = ProcessRetired(at=_at(1), process="w", epoch="e1")
+    assert process_mod.decide(retire_e1, state) == [retire_e1]
+    state = process_mod.fold([retire_e1], state)
+    assert state is not None and state.retired and process_mod.decide(retire_e1, state) == []
+    state = process_mod.fold([ProcessBooted(at=_at(2), process="w", epoch="e2", booted_at=_at(2))], state)
+    assert state is not None and not state.retired
+    with pytest.raises(IllegalTransition, match="not the slot's last epoch"):
+        process_mod.decide(ProcessRetired(at=_at(3), process="w", epoch="e1"), state)
+    with pytest.raises(IllegalTransition, match="unknown epoch"):
+        process_mod.decide(ProcessRetired(at=_at(3), process="w", epoch="e9"), state)
+
+
+def test_O8_a_slot_with_a_run_left_running_never_retires_so_no_orphan_is_hidden(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """Retiring before the sweep (a retirer racing it): the exited worker's run is still
+    running, so its slot stays, and the sweep that follows finds the orphan. Once the
+    run is recovered, the slot retires. Mutation caught: `retirable` ignoring running
+    runs (the slot retires, the sweep's view lacks the owner, and the orphan stays
+    running for good)."""
+    from epochledger.retire import retire
+
+    lg, host, _clock = fake_ledger
+    host.spawn(300, 10)
+    w = lg.boot("worker-1", pid=300)
+    lg.queue("r")
+    lg.start("r", epoch=w)
+    lg.exited("worker-1", w, observed_by="supervisor:s")
+    sched = lg.boot("scheduler")
+    assert retire(lg, sched) == []
+    assert [(v.run, v.rule) for v in lg.sweep(sched).recovered] == [("r", E)]
+    assert retire(lg, sched) == ["worker-1"]
