@@ -16,7 +16,8 @@ this host name, which stands for the pid namespace: docs/operations.md):
 - a pid that runs but whose start time the boot did not record cannot be told from a
   reused pid: left alone and reported `unverified` (docs/operations.md).
 
-Then the usual sweep recovers the orphans (O5): with the caller's own epoch when a
+Then the usual sweep recovers the orphans (O5), and the slots left with nothing live
+retire (O8, epochledger/retire.py): with the caller's own epoch when a
 scheduler probes from its timer or at its boot, else with an epoch of the probe's own
 slot `probe@<host>`, booted for the purpose and stopped cleanly afterwards (booted only
 when there is something to recover, so a probe on a timer that finds nothing appends
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from epochledger.retire import retire
 from epochledger.sweep import SweepReport
 from ledger.codec import check_value
 from ledger.errors import ConflictError, InvalidInput, StoreError
@@ -69,6 +71,7 @@ class ProbeReport(msgspec.Struct, kw_only=True):
     exited: int = 0  # process.exited events the probe appended
     swept_by: str | None = None  # the epoch whose sweep followed (None: no sweep was needed or asked)
     sweep: SweepReport | None = None
+    retired: list[str] = []  # the slots that retired after that sweep (rule O8, epochledger/retire.py)
 
 
 def observer(host: str) -> str:
@@ -151,12 +154,16 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     if epoch is not None:
         report.sweep = ledger.sweep(epoch)
         report.swept_by = report.sweep.epoch
+        if report.sweep.outcome == "swept":
+            report.retired = retire(ledger, epoch)  # rule O8: a probe on a timer retires too
         return report
     rebooted = any(f.verdict == REBOOTED for f in findings)
     if rebooted or any(not v.uses_time for _run, v in ledger.orphans()):
         own = ledger.boot(by, actor=by)  # under the current host boot: ends the epochs of earlier boots
         try:
             report.sweep = ledger.sweep(own)
+            if report.sweep.outcome == "swept":
+                report.retired = retire(ledger, own)  # before its own stop: the probe's slot stays
         finally:
             ledger.stop(own, actor=by, reason="the probe's sweep is done")
         report.swept_by = own.epoch

@@ -210,7 +210,8 @@ def test_O7_stat_parsing_counts_fields_after_the_last_parenthesis() -> None:
 
 def test_O7_O8_cli_probe_and_epochs(tmp_path, capsys, workers: list[subprocess.Popen[bytes]]) -> None:
     """`epochledger probe` says what it found and did (and --json); `epochs --live`
-    stops listing a worker that exited or stopped."""
+    stops listing a worker that exited or stopped, and once the probe's sweep retired
+    their slots `epochs` lists them only with --retired (rule O8)."""
     store = f"sqlite:///{tmp_path / 'l.db'}"
     assert main(["--store", store, "init"]) == 0
     p, q = spawn(workers), spawn(workers)
@@ -233,6 +234,9 @@ def test_O7_O8_cli_probe_and_epochs(tmp_path, capsys, workers: list[subprocess.P
     assert main(["--store", store, "epochs", "--live", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert main(["--store", store, "epochs", "--json"]) == 0
+    # both retired after the probe's sweep (rule O8); the probe's own slot, stopped after it, retires next time
+    assert [r["process"] for r in json.loads(capsys.readouterr().out)] == [f"probe@{SystemHost().name()}"]
+    assert main(["--store", store, "epochs", "--retired", "--json"]) == 0
     rows = {r["process"]: r for r in json.loads(capsys.readouterr().out)}
     assert (rows["worker-1"]["live"], rows["worker-1"]["ended"]) == (False, "O2-exited")
     assert (rows["worker-2"]["live"], rows["worker-2"]["ended"]) == (False, "O2-stopped")
@@ -305,3 +309,23 @@ def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_ch
         (f"pool:child:{c.pid}", f"probe@{SystemHost().name()}", f"pid {c.pid} not running") for c in (c1, c2))
     assert lg.get_run("job-3").status == "running"
     assert [ended for e, ended in lg.liveness() if e.epoch == healthy.epoch] == [None]
+
+
+def test_O8_a_probe_on_a_timer_retires_the_slots_it_leaves_with_nothing_live(sqlite_url: str) -> None:
+    """A scheduler's timer probes with its own epoch: the dead worker's exit is
+    recorded, its run recovered, and its slot retires (listed in the report, gone from
+    `epochs`); the live worker's slot stays. Mutation caught: no retirement after the
+    probe's sweep (a pool that never restarts keeps every child's slot in the live
+    reads)."""
+    host = FakeHost(name="node-1", boot_id="boot-A", pid=10, processes={10: 1, 11: 50, 12: 60})
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=60.0), host=host) as lg:
+        sched = lg.boot("scheduler")
+        dead, alive = lg.boot("worker-1", pid=11), lg.boot("worker-2", pid=12)
+        for run, w in (("r1", dead), ("r2", alive)):
+            lg.queue(run)
+            lg.start(run, epoch=w)
+        host.kill(11)
+        report = lg.probe(epoch=sched)
+        assert report.sweep is not None and [v.run for v in report.sweep.recovered] == ["r1"]
+        assert report.retired == ["worker-1"]
+        assert {e.process for e in lg.epochs()} == {"scheduler", "worker-2"}

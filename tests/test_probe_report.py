@@ -137,7 +137,8 @@ def test_O7_after_a_reboot_the_probe_says_which_boots_and_boots_and_stops_its_ow
     assert msgspec.structs.replace(report, sweep=None, swept_by=None) == ProbeReport(
         host="node-1", host_boot="boot-B", observed_by=PROBE, exited=0, findings=[
             Finding(process="w1", epoch=w.epoch, pid=11, verdict="host-rebooted",
-                    evidence="booted under host boot boot-A; this host now runs host boot boot-B")])  # fmt: skip
+                    evidence="booted under host boot boot-A; this host now runs host boot boot-B")],
+        retired=["w1"])  # fmt: skip  # its run recovered, nothing of w1 is live: it retires (rule O8)
     assert (report.sweep.process, report.sweep.epoch, [(v.run, v.rule) for v in report.sweep.recovered]) == (
         PROBE, report.swept_by, [("r1", "O2-host-rebooted")])  # fmt: skip
     [own] = [b for b in _events(lg, ProcessBooted) if b.process == PROBE]
