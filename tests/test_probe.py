@@ -303,6 +303,7 @@ def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_ch
 
     restarted = spawn(workers)
     again, report = lg.startup("pool:main", pid=restarted.pid)
+    assert again.machine is not None and again.machine == SystemHost().machine_id()  # /etc/machine-id (rule O10)
     assert lg.epoch(main_epoch).superseded_by == again.epoch
     assert sorted((v.run, v.rule) for v in report.recovered) == [("job-1", "O2-exited"), ("job-2", "O2-exited")]
     assert sorted((x.process, x.observed_by, x.evidence) for x in exits(lg)) == sorted(
