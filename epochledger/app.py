@@ -853,8 +853,9 @@ class Ledger(Commands):
         reported (a whole worker SIGKILLed with its pool children, each its own slot,
         rule O8) are recorded, so this one sweep recovers what they left (rule O7), with
         no second call to remember. After the sweep, slots whose last epoch is over and
-        that have no run left running retire (rule O8, epochledger/retire.py). Returns the epoch's state and the sweep report. A
-        bad margin is refused before the boot is appended."""
+        that have no run left running retire (rule O8, epochledger/retire.py). Returns
+        the epoch's state and the sweep report. A bad margin is refused before the boot
+        is appended."""
         from epochledger.probe import exits_at_startup
         from epochledger.retire import retire
         from projections.orphans import as_margin
@@ -996,11 +997,12 @@ class Ledger(Commands):
 
     def host_state(self, machine: str) -> HostState | None:
         """The boots of the host with this machine id across every slot, as of the log's
-        head: which of its host boot ids are over (rules O7, O10; projections/hosts.py). The fence asks it for every report
-        whose epoch recorded a host boot id, so it is kept here and brought forward by
-        the boots recorded since it was last asked (one read of the log's tail, which
-        decodes only process.booted rows), never by catching the hosts view up (a
-        write) on every report. Folding a boot twice changes nothing (evolve_host)."""
+        head: which of its host boot ids are over (rules O7, O10; projections/hosts.py).
+        The fence asks it for every report whose epoch recorded a machine id and a host
+        boot id, so it is kept here and brought forward by the boots recorded since it
+        was last asked (one read of the log's tail, which decodes only process.booted
+        rows), never by catching the hosts view up (a write) on every report. Folding a
+        boot twice changes nothing (evolve_host)."""
         from projections import engine, hosts
 
         with self._hosts_lock:

@@ -314,9 +314,9 @@ class ProcessBooted(ProcessEventBase, frozen=True, kw_only=True, tag="process.bo
     # ticks after host boot (field 22 of /proc/<pid>/stat), so a reused pid is told apart.
     host_boot: Name | None = None
     pid_start: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    # The machine's identity (/etc/machine-id, rule O10): a host is known by it, not by
-    # its name, so a later boot with another host boot id says "rebooted" only when it
-    # carries the same machine id. A boot without one (an old log, a machine with none)
+    # The machine's identity (a keyed hash of /etc/machine-id, rule O10): a host is known
+    # by it, not by its name, so a later boot with another host boot id says "rebooted"
+    # only when it carries the same machine id. A boot without one (an old log, a machine with none)
     # never proves a reboot.
     machine: Name | None = None
 

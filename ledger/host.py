@@ -4,10 +4,12 @@ and its processes (rule O7; docs/architecture.md, "Time and determinism").
 - `name()`: the host name a boot records (`socket.gethostname()`): shown, never
   trusted to tell machines apart (cloned images, `localhost`, a fixed container
   hostname share one);
-- `machine_id()`: the machine's identity (/etc/machine-id, else
-  /var/lib/dbus/machine-id), recorded beside the boot id: a host is known by it, not
-  by its name (rule O10); None where the machine has none, and then no boot on it can
-  prove a reboot;
+- `machine_id()`: the machine's identity, recorded beside the boot id: a host is
+  known by it, not by its name (rule O10). It is derived from /etc/machine-id (else
+  /var/lib/dbus/machine-id) by a keyed hash, never the id itself: systemd asks that
+  the raw id stay confidential and that applications use an app-specific hash of it
+  (as sd_id128_get_machine_app_specific does). None where the machine has none, and
+  then no boot on it can prove a reboot;
 - `boot_id()`: the host's boot id, a fresh random id per kernel boot
   (/proc/sys/kernel/random/boot_id on Linux), so a later boot on the same host that
   records another one says the host rebooted; None where the platform has none;
@@ -26,6 +28,7 @@ import contracts in pyproject.toml forbid it), so verdicts stay a function of ev
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import socket
 from typing import Protocol
@@ -52,6 +55,7 @@ class Host(Protocol):
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 MACHINE_ID = ("/etc/machine-id", "/var/lib/dbus/machine-id")  # systemd's, then D-Bus's copy
+MACHINE_ID_APP = b"epochledger host identity (rule O10)"  # the key's message: changing it changes every host
 
 
 def read_stat(text: str) -> PidFacts:
@@ -76,7 +80,7 @@ class SystemHost:
     def machine_id(self) -> str | None:
         for path in MACHINE_ID:
             if (found := _read_id(path)) is not None and found != "uninitialized":  # systemd's first-boot marker
-                return found
+                return hmac.new(found.encode("ascii"), MACHINE_ID_APP, hashlib.sha256).hexdigest()[:32]
         return None
 
     def pid(self) -> int:

@@ -330,3 +330,18 @@ def test_O8_a_probe_on_a_timer_retires_the_slots_it_leaves_with_nothing_live(sql
         assert report.sweep is not None and [v.run for v in report.sweep.recovered] == ["r1"]
         assert report.retired == ["worker-1"]
         assert {e.process for e in lg.epochs()} == {"scheduler", "worker-2"}
+
+
+def test_O10_the_machine_id_recorded_is_a_keyed_hash_never_the_id_itself() -> None:
+    """systemd asks that /etc/machine-id stay confidential: what a boot records is an
+    app-specific keyed hash of it, stable across reads. Mutation caught: the raw id
+    returned (it would land in every boot, export and audit copy)."""
+    from pathlib import Path
+
+    raw = next((t for p in ("/etc/machine-id", "/var/lib/dbus/machine-id")
+                if Path(p).exists() and (t := Path(p).read_text().strip())), None)  # fmt: skip
+    if raw is None:
+        pytest.skip("this machine has no machine id")
+    found = SystemHost().machine_id()
+    assert found is not None and len(found) == 32 and found != raw and raw not in found
+    assert found == SystemHost().machine_id()
