@@ -950,7 +950,8 @@ class Ledger(Commands):
         only with `retired=True`."""
         from projections import orphans
 
-        return orphans.epochs(self.orphan_view(retired=retired))
+        # Epochs need no runs: the candidates are the fewest the view reads (not the fleet).
+        return orphans.epochs(self.orphan_view(candidates_only=True, retired=retired))
 
     def liveness(self, *, retired: bool = False) -> list[tuple[EpochState, tuple[str, str] | None]]:
         """Every epoch of every process slot with why it is no longer live, as (rule,
@@ -959,7 +960,9 @@ class Ledger(Commands):
         `retired=True` (none of their epochs is live)."""
         from projections import orphans
 
-        view = self.orphan_view(retired=retired)
+        # No runs needed: the candidates are the fewest the view reads, so a startup's
+        # probe (epochledger/probe.py) costs the live slots, never the whole runs view.
+        view = self.orphan_view(candidates_only=True, retired=retired)
         return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
     def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, Any]]:
