@@ -433,7 +433,7 @@ class Batch(Commands):
         self._state: dict[str, Any] = {}
         self._pending: list[Append] = []  # in submission order: the log order
         self._epochs: dict[str, str] = {}  # epoch id -> slot, learned in this batch
-        self._hosts: dict[str, HostState | None] = {}  # host -> its boots (rule O7), read once a batch
+        self._hosts: dict[str, HostState | None] = {}  # machine id -> its boots (rules O7, O10), read once a batch
         self.recorded: list[Recorded] = []
         self._resend = False  # a commit of these very appends may have landed (CommitUnknown)
         self._assumed: set[str] = set()
@@ -543,8 +543,8 @@ class Batch(Commands):
             new_state = process_stream_mod.fold(events, state)
             if isinstance(command, ProcessBooted) and events:
                 self._epochs.setdefault(command.epoch, command.process)
-                if command.host is not None and command.host in self._hosts:
-                    self._hosts[command.host] = process_stream_mod.evolve_host(self._hosts[command.host], command)
+                if command.machine is not None and command.machine in self._hosts:
+                    self._hosts[command.machine] = process_stream_mod.evolve_host(self._hosts[command.machine], command)
         if events:
             held[stream] = new_state
             if len(events) == 1:
@@ -587,23 +587,30 @@ class Batch(Commands):
         self._epochs[epoch] = slots[0]
         return found
 
-    def host_state(self, host: str) -> HostState | None:
-        """The host's boots (the hosts view, projections/hosts.py), with the boots this
-        batch has decided so far: what `end_of` needs to know whether the host rebooted."""
-        if host not in self._hosts:
-            found = self.ledger.host_state(host)
+    def host_state(self, machine: str) -> HostState | None:
+        """The boots of the host with this machine id (the hosts view,
+        projections/hosts.py), with the boots this batch has decided so far: what
+        `end_of` needs to know whether the host rebooted (rule O10)."""
+        if machine not in self._hosts:
+            found = self.ledger.host_state(machine)
             for a in self._pending:
-                if type(a.event) is ProcessBooted and a.event.host == host:
+                if type(a.event) is ProcessBooted and a.event.machine == machine:
                     found = process_stream_mod.evolve_host(found, a.event)
-            self._hosts[host] = found
-        return self._hosts[host]
+            self._hosts[machine] = found
+        return self._hosts[machine]
+
+    def host_of(self, epoch: EpochState) -> HostState | None:
+        """The boots of `epoch`'s machine, or None when it recorded no machine id or no
+        host boot id: such an epoch can never be told rebooted (rule O10), so no host is
+        read for it."""
+        if epoch.machine is None or epoch.host_boot is None:
+            return None
+        return self.host_state(epoch.machine)
 
     def end_of(self, epoch: EpochState) -> tuple[str, str] | None:
         """Why `epoch` is no longer live, or None: THE liveness definition
-        (ledger.process.end_of, rule O7), with its host's facts. An epoch that recorded
-        no host boot id cannot have seen its host reboot, so no host is read for it."""
-        host = self.host_state(epoch.host) if epoch.host is not None and epoch.host_boot is not None else None
-        return process_stream_mod.end_of(epoch, host)
+        (ledger.process.end_of, rule O7), with its host's facts (host_of)."""
+        return process_stream_mod.end_of(epoch, self.host_of(epoch))
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/run.py): a report written on behalf of
@@ -619,7 +626,7 @@ class Batch(Commands):
         if epoch is not None:
             named = command.process if isinstance(command, RunStarted) else None
             writer = self.find_epoch(epoch, run_mod.slot_hint(command, state), must_be_in=named)
-            host = self.host_state(writer.host) if writer.host is not None and writer.host_boot is not None else None
+            host = self.host_of(writer)
             # Judged as submitted, before the stamp: the evidence keeps the report itself (rule I1)
             evidence = run_mod.fence(command, state, writer, host)
             if isinstance(command, RunStarted) and command.process is None:
@@ -787,15 +794,16 @@ class Ledger(Commands):
 
     def boot(self, process: str, *, epoch: str | None = None, host: str | None = None,
              pid: int | None = None, actor: str | None = None, host_boot: str | None = None,
-             pid_start: int | None = None) -> EpochState:  # fmt: skip
+             pid_start: int | None = None, machine: str | None = None) -> EpochState:  # fmt: skip
         """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
         return its state. The boot instant is now - monotonic uptime, from the clock
         port. The returned state is what every later report names (`epoch=`).
 
-        Liveness facts (rule O7), from the host port (ledger/host.py) unless given: the
-        host's name and boot id, the pid and its start time. A boot for another host
-        (`host=` naming another machine) records only what it is given; a boot for
-        another pid on this host (a supervisor booting its worker's slot) reads that
+        Liveness facts (rules O7, O10), from the host port (ledger/host.py) unless
+        given: the host's name, machine id and boot id, the pid and its start time. A
+        boot for another host (`host=` naming another machine) records only what it is
+        given (without `machine=`, no later boot can prove that host rebooted); a boot
+        for another pid on this host (a supervisor booting its worker's slot) reads that
         pid's start time."""
         facts = self.host
         here = facts.name()
@@ -804,6 +812,8 @@ class Ledger(Commands):
             pid = facts.pid()
         if on_this_host and host_boot is None:
             host_boot = facts.boot_id()
+        if on_this_host and machine is None:
+            machine = facts.machine_id()
         if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
             try:
                 found = facts.process(pid)
@@ -820,6 +830,7 @@ class Ledger(Commands):
             actor=actor,
             host_boot=host_boot,
             pid_start=pid_start,
+            machine=machine,
         )
         for attempt in range(5):  # a boot is always legal: a lost race just retries
             try:
@@ -871,13 +882,27 @@ class Ledger(Commands):
                 new_slot: bool = True) -> tuple[EpochState, SweepReport]:  # fmt: skip
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
-        Returns the epoch's state and the sweep report. A bad margin is refused before
-        the boot is appended; so is a slot the ledger has never seen with
-        `new_slot=False` (UnknownSlot: a hand sweep of a mistyped name)."""
+        Between the two, on this host, the probe's first half (epochledger/probe.py,
+        `exits_at_startup`): the exits of this host's earlier epochs that nobody
+        reported (a whole worker SIGKILLed with its pool children, each its own slot,
+        rule O8) are recorded, so this one sweep recovers what they left (rule O7), with
+        no second call to remember. After the sweep, slots whose last epoch is over and
+        that have no run left running retire (rule O8, epochledger/retire.py). Returns
+        the epoch's state and the sweep report. A bad margin is refused before the boot
+        is appended; so is a slot the ledger has never seen with `new_slot=False`
+        (UnknownSlot: a hand sweep of a mistyped name)."""
+        from epochledger.probe import exits_at_startup
+        from epochledger.retire import retire
+
         orphans_mod.as_margin(margin)
         sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
-        return booted, self.sweep(booted, margin=margin)
+        if host is None or host == self.host.name():  # another host's pids are not ours to judge
+            exits_at_startup(self)
+        report = self.sweep(booted, margin=margin)
+        if report.outcome == "swept":
+            retire(self, booted)  # slots left with nothing live retire (rule O8, epochledger/retire.py)
+        return booted, report
 
     def probe(self, *, epoch: EpochArg | None = None, sweep: bool = True) -> ProbeReport:
         """Check every live epoch recorded for this host's current boot against the
@@ -906,7 +931,8 @@ class Ledger(Commands):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self, *, candidates_only: bool = False) -> orphans_mod.View:
+    def orphan_view(self, *, candidates_only: bool = False, slots: Sequence[str] = (),
+                    retired: bool = False) -> orphans_mod.View:  # fmt: skip
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
@@ -919,7 +945,13 @@ class Ledger(Commands):
         policy) could judge orphaned, selected by the views' columns: a running run
         not owned by its slot's live current epoch. What the sweep reads: its cost is
         the candidates, not the fleet (docs/benchmarks.md, "Fleet size"). A
-        counterfactual policy reads every run."""
+        counterfactual policy reads every run.
+
+        Retired slots (rule O8: their last epoch is over and no run of theirs was left
+        running when they retired) are left out, selected by the epochs view's
+        `retired` column, so the view follows the live fleet, not every worker ever
+        booted; no verdict needs them (orphans.retirable). `slots`: read these too,
+        retired or not (the sweeping epoch's own slot); `retired=True`: read them all."""
         from projections import engine, epochs, hosts, orphans, runs
 
         head = self.store.max_position()
@@ -928,11 +960,16 @@ class Ledger(Commands):
             by_run, _ = engine.read_view(self.store, runs)
             by_process, _ = engine.read_view(self.store, epochs)
             by_host, _ = engine.read_view(self.store, hosts)
+            if not retired:
+                by_process = {k: p for k, p in by_process.items() if not p.retired or k in slots}
             return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position(),
                                 settings=settings)  # fmt: skip
         for view in (runs, epochs, hosts):
             engine.catch_up(self.store, view, upto=head)
-        by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False)
+        by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False,
+                                         where=() if retired else [("retired", 0)])  # fmt: skip
+        if not retired and (wanted := tuple(k for k in dict.fromkeys(slots) if k not in by_process)):
+            by_process.update(engine.read_view(self.store, epochs, catch_up_first=False, where=[("k", wanted)])[0])
         by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
         found = orphans.View(processes=by_process, runs={}, hosts=by_host, position=head, settings=settings)
         if candidates_only:
@@ -967,19 +1004,24 @@ class Ledger(Commands):
         view = self.orphan_view(candidates_only=True)
         return [(view.runs[u.run], u) for u in orphans_mod.unjudged(view)]
 
-    def epochs(self) -> list[process_stream_mod.EpochState]:
-        """Every epoch of every process slot, live or not."""
+    def epochs(self, *, retired: bool = False) -> list[process_stream_mod.EpochState]:
+        """Every epoch of every process slot, live or not; of retired slots (rule O8)
+        only with `retired=True`."""
         from projections import orphans
 
-        return orphans.epochs(self.orphan_view())
+        # Epochs need no runs: the candidates are the fewest the view reads (not the fleet).
+        return orphans.epochs(self.orphan_view(candidates_only=True, retired=retired))
 
-    def liveness(self) -> list[tuple[EpochState, tuple[str, str] | None]]:
+    def liveness(self, *, retired: bool = False) -> list[tuple[EpochState, tuple[str, str] | None]]:
         """Every epoch of every process slot with why it is no longer live, as (rule,
         sentence), or None while it is live (ledger.process.end_of with its host's
-        facts, rule O7), in one read of the views."""
+        facts, rule O7), in one read of the views; of retired slots (rule O8) only with
+        `retired=True` (none of their epochs is live)."""
         from projections import orphans
 
-        view = self.orphan_view()
+        # No runs needed: the candidates are the fewest the view reads, so a startup's
+        # probe (epochledger/probe.py) costs the live slots, never the whole runs view.
+        view = self.orphan_view(candidates_only=True, retired=retired)
         return [(e, view.end_of(e)) for e in orphans.epochs(view)]
 
     def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, orphans_mod.Verdict]]:
@@ -1014,13 +1056,14 @@ class Ledger(Commands):
         process = check_value(process, Name, "process")
         return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
 
-    def host_state(self, host: str) -> HostState | None:
-        """A host's boots across every slot, as of the log's head: which of its host boot
-        ids are over (rule O7; projections/hosts.py). The fence asks it for every report
-        whose epoch recorded a host boot id, so it is kept here and brought forward by
-        the boots recorded since it was last asked (one read of the log's tail, which
-        decodes only process.booted rows), never by catching the hosts view up (a
-        write) on every report. Folding a boot twice changes nothing (evolve_host)."""
+    def host_state(self, machine: str) -> HostState | None:
+        """The boots of the host with this machine id across every slot, as of the log's
+        head: which of its host boot ids are over (rules O7, O10; projections/hosts.py).
+        The fence asks it for every report whose epoch recorded a machine id and a host
+        boot id, so it is kept here and brought forward by the boots recorded since it
+        was last asked (one read of the log's tail, which decodes only process.booted
+        rows), never by catching the hosts view up (a write) on every report. Folding a
+        boot twice changes nothing (evolve_host)."""
         from projections import engine, hosts
 
         with self._hosts_lock:
@@ -1039,9 +1082,9 @@ class Ledger(Commands):
                         e = msgspec.json.decode(state, type=ProcessBooted)
                     except msgspec.DecodeError:
                         continue  # not a boot after all, or a bad row: the views park it (T4)
-                    if e.host is not None and (h := process_stream_mod.evolve_host(known.get(e.host), e)) is not None:
-                        known[e.host] = h
-            return known.get(host)
+                    if e.machine is not None and (h := process_stream_mod.evolve_host(known.get(e.machine), e)):
+                        known[e.machine] = h
+            return known.get(machine)
 
     def epoch_slots(self, epoch: str) -> list[str]:
         """The slots that booted this epoch id (normally one), from the epoch index

@@ -378,6 +378,7 @@ class LocalHost:
         # Without a boot id or a boot instant (off Linux) a worker's pid cannot be judged:
         # only the host's name is recorded.
         self.boot_id = self.host.boot_id() if booted is not None else None
+        self.machine = self.host.machine_id()  # rule O10: the host is this machine, not its name
         self.booted = booted if booted is not None else 0.0
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -509,9 +510,9 @@ class _RunImport:
         """A new run worker: the first run-level event its pid wrote. Its boot instant is
         that event's time (Dagster records no process start: an upper bound)."""
         assert ev.pid is not None
-        host = host_boot = pid_start = None
+        host = host_boot = pid_start = machine = None
         if self.local is not None:
-            host = self.local.name
+            host, machine = self.local.name, self.local.machine
             if self.local.boot_id is not None and ev.at.timestamp() >= self.local.booted:
                 host_boot = self.local.boot_id
                 seen = self.seen.get(ev.pid)
@@ -519,7 +520,7 @@ class _RunImport:
         epoch = f"{self.slot}:{ev.storage_id}"
         self.booted.append(epoch)
         self.submit(ProcessBooted(at=ev.at, process=self.slot, epoch=epoch, booted_at=ev.at, host=host, pid=ev.pid,
-                                  host_boot=host_boot, pid_start=pid_start, actor=ACTOR,
+                                  host_boot=host_boot, pid_start=pid_start, machine=machine, actor=ACTOR,
                                   reason=f"run worker pid {ev.pid}: first wrote Dagster event {ev.storage_id} "
                                          f"({ev.kind})"), ev)  # fmt: skip
         found = self.slot_state()
@@ -534,7 +535,8 @@ class _RunImport:
             return
         booted = _utc(self.local.booted)
         for worker in slot.epochs:
-            if worker.live and worker.host == self.local.name and worker.booted_at < booted:
+            here = self.local.machine is not None and worker.machine == self.local.machine  # rule O10
+            if worker.live and here and worker.booted_at < booted:
                 self.submit(ProcessExited(at=max(booted, worker.recorded_at), process=self.slot, epoch=worker.epoch,
                                           observed_by=f"{ACTOR}@{self.local.name}",
                                           evidence=f"host {self.local.name} booted at {booted.isoformat()} (boot id "

@@ -3,7 +3,8 @@
 A worker per run (O8) dies without a word when it is SIGKILLed, OOM-killed or its
 container is torn down, and its supervisor may die with it. The probe runs on the
 worker's host and asks the kernel, through the host-facts port (ledger/host.py), about
-every epoch the ledger still holds live on this host:
+every epoch the ledger still holds live on this host (this machine id, rule O10, and
+this host name, which stands for the pid namespace: docs/operations.md):
 
 - recorded under this host's current boot id: its pid is gone, a zombie, or runs with
   another start time than the boot recorded (the pid was reused) -> `process.exited`,
@@ -15,22 +16,26 @@ every epoch the ledger still holds live on this host:
 - a pid that runs but whose start time the boot did not record cannot be told from a
   reused pid: left alone and reported `unverified` (docs/operations.md).
 
-Then the usual sweep recovers the orphans (O5): with the caller's own epoch when a
+Then the usual sweep recovers the orphans (O5), and the slots left with nothing live
+retire (O8, epochledger/retire.py): with the caller's own epoch when a
 scheduler probes from its timer or at its boot, else with an epoch of the probe's own
 slot `probe@<host>`, booted for the purpose and stopped cleanly afterwards (booted only
 when there is something to recover, so a probe on a timer that finds nothing appends
-nothing). The probe judges only its own host: it cannot see another host's pids.
+nothing). The probe judges only its own host: it cannot see another host's pids, and
+another machine that shares its name is another host.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from epochledger.retire import retire
 from epochledger.sweep import SweepReport
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput
+from ledger.errors import ConflictError, InvalidInput, StoreError
 from ledger.events import Name, ProcessExited
 from ledger.process import EpochRef, EpochState
 
@@ -44,6 +49,8 @@ REBOOTED = "host-rebooted"  # recorded under another boot of this host: the host
 UNJUDGED = "unjudged"  # no pid recorded: nothing to ask the kernel
 
 CONFLICT_ROUNDS = 8
+
+log = logging.getLogger("epochledger.probe")
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -64,6 +71,7 @@ class ProbeReport(msgspec.Struct, kw_only=True):
     exited: int = 0  # process.exited events the probe appended
     swept_by: str | None = None  # the epoch whose sweep followed (None: no sweep was needed or asked)
     sweep: SweepReport | None = None
+    retired: list[str] = []  # the slots that retired after that sweep (rule O8, epochledger/retire.py)
 
 
 def observer(host: str) -> str:
@@ -103,19 +111,30 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     recovers the orphans. Without it the probe boots an epoch of slot `probe@<host>` to
     sweep with, only if there is an orphan to recover or a reboot to record, and stops it
     after. `sweep=False`: record the exits only. Refused (InvalidInput, nothing
-    appended) where the host port cannot read the host's boot id (no /proc)."""
+    appended) where the host port cannot read the host's boot id (no /proc) or its
+    machine id (no /etc/machine-id: its epochs could not be told from those of another
+    machine with the same name, rule O10), and (UnknownEpoch, nothing appended) for an
+    `epoch` no slot booted."""
     facts = ledger.host
     here = facts.name()
     boot_id = facts.boot_id()
     if boot_id is None:
         raise InvalidInput("the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
                            "this host has none, so a pid cannot be judged", where="probe")  # fmt: skip
+    machine = facts.machine_id()
+    if machine is None:
+        raise InvalidInput("the probe needs this host's machine id (/etc/machine-id); this host has none, so its "
+                           "epochs cannot be told from another machine's with the same name (rule O10)",
+                           where="probe")  # fmt: skip
     by = check_value(observer(here), Name, "host")
+    if epoch is not None:  # rule L4: the caller's epoch is checked before anything is appended
+        epoch = ledger.epoch(epoch)  # UnknownEpoch (nothing appended) if no slot booted it
     findings: list[Finding] = []
     exited = 0
     lost: list[str] = []  # the streams the last lost race named
     for _round in range(CONFLICT_ROUNDS):
-        findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness() if ended is None and e.host == here]
+        findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness()
+                    if ended is None and e.machine == machine and e.host == here]  # fmt: skip
         try:
             with ledger.batch() as b:
                 for f in findings:
@@ -135,13 +154,36 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     if epoch is not None:
         report.sweep = ledger.sweep(epoch)
         report.swept_by = report.sweep.epoch
+        if report.sweep.outcome == "swept":
+            report.retired = retire(ledger, epoch)  # rule O8: a probe on a timer retires too
         return report
     rebooted = any(f.verdict == REBOOTED for f in findings)
     if rebooted or any(not v.uses_time for _run, v in ledger.orphans()):
         own = ledger.boot(by, actor=by)  # under the current host boot: ends the epochs of earlier boots
         try:
             report.sweep = ledger.sweep(own)
+            if report.sweep.outcome == "swept":
+                report.retired = retire(ledger, own)  # before its own stop: the probe's slot stays
         finally:
             ledger.stop(own, actor=by, reason="the probe's sweep is done")
         report.swept_by = own.epoch
     return report
+
+
+def exits_at_startup(ledger: Ledger) -> ProbeReport | None:
+    """The probe without its sweep, for `Ledger.startup` (rules O5, O7): after the new
+    epoch's boot and before its sweep, record the exits of this host's live epochs
+    whose pids are gone, so that sweep recovers their runs. Epochs of an earlier boot
+    of this host need nothing: the new boot ended them. Where this host cannot be
+    probed (no boot id, no machine id) it does nothing and returns None: the startup
+    still boots and sweeps. A store error or a race lost every round is logged at
+    WARNING and leaves the exits to the next probe; the sweep that follows has the
+    bounded retries of rule O5."""
+    facts = ledger.host
+    if facts.boot_id() is None or facts.machine_id() is None:
+        return None
+    try:
+        return probe(ledger, sweep=False)
+    except (StoreError, ConflictError) as e:
+        log.warning("startup on %s: the exits of this host's earlier epochs were not recorded: %s", facts.name(), e)
+        return None

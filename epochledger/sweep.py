@@ -91,7 +91,7 @@ class SweepTarget(Protocol):
     @property
     def host(self) -> Host: ...
 
-    def orphan_view(self, *, candidates_only: bool = False) -> orphans.View: ...
+    def orphan_view(self, *, candidates_only: bool = False, slots: Sequence[str] = ()) -> orphans.View: ...
 
     def batch(self) -> SweepBatch: ...
 
@@ -230,7 +230,8 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
     lost: list[str] = []
     damaged: dict[str, DamagedRun] = {}
     for rounds in range(CONFLICT_ROUNDS):
-        view = ledger.orphan_view(candidates_only=True)  # the runs that could be orphans, not the fleet
+        # The runs that could be orphans, not the fleet; its own slot even if it retired (O8)
+        view = ledger.orphan_view(candidates_only=True, slots=(process,))
         unjudged = orphans.unjudged(view)  # named in every report, whatever its outcome (rule O9)
         me = view.epoch(process, epoch_id)
         if me is None:
@@ -376,13 +377,13 @@ def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans
         return _previewed(ledger, view, me, m)
     process = check_value(process, Name, "process")
     check_slot(ledger, process, new_slot=new_slot)
-    view = ledger.orphan_view()
+    view = ledger.orphan_view(slots=(process,))  # its slot even if it retired (rule O8), as the sweep reads it
     now = ledger.clock.now()
     # The boot startup() would record, host facts included: on a host that rebooted, it
     # ends the epochs of the earlier boot (O2-host-rebooted), and the preview says so.
     facts = ledger.host
     boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock),
-                         host=facts.name(), host_boot=facts.boot_id())  # fmt: skip
+                         host=facts.name(), host_boot=facts.boot_id(), machine=facts.machine_id())  # fmt: skip
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
     me = view.epoch(process, PREVIEW_EPOCH)
     assert me is not None

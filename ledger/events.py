@@ -333,6 +333,11 @@ class ProcessBooted(ProcessEventBase, frozen=True, kw_only=True, tag="process.bo
     # ticks after host boot (field 22 of /proc/<pid>/stat), so a reused pid is told apart.
     host_boot: Name | None = None
     pid_start: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # The machine's identity (a keyed hash of /etc/machine-id, rule O10): a host is known
+    # by it, not by its name, so a later boot with another host boot id says "rebooted"
+    # only when it carries the same machine id. A boot without one (an old log, a machine with none)
+    # never proves a reboot.
+    machine: Name | None = None
 
 
 class ProcessStopping(ProcessEventBase, frozen=True, kw_only=True, tag="process.stopping"):
@@ -370,7 +375,17 @@ class ProcessExited(ProcessEventBase, frozen=True, kw_only=True, tag="process.ex
     evidence: Text | None = None  # e.g. "pid 4242 not running", "pid 4242 start 901 != recorded 777"
 
 
-ProcessEvent = ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
+class ProcessRetired(ProcessEventBase, frozen=True, kw_only=True, tag="process.retired"):
+    """The slot's last epoch (`epoch`) is over and no run of the slot is left running, so
+    the slot retires (rule O8): the live reads (`epochs`, the orphan view, the sweep)
+    skip it from here on; its history stays in the log, replay and the audit. A later
+    boot of the slot brings it back."""
+
+
+ProcessEvent = (
+    ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
+    | ProcessRetired
+)
 
 
 

@@ -1,7 +1,15 @@
 """The host-facts port: the one module that reads what the kernel says about this host
 and its processes (rule O7; docs/architecture.md, "Time and determinism").
 
-- `name()`: the host name a boot records (`socket.gethostname()`);
+- `name()`: the host name a boot records (`socket.gethostname()`): shown, never
+  trusted to tell machines apart (cloned images, `localhost`, a fixed container
+  hostname share one);
+- `machine_id()`: the machine's identity, recorded beside the boot id: a host is
+  known by it, not by its name (rule O10). It is derived from /etc/machine-id (else
+  /var/lib/dbus/machine-id) by a keyed hash, never the id itself: systemd asks that
+  the raw id stay confidential and that applications use an app-specific hash of it
+  (as sd_id128_get_machine_app_specific does). None where the machine has none, and
+  then no boot on it can prove a reboot;
 - `boot_id()`: the host's boot id, a fresh random id per kernel boot
   (/proc/sys/kernel/random/boot_id on Linux), so a later boot on the same host that
   records another one says the host rebooted; None where the platform has none;
@@ -19,6 +27,8 @@ import contracts in pyproject.toml forbid it), so verdicts stay a function of ev
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import socket
 from typing import Protocol
@@ -36,12 +46,16 @@ class Host(Protocol):
 
     def boot_id(self) -> str | None: ...
 
+    def machine_id(self) -> str | None: ...
+
     def pid(self) -> int: ...
 
     def process(self, pid: int) -> PidFacts | None: ...
 
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+MACHINE_ID = ("/etc/machine-id", "/var/lib/dbus/machine-id")  # systemd's, then D-Bus's copy
+MACHINE_ID_APP = b"epochledger host identity (rule O10)"  # the key's message: changing it changes every host
 
 
 def read_stat(text: str) -> PidFacts:
@@ -61,12 +75,13 @@ class SystemHost:
         return socket.gethostname()
 
     def boot_id(self) -> str | None:
-        try:
-            with open(BOOT_ID, encoding="ascii") as f:
-                found = f.read().strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        return found or None
+        return _read_id(BOOT_ID)
+
+    def machine_id(self) -> str | None:
+        for path in MACHINE_ID:
+            if (found := _read_id(path)) is not None and found != "uninitialized":  # systemd's first-boot marker
+                return hmac.new(found.encode("ascii"), MACHINE_ID_APP, hashlib.sha256).hexdigest()[:32]
+        return None
 
     def pid(self) -> int:
         return os.getpid()
@@ -87,13 +102,30 @@ class SystemHost:
             return None  # it vanished while we read it
 
 
+def _read_id(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            found = f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return found or None
+
+
+def _machine_of(name: str) -> str:
+    """A FakeHost's default machine id: one per name, 32 hex digits like systemd's."""
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class FakeHost:
-    """A host that says what a test tells it: a name, a boot id, and the pids that run
-    (pid -> start time). `reboot()` gives it a new boot id and no processes."""
+    """A host that says what a test tells it: a name, a machine id, a boot id, and the
+    pids that run (pid -> start time). `reboot()` gives it a new boot id and no
+    processes. The machine id defaults to one made from the name (one machine per
+    name); two machines that share a name are two FakeHosts with other machine ids."""
 
     def __init__(self, name: str = "host-a", boot_id: str | None = "boot-1", pid: int = 4242,
-                 processes: dict[int, int] | None = None):  # fmt: skip
+                 processes: dict[int, int] | None = None, machine_id: str | None = "") -> None:  # fmt: skip
         self._name = name
+        self._machine_id = _machine_of(name) if machine_id == "" else machine_id
         self._boot_id = boot_id
         self._pid = pid
         self.processes: dict[int, int] = dict(processes) if processes is not None else {pid: 1000}
@@ -104,6 +136,9 @@ class FakeHost:
 
     def boot_id(self) -> str | None:
         return self._boot_id
+
+    def machine_id(self) -> str | None:
+        return self._machine_id
 
     def pid(self) -> int:
         return self._pid

@@ -2,9 +2,11 @@
 
 Each `process.booted` starts a new epoch of the slot and supersedes the previous one;
 `process.stopping` / `process.stopped` record a clean shutdown of one epoch;
-`process.exited` records that someone saw the epoch's process die (rule O7). A host's
+`process.exited` records that someone saw the epoch's process die (rule O7);
+`process.retired` that the slot retired with its last epoch (rule O8). A host's
 boots, across every slot, fold into a `HostState` (`evolve_host`): which host boot ids
-are over because a later boot on that host carried another one. Whether a run is orphaned is a fleet-wide question answered by projections/orphans.py from these
+are over because a later boot on that host carried another one. A host is its machine
+identity, never its name (rule O10): two machines that share a name are two hosts. Whether a run is orphaned is a fleet-wide question answered by projections/orphans.py from these
 facts; this module only keeps one slot's history straight.
 """
 
@@ -23,6 +25,7 @@ from ledger.events import (
     ProcessBooted,
     ProcessEvent,
     ProcessExited,
+    ProcessRetired,
     ProcessStopped,
     ProcessStopping,
     ProcessSweepFailed,
@@ -59,6 +62,7 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     pid: int | None = None
     host_boot: str | None = None  # the host's boot id when it booted (rule O7)
     pid_start: int | None = None  # the process's start time, clock ticks after host boot
+    machine: str | None = None  # the host's machine id (rule O10): None, no reboot can end it
     superseded_by: str | None = None
     superseded_at: datetime | None = None
     stopping_at: datetime | None = None
@@ -72,6 +76,9 @@ class EpochState(msgspec.Struct, frozen=True, kw_only=True):
     # The epoch's sweep skipped the O3 time fallback (why), or gave up (when): rule O5.
     sweep_skipped: str | None = None
     sweep_failed_at: datetime | None = None
+    # The slot retired with this epoch, its last (rule O8): when. A later boot brings the
+    # slot back with a new epoch, which has none.
+    retired_at: datetime | None = None
 
     @property
     def live(self) -> bool:
@@ -93,31 +100,36 @@ class Reboot(msgspec.Struct, frozen=True, kw_only=True):
 
 class HostState(msgspec.Struct, frozen=True, kw_only=True):
     """One host's boots, across every slot, in log order: its latest host boot id and
-    every host boot id that is over (each with the boot that ended it)."""
+    every host boot id that is over (each with the boot that ended it). A host is one
+    machine id (rule O10), whatever names its boots gave it."""
 
-    host: str
+    machine: str
     host_boot: str  # the host boot id of the latest boot that recorded one
     ended: dict[str, Reboot] = {}
 
 
 def evolve_host(state: HostState | None, e: ProcessBooted) -> HostState | None:
-    """The host's state after a boot. A boot that names no host or no host boot id says
-    nothing about the host. A host boot id, once over, stays over: a kernel never boots
-    with the same id twice, so a boot that still carries an ended id (history recorded
-    late) cannot bring it back, and does not end the id that ended it."""
-    if e.host is None or e.host_boot is None:
+    """The host's state after a boot. A boot that names no machine or no host boot id
+    says nothing about any host (rule O10: it cannot tell, so it is never a reboot). A
+    host boot id, once over, stays over: a kernel never boots with the same id twice, so
+    a boot that still carries an ended id (history recorded late) cannot bring it back,
+    and does not end the id that ended it."""
+    if e.machine is None or e.host_boot is None:
         return state
     if state is None:
-        return HostState(host=e.host, host_boot=e.host_boot)
+        return HostState(machine=e.machine, host_boot=e.host_boot)
     if e.host_boot == state.host_boot or e.host_boot in state.ended:
         return state
     reboot = Reboot(host_boot=e.host_boot, process=e.process, epoch=e.epoch, at=e.at)
-    return HostState(host=state.host, host_boot=e.host_boot, ended={**state.ended, state.host_boot: reboot})
+    return HostState(machine=state.machine, host_boot=e.host_boot, ended={**state.ended, state.host_boot: reboot})
 
 
 def rebooted(epoch: EpochState, host: HostState | None) -> Reboot | None:
-    """The boot that showed `epoch`'s host rebooted since `epoch` booted, or None."""
-    if host is None or epoch.host_boot is None or epoch.host != host.host:
+    """The boot that showed `epoch`'s host rebooted since `epoch` booted, or None: the
+    same machine with another boot id (rule O10). Another machine's boots, whatever its
+    name, never end it; an epoch that recorded no machine id or no host boot id cannot
+    be told rebooted."""
+    if host is None or epoch.host_boot is None or epoch.machine is None or epoch.machine != host.machine:
         return None
     return host.ended.get(epoch.host_boot)
 
@@ -130,7 +142,8 @@ def end_of(epoch: EpochState, host: HostState | None) -> tuple[str, str] | None:
     state of the epoch's host (the hosts view, projections/hosts.py), or None when no
     host facts are known. An epoch is no longer live when a later boot of its slot
     superseded it, it recorded a clean stop, someone recorded that its process exited,
-    or a later boot on its host carried another host boot id; the first that holds, in
+    or a later boot on its host (the same machine id, rule O10) carried another host
+    boot id; the first that holds, in
     that order, names the rule. Each is an event with its evidence: never a guess from
     the clock or the run's age."""
     if epoch.superseded_by is not None:
@@ -143,9 +156,10 @@ def end_of(epoch: EpochState, host: HostState | None) -> tuple[str, str] | None:
         return EXITED, (f"epoch {epoch.epoch} of {epoch.process} exited (seen by {epoch.exited_by} at "
                         f"{epoch.exited_at.isoformat()}{how}){said}")  # fmt: skip
     if (r := rebooted(epoch, host)) is not None:
-        return HOST_REBOOTED, (f"host {epoch.host} of epoch {epoch.epoch} of {epoch.process} rebooted: it booted "
-                               f"with host boot {epoch.host_boot}, and epoch {r.epoch} of {r.process} booted on "
-                               f"that host at {r.at.isoformat()} with host boot {r.host_boot}")  # fmt: skip
+        return HOST_REBOOTED, (f"host {epoch.host} (machine {epoch.machine}) of epoch {epoch.epoch} of "
+                               f"{epoch.process} rebooted: it booted with host boot {epoch.host_boot}, and epoch "
+                               f"{r.epoch} of {r.process} booted on that machine at {r.at.isoformat()} with host "
+                               f"boot {r.host_boot}")  # fmt: skip
     return None
 
 
@@ -259,6 +273,12 @@ class ProcessState:
         n = len(self)
         return self._core.epoch_at(n - 1, self._step) if n else None
 
+    @property
+    def retired(self) -> bool:
+        """The slot retired with its last epoch and has not booted since (rule O8)."""
+        current = self.current
+        return current is not None and current.retired_at is not None
+
     def _index(self, epoch: str) -> int | None:
         found = self._core.at.get(epoch)
         if not found or found[0] >= len(self):
@@ -329,7 +349,7 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
                     core.revisions[i].append((step + 1, replace(latest, superseded_by=e.epoch, superseded_at=e.at)))
                 new = EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at,
                                  recorded_at=e.at, host=e.host, pid=e.pid, host_boot=e.host_boot,
-                                 pid_start=e.pid_start)  # fmt: skip
+                                 pid_start=e.pid_start, machine=e.machine)  # fmt: skip
                 core.at.setdefault(e.epoch, []).append(len(core.order))
                 core.open = [len(core.order)]
                 core.order.append(e.epoch)
@@ -349,6 +369,8 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
                 _with_epoch(core, step, e.epoch, sweep_skipped=e.why)
             case ProcessSweepFailed():
                 _with_epoch(core, step, e.epoch, sweep_failed_at=e.at)
+            case ProcessRetired():
+                _with_epoch(core, step, e.epoch, retired_at=e.at)
             case _:
                 assert_never(e)
         core.tip = step + 1
@@ -377,13 +399,14 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
                 # The same boot again (a retried delivery) states every fact of the boot
                 # as recorded; a re-send that differs in one (another pid) is another
                 # boot claiming the epoch, never dropped as a duplicate (rule I1).
-                recorded = (known.recorded_at, known.booted_at, known.host, known.pid, known.host_boot, known.pid_start)
-                stated = (cmd.at, cmd.booted_at, cmd.host, cmd.pid, cmd.host_boot, cmd.pid_start)
+                recorded = (known.recorded_at, known.booted_at, known.host, known.pid, known.host_boot, known.pid_start,
+                            known.machine)  # fmt: skip
+                stated = (cmd.at, cmd.booted_at, cmd.host, cmd.pid, cmd.host_boot, cmd.pid_start, cmd.machine)
                 if recorded == stated:
                     return []
                 why = f"epoch {cmd.epoch!r} was already booted"
                 if recorded[:2] == stated[:2]:  # the same instants: name the fact the re-send changes
-                    names = ("host", "pid", "host_boot", "pid_start")
+                    names = ("host", "pid", "host_boot", "pid_start", "machine")
                     field, was, now = next((n, a, b) for n, a, b in zip(names, recorded[2:], stated[2:], strict=True) if a != b)
                     why += f", with {field} {was!r}, not {now!r}: a re-send that differs is not the same boot"
                 raise IllegalTransition(cmd.process, "booted", tag, why)
@@ -410,5 +433,18 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
             if known is None:
                 raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
             return [cmd]
+        case ProcessRetired():
+            # A slot retires with its last epoch: an older one says nothing about the
+            # slot now (a boot raced the retirement). Whether the epoch is over and no
+            # run is left running is the retirer's question, asked of the orphan view
+            # (projections/orphans.py, `retirable`), where the runs and the hosts are.
+            if known is None:
+                raise IllegalTransition(cmd.process, None, tag, f"unknown epoch {cmd.epoch!r}")
+            assert state is not None
+            current = state.current
+            if current is None or current.epoch != cmd.epoch:
+                raise IllegalTransition(cmd.process, "booted", tag, f"epoch {cmd.epoch!r} is not the slot's last "
+                                        "epoch: a slot retires only with its last epoch")  # fmt: skip
+            return [] if known.retired_at is not None else [cmd]
         case _:
             assert_never(cmd)

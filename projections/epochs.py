@@ -3,7 +3,9 @@
 Together with the runs view it is everything the orphan rule reads:
 `projections.orphans.View(processes=<epochs view>, runs=<runs view>)` gives the same
 verdicts as a fold of the log (tests/test_views_registered.py). Materialized by
-projections/engine.py as table `view_epochs`, one row per process slot.
+projections/engine.py as table `view_epochs`, one row per process slot; its `retired`
+column (the slot retired with its last epoch, rule O8) is what the live reads filter
+on (Ledger.orphan_view), so they read the live fleet, not every slot ever booted.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from projections import fold_records
 from projections.view import ViewSpec
 
 NAME = "epochs"
-VERSION = 1
+VERSION = 2  # 2: an epoch keeps its machine id (rule O10); the `retired` column (rule O8)
 
 KEY = "process"  # keys(rec) is (rec.event.process,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, ProcessEventBase))  # what evolve acts on
 View = dict[str, process_mod.ProcessState]
 STATE = process_mod.ProcessState
-COLUMNS: tuple[tuple[str, str], ...] = (("current_epoch", "text"), ("live", "int"), ("epochs", "int"))
+COLUMNS: tuple[tuple[str, str], ...] = (("current_epoch", "text"), ("live", "int"), ("epochs", "int"), ("retired", "int"))
 
 
 def initial() -> View:
@@ -43,7 +45,7 @@ def keys(rec: Recorded) -> tuple[str, ...]:
 
 def columns(key: str, p: process_mod.ProcessState) -> tuple[object, ...]:
     current = p.current
-    return (current.epoch if current else None, int(bool(current and current.live)), len(p))
+    return (current.epoch if current else None, int(bool(current and current.live)), len(p), int(p.retired))
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:

@@ -51,7 +51,7 @@ from projections import fold_records
 from projections.view import ViewSpec
 
 NAME = "orphans"
-VERSION = 3  # 3: the ledger's settings (its default slot, rule O9)
+VERSION = 4  # 3: hosts keyed by machine id (rule O10); 4: the ledger's settings (its default slot, rule O9)
 
 MARGIN = timedelta(seconds=1)  # rule O3; configurable per call, never floored
 
@@ -71,7 +71,7 @@ class View:
     processes: dict[str, ProcessState] = field(default_factory=dict)
     runs: dict[str, RunState] = field(default_factory=dict)
     position: int = 0
-    hosts: dict[str, HostState] = field(default_factory=dict)
+    hosts: dict[str, HostState] = field(default_factory=dict)  # by machine id (rule O10)
     settings: Settings | None = None  # the ledger's own stream (ledger/settings.py)
     _by_id: dict[str, list[EpochState]] | None = field(default=None, repr=False, compare=False)
 
@@ -96,7 +96,8 @@ class View:
         return p.current if p is not None else None
 
     def host_of(self, epoch: EpochState) -> HostState | None:
-        return self.hosts.get(epoch.host) if epoch.host is not None else None
+        """The boots of `epoch`'s machine (rule O10: never of its host name)."""
+        return self.hosts.get(epoch.machine) if epoch.machine is not None else None
 
     def end_of(self, epoch: EpochState) -> tuple[str, str] | None:
         """Why `epoch` is no longer live, or None: ledger.process.end_of with its host's
@@ -123,8 +124,9 @@ def evolve(view: View, rec: Recorded) -> View:
         assert isinstance(e, ProcessEventBase)
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
         view._by_id = None
-        if type(e) is ProcessBooted and e.host is not None and (h := process_mod.evolve_host(view.hosts.get(e.host), e)):
-            view.hosts[e.host] = h
+        if type(e) is ProcessBooted and e.machine is not None and (
+                h := process_mod.evolve_host(view.hosts.get(e.machine), e)):  # fmt: skip
+            view.hosts[e.machine] = h
     view.position = rec.position
     return view
 
@@ -343,6 +345,34 @@ def unjudged(view: View) -> list[Unjudged]:
            if not run.deleted and lifecycle.can_be_orphaned(run.status, run.code)
            and owner_of(view, run) is None and judging_slot(view, run) is None]  # fmt: skip
     return sorted(out, key=lambda u: u.run)
+
+
+def retirable(view: View) -> list[EpochState]:
+    """The last epochs of the slots that retire now (rule O8), sorted by slot: slots not
+    retired yet whose last epoch is over (end_of, rule O7) and that no run the orphan
+    rule could still judge names, by its slot or its owner epoch. Those runs are the
+    running ones (`lifecycle.can_be_orphaned`): until the sweep recovers them the slot
+    stays, so a retired slot never hides an orphan. In a view of the orphan candidates
+    (Ledger.orphan_view(candidates_only=True)) every such run is there: a running run
+    that is not a candidate is owned by its slot's live current epoch."""
+    named: set[str] = set()
+    for run in view.runs.values():
+        if run.deleted or not lifecycle.can_be_orphaned(run.status, run.code):
+            continue
+        if run.process is not None:
+            named.add(run.process)
+        if (owner := owner_of(view, run)) is not None:
+            named.add(owner.process)
+        if (judge := judging_slot(view, run)) is not None:
+            named.add(judge)  # the default slot judges unowned runs (rule O9): it stays while they run
+    out = []
+    for name in sorted(view.processes):
+        slot = view.processes[name]
+        last = slot.current
+        if last is None or slot.retired or name in named or view.end_of(last) is None:
+            continue
+        out.append(last)
+    return out
 
 
 def epochs(view: View) -> list[EpochState]:

@@ -129,7 +129,8 @@ class History:
     position: int = 0
     events: int = 0
     # The liveness facts, folded as the ledger folds them (ledger/process.py): each
-    # slot's state, each host's boots, and the live epochs by (host, host boot id).
+    # slot's state, each host's boots by machine id (rule O10), and the live epochs by
+    # (machine id, host boot id).
     slots: dict[str, slot.ProcessState] = field(default_factory=dict)
     hosts: dict[str, slot.HostState] = field(default_factory=dict)
     on_host_boot: dict[tuple[str, str], list[Epoch]] = field(default_factory=dict)
@@ -194,13 +195,13 @@ def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
     rebooted: list[Epoch] = []  # live epochs whose host boot id this event showed is over
     match e:
         case ProcessBooted():
-            if e.host is not None and e.host_boot is not None:
-                before = h.hosts.get(e.host)
+            if e.machine is not None and e.host_boot is not None:  # a host is its machine id (rule O10)
+                before = h.hosts.get(e.machine)
                 after = slot.evolve_host(before, e)
                 assert after is not None
-                h.hosts[e.host] = after
+                h.hosts[e.machine] = after
                 for old_boot in after.ended.keys() - (before.ended.keys() if before else set()):
-                    rebooted.extend(h.on_host_boot.pop((e.host, old_boot), []))
+                    rebooted.extend(h.on_host_boot.pop((e.machine, old_boot), []))
             for old in [*lane.live, *rebooted]:  # the epochs this boot ended, marked before it
                 _end_if_over(h, old, e.at, rec.position)
             ep = Epoch(e.process, e.epoch, e.booted_at, e.at, e.host, e.pid, e.host_boot)
@@ -231,8 +232,8 @@ def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
     if isinstance(e, ProcessBooted):
         ep = lane.epochs[-1]
         lane.live.append(ep)
-        if ep.host is not None and ep.host_boot is not None:
-            h.on_host_boot.setdefault((ep.host, ep.host_boot), []).append(ep)
+        if e.machine is not None and ep.host_boot is not None:
+            h.on_host_boot.setdefault((e.machine, ep.host_boot), []).append(ep)
         _end_if_over(h, ep, e.at, rec.position)  # a boot recorded on a host boot id already over
     else:
         for ep in list(lane.live):
@@ -245,7 +246,7 @@ def _end_if_over(h: History, ep: Epoch, at: datetime, position: int) -> None:
         return
     state = h.slots[ep.process].epoch(ep.epoch)
     assert state is not None  # the lane's epochs are the slot's
-    ended = slot.end_of(state, h.hosts.get(state.host) if state.host is not None else None)
+    ended = slot.end_of(state, h.hosts.get(state.machine) if state.machine is not None else None)
     if ended is None:
         return
     rule, why = ended

@@ -32,6 +32,7 @@ from ledger import run as run_mod
 from ledger.errors import StaleEpoch
 from ledger.events import (
     ProcessBooted,
+    ProcessRetired,
     ProcessStopped,
     ProcessStopping,
     ProcessSweepFailed,
@@ -77,6 +78,8 @@ def reference_evolve(state: Any, e: Any) -> Any:
             epochs = with_epoch(sweep_skipped=e.why)
         case ProcessSweepFailed():
             epochs = with_epoch(sweep_failed_at=e.at)
+        case ProcessRetired():
+            epochs = with_epoch(retired_at=e.at)
         case _:
             assert_never(e)
     return {"process": e.process, "epochs": epochs, "version": state["version"] + 1}
@@ -93,10 +96,12 @@ def _process_event(kind: int, epoch: int, i: int) -> Any:
         return ProcessStopped(at=at, process="w", epoch=name)
     if kind == 3:
         return ProcessSweepSkipped(at=at, process="w", epoch=name, why="clock stepped back")
+    if kind == 5:
+        return ProcessRetired(at=at, process="w", epoch=name)
     return ProcessSweepFailed(at=at, process="w", epoch=name, attempts=3, error="store down")
 
 
-process_events = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 6)), max_size=40).map(
+process_events = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), max_size=40).map(
     lambda xs: [_process_event(k, e, i) for i, (k, e) in enumerate(xs)])  # fmt: skip
 
 

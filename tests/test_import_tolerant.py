@@ -384,7 +384,7 @@ def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> 
 
 # A stale epoch, each way the fence knows (rule O7): its slot booted again, it was seen
 # to exit, its host rebooted (another boot id on the same host).
-_HOSTED = {**BOOT, "host": "h", "host_boot": "h-b0"}
+_HOSTED = {**BOOT, "host": "h", "host_boot": "h-b0", "machine": "m-h"}  # a host is its machine id (O10)
 _STALE = {
     "superseded": [BOOT, {**BOOT, "at": "2026-09-09T14:00:00.5Z", "epoch": "e2"}],
     "exited": [BOOT, {"type": "process.exited", "at": "2026-09-09T14:00:00.5Z", "process": "w-1", "epoch": "e1",

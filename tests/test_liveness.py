@@ -59,18 +59,18 @@ def test_O7_the_truth_table_covers_every_combination_of_facts_once() -> None:
 
 def _epoch(superseded: bool, stopped: bool, exited: bool) -> EpochState:
     return EpochState(process="w", epoch="e1", booted_at=T0, recorded_at=T0, host="h", pid=7, host_boot="b1",
-                      pid_start=100, superseded_by="e2" if superseded else None,
+                      pid_start=100, machine="m-h", superseded_by="e2" if superseded else None,
                       stopped_at=T0 + timedelta(seconds=5) if stopped else None,
                       exited_at=T0 + timedelta(seconds=6) if exited else None, exited_by="supervisor:s" if exited else None,
                       exit_signal=9 if exited else None)  # fmt: skip
 
 
 def _host_state(rebooted: bool) -> HostState | None:
-    boot = ProcessBooted(at=T0, process="x", epoch="x1", booted_at=T0, host="h", host_boot="b1")
+    boot = ProcessBooted(at=T0, process="x", epoch="x1", booted_at=T0, host="h", host_boot="b1", machine="m-h")
     state = evolve_host(None, boot)
     if rebooted:
         state = evolve_host(state, ProcessBooted(at=T0 + timedelta(seconds=9), process="y", epoch="y1",
-                                                 booted_at=T0, host="h", host_boot="b2"))  # fmt: skip
+                                                 booted_at=T0, host="h", host_boot="b2", machine="m-h"))  # fmt: skip
     return state
 
 
@@ -92,14 +92,18 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
     (history recorded late) neither revives it nor ends the id that ended it; a reboot
     of one host says nothing about another; a boot without a host boot id says nothing."""
     h = _host_state(True)
-    late = ProcessBooted(at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1")
+    late = ProcessBooted(at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1",
+                         machine="m-h")  # fmt: skip
     assert evolve_host(h, late) == h
-    assert evolve_host(h, ProcessBooted(at=T0, process="z", epoch="z2", booted_at=T0, host="h")) == h
+    assert evolve_host(h, ProcessBooted(at=T0, process="z", epoch="z2", booted_at=T0, host="h", machine="m-h")) == h
     e = _epoch(False, False, False)
     assert end_of(e, h) is not None
     assert end_of(msgspec_replace(e, host_boot="b2"), h) is None
-    assert end_of(msgspec_replace(e, host="other"), h) is None  # another host's reboot
+    assert end_of(msgspec_replace(e, host="other", machine="m-other"), h) is None  # another host's reboot
+    assert end_of(msgspec_replace(e, host="other"), h) is not None  # a host renamed is the same machine (O10)
+    assert end_of(msgspec_replace(e, machine="m-twin"), h) is None  # another machine of the same name (O10)
     assert end_of(msgspec_replace(e, host_boot=None), h) is None  # no id recorded: nothing to judge by
+    assert end_of(msgspec_replace(e, machine=None), h) is None  # no machine id: it cannot tell (O10)
 
 
 @pytest.mark.parametrize(
@@ -131,8 +135,8 @@ def test_O7_end_of_names_the_reboot_word_for_word() -> None:
     """Mutation caught: a word of the host-rebooted sentence changed."""
     assert end_of(_epoch(False, False, False), _host_state(True)) == (
         R,
-        "host h of epoch e1 of w rebooted: it booted with host boot b1, and epoch y1 of y booted on that host "
-        f"at {(T0 + timedelta(seconds=9)).isoformat()} with host boot b2",
+        "host h (machine m-h) of epoch e1 of w rebooted: it booted with host boot b1, and epoch y1 of y booted on "
+        f"that machine at {(T0 + timedelta(seconds=9)).isoformat()} with host boot b2",
     )
 
 
@@ -206,7 +210,7 @@ def fake_ledger(store_url: str) -> Iterator[tuple[Ledger, FakeHost, ManualClock]
 def _apply(lg: Ledger, i: int, superseded: bool, stopped: bool, exited: bool, rebooted: bool) -> EpochState:
     """Slot w<i> on host h<i> under host boot b1 owns running run r<i>; then the facts."""
     host = f"h{i}"
-    e = lg.boot(f"w{i}", epoch=f"w{i}.e1", host=host, host_boot="b1", pid=100 + i, pid_start=5)
+    e = lg.boot(f"w{i}", epoch=f"w{i}.e1", host=host, host_boot="b1", pid=100 + i, pid_start=5, machine=f"m-{host}")
     lg.queue(f"r{i}")
     lg.start(f"r{i}", epoch=e)
     if stopped:
@@ -214,9 +218,10 @@ def _apply(lg: Ledger, i: int, superseded: bool, stopped: bool, exited: bool, re
     if exited:
         lg.exited(f"w{i}", e, observed_by="supervisor:s", exit_code=137, signal=9, evidence=f"child {100 + i} killed")
     if rebooted:  # another slot boots on that host after a reboot
-        lg.boot(f"x{i}", epoch=f"x{i}.e1", host=host, host_boot="b2", pid=1, pid_start=1)
+        lg.boot(f"x{i}", epoch=f"x{i}.e1", host=host, host_boot="b2", pid=1, pid_start=1, machine=f"m-{host}")
     if superseded:
-        lg.boot(f"w{i}", epoch=f"w{i}.e2", host=host, host_boot="b2" if rebooted else "b1", pid=200 + i, pid_start=9)
+        lg.boot(f"w{i}", epoch=f"w{i}.e2", host=host, host_boot="b2" if rebooted else "b1", pid=200 + i, pid_start=9,
+                machine=f"m-{host}")  # fmt: skip
     return e
 
 
@@ -334,10 +339,13 @@ def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factor
     is not live by some fact (a later boot of its slot, a stop, an exit, a later boot on
     its host under another boot id), and never a run whose owner is live by every fact.
     The fence agrees along the way: a start by an epoch is refused exactly when the
-    model says the epoch is not live. Mutations caught (each checked by hand): end_of
+    model says the epoch is not live. The two hosts share one name and differ by machine
+    id (rule O10). Mutations caught (each checked by hand): end_of
     ignoring exits, evolve_host never ending an id, the orphans view ignoring hosts
     (orphans missed), rebooted() returning the host's first reboot whatever the epoch's
-    id (a healthy epoch booted after the reboot is ended: its start is fenced)."""
+    id (a healthy epoch booted after the reboot is ended: its start is fenced), the
+    hosts keyed by name again (a boot on one twin ends the other's epochs: the N3
+    incident of docs/rules.md)."""
     host = FakeHost(name="sched-host", boot_id="sb1")
     clock = ManualClock(T0, uptime=60.0)
     path: Path = tmp_path_factory.mktemp("law") / "l.db"
@@ -351,7 +359,9 @@ def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factor
 
         def boot(slot: str, h: int) -> None:
             epoch = f"{slot}.e{len(boots)}"
-            lg.boot(slot, epoch=epoch, host=f"h{h}", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1)
+            # Both machines go by one name (cloned images): only the machine id tells them apart (O10).
+            lg.boot(slot, epoch=epoch, host="twin", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1,
+                    machine=f"m{h}")  # fmt: skip
             boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
 
         def live(epoch: str) -> bool:
@@ -531,41 +541,45 @@ def test_O7_V1_the_timeline_ends_an_epoch_where_end_of_does_and_draws_a_host_reb
     [es] = h.lanes["s"].epochs
     reboot_at = [r.event.at for r in lg.events() if getattr(r.event, "epoch", None) == s.epoch][0]
     assert (ew.end_kind, ew.end) == ("reboot", reboot_at)
-    assert ew.end_why == end_of(lg.epoch(w), lg.host_state("sched-host"))[1]  # type: ignore[index]
+    assert ew.end_why == end_of(lg.epoch(w), lg.host_state(host.machine_id() or ""))[1]  # type: ignore[index]
     assert ev.end_kind == "stop" and ev.end_why is not None and ev.end_why.startswith(f"epoch {v.epoch} of v recorded a clean stop")
     assert (es.end_kind, es.end) == (None, None)
     [mark] = [m for m in h.lanes["w"].marks if m.kind == "reboot"]
-    assert mark.detail.startswith(f"host sched-host of epoch {w.epoch} of w rebooted") and "rule O7" in mark.detail
+    assert mark.detail.startswith(f"host sched-host (machine {host.machine_id()}) of epoch {w.epoch} of w rebooted")
+    assert "rule O7" in mark.detail
     assert not [m for m in h.lanes["v"].marks if m.kind == "reboot"]  # already over: not ended twice
     page = timeline.render(h)
     assert "its host rebooted, seen at" in page
 
 
-def test_O7_the_hosts_view_folds_any_history_and_keeps_only_boots_that_name_host_and_boot_id() -> None:
+def test_O7_O10_the_hosts_view_folds_any_history_and_keeps_only_boots_that_name_machine_and_boot_id() -> None:
     """The hosts view's `fold` over a whole log (run events, other process events, a boot
-    with a boot id but no host, one with a host but no boot id) equals the view built
-    event by event, and holds only the boots that name both. Mutations caught (make
+    with a boot id but no machine id, one with a machine id but no boot id) equals the
+    view built event by event, and holds only the boots that name both, keyed by machine
+    id whatever the host name (rule O10). Mutations caught (make
     mutation): `fold` passing the wrong initial, evolve, records or view; `evolve`'s
-    guard with `and` turned into `or` (a run event or a host-less boot reaching
-    evolve_host)."""
+    guard with `and` turned into `or` (a run event or a machine-less boot reaching
+    evolve_host), the view keyed by host name (both machines in one row)."""
     from ledger.events import Recorded, RunQueued
     from projections import hosts
 
-    def boot(i: int, epoch: str, host: str | None, host_boot: str | None) -> Recorded:
-        e = ProcessBooted(at=T0 + timedelta(seconds=i), process="w", epoch=epoch, booted_at=T0, host=host,
-                          host_boot=host_boot)  # fmt: skip
+    def boot(i: int, epoch: str, machine: str | None, host_boot: str | None) -> Recorded:
+        e = ProcessBooted(at=T0 + timedelta(seconds=i), process="w", epoch=epoch, booted_at=T0, host="h",
+                          host_boot=host_boot, machine=machine)  # fmt: skip
         return Recorded(i, "process:w", i, e)
 
     records = [
-        boot(1, "e1", "h1", "b1"),
+        boot(1, "e1", "m1", "b1"),
         Recorded(2, "run:r", 1, RunQueued(at=T0, run="r")),
         boot(3, "e2", None, "b9"),
-        boot(4, "e3", "h2", None),
+        boot(4, "e3", "m2", None),
         Recorded(5, "process:w", 5, ProcessStopped(at=T0, process="w", epoch="e3")),
-        boot(6, "e4", "h1", "b2"),
+        boot(6, "e4", "m1", "b2"),
+        boot(7, "e5", "m3", "b7"),  # another machine of the same name: a row of its own
     ]
     folded = hosts.fold(records)
-    assert set(folded) == {"h1"} and folded["h1"].host_boot == "b2" and set(folded["h1"].ended) == {"b1"}
+    assert set(folded) == {"m1", "m3"} and folded["m1"].host_boot == "b2" and set(folded["m1"].ended) == {"b1"}
+    assert folded["m3"].ended == {}
     by_one: dict[str, HostState] = {}
     for rec in records:
         if hosts.keys(rec):
@@ -635,3 +649,151 @@ def test_O7_recoveries_and_verdicts_carry_the_exit_and_the_reboot_as_evidence(tm
         [e2] = [r.event for r in lg.history("r-boot") if isinstance(r.event, RunRecovered)]
         assert (e1.exited_at, e1.observed_by, e1.signal, e1.evidence) == (exit_at, "supervisor:s", 9, by_exit.evidence)
         assert (e2.host_boot, e2.rebooted_to, e2.evidence) == ("boot-1", "boot-2", by_boot.evidence)
+
+
+# ------------------------------------------------------------------------ O10
+def test_O10_two_machines_with_one_host_name_never_end_each_others_epochs(store_url: str) -> None:
+    """Two machines both named `sched` (cloned images), each with its own machine id and
+    boot id. A boot and a startup sweep on A leave B's live epoch live: its running run
+    is not recovered, its next report lands, and the probe on A judges none of B's pids.
+    A boot on B itself under another boot id (B rebooted) does end it. On SQLite and the
+    real PostgreSQL. Mutation caught: the hosts keyed by host name again (B's epoch ends
+    as O2-host-rebooted, its healthy run is swept and its report fenced: the incident)."""
+    clock = ManualClock(T0, uptime=100)
+    b = FakeHost(name="sched", boot_id="boot-B", pid=200, machine_id="machine-b")
+    a = FakeHost(name="sched", boot_id="boot-A", pid=100, machine_id="machine-a", processes={100: 9})
+    with open_ledger(store_url, clock=clock, host=b) as on_b, open_ledger(store_url, clock=clock, host=a) as on_a:
+        b.spawn(200, 7)
+        eb, _ = on_b.startup("worker-b")
+        assert (eb.host, eb.machine, eb.host_boot) == ("sched", "machine-b", "boot-B")
+        on_b.queue("long-job", process="worker-b")
+        on_b.start("long-job", epoch=eb)
+        clock.advance(600)
+        ea, report = on_a.startup("api-a")
+        assert ea.machine == "machine-a" and report.recovered == []
+        assert [ended for e, ended in on_a.liveness() if e.epoch == eb.epoch] == [None]
+        probed = on_a.probe(epoch=ea)
+        assert [f.process for f in probed.findings] == ["api-a"] and probed.exited == 0  # B's pid 200 is not A's
+        on_b.checkpoint("long-job", "step", "ref-1", epoch=eb)  # not fenced: B is alive
+        assert on_b.get_run("long-job").status == "running"
+
+        b.reboot("boot-B2")  # B itself comes back with another boot id: that is a reboot
+        _eb2, after = on_b.startup("worker-b2")
+        assert [(v.run, v.rule, v.rebooted_to) for v in after.recovered] == [("long-job", R, "boot-B2")]
+        assert on_a.epoch(ea).live and [ended for e, ended in on_a.liveness() if e.epoch == ea.epoch] == [None]
+
+
+def test_O10_a_boot_that_cannot_tell_its_machine_is_never_taken_as_a_reboot(store_url: str) -> None:
+    """A boot recorded before machine ids (an old log: no `machine` field, decoded with
+    its default) or on a machine without one: a later boot with the same host name and
+    another boot id ends nothing, and a boot without a machine id ends no epoch that
+    has one. Mutation caught: evolve_host or rebooted() falling back to the host name
+    when the machine id is missing."""
+    clock = ManualClock(T0, uptime=100)
+    with open_ledger(store_url, clock=clock, host=FakeHost(name="n", boot_id="b1", machine_id=None)) as old, \
+         open_ledger(store_url, clock=clock, host=FakeHost(name="n", boot_id="b2")) as new:  # fmt: skip
+        legacy = old.boot("legacy")
+        assert legacy.machine is None
+        old.queue("r1")
+        old.start("r1", epoch=legacy)
+        known = new.boot("known")
+        new.queue("r2")
+        new.start("r2", epoch=known)
+        clock.advance(60)
+        old.boot("legacy-2")  # no machine id, a third boot id: proves nothing about `known`
+        _e, swept = new.startup("sweeper")
+        assert swept.recovered == []
+        assert {e.epoch: ended for e, ended in new.liveness() if e.epoch in (legacy.epoch, known.epoch)} == {
+            legacy.epoch: None, known.epoch: None}
+    decoded = msgspec.json.decode(b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"w","epoch":"e",'
+                                  b'"booted_at":"2026-09-09T14:00:00Z","host":"n","host_boot":"b1"}',
+                                  type=ProcessBooted)  # fmt: skip
+    assert decoded.machine is None and evolve_host(None, decoded) is None
+
+
+# ------------------------------------------------------------ O8: retirement
+def test_O8_a_slot_whose_last_epoch_is_over_with_no_run_left_running_retires_and_the_live_reads_skip_it(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """Worker-per-run slots: one stopped after its run finished, one that exited with
+    its run still running, one stopped with its run still running, one alive. The next
+    startup recovers the two orphans and retires the three slots whose last epoch is
+    over, so `epochs`, `liveness()` and the sweep's own view hold only the live fleet;
+    `epochs(retired=True)` and a fold of the log keep all of them; a boot of a retired
+    slot brings it back. On SQLite and the real PostgreSQL. Mutations caught: no
+    retirement after the sweep (every worker ever booted stays in the sweep's view),
+    `retirable` ignoring running runs (a slot retired before its orphan was recovered:
+    the sweep reads no such slot, its orphan is missed), the orphan view not skipping
+    retired slots."""
+    lg, host, clock = fake_ledger
+    made = {}
+    for i, name in enumerate(("done", "died", "stopped-early", "alive")):
+        host.spawn(300 + i, 10 + i)
+        made[name] = w = lg.boot(f"worker-{name}", pid=300 + i)
+        lg.queue(f"run-{name}")
+        lg.start(f"run-{name}", epoch=w)
+    lg.finish("run-done", epoch=made["done"])
+    lg.stop(made["done"])
+    lg.exited("worker-died", made["died"], observed_by="supervisor:s", signal=9)
+    lg.stop(made["stopped-early"])
+    clock.advance(5)
+
+    sched, report = lg.startup("scheduler")
+    assert sorted((v.run, v.rule) for v in report.recovered) == [("run-died", E), ("run-stopped-early", P)]
+    gone = {"worker-done", "worker-died", "worker-stopped-early"}
+    assert {e.process for e in lg.epochs()} == {"worker-alive", "scheduler"}
+    assert {e.process for e, _ended in lg.liveness()} == {"worker-alive", "scheduler"}
+    assert set(lg.orphan_view(candidates_only=True).processes) == {"worker-alive", "scheduler"}
+    assert {e.process for e in lg.epochs(retired=True)} == gone | {"worker-alive", "scheduler"}
+    assert all(lg.process(p).retired for p in gone)  # type: ignore[union-attr]
+    assert set(orphans.fold(lg.events()).processes) >= gone  # history and replay keep them
+    assert lg.sweep(made["died"]).outcome == "exited"  # a retired slot's epoch still sweeps as what it is
+    head = lg.store.max_position()
+    lg.startup("scheduler")  # nothing new to retire: the old scheduler epoch's slot booted again
+    assert [type(r.event).__name__ for r in lg.events(after=head)].count("ProcessRetired") == 0
+
+    back = lg.boot("worker-died", pid=400)  # the pid came back as a new pool child: the slot is back
+    assert not lg.process("worker-died").retired  # type: ignore[union-attr]
+    assert back.epoch in {e.epoch for e in lg.epochs()}
+    assert sched.epoch not in {e.epoch for e, ended in lg.liveness() if ended is None}
+
+
+def test_O8_retirement_is_refused_for_an_epoch_that_is_not_the_slots_last_and_said_once() -> None:
+    """The fold's part: `process.retired` names the slot's last epoch, a second one
+    appends nothing, a boot after it brings the slot back. Mutations caught: decide
+    accepting an older epoch (a retirement racing a boot would retire a live slot),
+    the retired mark kept across a boot."""
+    from ledger.events import ProcessRetired
+
+    first = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(0))
+    state = process_mod.fold([first])
+    retire_e1 = ProcessRetired(at=_at(1), process="w", epoch="e1")
+    assert process_mod.decide(retire_e1, state) == [retire_e1]
+    state = process_mod.fold([retire_e1], state)
+    assert state is not None and state.retired and process_mod.decide(retire_e1, state) == []
+    state = process_mod.fold([ProcessBooted(at=_at(2), process="w", epoch="e2", booted_at=_at(2))], state)
+    assert state is not None and not state.retired
+    with pytest.raises(IllegalTransition, match="not the slot's last epoch"):
+        process_mod.decide(ProcessRetired(at=_at(3), process="w", epoch="e1"), state)
+    with pytest.raises(IllegalTransition, match="unknown epoch"):
+        process_mod.decide(ProcessRetired(at=_at(3), process="w", epoch="e9"), state)
+
+
+def test_O8_a_slot_with_a_run_left_running_never_retires_so_no_orphan_is_hidden(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """Retiring before the sweep (a retirer racing it): the exited worker's run is still
+    running, so its slot stays, and the sweep that follows finds the orphan. Once the
+    run is recovered, the slot retires. Mutation caught: `retirable` ignoring running
+    runs (the slot retires, the sweep's view lacks the owner, and the orphan stays
+    running for good)."""
+    from epochledger.retire import retire
+
+    lg, host, _clock = fake_ledger
+    host.spawn(300, 10)
+    w = lg.boot("worker-1", pid=300)
+    lg.queue("r")
+    lg.start("r", epoch=w)
+    lg.exited("worker-1", w, observed_by="supervisor:s")
+    sched = lg.boot("scheduler")
+    assert retire(lg, sched) == []
+    assert [(v.run, v.rule) for v in lg.sweep(sched).recovered] == [("r", E)]
+    assert retire(lg, sched) == ["worker-1"]

@@ -210,7 +210,8 @@ def test_O7_stat_parsing_counts_fields_after_the_last_parenthesis() -> None:
 
 def test_O7_O8_cli_probe_and_epochs(tmp_path, capsys, workers: list[subprocess.Popen[bytes]]) -> None:
     """`epochledger probe` says what it found and did (and --json); `epochs --live`
-    stops listing a worker that exited or stopped."""
+    stops listing a worker that exited or stopped, and once the probe's sweep retired
+    their slots `epochs` lists them only with --retired (rule O8)."""
     store = f"sqlite:///{tmp_path / 'l.db'}"
     assert main(["--store", store, "init"]) == 0
     p, q = spawn(workers), spawn(workers)
@@ -233,6 +234,114 @@ def test_O7_O8_cli_probe_and_epochs(tmp_path, capsys, workers: list[subprocess.P
     assert main(["--store", store, "epochs", "--live", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert main(["--store", store, "epochs", "--json"]) == 0
+    # both retired after the probe's sweep (rule O8); the probe's own slot, stopped after it, retires next time
+    assert [r["process"] for r in json.loads(capsys.readouterr().out)] == [f"probe@{SystemHost().name()}"]
+    assert main(["--store", store, "epochs", "--retired", "--json"]) == 0
     rows = {r["process"]: r for r in json.loads(capsys.readouterr().out)}
     assert (rows["worker-1"]["live"], rows["worker-1"]["ended"]) == (False, "O2-exited")
     assert (rows["worker-2"]["live"], rows["worker-2"]["ended"]) == (False, "O2-stopped")
+
+
+def test_L4_probe_with_an_unknown_epoch_is_refused_before_any_exit_is_recorded(sqlite_url: str) -> None:
+    """A dead worker's exit is there to record, but the caller's epoch names no boot:
+    the argument is refused first (UnknownEpoch naming it) and nothing is appended.
+    Mutation caught: the epoch checked only by the sweep, after the exits were
+    appended."""
+    from ledger.errors import UnknownEpoch
+
+    host = FakeHost(name="h1", boot_id="b1", pid=10)
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=100), host=host) as lg:
+        host.spawn(101, 5)
+        lg.boot("w1", pid=101, pid_start=5)
+        host.kill(101)
+        head = lg.store.max_position()
+        with pytest.raises(UnknownEpoch) as refused:
+            lg.probe(epoch="no-such-epoch")
+        assert refused.value.epoch == "no-such-epoch" and refused.value.where == "epoch"
+        assert lg.store.max_position() == head and exits(lg) == []
+
+
+def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> None:
+    """Without a machine id the probe cannot tell this machine's epochs from those of
+    another machine with the same name (rule O10): refused, nothing appended, not a
+    false exit recorded for a twin's pid. Mutation caught: the machine id check
+    dropped (the probe judges the epochs by name and records their pids as gone)."""
+    from ledger.errors import InvalidInput
+
+    clock = ManualClock(T0)
+    with open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id="twin-a", pid=7)) as twin, \
+         open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id=None, pid=8)) as lg:  # fmt: skip
+        twin.boot("w")  # pid 7, running on the twin; not a pid of this machine
+        head = lg.store.max_position()
+        with pytest.raises(InvalidInput, match="machine id") as refused:
+            lg.probe()
+        assert refused.value.where == "probe" and lg.store.max_position() == head
+
+
+def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_children(
+        real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]) -> None:  # fmt: skip
+    """A prefork worker as its adapter maps it: the main process is slot `pool:main`,
+    each pool child its own slot (rule O8), each booted with its real pid. The whole
+    worker (main and both children) is SIGKILLed; another worker on the host lives on.
+    The restarted main's `startup()`, with no `probe()` after it, records the
+    children's exits (probe@<host>, "pid N not running") and its sweep recovers their
+    runs with O2-exited; the healthy worker's run stays running. On SQLite and the real
+    PostgreSQL. Mutation caught: startup() without the probe's exits (boot then sweep:
+    the children's runs stay running until someone probes, the incident)."""
+    lg, clock = real
+    main_proc, c1, c2, other = spawn(workers), spawn(workers), spawn(workers), spawn(workers)
+    main_epoch, _ = lg.startup("pool:main", pid=main_proc.pid)
+    children = [lg.boot(f"pool:child:{c.pid}", pid=c.pid) for c in (c1, c2)]
+    healthy = lg.boot("other-worker", pid=other.pid)
+    for run, w in (("job-1", children[0]), ("job-2", children[1]), ("job-3", healthy)):
+        lg.queue(run)
+        lg.start(run, epoch=w)
+    clock.advance(30)
+    for p in (main_proc, c1, c2):
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    restarted = spawn(workers)
+    again, report = lg.startup("pool:main", pid=restarted.pid)
+    assert again.machine is not None and again.machine == SystemHost().machine_id()  # /etc/machine-id (rule O10)
+    assert lg.epoch(main_epoch).superseded_by == again.epoch
+    assert sorted((v.run, v.rule) for v in report.recovered) == [("job-1", "O2-exited"), ("job-2", "O2-exited")]
+    assert sorted((x.process, x.observed_by, x.evidence) for x in exits(lg)) == sorted(
+        (f"pool:child:{c.pid}", f"probe@{SystemHost().name()}", f"pid {c.pid} not running") for c in (c1, c2))
+    assert lg.get_run("job-3").status == "running"
+    assert [ended for e, ended in lg.liveness() if e.epoch == healthy.epoch] == [None]
+
+
+def test_O8_a_probe_on_a_timer_retires_the_slots_it_leaves_with_nothing_live(sqlite_url: str) -> None:
+    """A scheduler's timer probes with its own epoch: the dead worker's exit is
+    recorded, its run recovered, and its slot retires (listed in the report, gone from
+    `epochs`); the live worker's slot stays. Mutation caught: no retirement after the
+    probe's sweep (a pool that never restarts keeps every child's slot in the live
+    reads)."""
+    host = FakeHost(name="node-1", boot_id="boot-A", pid=10, processes={10: 1, 11: 50, 12: 60})
+    with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=60.0), host=host) as lg:
+        sched = lg.boot("scheduler")
+        dead, alive = lg.boot("worker-1", pid=11), lg.boot("worker-2", pid=12)
+        for run, w in (("r1", dead), ("r2", alive)):
+            lg.queue(run)
+            lg.start(run, epoch=w)
+        host.kill(11)
+        report = lg.probe(epoch=sched)
+        assert report.sweep is not None and [v.run for v in report.sweep.recovered] == ["r1"]
+        assert report.retired == ["worker-1"]
+        assert {e.process for e in lg.epochs()} == {"scheduler", "worker-2"}
+
+
+def test_O10_the_machine_id_recorded_is_a_keyed_hash_never_the_id_itself() -> None:
+    """systemd asks that /etc/machine-id stay confidential: what a boot records is an
+    app-specific keyed hash of it, stable across reads. Mutation caught: the raw id
+    returned (it would land in every boot, export and audit copy)."""
+    from pathlib import Path
+
+    raw = next((t for p in ("/etc/machine-id", "/var/lib/dbus/machine-id")
+                if Path(p).exists() and (t := Path(p).read_text().strip())), None)  # fmt: skip
+    if raw is None:
+        pytest.skip("this machine has no machine id")
+    found = SystemHost().machine_id()
+    assert found is not None and len(found) == 32 and found != raw and raw not in found
+    assert found == SystemHost().machine_id()

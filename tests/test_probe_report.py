@@ -102,7 +102,7 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
     e["zero"] = _legacy_boot(lg, "zero", 0, "node-1", "boot-A")
     e["reused"] = lg.boot("reused", pid=14, pid_start=80).epoch
     lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
-                            host="node-1", host_boot="boot-A"))  # fmt: skip  # an imported boot: no pid at all
+                            host="node-1", host_boot="boot-A", machine=host.machine_id()))  # fmt: skip  # an imported boot: no pid at all
     lg.boot("elsewhere", host="node-2", pid=12)  # another host's pid 12: not ours to judge
     lg.stop(lg.boot("done", pid=11))  # stopped: not live
     host.kill(12)
@@ -151,7 +151,8 @@ def test_O7_after_a_reboot_the_probe_says_which_boots_and_boots_and_stops_its_ow
     assert msgspec.structs.replace(report, sweep=None, swept_by=None) == ProbeReport(
         host="node-1", host_boot="boot-B", observed_by=PROBE, exited=0, findings=[
             Finding(process="w1", epoch=w.epoch, pid=11, verdict="host-rebooted",
-                    evidence="booted under host boot boot-A; this host now runs host boot boot-B")])  # fmt: skip
+                    evidence="booted under host boot boot-A; this host now runs host boot boot-B")],
+        retired=["w1"])  # fmt: skip  # its run recovered, nothing of w1 is live: it retires (rule O8)
     assert (report.sweep.process, report.sweep.epoch, [(v.run, v.rule) for v in report.sweep.recovered]) == (
         PROBE, report.swept_by, [("r1", "O2-host-rebooted")])  # fmt: skip
     [own] = [b for b in _events(lg, ProcessBooted) if b.process == PROBE]
@@ -190,7 +191,7 @@ def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: s
                           for name, pid in (("zero", 0), ("negative", -1)))  # fmt: skip
         assert init.pid_start == here.process(1).start  # type: ignore[union-attr]
         lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
-                                host=socket.gethostname(), host_boot=here.boot_id()))  # fmt: skip
+                                host=socket.gethostname(), host_boot=here.boot_id(), machine=here.machine_id()))  # fmt: skip
         head = lg.store.max_position()
         report = lg.probe(sweep=False)
         assert report.findings == [

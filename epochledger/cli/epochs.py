@@ -14,20 +14,23 @@ from ledger.process import EpochState
 
 
 @command("epochs", arg("--process", help="only this process slot"),
-         arg("--live", action="store_true", help="only the epochs that are live"), JSON)  # fmt: skip
+         arg("--live", action="store_true", help="only the epochs that are live"),
+         arg("--retired", action="store_true", help="also the slots that retired (rule O8)"), JSON)  # fmt: skip
 def cmd_epochs(ns: argparse.Namespace) -> None:
     """List process slots and their boot epochs, live or not (rules O1, O2, O7).
 
     An epoch is live until a later boot of its slot supersedes it, it records a clean
     stop, someone records that it exited, or a later boot on its host carries another
     host boot id; `ended` names the rule and `why` the evidence. The running runs of an
-    epoch that is not live are orphans.
+    epoch that is not live are orphans. A slot whose last epoch is over and that has
+    no run left running retires at the next startup's sweep and is listed only with
+    --retired (its history stays).
 
     Example: epochledger epochs --process worker-1
              epochledger epochs --live   (what the ledger holds as running now)
     """
     with open_ns(ns) as ledger:
-        epochs = ledger.liveness()
+        epochs = ledger.liveness(retired=ns.retired)
     rows = [{**msgspec.to_builtins(e), "live": ended is None, "ended": ended[0] if ended else None,
              "why": ended[1] if ended else None}
             for e, ended in epochs if ns.process in (None, e.process) and not (ns.live and ended)]  # fmt: skip

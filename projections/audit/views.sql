@@ -120,8 +120,9 @@ WHERE e.type = 'run.fenced';
 
 -- One row per boot of a process slot. An epoch is superseded by the next boot of the
 -- same slot; it exited when a process.exited names it (the first one stands); its host
--- rebooted when a host boot id new to its host was first recorded after its own host
--- boot id was (ledger/process.py evolve_host: each new id ends the one before it).
+-- rebooted when a host boot id new to its machine was first recorded after its own host
+-- boot id was (ledger/process.py evolve_host: each new id ends the one before it). A
+-- host is its machine id, not its name (rule O10): a boot without one never ends any.
 -- `live` is as of the last synced event (rules O2, O7). Positions order events
 -- within the process's stream; across streams compare instants (docs/audit.md).
 CREATE OR REPLACE VIEW epochs AS
@@ -135,6 +136,7 @@ WITH boots AS (
         TRY_CAST(payload->>'pid' AS BIGINT) AS pid,
         payload->>'host_boot' AS host_boot,
         TRY_CAST(payload->>'pid_start' AS BIGINT) AS pid_start,
+        payload->>'machine' AS machine,
         actor,
         position AS boot_position,
         lead(epoch) OVER w AS superseded_by,
@@ -157,15 +159,15 @@ WITH boots AS (
     WHERE type IN ('process.stopping', 'process.stopped', 'process.exited')
     GROUP BY process, epoch
 ), host_boots AS (
-    SELECT host, host_boot, min(boot_position) AS first_position
-    FROM boots WHERE host IS NOT NULL AND host_boot IS NOT NULL
-    GROUP BY host, host_boot
+    SELECT machine, host_boot, min(boot_position) AS first_position
+    FROM boots WHERE machine IS NOT NULL AND host_boot IS NOT NULL
+    GROUP BY machine, host_boot
 ), host_ends AS (
-    SELECT host, host_boot,
+    SELECT machine, host_boot,
         lead(host_boot) OVER h AS rebooted_to,
         lead(first_position) OVER h AS rebooted_position
     FROM host_boots
-    WINDOW h AS (PARTITION BY host ORDER BY first_position)
+    WINDOW h AS (PARTITION BY machine ORDER BY first_position)
 )
 SELECT
     b.*,
@@ -181,7 +183,7 @@ SELECT
     (b.superseded_by IS NULL AND s.stopped_at IS NULL AND s.exited_at IS NULL AND h.rebooted_position IS NULL) AS live
 FROM boots b
 LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch
-LEFT JOIN host_ends h ON h.host = b.host AND h.host_boot = b.host_boot
+LEFT JOIN host_ends h ON h.machine = b.machine AND h.host_boot = b.host_boot
 LEFT JOIN events r ON r.position = h.rebooted_position;
 
 -- Sweep recoveries (run.recovered, rule O5): who recovered the run (the sweeping
