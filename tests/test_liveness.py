@@ -797,3 +797,25 @@ def test_O8_a_slot_with_a_run_left_running_never_retires_so_no_orphan_is_hidden(
     assert retire(lg, sched) == []
     assert [(v.run, v.rule) for v in lg.sweep(sched).recovered] == [("r", E)]
     assert retire(lg, sched) == ["worker-1"]
+
+
+def test_O8_O9_the_default_slot_never_retires_while_an_unowned_run_it_judges_runs(
+        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    """A run started with neither epoch nor process is judged by the ledger's default
+    slot (rule O9). Were that slot retired while such a run runs, the orphan view (which
+    leaves retired slots out) would lose its judge and the run would stay running
+    unjudged. Mutation caught: `retirable` counting only a run's own slot and owner."""
+    from epochledger.retire import retire
+
+    lg, _host, clock = fake_ledger
+    lg.set_default_slot("api")
+    api = lg.boot("api")
+    lg.queue("r")
+    lg.start("r")  # no epoch, no process: the default slot judges it by O3
+    lg.stop(api)
+    clock.advance(5)
+    other = lg.boot("scheduler")
+    assert retire(lg, other) == [], "the default slot judges a running run: it stays"
+    assert "api" in lg.orphan_view(candidates_only=True).processes
+    _again, report = lg.startup("api")  # its next boot judges the run by O3, after it started
+    assert report.recovered == [] and lg.get_run("r").status == "running"

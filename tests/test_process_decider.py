@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import msgspec
 import pytest
 
 from ledger import process as process_mod
@@ -150,3 +151,19 @@ def test_O2_booted_no_later_is_none_when_either_epoch_is_unknown() -> None:
     assert state is not None
     assert state.booted_no_later("e1", "e2") is True and state.booted_no_later("e2", "e1") is False
     assert state.booted_no_later("ghost", "e1") is None and state.booted_no_later("e1", "ghost") is None
+
+
+def test_I1_O10_a_boot_resent_with_another_machine_id_is_another_boot_not_the_same_again() -> None:
+    """The same boot again states every fact of the boot as recorded, its machine id
+    included (rule O10 keys a host by it): a re-send that names another machine is
+    refused naming the field, never dropped as a duplicate. Mutation caught: the
+    comparison leaving `machine` out."""
+    from ledger.events import ProcessBooted
+
+    at = datetime(2026, 9, 9, 14, tzinfo=UTC)
+    boot = ProcessBooted(at=at, process="w", epoch="e1", booted_at=at, host="h", pid=7, host_boot="b1", machine="m1")
+    state = process_mod.fold([boot])
+    assert process_mod.decide(boot, state) == []
+    with pytest.raises(IllegalTransition) as refused:
+        process_mod.decide(msgspec.structs.replace(boot, machine="m2"), state)
+    assert "with machine 'm1', not 'm2'" in refused.value.why
