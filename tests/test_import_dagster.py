@@ -447,7 +447,8 @@ def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_r
 
     run = "dagster:" + histories.runs["kill"]
     pid = histories.pids["kill"]
-    alive = FakeHost(name=SystemHost().name(), boot_id=SystemHost().boot_id(), processes={pid: 1})  # since boot
+    real = SystemHost()  # the stand-in is this very machine (rule O10: the probe judges its own machine id only)
+    alive = FakeHost(name=real.name(), boot_id=real.boot_id(), processes={pid: 1}, machine_id=real.machine_id())
     with _ledger(tmp_path) as ledger:
         from epochledger.import_dagster import import_dagster
 

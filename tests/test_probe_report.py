@@ -59,8 +59,9 @@ def _legacy_boot(lg: Ledger, process: str, pid: int, host: str, host_boot: str |
     from ledger.store import Append
 
     epoch = f"e-{process}"
+    machine = lg.host.machine_id() if host == lg.host.name() else None  # as boot() records it (rule O10)
     booted = ProcessBooted(at=T0, process=process, epoch=epoch, booted_at=boot_instant(lg.clock), host=host,
-                           host_boot=host_boot, pid=pid)  # fmt: skip
+                           host_boot=host_boot, pid=pid, machine=machine)  # fmt: skip
     lg.store.append([Append(process_stream(process), 1, booted)])
     return epoch
 
