@@ -15,13 +15,15 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import msgspec
 
 from epochledger.files import atomic_write
+from epochledger.sweep import SweepReport
+from epochledger.sweep import preview as sweep_preview
 from ledger import lifecycle
 from ledger.codes import show_code
 from ledger.errors import ChainBroken
@@ -34,7 +36,8 @@ from projections import audit, engine, registry, tables
 from projections import tick_health as tick_health_view
 from projections.audit import AuditStatus, ParquetExport, SyncResult
 from projections.audit import Result as AuditResult
-from projections.orphans import Unjudged, Verdict
+from projections.engine import gc_paused  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
+from projections.orphans import MARGIN, Unjudged, Verdict
 from projections.runs import predicates_of
 from replay import canonical_bytes, state_at, state_hash
 from replay.pointintime import FleetState
@@ -44,12 +47,14 @@ from replay.whatif import Policy, WhatIf, resolve, whatif
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
+    from epochledger.import_dagster import ImportReport
+    from epochledger.ndjson import ClockSteps, ImportResult, OnError
 
 __all__ = [
     "VIEW_NAMES", "AuditResult", "AuditStatus", "ChainReport", "HistoryEntry", "ListedRun", "Orphaned", "Parked",
     "ParquetExport", "Rebuilt", "Replayed", "Reports", "RunRow", "RunView", "Runs", "Sealed", "Streaking",
-    "SyncResult", "TickHealth", "TimelineWritten", "Verification", "WhatIf", "audit_export_parquet", "audit_path",
-    "audit_query", "audit_report", "check_policy", "predicates_of", "shown_code",
+    "SweepReport", "SyncResult", "TickHealth", "TimelineWritten", "Verification", "WhatIf", "audit_export_parquet", "audit_path",
+    "audit_query", "audit_report", "check_policy", "gc_paused", "predicates_of", "shown_code",
 ]  # fmt: skip
 
 VIEW_NAMES: tuple[str, ...] = tuple(v.NAME for v in registry.VIEWS)
@@ -241,6 +246,12 @@ class Reports:
 
     store: Store
 
+    @property
+    def _ledger(self) -> Ledger:
+        """This object as the Ledger it is (the one class that inherits the mixin), for
+        the application modules that take a Ledger."""
+        return cast("Ledger", self)
+
     # ---------------------------------------------------------- the log, the chain
     def head(self) -> int:
         """The log's last position (0 for an empty log)."""
@@ -300,7 +311,7 @@ class Reports:
         """Fleet tick health from the tick-health view, caught up first (docs/tick.md)."""
         from epochledger import tick  # tick imports the Ledger, which inherits this class
 
-        s = tick_health_view.summary(tick.tick_health(self))  # type: ignore[arg-type]  # self is the Ledger
+        s = tick_health_view.summary(tick.tick_health(self._ledger))
         return TickHealth(**s)
 
     # ------------------------------------------------------------------- runs
@@ -310,7 +321,7 @@ class Reports:
         from epochledger import tick
 
         state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
-        health = tick.run_tick_health(self, run, catch_up_first=catch_up_first)  # type: ignore[arg-type]
+        health = tick.run_tick_health(self._ledger, run, catch_up_first=catch_up_first)
         return RunView(state=state, lag=lag, tick_health=health)
 
     def list_runs(self, *, statuses: Sequence[str] = (), predicates: Sequence[str] = (), codes: Sequence[str] = (),
@@ -336,33 +347,33 @@ class Reports:
 
         listing = self.list_runs(statuses=statuses, predicates=predicates, codes=codes, labels=labels,
                                  catch_up_first=catch_up_first)  # fmt: skip
-        view = tick.tick_health(self, catch_up_first=catch_up_first)  # type: ignore[arg-type]
+        view = tick.tick_health(self._ledger, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
         rows = [Streaking(state=by_run[st["run"]], streak=st) for st in tick_health_view.open_streaks(view)
                 if st["run"] in by_run]  # fmt: skip
         return rows, listing.lag
 
-    def orphaned(self: Ledger, *, predicates: Sequence[str] = (), statuses: Sequence[str] = (),
+    def orphaned(self, *, predicates: Sequence[str] = (), statuses: Sequence[str] = (),
                  codes: Sequence[str] = (), labels: Sequence[tuple[str, str]] = ()) -> list[Orphaned]:  # fmt: skip
         """The running runs the ledger's events say are orphans (rules O2, O3), with
         their verdicts, and those no slot can judge (rule O9), filtered as a listing
         is, sorted by run id. Reads only."""
         keep = _keep(codes, labels)
         wanted = set(statuses)
-        found = [Orphaned(state=s, verdict=v) for s, v in self.orphans()
+        found = [Orphaned(state=s, verdict=v) for s, v in self._ledger.orphans()
                  if (not wanted or s.status in wanted) and keep(s)
                  and all(predicates_of(s)[p] for p in predicates)]  # fmt: skip
-        found += [Orphaned(state=s, unjudged=u) for s, u in self.unjudged() if (not wanted or s.status in wanted) and keep(s)]
+        found += [Orphaned(state=s, unjudged=u) for s, u in self._ledger.unjudged() if (not wanted or s.status in wanted) and keep(s)]
         found.sort(key=lambda o: str(o.state.run))
         return found
 
-    def history_of(self: Ledger, run: str) -> list[HistoryEntry]:
+    def history_of(self, run: str) -> list[HistoryEntry]:
         """Every event of a run in order with the status before it and its label: a
         correction, a fenced late report and an undecodable event stand out (rules
         C1, F1, F2, T4)."""
         entries: list[HistoryEntry] = []
         previous: str | None = None
-        for r in self.history(run):
+        for r in self._ledger.history(run):
             if isinstance(r, Poison):  # shown in its place, never a reason to hide the rest (rule T4)
                 entries.append(HistoryEntry(position=r.position, version=r.version, from_status=None,
                                             label=f"UNDECODABLE {r.tag or '(unknown type)'}", poison=r))  # fmt: skip
@@ -399,13 +410,64 @@ class Reports:
             f.write(text)
         return TimelineWritten(path=output, size=len(text))
 
+    # --------------------------------------------------- import, export, digests
+    # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which
+    # inherits this class: imported when called, so that app.py can import this module.
+    def import_ndjson(self, lines: Iterable[bytes | str], *, on_error: OnError = "stop",
+                      rejects: str | None = None, protected: Iterable[str] = (),
+                      clock_steps: ClockSteps = "refuse") -> ImportResult:  # fmt: skip
+        """Import NDJSON lines through the one write path, in one transaction (rule I1;
+        epochledger/ndjson.py, import_events)."""
+        from epochledger.ndjson import import_events
+
+        return import_events(self._ledger, lines, on_error=on_error, rejects=rejects, protected=protected,
+                             clock_steps=clock_steps)  # fmt: skip
+
+    def export_ndjson(self, out: IO[bytes], after: int = 0) -> int:
+        """The log after position `after` as NDJSON on `out`, in log order; how many events."""
+        from epochledger.ndjson import export_to
+
+        return export_to(self._ledger, out, after)
+
+    def export_ndjson_file(self, path: str, after: int = 0) -> int:
+        """Export to the file `path`, atomically, never over the ledger's own files."""
+        from epochledger.ndjson import export_file
+
+        return export_file(self._ledger, path, after)
+
+    def import_dagster(self, home: str, *, local_workers: bool = False, on_error: OnError = "stop",
+                       rejects: str | None = None, dagster_tags: bool = False) -> ImportReport:  # fmt: skip
+        """Import a Dagster instance's runs (rule I3; epochledger/import_dagster.py)."""
+        from epochledger.import_dagster import import_dagster
+
+        return import_dagster(self._ledger, home, local_workers=local_workers, on_error=on_error, rejects=rejects,
+                              dagster_tags=dagster_tags)  # fmt: skip
+
+    def take_digest(self) -> Digest:
+        """The chain's head now, after checking the whole log against it (rule S1)."""
+        from epochledger.digests import take_digest
+
+        return take_digest(self._ledger)
+
+    def write_digest(self, path: str) -> Digest:
+        """Take a digest and write it to `path` atomically, never over the ledger's files."""
+        from epochledger.digests import write_digest
+
+        return write_digest(self._ledger, path)
+
+    def preview_sweep(self, process: str | None, *, margin: float = MARGIN.total_seconds(),
+                      new_slot: bool = True, as_epoch: str | None = None) -> SweepReport:  # fmt: skip
+        """What a sweep would recover now, writing nothing (`sweep --dry-run`; rule O9)."""
+        return sweep_preview(self._ledger, process, margin=margin, new_slot=new_slot, as_epoch=as_epoch)
+
     # ----------------------------------------------------------------- audit
     def audit_sync(self, path: str, *, progress: Callable[[int, int], None] | None = None,
                    wait: float | None = None) -> SyncResult:  # fmt: skip
         """Copy the events since the last sync into the audit file at `path` (see
         audit_path; docs/audit.md). The ledger store is only read."""
-        given = {} if wait is None else {"wait": wait}
-        return audit.sync(self.store, path, progress=progress, **given)
+        if wait is None:  # the audit module's default
+            return audit.sync(self.store, path, progress=progress)
+        return audit.sync(self.store, path, progress=progress, wait=wait)
 
     def audit_status(self, path: str) -> AuditStatus:
         """How far the audit file at `path` has synced, and how far behind the ledger it is."""

@@ -88,7 +88,7 @@ def cmd_verify(ns: argparse.Namespace) -> None:
 
     Example: epochledger verify --digest digests/2026-09-09.json
     """
-    from epochledger.digests import read_digest
+    from epochledger.digests import read_digest  # the digest file's format: parsing, no ledger
 
     digests = [read_digest(path) for path in ns.digest]
     with open_ns(ns) as ledger:
@@ -125,14 +125,14 @@ def cmd_digest(ns: argparse.Namespace) -> None:
 
     Example: epochledger digest -o digests/$(date -u +%FT%H%M).json
     """
-    from epochledger.digests import encode_digest, take_digest, write_digest
+    from epochledger.digests import encode_digest  # the digest file's format: rendering, no ledger
 
     with open_ns(ns) as ledger:
         if ns.output == "-":
-            sys.stdout.buffer.write(encode_digest(take_digest(ledger)))
+            sys.stdout.buffer.write(encode_digest(ledger.take_digest()))
             sys.stdout.flush()
         else:
-            d = write_digest(ledger, ns.output)
+            d = ledger.write_digest(ns.output)
             err(f"digest of position {d.position} written to {ns.output}")
 
 
