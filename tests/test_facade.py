@@ -79,3 +79,17 @@ def test_H1_the_cli_prints_what_the_facade_returns(tmp_path: Path, clock: Manual
     assert (r.view, r.events, r.position) == ("runs", head, head)
     [printed] = _cli_json(store, "rebuild", "runs", "--json", "--quiet", capsys=capsys)
     assert (printed["view"], printed["events"], printed["position"]) == ("runs", head, head)
+
+
+def test_H1_no_command_reaches_the_store_through_the_ledger() -> None:
+    """The import contract sees imports; a reach through the facade's public `store`
+    (or `cache`) attribute needs no import, so it is caught here: the only `.store` a
+    command reads is its parsed `--store` (ns.store)."""
+    import ast
+
+    cli = Path(reports.__file__).parent / "cli"
+    reaches = [f"{path.name}:{node.lineno}" for path in sorted(cli.glob("*.py"))
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Attribute) and node.attr in ("store", "cache")
+               and not (isinstance(node.value, ast.Name) and node.value.id == "ns")]  # fmt: skip
+    assert reaches == []
