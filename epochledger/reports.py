@@ -363,7 +363,11 @@ class Reports:
         found = [Orphaned(state=s, verdict=v) for s, v in self._ledger.orphans()
                  if (not wanted or s.status in wanted) and keep(s)
                  and all(predicates_of(s)[p] for p in predicates)]  # fmt: skip
-        found += [Orphaned(state=s, unjudged=u) for s, u in self._ledger.unjudged() if (not wanted or s.status in wanted) and keep(s)]
+        found += [
+            Orphaned(state=s, unjudged=u)
+            for s, u in self._ledger.unjudged()
+            if (not wanted or s.status in wanted) and keep(s)
+        ]
         found.sort(key=lambda o: str(o.state.run))
         return found
 
