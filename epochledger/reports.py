@@ -27,8 +27,6 @@ from epochledger.sweep import preview as sweep_preview
 from ledger import lifecycle
 from ledger.codes import show_code
 from ledger.errors import ChainBroken
-from ledger.events import Recorded
-from ledger.process import EpochState
 from ledger.run import RunState
 from ledger.store import Poison, Store
 from ledger.store.chain import ChainReport, Digest, Sealed
@@ -54,7 +52,7 @@ __all__ = [
     "VIEW_NAMES", "AuditResult", "AuditStatus", "ChainReport", "HistoryEntry", "ListedRun", "Orphaned", "Parked",
     "ParquetExport", "Rebuilt", "Replayed", "Reports", "RunRow", "RunView", "Runs", "Sealed", "Streaking",
     "SweepReport", "SyncResult", "TickHealth", "TimelineWritten", "Verification", "WhatIf", "audit_export_parquet", "audit_path",
-    "audit_query", "audit_report", "check_policy", "gc_paused", "predicates_of", "shown_code",
+    "audit_query", "audit_report", "chain_error", "check_policy", "gc_paused", "predicates_of", "shown_code",
 ]  # fmt: skip
 
 VIEW_NAMES: tuple[str, ...] = tuple(v.NAME for v in registry.VIEWS)
@@ -94,7 +92,7 @@ class Parked(msgspec.Struct, kw_only=True):
     tag: str | None
     error: str
     attempts: int
-    parked_at: Any
+    parked_at: str | None  # the ledger time it was parked at, as stored (TEXT)
 
 
 class Replayed(msgspec.Struct, kw_only=True):
@@ -513,6 +511,3 @@ def audit_query(store_url: str | None, sql: str, *, duckdb: str | None = None, t
 def audit_export_parquet(store_url: str | None, directory: str, *, duckdb: str | None = None) -> ParquetExport:
     """The audit file's events as Parquet files partitioned by event date."""
     return audit.export_parquet(audit_path(store_url, duckdb), directory)
-
-
-__all__ += ["EpochState", "Recorded", "chain_error"]
