@@ -27,6 +27,7 @@ from epochledger.sweep import preview as sweep_preview
 from ledger import lifecycle
 from ledger.codes import show_code
 from ledger.errors import ChainBroken
+from ledger.events import AnyEvent
 from ledger.run import RunState
 from ledger.store import Poison, Store
 from ledger.store.chain import ChainReport, Digest, Sealed
@@ -141,7 +142,7 @@ class HistoryEntry(msgspec.Struct, kw_only=True):
     version: int
     from_status: str | None
     label: str
-    event: Any = None  # the decoded run event
+    event: AnyEvent | None = None  # the decoded event (a run's stream holds run events)
     poison: Poison | None = None
 
 
