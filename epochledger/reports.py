@@ -116,7 +116,7 @@ class TickHealth(msgspec.Struct, kw_only=True):
     """Fleet tick health (docs/tick.md): ledger time, open streaks (oldest first, as
     rows of builtins), dead-letters and their counts by step and by error class."""
 
-    now: Any
+    now: datetime | None  # ledger time: the `at` of the last event the view has seen
     open_streaks: list[dict[str, Any]]
     dead_letters: int
     dead_letters_by_step: dict[str, int]
