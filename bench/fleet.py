@@ -160,7 +160,7 @@ def child(tree: str, url: str, *args: str) -> list[tuple[float, float]]:
 
 def reads_bench(n: int, repeat: int, baseline: str | None) -> dict[str, Any]:
     from epochledger.cli import main as cli
-    from epochledger.cli.common import ListedRun, RunRow
+    from epochledger.reports import ListedRun, RunRow
 
     url, build = fleet_file(n)
     store = open_store(url)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import msgspec
 
 from epochledger import sweep as sweep_mod
+from epochledger.reports import Reports
 from epochledger.sweep import SweepReport
 from ledger import process as process_stream_mod
 from ledger import run as run_mod
@@ -691,7 +692,7 @@ class Batch(Commands):
             self.ledger.keep_fenced(exc)
 
 
-class Ledger(Commands):
+class Ledger(Commands, Reports):
     """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`."""
 
     def __init__(self, store: Store, clock: Clock | None = None, host: Host | None = None):

@@ -57,3 +57,17 @@ def test_O5_the_sweep_never_imports_the_application(tmp_path: Path) -> None:
     sweep.write_text(sweep.read_text() + "\nif TYPE_CHECKING:\n    from epochledger.app import Ledger\n")
     done = _lint(tmp_path)
     assert done.returncode != 0 and "epochledger.sweep -> epochledger.app" in done.stdout, done.stdout
+
+
+def test_H1_the_cli_never_reaches_past_the_facade(tmp_path: Path) -> None:
+    """Guards the guard: a CLI command is parse, one facade call, render (rule H1), so a
+    command importing the projection engine (as `rebuild` did, to time its own rebuild
+    and catch-up) or the store breaks the contract."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    views = tmp_path / "epochledger" / "cli" / "views.py"
+    views.write_text(views.read_text() + "\nfrom projections import engine\nfrom ledger.store import Store\n")
+    done = _lint(tmp_path)
+    assert done.returncode != 0 and "epochledger.cli.views -> projections.engine" in done.stdout, done.stdout
+    assert "epochledger.cli.views -> ledger.store" in done.stdout, done.stdout

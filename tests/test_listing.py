@@ -1,5 +1,5 @@
 """`runs` lists each run from a lean read of the runs view (engine.read_runs `shape`):
-the table decodes cli.common.RunRow, --json decodes ListedRun (RunState but its last
+the table decodes cli.reports.RunRow, --json decodes ListedRun (RunState but its last
 event) and encodes the records in one call. Both must print exactly what the listing of
 whole RunStates through `run_record` printed, for random histories and filters, live,
 with --no-catch-up behind the log, and on a read-only copy that folds in memory (rule
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from epochledger import ManualClock, open_ledger
+from epochledger import ManualClock, open_ledger, reports
 from epochledger.app import Ledger
 from epochledger.cli import common, main
 from ledger import lifecycle
@@ -165,13 +165,13 @@ def test_P4_every_predicate_filter_agrees_with_the_predicate_shown(tmp_path: Pat
 def test_W1_every_field_of_a_run_but_its_last_event_is_listed() -> None:
     """ListedRun is RunState's fields but `last`, in RunState's types and defaults, and
     run_record's two derived fields: a field added to RunState is listed as it was."""
-    fields = {f.name: f for f in msgspec.structs.fields(common.ListedRun)}
+    fields = {f.name: f for f in msgspec.structs.fields(reports.ListedRun)}
     state = {f.name: f for f in msgspec.structs.fields(RunState)}
     assert set(fields) == set(state) - {"last"} | {"code_shown", "predicates"}
     for name, f in state.items():
         if name != "last":
             assert (fields[name].type, fields[name].required) == (f.type, f.required), name
-    assert {f.name for f in msgspec.structs.fields(common.RunRow)} <= set(state)  # decodable from the stored state
+    assert {f.name for f in msgspec.structs.fields(reports.RunRow)} <= set(state)  # decodable from the stored state
 
 
 def test_W1_a_lean_read_equals_the_whole_read_given_its_shape(ledger: Ledger) -> None:
@@ -180,7 +180,7 @@ def test_W1_a_lean_read_equals_the_whole_read_given_its_shape(ledger: Ledger) ->
     varied_history(ledger, 7)
     store = ledger.store
     every, _ = engine.read_runs(store)
-    for shape in (common.ListedRun, common.RunRow):
+    for shape in (reports.ListedRun, reports.RunRow):
         for statuses in ([], ["running"], ["queued", "failed_resumable", "paused_waiting_human"]):
             lean, lag = engine.read_runs(store, statuses=statuses, shape=shape)
             assert lag == 0

@@ -1,6 +1,7 @@
 """The `epochledger` command line (docs/cli.md, generated from the --help texts below).
 
-Each command parses, opens the ledger, calls one library function and prints
+A skin (rule H1): each command parses, opens the ledger, makes one facade call
+(`Ledger`, with its reports from epochledger/reports.py) and renders the typed result
 (sqlite-utils' style): no logic here that the library lacks. A command's docstring is
 its --help, with an example. Every read command takes --json. The commands live by
 area: runs (epochledger/cli/runs.py), epochs and the sweep (epochs.py), the read side

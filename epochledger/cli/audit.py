@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 import msgspec
 
 from epochledger.cli.common import JSON, QUIET, Progress, arg, command, open_ns, out, out_json, table
+from epochledger.reports import AuditResult, audit_export_parquet, audit_path, audit_query, audit_report
 
 # Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
 GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
@@ -22,18 +22,11 @@ MEMORY = arg("--memory-limit", metavar="SIZE", default=None,
              help="memory DuckDB may use, never spilling to disk (default 1GB; e.g. 512MB, 4GB)")  # fmt: skip
 
 
-def _given(ns: argparse.Namespace, *names: str) -> dict[str, Any]:
-    """The flags the user gave; the library's defaults apply to the rest."""
-    return {n: getattr(ns, n) for n in names if getattr(ns, n) is not None}
-
-
 def _duckdb(ns: argparse.Namespace) -> str:
-    from projections.audit import default_path
-
-    return ns.duckdb or default_path(ns.store)
+    return audit_path(ns.store, ns.duckdb)
 
 
-def _print_result(result: Any, fmt: str) -> None:
+def _print_result(result: AuditResult, fmt: str) -> None:
     if fmt == "json":
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result.records(), enc_hook=str), indent=2) + b"\n")
         sys.stdout.flush()
@@ -61,13 +54,11 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
 
     Example: epochledger --store runs.db audit sync      # writes runs.duckdb
     """
-    from projections.audit import sync
-
     path = _duckdb(ns)
     shown = Progress(ns)
     with open_ns(ns) as ledger:
         progress = (lambda n, pos: shown.show(f"audit sync: {n:,} events copied (position {pos})")) if shown.on else None
-        result = sync(ledger.store, path, progress=progress, **_given(ns, "wait"))
+        result = ledger.audit_sync(path, progress=progress, wait=ns.wait)
     shown.clear()
     if ns.json:
         out_json(result._asdict())
@@ -81,10 +72,8 @@ def cmd_audit_status(ns: argparse.Namespace) -> None:
 
     Example: epochledger --store runs.db audit status
     """
-    from projections.audit import status
-
     with open_ns(ns) as ledger:
-        result = status(_duckdb(ns), ledger.store)
+        result = ledger.audit_status(_duckdb(ns))
     if ns.json:
         out_json(result)
     else:
@@ -110,8 +99,6 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
     Example: epochledger audit report failure_codes --period week --as-of 2026-09-10T00:00:00Z
              epochledger audit report failures_by_label --label team
     """
-    from projections.audit import report
-
     as_of = None
     if ns.as_of is not None:
         try:
@@ -122,8 +109,8 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
             from ledger.errors import InvalidInput
 
             raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
-    result = report(_duckdb(ns), ns.name, as_of=as_of, period=ns.period, label=ns.label,
-                    **_given(ns, "timeout", "memory_limit"))  # fmt: skip
+    result = audit_report(ns.store, ns.name, duckdb=ns.duckdb, as_of=as_of, period=ns.period, label=ns.label,
+                          timeout=ns.timeout, memory_limit=ns.memory_limit)  # fmt: skip
     _print_result(result, "json" if ns.json else ns.format)
 
 
@@ -139,9 +126,8 @@ def cmd_audit_query(ns: argparse.Namespace) -> None:
 
     Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
     """
-    from projections.audit import query
-
-    _print_result(query(_duckdb(ns), ns.sql, **_given(ns, "timeout", "memory_limit")), "json" if ns.json else ns.format)
+    result = audit_query(ns.store, ns.sql, duckdb=ns.duckdb, timeout=ns.timeout, memory_limit=ns.memory_limit)
+    _print_result(result, "json" if ns.json else ns.format)
 
 
 @command("audit export-parquet", arg("dir", help="a new or empty directory"), DUCKDB, JSON)
@@ -153,9 +139,7 @@ def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
 
     Example: epochledger audit export-parquet ./audit-parquet
     """
-    from projections.audit import export_parquet
-
-    result = export_parquet(_duckdb(ns), ns.dir)
+    result = audit_export_parquet(ns.store, ns.dir, duckdb=ns.duckdb)
     if ns.json:
         out_json(result)
     else:

@@ -7,7 +7,6 @@ Each command module (runs, epochs, views, audit) registers its commands with
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -17,13 +16,11 @@ from typing import Any, Literal
 import msgspec
 
 from epochledger.app import Ledger, open_ledger
-from ledger import lifecycle
+from epochledger.reports import RunRow, predicates_of, shown_code
 from ledger.codec import check_value
-from ledger.codes import show_code
 from ledger.errors import InvalidInput
 from ledger.events import Instant
 from ledger.run import RunState
-from projections.runs import predicates_of
 
 Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
@@ -106,55 +103,9 @@ def run_record(s: RunState) -> dict[str, Any]:
     """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
     d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
-    d["code_shown"] = _shown(s.status, s.code)
+    d["code_shown"] = shown_code(s.status, s.code)
     d["predicates"] = dict(predicates_of(s))
     return d
-
-
-def _listed_field(f: msgspec.structs.FieldInfo) -> tuple[Any, ...]:
-    if f.default is not msgspec.NODEFAULT:
-        return (f.name, f.type, f.default)
-    if f.default_factory is not msgspec.NODEFAULT:
-        return (f.name, f.type, msgspec.field(default_factory=f.default_factory))
-    return (f.name, f.type)
-
-
-# `runs --json`'s record of a run as one Struct: RunState's fields but `last`, derived
-# from RunState itself (a field added there is listed here too), plus run_record's two
-# derived fields. Decoded straight from the runs view's stored state (engine.read_runs
-# `shape`), the 143k records of a fleet listing are encoded in one msgspec call: the
-# bytes are those of [run_record(s) ...] (order="sorted"; tests/test_listing.py).
-ListedRun = msgspec.defstruct(
-    "ListedRun",
-    [*(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
-     ("code_shown", str, ""), ("predicates", dict[str, bool], {})],
-    kw_only=True,
-)  # fmt: skip
-
-
-def listed(found: Sequence[Any]) -> Sequence[Any]:
-    """ListedRuns (read_runs(shape=ListedRun)) given their shown code and predicates,
-    as run_record gives a RunState's; returned for out_json(order="sorted")."""
-    for s in found:
-        s.code_shown, s.predicates = _shown(s.status, s.code), predicates_of(s)
-    return found
-
-
-class RunRow(msgspec.Struct, kw_only=True):
-    """The fields of a RunState that the `runs` table shows and its filters read,
-    decoded from the stored state (msgspec skips the rest). `updated_at` is kept as the
-    stored text, which is what run_record's `msgspec.to_builtins` makes of it."""
-
-    run: str
-    status: str
-    code: str = ""
-    workflow: str | None = None
-    process: str | None = None
-    updated_at: str
-    actor: str | None = None
-    labels: dict[str, str] = {}
-    deleted: bool = False
-    fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
 
 
 RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_at", "actor")
@@ -163,7 +114,7 @@ RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_a
 def runs_table(found: Sequence[RunRow]) -> None:
     """The `runs` table, with a labels column if any run has labels (rule I2): the
     cells table(run_record(s) ...) would make, built from RunRows in one pass."""
-    cells: list[tuple[str, ...]] = [(r.run, r.status, _shown(r.status, r.code), r.workflow or "",
+    cells: list[tuple[str, ...]] = [(r.run, r.status, shown_code(r.status, r.code), r.workflow or "",
                                      r.process or "", r.updated_at, r.actor or "") for r in found]  # fmt: skip
     columns = list(RUNS_COLUMNS)
     if any(r.labels for r in found):
@@ -171,15 +122,6 @@ def runs_table(found: Sequence[RunRow]) -> None:
                  for row, r in zip(cells, found, strict=True)]  # fmt: skip
         columns.append("labels")
     cells_table(cells, columns)
-
-
-@functools.lru_cache(maxsize=4096)
-def _shown(status: str, code: str) -> str:
-    """The shown code of a run: a function of these two alone, so a listing of 100,000
-    runs computes it once per distinct pair, not per run (docs/benchmarks.md, "Fleet
-    size"). The predicates are projections.runs.predicates_of's, cached the same way:
-    run_record copies the dict it hands out; a listing (`listed`) only encodes it."""
-    return show_code(code) if lifecycle.is_failure(status) else ""
 
 
 def program() -> str:

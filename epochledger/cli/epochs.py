@@ -8,7 +8,7 @@ import msgspec
 
 from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
-from epochledger.sweep import SweepReport, preview
+from epochledger.reports import SweepReport
 from ledger.errors import InvalidInput
 from ledger.process import EpochState
 
@@ -119,7 +119,7 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
         raise InvalidInput("--as-epoch boots nothing: it takes neither --epoch nor --new-slot", where="sweep")
     if ns.dry_run:
         with open_ns(ns) as ledger:
-            report = preview(ledger, ns.process, margin=ns.margin, new_slot=ns.new_slot, as_epoch=ns.as_epoch)
+            report = ledger.preview_sweep(ns.process, margin=ns.margin, new_slot=ns.new_slot, as_epoch=ns.as_epoch)
         if ns.json:
             out_json({"booted": None, "report": report})
         else:

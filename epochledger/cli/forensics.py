@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from epochledger.cli.common import JSON, arg, command, instant, open_ns, out, out_json
+from epochledger.reports import check_policy
 
 
 @command("whatif",
@@ -30,12 +31,10 @@ def cmd_whatif(ns: argparse.Namespace) -> None:
 
     Example: epochledger whatif --policy flat-age:30m --at 2026-09-09T15:00:00Z
     """
-    from replay.whatif import resolve, whatif
-
     at = instant(ns.at, "--at")
-    policy = resolve(ns.policy)  # before opening the store: a typo is refused without reading it
+    policy = check_policy(ns.policy)  # before opening the store: a typo is refused without reading it
     with open_ns(ns) as ledger:
-        result = whatif(ledger.store, policy, at=at, name=ns.policy)
+        result = ledger.whatif(policy, at=at, name=ns.policy)
     if ns.json:
         out_json(result)
         return
@@ -64,12 +63,7 @@ def cmd_timeline(ns: argparse.Namespace) -> None:
 
     Example: epochledger timeline --at 2026-09-09T14:20:00Z -o incident.html
     """
-    from epochledger.files import atomic_write
-    from replay.timeline import page
-
     start, end, at = instant(ns.start, "--from"), instant(ns.end, "--to"), instant(ns.at, "--at")
     with open_ns(ns) as ledger:
-        text = page(ledger.store, start=start, end=end, cursor=at, runs=ns.run)
-        with atomic_write(ns.output, protected=ledger.store.local_files()) as f:
-            f.write(text.encode())
-    out(f"wrote {ns.output} ({len(text.encode()):,} bytes)")
+        written = ledger.timeline(ns.output, start=start, end=end, cursor=at, runs=ns.run)
+    out(f"wrote {written.path} ({written.size:,} bytes)")

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
-from epochledger import tick
 from epochledger.app import open_ledger
 from epochledger.cli.common import (
     JSON,
     NO_CATCH_UP,
     QUIET,
-    ListedRun,
     Progress,
-    RunRow,
     arg,
     command,
     err,
     file_size,
-    listed,
     open_ns,
     out,
     out_json,
@@ -31,11 +26,10 @@ from epochledger.cli.common import (
     say_lag,
     table,
 )
+from epochledger.reports import Orphaned, gc_paused
 from ledger import lifecycle
 from ledger.codes import show_code
 from ledger.events import Status
-from ledger.run import RunState
-from projections import tick_health as tick_health_view
 
 
 @command("init", arg("--default-slot", metavar="NAME", help="the process slot whose boots judge running runs "
@@ -56,7 +50,7 @@ def cmd_init(ns: argparse.Namespace) -> None:
              epochledger --store sqlite:///runs.db init --default-slot api-1
     """
     with open_ledger(ns.store, init=True) as ledger:
-        sealed = ledger.store.chain_upgrade
+        sealed = ledger.sealed_at_open()
         if sealed is not None and sealed.sealed:  # a ledger made before the hash chain (rule S1)
             out(f"created the hash chain: sealed {sealed.sealed} events, head at position {sealed.position}")
         if ns.default_slot is not None:
@@ -64,7 +58,7 @@ def cmd_init(ns: argparse.Namespace) -> None:
         settings = ledger.settings()
         if settings is not None and settings.default_slot is not None:
             out(f"default slot for runs with neither epoch nor process: {settings.default_slot} (rule O9)")
-        out(f"ledger ready at {ledger.url} ({ledger.store.max_position()} events)")
+        out(f"ledger ready at {ledger.url} ({ledger.head()} events)")
 
 
 @command("import", arg("file", help="NDJSON file, or - for standard input"),
@@ -103,7 +97,7 @@ def cmd_import(ns: argparse.Namespace) -> int:
              epochledger import dagster.ndjson --on-error skip --rejects rejected.ndjson
              epochledger import backup.ndjson --clock-steps keep
     """
-    from epochledger.ndjson import import_events, read_lines
+    from epochledger.ndjson import read_lines  # the NDJSON line reader: parsing, no ledger
 
     if (usage := _rejects_usage(ns)) is not None:
         return usage
@@ -111,8 +105,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
     shown = Progress(ns)  # on a terminal: lines read, then committing
     with open_ns(ns) as ledger:
         if ns.file == "-":
-            result = import_events(ledger, shown.lines(read_lines(sys.stdin.buffer), None, "import"), on_error=ns.on_error,
-                                   rejects=ns.rejects, clock_steps=ns.clock_steps)
+            result = ledger.import_ndjson(shown.lines(read_lines(sys.stdin.buffer), None, "import"), on_error=ns.on_error,
+                                          rejects=ns.rejects, clock_steps=ns.clock_steps)
         else:
             try:
                 f = open(ns.file, "rb")
@@ -121,8 +115,8 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
                 raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
-                result = import_events(ledger, shown.lines(read_lines(f), file_size(f), "import"), on_error=ns.on_error,
-                                       rejects=ns.rejects, protected=protected, clock_steps=ns.clock_steps)  # fmt: skip
+                result = ledger.import_ndjson(shown.lines(read_lines(f), file_size(f), "import"), on_error=ns.on_error,
+                                              rejects=ns.rejects, protected=protected, clock_steps=ns.clock_steps)  # fmt: skip
     shown.clear()
     rejected = len(result.rejected)
     if ns.json:
@@ -191,12 +185,10 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     Example: epochledger import-dagster --instance ~/dagster_home --local-workers
              epochledger import-dagster --instance ~/dagster_home --on-error skip --rejects rejected.ndjson
     """
-    from epochledger.import_dagster import import_dagster
-
     if (usage := _rejects_usage(ns)) is not None:
         return usage
     with open_ns(ns) as ledger:
-        report = import_dagster(ledger, ns.instance, local_workers=ns.local_workers, on_error=ns.on_error,
+        report = ledger.import_dagster(ns.instance, local_workers=ns.local_workers, on_error=ns.on_error,
                                 rejects=ns.rejects, dagster_tags=ns.dagster_tags)  # fmt: skip
     rejected = len(report.rejected)
     if ns.json:
@@ -226,14 +218,12 @@ def cmd_export(ns: argparse.Namespace) -> None:
 
     Example: epochledger export -o history.ndjson
     """
-    from epochledger.ndjson import export_file, export_to
-
     with open_ns(ns) as ledger:
         if ns.output == "-":
-            export_to(ledger, sys.stdout.buffer, ns.after)
+            ledger.export_ndjson(sys.stdout.buffer, ns.after)
             sys.stdout.flush()
         else:
-            n = export_file(ledger, ns.output, ns.after)
+            n = ledger.export_ndjson_file(ns.output, ns.after)
             err(f"exported {n} events to {ns.output}")
 
 
@@ -245,13 +235,11 @@ def cmd_show(ns: argparse.Namespace) -> None:
 
     Example: epochledger show nightly-0042 --json
     """
-    from projections.engine import read_run
-
     with open_ns(ns) as ledger:
-        state, lag = read_run(ledger.store, ns.run, catch_up_first=not ns.no_catch_up)
-        rec = run_record(state)
-        rec["tick_health"] = msgspec.to_builtins(tick.run_tick_health(ledger, ns.run, catch_up_first=not ns.no_catch_up))  # docs/tick.md
-    say_lag(lag)
+        view = ledger.run_view(ns.run, catch_up_first=not ns.no_catch_up)
+    rec = run_record(view.state)
+    rec["tick_health"] = msgspec.to_builtins(view.tick_health)  # docs/tick.md
+    say_lag(view.lag)
     if ns.json:
         out_json(rec)
         return
@@ -315,56 +303,33 @@ def cmd_runs(ns: argparse.Namespace) -> None:
              epochledger runs --label team=data --label env=prod   (both labels; rule I2)
     """
 
-    def keep(s: Listed) -> bool:
-        if ns.status and s.status not in ns.status:
-            return False
-        if ns.code and not (lifecycle.is_failure(s.status) and show_code(s.code) in ns.code):
-            return False
-        if ns.label and not all(s.labels.get(k) == v for k, v in ns.label):
-            return False
-        return True
-
-    if ns.orphaned:
-        return runs_orphaned(ns, keep)
-    from projections.engine import gc_paused, read_runs
-
-    # Each output decodes from the runs view only what it shows (read_runs `shape`): the
-    # table RunRow's few fields, --json every field but the last event, in one encode
-    # (docs/benchmarks.md, "Fleet size"). --streaking joins whole records to the streaks.
-    shape = RunState if ns.streaking else ListedRun if ns.json else RunRow
-    with open_ns(ns) as ledger, gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-        # --status and --where are read_runs' own filters (in SQL, on the columns the runs
-        # view stored from the one evaluation of each predicate, rule P4): no per-run call
-        filters = keep if ns.code or ns.label else None
-        found, lag = read_runs(ledger.store, filters, catch_up_first=not ns.no_catch_up, statuses=ns.status or (),
-                               shape=shape, predicates=ns.where or ())  # fmt: skip
+    filters = {"statuses": ns.status or (), "codes": ns.code or (), "labels": ns.label or ()}
+    with open_ns(ns) as ledger:
+        if ns.orphaned:
+            return _orphaned(ns, ledger.orphaned(predicates=ns.where or (), **filters))
         if ns.streaking:
-            rows = _streaking([run_record(s) for s in found], tick.tick_health(ledger, catch_up_first=not ns.no_catch_up))
-    say_lag(lag)
-    if ns.streaking:
-        if ns.json:
-            with gc_paused():
-                out_json(rows)
-            return
-        cols = ["since", "age_s", "failures", "step", "error_class", "error"]
-        table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows], ["run", "status", *cols])
-        return
-    with gc_paused():
-        if ns.json:
-            out_json(listed(found), order="sorted")
+            streaking, lag = ledger.streaking(predicates=ns.where or (), catch_up_first=not ns.no_catch_up, **filters)
         else:
-            runs_table(found)
-
-
-class Listed(Protocol):
-    """What `runs`'s filters read of a run: RunState, ListedRun and RunRow all have it."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def code(self) -> str: ...
-    @property
-    def labels(self) -> dict[str, str]: ...
+            # Each output decodes from the runs view only what it shows: the table RunRow's
+            # few fields, --json every field but the last event, in one encode
+            # (docs/benchmarks.md, "Fleet size").
+            listing = ledger.list_runs(predicates=ns.where or (), catch_up_first=not ns.no_catch_up,
+                                       shape="listed" if ns.json else "row", **filters)  # fmt: skip
+            lag = listing.lag
+    say_lag(lag)
+    with gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
+        if ns.streaking:
+            rows = [{**run_record(r.state), "streak": r.streak} for r in streaking]
+            if ns.json:
+                out_json(rows)
+                return
+            cols = ["since", "age_s", "failures", "step", "error_class", "error"]
+            table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows],
+                  ["run", "status", *cols])  # fmt: skip
+        elif ns.json:
+            out_json(listing.runs, order="sorted")  # the bytes of [run_record(s) ...] (tests/test_listing.py)
+        else:
+            runs_table(listing.runs)
 
 
 @command("history", arg("run"), JSON)
@@ -373,33 +338,26 @@ def cmd_history(ns: argparse.Namespace) -> None:
 
     Example: epochledger history nightly-0042
     """
-    from ledger.store import Poison
-
     with open_ns(ns) as ledger:
-        history = ledger.history(ns.run)
+        history = ledger.history_of(ns.run)
     rows: list[dict[str, Any]] = []
-    previous = None
-    for r in history:
-        if isinstance(r, Poison):  # shown in its place, never a reason to hide the rest (rule T4)
-            rows.append({"position": r.position, "version": r.version, "type": r.tag, "undecodable": r.error})
-            continue
-        d = {"position": r.position, "version": r.version, "from_status": previous, **msgspec.to_builtins(r.event)}
-        previous = d["status"]
-        rows.append(d)
+    for h in history:
+        if h.poison is not None:  # shown in its place, never a reason to hide the rest (rule T4)
+            rows.append({"position": h.position, "version": h.version, "type": h.poison.tag, "undecodable": h.poison.error})
+        else:
+            rows.append({"position": h.position, "version": h.version, "from_status": h.from_status,
+                         **msgspec.to_builtins(h.event)})  # fmt: skip
     if ns.json:
         out_json(rows)
         return
-    for d in rows:
-        if "undecodable" in d:
-            d["type"] = f"UNDECODABLE {d['type'] or '(unknown type)'}"
+    for d, h in zip(rows, history, strict=True):
+        tag, d["type"] = d["type"], h.label  # CORRECTION, FENCED and UNDECODABLE stand out (Ledger.history_of)
+        if h.poison is not None:
             d["reason"] = d.pop("undecodable")
             continue
         if lifecycle.is_failure(Status(d["status"])):
             d["code"] = show_code(d.get("code", ""))
-        if d["type"] == "run.corrected":  # corrections stand out in every history
-            d["type"] = f"CORRECTION {d['from_status']} -> {d['status']}"
-        if d["type"] == "run.fenced":  # so do late reports of stale epochs (rules F1, F2)
-            d["type"] = f"FENCED {d['refused']}" + (f" -> {d['reported']}" if d.get("reported") else "")
+        if tag == "run.fenced":  # a late report of a stale epoch: by that epoch (rules F1, F2)
             d["actor"] = d.get("actor") or d["epoch"]
         if d.get("cause"):
             d["reason"] = "; ".join(filter(None, [d.get("reason"), "caused by " + describe_cause(d["cause"])]))
@@ -454,12 +412,6 @@ def cmd_demo(ns: argparse.Namespace) -> None:
     run_demo(ns.store, force=ns.force, out=out, program=program())
 
 
-def _streaking(rows: list[dict[str, Any]], view: Any) -> list[dict[str, Any]]:
-    """Keep the runs with an open streak, oldest streak first, with its age in ledger time."""
-    by_run = {row["run"]: row for row in rows}
-    return [{**by_run[st["run"]], "streak": st} for st in tick_health_view.open_streaks(view) if st["run"] in by_run]
-
-
 def _show_tick_health(health: dict[str, Any]) -> None:
     s = health["streak"]
     if s is not None:
@@ -471,22 +423,14 @@ def _show_tick_health(health: dict[str, Any]) -> None:
             f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
 
 
-def runs_orphaned(ns: argparse.Namespace, keep: Callable[[Listed], bool]) -> None:
-    with open_ns(ns) as ledger:
-        found = ledger.orphans()
-        unjudged = ledger.unjudged()  # rule O9: listed, never passed over
+def _orphaned(ns: argparse.Namespace, found: list[Orphaned]) -> None:
     rows = []
-    for state, verdict in found:
-        rec = run_record(state)
-        if not keep(state) or not all(rec["predicates"][p] for p in ns.where or ()):  # predicates_of's (rule P4)
-            continue
-        rec["orphan"] = msgspec.to_builtins(verdict)
-        rec["rule"], rec["why"] = verdict.rule, verdict.explain()
-        rows.append(rec)
-    for state, why in unjudged:
-        if keep(state):
-            rows.append({**run_record(state), "orphan": None, "rule": why.rule, "why": why.explain()})
-    rows.sort(key=lambda r: str(r["run"]))
+    for o in found:
+        if o.verdict is not None:
+            rows.append({**run_record(o.state), "orphan": msgspec.to_builtins(o.verdict), "rule": o.verdict.rule,
+                         "why": o.verdict.explain()})  # fmt: skip
+        elif o.unjudged is not None:  # rule O9: listed, never passed over
+            rows.append({**run_record(o.state), "orphan": None, "rule": o.unjudged.rule, "why": o.unjudged.explain()})
     if ns.json:
         out_json(rows)
         return

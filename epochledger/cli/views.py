@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 
-from epochledger import tick
 from epochledger.cli.common import (
     JSON,
     QUIET,
@@ -23,8 +22,7 @@ from epochledger.cli.common import (
     progress,
     table,
 )
-from projections import tables
-from projections import tick_health as tick_health_view
+from epochledger.reports import VIEW_NAMES, chain_error
 
 
 @command("tick-health", JSON)
@@ -35,27 +33,21 @@ def cmd_tick_health(ns: argparse.Namespace) -> None:
     Example: epochledger tick-health --json
     """
     with open_ns(ns) as ledger:
-        summary = tick_health_view.summary(tick.tick_health(ledger))
+        summary = ledger.tick_health_summary()
     if ns.json:
-        out_json(summary)
+        out_json(summary, order="sorted")  # the bytes of the dict it was
         return
-    now = summary["now"]
+    now = summary.now
     out(f"ledger time: {msgspec.to_builtins(now) if now is not None else '(empty log)'}")
-    out(f"open streaks: {len(summary['open_streaks'])}")
-    table(summary["open_streaks"], ["run", "since", "age_s", "failures", "step", "error_class", "error"])
-    out(f"dead-letters: {summary['dead_letters']}")
-    for key in ("dead_letters_by_step", "dead_letters_by_error_class"):
-        for name, n in summary[key].items():
-            out(f"  {key.removeprefix('dead_letters_')} {name}: {n}")
+    out(f"open streaks: {len(summary.open_streaks)}")
+    table(summary.open_streaks, ["run", "since", "age_s", "failures", "step", "error_class", "error"])
+    out(f"dead-letters: {summary.dead_letters}")
+    for key, counts in (("by_step", summary.dead_letters_by_step), ("by_error_class", summary.dead_letters_by_error_class)):
+        for name, n in counts.items():
+            out(f"  {key} {name}: {n}")
 
 
-def _view_names() -> list[str]:
-    from projections.registry import VIEWS
-
-    return [v.NAME for v in VIEWS]
-
-
-@command("rebuild", arg("view", nargs="?", choices=_view_names(), help="one view (default: all)"), JSON, QUIET)
+@command("rebuild", arg("view", nargs="?", choices=list(VIEW_NAMES), help="one view (default: all)"), JSON, QUIET)
 def cmd_rebuild(ns: argparse.Namespace) -> None:
     """Rebuild views from position zero beside the live ones, then swap them in.
 
@@ -66,30 +58,17 @@ def cmd_rebuild(ns: argparse.Namespace) -> None:
 
     Example: epochledger rebuild runs
     """
-    import time
-
-    from projections import engine, registry
-
-    views = [registry.by_name(ns.view)] if ns.view else list(registry.VIEWS)
     show_progress = progress(ns)
-    results = []
     with open_ns(ns) as ledger:
-        t0 = time.perf_counter()
-        rebuilt = engine.rebuild_all(ledger.store, views, progress=show_progress)
-        more = engine.catch_up_all(ledger.store, views)  # events appended during the rebuild
-        seconds = time.perf_counter() - t0
-        if show_progress is not None:
-            sys.stderr.write("\n")
-        for v, st, late in zip(views, rebuilt, more, strict=True):
-            rate = round((st.events + late.events) / seconds) if seconds > 0 else 0
-            results.append({"view": v.NAME, "events": st.events + late.events, "parked": st.parked + late.parked,
-                            "position": late.position, "seconds": round(seconds, 3), "events_per_second": rate})  # fmt: skip
+        results = ledger.rebuild(ns.view, progress=show_progress)
+    if show_progress is not None:
+        sys.stderr.write("\n")
     if ns.json:
-        out_json(results)
+        out_json(results, order="sorted")  # the bytes of the dicts they were
         return
     for r in results:
-        out(f"rebuilt {r['view']}: {r['events']} events in {r['seconds']:.2f} s ({r['events_per_second']:,} events/s), "
-            f"{r['parked']} parked, at position {r['position']}")
+        out(f"rebuilt {r.view}: {r.events} events in {r.seconds:.2f} s ({r.events_per_second:,} events/s), "
+            f"{r.parked} parked, at position {r.position}")
 
 
 @command("verify", arg("--digest", action="append", default=[], metavar="FILE",
@@ -109,12 +88,11 @@ def cmd_verify(ns: argparse.Namespace) -> None:
 
     Example: epochledger verify --digest digests/2026-09-09.json
     """
-    from epochledger.digests import read_digest
-    from replay import verify as verify_mod
+    from epochledger.digests import read_digest  # the digest file's format: parsing, no ledger
 
     digests = [read_digest(path) for path in ns.digest]
     with open_ns(ns) as ledger:
-        result = verify_mod.verify_all(ledger.store, digests)
+        result = ledger.verify(digests)
     if ns.json:
         out_json(result)
     else:
@@ -147,14 +125,14 @@ def cmd_digest(ns: argparse.Namespace) -> None:
 
     Example: epochledger digest -o digests/$(date -u +%FT%H%M).json
     """
-    from epochledger.digests import encode_digest, take_digest, write_digest
+    from epochledger.digests import encode_digest  # the digest file's format: rendering, no ledger
 
     with open_ns(ns) as ledger:
         if ns.output == "-":
-            sys.stdout.buffer.write(encode_digest(take_digest(ledger)))
+            sys.stdout.buffer.write(encode_digest(ledger.take_digest()))
             sys.stdout.flush()
         else:
-            d = write_digest(ledger, ns.output)
+            d = ledger.write_digest(ns.output)
             err(f"digest of position {d.position} written to {ns.output}")
 
 
@@ -172,11 +150,9 @@ def cmd_chain(ns: argparse.Namespace) -> None:
 
     Example: epochledger chain --upgrade
     """
-    from ledger.errors import ChainBroken
-
     with open_ns(ns) as ledger:
         if ns.upgrade:
-            sealed = ledger.store.upgrade_chain()
+            sealed = ledger.upgrade_chain()
             if ns.json:
                 out_json(sealed)
             else:
@@ -185,16 +161,15 @@ def cmd_chain(ns: argparse.Namespace) -> None:
                        if sealed.sealed else "sealed 0 events: every event was already chained")
                     + f"; head at position {sealed.position}, hash {sealed.hash}")  # fmt: skip
             return
-        report = ledger.store.check_chain()
+        report = ledger.chain()
     if ns.json:
         out_json(report)
     else:
         out(f"chain: {report.links} events linked, head at position {report.position}, hash {report.hash}")
         if report.failure is not None:
             out(f"BROKEN at position {report.failure.position} ({report.failure.kind}): {report.failure.message}")
-    if report.failure is not None:
-        f = report.failure
-        raise ChainBroken(f.kind, f.position, f.message, stream=f.stream, version=f.version)
+    if (broken := chain_error(report)) is not None:
+        raise broken
 
 
 @command("replay", arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),
@@ -217,19 +192,18 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     Example: epochledger replay --at 2026-09-09T14:29:19Z
              epochledger replay --at 2026-09-09T14:29:19Z --by event-time   (after a late import)
     """
-    from replay import canonical_bytes, state_at, state_hash
-
     at = instant(ns.at, "--at")
     with open_ns(ns) as ledger:
-        state = state_at(ledger.store, position=ns.position, at=at, by=ns.by)
+        replayed = ledger.replay(position=ns.position, at=at, by=ns.by)
+    state = replayed.state
     if ns.json:
         # Keys in sorted order, the state's bytes verbatim: the hash covers exactly them.
-        sys.stdout.buffer.write(b'{"state":' + canonical_bytes(state) + b',"state_hash":"' + state_hash(state).encode()
+        sys.stdout.buffer.write(b'{"state":' + replayed.canonical + b',"state_hash":"' + replayed.state_hash.encode()
                                 + b'"}\n')  # fmt: skip
         sys.stdout.flush()
         return
     out(f"position {state.position}" + (f" (at {state.at.isoformat()})" if state.at else "")
-        + f", {state.events} events, state hash {state_hash(state)}")  # fmt: skip
+        + f", {state.events} events, state hash {replayed.state_hash}")  # fmt: skip
     runs = [s for s in state.views.get("runs", {}).values() if not s.deleted]
     by_status: dict[str, int] = {}
     for r in runs:
@@ -247,18 +221,12 @@ def cmd_parked(ns: argparse.Namespace) -> None:
 
     Example: epochledger parked --json
     """
-    from projections import registry
-
-    if ns.view:
-        registry.by_name(ns.view)
     with open_ns(ns) as ledger:
-        tables.ensure(ledger.store)
-        rows = [dict(zip(("view", "position", "stream", "tag", "error", "attempts", "parked_at"), r, strict=True))
-                for r in tables.parked(ledger.store, ns.view)]  # fmt: skip
+        found = ledger.parked(ns.view)
     if ns.json:
-        out_json(rows)
+        out_json(found, order="sorted")  # the bytes of the dicts they were
         return
-    table(rows, ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
+    table(msgspec.to_builtins(found),  ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
 
 
 @command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"),
@@ -274,8 +242,6 @@ def cmd_follow(ns: argparse.Namespace) -> None:
     """
     import threading
 
-    from projections import engine
-
     stop = threading.Event()
     shown = Progress(ns)
 
@@ -286,10 +252,10 @@ def cmd_follow(ns: argparse.Namespace) -> None:
                    "(Ctrl-C to stop)", now=True)  # fmt: skip
 
     with open_ns(ns) as ledger:
-        shown.show(f"following {ledger.store.url}, the log at position {ledger.store.max_position()}: views caught "
+        shown.show(f"following {ledger.url}, the log at position {ledger.head()}: views caught "
                    "up as events arrive (Ctrl-C to stop)", now=True)  # fmt: skip
         try:
-            engine.follow(ledger.store, stop=stop, poll=ns.poll, on_batch=report, progress=shown.views if shown.on else None)
+            ledger.follow(stop=stop, poll=ns.poll, on_batch=report, progress=shown.views if shown.on else None)
         except KeyboardInterrupt:
             stop.set()  # the PostgreSQL listener's thread ends with it
             raise  # main says it: one line, exit 130

@@ -1,0 +1,514 @@
+"""The read facade's reports (rule H1): every read, check and maintenance job a skin
+offers (the CLI today, the HTTP service next) as one method of `Ledger` (the `Reports`
+mixin it inherits) or, for the audit file alone, one function here, each returning a
+typed value. A skin parses, makes one of these calls and renders what it returns; it
+never reaches the store, the projection engine, the view tables, verify, replay or
+the audit module itself (docs/architecture.md, "One facade, two skins").
+
+What lived in the CLI and belongs to the library is here: a rebuild's catch-up and
+its timing, the run listing's filters and the shapes it decodes, a history's
+`from_status` and labels, a run's view with its tick health.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
+
+import msgspec
+
+from epochledger.files import atomic_write
+from epochledger.sweep import SweepReport
+from epochledger.sweep import preview as sweep_preview
+from ledger import lifecycle
+from ledger.codes import show_code
+from ledger.errors import ChainBroken
+from ledger.events import AnyEvent
+from ledger.run import RunState
+from ledger.store import Poison, Store
+from ledger.store.chain import ChainReport, Digest, Sealed
+from projections import audit, engine, registry, tables
+from projections import tick_health as tick_health_view
+from projections.audit import AuditStatus, ParquetExport, SyncResult
+from projections.audit import Result as AuditResult
+from projections.engine import gc_paused  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
+from projections.orphans import MARGIN, Unjudged, Verdict
+from projections.runs import predicates_of
+from replay import canonical_bytes, state_at, state_hash
+from replay.pointintime import FleetState
+from replay.timeline import page
+from replay.verify import Verification
+from replay.whatif import Policy, WhatIf, resolve, whatif
+
+if TYPE_CHECKING:
+    from epochledger.app import Ledger
+    from epochledger.import_dagster import ImportReport
+    from epochledger.ndjson import ClockSteps, ImportResult, OnError
+
+__all__ = [
+    "VIEW_NAMES", "AuditResult", "AuditStatus", "ChainReport", "HistoryEntry", "ListedRun", "Orphaned", "Parked",
+    "ParquetExport", "Rebuilt", "Replayed", "Reports", "RunRow", "RunView", "Runs", "Sealed", "Streaking",
+    "SweepReport", "SyncResult", "TickHealth", "TimelineWritten", "Verification", "WhatIf", "audit_export_parquet", "audit_path",
+    "audit_query", "audit_report", "chain_error", "check_policy", "gc_paused", "predicates_of", "shown_code",
+]  # fmt: skip
+
+VIEW_NAMES: tuple[str, ...] = tuple(v.NAME for v in registry.VIEWS)
+
+# (view, position reached, head): told of a rebuild's or a catch-up's advance.
+ViewProgress = Callable[[str, int, int], None]
+
+
+@functools.lru_cache(maxsize=4096)
+def shown_code(status: str, code: str) -> str:
+    """The shown code of a run: a function of these two alone, so a listing of 100,000
+    runs computes it once per distinct pair, not per run (docs/benchmarks.md, "Fleet
+    size")."""
+    return show_code(code) if lifecycle.is_failure(status) else ""
+
+
+# ------------------------------------------------------------- typed results
+class Rebuilt(msgspec.Struct, kw_only=True):
+    """One view rebuilt (`rebuild`): the events it folded (the rebuild's and the
+    catch-up's after it), those it parked, the position it reached, and the seconds of
+    the whole pass (for every view, the shared pass) with its rate."""
+
+    view: str
+    events: int
+    parked: int
+    position: int
+    seconds: float
+    events_per_second: int
+
+
+class Parked(msgspec.Struct, kw_only=True):
+    """An event a view could not process, parked after bounded retries (rule T4)."""
+
+    view: str
+    position: int
+    stream: str
+    tag: str | None
+    error: str
+    attempts: int
+    parked_at: str | None  # the ledger time it was parked at, as stored (TEXT)
+
+
+class Replayed(msgspec.Struct, kw_only=True):
+    """The fleet as of a position or an instant (rule R1): its state, the state's
+    canonical bytes and their SHA-256 (the same prefix of the log, the same bytes)."""
+
+    state: FleetState
+    canonical: bytes
+    state_hash: str
+
+
+class TimelineWritten(msgspec.Struct, kw_only=True):
+    """The incident page written (rule V1): where, and how many bytes."""
+
+    path: str
+    size: int
+
+
+class TickHealth(msgspec.Struct, kw_only=True):
+    """Fleet tick health (docs/tick.md): ledger time, open streaks (oldest first, as
+    rows of builtins), dead-letters and their counts by step and by error class."""
+
+    now: datetime | None  # ledger time: the `at` of the last event the view has seen
+    open_streaks: list[dict[str, Any]]
+    dead_letters: int
+    dead_letters_by_step: dict[str, int]
+    dead_letters_by_error_class: dict[str, int]
+
+
+class RunView(msgspec.Struct, kw_only=True):
+    """One run as `show` presents it: its state from the runs view, how far that view
+    was behind, and the run's tick health."""
+
+    state: RunState
+    lag: int
+    tick_health: tick_health_view.RunTickHealth
+
+
+class HistoryEntry(msgspec.Struct, kw_only=True):
+    """One event of a run's history: the event (None if it does not decode: `poison`
+    holds why, shown in its place, rule T4), the status before it, and its label: the
+    event's type, or `CORRECTION A -> B`, `FENCED T -> S`, `UNDECODABLE T` (rules C1,
+    F1, F2, T4)."""
+
+    position: int
+    version: int
+    from_status: str | None
+    label: str
+    event: AnyEvent | None = None  # the decoded event (a run's stream holds run events)
+    poison: Poison | None = None
+
+
+def _listed_field(f: msgspec.structs.FieldInfo) -> tuple[Any, ...]:
+    if f.default is not msgspec.NODEFAULT:
+        return (f.name, f.type, f.default)
+    if f.default_factory is not msgspec.NODEFAULT:
+        return (f.name, f.type, msgspec.field(default_factory=f.default_factory))
+    return (f.name, f.type)
+
+
+# `runs --json`'s record of a run as one Struct: RunState's fields but `last`, derived
+# from RunState itself (a field added there is listed here too), plus the record's two
+# derived fields. Decoded straight from the runs view's stored state (engine.read_runs
+# `shape`), the 143k records of a fleet listing are encoded in one msgspec call.
+ListedRun = msgspec.defstruct(
+    "ListedRun",
+    [*(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
+     ("code_shown", str, ""), ("predicates", dict[str, bool], {})],
+    kw_only=True,
+)  # fmt: skip
+
+
+class RunRow(msgspec.Struct, kw_only=True):
+    """The fields of a RunState that the `runs` table shows and its filters read,
+    decoded from the stored state (msgspec skips the rest). `updated_at` is kept as the
+    stored text, which is what `msgspec.to_builtins` makes of it."""
+
+    run: str
+    status: str
+    code: str = ""
+    workflow: str | None = None
+    process: str | None = None
+    updated_at: str
+    actor: str | None = None
+    labels: dict[str, str] = {}
+    deleted: bool = False
+    fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
+
+
+Shape = Literal["state", "listed", "row"]
+_SHAPES: dict[str, Any] = {"state": RunState, "listed": ListedRun, "row": RunRow}
+
+
+class Runs(msgspec.Struct, kw_only=True):
+    """A listing of runs (sorted by run id) and how far the runs view was behind.
+    shape "state": RunStates; "listed": ListedRuns with their shown code and
+    predicates; "row": RunRows (the table's fields)."""
+
+    runs: list[Any]
+    lag: int
+
+
+class Streaking(msgspec.Struct, kw_only=True):
+    """A run with an open tick failure streak, oldest streak first (docs/tick.md)."""
+
+    state: RunState
+    streak: dict[str, Any]
+
+
+class Orphaned(msgspec.Struct, kw_only=True):
+    """A running run the ledger's events say is an orphan (`verdict`), or one no slot
+    can judge (`unjudged`, rule O9)."""
+
+    state: RunState
+    verdict: Verdict | None = None
+    unjudged: Unjudged | None = None
+
+
+class _Filtered(Protocol):
+    @property
+    def status(self) -> str: ...
+    @property
+    def code(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+
+def _keep(codes: Sequence[str], labels: Sequence[tuple[str, str]]) -> Callable[[_Filtered], bool]:
+    """The filters of a listing that no column of the runs view holds: a failure code
+    (shown: UNKNOWN for the empty one) and labels (every one must match, rule I2)."""
+
+    def keep(s: _Filtered) -> bool:
+        if codes and not (lifecycle.is_failure(s.status) and show_code(s.code) in codes):
+            return False
+        return not labels or all(s.labels.get(k) == v for k, v in labels)
+
+    return keep
+
+
+def check_policy(spec: str) -> Policy:
+    """A whatif policy NAME[:ARG] resolved (BadPolicy otherwise), before any store is
+    read: a typo is refused without reading the log (rule R4)."""
+    return resolve(spec)
+
+
+# ------------------------------------------------------------------- the mixin
+class Reports:
+    """The read facade's reports, inherited by `Ledger` (epochledger/app.py)."""
+
+    store: Store
+
+    @property
+    def _ledger(self) -> Ledger:
+        """This object as the Ledger it is (the one class that inherits the mixin), for
+        the application modules that take a Ledger."""
+        return cast("Ledger", self)
+
+    # ---------------------------------------------------------- the log, the chain
+    def head(self) -> int:
+        """The log's last position (0 for an empty log)."""
+        return self.store.max_position()
+
+    def sealed_at_open(self) -> Sealed | None:
+        """What opening with init=True sealed of a ledger made before the hash chain
+        (rule S1), or None."""
+        return self.store.chain_upgrade
+
+    def chain(self) -> ChainReport:
+        """The hash chain's state, the whole log checked against it (rule S1)."""
+        return self.store.check_chain()
+
+    def upgrade_chain(self) -> Sealed:
+        """Chain a ledger made before rule S1: seal every event past the chain's end."""
+        return self.store.upgrade_chain()
+
+    def verify(self, digests: Sequence[Digest] = ()) -> Verification:
+        """The chain (with `digests`, rule S1) and every live view against a replay from
+        zero (rule R2); `Verification.error()` is the error to raise, if any."""
+        from replay.verify import verify_all
+
+        return verify_all(self.store, digests)
+
+    # ---------------------------------------------------------------- the views
+    def rebuild(self, view: str | None = None, *, progress: ViewProgress | None = None) -> list[Rebuilt]:
+        """Rebuild one view (by name) or all of them from zero beside the live ones,
+        swap them in, then catch up the events appended meanwhile (rule R3); timed."""
+        views = [registry.by_name(view)] if view else list(registry.VIEWS)
+        t0 = time.perf_counter()
+        rebuilt = engine.rebuild_all(self.store, views, progress=progress)
+        more = engine.catch_up_all(self.store, views)  # events appended during the rebuild
+        seconds = time.perf_counter() - t0
+        results = []
+        for v, st, late in zip(views, rebuilt, more, strict=True):
+            rate = round((st.events + late.events) / seconds) if seconds > 0 else 0
+            results.append(Rebuilt(view=v.NAME, events=st.events + late.events, parked=st.parked + late.parked,
+                                   position=late.position, seconds=round(seconds, 3), events_per_second=rate))  # fmt: skip
+        return results
+
+    def parked(self, view: str | None = None) -> list[Parked]:
+        """Every event a view parked (rule T4), by view and position; `view`: one view's."""
+        if view:
+            registry.by_name(view)
+        tables.ensure(self.store)
+        return [Parked(view=r[0], position=r[1], stream=r[2], tag=r[3], error=r[4], attempts=r[5], parked_at=r[6])
+                for r in tables.parked(self.store, view)]  # fmt: skip
+
+    def follow(self, *, stop: threading.Event, poll: float = 0.2,
+               on_batch: Callable[[list[engine.Stats]], None] | None = None,
+               progress: ViewProgress | None = None) -> None:  # fmt: skip
+        """Keep every view caught up until `stop` is set (projections/engine.py, follow)."""
+        engine.follow(self.store, stop=stop, poll=poll, on_batch=on_batch, progress=progress)
+
+    def tick_health_summary(self) -> TickHealth:
+        """Fleet tick health from the tick-health view, caught up first (docs/tick.md)."""
+        from epochledger import tick  # tick imports the Ledger, which inherits this class
+
+        s = tick_health_view.summary(tick.tick_health(self._ledger))
+        return TickHealth(**s)
+
+    # ------------------------------------------------------------------- runs
+    def run_view(self, run: str, *, catch_up_first: bool = True) -> RunView:
+        """One run from the runs view (one road to a run's state, rule P4) with the lag
+        and its tick health."""
+        from epochledger import tick
+
+        state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
+        health = tick.run_tick_health(self._ledger, run, catch_up_first=catch_up_first)
+        return RunView(state=state, lag=lag, tick_health=health)
+
+    def list_runs(self, *, statuses: Sequence[str] = (), predicates: Sequence[str] = (), codes: Sequence[str] = (),
+                  labels: Sequence[tuple[str, str]] = (), catch_up_first: bool = True, shape: Shape = "state") -> Runs:  # fmt: skip
+        """Live runs from the runs view, filtered: `statuses` and `predicates` in SQL
+        (the columns the view stored from the one evaluation of each predicate, rule
+        P4), `codes` (shown: UNKNOWN for the empty one) and `labels` (rule I2) as read.
+        Each shape decodes only what it holds (docs/benchmarks.md, "Fleet size")."""
+        keep = _keep(codes, labels) if codes or labels else None
+        with engine.gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
+            found, lag = engine.read_runs(self.store, keep, catch_up_first=catch_up_first, statuses=statuses,
+                                          shape=_SHAPES[shape], predicates=predicates)  # fmt: skip
+            if shape == "listed":
+                for s in found:
+                    s.code_shown, s.predicates = shown_code(s.status, s.code), predicates_of(s)
+        return Runs(runs=found, lag=lag)
+
+    def streaking(self, *, statuses: Sequence[str] = (), predicates: Sequence[str] = (), codes: Sequence[str] = (),
+                  labels: Sequence[tuple[str, str]] = (), catch_up_first: bool = True) -> tuple[list[Streaking], int]:  # fmt: skip
+        """The listed runs with an open tick streak, oldest streak first, with its age in
+        ledger time (docs/tick.md), and the runs view's lag."""
+        from epochledger import tick
+
+        listing = self.list_runs(statuses=statuses, predicates=predicates, codes=codes, labels=labels,
+                                 catch_up_first=catch_up_first)  # fmt: skip
+        view = tick.tick_health(self._ledger, catch_up_first=catch_up_first)
+        by_run = {s.run: s for s in listing.runs}
+        rows = [Streaking(state=by_run[st["run"]], streak=st) for st in tick_health_view.open_streaks(view)
+                if st["run"] in by_run]  # fmt: skip
+        return rows, listing.lag
+
+    def orphaned(self, *, predicates: Sequence[str] = (), statuses: Sequence[str] = (),
+                 codes: Sequence[str] = (), labels: Sequence[tuple[str, str]] = ()) -> list[Orphaned]:  # fmt: skip
+        """The running runs the ledger's events say are orphans (rules O2, O3), with
+        their verdicts, and those no slot can judge (rule O9), filtered as a listing
+        is, sorted by run id. Reads only."""
+        keep = _keep(codes, labels)
+        wanted = set(statuses)
+        found = [Orphaned(state=s, verdict=v) for s, v in self._ledger.orphans()
+                 if (not wanted or s.status in wanted) and keep(s)
+                 and all(predicates_of(s)[p] for p in predicates)]  # fmt: skip
+        found += [
+            Orphaned(state=s, unjudged=u)
+            for s, u in self._ledger.unjudged()
+            if (not wanted or s.status in wanted) and keep(s)
+        ]
+        found.sort(key=lambda o: str(o.state.run))
+        return found
+
+    def history_of(self, run: str) -> list[HistoryEntry]:
+        """Every event of a run in order with the status before it and its label: a
+        correction, a fenced late report and an undecodable event stand out (rules
+        C1, F1, F2, T4)."""
+        entries: list[HistoryEntry] = []
+        previous: str | None = None
+        for r in self._ledger.history(run):
+            if isinstance(r, Poison):  # shown in its place, never a reason to hide the rest (rule T4)
+                entries.append(HistoryEntry(position=r.position, version=r.version, from_status=None,
+                                            label=f"UNDECODABLE {r.tag or '(unknown type)'}", poison=r))  # fmt: skip
+                continue
+            d = msgspec.to_builtins(r.event)
+            label = d["type"]
+            if label == "run.corrected":  # corrections stand out in every history
+                label = f"CORRECTION {previous} -> {d['status']}"
+            elif label == "run.fenced":  # so do late reports of stale epochs (rules F1, F2)
+                label = f"FENCED {d['refused']}" + (f" -> {d['reported']}" if d.get("reported") else "")
+            entries.append(HistoryEntry(position=r.position, version=r.version, from_status=previous, label=label,
+                                        event=r.event))  # fmt: skip
+            previous = d["status"]
+        return entries
+
+    # ------------------------------------------------------------- forensics
+    def replay(self, *, position: int | None = None, at: datetime | None = None,
+               by: Literal["log", "event-time"] = "log") -> Replayed:  # fmt: skip
+        """The fleet as of a log position or an instant (rule R1), with its canonical
+        bytes and state hash."""
+        state = state_at(self.store, position=position, at=at, by=by)
+        return Replayed(state=state, canonical=canonical_bytes(state), state_hash=state_hash(state))
+
+    def whatif(self, policy: str | Policy, *, at: datetime | None = None, name: str | None = None) -> WhatIf:
+        """The recorded history replayed under another orphan policy (rule R4)."""
+        return whatif(self.store, policy, at=at, name=name)
+
+    def timeline(self, output: str, *, start: datetime | None = None, end: datetime | None = None,
+                 cursor: datetime | None = None, runs: Sequence[str] | None = None) -> TimelineWritten:  # fmt: skip
+        """Write the incident's page (rule V1) to `output`, atomically, never over the
+        ledger's own files."""
+        text = page(self.store, start=start, end=end, cursor=cursor, runs=runs).encode()
+        with atomic_write(output, protected=self.store.local_files()) as f:
+            f.write(text)
+        return TimelineWritten(path=output, size=len(text))
+
+    # --------------------------------------------------- import, export, digests
+    # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which
+    # inherits this class: imported when called, so that app.py can import this module.
+    def import_ndjson(self, lines: Iterable[bytes | str], *, on_error: OnError = "stop",
+                      rejects: str | None = None, protected: Iterable[str] = (),
+                      clock_steps: ClockSteps = "refuse") -> ImportResult:  # fmt: skip
+        """Import NDJSON lines through the one write path, in one transaction (rule I1;
+        epochledger/ndjson.py, import_events)."""
+        from epochledger.ndjson import import_events
+
+        return import_events(self._ledger, lines, on_error=on_error, rejects=rejects, protected=protected,
+                             clock_steps=clock_steps)  # fmt: skip
+
+    def export_ndjson(self, out: IO[bytes], after: int = 0) -> int:
+        """The log after position `after` as NDJSON on `out`, in log order; how many events."""
+        from epochledger.ndjson import export_to
+
+        return export_to(self._ledger, out, after)
+
+    def export_ndjson_file(self, path: str, after: int = 0) -> int:
+        """Export to the file `path`, atomically, never over the ledger's own files."""
+        from epochledger.ndjson import export_file
+
+        return export_file(self._ledger, path, after)
+
+    def import_dagster(self, home: str, *, local_workers: bool = False, on_error: OnError = "stop",
+                       rejects: str | None = None, dagster_tags: bool = False) -> ImportReport:  # fmt: skip
+        """Import a Dagster instance's runs (rule I3; epochledger/import_dagster.py)."""
+        from epochledger.import_dagster import import_dagster
+
+        return import_dagster(self._ledger, home, local_workers=local_workers, on_error=on_error, rejects=rejects,
+                              dagster_tags=dagster_tags)  # fmt: skip
+
+    def take_digest(self) -> Digest:
+        """The chain's head now, after checking the whole log against it (rule S1)."""
+        from epochledger.digests import take_digest
+
+        return take_digest(self._ledger)
+
+    def write_digest(self, path: str) -> Digest:
+        """Take a digest and write it to `path` atomically, never over the ledger's files."""
+        from epochledger.digests import write_digest
+
+        return write_digest(self._ledger, path)
+
+    def preview_sweep(self, process: str | None, *, margin: float = MARGIN.total_seconds(),
+                      new_slot: bool = True, as_epoch: str | None = None) -> SweepReport:  # fmt: skip
+        """What a sweep would recover now, writing nothing (`sweep --dry-run`; rule O9)."""
+        return sweep_preview(self._ledger, process, margin=margin, new_slot=new_slot, as_epoch=as_epoch)
+
+    # ----------------------------------------------------------------- audit
+    def audit_sync(self, path: str, *, progress: Callable[[int, int], None] | None = None,
+                   wait: float | None = None) -> SyncResult:  # fmt: skip
+        """Copy the events since the last sync into the audit file at `path` (see
+        audit_path; docs/audit.md). The ledger store is only read."""
+        if wait is None:  # the audit module's default
+            return audit.sync(self.store, path, progress=progress)
+        return audit.sync(self.store, path, progress=progress, wait=wait)
+
+    def audit_status(self, path: str) -> AuditStatus:
+        """How far the audit file at `path` has synced, and how far behind the ledger it is."""
+        return audit.status(path, self.store)
+
+
+def chain_error(report: ChainReport) -> ChainBroken | None:
+    """The error a chain report's failure is (exit 12), or None."""
+    f = report.failure
+    return None if f is None else ChainBroken(f.kind, f.position, f.message, stream=f.stream, version=f.version)
+
+
+# ------------------------------------------- the audit file alone (no store opened)
+def audit_path(store_url: str | None, duckdb: str | None = None) -> str:
+    """The audit file: `duckdb`, else beside the SQLite store `store_url` names as the
+    user gave it (runs.db -> runs.duckdb), else ./epochledger.duckdb."""
+    return duckdb or audit.default_path(store_url)
+
+
+def _bounds(timeout: float | None, memory_limit: str | None) -> dict[str, Any]:
+    """The bounds given; the audit module's defaults apply to the rest."""
+    return {k: v for k, v in (("timeout", timeout), ("memory_limit", memory_limit)) if v is not None}
+
+
+def audit_report(store_url: str | None, name: str, *, duckdb: str | None = None, as_of: datetime | None = None,
+                 period: str = "day", label: str | None = None, timeout: float | None = None,
+                 memory_limit: str | None = None) -> AuditResult:  # fmt: skip
+    """A canned audit report over the audit file (docs/audit.md)."""
+    return audit.report(audit_path(store_url, duckdb), name, as_of=as_of, period=period, label=label,
+                        **_bounds(timeout, memory_limit))  # fmt: skip
+
+
+def audit_query(store_url: str | None, sql: str, *, duckdb: str | None = None, timeout: float | None = None,
+                memory_limit: str | None = None) -> AuditResult:  # fmt: skip
+    """One read-only, bounded SQL statement on the audit file (docs/audit.md)."""
+    return audit.query(audit_path(store_url, duckdb), sql, **_bounds(timeout, memory_limit))
+
+
+def audit_export_parquet(store_url: str | None, directory: str, *, duckdb: str | None = None) -> ParquetExport:
+    """The audit file's events as Parquet files partitioned by event date."""
+    return audit.export_parquet(audit_path(store_url, duckdb), directory)
