@@ -21,6 +21,7 @@ import msgspec
 from epochledger import sweep as sweep_mod
 from epochledger.sweep import SweepReport
 from ledger import process as process_stream_mod
+from ledger import role as role_mod
 from ledger import run as run_mod
 from ledger import settings as settings_mod
 from ledger.clock import Clock, boot_instant, checked_clock
@@ -46,6 +47,8 @@ from ledger.events import (
     ProcessStopped,
     ProcessStopping,
     Recorded,
+    RoleEventBase,
+    RoleGranted,
     RunCancelled,
     RunCheckpointed,
     RunCorrected,
@@ -62,6 +65,7 @@ from ledger.events import (
     Status,
     ledger_stream,
     process_stream,
+    role_stream,
     run_stream,
     tag_of,
 )
@@ -82,11 +86,13 @@ ProcessState = process_stream_mod.ProcessState
 _RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup first: isinstance on msgspec classes costs ~75 ns a class
 
 
-def stream_of(event: RunEventBase | ProcessEventBase | LedgerEventBase) -> str:
+def stream_of(event: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> str:
     if isinstance(event, RunEventBase):
         return run_stream(event.run)
     if isinstance(event, LedgerEventBase):
         return ledger_stream()
+    if isinstance(event, RoleEventBase):
+        return role_stream(event.role)
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -104,6 +110,8 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         evolve: Callable[[Any, Any], Any] = run_mod.evolve
     elif stream == ledger_stream():
         evolve = settings_mod.evolve
+    elif stream.startswith(role_stream("")):
+        evolve = role_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -308,15 +316,18 @@ class Commands:
     @overload
     def submit(self, command: LedgerEventBase) -> settings_mod.Settings: ...
 
+    @overload
+    def submit(self, command: RoleEventBase) -> role_mod.RoleState: ...
+
     def submit(
-        self, command: RunEventBase | ProcessEventBase | LedgerEventBase
-    ) -> RunState | ProcessState | settings_mod.Settings:
+        self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase
+    ) -> RunState | ProcessState | settings_mod.Settings | role_mod.RoleState:
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
-        result: RunState | ProcessState | settings_mod.Settings = self._submit(command)
+        result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState = self._submit(command)
         return result
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> Any:
         raise NotImplementedError
 
     def _at(self, at: datetime | None) -> datetime:
@@ -511,7 +522,7 @@ class Batch(Commands):
         found = self.find_epoch(check_value(epoch, Name, "epoch"))
         return found.process, found.epoch
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> Any:
         checked(command)  # from here on, an instance of a catalogue class, not of a subclass (L4)
         is_run = type(command) in _RUN_TYPES
         stream = stream_of(command)
@@ -524,6 +535,9 @@ class Batch(Commands):
         elif isinstance(command, LedgerEventBase):
             events = settings_mod.decide(command, state)  # type: ignore[arg-type] # a LedgerEvent member
             new_state = settings_mod.fold(events, state)
+        elif isinstance(command, RoleEventBase):
+            events = self._decide_role(command, state)  # type: ignore[arg-type] # a RoleEvent member
+            new_state = role_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)
@@ -590,6 +604,14 @@ class Batch(Commands):
         no host boot id cannot have seen its host reboot, so no host is read for it."""
         host = self.host_state(epoch.host) if epoch.host is not None and epoch.host_boot is not None else None
         return process_stream_mod.end_of(epoch, host)
+
+    def _decide_role(self, command: RoleGranted, state: role_mod.RoleState | None) -> list[Any]:
+        """role.decide (rule T7) with the liveness of the asking epoch and of the
+        current holder's, each from `end_of`: the one liveness definition (rule O7)."""
+        asker = self.find_epoch(command.epoch, must_be_in=command.process)
+        holder = None if state is None else self.find_epoch(state.epoch, must_be_in=state.process)
+        return list(role_mod.decide(command, state, asker_end=self.end_of(asker),
+                                    holder_end=None if holder is None else self.end_of(holder)))  # fmt: skip
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/run.py): a report written on behalf of
@@ -758,7 +780,7 @@ class Ledger(Commands):
         self.cache.put_many(got, fresh_at=token)
         return out
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> Any:
         with self.batch() as b:
             return b.submit(command)
 
@@ -946,6 +968,31 @@ class Ledger(Commands):
         setting the value it already has appends nothing."""
         found = self.submit(LedgerDefaultSlot(at=self.clock.now(), slot=slot, actor=actor, reason=reason))
         return found if found is not None else settings_mod.Settings()  # None cleared on a ledger that never set it
+
+    def acquire_role(self, role: str, epoch: EpochArg, *, actor: str | None = None,
+                     reason: str | None = None) -> role_mod.RoleState:  # fmt: skip
+        """Take the exclusive role `role` for `epoch` (its state or its id), or keep it
+        (rule T7; ledger/role.py). Returns the grant, whose `token` (it only grows) is
+        for the systems the scheduler drives. Held by this epoch already: appends
+        nothing. Held by another live epoch: RoleHeld. `epoch` not live: StaleEpoch.
+        A racing acquirer's grant that landed first is re-read, then refused."""
+        process, epoch_id = self._slot_of(epoch)
+        command = RoleGranted(at=self.clock.now(), role=role, epoch=epoch_id, process=process, actor=actor,
+                              reason=reason)  # fmt: skip
+        for attempt in range(5):
+            try:
+                return self.submit(command)
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def role(self, role: str) -> role_mod.RoleState | None:
+        """Who holds `role` (its last grant, rule T7), or None if it was never granted.
+        The holder may since have ended: `acquire_role` is what judges that."""
+        role = check_value(role, Name, "role")
+        found: role_mod.RoleState | None = _fold_stream(role_stream(role), self.store.read_stream(role_stream(role)))
+        return found
 
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
         """Every running run no slot can judge (rule O9: no owner epoch, no process, and

@@ -33,6 +33,7 @@ from ledger.events import (
     LedgerEventBase,
     ProcessEventBase,
     Recorded,
+    RoleEventBase,
     RunCorrected,
     RunEventBase,
     RunFailed,
@@ -546,7 +547,7 @@ class _Import:
                 self._reject(number, content, r)
 
     def _line(self, number: int, raw: dict[str, Any], event: Event) -> None:
-        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
+        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase)  # every catalogue tag
         try:  # first: an instant out of bounds must not reach the index (hashing it overflows) or decide
             codec.checked(event)
         except InvalidInput as e:
