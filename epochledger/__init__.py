@@ -34,6 +34,7 @@ from ledger.errors import (
     PermissionDenied,
     QueryInterrupted,
     QueryRefused,
+    RoleHeld,
     RunNotFound,
     StaleEpoch,
     StatementTimeout,
@@ -60,6 +61,7 @@ from ledger.lifecycle import (
     requires_resume_answers,
 )
 from ledger.process import EpochState, ProcessState
+from ledger.role import RoleState
 from ledger.run import RunState
 
 __all__ = [
@@ -88,6 +90,8 @@ __all__ = [
     "ProcessState",
     "QueryInterrupted",
     "QueryRefused",
+    "RoleHeld",
+    "RoleState",
     "RunNotFound",
     "RunState",
     "StaleEpoch",

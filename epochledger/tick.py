@@ -34,6 +34,11 @@ What the driver guarantees:
   fenced for this epoch; events of a tick that found itself stale are kept as
   `run.fenced` evidence, never lost, never counted against the run.
 
+- T7 one holder of a role: a step bound to an exclusive role (`exclusive={"admit":
+  "admission"}`) runs only in a tick whose epoch holds the role (Ledger.acquire_role,
+  ledger/role.py), and is skipped, not failed, otherwise; `token(role)` is the grant's
+  fencing token for the systems the step drives.
+
 The driver returns a report; it never logs.
 """
 

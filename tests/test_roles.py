@@ -288,9 +288,9 @@ def test_T7_O7_two_driver_processes_the_holder_sigkilled_its_role_passes_with_a_
     holder is SIGKILLed; the probe on this host records its exit (a fact of O7, pid not
     running), and the survivor's next tick takes the role with token 2. The driven
     system (a sink) sees every call of the first driver with token 1, then only the
-    second's with token 2: never both at once, never a token going back. Mutation
-    caught: a holder judged by its silence or its age instead of the facts of O7 (the
-    role passes, or never passes, without the probe's exit)."""
+    second's with token 2: never both at once, never a token going back. Mutations
+    caught: decide ignoring the holder's liveness (both drivers admit), a token that
+    restarts at 1."""
     with open_ledger(store_url, init=True) as lg:
         with lg.batch() as b:
             b.queue("r1", workflow="wf")
