@@ -20,6 +20,7 @@ import msgspec
 
 from epochledger import sweep as sweep_mod
 from epochledger.sweep import SweepReport
+from ledger import passes as passes_mod
 from ledger import process as process_stream_mod
 from ledger import role as role_mod
 from ledger import run as run_mod
@@ -41,6 +42,8 @@ from ledger.events import (
     LedgerDefaultSlot,
     LedgerEventBase,
     Name,
+    PassEvent,
+    PassEventBase,
     ProcessBooted,
     ProcessEventBase,
     ProcessExited,
@@ -64,6 +67,7 @@ from ledger.events import (
     RunStarted,
     Status,
     ledger_stream,
+    pass_stream,
     process_stream,
     role_stream,
     run_stream,
@@ -86,13 +90,15 @@ ProcessState = process_stream_mod.ProcessState
 _RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup first: isinstance on msgspec classes costs ~75 ns a class
 
 
-def stream_of(event: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> str:
+def stream_of(event: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase) -> str:
     if isinstance(event, RunEventBase):
         return run_stream(event.run)
     if isinstance(event, LedgerEventBase):
         return ledger_stream()
     if isinstance(event, RoleEventBase):
         return role_stream(event.role)
+    if isinstance(event, PassEventBase):
+        return pass_stream(event.name)
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -112,6 +118,8 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         evolve = settings_mod.evolve
     elif stream.startswith(role_stream("")):
         evolve = role_mod.evolve
+    elif stream.startswith(pass_stream("")):
+        evolve = passes_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -319,15 +327,19 @@ class Commands:
     @overload
     def submit(self, command: RoleEventBase) -> role_mod.RoleState: ...
 
+    @overload
+    def submit(self, command: PassEventBase) -> passes_mod.PassState: ...
+
     def submit(
-        self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase
-    ) -> RunState | ProcessState | settings_mod.Settings | role_mod.RoleState:
+        self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase
+    ) -> RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState:
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
-        result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState = self._submit(command)
+        result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState = (
+            self._submit(command))  # fmt: skip
         return result
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase) -> Any:
         raise NotImplementedError
 
     def _at(self, at: datetime | None) -> datetime:
@@ -522,7 +534,7 @@ class Batch(Commands):
         found = self.find_epoch(check_value(epoch, Name, "epoch"))
         return found.process, found.epoch
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase) -> Any:
         checked(command)  # from here on, an instance of a catalogue class, not of a subclass (L4)
         is_run = type(command) in _RUN_TYPES
         stream = stream_of(command)
@@ -538,6 +550,9 @@ class Batch(Commands):
         elif isinstance(command, RoleEventBase):
             events = self._decide_role(command, state)  # type: ignore[arg-type] # a RoleEvent member
             new_state = role_mod.fold(events, state)
+        elif isinstance(command, PassEventBase):
+            events = self._decide_pass(command, state)  # type: ignore[arg-type] # a PassEvent member
+            new_state = passes_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)
@@ -612,6 +627,15 @@ class Batch(Commands):
         holder = None if state is None else self.find_epoch(state.epoch, must_be_in=state.process)
         return list(role_mod.decide(command, state, asker_end=self.end_of(asker),
                                     holder_end=None if holder is None else self.end_of(holder)))  # fmt: skip
+
+    def _decide_pass(self, command: PassEvent, state: passes_mod.PassState | None) -> list[Any]:
+        """passes.decide (rule T6), fenced like a report: an item's event written on
+        behalf of an epoch that is no longer live (end_of, rule O7) is refused (F1)."""
+        if command.epoch is not None:
+            ended = self.end_of(self.find_epoch(command.epoch))
+            if ended is not None:
+                raise StaleEpoch("", None, tag_of(command), command.epoch, ended[1])
+        return list(passes_mod.decide(command, state))
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/run.py): a report written on behalf of
@@ -780,7 +804,7 @@ class Ledger(Commands):
         self.cache.put_many(got, fresh_at=token)
         return out
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase) -> Any:
+    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase) -> Any:
         with self.batch() as b:
             return b.submit(command)
 

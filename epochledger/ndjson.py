@@ -31,6 +31,7 @@ from ledger.events import (
     TAGS,
     Event,
     LedgerEventBase,
+    PassEventBase,
     ProcessEventBase,
     Recorded,
     RoleEventBase,
@@ -547,7 +548,7 @@ class _Import:
                 self._reject(number, content, r)
 
     def _line(self, number: int, raw: dict[str, Any], event: Event) -> None:
-        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase)  # every catalogue tag
+        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase)  # all tags
         try:  # first: an instant out of bounds must not reach the index (hashing it overflows) or decide
             codec.checked(event)
         except InvalidInput as e:

@@ -57,7 +57,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from epochledger import passes as passes_mod
 from epochledger.app import Ledger
+from epochledger.passes import CrossRunPass, ItemFailure
 from ledger import lifecycle
 from ledger.clock import elapsed
 from ledger.codec import check_value
@@ -308,6 +310,7 @@ class TickFatal:
     failure may have landed, and is this epoch's)."""
 
     stage: Literal["list", "record", "stale_epoch", "abandoned_steps", "role"]
+    # "list" also covers a cross-run pass whose listing raised (rule T6): nothing ran.
     error_class: str
     error: str
     exception: BaseException = field(repr=False, compare=False)
@@ -332,11 +335,19 @@ class TickReport:
     # were skipped, not failed, for want of their role.
     roles_held: Mapping[str, int] = field(default_factory=dict)
     roles_not_held: Mapping[str, str] = field(default_factory=dict)
-    steps_skipped: tuple[str, ...] = ()
+    steps_skipped: tuple[str, ...] = ()  # steps and cross-run passes
+    # Rule T6: the cross-run passes' items that raised (retired ones flagged), and the
+    # items that succeeded after failures ("pass/item").
+    item_failures: tuple[ItemFailure, ...] = ()
+    items_recovered: tuple[str, ...] = ()
+
+    @property
+    def item_retirements(self) -> tuple[ItemFailure, ...]:
+        return tuple(f for f in self.item_failures if f.retired)
 
     @property
     def ok(self) -> bool:
-        return self.fatal is None and not self.failures and not self.unrecorded
+        return self.fatal is None and not self.failures and not self.unrecorded and not self.item_failures
 
     def to_builtins(self) -> dict[str, Any]:
         """JSON-ready (exceptions shown by class and message)."""
@@ -350,7 +361,9 @@ class TickReport:
             return d
 
         built: dict[str, Any] = msgspec.to_builtins({
-            **{k: v for k, v in self.__dict__.items() if k not in ("failures", "dead_letters", "unrecorded", "fatal")},
+            **{k: v for k, v in self.__dict__.items()
+               if k not in ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")},
+            "item_failures": [plain(f) for f in self.item_failures],
             "failures": [plain(f) for f in self.failures],
             "dead_letters": [plain(d) for d in self.dead_letters],
             "unrecorded": [plain(u) for u in self.unrecorded],
@@ -421,6 +434,10 @@ def _positive(value: timedelta | float | None, what: str) -> timedelta | None:
     return duration
 
 
+def _describe(exc: BaseException) -> tuple[str, str]:
+    return error_class(exc), error_message(exc)
+
+
 def _name(value: str, what: str) -> str:
     checked: str = check_value(value, Name, what)
     return checked
@@ -456,7 +473,10 @@ class TickDriver:
     later ticks charge the run again without starting it. `max_abandoned_steps`: how
     many abandoned steps may still be running before the driver starts no more steps
     (each holds one thread: docs/tick.md, "A step's deadline").
-    `exclusive` (rule T7): step name -> an exclusive role (e.g. {"admit": "admission"}).
+    `passes` (rule T6): name -> CrossRunPass (epochledger/passes.py), work that is not
+    about one run, run after the steps with per-item isolation and a delivery ceiling;
+    its listing is read with the runs' listing, and a listing that raises is tick-fatal.
+    `exclusive` (rule T7): step (or pass) name -> an exclusive role (e.g. {"admit": "admission"}).
     Each tick asks the ledger for each role (Ledger.acquire_role); a step runs only in a
     tick whose epoch holds its role, and is skipped, not failed, otherwise. While it
     runs, `token(role)` is the grant's fencing token, for the systems the step drives.
@@ -475,6 +495,7 @@ class TickDriver:
         step_deadlines: Mapping[str, timedelta | float | None] | None = None,
         max_abandoned_steps: int = DEFAULT_MAX_ABANDONED_STEPS,
         exclusive: Mapping[str, str] | None = None,
+        passes: Mapping[str, CrossRunPass] | None = None,
     ):
         pairs = list(steps.items()) if isinstance(steps, Mapping) else list(steps)
         if not pairs:
@@ -501,8 +522,16 @@ class TickDriver:
         self.max_abandoned_steps = max_abandoned_steps
         if exclusive is not None and not isinstance(exclusive, Mapping):
             raise InvalidInput(f"must map step names to roles, got {exclusive!r}", where="exclusive")
+        if passes is not None and not isinstance(passes, Mapping):
+            raise InvalidInput(f"must map pass names to CrossRunPass, got {passes!r}", where="passes")
+        self.passes = {_name(n, "passes"): p for n, p in dict(passes or {}).items()}
+        for n, p in self.passes.items():
+            if not isinstance(p, CrossRunPass):
+                raise InvalidInput(f"pass {n!r} is not a CrossRunPass, got {p!r}", where="passes")
+            if n in names:
+                raise InvalidInput(f"pass {n!r} has the name of a step", where="passes")
         self.exclusive = {n: _name(r, f"exclusive[{n!r}]") for n, r in dict(exclusive or {}).items()}
-        unknown = sorted(set(self.exclusive) - set(names))
+        unknown = sorted(set(self.exclusive) - set(names) - set(self.passes))
         if unknown:
             raise InvalidInput(f"names no step of this driver: {unknown} (steps: {names})", where="exclusive")
         self.grants: dict[str, RoleState] = {}  # the roles the current (or last) tick held
@@ -557,10 +586,11 @@ class TickDriver:
             return TickReport(tick=tick, started_at=started, fatal=fatal)
         held = {role: g.token for role, g in self.grants.items()}
         steps = [(n, f) for n, f in self.steps if self.exclusive.get(n) not in not_held]
-        roles = dict(roles_held=held, roles_not_held=not_held,
-                     steps_skipped=tuple(n for n, _ in self.steps if self.exclusive.get(n) in not_held))  # fmt: skip
+        skipped_work = [n for n in [*(n for n, _ in self.steps), *self.passes] if self.exclusive.get(n) in not_held]
+        roles = dict(roles_held=held, roles_not_held=not_held, steps_skipped=tuple(skipped_work))
         try:
             active = self.list_active()
+            items = {n: passes_mod.list_items(p, n) for n, p in self.passes.items() if n not in skipped_work}
         except Exception as exc:  # noqa: BLE001 - whatever it is, it belongs to no run
             fatal = TickFatal("list", error_class(exc), error_message(exc), exc)
             return TickReport(tick=tick, started_at=started, fatal=fatal, **roles)  # type: ignore[arg-type]
@@ -584,7 +614,33 @@ class TickDriver:
         if ended_by is None and skipped:
             ended_by = self._exhausted(len(skipped))
         report = self._report(tick, started, outcomes, appended, fenced, unrecorded, ended_by, skipped)
+        if ended_by is None:
+            report = self._passes(report, items, tick)
         return dataclasses.replace(report, **roles)  # type: ignore[arg-type]
+
+    def _passes(self, report: TickReport, items: Mapping[str, list[tuple[str, Any]]],
+                tick: str) -> TickReport:  # fmt: skip
+        """Run each cross-run pass over its listed items (rule T6): per-item isolation,
+        failures recorded on the pass's stream, never a run's."""
+        failures: list[ItemFailure] = []
+        recovered: list[str] = []
+        appended = 0
+        fatal: TickFatal | None = None
+        for name, listed in items.items():
+            try:
+                f, r, n = passes_mod.run_pass(self.ledger, name, self.passes[name], listed, tick=tick,
+                                              epoch=self.epoch, actor=self.actor, describe=_describe)  # fmt: skip
+            except StaleEpoch as exc:
+                fatal = self._stale(exc.why, exc)
+                break
+            except LedgerError as exc:
+                fatal = TickFatal("record", error_class(exc), error_message(exc), exc)
+                break
+            failures += f
+            recovered += [f"{name}/{i}" for i in r]
+            appended += n
+        return dataclasses.replace(report, item_failures=tuple(failures), items_recovered=tuple(recovered),
+                                   appended=report.appended + appended, fatal=fatal)  # fmt: skip
 
     def _take_roles(self, own: EpochState) -> dict[str, str]:
         """Ask for every exclusive role of this driver (rule T7): held by this epoch

@@ -3,8 +3,9 @@
 WARNING: tags and field names below ARE the storage format, the NDJSON import/export
 format and the audit schema. Never rename a tag or a field, never change a field's
 type, and give every new field a default. Adding an event is local: define the class,
-add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent`, and the type
-checker (via `assert_never` in the folds) names every fold that must learn it. See docs/events.md.
+add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent` / `PassEvent`, and
+the type checker (via `assert_never` in the folds) names every fold that must learn
+it. See docs/events.md.
 
 Run events carry the run's resulting `status` and `code` (rule L1). A command is the
 same class with `status` unset; `ledger.run.decide` stamps the result.
@@ -420,13 +421,55 @@ class RoleGranted(RoleEventBase, frozen=True, kw_only=True, tag="role.granted"):
 
 RoleEvent = RoleGranted  # one event so far; a second joins as a union
 
-AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent
+
+# ------------------------------------------------------------------ pass streams
+class PassEventBase(Event, frozen=True, kw_only=True):
+    """A fact about one item of a cross-run pass (rule T6: an outbox of teardowns, a
+    reconcile of cancellations), on the pass's own stream (`pass_stream(name)`). Never a
+    run's event: a failing item changes no run's state."""
+
+    name: Name  # the pass
+    item: Name  # the item's id, as the pass lists it
+    tick: Name
+    epoch: Name | None = None  # the ticking epoch (rule F1)
+
+
+class PassItemFailed(PassEventBase, frozen=True, kw_only=True, tag="pass.item_failed"):
+    """Handling the item raised in tick `tick`; `deliveries` counts its failed deliveries
+    so far, this one included. It is delivered again on later ticks."""
+
+    error_class: Name
+    error: LongText = ""
+    deliveries: int
+
+
+class PassItemRecovered(PassEventBase, frozen=True, kw_only=True, tag="pass.item_recovered"):
+    """The item was handled after failed deliveries: its failures close. Never written
+    for an item that had none (rule T6, as T3)."""
+
+
+class PassItemRetired(PassEventBase, frozen=True, kw_only=True, tag="pass.item_retired"):
+    """The item failed its `ceiling`-th delivery: it is retired, never delivered again
+    (for an outbox of teardowns: "teardown abandoned"). A diagnostic: no run's state
+    changes. Carries the last failure."""
+
+    error_class: Name
+    error: LongText = ""
+    deliveries: int
+    ceiling: int
+
+
+PassEvent = PassItemFailed | PassItemRecovered | PassItemRetired
+
+AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent
 
 RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
 PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
 LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
 ROLE_EVENT_TYPES: tuple[type[RoleEventBase], ...] = (RoleGranted,)
-EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES, *LEDGER_EVENT_TYPES, *ROLE_EVENT_TYPES)
+PASS_EVENT_TYPES: tuple[type[PassEventBase], ...] = PassEvent.__args__
+EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES, *LEDGER_EVENT_TYPES, *ROLE_EVENT_TYPES,
+                                        *PASS_EVENT_TYPES)  # fmt: skip
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
 
@@ -460,6 +503,11 @@ def ledger_stream() -> str:
 def role_stream(role: str) -> str:
     """Stream id of an exclusive role (rule T7). Prefixed: collides with no run or slot."""
     return "role:" + role
+
+
+def pass_stream(name: str) -> str:
+    """Stream id of a cross-run pass (rule T6). Prefixed: collides with no run or slot."""
+    return "pass:" + name
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event
