@@ -34,6 +34,9 @@ What the driver guarantees:
   fenced for this epoch; events of a tick that found itself stale are kept as
   `run.fenced` evidence, never lost, never counted against the run.
 
+- T6 cross-run passes: `passes={name: CrossRunPass}` (epochledger/passes.py) run after
+  the steps, item by item: a failing item is delivered again up to its ceiling, then
+  retired (`pass.item_retired`); no run's state moves; listing the items is tick-fatal.
 - T7 one holder of a role: a step bound to an exclusive role (`exclusive={"admit":
   "admission"}`) runs only in a tick whose epoch holds the role (Ledger.acquire_role,
   ledger/role.py), and is skipped, not failed, otherwise; `token(role)` is the grant's
