@@ -13,6 +13,7 @@ Everything a user imports comes from here, typed (the package ships `py.typed`):
 """
 
 from epochledger.app import Batch, Ledger, open_ledger
+from epochledger.passes import CrossRunPass
 from epochledger.probe import ProbeReport
 from epochledger.sweep import SweepReport
 from epochledger.tick import TickDriver, TickReport
@@ -69,6 +70,7 @@ __all__ = [
     "Clock",
     "CommitUnknown",
     "ConflictError",
+    "CrossRunPass",
     "DamagedLog",
     "DamagedRuns",
     "DecodeError",
