@@ -122,7 +122,9 @@ def test_T6_T1_a_pass_whose_listing_raises_is_tick_fatal_and_appends_nothing(led
                          passes={"teardowns": CrossRunPass(items=broken, handle=lambda i, p: None)})  # fmt: skip
     head = ledger.store.max_position()
     report = driver.tick()
-    assert report.fatal is not None and report.fatal.stage == "list" and "outbox table unreachable" in report.fatal.error
+    assert (
+        report.fatal is not None and report.fatal.stage == "list" and "outbox table unreachable" in report.fatal.error
+    )
     assert ran == [] and ledger.store.max_position() == head
 
 
