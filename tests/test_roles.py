@@ -334,3 +334,18 @@ def test_T7_O7_two_driver_processes_the_holder_sigkilled_its_role_passes_with_a_
         assert (passed.token, passed.process, passed.previous_rule) == (2, "driver-b", "O2-exited")
         assert passed.previous_evidence and f"pid {booted_a['pid']} not running" in passed.previous_evidence
         assert os.getpid() != booted_a["pid"]
+
+
+@pytest.mark.parametrize("role", ["", "two words", "x" * 201, 7, None])
+def test_T7_L4_a_bad_role_name_is_refused_by_name_and_nothing_is_appended(ledger: Ledger, role: Any) -> None:
+    """A role is a Name (rule L4): acquire_role and role refuse anything else with
+    InvalidInput naming the `role` field, and nothing is appended."""
+    from ledger.errors import InvalidInput
+
+    a = ledger.boot("driver-a")
+    head = ledger.store.max_position()
+    for call in (lambda: ledger.acquire_role(role, a), lambda: ledger.role(role)):
+        with pytest.raises(InvalidInput) as refused:
+            call()
+        assert "role" in (refused.value.where or "") or "$.role" in str(refused.value)
+    assert ledger.store.max_position() == head
