@@ -13,6 +13,7 @@ Everything a user imports comes from here, typed (the package ships `py.typed`):
 """
 
 from epochledger.app import Batch, Ledger, open_ledger
+from epochledger.passes import CrossRunPass
 from epochledger.probe import ProbeReport
 from epochledger.sweep import SweepReport
 from epochledger.tick import TickDriver, TickReport
@@ -34,6 +35,7 @@ from ledger.errors import (
     PermissionDenied,
     QueryInterrupted,
     QueryRefused,
+    RoleHeld,
     RunNotFound,
     StaleEpoch,
     StatementTimeout,
@@ -60,6 +62,7 @@ from ledger.lifecycle import (
     requires_resume_answers,
 )
 from ledger.process import EpochState, ProcessState
+from ledger.role import RoleState
 from ledger.run import RunState
 
 __all__ = [
@@ -67,6 +70,7 @@ __all__ = [
     "Clock",
     "CommitUnknown",
     "ConflictError",
+    "CrossRunPass",
     "DamagedLog",
     "DamagedRuns",
     "DecodeError",
@@ -88,6 +92,8 @@ __all__ = [
     "ProcessState",
     "QueryInterrupted",
     "QueryRefused",
+    "RoleHeld",
+    "RoleState",
     "RunNotFound",
     "RunState",
     "StaleEpoch",

@@ -21,7 +21,9 @@ import msgspec
 from epochledger import sweep as sweep_mod
 from epochledger.reports import Reports
 from epochledger.sweep import SweepReport
+from ledger import passes as passes_mod
 from ledger import process as process_stream_mod
+from ledger import role as role_mod
 from ledger import run as run_mod
 from ledger import settings as settings_mod
 from ledger.clock import Clock, boot_instant, checked_clock
@@ -41,12 +43,16 @@ from ledger.events import (
     LedgerDefaultSlot,
     LedgerEventBase,
     Name,
+    PassEvent,
+    PassEventBase,
     ProcessBooted,
     ProcessEventBase,
     ProcessExited,
     ProcessStopped,
     ProcessStopping,
     Recorded,
+    RoleEventBase,
+    RoleGranted,
     RunCancelled,
     RunCheckpointed,
     RunCorrected,
@@ -61,8 +67,11 @@ from ledger.events import (
     RunRewound,
     RunStarted,
     Status,
+    StreamEvent,
     ledger_stream,
+    pass_stream,
     process_stream,
+    role_stream,
     run_stream,
     tag_of,
 )
@@ -83,11 +92,15 @@ ProcessState = process_stream_mod.ProcessState
 _RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup first: isinstance on msgspec classes costs ~75 ns a class
 
 
-def stream_of(event: RunEventBase | ProcessEventBase | LedgerEventBase) -> str:
+def stream_of(event: StreamEvent) -> str:
     if isinstance(event, RunEventBase):
         return run_stream(event.run)
     if isinstance(event, LedgerEventBase):
         return ledger_stream()
+    if isinstance(event, RoleEventBase):
+        return role_stream(event.role)
+    if isinstance(event, PassEventBase):
+        return pass_stream(event.name)
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -105,6 +118,10 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         evolve: Callable[[Any, Any], Any] = run_mod.evolve
     elif stream == ledger_stream():
         evolve = settings_mod.evolve
+    elif stream.startswith(role_stream("")):
+        evolve = role_mod.evolve
+    elif stream.startswith(pass_stream("")):
+        evolve = passes_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -309,15 +326,22 @@ class Commands:
     @overload
     def submit(self, command: LedgerEventBase) -> settings_mod.Settings: ...
 
+    @overload
+    def submit(self, command: RoleEventBase) -> role_mod.RoleState: ...
+
+    @overload
+    def submit(self, command: PassEventBase) -> passes_mod.PassState: ...
+
     def submit(
-        self, command: RunEventBase | ProcessEventBase | LedgerEventBase
-    ) -> RunState | ProcessState | settings_mod.Settings:
+        self, command: StreamEvent
+    ) -> RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState:
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
-        result: RunState | ProcessState | settings_mod.Settings = self._submit(command)
+        result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState = (
+            self._submit(command))  # fmt: skip
         return result
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
+    def _submit(self, command: StreamEvent) -> Any:
         raise NotImplementedError
 
     def _at(self, at: datetime | None) -> datetime:
@@ -483,7 +507,7 @@ class Batch(Commands):
         for epoch in list(self._epochs)[epochs:]:  # learned since (a boot): forget them
             del self._epochs[epoch]
 
-    def decide_at(self, command: RunEventBase | ProcessEventBase | LedgerEventBase, state: Any) -> list[Any]:
+    def decide_at(self, command: StreamEvent, state: Any) -> list[Any]:
         """The events `submit` would append for `command` were its stream at `state`
         (an earlier state of it), by the one write path, appending and keeping
         nothing: the import judges a line at its place in the file (rule I1)."""
@@ -526,7 +550,7 @@ class Batch(Commands):
         found = self.find_epoch(check_value(epoch, Name, "epoch"))
         return found.process, found.epoch
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
+    def _submit(self, command: StreamEvent) -> Any:
         checked(command)  # from here on, an instance of a catalogue class, not of a subclass (L4)
         is_run = type(command) in _RUN_TYPES
         stream = stream_of(command)
@@ -539,6 +563,12 @@ class Batch(Commands):
         elif isinstance(command, LedgerEventBase):
             events = settings_mod.decide(command, state)  # type: ignore[arg-type] # a LedgerEvent member
             new_state = settings_mod.fold(events, state)
+        elif isinstance(command, RoleEventBase):
+            events = self._decide_role(command, state)  # type: ignore[arg-type] # a RoleEvent member
+            new_state = role_mod.fold(events, state)
+        elif isinstance(command, PassEventBase):
+            events = self._decide_pass(command, state)  # type: ignore[arg-type] # a PassEvent member
+            new_state = passes_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)
@@ -612,6 +642,23 @@ class Batch(Commands):
         """Why `epoch` is no longer live, or None: THE liveness definition
         (ledger.process.end_of, rule O7), with its host's facts (host_of)."""
         return process_stream_mod.end_of(epoch, self.host_of(epoch))
+
+    def _decide_role(self, command: RoleGranted, state: role_mod.RoleState | None) -> list[Any]:
+        """role.decide (rule T7) with the liveness of the asking epoch and of the
+        current holder's, each from `end_of`: the one liveness definition (rule O7)."""
+        asker = self.find_epoch(command.epoch, must_be_in=command.process)
+        holder = None if state is None else self.find_epoch(state.epoch, must_be_in=state.process)
+        return list(role_mod.decide(command, state, asker_end=self.end_of(asker),
+                                    holder_end=None if holder is None else self.end_of(holder)))  # fmt: skip
+
+    def _decide_pass(self, command: PassEvent, state: passes_mod.PassState | None) -> list[Any]:
+        """passes.decide (rule T6), fenced like a report: an item's event written on
+        behalf of an epoch that is no longer live (end_of, rule O7) is refused (F1)."""
+        if command.epoch is not None:
+            ended = self.end_of(self.find_epoch(command.epoch))
+            if ended is not None:
+                raise StaleEpoch("", None, tag_of(command), command.epoch, ended[1])
+        return list(passes_mod.decide(command, state))
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
         """run.decide, behind the fence (ledger/run.py): a report written on behalf of
@@ -780,7 +827,7 @@ class Ledger(Commands, Reports):
         self.cache.put_many(got, fresh_at=token)
         return out
 
-    def _submit(self, command: RunEventBase | ProcessEventBase | LedgerEventBase) -> Any:
+    def _submit(self, command: StreamEvent) -> Any:
         with self.batch() as b:
             return b.submit(command)
 
@@ -998,6 +1045,31 @@ class Ledger(Commands, Reports):
         setting the value it already has appends nothing."""
         found = self.submit(LedgerDefaultSlot(at=self.clock.now(), slot=slot, actor=actor, reason=reason))
         return found if found is not None else settings_mod.Settings()  # None cleared on a ledger that never set it
+
+    def acquire_role(self, role: str, epoch: EpochArg, *, actor: str | None = None,
+                     reason: str | None = None) -> role_mod.RoleState:  # fmt: skip
+        """Take the exclusive role `role` for `epoch` (its state or its id), or keep it
+        (rule T7; ledger/role.py). Returns the grant, whose `token` (it only grows) is
+        for the systems the scheduler drives. Held by this epoch already: appends
+        nothing. Held by another live epoch: RoleHeld. `epoch` not live: StaleEpoch.
+        A racing acquirer's grant that landed first is re-read, then refused."""
+        process, epoch_id = self._slot_of(epoch)
+        command = RoleGranted(at=self.clock.now(), role=role, epoch=epoch_id, process=process, actor=actor,
+                              reason=reason)  # fmt: skip
+        for attempt in range(5):
+            try:
+                return self.submit(command)
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def role(self, role: str) -> role_mod.RoleState | None:
+        """Who holds `role` (its last grant, rule T7), or None if it was never granted.
+        The holder may since have ended: `acquire_role` is what judges that."""
+        role = check_value(role, Name, "role")
+        found: role_mod.RoleState | None = _fold_stream(role_stream(role), self.store.read_stream(role_stream(role)))
+        return found
 
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
         """Every running run no slot can judge (rule O9: no owner epoch, no process, and

@@ -35,14 +35,13 @@ from ledger.errors import IllegalTransition, ImportRejected, InvalidInput, Ledge
 from ledger.events import (
     TAGS,
     Event,
-    LedgerEventBase,
-    ProcessEventBase,
     Recorded,
     RunCorrected,
     RunEventBase,
     RunFailed,
     RunFenced,
     RunStarted,
+    StreamEvent,
     process_stream,
     run_stream,
     tag_of,
@@ -498,7 +497,7 @@ class _Known:
         before it."""
         last = next((k for k in range(index - 1, -1, -1) if not isinstance(self.events[k], RunFenced)), None)
         event = self.events[index]
-        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
+        assert isinstance(event, StreamEvent)  # every tag of the catalogue is one
         state = _fold_stream(stream_of(event), self.history[: self.rows[index]])
         return (state, None, "") if last is None else (state, self.events[last].at, f"position {self.positions[last]}")
 
@@ -602,7 +601,7 @@ class _Import:
             if isinstance(parsed, ImportRejected):
                 continue
             raw, event = parsed
-            assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
+            assert isinstance(event, StreamEvent)  # every tag of the catalogue is one
             stream = stream_of(event)
             known = self.known[stream]
             if not known.stored:
@@ -681,7 +680,7 @@ class _Import:
                 self._reject(number, content, r)
 
     def _line(self, number: int, raw: dict[str, Any], event: Event) -> None:
-        assert isinstance(event, RunEventBase | ProcessEventBase | LedgerEventBase)  # every tag of the catalogue is one
+        assert isinstance(event, StreamEvent)  # all tags
         try:  # first: an instant out of bounds must not reach the index (hashing it overflows) or decide
             codec.checked(event)
         except InvalidInput as e:
@@ -772,7 +771,7 @@ class _Import:
             return process_stream(slot) if slot is not None else None
         return None
 
-    def _behind(self, event: RunEventBase | ProcessEventBase | LedgerEventBase, state: Any, last: tuple[datetime | None, str],
+    def _behind(self, event: StreamEvent, state: Any, last: tuple[datetime | None, str],
                 later: int, position: int | None) -> None:  # fmt: skip
         """Judge a line at its place: against its stream's history (`state`, whose last
         event but evidence is `last`: its time and where) just before the event of the recorded line

@@ -34,11 +34,20 @@ What the driver guarantees:
   fenced for this epoch; events of a tick that found itself stale are kept as
   `run.fenced` evidence, never lost, never counted against the run.
 
+- T6 cross-run passes: `passes={name: CrossRunPass}` (epochledger/passes.py) run after
+  the steps, item by item: a failing item is delivered again up to its ceiling, then
+  retired (`pass.item_retired`); no run's state moves; listing the items is tick-fatal.
+- T7 one holder of a role: a step bound to an exclusive role (`exclusive={"admit":
+  "admission"}`) runs only in a tick whose epoch holds the role (Ledger.acquire_role,
+  ledger/role.py), and is skipped, not failed, otherwise; `token(role)` is the grant's
+  fencing token for the systems the step drives.
+
 The driver returns a report; it never logs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import queue
 import re
@@ -51,11 +60,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from epochledger import passes as passes_mod
 from epochledger.app import Ledger
+from epochledger.passes import CrossRunPass, ItemFailure
 from ledger import lifecycle
 from ledger.clock import elapsed
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, LedgerError, StaleEpoch, StoreError
+from ledger.errors import ConflictError, InvalidInput, LedgerError, RoleHeld, StaleEpoch, StoreError
 from ledger.events import (
     Name,
     RunDeadLettered,
@@ -67,6 +78,7 @@ from ledger.events import (
     tag_of,
 )
 from ledger.process import EpochRef, EpochState
+from ledger.role import RoleState
 from ledger.run import RunState, TickStreak
 from projections import tick_health as tick_health_view
 
@@ -296,9 +308,12 @@ class TickFatal:
     longer live (`stale_epoch`, rule F1: the tick stopped; what it had observed is kept
     as run.fenced evidence), or `max_abandoned_steps` steps abandoned past their deadline
     are still running (`abandoned_steps`, rule T5: no further step was started; the runs
-    not driven are in `TickReport.skipped`, their streaks untouched)."""
+    not driven are in `TickReport.skipped`, their streaks untouched), or asking for an
+    exclusive role failed (`role`, rule T7: no step ran; a grant asked for before the
+    failure may have landed, and is this epoch's)."""
 
-    stage: Literal["list", "record", "stale_epoch", "abandoned_steps"]
+    stage: Literal["list", "record", "stale_epoch", "abandoned_steps", "role"]
+    # "list" also covers a cross-run pass whose listing raised (rule T6): nothing ran.
     error_class: str
     error: str
     exception: BaseException = field(repr=False, compare=False)
@@ -318,10 +333,24 @@ class TickReport:
     skipped: tuple[str, ...] = ()  # runs not driven: too many abandoned steps still running (T5)
     appended: int = 0  # events the driver appended (run.fenced evidence included)
     fenced: int = 0  # of them, run.fenced evidence kept for a stale epoch (rule F1)
+    # Rule T7: the exclusive roles this tick held (role -> the grant's fencing token), the
+    # ones another live epoch held (role -> "epoch E of P, token N"), and the steps that
+    # were skipped, not failed, for want of their role.
+    roles_held: Mapping[str, int] = field(default_factory=dict)
+    roles_not_held: Mapping[str, str] = field(default_factory=dict)
+    steps_skipped: tuple[str, ...] = ()  # steps and cross-run passes
+    # Rule T6: the cross-run passes' items that raised (retired ones flagged), and the
+    # items that succeeded after failures ("pass/item").
+    item_failures: tuple[ItemFailure, ...] = ()
+    items_recovered: tuple[str, ...] = ()
+
+    @property
+    def item_retirements(self) -> tuple[ItemFailure, ...]:
+        return tuple(f for f in self.item_failures if f.retired)
 
     @property
     def ok(self) -> bool:
-        return self.fatal is None and not self.failures and not self.unrecorded
+        return self.fatal is None and not self.failures and not self.unrecorded and not self.item_failures
 
     def to_builtins(self) -> dict[str, Any]:
         """JSON-ready (exceptions shown by class and message)."""
@@ -335,7 +364,9 @@ class TickReport:
             return d
 
         built: dict[str, Any] = msgspec.to_builtins({
-            **{k: v for k, v in self.__dict__.items() if k not in ("failures", "dead_letters", "unrecorded", "fatal")},
+            **{k: v for k, v in self.__dict__.items()
+               if k not in ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")},
+            "item_failures": [plain(f) for f in self.item_failures],
             "failures": [plain(f) for f in self.failures],
             "dead_letters": [plain(d) for d in self.dead_letters],
             "unrecorded": [plain(u) for u in self.unrecorded],
@@ -406,6 +437,10 @@ def _positive(value: timedelta | float | None, what: str) -> timedelta | None:
     return duration
 
 
+def _describe(exc: BaseException) -> tuple[str, str]:
+    return error_class(exc), error_message(exc)
+
+
 def _name(value: str, what: str) -> str:
     checked: str = check_value(value, Name, what)
     return checked
@@ -441,6 +476,13 @@ class TickDriver:
     later ticks charge the run again without starting it. `max_abandoned_steps`: how
     many abandoned steps may still be running before the driver starts no more steps
     (each holds one thread: docs/tick.md, "A step's deadline").
+    `passes` (rule T6): name -> CrossRunPass (epochledger/passes.py), work that is not
+    about one run, run after the steps with per-item isolation and a delivery ceiling;
+    its listing is read with the runs' listing, and a listing that raises is tick-fatal.
+    `exclusive` (rule T7): step (or pass) name -> an exclusive role (e.g. {"admit": "admission"}).
+    Each tick asks the ledger for each role (Ledger.acquire_role); a step runs only in a
+    tick whose epoch holds its role, and is skipped, not failed, otherwise. While it
+    runs, `token(role)` is the grant's fencing token, for the systems the step drives.
     """
 
     def __init__(
@@ -455,6 +497,8 @@ class TickDriver:
         step_deadline: timedelta | float | None = DEFAULT_STEP_DEADLINE,
         step_deadlines: Mapping[str, timedelta | float | None] | None = None,
         max_abandoned_steps: int = DEFAULT_MAX_ABANDONED_STEPS,
+        exclusive: Mapping[str, str] | None = None,
+        passes: Mapping[str, CrossRunPass] | None = None,
     ):
         pairs = list(steps.items()) if isinstance(steps, Mapping) else list(steps)
         if not pairs:
@@ -479,6 +523,21 @@ class TickDriver:
             raise InvalidInput(f"must be a whole number of at least 1, got {max_abandoned_steps!r}",
                                where="max_abandoned_steps")  # fmt: skip
         self.max_abandoned_steps = max_abandoned_steps
+        if exclusive is not None and not isinstance(exclusive, Mapping):
+            raise InvalidInput(f"must map step names to roles, got {exclusive!r}", where="exclusive")
+        if passes is not None and not isinstance(passes, Mapping):
+            raise InvalidInput(f"must map pass names to CrossRunPass, got {passes!r}", where="passes")
+        self.passes = {_name(n, "passes"): p for n, p in dict(passes or {}).items()}
+        for n, p in self.passes.items():
+            if not isinstance(p, CrossRunPass):
+                raise InvalidInput(f"pass {n!r} is not a CrossRunPass, got {p!r}", where="passes")
+            if n in names:
+                raise InvalidInput(f"pass {n!r} has the name of a step", where="passes")
+        self.exclusive = {n: _name(r, f"exclusive[{n!r}]") for n, r in dict(exclusive or {}).items()}
+        unknown = sorted(set(self.exclusive) - set(names) - set(self.passes))
+        if unknown:
+            raise InvalidInput(f"names no step of this driver: {unknown} (steps: {names})", where="exclusive")
+        self.grants: dict[str, RoleState] = {}  # the roles the current (or last) tick held
         self._threads = _StepThreads()
         self.ledger = ledger
         self.steps: list[tuple[str, Step]] = pairs
@@ -514,17 +573,34 @@ class TickDriver:
         tick = _name(tick_id, "tick_id") if tick_id is not None else f"{started:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"
         try:
             batch = self.ledger.batch()
-            ended = batch.end_of(self._own_epoch(batch))  # the one liveness definition, host facts included
+            own = self._own_epoch(batch)
+            ended = batch.end_of(own)  # the one liveness definition, host facts included
             if ended is not None:  # F1: a stale epoch's tick runs no step and writes nothing
                 return TickReport(tick=tick, started_at=started, fatal=self._stale(ended[1]))
-            active = self.list_active()
         except Exception as exc:  # noqa: BLE001 - whatever it is, it belongs to no run
             fatal = TickFatal("list", error_class(exc), error_message(exc), exc)
             return TickReport(tick=tick, started_at=started, fatal=fatal)
+        try:
+            not_held = self._take_roles(own)
+        except StaleEpoch as exc:  # the epoch ended between the check above and the ask (F1)
+            return TickReport(tick=tick, started_at=started, fatal=self._stale(exc.why, exc))
+        except Exception as exc:  # noqa: BLE001 - the ask belongs to no run either
+            fatal = TickFatal("role", error_class(exc), error_message(exc), exc)
+            return TickReport(tick=tick, started_at=started, fatal=fatal)
+        held = {role: g.token for role, g in self.grants.items()}
+        steps = [(n, f) for n, f in self.steps if self.exclusive.get(n) not in not_held]
+        skipped_work = [n for n in [*(n for n, _ in self.steps), *self.passes] if self.exclusive.get(n) in not_held]
+        roles = dict(roles_held=held, roles_not_held=not_held, steps_skipped=tuple(skipped_work))
+        try:
+            active = self.list_active()
+            items = {n: passes_mod.list_items(p, n) for n, p in self.passes.items() if n not in skipped_work}
+        except Exception as exc:  # noqa: BLE001 - whatever it is, it belongs to no run
+            fatal = TickFatal("list", error_class(exc), error_message(exc), exc)
+            return TickReport(tick=tick, started_at=started, fatal=fatal, **roles)  # type: ignore[arg-type]
 
         outcomes: list[_Outcome] = []
         stale: StaleEpoch | None = None
-        driven, skipped = self._drive(active, tick)
+        driven, skipped = self._drive(active, tick, steps)
         for state, step, raised in driven:
             if isinstance(raised, StaleEpoch) and raised.epoch == self.epoch:
                 stale = raised  # a step's own write was fenced for this epoch: stop here (F1)
@@ -540,7 +616,55 @@ class TickDriver:
         ended_by = recording if recording is not None or stale is None else self._stale(stale.why, stale)
         if ended_by is None and skipped:
             ended_by = self._exhausted(len(skipped))
-        return self._report(tick, started, outcomes, appended, fenced, unrecorded, ended_by, skipped)
+        report = self._report(tick, started, outcomes, appended, fenced, unrecorded, ended_by, skipped)
+        if ended_by is None:
+            report = self._passes(report, items, tick)
+        return dataclasses.replace(report, **roles)  # type: ignore[arg-type]
+
+    def _passes(self, report: TickReport, items: Mapping[str, list[tuple[str, Any]]],
+                tick: str) -> TickReport:  # fmt: skip
+        """Run each cross-run pass over its listed items (rule T6): per-item isolation,
+        failures recorded on the pass's stream, never a run's."""
+        failures: list[ItemFailure] = []
+        recovered: list[str] = []
+        appended = 0
+        fatal: TickFatal | None = None
+        for name, listed in items.items():
+            try:
+                f, r, n = passes_mod.run_pass(self.ledger, name, self.passes[name], listed, tick=tick,
+                                              epoch=self.epoch, actor=self.actor, describe=_describe)  # fmt: skip
+            except StaleEpoch as exc:
+                fatal = self._stale(exc.why, exc)
+                break
+            except LedgerError as exc:
+                fatal = TickFatal("record", error_class(exc), error_message(exc), exc)
+                break
+            failures += f
+            recovered += [f"{name}/{i}" for i in r]
+            appended += n
+        return dataclasses.replace(report, item_failures=tuple(failures), items_recovered=tuple(recovered),
+                                   appended=report.appended + appended, fatal=fatal)  # fmt: skip
+
+    def _take_roles(self, own: EpochState) -> dict[str, str]:
+        """Ask for every exclusive role of this driver (rule T7): held by this epoch
+        already, it appends nothing; held by another live epoch, it is not this tick's
+        (role -> who holds it, returned). `grants` then holds this tick's grants."""
+        self.grants = {}
+        not_held: dict[str, str] = {}
+        for role in dict.fromkeys(self.exclusive.values()):
+            try:
+                self.grants[role] = self.ledger.acquire_role(role, own, actor=self.actor)
+            except RoleHeld as e:
+                not_held[role] = f"epoch {e.holder_epoch} of {e.holder_process}, token {e.token}"
+        return not_held
+
+    def token(self, role: str) -> int:
+        """The fencing token of this tick's grant of `role` (rule T7), for a step to hand
+        to the systems it drives. Only a step of that role runs while it is held."""
+        grant = self.grants.get(role)
+        if grant is None:
+            raise InvalidInput(f"this tick does not hold role {role!r} (held: {sorted(self.grants)})", where="role")
+        return grant.token
 
     def _exhausted(self, skipped: int) -> TickFatal:
         held = self._threads.leaked
@@ -553,7 +677,8 @@ class TickDriver:
         message = f"the tick's epoch {self.epoch} of {self.process} is no longer live ({why}): the tick stopped (rule F1)"
         return TickFatal("stale_epoch", "StaleEpoch", message, exc or StaleEpoch("", None, "tick", self.epoch, why))
 
-    def _drive(self, active: Sequence[RunState], tick: str) -> tuple[list[tuple[RunState, str | None, BaseException | None]], list[str]]:
+    def _drive(self, active: Sequence[RunState], tick: str,
+               steps: Sequence[tuple[str, Step]]) -> tuple[list[tuple[RunState, str | None, BaseException | None]], list[str]]:
         """Run the steps over `active` (rule T5): each run's (state, failed step, error),
         in listing order, and the runs not driven for want of a thread. A run whose step
         an earlier tick abandoned, still running, is charged at once and not started."""
@@ -570,7 +695,7 @@ class TickDriver:
         limits = [d.total_seconds() for d in self.step_deadlines.values() if d is not None]
         pos, not_driven = 0, []
         while pos < len(todo):
-            batch = _Batch([active[i] for i in todo[pos:]], self.steps, self.step_deadlines, self.epoch)
+            batch = _Batch([active[i] for i in todo[pos:]], steps, self.step_deadlines, self.epoch)
             if not limits:  # no deadline at all: the caller's thread, as without T5
                 run_batch(batch)
                 hung: _Current | None = None

@@ -317,6 +317,24 @@ class EpochNotLive(InvalidInput):
                          where="epoch")  # fmt: skip
 
 
+class RoleHeld(LedgerError):
+    """An epoch asked for an exclusive role (rule T7) that another epoch holds, and that
+    holder is live by the facts of O7 (ledger.process.end_of): refused, nothing
+    appended. `holder_epoch`, `holder_process` and `token` name the grant that stands.
+    A holder alive but stuck keeps its role (docs/operations.md): only a fact of O7
+    ends its epoch, never its silence."""
+
+    def __init__(self, role: str, epoch: str, holder_epoch: str, holder_process: str, token: int):
+        self.role = role
+        self.epoch = epoch  # the epoch that asked
+        self.holder_epoch = holder_epoch
+        self.holder_process = holder_process
+        self.token = token
+        super().__init__(f"role {role!r} is held by epoch {holder_epoch!r} of {holder_process!r} (fencing token "
+                         f"{token}), which is live: epoch {epoch!r} cannot take it until a fact of O7 ends that "
+                         "epoch (rule T7)")  # fmt: skip
+
+
 class SweepFailed(StoreError):
     """The startup sweep gave up after its bounded retries (rule O5). It was logged at
     ERROR on logger `epochledger.sweep` and, if the store took it, recorded as

@@ -3,8 +3,9 @@
 WARNING: tags and field names below ARE the storage format, the NDJSON import/export
 format and the audit schema. Never rename a tag or a field, never change a field's
 type, and give every new field a default. Adding an event is local: define the class,
-add it to `RunEvent` / `ProcessEvent`, and the type checker (via `assert_never` in the
-folds) names every fold that must learn it. See docs/events.md.
+add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent` / `PassEvent`, and
+the type checker (via `assert_never` in the folds) names every fold that must learn
+it. See docs/events.md.
 
 Run events carry the run's resulting `status` and `code` (rule L1). A command is the
 same class with `status` unset; `ledger.run.decide` stamps the result.
@@ -404,12 +405,89 @@ class LedgerDefaultSlot(LedgerEventBase, frozen=True, kw_only=True, tag="ledger.
 
 LedgerEvent = LedgerDefaultSlot  # one setting so far; a second joins as a union
 
-AnyEvent = RunEvent | ProcessEvent | LedgerEvent
+
+
+# ------------------------------------------------------------------ role streams
+class RoleEventBase(Event, frozen=True, kw_only=True):
+    """A fact about one exclusive role (rule T7), on that role's own stream
+    (`role_stream(role)`): one stream, so "one holder at a time" is the stream's
+    optimistic version check."""
+
+    role: Name
+
+
+class RoleGranted(RoleEventBase, frozen=True, kw_only=True, tag="role.granted"):
+    """Epoch `epoch` of slot `process` holds `role` from here on, with fencing token
+    `token` (1 for the role's first grant, the previous grant's + 1 after: it only
+    grows), until the facts of O7 end that epoch (rule T7). A command is the same class
+    with `token` unset; `ledger.role.decide` stamps it and the previous holder."""
+
+    epoch: Name
+    process: Name
+    token: int = 0  # stamped by decide
+    # The holder this grant passed the role on from, and the O7 fact that ended its epoch
+    # (ledger.process.end_of: its rule and sentence); absent on the role's first grant.
+    previous_epoch: Name | None = None
+    previous_process: Name | None = None
+    previous_token: int | None = None
+    previous_rule: Name | None = None  # O2-superseded | O2-stopped | O2-exited | O2-host-rebooted
+    previous_evidence: LongText | None = None
+
+
+RoleEvent = RoleGranted  # one event so far; a second joins as a union
+
+
+# ------------------------------------------------------------------ pass streams
+class PassEventBase(Event, frozen=True, kw_only=True):
+    """A fact about one item of a cross-run pass (rule T6: an outbox of teardowns, a
+    reconcile of cancellations), on the pass's own stream (`pass_stream(name)`). Never a
+    run's event: a failing item changes no run's state."""
+
+    name: Name  # the pass
+    item: Name  # the item's id, as the pass lists it
+    tick: Name
+    epoch: Name | None = None  # the ticking epoch (rule F1)
+
+
+class PassItemFailed(PassEventBase, frozen=True, kw_only=True, tag="pass.item_failed"):
+    """Handling the item raised in tick `tick`; `deliveries` counts its failed deliveries
+    so far, this one included. It is delivered again on later ticks."""
+
+    error_class: Name
+    error: LongText = ""
+    deliveries: int
+
+
+class PassItemRecovered(PassEventBase, frozen=True, kw_only=True, tag="pass.item_recovered"):
+    """The item was handled after failed deliveries: its failures close. Never written
+    for an item that had none (rule T6, as T3)."""
+
+
+class PassItemRetired(PassEventBase, frozen=True, kw_only=True, tag="pass.item_retired"):
+    """The item failed its `ceiling`-th delivery: it is retired, never delivered again
+    (for an outbox of teardowns: "teardown abandoned"). A diagnostic: no run's state
+    changes. Carries the last failure."""
+
+    error_class: Name
+    error: LongText = ""
+    deliveries: int
+    ceiling: int
+
+
+PassEvent = PassItemFailed | PassItemRecovered | PassItemRetired
+
+AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent
+# The base class of each stream family: what a write path dispatches on and an
+# `isinstance` check names. A new family joins here, once.
+StreamEvent = RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase
 
 RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
 PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
 LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
-EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES, *LEDGER_EVENT_TYPES)
+ROLE_EVENT_TYPES: tuple[type[RoleEventBase], ...] = (RoleGranted,)
+PASS_EVENT_TYPES: tuple[type[PassEventBase], ...] = PassEvent.__args__
+EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES, *LEDGER_EVENT_TYPES, *ROLE_EVENT_TYPES,
+                                        *PASS_EVENT_TYPES)  # fmt: skip
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
 
@@ -438,6 +516,16 @@ LEDGER_STREAM = "ledger:settings"  # the ledger's own stream: its settings (Ledg
 def ledger_stream() -> str:
     """Stream id of the ledger's own events. Its prefix collides with no run or slot."""
     return LEDGER_STREAM
+
+
+def role_stream(role: str) -> str:
+    """Stream id of an exclusive role (rule T7). Prefixed: collides with no run or slot."""
+    return "role:" + role
+
+
+def pass_stream(name: str) -> str:
+    """Stream id of a cross-run pass (rule T6). Prefixed: collides with no run or slot."""
+    return "pass:" + name
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event

@@ -44,12 +44,13 @@ VALID: dict[str, Any] = {
     "margin": st.sampled_from([0, 1, 1.5, timedelta(seconds=2)]), "after": st.integers(0, 10), "upto": st.none() | st.integers(0, 10),
     "observed_by": st.sampled_from(["probe@h", "supervisor:s"]), "exit_code": st.none() | st.integers(0, 255),
     "signal": st.none() | st.sampled_from([9, 15]), "host_boot": st.none() | st.just("b-1"), "pid_start": st.none() | st.integers(0, 10**6),
+    "role": st.sampled_from(["admission", "teardown"]),
 }  # fmt: skip
 
 COMMANDS = ["queue", "start", "checkpoint", "pause", "resume", "fail", "correct", "cancel", "finish", "rewind", "delete",
             "begin_stop", "stop", "exited"]  # fmt: skip
-READS = ["get_run", "history", "process", "events", "orphans", "unjudged", "settings"]
-OTHER = ["boot", "startup", "sweep", "preview", "set_default_slot"]
+READS = ["get_run", "history", "process", "events", "orphans", "unjudged", "settings", "role"]
+OTHER = ["boot", "startup", "sweep", "preview", "set_default_slot", "acquire_role"]
 assert {n for n, f in vars(Commands).items() if callable(f) and not n.startswith("_")} - {"submit"} == set(COMMANDS)
 
 

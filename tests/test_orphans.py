@@ -265,7 +265,7 @@ FORBIDDEN = {"time", "random", "uuid", "os", "socket", "ledger.clock", "epochled
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "monotonic", "getenv"}
 
 
-@pytest.mark.parametrize("module", ["projections/orphans.py", "ledger/run.py", "ledger/settings.py"])
+@pytest.mark.parametrize("module", ["projections/orphans.py", "ledger/run.py", "ledger/settings.py", "ledger/role.py", "ledger/passes.py"])
 def test_O4_orphan_rule_reads_no_clock_no_environment(module):
     """The verdict and fencing rules import no clock, randomness, environment or I/O
     module and call no now()/time()/getenv()."""
