@@ -78,7 +78,7 @@ def _exited(lg: Ledger, a: EpochState) -> None:
 
 
 def _host_rebooted(lg: Ledger, a: EpochState) -> None:
-    lg.boot("other-slot", host="far", host_boot="boot-2")
+    lg.boot("other-slot", host="far", host_boot="boot-2", machine="machine-far")  # the same machine (rule O10)
 
 
 ENDS: dict[str, Callable[[Ledger, EpochState], None]] = {
@@ -93,7 +93,7 @@ def test_T7_the_role_passes_on_each_fact_of_O7_with_a_token_that_only_grows(ledg
     fact that ended it, as end_of (the one liveness definition) words it. Mutations
     caught: a token that restarts at 1, a liveness check that knows only the slot's own
     facts (`EpochState.live`: the host reboot is missed)."""
-    a = ledger.boot("driver-a", host="far", host_boot="boot-1")
+    a = ledger.boot("driver-a", host="far", host_boot="boot-1", machine="machine-far")
     b = ledger.boot("driver-b")
     ledger.acquire_role(ROLE, a)
     with pytest.raises(RoleHeld):
