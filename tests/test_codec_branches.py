@@ -1,0 +1,64 @@
+"""The write-time checks of ledger/codec.py (rule L4) on the paths the plain-field tests
+of tests/test_hostile_input.py do not take: a character rule inside an optional
+structured field, nesting made of lists, and the exclusive upper bound of an instant
+checked by `check_value` (every CLI instant flag). Each refusal is an InvalidInput
+naming where, and nothing is appended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from epochledger.app import Ledger
+from epochledger.cli.common import instant
+from ledger.codec import check_value
+from ledger.errors import InvalidInput
+from ledger.events import LATEST, MAX_NESTING, Cause, Instant, RunFenced
+
+
+def test_L4_a_control_character_inside_an_optional_cause_is_refused_naming_the_field(ledger: Ledger) -> None:
+    """`cause` is optional and structured, so its Pattern check goes through the union
+    walk, not the plain-field fast path. Mutation caught: the union walk returning None
+    for every value (no character rule checked under an optional field)."""
+    ledger.queue("r", workflow="wf")
+    ledger.start("r")
+    before = ledger.store.max_position()
+    with pytest.raises(InvalidInput) as refused:
+        ledger.fail("r", "X", resumable=True, cause=Cause(code="bad\x00code"))
+    assert "no control characters" in str(refused.value) and "at `$.cause.code`" in str(refused.value)
+    assert ledger.store.max_position() == before
+    ledger.fail("r", "X", resumable=True, cause=Cause(code="good code"))
+    assert ledger.get_run("r").cause == Cause(code="good code")
+
+
+def test_L4_a_free_form_field_nested_in_lists_is_bounded_like_one_nested_in_objects(ledger: Ledger) -> None:
+    """MAX_NESTING counts JSON arrays as well as objects. Mutation caught: the cheap
+    bracket count reading only `{`, which lets a report of lists nested 80 deep through."""
+    ledger.queue("r", workflow="wf")
+    before = ledger.store.max_position()
+    deep: Any = 1
+    for _ in range(MAX_NESTING + 16):
+        deep = [deep]
+    fenced = RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report={"a": deep})
+    with pytest.raises(InvalidInput) as refused:
+        ledger.submit(fenced)
+    assert str(refused.value).startswith(f"nested deeper than {MAX_NESTING} levels")
+    assert ledger.store.max_position() == before
+
+
+@pytest.mark.parametrize("flag", ["--as-of", "--since"])
+def test_L4_an_instant_flag_at_the_upper_bound_is_refused_the_bound_is_exclusive(flag: str) -> None:
+    """Instants are written from 1970 up to, not including, 9000 UTC: the CLI's instant
+    check (`check_value` under `Instant`) refuses 9000-01-01 itself and names the flag.
+    Mutation caught: `<=` for `<` at the high bound of the annotated walk."""
+    with pytest.raises(InvalidInput) as refused:
+        instant("9000-01-01T00:00:00Z", flag)
+    assert refused.value.where == flag and "out of range: '9000-01-01T00:00:00Z'" in str(refused.value)
+    with pytest.raises(InvalidInput) as direct:
+        check_value(LATEST, Instant, flag)
+    assert direct.value.where == flag and "from 1970 to before 9000 UTC" in str(direct.value)
+    last = LATEST - timedelta(microseconds=1)
+    assert instant(last.isoformat(), flag) == last
+    assert check_value(datetime(1970, 1, 1, tzinfo=UTC), Instant, flag) == datetime(1970, 1, 1, tzinfo=UTC)
