@@ -824,13 +824,15 @@ class Ledger(Commands):
         """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
         return self._stop_signal(epoch).wait(seconds)
 
-    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int = 3,
-              gaps: Sequence[float] = (1.0, 4.0), sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
+    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int | None = None,
+              gaps: Sequence[float] | None = None, sleep: Callable[[float], object] | None = None) -> SweepReport:  # fmt: skip
         """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
-        id): rule O5, epochledger/sweep.py."""
-        from epochledger.sweep import sweep
+        id): rule O5, epochledger/sweep.py. `attempts` and `gaps` default to that module's
+        ATTEMPTS and GAPS, rule O5's one home (no copy of the numbers here)."""
+        from epochledger import sweep as sweep_mod
 
-        return sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep)
+        return sweep_mod.sweep(self, epoch, margin=margin, attempts=sweep_mod.ATTEMPTS if attempts is None else attempts,
+                               gaps=sweep_mod.GAPS if gaps is None else gaps, sleep=sleep)  # fmt: skip
 
     def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,
                 host: str | None = None, pid: int | None = None,
