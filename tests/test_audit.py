@@ -645,8 +645,9 @@ def test_A1_the_statement_check_refuses_writes_on_its_own(tmp_path: Path, capsys
     _, path = _golden_file(tmp_path, capsys)
     monkeypatch.setattr(audit, "_connect_ro", lambda p, **kw: duckdb.connect(p))
     for sql in ["DELETE FROM events", "CREATE TABLE t AS SELECT 1", "SELECT 1; DELETE FROM events"]:
-        with pytest.raises(QueryRefused):
+        with pytest.raises(QueryRefused) as refused:
             audit.query(path, sql)
+        assert refused.value.sql == sql and refused.value.reason, refused.value
     assert audit.query(path, "SELECT count(*) FROM events").rows == [(51,)]
 
 

@@ -67,8 +67,9 @@ def test_history_shows_corrections_distinctly_with_actor_and_reason(sqlite_ledge
 
 def test_cli_correct_needs_actor_and_reason(sqlite_ledger: Ledger, capsys) -> None:
     finished(sqlite_ledger)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--actor", "alice"])
+    assert refused.value.code == 2  # argparse: a usage error (docs/cli.md)
     code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--code", "BAD", "--actor", "alice", "--reason", "r", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["corrections"] == 1
     code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--code", "BAD", "--actor", "bob", "--reason", "again", "--json"])

@@ -181,8 +181,9 @@ def test_W1_O2_a_slot_with_20000_epochs_is_written_through_the_ledger(sqlite_url
         live = lg.boot("w", epoch="live")
         lg.queue("r")
         assert lg.start("r", epoch=live).epoch == "live"
-        with pytest.raises(StaleEpoch):
+        with pytest.raises(StaleEpoch) as refused:
             lg.checkpoint("r", "n", "x", epoch="old19999")
+        assert (refused.value.run, refused.value.attempted, refused.value.epoch) == ("r", "run.checkpointed", "old19999")
         state = lg.process("w")
         assert state is not None and len(state) == 20_001 and state.epoch("old0").superseded_by == "old1"  # type: ignore[union-attr]
         assert lg.read_state(stream) == state
