@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from epochledger import sweep as sweep_mod
+from epochledger.app import Batch
 from ledger.errors import ConflictError, SweepFailed
 from ledger.events import RunRecovered
 from tests.conftest import losing_batch
@@ -49,7 +50,7 @@ def test_O5_a_sweep_that_loses_every_race_re_reads_eight_times_then_names_the_st
     rounds: list[int] = []
     losing = losing_batch("run-owned")
 
-    def batch():  # type: ignore[no-untyped-def]
+    def batch() -> Batch:
         rounds.append(1)
         return losing(ledger)
 
