@@ -145,6 +145,13 @@ def test_S1_a_row_as_a_hand_edit_left_it_links_by_its_stored_bytes() -> None:
     assert event_link(GENESIS, (1, "s", 1, "t", "\udcff")) == link(GENESIS, 1, "s", 1, "t", b"\xed\xb3\xbf")
     assert event_link(GENESIS, (1, "s", 1, "t", memoryview(b"x"))) == link(GENESIS, 1, "s", 1, "t", b"x")
     assert event_link(GENESIS, (1, "s", 1, "t", 7)) == link(GENESIS, 1, "s", 1, "t", b"7")
+    assert event_link(GENESIS, (1, b"s", 1, "t", b"x")) == link(GENESIS, 1, "s", 1, "t", b"x")  # a BLOB stream
+    assert event_link(GENESIS, (1, "s", 1, b"t", b"x")) == link(GENESIS, 1, "s", 1, "t", b"x")  # a BLOB topic
+    # a typed row (the write path's fast branch) with lone surrogates links as the documented layout
+    # says, by the UTF-8 bytes with surrogates passed through, and never raises
+    odd = event_link(GENESIS, (1, "s\udcff", 1, "t\udcff", b"x"))
+    assert odd == hashlib.sha256(b"epochledger-chain-v1" + GENESIS + struct.pack(">qI", 1, 4) + b"s\xed\xb3\xbf"
+                                 + struct.pack(">qI", 1, 4) + b"t\xed\xb3\xbf" + struct.pack(">I", 1) + b"x").digest()
     for bad in ("1", True, -5, 1 << 63, None):
         assert event_link(GENESIS, (bad, "s", 1, "t", b"x")) == link(GENESIS, -1, "s", 1, "t", b"x"), bad
         assert event_link(GENESIS, (1, "s", bad, "t", b"x")) == link(GENESIS, 1, "s", -1, "t", b"x"), bad
