@@ -152,6 +152,7 @@ def test_S1_a_row_as_a_hand_edit_left_it_links_by_its_stored_bytes() -> None:
     odd = event_link(GENESIS, (1, "s\udcff", 1, "t\udcff", b"x"))
     assert odd == hashlib.sha256(b"epochledger-chain-v1" + GENESIS + struct.pack(">qI", 1, 4) + b"s\xed\xb3\xbf"
                                  + struct.pack(">qI", 1, 4) + b"t\xed\xb3\xbf" + struct.pack(">I", 1) + b"x").digest()
+    assert link_rows(GENESIS, [1], [("s\udcff", 1, "t\udcff", b"x")]) == [(1, odd)]  # the write path alike
     for bad in ("1", True, -5, 1 << 63, None):
         assert event_link(GENESIS, (bad, "s", 1, "t", b"x")) == link(GENESIS, -1, "s", 1, "t", b"x"), bad
         assert event_link(GENESIS, (1, "s", bad, "t", b"x")) == link(GENESIS, 1, "s", -1, "t", b"x"), bad
