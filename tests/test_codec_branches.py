@@ -62,3 +62,19 @@ def test_L4_an_instant_flag_at_the_upper_bound_is_refused_the_bound_is_exclusive
     last = LATEST - timedelta(microseconds=1)
     assert instant(last.isoformat(), flag) == last
     assert check_value(datetime(1970, 1, 1, tzinfo=UTC), Instant, flag) == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_where_the_field_and_why() -> None:
+    """The slow path of an unencodable value (a lone surrogate): the refusal names the
+    caller's place (`where`: an import's line), the innermost field and the encoder's
+    reason. Mutations caught: `where` dropped from that refusal, the encoder's error
+    not passed on (the message then cannot say why)."""
+    from ledger import codec
+    from ledger.events import RunQueued
+    from tests.conftest import T0
+
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(RunQueued(at=T0, run="q", reason="\udcff"), where="line 7")
+    assert refused.value.where == "line 7"
+    assert str(refused.value) == ("line 7: cannot be stored: str '\\udcff' ('utf-8' codec can't encode character "
+                                  "'\\udcff' in position 0: surrogates not allowed) - at `$.reason`")  # fmt: skip
