@@ -78,3 +78,30 @@ def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_where_the_field_and
     assert refused.value.where == "line 7"
     assert str(refused.value) == ("line 7: cannot be stored: str '\\udcff' ('utf-8' codec can't encode character "
                                   "'\\udcff' in position 0: surrogates not allowed) - at `$.reason`")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "event"),
+    [("nested", "nested"), ("invalid", "invalid"), ("not as given", "not as given")],
+)  # fmt: skip
+def test_L4_every_refusal_of_checked_names_the_callers_where(name: str, event: str) -> None:
+    """`checked(event, where=...)` puts the caller's place on every refusal it makes, not
+    only on the unencodable one: a structure nested too deep, a value the catalogue's
+    constraints refuse, a value that would not be stored as given. Mutations caught:
+    `where` dropped from any of those refusals."""
+    from ledger import codec
+    from ledger.events import RunQueued
+    from tests.conftest import T0
+
+    deep: Any = 1
+    for _ in range(MAX_NESTING + 1):
+        deep = {"a": deep}
+    made = {
+        "nested": RunFenced(at=T0, run="r", epoch="e", refused="run.finished", why="w", report=deep),
+        "invalid": RunQueued(at=T0, run="q" * 201),  # a Name is at most 200 characters
+        "not as given": RunQueued(at=T0, run="q", reason=b"x"),  # type: ignore[arg-type]  # the refusal under test
+    }[event]
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(made, where="line 7")
+    assert refused.value.where == "line 7", name
+    assert str(refused.value).startswith("line 7: "), name
