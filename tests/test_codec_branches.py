@@ -15,7 +15,7 @@ from epochledger.app import Ledger
 from epochledger.cli.common import instant
 from ledger.codec import check_value
 from ledger.errors import InvalidInput
-from ledger.events import LATEST, MAX_NESTING, Cause, Instant, RunFenced
+from ledger.events import LATEST, MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Instant, RunFailed, RunFenced
 
 
 def test_L4_a_control_character_inside_an_optional_cause_is_refused_naming_the_field(ledger: Ledger) -> None:
@@ -82,7 +82,8 @@ def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_where_the_field_and
 
 @pytest.mark.parametrize(
     ("name", "event"),
-    [("nested", "nested"), ("invalid", "invalid"), ("not as given", "not as given")],
+    [("nested", "nested"), ("invalid", "invalid"), ("not as given", "not as given"), ("cause", "cause"),
+     ("characters", "characters")],
 )  # fmt: skip
 def test_L4_every_refusal_of_checked_names_the_callers_where(name: str, event: str) -> None:
     """`checked(event, where=...)` puts the caller's place on every refusal it makes, not
@@ -100,8 +101,36 @@ def test_L4_every_refusal_of_checked_names_the_callers_where(name: str, event: s
         "nested": RunFenced(at=T0, run="r", epoch="e", refused="run.finished", why="w", report=deep),
         "invalid": RunQueued(at=T0, run="q" * 201),  # a Name is at most 200 characters
         "not as given": RunQueued(at=T0, run="q", reason=b"x"),  # type: ignore[arg-type]  # the refusal under test
+        "cause": RunFailed(at=T0, run="r", code="X", resumable=True, cause=_chain(MAX_CAUSE_DEPTH + 1)),
+        "characters": RunQueued(at=T0, run="q", workflow="a b"),
     }[event]
     with pytest.raises(InvalidInput) as refused:
         codec.checked(made, where="line 7")
     assert refused.value.where == "line 7", name
     assert str(refused.value).startswith("line 7: "), name
+
+
+def _chain(depth: int) -> Cause:
+    cause = None
+    for i in range(depth):
+        cause = Cause(code=f"C{i}", message="m", cause=cause)
+    assert cause is not None
+    return cause
+
+
+def test_L4_a_free_form_field_exactly_at_the_nesting_bound_is_accepted(ledger: Ledger) -> None:
+    """MAX_NESTING levels are allowed, one more is not, also when the report holds more
+    brackets than levels (the cheap count is past the bound, the measured depth is at
+    it). Mutation caught: `>=` for `>` in the measured depth's test."""
+    ledger.queue("r", workflow="wf")
+    deep: Any = 1
+    for _ in range(MAX_NESTING - 1):  # with the event's own object: MAX_NESTING levels
+        deep = {"a": deep}
+    at_bound = RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w",
+                         report={"a": deep["a"], "b": {}, "c": [[]]})  # fmt: skip
+    ledger.submit(at_bound)
+    assert ledger.history("r")[-1].event.report == at_bound.report  # type: ignore[union-attr]  # a RunFenced
+    with pytest.raises(InvalidInput) as refused:
+        ledger.submit(RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w",
+                                report={"a": deep, "b": {}}))  # fmt: skip
+    assert str(refused.value).startswith(f"nested deeper than {MAX_NESTING} levels")
