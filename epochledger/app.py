@@ -915,14 +915,17 @@ class Ledger(Commands, Reports):
         """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
         return self._stop_signal(epoch).wait(seconds)
 
-    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S,
-              attempts: int = sweep_mod.ATTEMPTS, gaps: Sequence[float] = sweep_mod.GAPS,
-              sleep: Callable[[float], object] | None = None, require_live: bool = False) -> SweepReport:  # fmt: skip
+    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int | None = None,
+              gaps: Sequence[float] | None = None, sleep: Callable[[float], object] | None = None,
+              require_live: bool = False) -> SweepReport:  # fmt: skip
         """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
-        id, judged with its recorded boot instant): rule O5, epochledger/sweep.py (its
-        ATTEMPTS and GAPS are the defaults). `require_live`: refuse an epoch that is no
-        longer live (EpochNotLive) instead of reporting that it recovered nothing."""
-        return sweep_mod.sweep(self, epoch, margin=margin, attempts=attempts, gaps=gaps, sleep=sleep,
+        id, judged with its recorded boot instant): rule O5, epochledger/sweep.py.
+        `attempts` and `gaps` default to that module's ATTEMPTS and GAPS, rule O5's one
+        home, read when called (no copy of the numbers here). `require_live`: refuse an
+        epoch that is no longer live (EpochNotLive) instead of reporting that it
+        recovered nothing."""
+        return sweep_mod.sweep(self, epoch, margin=margin, attempts=sweep_mod.ATTEMPTS if attempts is None else attempts,
+                               gaps=sweep_mod.GAPS if gaps is None else gaps, sleep=sleep,
                                require_live=require_live)  # fmt: skip
 
     def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,

@@ -72,7 +72,15 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
         value = getattr(run, name)
         for cls in value:
             yield "ledger/run.py", name, f"{name} -{cls.__name__}", tuple(c for c in value if c is not cls)
-    yield "epochledger/sweep.py", "CONFLICT_ROUNDS", "CONFLICT_ROUNDS 8 -> 1", 1
+    # Rule O5's bounds, each moved on its own (tests/test_sweep_settings.py pins them).
+    from epochledger import sweep
+
+    rounds, attempts, (first, second) = sweep.CONFLICT_ROUNDS, sweep.ATTEMPTS, sweep.GAPS
+    yield "epochledger/sweep.py", "CONFLICT_ROUNDS", f"CONFLICT_ROUNDS {rounds} -> 1", 1
+    yield "epochledger/sweep.py", "CONFLICT_ROUNDS", f"CONFLICT_ROUNDS {rounds} -> {rounds + 1}", rounds + 1
+    yield "epochledger/sweep.py", "ATTEMPTS", f"ATTEMPTS {attempts} -> {attempts - 1}", attempts - 1
+    yield "epochledger/sweep.py", "GAPS", f"GAPS[0] {first} -> {first * 2}", (first * 2, second)
+    yield "epochledger/sweep.py", "GAPS", f"GAPS[1] {second} -> {second * 2}", (first, second * 2)
 
 
 def _apply(mutant: str) -> None:
@@ -89,7 +97,14 @@ def _apply(mutant: str) -> None:
     elif target == "ledger.lifecycle" and name.startswith("_"):
         _rerun_with(lifecycle, name, value)
     else:
+        old = getattr(mod, name)
         setattr(mod, name, value)
+        # A default bound at def time (`attempts: int = ATTEMPTS`) keeps the old value
+        # object: move it too, or the mutant is seen only by callers that read the name.
+        for f in vars(mod).values():
+            defaults = getattr(f, "__kwdefaults__", None)
+            if callable(f) and defaults:
+                f.__kwdefaults__ = {k: value if v is old else v for k, v in defaults.items()}
 
 
 def _rerun_with(module: Any, name: str, value: Any) -> None:
@@ -189,7 +204,11 @@ def report() -> int:
         ]
         argued = [s for s in survivors if is_argued(s, equivalent)]
         total = len(names) + len(table_rows)
-        score = killed / total if total else 1.0
+        if not names:  # generated but never run (a run cut short): no score, and not a pass
+            print(f"{module:24} {total:8} {'-':>7} {'-':>11} {'not run':>6}")
+            failures += 1
+            continue
+        score = killed / total
         print(f"{module:24} {total:8} {killed:7} {len(argued):11} {score:6.1%}")
         unargued = [s for s in survivors if not is_argued(s, equivalent)]
         for s in unargued:
@@ -207,11 +226,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation")
     parser.add_argument("--tables", action="store_true", help="only the module-level table mutants")
     parser.add_argument("--report", action="store_true", help="only the report")
+    parser.add_argument("--children", type=int, default=2, help="mutants run at once (default 2; 1 on a shared machine)")
     ns = parser.parse_args()
     if not ns.report:
         if not ns.tables:
-            subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "2"], cwd=ROOT, check=False)
-        run_tables()
+            subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(ns.children)], cwd=ROOT,
+                           check=False)  # fmt: skip
+        run_tables(ns.children)
     return report()
 
 

@@ -159,8 +159,9 @@ class StoreContract(ABC):
             ledger.cancel("r1", reason="x" * 70_000)
         with pytest.raises(InvalidInput, match=r"\$\.run"):
             ledger.queue("bad id with spaces")
-        with pytest.raises(RunNotFound):
+        with pytest.raises(RunNotFound) as refused:
             ledger.get_run("nope")
+        assert (refused.value.run, refused.value.deleted) == ("nope", False)
         assert ledger.store.max_position() == before
 
     def test_L1_same_command_twice_appends_once(self, ledger: Ledger) -> None:
@@ -174,13 +175,15 @@ class StoreContract(ABC):
 
     def test_L5_group_commit_is_all_or_nothing(self, ledger: Ledger) -> None:
         ledger.queue("a")
-        with pytest.raises(IllegalTransition):
+        with pytest.raises(IllegalTransition) as refused:
             with ledger.batch() as b:
                 b.queue("b")
                 b.start("a")
                 b.finish("b")  # illegal: b is queued
-        with pytest.raises(RunNotFound):
+        assert (refused.value.run, refused.value.status, refused.value.attempted) == ("b", Status.QUEUED, "run.finished")
+        with pytest.raises(RunNotFound) as refused:
             ledger.get_run("b")
+        assert (refused.value.run, refused.value.deleted) == ("b", False)
         assert ledger.get_run("a").status == Status.QUEUED
         with ledger.batch() as b:
             for i in range(50):
@@ -203,8 +206,9 @@ class StoreContract(ABC):
                 b2.commit()
             assert e.value.streams == ["run:r1"]
             assert one.get_run("r1").status == Status.RUNNING
-            with pytest.raises(RunNotFound):
+            with pytest.raises(RunNotFound) as refused:
                 one.get_run("other")  # the whole losing batch rolled back
+            assert (refused.value.run, refused.value.deleted) == ("other", False)
 
     def test_R1_read_all_is_log_order_with_keyset_batches(self, ledger: Ledger) -> None:
         with ledger.batch() as b:
@@ -239,8 +243,9 @@ class StoreContract(ABC):
         try:
             e = RunQueued(at=T0, run="x", status=Status.QUEUED)
             store.append([Append("run:x", 1, e)])
-            with pytest.raises(ConflictError):
+            with pytest.raises(ConflictError) as refused:
                 store.append([Append("run:x", 1, e)])
+            assert refused.value.streams == ["run:x"]
             assert store.stream_version("run:x") == 1
         finally:
             store.close()
@@ -328,8 +333,9 @@ class StoreContract(ABC):
             assert c.value.streams == ["run:x"] and "nothing was appended" in str(c.value)
             assert store.append([Append("run:x", 1, e)], resend=True) == [pos]
             other = RunQueued(at=T0, run="x", status=Status.QUEUED, workflow="other")
-            with pytest.raises(ConflictError):  # a resend whose bytes differ is a conflict, not a success
+            with pytest.raises(ConflictError) as refused:  # a resend whose bytes differ is a conflict, not a success
                 store.append([Append("run:x", 1, other)], resend=True)
+            assert refused.value.streams == ["run:x"]
             assert store.max_position() == pos
         finally:
             store.close()
@@ -382,16 +388,18 @@ class StoreContract(ABC):
             b.prefetch([run_stream("old"), run_stream("new"), run_stream("old")])
             assert b.start("old").status == "running"
             assert b.queue("new").version == 1
-            with pytest.raises(IllegalTransition):
+            with pytest.raises(IllegalTransition) as refused:
                 b.queue("old")
+            assert (refused.value.run, refused.value.status, refused.value.attempted) == ("old", Status.RUNNING, "run.queued")
         assert [r.event.status for r in ledger.history("old")] == ["queued", "running"]
         # the optimistic lock still holds: another writer moves a prefetched stream
         b = ledger.batch()
         b.prefetch([run_stream("new")])
         ledger.start("new")
         b.cancel("new")
-        with pytest.raises(ConflictError):
+        with pytest.raises(ConflictError) as refused:
             b.commit()
+        assert refused.value.streams == ["run:new"]
         assert ledger.get_run("new").status == "running"
 
     def test_L5_a_conflict_on_the_last_row_of_a_batch_rolls_back_every_row_before_it(self, store_url: str) -> None:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput, LedgerError, QueryRefused, RunNotFound, StoreError
+from ledger.errors import InvalidInput, QueryRefused, RunNotFound, StaleEpoch, StoreError
 from ledger.events import TAGS, Status
 from projections import audit
 from projections.audit import duck
@@ -438,8 +438,9 @@ def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_th
     lg.cancel("e", actor="bob")  # entry: cancelled is a failure status (L2)
     lg.fail("f", "TIMEOUT", resumable=True, epoch=w1)  # entry
     lg.boot("worker-1", epoch="w1.e2")
-    with pytest.raises(LedgerError):  # a stale epoch's report: fenced, kept as evidence, the status kept
+    with pytest.raises(StaleEpoch) as refused:  # a stale epoch's report: fenced, kept as evidence, the status kept
         lg.fail("f", "FAIL_NODE", resumable=False, epoch=w1)
+    assert (refused.value.run, refused.value.attempted, refused.value.epoch) == ("f", "run.failed", "w1.e1")
     assert [t for (t,) in audit.query(_synced(lg, tmp_path), "SELECT type FROM events WHERE run = 'f' ORDER BY position").rows][-1] == "run.fenced"
     path = str(tmp_path / "audit.duckdb")
     got = audit.query(path, "SELECT run, type, from_status, status, code FROM failure_entries ORDER BY position").rows
@@ -645,8 +646,9 @@ def test_A1_the_statement_check_refuses_writes_on_its_own(tmp_path: Path, capsys
     _, path = _golden_file(tmp_path, capsys)
     monkeypatch.setattr(duck, "_connect_ro", lambda p, **kw: duckdb.connect(p))
     for sql in ["DELETE FROM events", "CREATE TABLE t AS SELECT 1", "SELECT 1; DELETE FROM events"]:
-        with pytest.raises(QueryRefused):
+        with pytest.raises(QueryRefused) as refused:
             audit.query(path, sql)
+        assert refused.value.sql == sql and refused.value.reason, refused.value
     assert audit.query(path, "SELECT count(*) FROM events").rows == [(51,)]
 
 
@@ -819,8 +821,8 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
                     case "correct":
                         to = [Status.FAILED_RESUMABLE, Status.FINISHED, Status.FAILED][n % 3]
                         lg.correct(run, to, actor="alice", reason=f"step {n}", code="LATE_CODE" if n % 3 == 0 else "")
-            except (IllegalTransition, RunNotFound):
-                pass
+            except (IllegalTransition, RunNotFound) as e:  # a refusal of this very run, never of another
+                assert e.run == run, (op, run, e)
         audit.sync(lg.store, path, chunk=3)
         assert positions(path) == [r.position for r in lg.events()]
         fields = ["status", "code", "workflow", "process", "epoch", "queued_at", "started_at", "updated_at", "actor", "reason", "version"]

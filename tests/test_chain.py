@@ -342,8 +342,9 @@ def test_S1_positions_burnt_by_failed_appends_and_concurrent_writers_keep_one_ch
     and links outside one snapshot (a link read before its event, or after)."""
     lg.queue("r")
     stale = [Append("run:r", 1, codec.decode(DB(store_url).row(1)[3]))]
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as refused:
         lg.store.append(stale)
+    assert refused.value.streams == ["run:r"]
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:

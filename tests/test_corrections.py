@@ -21,10 +21,15 @@ def finished(ledger: Ledger, run: str = "r1") -> None:
 
 def test_P1_final_run_refuses_everything_but_delete_and_correction(ledger: Ledger) -> None:
     finished(ledger)
-    for attempt in (lambda: ledger.fail("r1", "X", resumable=True), lambda: ledger.rewind("r1"),
-                    lambda: ledger.resume("r1", "operator"), lambda: ledger.cancel("r1")):  # fmt: skip
-        with pytest.raises(IllegalTransition):
+    for tag, attempt in (("run.failed", lambda: ledger.fail("r1", "X", resumable=True)),
+                         ("run.rewound", lambda: ledger.rewind("r1")),
+                         ("run.resumed", lambda: ledger.resume("r1", "operator")),
+                         ("run.cancelled", lambda: ledger.cancel("r1"))):  # fmt: skip
+        with pytest.raises(IllegalTransition) as refused:
             attempt()
+        # refused by the transition table (final absorbs), not by another check
+        assert (refused.value.run, refused.value.status, refused.value.attempted, refused.value.why) == (
+            "r1", Status.FINISHED, tag, "")  # fmt: skip
     with pytest.raises(IllegalTransition, match="needs an actor and a reason"):
         ledger.submit(RunCorrected(at=ledger.clock.now(), run="r1", to=Status.FAILED, actor="alice"))
     with pytest.raises(IllegalTransition, match="may not set running"):
@@ -62,8 +67,9 @@ def test_history_shows_corrections_distinctly_with_actor_and_reason(sqlite_ledge
 
 def test_cli_correct_needs_actor_and_reason(sqlite_ledger: Ledger, capsys) -> None:
     finished(sqlite_ledger)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as refused:
         main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--actor", "alice"])
+    assert refused.value.code == 2  # argparse: a usage error (docs/cli.md)
     code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--code", "BAD", "--actor", "alice", "--reason", "r", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["corrections"] == 1
     code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--code", "BAD", "--actor", "bob", "--reason", "again", "--json"])

@@ -108,6 +108,15 @@ def test_L4_table_covers_every_status_and_every_command() -> None:
     assert all(len(row) == len(COMMANDS) for row in TABLE.values())
 
 
+# The cells of TABLE refused by a rule past the transition table, with its reason.
+REFUSED_BY = {
+    ("paused_operator", "resume_auto"): "automation may not resume a run that is paused_operator with code UNKNOWN",
+    ("paused_waiting_human", "resume_auto"): "automation may not resume a run that is paused_waiting_human with code UNKNOWN",
+    ("cancelled", "resume_auto"): "automation may not resume a run that is cancelled with code CANCELLED",
+    ("finished", "correct_to_finished"): "the run is already finished with that code",
+}
+
+
 @pytest.mark.parametrize(("start", "cmd", "expected"), CASES, ids=[f"{s}-{c}" for s, c, _ in CASES])
 def test_L1_L4_transition_table(start: str | None, cmd: str, expected: str) -> None:
     state = given(start)
@@ -119,6 +128,9 @@ def test_L1_L4_transition_table(start: str | None, cmd: str, expected: str) -> N
         assert refused.value.status == start
         assert refused.value.attempted == command.__struct_config__.tag
         assert RUN in str(refused.value) and command.__struct_config__.tag in str(refused.value)
+        # Refused by the check that owns the cell: the transition table itself (no reason
+        # beyond it) but for the cells below, not by another check a cell could hide behind.
+        assert refused.value.why == REFUSED_BY.get((start, cmd), "a run begins with run.queued" if start is None else "")
         return
     events = decide(command, state)
     if expected == NOOP:
@@ -277,8 +289,9 @@ def test_L6_rewind_sets_checkpoint_to_ref_and_delete_removes_it() -> None:
 def test_L6_finished_run_keeps_its_checkpoint() -> None:
     state = given("running")
     state = fold(decide(COMMANDS["checkpoint"](at(10)), state), state)
+    kept = state.checkpoint
     state = fold(decide(COMMANDS["finish"](at(11)), state), state)
-    assert state.status == Status.FINISHED and state.checkpoint is not None
+    assert state.status == Status.FINISHED and kept is not None and state.checkpoint == kept
 
 
 def test_L7_resume_consumes_the_interaction_and_a_later_pause_drops_old_answers() -> None:
@@ -314,8 +327,10 @@ def test_L1_a_second_different_start_of_a_running_run_is_refused() -> None:
 def test_L1_a_repeat_finish_is_a_no_op_and_a_different_cancel_is_refused() -> None:
     finished = given("finished")
     assert decide(RunFinished(at=at(50), run=RUN), finished) == []
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransition) as refused:
         decide(RunFinished(at=at(50), run=RUN, epoch="other"), finished)
+    assert (refused.value.run, refused.value.status, refused.value.attempted, refused.value.why) == (
+        RUN, Status.FINISHED, "run.finished", "")  # fmt: skip
     cancelled = given("cancelled")
     assert decide(RunCancelled(at=at(50), run=RUN), cancelled) == []
     with pytest.raises(IllegalTransition, match="is cancelled: run.cancelled refused"):

@@ -91,8 +91,9 @@ def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:
     slow.load()
     chunk = next(ledger.store.read_batches(slow.position, None, 10_000))
     engine.catch_up(ledger.store, failures)  # another process applies the same events
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as refused:
         slow.apply(chunk, engine.Stats(view="failures"))
+    assert refused.value.streams == ["failures"]  # the view whose tracking moved
     assert slow.run().events == 0  # reloads from the table: nothing left to do
     assert live_rows(ledger.store, failures)[1] == replayed(ledger.store, failures)[0]
     counts = {r[0]: r[3] for r in live_rows(ledger.store, failures)[1]}

@@ -26,6 +26,11 @@ def _setup(ledger, clock):
     return ledger.boot("worker-1", epoch="w2")
 
 
+# The refusal of a report by w1 once _setup's w2 superseded it: which rule fenced it (O7's
+# end_of sentence), not only that something was refused.
+W1_SUPERSEDED = "stale epoch 'w1': epoch w1 of worker-1 was superseded by epoch w2"
+
+
 def _types(ledger, run):
     return [type(r.event).__name__ for r in ledger.history(run)]
 
@@ -64,8 +69,9 @@ def test_fencing_report_from_superseded_epoch_before_the_sweep(ledger, clock):
     Catches: fencing disabled (the stale process finishes an orphan the new epoch owns
     the recovery of)."""
     epoch = _setup(ledger, clock)
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.finish("r", epoch="w1")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.finished", W1_SUPERSEDED)
     assert ledger.get_run("r").status is Status.RUNNING
     [recovered] = ledger.sweep(epoch).recovered
     assert recovered.run == "r"
@@ -92,8 +98,9 @@ FENCED_REPORTS = [
 def test_fencing_every_report_of_a_stale_epoch_is_fenced(ledger, clock, name, call):
     _setup(ledger, clock)
     before = ledger.get_run("r")
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         call(ledger)
+    assert (refused.value.run, refused.value.epoch, refused.value.why) == ("r", "w1", W1_SUPERSEDED)
     after = ledger.get_run("r")
     assert (after.status, after.code, after.checkpoint) == (before.status, before.code, before.checkpoint)
     assert after.version == before.version + 1 and isinstance(after.last, RunFenced)
@@ -106,16 +113,19 @@ def test_fencing_a_stale_tick_recovery_is_fenced_while_a_streak_is_open(ledger, 
     _setup(ledger, clock)
     ledger.boot("worker-1", epoch="w3")
     ledger.submit(RunTickFailed(at=clock.now(), run="r", tick="t8", step="s", error_class="KeyError", epoch="w3"))
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.submit(RunTickRecovered(at=clock.now(), run="r", tick="t9", epoch="w1"))
+    assert (refused.value.run, refused.value.attempted, refused.value.epoch) == ("r", "run.tick_recovered", "w1")
     assert ledger.get_run("r").tick_streak is not None
 
 
 def test_fencing_a_stale_epoch_cannot_start_a_run(ledger, clock):
     _setup(ledger, clock)
     ledger.queue("q", process="worker-1")
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.start("q", epoch="w1", process="worker-1")
+    assert (refused.value.run, refused.value.status, refused.value.attempted, refused.value.why) == (
+        "q", Status.QUEUED, "run.started", W1_SUPERSEDED)  # fmt: skip
     assert ledger.get_run("q").status is Status.QUEUED
     ledger.start("q", epoch="w2", process="worker-1")
     assert ledger.get_run("q").epoch == "w2"
@@ -162,9 +172,10 @@ def test_fencing_a_retried_delivery_of_a_landed_report_is_a_no_op(ledger, clock)
 def test_fencing_in_a_batch_drops_the_batch_and_keeps_the_evidence(ledger, clock):
     _setup(ledger, clock)
     ledger.queue("other", process="worker-1")
-    with pytest.raises(StaleEpoch), ledger.batch() as b:
+    with pytest.raises(StaleEpoch) as refused, ledger.batch() as b:
         b.start("other", epoch="w2", process="worker-1")
         b.finish("r", epoch="w1")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.finished", W1_SUPERSEDED)
     assert ledger.get_run("other").status is Status.QUEUED  # the batch was dropped
     assert isinstance(ledger.history("r")[-1].event, RunFenced)  # the evidence was kept
 
@@ -183,8 +194,9 @@ def test_fencing_recovered_and_fenced_events_round_trip_through_export_and_impor
     into an empty ledger -> export is byte-identical, and the verdict replays."""
     epoch = _setup(ledger, clock)
     ledger.sweep(epoch)
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.fail("r", "", resumable=False, epoch="w1", error="late")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.failed", W1_SUPERSEDED)
     first = io.BytesIO()
     export_to(ledger, first)
     with open_ledger(f"sqlite:///{tmp_path / 'copy.db'}", clock=clock) as copy:
@@ -209,8 +221,9 @@ def test_F1_stale_finish_on_a_run_queued_without_a_process_is_fenced(ledger, clo
     ledger.start("r", epoch="w1")  # no process either: the ledger finds w1's slot
     assert ledger.get_run("r").process == "worker-1"
     ledger.boot("worker-1", epoch="w2")
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.finish("r", epoch="w1")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.finished", W1_SUPERSEDED)
     assert ledger.get_run("r").status is Status.RUNNING
     assert isinstance(ledger.history("r")[-1].event, RunFenced)
 
@@ -227,8 +240,9 @@ def test_F1_old_owner_cannot_overwrite_the_new_owners_checkpoint(ledger, clock):
     ledger.resume("r", "auto")
     ledger.start("r", epoch="w2", process="worker-1")
     ledger.checkpoint("r", "load", "ckpt/new-owner", epoch="w2")
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.checkpoint("r", "load", "ckpt/old-owner", epoch="w1")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.checkpointed", W1_SUPERSEDED)
     state = ledger.get_run("r")
     assert state.checkpoint is not None and state.checkpoint.ref == "ckpt/new-owner"
     assert (state.epoch, state.status) == ("w2", Status.RUNNING)
@@ -270,8 +284,9 @@ def test_F1_a_report_naming_an_epoch_no_slot_booted_is_refused_and_appends_nothi
         ledger.start("r", epoch="ghost", process="worker-1")
     ledger.start("r", epoch="w1", process="worker-1")
     before = ledger.store.max_position()
-    with pytest.raises(UnknownEpoch):
+    with pytest.raises(UnknownEpoch) as refused:
         ledger.checkpoint("r", "n", "ref", epoch="ghost")
+    assert (refused.value.epoch, refused.value.where) == ("ghost", "epoch")
     assert ledger.store.max_position() == before
 
 
@@ -311,8 +326,9 @@ def test_F2_a_fenced_finish_after_the_last_start_stops_automation_from_resuming(
     Mutation caught: `fenced_end` not consulted by can_auto_resume (or not set by the
     fold): the auto resume lands."""
     epoch = _setup(ledger, clock)
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.finish("r", epoch="w1", reason="all rows loaded")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.finished", W1_SUPERSEDED)
     [v] = ledger.sweep(epoch).recovered
     state = ledger.get_run("r")
     assert (state.status, state.code) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED)
@@ -345,8 +361,9 @@ def test_F2_only_outcome_reports_bind(ledger, clock, report, binds):
     """Finished or failed, the stale worker says the work ended; a checkpoint or a pause
     does not. Mutation caught: every fenced report binding (or none)."""
     epoch = _setup(ledger, clock)
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         report(ledger)
+    assert (refused.value.run, refused.value.epoch, refused.value.why) == ("r", "w1", W1_SUPERSEDED)
     ledger.sweep(epoch)
     state = ledger.get_run("r")
     assert (state.fenced_end is not None) is binds and state.fenced == 1
@@ -359,8 +376,9 @@ def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, 
     from projections import audit, engine
 
     epoch = _setup(ledger, clock)
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.finish("r", epoch="w1", reason="all rows loaded")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.finished", W1_SUPERSEDED)
     ledger.sweep(epoch)
     capsys.readouterr()
     assert main(["--store", store_url, "show", "r"]) == 0
@@ -393,8 +411,9 @@ def test_F1_the_evidence_says_why_in_its_reason_and_names_the_one_fact_that_ende
     ledger.start("r", epoch="w1", process="worker-1")
     ledger.stop("w1")
     ledger.boot("worker-1", epoch="w2")
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.checkpoint("r", "n", "ref", epoch="w1")
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == ("r", "run.checkpointed", W1_SUPERSEDED)
     f = ledger.history("r")[-1].event
     assert isinstance(f, RunFenced)
     assert (f.superseded_by, f.stopped_at, f.reported) == ("w2", None, None)

@@ -186,8 +186,9 @@ def test_W1_O2_a_slot_with_20000_epochs_is_written_through_the_ledger(sqlite_url
         live = lg.boot("w", epoch="live")
         lg.queue("r")
         assert lg.start("r", epoch=live).epoch == "live"
-        with pytest.raises(StaleEpoch):
+        with pytest.raises(StaleEpoch) as refused:
             lg.checkpoint("r", "n", "x", epoch="old19999")
+        assert (refused.value.run, refused.value.attempted, refused.value.epoch) == ("r", "run.checkpointed", "old19999")
         state = lg.process("w")
         assert state is not None and len(state) == 20_001 and state.epoch("old0").superseded_by == "old1"  # type: ignore[union-attr]
         assert lg.read_state(stream) == state
@@ -238,8 +239,8 @@ def test_W1_deciding_from_a_cached_state_equals_deciding_from_a_full_fold(shared
                     (lg.cache.drop(run_stream(f"r{run}")) if n % 2 else writers[1 - who].cache.clear())
                 try:
                     apply_op(lg, op if op != "queue" or n % 3 else "queue", f"r{run}", n)
-                except StaleEpoch:
-                    pass
+                except StaleEpoch as e:  # a fenced report of this run (its evidence kept), never another's
+                    assert e.run == f"r{run}", (op, run, e)
             for run in range(5):
                 stream = run_stream(f"r{run}")
                 full = _fold_stream(stream, a.store.read_stream(stream))
@@ -450,8 +451,8 @@ def test_W1_L5_a_forged_cache_never_lets_a_wrong_write_through(store_url: str, o
         b.assume(forged)
         try:
             b.checkpoint(run, "n", "assumed")
-        except IllegalTransition:
-            pass  # the forged state refuses the command itself: nothing to commit
+        except IllegalTransition as e:  # the forged state refuses the command itself: nothing to commit
+            assert tamper_last and (e.run, e.status, e.attempted) == (run, Status.FINISHED, "run.checkpointed"), e
         else:
             with pytest.raises(ConflictError) as e:
                 b.commit()
@@ -511,8 +512,9 @@ def _hammer(url: str, worker: int, go: Any, results: Any) -> None:
                 finishes += len(b.recorded)  # 0: the other's finish had landed, the same event (L1)
             except ConflictError:
                 conflicts += 1
-            except IllegalTransition:
-                pass  # the other writer finished it first, and this cache has caught up
+            except IllegalTransition as e:  # the other writer finished it first, and this cache has caught up
+                if (e.run, e.status, e.attempted) != (run, Status.FINISHED, "run.finished"):
+                    raise
     results.put((worker, landed, finishes, conflicts, boots))
 
 

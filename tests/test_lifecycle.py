@@ -145,8 +145,9 @@ def test_P1_predicates_take_a_status_by_value_and_refuse_an_unknown_one(name: st
             assert f(str(s.value), code) is f(s, code)  # a plain str, not the enum's own value object
     with pytest.raises(InvalidInput, match="unknown status 'finised'"):
         f("finised", "")
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput) as refused:
         f(None, "")  # type: ignore[arg-type]
+    assert "status" in str(refused.value) and "None" in str(refused.value)
 
 
 def test_P1_the_exported_predicates_answer_by_value() -> None:

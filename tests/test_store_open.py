@@ -122,8 +122,9 @@ def test_L4_a_read_of_a_missing_postgresql_schema_creates_nothing(capsys: pytest
     assert "no epochledger store in schema" in capsys.readouterr().err
     with psycopg.connect(PG_BASE) as conn:
         assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"t_missing_{os.getpid()}",)).fetchone() is None
-    with pytest.raises(NoSuchStore):
+    with pytest.raises(NoSuchStore) as refused:
         open_ledger(url, create=False)
+    assert refused.value.url == url
 
 
 def test_L4_init_creates_and_then_every_command_finds_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

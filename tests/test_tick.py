@@ -654,15 +654,18 @@ def test_F1_a_tick_event_of_a_stale_epoch_is_fenced_like_any_report(ledger: Ledg
     ledger.start("r", epoch="old", process="worker-1")
     ledger.boot("worker-1", epoch="new")
     event = RunTickFailed(at=clock.now(), run="r", tick="t1", step="advance", error_class="E", epoch="old")
-    with pytest.raises(StaleEpoch):
+    with pytest.raises(StaleEpoch) as refused:
         ledger.submit(event)
+    assert (refused.value.run, refused.value.attempted, refused.value.why) == (
+        "r", "run.tick_failed", "stale epoch 'old': epoch old of worker-1 was superseded by epoch new")  # fmt: skip
     assert ledger.get_run("r").tick_streak is None and isinstance(ledger.history("r")[-1].event, RunFenced)
 
 
 def test_F1_the_driver_needs_an_epoch_some_slot_booted(ledger: Ledger) -> None:
     from ledger.errors import UnknownEpoch
 
-    with pytest.raises(UnknownEpoch):
+    with pytest.raises(UnknownEpoch) as refused:
         TickDriver(ledger, {"advance": print}, epoch="never-booted")
+    assert (refused.value.epoch, refused.value.where) == ("never-booted", "epoch")
     with pytest.raises(InvalidInput, match="epoch"):
         TickDriver(ledger, {"advance": print}, epoch=42)  # type: ignore[arg-type]

@@ -141,10 +141,11 @@ def test_R4_cli_text_and_json(capsys, goldens) -> None:
 
 def test_R4_builtin_policies_are_the_documented_ones() -> None:
     assert sorted(BUILTIN) == ["clamp", "epoch", "flat-age", "floor", "heartbeat"]
-    with pytest.raises(BadPolicy):
+    with pytest.raises(BadPolicy) as refused:
         from replay.whatif import resolve
 
         resolve("flat-age:0s")
+    assert refused.value.policy == "flat-age:0s" and "more than 0" in str(refused.value)
 
 
 def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_path, goldens) -> None:
