@@ -543,6 +543,8 @@ class Batch(Commands):
         self._epochs[epoch] = process
 
     def _slot_of(self, epoch: EpochArg) -> tuple[str, str]:
+        if epoch is None:  # the API's callers may pass anything (rule L4): refused by name, not asserted
+            raise InvalidInput("expected an epoch (boot()'s result, or its id), got None", where="epoch")
         if not isinstance(epoch, str):
             epoch_id = _epoch_id(epoch)
             assert epoch_id is not None

@@ -349,3 +349,16 @@ def test_T7_L4_a_bad_role_name_is_refused_by_name_and_nothing_is_appended(ledger
             call()
         assert "role" in (refused.value.where or "") or "$.role" in str(refused.value)
     assert ledger.store.max_position() == head
+
+
+def test_T7_L4_an_asker_named_by_nothing_is_refused_by_name_and_appends_nothing(ledger: Ledger) -> None:
+    """`acquire_role(role, None)` (an API caller's hole) is refused naming the epoch
+    parameter, as `epoch(None)` is, never an assertion. Found by the API fuzz."""
+    from ledger.errors import InvalidInput
+
+    head = ledger.store.max_position()
+    for call in (lambda: ledger.acquire_role(ROLE, None), lambda: ledger.epoch(None)):  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput) as refused:
+            call()
+        assert refused.value.where == "epoch"
+    assert ledger.store.max_position() == head

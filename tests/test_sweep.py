@@ -255,7 +255,10 @@ def test_O5_ledger_sweep_takes_its_retry_bounds_from_the_sweep_module():
     from epochledger.app import Ledger
 
     params = inspect.signature(Ledger.sweep).parameters
-    assert params["attempts"].default is sweep_mod.ATTEMPTS and params["gaps"].default is sweep_mod.GAPS
+    # None: read from the sweep module when called (tests/test_sweep_settings.py pins the
+    # values that reach the store through Ledger.sweep); never a number of its own here.
+    assert params["attempts"].default is None and params["gaps"].default is None
+    assert isinstance(sweep_mod.ATTEMPTS, int) and isinstance(sweep_mod.GAPS, tuple)
 
 
 def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, caplog):
