@@ -12,18 +12,17 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from epochledger.app import Ledger, open_ledger
 from ledger import lifecycle
-from ledger.codec import check_value
 from ledger.codes import show_code
 from ledger.errors import InvalidInput
-from ledger.events import Instant
-from ledger.run import RunState
-from projections.runs import predicates_of
+
+if TYPE_CHECKING:  # imported where used: `--help` and the registry load neither (rule W2)
+    from epochledger.app import Ledger
+    from ledger.run import RunState
 
 Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
@@ -32,6 +31,9 @@ COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]
 def instant(text: str | None, where: str) -> datetime | None:
     """An RFC 3339 instant with a time zone, within the catalogue's instants (rule L4: from
     1970 to before 9000 UTC), or None; InvalidInput (exit 3) naming the flag otherwise."""
+    from ledger.codec import check_value
+    from ledger.events import Instant
+
     if text is None:
         return None
     try:
@@ -104,6 +106,8 @@ def cells_table(cells: Sequence[tuple[str, ...]], columns: Sequence[str]) -> Non
 
 def run_record(s: RunState) -> dict[str, Any]:
     """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
+    from projections.runs import predicates_of
+
     d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
     d["code_shown"] = _shown(s.status, s.code)
@@ -124,17 +128,35 @@ def _listed_field(f: msgspec.structs.FieldInfo) -> tuple[Any, ...]:
 # derived fields. Decoded straight from the runs view's stored state (engine.read_runs
 # `shape`), the 143k records of a fleet listing are encoded in one msgspec call: the
 # bytes are those of [run_record(s) ...] (order="sorted"; tests/test_listing.py).
-ListedRun = msgspec.defstruct(
-    "ListedRun",
-    [*(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
-     ("code_shown", str, ""), ("predicates", dict[str, bool], {})],
-    kw_only=True,
-)  # fmt: skip
+# Built on first use (PEP 562 __getattr__ below): RunState's module is the library's, which
+# the registry and `--help` do not import (rule W2).
+if TYPE_CHECKING:
+    ListedRun: type[msgspec.Struct]
+
+
+def _listed_run() -> type[msgspec.Struct]:
+    from ledger.run import RunState
+
+    return msgspec.defstruct(
+        "ListedRun",
+        [*(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
+         ("code_shown", str, ""), ("predicates", dict[str, bool], {})],
+        kw_only=True,
+    )  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ListedRun":
+        globals()[name] = built = _listed_run()  # once: the one ListedRun class
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def listed(found: Sequence[Any]) -> Sequence[Any]:
     """ListedRuns (read_runs(shape=ListedRun)) given their shown code and predicates,
     as run_record gives a RunState's; returned for out_json(order="sorted")."""
+    from projections.runs import predicates_of
+
     for s in found:
         s.code_shown, s.predicates = _shown(s.status, s.code), predicates_of(s)
     return found
@@ -206,6 +228,8 @@ def program() -> str:
 def open_ns(ns: argparse.Namespace) -> Ledger:
     """The ledger a command names, which must exist: no command but `init` and `demo`
     creates a store, so a mistyped path is an error naming it, not an empty ledger."""
+    from epochledger.app import open_ledger
+
     return open_ledger(ns.store, create=False)
 
 

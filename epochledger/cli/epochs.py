@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
-from epochledger.sweep import SweepReport, preview
 from ledger.errors import InvalidInput
-from ledger.process import EpochState
+from projections.orphans import MARGIN
+
+if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
+    from epochledger.sweep import SweepReport
+    from ledger.process import EpochState
 
 
 @command("epochs", arg("--process", help="only this process slot"),
@@ -83,7 +86,7 @@ def cmd_probe(ns: argparse.Namespace) -> None:
         "with its recorded boot instant: boot nothing"),
     arg("--new-slot", action="store_true", help="allow --process to name a slot the ledger has never seen"),
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
-    arg("--margin", type=float, default=ORPHAN_MARGIN_S, help="O3 fallback margin in seconds (default 1, no floor)"),
+    arg("--margin", type=float, default=MARGIN.total_seconds(), help="O3 fallback margin in seconds (default 1, no floor)"),
     arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
     arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
     JSON,
@@ -109,6 +112,8 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
              epochledger sweep --process worker-1
              epochledger sweep --as-epoch 3f2a9c   (an epoch this process booted)
     """
+    from epochledger.sweep import preview
+
     if ns.process is None and ns.as_epoch is None:
         raise InvalidInput("name the slot to boot and sweep (--process) or the epoch to sweep with (--as-epoch)",
                            where="sweep")  # fmt: skip

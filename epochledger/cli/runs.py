@@ -9,13 +9,10 @@ from typing import Any, Protocol
 
 import msgspec
 
-from epochledger import tick
-from epochledger.app import open_ledger
 from epochledger.cli.common import (
     JSON,
     NO_CATCH_UP,
     QUIET,
-    ListedRun,
     Progress,
     RunRow,
     arg,
@@ -34,8 +31,6 @@ from epochledger.cli.common import (
 from ledger import lifecycle
 from ledger.codes import show_code
 from ledger.events import Status
-from ledger.run import RunState
-from projections import tick_health as tick_health_view
 
 
 @command("init", arg("--default-slot", metavar="NAME", help="the process slot whose boots judge running runs "
@@ -55,6 +50,8 @@ def cmd_init(ns: argparse.Namespace) -> None:
     Example: epochledger --store sqlite:///runs.db init
              epochledger --store sqlite:///runs.db init --default-slot api-1
     """
+    from epochledger.app import open_ledger
+
     with open_ledger(ns.store, init=True) as ledger:
         sealed = ledger.store.chain_upgrade
         if sealed is not None and sealed.sealed:  # a ledger made before the hash chain (rule S1)
@@ -241,6 +238,7 @@ def cmd_show(ns: argparse.Namespace) -> None:
 
     Example: epochledger show nightly-0042 --json
     """
+    from epochledger import tick
     from projections.engine import read_run
 
     with open_ns(ns) as ledger:
@@ -322,6 +320,9 @@ def cmd_runs(ns: argparse.Namespace) -> None:
 
     if ns.orphaned:
         return runs_orphaned(ns, keep)
+    from epochledger import tick
+    from epochledger.cli.common import ListedRun
+    from ledger.run import RunState
     from projections.engine import gc_paused, read_runs
 
     # Each output decodes from the runs view only what it shows (read_runs `shape`): the
@@ -452,6 +453,8 @@ def cmd_demo(ns: argparse.Namespace) -> None:
 
 def _streaking(rows: list[dict[str, Any]], view: Any) -> list[dict[str, Any]]:
     """Keep the runs with an open streak, oldest streak first, with its age in ledger time."""
+    from projections import tick_health as tick_health_view
+
     by_run = {row["run"]: row for row in rows}
     return [{**by_run[st["run"]], "streak": st} for st in tick_health_view.open_streaks(view) if st["run"] in by_run]
 

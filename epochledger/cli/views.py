@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 
-from epochledger import tick
 from epochledger.cli.common import (
     JSON,
     QUIET,
@@ -23,8 +22,6 @@ from epochledger.cli.common import (
     progress,
     table,
 )
-from projections import tables
-from projections import tick_health as tick_health_view
 
 
 @command("tick-health", JSON)
@@ -34,6 +31,9 @@ def cmd_tick_health(ns: argparse.Namespace) -> None:
 
     Example: epochledger tick-health --json
     """
+    from epochledger import tick
+    from projections import tick_health as tick_health_view
+
     with open_ns(ns) as ledger:
         summary = tick_health_view.summary(tick.tick_health(ledger))
     if ns.json:
@@ -247,7 +247,7 @@ def cmd_parked(ns: argparse.Namespace) -> None:
 
     Example: epochledger parked --json
     """
-    from projections import registry
+    from projections import registry, tables
 
     if ns.view:
         registry.by_name(ns.view)
