@@ -188,7 +188,12 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
         err(f"epochledger: {kind}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Every command in a parser of its own. `only` (the command line's command, from
+# command_of) names the one whose arguments are added; the others get their name and
+# help alone, so a start builds one command's arguments, not the ~130 of all of them
+# (argparse checks each as it is added: a third of `--help`'s time; rule W2). None: all of
+# them (the reference, docs/cli.md). "": none, and no -h of their own (command_of).
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS,
                         help="store URL: sqlite:///file.db, a path, or postgresql://user@host:port/db "
@@ -208,13 +213,17 @@ def build_parser() -> argparse.ArgumentParser:
              "epochledger.cli.audit"]
     for name, handler, args in sorted(COMMANDS, key=lambda c: areas.index(c[1].__module__)):  # by area, then as registered
         doc = textwrap.dedent(handler.__doc__ or "")
-        where = sub
+        where, registered = sub, name
         if " " in name:  # a grouped command, e.g. "audit sync"
             group, name = name.split(" ", 1)
             if group not in groups:
                 gp = sub.add_parser(group, help=GROUPS.get(group), description=GROUPS.get(group), parents=[common])
                 groups[group] = gp.add_subparsers(dest=group + "_command", metavar="ACTION", required=True)
             where = groups[group]
+        if only is not None and registered != only:
+            p = where.add_parser(name, help=summary_line(doc) if doc else None, add_help=only != "")
+            p.set_defaults(handler=handler)
+            continue
         p = where.add_parser(name, help=summary_line(doc) if doc else None, description=doc,
                              formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
         for flags, kw in args:
@@ -223,12 +232,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_of(args: list[str]) -> str:
+    """The command a command line names ("show", "audit sync"), as argparse reads it:
+    the parser of every command's name and none of their arguments does the reading, so
+    a usage error of the command line itself (no command, an unknown one, a bad --store)
+    is argparse's own, as with the whole parser. A command's own arguments, its -h
+    included, are left for the parser `build_parser(only=...)` makes next."""
+    ns, _ = build_parser(only="").parse_known_args(args)
+    group = ns.command + "_command"
+    return f"{ns.command} {getattr(ns, group)}" if hasattr(ns, group) else str(ns.command)
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     args = list(argv) if argv is not None else sys.argv[1:]
     as_json = "--json" in args  # before parsing: a usage error under --json is JSON too
     try:
         try:
-            ns = build_parser().parse_args(args)
+            ns = build_parser(only=command_of(args)).parse_args(args)
         except UsageError as e:
             if as_json:
                 say_error("UsageError", f"{e.prog}: {e.message}", 2, {"usage": " ".join(e.usage.split())}, as_json=True)
