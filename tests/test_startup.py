@@ -74,7 +74,10 @@ def test_W2_import_epochledger_loads_none_of_its_names_until_one_is_used() -> No
 
 def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path) -> None:
     """`show RUN` on SQLite: the store, the facade and the views it reads; never DuckDB,
-    the audit, psycopg, or the catalogue's event decoder when no event is read."""
+    the audit, psycopg, the library (eventsourcing: a read goes straight to the table),
+    or the catalogue's event decoder when no event is read. Mutations caught: the
+    library imported at the top of ledger/store/base.py or sqlite.py again; the decoder
+    built when ledger/codec.py is imported."""
     store = str(tmp_path / "l.db")
     assert main(["--store", store, "init"]) == 0
     with epochledger.open_ledger(store) as ledger:
@@ -82,7 +85,8 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     assert main(["--store", store, "show", "r1"]) == 0  # the views caught up: the next show reads no event
     modules = loaded("--store", store, "show", "r1", "--json")
     assert "ledger.store.sqlite" in modules and "projections.engine" in modules  # it did read the run
-    assert heavy(modules, ("duckdb", "psycopg", "psycopg_pool", "projections.audit", "ledger.store.postgres")) == []
+    assert heavy(modules, ("duckdb", "psycopg", "psycopg_pool", "projections.audit", "ledger.store.postgres",
+                           "eventsourcing")) == []  # fmt: skip
     code = PROBE.replace("print(", "from ledger import codec; print(json.dumps('decode' in vars(codec)));print(")
     done = subprocess.run([sys.executable, "-c", code, "--store", store, "show", "r1"], capture_output=True, text=True,
                           timeout=120, check=True)  # fmt: skip
