@@ -11,11 +11,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import epochledger
-from epochledger.cli import COMMANDS, build_parser, command_of, main
+from epochledger.cli import COMMANDS, UsageError, build_parser, command_of, main, parse_line
 
 # What a start must not import unless the command needs it: the store and its drivers,
 # the library (the facade, the write side, the sweep, the tick), the audit and DuckDB.
@@ -94,23 +95,37 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
 
 
 def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does() -> None:
-    """main builds the arguments of the command the line names alone (command_of, then
-    build_parser(only=...)): its help, its parse and the top-level help are the whole
-    parser's. Mutation caught: a command's arguments left out of its own parser."""
+    """main builds the arguments of the command the line names alone (parse_line,
+    build_parser(only=...)): that command's help and parse, the top-level help and a
+    refused line are the whole parser's. Mutations caught: a command's arguments left
+    out of its own parser; a guess of the command taken without argparse's check."""
     whole = build_parser()
-    assert build_parser(only="").format_help() == whole.format_help()
-    subs = {a.dest: a for a in whole._actions if getattr(a, "choices", None)}["command"].choices
+
+    def choices(parser: Any, dest: str) -> Any:
+        return {a.dest: a for a in parser._actions if getattr(a, "choices", None)}[dest].choices
+
+    assert build_parser(only="show").format_help() == whole.format_help()
     for name, _, _ in COMMANDS:
         group, _, action = name.partition(" ")
-        one = {a.dest: a for a in build_parser(only=name)._actions if getattr(a, "choices", None)}["command"].choices
+        one = choices(build_parser(only=name), "command")
         if action:
-            mine = {a.dest: a for a in one[group]._actions if getattr(a, "choices", None)}[group + "_command"].choices
-            theirs = {a.dest: a for a in subs[group]._actions if getattr(a, "choices", None)}[group + "_command"].choices
-            assert mine[action].format_help() == theirs[action].format_help(), name
+            assert choices(one[group], group + "_command")[action].format_help() == \
+                choices(choices(whole, "command")[group], group + "_command")[action].format_help(), name  # fmt: skip
         else:
-            assert one[name].format_help() == subs[name].format_help(), name
-    for line, command in ((["show", "r1"], "show"), (["--store", "show", "runs"], "runs"),
-                          (["audit", "sync", "--json"], "audit sync"), (["show", "-h"], "show")):  # fmt: skip
-        assert command_of(line) == command, line
-        if "-h" not in line:
-            assert vars(build_parser(only=command).parse_args(line)) == vars(whole.parse_args(line)), line
+            assert one[name].format_help() == choices(whole, "command")[name].format_help(), name
+    # `--sto runs demo`: argparse reads --sto as --store (an abbreviation) and runs as its
+    # value; the guess (runs) is wrong, and argparse's own reading (demo) must win.
+    lines = [["show", "r1"], ["--store", "show", "runs"], ["--store=x", "audit", "sync", "--json"], ["runs", "--json"],
+             ["--store", "audit", "runs", "--status", "queued"], ["sweep", "--process", "w", "--margin", "2.5"],
+             ["--sto", "runs", "demo"]]  # fmt: skip
+    for line in lines:
+        assert vars(parse_line(line)) == vars(whole.parse_args(line)), line
+    assert (command_of(["--store", "show", "runs"]), command_of(["audit", "sync"]), command_of(["bogus"])) == \
+        ("runs", "audit sync", None)  # fmt: skip
+    for bad in (["show"], ["show", "r1", "--bogus"], ["bogus"], [], ["audit"], ["audit", "bogus"], ["--store"],
+                ["runs", "--status", "nope"], ["show", "runs", "x"]):  # fmt: skip
+        with pytest.raises(UsageError) as mine:
+            parse_line(bad)
+        with pytest.raises(UsageError) as theirs:
+            whole.parse_args(bad)
+        assert (mine.value.usage, mine.value.message) == (theirs.value.usage, theirs.value.message), bad

@@ -188,11 +188,10 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
         err(f"epochledger: {kind}: {message}")
 
 
-# Every command in a parser of its own. `only` (the command line's command, from
-# command_of) names the one whose arguments are added; the others get their name and
-# help alone, so a start builds one command's arguments, not the ~130 of all of them
-# (argparse checks each as it is added: a third of `--help`'s time; rule W2). None: all of
-# them (the reference, docs/cli.md). "": none, and no -h of their own (command_of).
+# Every command in a parser of its own. `only` (the command a line names, parse_line)
+# is the one whose arguments and help are built; the others get their name and summary
+# alone, so a start builds one command's ~5 arguments, not the ~130 of all of them
+# (rule W2). None: all of them (the reference, docs/cli.md).
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS,
@@ -221,7 +220,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 groups[group] = gp.add_subparsers(dest=group + "_command", metavar="ACTION", required=True)
             where = groups[group]
         if only is not None and registered != only:
-            p = where.add_parser(name, help=summary_line(doc) if doc else None, add_help=only != "")
+            p = where.add_parser(name, help=summary_line(doc) if doc else None, add_help=False)
             p.set_defaults(handler=handler)
             continue
         p = where.add_parser(name, help=summary_line(doc) if doc else None, description=doc,
@@ -232,15 +231,39 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def command_of(args: list[str]) -> str:
-    """The command a command line names ("show", "audit sync"), as argparse reads it:
-    the parser of every command's name and none of their arguments does the reading, so
-    a usage error of the command line itself (no command, an unknown one, a bad --store)
-    is argparse's own, as with the whole parser. A command's own arguments, its -h
-    included, are left for the parser `build_parser(only=...)` makes next."""
-    ns, _ = build_parser(only="").parse_known_args(args)
-    group = ns.command + "_command"
-    return f"{ns.command} {getattr(ns, group)}" if hasattr(ns, group) else str(ns.command)
+def command_of(args: list[str]) -> str | None:
+    """The command a command line seems to name ("show", "audit sync"): its first word
+    that is not an option or --store's value, with the group's action after it; None
+    if there is none. A guess, which parse_line checks against argparse's own reading."""
+    names = {name for name, _, _ in COMMANDS}
+    words = iter(args)
+    for word in words:
+        if word == "--store":
+            next(words, None)
+        elif not word.startswith("-"):
+            if word in GROUPS:
+                action = next((w for w in words if not w.startswith("-")), None)
+                return f"{word} {action}" if f"{word} {action}" in names else None
+            return word if word in names else None
+    return None
+
+
+def parse_line(args: list[str]) -> argparse.Namespace:
+    """argparse's reading of `args`, with the arguments of the command it names alone
+    built (build_parser(only=...)): the same namespace, help and usage errors as the whole
+    parser's. A guess that argparse does not confirm, or a line it refuses, is read
+    again by the whole parser, whose answer (or error) is the one given."""
+    guess = command_of(args)
+    if guess is not None:
+        try:
+            ns = build_parser(only=guess).parse_args(args)
+        except UsageError:
+            pass
+        else:
+            group = f"{ns.command}_command"
+            if (f"{ns.command} {getattr(ns, group)}" if hasattr(ns, group) else ns.command) == guess:
+                return ns
+    return build_parser().parse_args(args)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -248,7 +271,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     as_json = "--json" in args  # before parsing: a usage error under --json is JSON too
     try:
         try:
-            ns = build_parser(only=command_of(args)).parse_args(args)
+            ns = parse_line(args)
         except UsageError as e:
             if as_json:
                 say_error("UsageError", f"{e.prog}: {e.message}", 2, {"usage": " ".join(e.usage.split())}, as_json=True)
