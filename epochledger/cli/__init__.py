@@ -31,7 +31,7 @@ from epochledger.cli import (
     views,  # noqa: F401
 )
 from epochledger.cli.audit import GROUPS
-from epochledger.cli.common import COMMANDS, clear_progress, err
+from epochledger.cli.common import COMMANDS, Later, clear_progress, err
 from ledger.errors import (
     ChainBroken,
     CommitUnknown,
@@ -191,7 +191,7 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
 # Every command in a parser of its own. `only` (the command a line names, parse_line)
 # is the one whose arguments and help are built; the others get their name and summary
 # alone, so a start builds one command's ~5 arguments, not the ~130 of all of them
-# (rule W2). None: all of them (the reference, docs/cli.md).
+# (rule W2). None: all of them (the reference, docs/cli.md); "": none.
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS,
@@ -226,7 +226,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = where.add_parser(name, help=summary_line(doc) if doc else None, description=doc,
                              formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
         for flags, kw in args:
-            p.add_argument(*flags, **kw)
+            p.add_argument(*flags, **{k: v.make() if isinstance(v, Later) else v for k, v in kw.items()})
         p.set_defaults(handler=handler)
     return parser
 
@@ -254,15 +254,14 @@ def parse_line(args: list[str]) -> argparse.Namespace:
     parser's. A guess that argparse does not confirm, or a line it refuses, is read
     again by the whole parser, whose answer (or error) is the one given."""
     guess = command_of(args)
-    if guess is not None:
-        try:
-            ns = build_parser(only=guess).parse_args(args)
-        except UsageError:
-            pass
-        else:
-            group = f"{ns.command}_command"
-            if (f"{ns.command} {getattr(ns, group)}" if hasattr(ns, group) else ns.command) == guess:
-                return ns
+    try:  # no command named (`--help`): no command's arguments are built
+        ns = build_parser(only=guess or "").parse_args(args)
+    except UsageError:
+        pass
+    else:
+        group = f"{ns.command}_command"
+        if (f"{ns.command} {getattr(ns, group)}" if hasattr(ns, group) else ns.command) == guess:
+            return ns
     return build_parser().parse_args(args)
 
 

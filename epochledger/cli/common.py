@@ -54,6 +54,16 @@ def arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return flags, kw
 
 
+class Later:
+    """An argument's setting (a default, its choices) that only importing what the
+    command uses can tell, e.g. the O3 margin or the registered views' names: made when
+    that command's parser is built (build_parser), never for `--help` or another
+    command (rule W2)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
 JSON = arg("--json", action="store_true", help="print JSON instead of a table")
 NO_CATCH_UP = arg("--no-catch-up", action="store_true",
                   help="read the view as it is, without applying new events first (says how far behind it is)")

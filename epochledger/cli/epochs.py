@@ -7,13 +7,18 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
+from epochledger.cli.common import JSON, Later, arg, command, open_ns, out, out_json, table
 from ledger.errors import InvalidInput
-from projections.orphans import MARGIN
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
     from epochledger.sweep import SweepReport
     from ledger.process import EpochState
+
+
+def _margin() -> float:
+    from projections.orphans import MARGIN  # the O3 margin's one home
+
+    return MARGIN.total_seconds()
 
 
 @command("epochs", arg("--process", help="only this process slot"),
@@ -86,7 +91,7 @@ def cmd_probe(ns: argparse.Namespace) -> None:
         "with its recorded boot instant: boot nothing"),
     arg("--new-slot", action="store_true", help="allow --process to name a slot the ledger has never seen"),
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
-    arg("--margin", type=float, default=MARGIN.total_seconds(), help="O3 fallback margin in seconds (default 1, no floor)"),
+    arg("--margin", type=float, default=Later(_margin), help="O3 fallback margin in seconds (default 1, no floor)"),
     arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
     arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
     JSON,

@@ -11,6 +11,7 @@ import msgspec
 from epochledger.cli.common import (
     JSON,
     QUIET,
+    Later,
     Progress,
     arg,
     command,
@@ -55,7 +56,7 @@ def _view_names() -> list[str]:
     return [v.NAME for v in VIEWS]
 
 
-@command("rebuild", arg("view", nargs="?", choices=_view_names(), help="one view (default: all)"), JSON, QUIET)
+@command("rebuild", arg("view", nargs="?", choices=Later(_view_names), help="one view (default: all)"), JSON, QUIET)
 def cmd_rebuild(ns: argparse.Namespace) -> None:
     """Rebuild views from position zero beside the live ones, then swap them in.
 
