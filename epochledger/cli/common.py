@@ -114,14 +114,21 @@ def cells_table(cells: Sequence[tuple[str, ...]], columns: Sequence[str]) -> Non
     out("\n".join([(line % row).rstrip() for row in cells]))  # listings of 143k runs: ~0.4 us a row
 
 
-def run_record(s: RunState) -> dict[str, Any]:
-    """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
+@functools.cache
+def _predicates() -> Callable[[Any], dict[str, bool]]:
+    """projections.runs.predicates_of, imported on first use (it is the library's, which
+    `--help` does not import: rule W2), then a cached call, not an import, per run."""
     from projections.runs import predicates_of
 
+    return predicates_of
+
+
+def run_record(s: RunState) -> dict[str, Any]:
+    """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
     d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
     d["code_shown"] = _shown(s.status, s.code)
-    d["predicates"] = dict(predicates_of(s))
+    d["predicates"] = dict(_predicates()(s))
     return d
 
 
@@ -165,8 +172,7 @@ def __getattr__(name: str) -> Any:
 def listed(found: Sequence[Any]) -> Sequence[Any]:
     """ListedRuns (read_runs(shape=ListedRun)) given their shown code and predicates,
     as run_record gives a RunState's; returned for out_json(order="sorted")."""
-    from projections.runs import predicates_of
-
+    predicates_of = _predicates()
     for s in found:
         s.code_shown, s.predicates = _shown(s.status, s.code), predicates_of(s)
     return found
