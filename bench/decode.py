@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     store = open_store(sqlite_file(f"/tmp/epochledger-bench_{ns.runs}x5.db", ns.runs, 5))
     payloads = [row[3] for chunk in store.read_raw() for row in chunk]
     decoders = {
-        "catalogue": codec._decoder,
+        "catalogue": codec._decoder(),
         "no_patterns": _decoder(lambda a: a != "pattern"),
         "no_constraints": _decoder(lambda a: False),
     }

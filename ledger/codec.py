@@ -11,7 +11,7 @@ import types
 import typing
 from datetime import datetime
 from functools import cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -19,10 +19,26 @@ from ledger.errors import InvalidInput
 from ledger.events import EVENT_TYPES, FORMAT_CHARS, MAX_CAUSE_DEPTH, MAX_NESTING, AnyEvent, Bounds, Event, Pattern
 
 _encoder = msgspec.json.Encoder(order="deterministic")
-_decoder = msgspec.json.Decoder(AnyEvent)
-
 encode = _encoder.encode
-decode = _decoder.decode
+
+if TYPE_CHECKING:
+
+    def decode(buf: bytes | bytearray | memoryview | str, /) -> AnyEvent: ...
+
+
+@cache
+def _decoder() -> msgspec.json.Decoder[AnyEvent]:
+    """The catalogue's decoder, built on first use: building it costs more than the rest
+    of this module, and a start that decodes no event (`--help`, `show RUN` on a view
+    that is caught up) does not pay it (rule W2)."""
+    return msgspec.json.Decoder(AnyEvent)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "decode":  # PEP 562: `codec.decode` is the decoder's own method, no wrapper
+        globals()[name] = method = _decoder().decode
+        return method
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def checked(event: Event, where: str | None = None) -> bytes:
@@ -49,10 +65,10 @@ def checked(event: Event, where: str | None = None) -> bytes:
         raise InvalidInput(_unencodable(event, e, "$"), where=where) from None
     # Only a free-form field (`Any`) can nest deeper than the catalogue's own shapes;
     # counting brackets is a cheap upper bound of the depth, measured only above it.
-    if type(event) in _FREE_FORM and data.count(b"{") + data.count(b"[") > MAX_NESTING and _nesting(data) > MAX_NESTING:
+    if type(event) in _free_form_types() and data.count(b"{") + data.count(b"[") > MAX_NESTING and _nesting(data) > MAX_NESTING:
         raise InvalidInput(f"nested deeper than {MAX_NESTING} levels", where=where)
     try:
-        decoded = _decoder.decode(data)
+        decoded = _decoder().decode(data)
     except msgspec.ValidationError as e:
         raise InvalidInput(str(e), where=where) from None
     except RecursionError:
@@ -142,7 +158,11 @@ def _free_form(tp: type[Event]) -> bool:
     return any(h is Any or Any in typing.get_args(h) for h in typing.get_type_hints(tp).values())
 
 
-_FREE_FORM = frozenset(t for t in EVENT_TYPES if _free_form(t))
+@cache
+def _free_form_types() -> frozenset[type[Event]]:
+    """The event types with a free-form field, found on first use (reading every type's
+    hints is a start's cost otherwise; rule W2)."""
+    return frozenset(t for t in EVENT_TYPES if _free_form(t))
 
 
 def _cause_depth(cause: Any) -> int:

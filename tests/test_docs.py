@@ -87,7 +87,7 @@ def test_nothing_cites_documents_outside_the_repository() -> None:
 
 
 RULE_IDS = [*(f"L{i}" for i in range(1, 9)), "P1", "P2", "P3", "P4", *(f"O{i}" for i in range(1, 11)), "F1", "F2",
-            "T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "R3", "R4", "A1", "I1", "I2", "I3", "W1", "S1", "V1", "C1", "C2",
+            "T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "R3", "R4", "A1", "I1", "I2", "I3", "W1", "W2", "S1", "V1", "C1", "C2",
             "H1"]  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from epochledger.cli import (
     views,  # noqa: F401
 )
 from epochledger.cli.audit import GROUPS
-from epochledger.cli.common import COMMANDS, clear_progress, err
+from epochledger.cli.common import COMMANDS, Later, clear_progress, err
 from ledger.errors import (
     ChainBroken,
     CommitUnknown,
@@ -189,7 +189,11 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
         err(f"epochledger: {kind}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Every command in a parser of its own. `only` (the command a line names, parse_line)
+# is the one whose arguments and help are built; the others get their name and summary
+# alone, so a start builds one command's ~5 arguments, not the ~130 of all of them
+# (rule W2). None: all of them (the reference, docs/cli.md); "": none.
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS,
                         help="store URL: sqlite:///file.db, a path, or postgresql://user@host:port/db "
@@ -209,19 +213,57 @@ def build_parser() -> argparse.ArgumentParser:
              "epochledger.cli.audit"]
     for name, handler, args in sorted(COMMANDS, key=lambda c: areas.index(c[1].__module__)):  # by area, then as registered
         doc = textwrap.dedent(handler.__doc__ or "")
-        where = sub
+        where, registered = sub, name
         if " " in name:  # a grouped command, e.g. "audit sync"
             group, name = name.split(" ", 1)
             if group not in groups:
                 gp = sub.add_parser(group, help=GROUPS.get(group), description=GROUPS.get(group), parents=[common])
                 groups[group] = gp.add_subparsers(dest=group + "_command", metavar="ACTION", required=True)
             where = groups[group]
+        if only is not None and registered != only:
+            p = where.add_parser(name, help=summary_line(doc) if doc else None, add_help=False)
+            p.set_defaults(handler=handler)
+            continue
         p = where.add_parser(name, help=summary_line(doc) if doc else None, description=doc,
                              formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
         for flags, kw in args:
-            p.add_argument(*flags, **kw)
+            p.add_argument(*flags, **{k: v.make() if isinstance(v, Later) else v for k, v in kw.items()})
         p.set_defaults(handler=handler)
     return parser
+
+
+def command_of(args: list[str]) -> str | None:
+    """The command a command line seems to name ("show", "audit sync"): its first word
+    that is not an option or --store's value, with the group's action after it; None
+    if there is none. A guess, which parse_line checks against argparse's own reading."""
+    names = {name for name, _, _ in COMMANDS}
+    words = iter(args)
+    for word in words:
+        if word == "--store":
+            next(words, None)
+        elif not word.startswith("-"):
+            if word in GROUPS:
+                action = next((w for w in words if not w.startswith("-")), None)
+                return f"{word} {action}" if f"{word} {action}" in names else None
+            return word if word in names else None
+    return None
+
+
+def parse_line(args: list[str]) -> argparse.Namespace:
+    """argparse's reading of `args`, with the arguments of the command it names alone
+    built (build_parser(only=...)): the same namespace, help and usage errors as the whole
+    parser's. A guess that argparse does not confirm, or a line it refuses, is read
+    again by the whole parser, whose answer (or error) is the one given."""
+    guess = command_of(args)
+    try:  # no command named (`--help`): no command's arguments are built
+        ns = build_parser(only=guess or "").parse_args(args)
+    except UsageError:
+        pass
+    else:
+        group = f"{ns.command}_command"
+        if (f"{ns.command} {getattr(ns, group)}" if hasattr(ns, group) else ns.command) == guess:
+            return ns
+    return build_parser().parse_args(args)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -229,7 +271,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     as_json = "--json" in args  # before parsing: a usage error under --json is JSON too
     try:
         try:
-            ns = build_parser().parse_args(args)
+            ns = parse_line(args)
         except UsageError as e:
             if as_json:
                 say_error("UsageError", f"{e.prog}: {e.message}", 2, {"usage": " ".join(e.usage.split())}, as_json=True)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from epochledger.cli.common import JSON, QUIET, Progress, arg, command, open_ns, out, out_json, table
-from epochledger.reports import AuditResult, audit_export_parquet, audit_path, audit_query, audit_report
+
+if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
+    from epochledger.reports import AuditResult
 
 # Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
 GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
@@ -23,6 +26,7 @@ MEMORY = arg("--memory-limit", metavar="SIZE", default=None,
 
 
 def _duckdb(ns: argparse.Namespace) -> str:
+    from epochledger.reports import audit_path
     return audit_path(ns.store, ns.duckdb)
 
 
@@ -99,6 +103,8 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
     Example: epochledger audit report failure_codes --period week --as-of 2026-09-10T00:00:00Z
              epochledger audit report failures_by_label --label team
     """
+    from epochledger.reports import audit_report
+
     as_of = None
     if ns.as_of is not None:
         try:
@@ -126,6 +132,8 @@ def cmd_audit_query(ns: argparse.Namespace) -> None:
 
     Example: epochledger audit query "SELECT status, count(*) FROM runs GROUP BY ALL" --format csv
     """
+    from epochledger.reports import audit_query
+
     result = audit_query(ns.store, ns.sql, duckdb=ns.duckdb, timeout=ns.timeout, memory_limit=ns.memory_limit)
     _print_result(result, "json" if ns.json else ns.format)
 
@@ -139,6 +147,8 @@ def cmd_audit_export_parquet(ns: argparse.Namespace) -> None:
 
     Example: epochledger audit export-parquet ./audit-parquet
     """
+    from epochledger.reports import audit_export_parquet
+
     result = audit_export_parquet(ns.store, ns.dir, duckdb=ns.duckdb)
     if ns.json:
         out_json(result)

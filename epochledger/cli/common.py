@@ -11,16 +11,17 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from epochledger.app import Ledger, open_ledger
-from epochledger.reports import RunRow, predicates_of, shown_code
-from ledger.codec import check_value
 from ledger.errors import InvalidInput
-from ledger.events import Instant
-from ledger.run import RunState
+
+if TYPE_CHECKING:  # imported where used: `--help` and the registry load neither (rule W2)
+    from epochledger.app import Ledger
+    from epochledger.reports import RunRow
+    from ledger.run import RunState
 
 Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
@@ -29,6 +30,9 @@ COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]
 def instant(text: str | None, where: str) -> datetime | None:
     """An RFC 3339 instant with a time zone, within the catalogue's instants (rule L4: from
     1970 to before 9000 UTC), or None; InvalidInput (exit 3) naming the flag otherwise."""
+    from ledger.codec import check_value
+    from ledger.events import Instant
+
     if text is None:
         return None
     try:
@@ -47,6 +51,16 @@ def instant(text: str | None, where: str) -> datetime | None:
 
 def arg(*flags: str, **kw: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return flags, kw
+
+
+class Later:
+    """An argument's setting (a default, its choices) that only importing what the
+    command uses can tell, e.g. the O3 margin or the registered views' names: made when
+    that command's parser is built (build_parser), never for `--help` or another
+    command (rule W2)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
 
 
 JSON = arg("--json", action="store_true", help="print JSON instead of a table")
@@ -99,12 +113,22 @@ def cells_table(cells: Sequence[tuple[str, ...]], columns: Sequence[str]) -> Non
     out("\n".join([(line % row).rstrip() for row in cells]))  # listings of 143k runs: ~0.4 us a row
 
 
+@cache
+def _helpers() -> Any:
+    """The facade's reports module (predicates_of, shown_code), imported on first use
+    (it is the library's, which `--help` does not import: rule W2), then a cached call,
+    not an import, per run."""
+    from epochledger import reports
+
+    return reports
+
+
 def run_record(s: RunState) -> dict[str, Any]:
     """A run as the CLI shows it: its state, its failure code (shown), every predicate."""
     d: dict[str, Any] = msgspec.to_builtins(s)
     d.pop("last", None)
-    d["code_shown"] = shown_code(s.status, s.code)
-    d["predicates"] = dict(predicates_of(s))
+    d["code_shown"] = _helpers().shown_code(s.status, s.code)
+    d["predicates"] = dict(_helpers().predicates_of(s))
     return d
 
 
@@ -114,6 +138,7 @@ RUNS_COLUMNS = ("run", "status", "code_shown", "workflow", "process", "updated_a
 def runs_table(found: Sequence[RunRow]) -> None:
     """The `runs` table, with a labels column if any run has labels (rule I2): the
     cells table(run_record(s) ...) would make, built from RunRows in one pass."""
+    shown_code = _helpers().shown_code
     cells: list[tuple[str, ...]] = [(r.run, r.status, shown_code(r.status, r.code), r.workflow or "",
                                      r.process or "", r.updated_at, r.actor or "") for r in found]  # fmt: skip
     columns = list(RUNS_COLUMNS)
@@ -148,6 +173,8 @@ def program() -> str:
 def open_ns(ns: argparse.Namespace) -> Ledger:
     """The ledger a command names, which must exist: no command but `init` and `demo`
     creates a store, so a mistyped path is an error naming it, not an empty ledger."""
+    from epochledger.app import open_ledger
+
     return open_ledger(ns.store, create=False)
 
 

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
-from epochledger.reports import SweepReport
 from ledger.errors import InvalidInput
-from ledger.process import EpochState
+
+if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
+    from epochledger.reports import SweepReport
+    from ledger.process import EpochState
+
+
+def _margin(ns: argparse.Namespace) -> float:
+    """`--margin`, else the facade's (the O3 margin's one home is projections/orphans.py):
+    read when the command runs, so `--help` imports nothing for it (rule W2)."""
+    from epochledger.app import ORPHAN_MARGIN_S
+
+    return ORPHAN_MARGIN_S if ns.margin is None else float(ns.margin)
+
+
 
 
 @command("epochs", arg("--process", help="only this process slot"),
@@ -86,7 +98,8 @@ def cmd_probe(ns: argparse.Namespace) -> None:
         "with its recorded boot instant: boot nothing"),
     arg("--new-slot", action="store_true", help="allow --process to name a slot the ledger has never seen"),
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
-    arg("--margin", type=float, default=ORPHAN_MARGIN_S, help="O3 fallback margin in seconds (default 1, no floor)"),
+    # No default here: the facade's is the O3 margin's one home (projections/orphans.py)
+    arg("--margin", type=float, default=None, help="O3 fallback margin in seconds (default 1, no floor)"),
     arg("--actor", default="operator", help="who is recovering (recorded on the boot)"),
     arg("--dry-run", action="store_true", help="only show what would be recovered; write nothing"),
     JSON,
@@ -119,7 +132,7 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
         raise InvalidInput("--as-epoch boots nothing: it takes neither --epoch nor --new-slot", where="sweep")
     if ns.dry_run:
         with open_ns(ns) as ledger:
-            report = ledger.preview_sweep(ns.process, margin=ns.margin, new_slot=ns.new_slot, as_epoch=ns.as_epoch)
+            report = ledger.preview_sweep(ns.process, new_slot=ns.new_slot, as_epoch=ns.as_epoch, margin=_margin(ns))
         if ns.json:
             out_json({"booted": None, "report": report})
         else:
@@ -131,9 +144,9 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
     with open_ns(ns) as ledger:
         if ns.as_epoch is not None:
             target = ns.as_epoch if ns.process is None else Slot(process=ns.process, epoch=ns.as_epoch)
-            booted, report = None, ledger.sweep(target, margin=ns.margin, require_live=True)
+            booted, report = None, ledger.sweep(target, require_live=True, margin=_margin(ns))
         else:
-            booted, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=ns.margin,
+            booted, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=_margin(ns),
                                             new_slot=ns.new_slot)  # fmt: skip
     if ns.json:
         out_json({"booted": booted, "report": report})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 
 from epochledger.cli.common import JSON, arg, command, instant, open_ns, out, out_json
-from epochledger.reports import check_policy
 
 
 @command("whatif",
@@ -31,6 +30,8 @@ def cmd_whatif(ns: argparse.Namespace) -> None:
 
     Example: epochledger whatif --policy flat-age:30m --at 2026-09-09T15:00:00Z
     """
+    from epochledger.reports import check_policy
+
     at = instant(ns.at, "--at")
     policy = check_policy(ns.policy)  # before opening the store: a typo is refused without reading it
     with open_ns(ns) as ledger:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from epochledger.app import open_ledger
 from epochledger.cli.common import (
     JSON,
     NO_CATCH_UP,
@@ -26,10 +25,12 @@ from epochledger.cli.common import (
     say_lag,
     table,
 )
-from epochledger.reports import Orphaned, gc_paused
 from ledger import lifecycle
 from ledger.codes import show_code
 from ledger.events import Status
+
+if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
+    from epochledger.reports import Orphaned
 
 
 @command("init", arg("--default-slot", metavar="NAME", help="the process slot whose boots judge running runs "
@@ -49,6 +50,8 @@ def cmd_init(ns: argparse.Namespace) -> None:
     Example: epochledger --store sqlite:///runs.db init
              epochledger --store sqlite:///runs.db init --default-slot api-1
     """
+    from epochledger.app import open_ledger
+
     with open_ledger(ns.store, init=True) as ledger:
         sealed = ledger.sealed_at_open()
         if sealed is not None and sealed.sealed:  # a ledger made before the hash chain (rule S1)
@@ -302,6 +305,8 @@ def cmd_runs(ns: argparse.Namespace) -> None:
              epochledger runs --orphaned --json
              epochledger runs --label team=data --label env=prod   (both labels; rule I2)
     """
+    from epochledger.reports import gc_paused
+
 
     filters = {"statuses": ns.status or (), "codes": ns.code or (), "labels": ns.label or ()}
     with open_ns(ns) as ledger:

@@ -11,6 +11,7 @@ import msgspec
 from epochledger.cli.common import (
     JSON,
     QUIET,
+    Later,
     Progress,
     arg,
     command,
@@ -22,7 +23,6 @@ from epochledger.cli.common import (
     progress,
     table,
 )
-from epochledger.reports import VIEW_NAMES, chain_error
 
 
 @command("tick-health", JSON)
@@ -47,7 +47,13 @@ def cmd_tick_health(ns: argparse.Namespace) -> None:
             out(f"  {key} {name}: {n}")
 
 
-@command("rebuild", arg("view", nargs="?", choices=list(VIEW_NAMES), help="one view (default: all)"), JSON, QUIET)
+def _view_names() -> list[str]:
+    from epochledger.reports import VIEW_NAMES
+
+    return list(VIEW_NAMES)
+
+
+@command("rebuild", arg("view", nargs="?", choices=Later(_view_names), help="one view (default: all)"), JSON, QUIET)
 def cmd_rebuild(ns: argparse.Namespace) -> None:
     """Rebuild views from position zero beside the live ones, then swap them in.
 
@@ -150,6 +156,8 @@ def cmd_chain(ns: argparse.Namespace) -> None:
 
     Example: epochledger chain --upgrade
     """
+    from epochledger.reports import chain_error
+
     with open_ns(ns) as ledger:
         if ns.upgrade:
             sealed = ledger.upgrade_chain()

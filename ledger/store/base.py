@@ -21,14 +21,17 @@ Library and driver exceptions are translated here into ledger.errors and never l
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
-from eventsourcing.persistence import ApplicationRecorder, IntegrityError, PersistenceError
+
+if TYPE_CHECKING:  # imported where used: a read never loads the library (library_error, rule W2)
+    from eventsourcing.persistence import ApplicationRecorder
 
 from ledger import codec
 from ledger.errors import (
@@ -99,6 +102,16 @@ class Append(NamedTuple):
     event: AnyEvent
 
 
+def library_error(e: BaseException, name: str) -> bool:
+    """Is `e` the library's error `name` (eventsourcing.persistence's IntegrityError,
+    PersistenceError)? Asked of the library as loaded: a backend imports it only to
+    make its datastore (on a write or `init`, ledger/store/sqlite.py `_library`), so a
+    read that never needs it never pays its import (~1x `python -c pass`, rule W2); and
+    an error of a library that was never imported cannot have been raised."""
+    library = sys.modules.get("eventsourcing.persistence")
+    return library is not None and isinstance(e, getattr(library, name))
+
+
 @contextmanager
 def translated(what: str, store: Any = None) -> Iterator[None]:
     """Library and driver errors become ledger.errors types here. `store` (when given)
@@ -107,14 +120,14 @@ def translated(what: str, store: Any = None) -> Iterator[None]:
         yield
     except LedgerError:
         raise
-    except IntegrityError as e:
-        raise ConflictError([], str(e)) from None
-    except (PersistenceError, sqlite3.Error) as e:
-        if "permission denied" in str(e):
-            raise PermissionDenied(what, getattr(store, "role", None), _first_line(e)) from None
-        raise StoreError(f"{what}: {e}") from None
-    except Exception as e:  # psycopg errors, pool timeouts
-        if type(e).__module__.startswith(("psycopg", "psycopg_pool")):
+    except Exception as e:  # in this order: the library's, SQLite's, psycopg's; else not ours
+        if library_error(e, "IntegrityError"):
+            raise ConflictError([], str(e)) from None
+        if library_error(e, "PersistenceError") or isinstance(e, sqlite3.Error):
+            if "permission denied" in str(e):
+                raise PermissionDenied(what, getattr(store, "role", None), _first_line(e)) from None
+            raise StoreError(f"{what}: {e}") from None
+        if type(e).__module__.startswith(("psycopg", "psycopg_pool")):  # psycopg errors, pool timeouts
             raise _driver_error(e, what, store) from None
         raise
 

@@ -8,10 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
-
-from eventsourcing.persistence import PersistenceError
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
 from ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
@@ -21,9 +18,13 @@ from ledger.store.base import (
     Lines,
     LogToken,
     Store,
+    library_error,
     translated,
 )
 from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
+
+if TYPE_CHECKING:  # imported where used (_library): a read never loads the library (rule W2)
+    from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
 
 class SQLiteStore(Store):
@@ -88,6 +89,8 @@ class SQLiteStore(Store):
         if self._library_parts is None:
             if self.read_only:
                 raise ReadOnlyStore(self.url, "write")
+            from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
             with translated(f"open {self.path}"):
                 datastore = SQLiteDatastore(self.path, originator_id_type="text", lock_timeout=SQLITE_BUSY_TIMEOUT)
                 recorder = SQLiteApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
@@ -173,7 +176,9 @@ class SQLiteStore(Store):
                 return self._transact(conn, rows)
         except sqlite3.IntegrityError:
             raise _Duplicate from None
-        except (PersistenceError, sqlite3.Error) as e:
+        except Exception as e:
+            if not (library_error(e, "PersistenceError") or isinstance(e, sqlite3.Error)):
+                raise
             if "database is locked" in str(e) or "database is busy" in str(e):
                 raise LockTimeout("append", f"the write lock of {self.path}", SQLITE_BUSY_TIMEOUT,
                                   streams=list(_versions(rows))) from None

@@ -34,6 +34,7 @@ ledger store for writing (sync only reads it).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import math
 import os
@@ -46,10 +47,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import duckdb
 import msgspec
+
+if TYPE_CHECKING:  # annotations only: DuckDB is imported where it is used (rule W2)
+    import duckdb
 
 from ledger import lifecycle
 from ledger.codes import KNOWN_CODES
@@ -93,7 +96,11 @@ _SOURCES = {
 }  # fmt: skip
 # What DuckDB raises for a chunk it cannot take as it is (a payload that is not JSON or
 # not UTF-8, an empty one): the chunk is then rewritten the checked way.
-_REFUSED_CHUNK = (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.ConstraintException)
+@functools.cache
+def _refused_chunk() -> tuple[type[Exception], ...]:
+    import duckdb  # on first use (rule W2)
+
+    return (duckdb.InvalidInputException, duckdb.ConversionException, duckdb.ConstraintException)
 
 
 def _insert(source: str) -> str:
@@ -181,6 +188,7 @@ def report_names() -> list[str]:
 
 @contextmanager
 def _translated(what: str, path: str) -> Iterator[None]:
+    import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
     try:
         yield
     except LedgerError:
@@ -225,6 +233,7 @@ def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float)
     """duckdb.connect, retried while another process holds a conflicting lock on the
     file (DuckDB allows one writing process, or any number of readers), for up to
     `wait` seconds; then StoreError naming the holder."""
+    import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
     tries = max(1, math.ceil(wait / _LOCK_RETRY_S) + 1)
     for attempt in range(tries):
         try:
@@ -311,6 +320,7 @@ def _connect_ro(path: str, *, external_access: bool = False,
     """A read-only connection. With `memory_limit` (queries, reports), DuckDB may use
     that much memory and never spills to disk (no temporary directory): a query beyond
     it fails instead of filling the disk or leaving FILE.tmp behind."""
+    import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
     if not os.path.exists(path) or os.path.getsize(path) == 0:  # an empty file is an absent one (_drop_empty)
         raise InvalidInput("no audit file here; run `epochledger audit sync` first", where=path)
     _require_duckdb_file(path)
@@ -347,6 +357,7 @@ def _check_timeout(timeout: float) -> float:
 def _bounded(con: duckdb.DuckDBPyConnection, sql: str, params: Any, *, timeout: float, memory_limit: str | None) -> Result:
     """Run one statement and fetch its rows, interrupted (con.interrupt from a timer)
     once it has run `timeout` seconds: QueryInterrupted, nothing changed."""
+    import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
     timer = threading.Timer(timeout, con.interrupt)
     timer.daemon = True
     timer.start()
@@ -504,7 +515,7 @@ def _load(con: duckdb.DuckDBPyConnection, path: str, chunk: _Chunk, before: int)
         stem, source = os.path.splitext(path)
         try:
             con.execute(_INSERTS[source], [path])
-        except _REFUSED_CHUNK:
+        except _refused_chunk():
             if source == ".ndjson":
                 raise
             con.execute("ROLLBACK")
@@ -643,7 +654,11 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
             con.close()
 
 
-_READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+@functools.cache
+def _read_only_statements() -> frozenset[Any]:
+    import duckdb  # on first use (rule W2)
+
+    return frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
 
 def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit: str = QUERY_MEMORY_LIMIT) -> Result:
@@ -654,6 +669,7 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
     configuration locked (so COPY TO, ATTACH, INSTALL/LOAD from a path and SET fail).
     Two bounds: interrupted after `timeout` seconds, and at most `memory_limit` of
     memory with no spilling to disk (QueryInterrupted, exit 3)."""
+    import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
     _check_timeout(timeout)
     with _translated("audit file", path):
         try:
@@ -669,7 +685,7 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
             if len(statements) != 1:
                 raise QueryRefused(f"expected one statement, got {len(statements)}", sql)
             kind = statements[0].type
-            if kind not in _READ_ONLY_STATEMENTS:
+            if kind not in _read_only_statements():
                 raise QueryRefused(f"{kind.name} statements are refused: the audit query is read-only", sql)
             try:
                 return _bounded(con, sql, None, timeout=timeout, memory_limit=memory_limit)
