@@ -33,9 +33,11 @@ test: $(BIN)/epochledger $(VENV)/.dagster
 	fi
 	$(BIN)/python -m pytest -n 2 -q
 
-# Static checks: lint, types (strict), the layer contracts.
+# Static checks: lint, format (ruff format; the truth tables keep their fmt: off blocks), types (strict),
+# the layer contracts.
 check: $(BIN)/epochledger
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -11,10 +11,16 @@ import argparse
 from bench import append, memory, rebuild
 
 SIZES = {
-    "small": {"rebuild": ["--runs", "2000", "--repeat", "1"], "append": ["--single", "100", "--batches", "1"],
-              "memory": ["--sizes", "2000x5"]},
-    "full": {"rebuild": ["--runs", "40000", "--repeat", "3"], "append": ["--single", "1000", "--batches", "5"],
-             "memory": ["--sizes", "1000000x5,200000x5,200000x25"]},
+    "small": {
+        "rebuild": ["--runs", "2000", "--repeat", "1"],
+        "append": ["--single", "100", "--batches", "1"],
+        "memory": ["--sizes", "2000x5"],
+    },
+    "full": {
+        "rebuild": ["--runs", "40000", "--repeat", "3"],
+        "append": ["--single", "1000", "--batches", "5"],
+        "memory": ["--sizes", "1000000x5,200000x5,200000x25"],
+    },
 }
 
 

@@ -137,9 +137,16 @@ def store_only_group(url: str, batches: int, size: int = 1000) -> float:
     store = open_store(url)
     times = []
     for b in range(batches):
-        rows = [Append(run_stream(f"s{b}-{i}"), 1, RunQueued(at=T0, run=f"s{b}-{i}", status=Status.QUEUED,
-                                                          workflow="nightly", process="worker-1", actor="api-1"))
-                for i in range(size)]  # fmt: skip
+        rows = [
+            Append(
+                run_stream(f"s{b}-{i}"),
+                1,
+                RunQueued(
+                    at=T0, run=f"s{b}-{i}", status=Status.QUEUED, workflow="nightly", process="worker-1", actor="api-1"
+                ),
+            )
+            for i in range(size)
+        ]
         t0 = time.perf_counter()
         store.append(rows)
         times.append(time.perf_counter() - t0)
@@ -158,24 +165,36 @@ def main(argv: list[str] | None = None) -> dict:
     from ledger import codec
     from ledger.events import RunQueued, Status
 
-    payload = codec.encode(RunQueued(at=T0, run="s-0", status=Status.QUEUED, workflow="nightly",
-                                     process="worker-1", actor="api-1"))  # fmt: skip
+    payload = codec.encode(
+        RunQueued(at=T0, run="s-0", status=Status.QUEUED, workflow="nightly", process="worker-1", actor="api-1")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         if ns.store in ("sqlite", "both"):
             result["sqlite"] = {
-                "raw_sqlite3_batch1_events_per_second": round(raw_sqlite_batch1(os.path.join(tmp, "raw.db"), ns.single, payload)),
+                "raw_sqlite3_batch1_events_per_second": round(
+                    raw_sqlite_batch1(os.path.join(tmp, "raw.db"), ns.single, payload)
+                ),
                 "ledger_batch1_events_per_second": round(ledger_single(f"sqlite:///{tmp}/a.db", ns.single)),
                 "ledger_group1000_events_per_second": round(ledger_group(f"sqlite:///{tmp}/b.db", ns.batches)),
-                "ledger_group1000_prefetch_events_per_second": round(ledger_group(f"sqlite:///{tmp}/b.db", ns.batches, prefetch=True)),
-                "ledger_group1000_cached_prefetch_events_per_second": round(group_cached(f"sqlite:///{tmp}/c.db", ns.batches)),
-                "anchor_store_only_group1000_events_per_second": round(store_only_group(f"sqlite:///{tmp}/s.db", ns.batches)),
+                "ledger_group1000_prefetch_events_per_second": round(
+                    ledger_group(f"sqlite:///{tmp}/b.db", ns.batches, prefetch=True)
+                ),
+                "ledger_group1000_cached_prefetch_events_per_second": round(
+                    group_cached(f"sqlite:///{tmp}/c.db", ns.batches)
+                ),
+                "anchor_store_only_group1000_events_per_second": round(
+                    store_only_group(f"sqlite:///{tmp}/s.db", ns.batches)
+                ),
                 "goal_group1000": 80_000,
-                "interleaved": interleaved(os.path.join(tmp, "raw2.db"), f"sqlite:///{tmp}/i.db", ns.interleaved, payload),
+                "interleaved": interleaved(
+                    os.path.join(tmp, "raw2.db"), f"sqlite:///{tmp}/i.db", ns.interleaved, payload
+                ),
             }
             s = result["sqlite"]
-            s["batch1_vs_raw"] = round(s["ledger_batch1_events_per_second"] / s["raw_sqlite3_batch1_events_per_second"], 2)
+            s["batch1_vs_raw"] = round(
+                s["ledger_batch1_events_per_second"] / s["raw_sqlite3_batch1_events_per_second"], 2
+            )
     if ns.store in ("postgresql", "both"):
-
         schema = "bench_append_" + uuid.uuid4().hex[:8]
         url = f"{PG_URL}?schema={schema}"
         try:

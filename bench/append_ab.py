@@ -96,8 +96,14 @@ print(json.dumps(out))
 
 def child(tree: str, url: str, single: int, batches: int, where: str = "") -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": tree}
-    out = subprocess.run([sys.executable, "-c", CHILD, url, str(single), str(batches), where], cwd=tree, env=env,
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, str(single), str(batches), where],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     got = json.loads(out.strip().splitlines()[-1])
     where = got.pop("where")
     assert where.startswith(tree), (where, tree)  # the tree meant, not the installed one
@@ -111,14 +117,24 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--single", type=int, default=500)
     p.add_argument("--batches", type=int, default=5)
     p.add_argument("--baseline", default=None, help="the commit to compare with (default: where this branch left main)")
-    p.add_argument("--dir", default="", help="where the SQLite files go (default: the system's temporary directory; "
-                   "/dev/shm: no fsync, the write path's CPU alone)")
+    p.add_argument(
+        "--dir",
+        default="",
+        help="where the SQLite files go (default: the system's temporary directory; "
+        "/dev/shm: no fsync, the write path's CPU alone)",
+    )
     ns = p.parse_args(argv)
     base = baseline_tree(ns.baseline, "epochledger/app.py")
     trees = {"base": base, "this": ROOT}
-    result: dict = {"bench": "append_ab", "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
-                    "dir": ns.dir or "(temporary directory)", "rounds": ns.rounds, "single_n": ns.single, "batches": ns.batches,
-                    "load_average_start": [round(x, 1) for x in os.getloadavg()]}  # fmt: skip
+    result: dict = {
+        "bench": "append_ab",
+        "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
+        "dir": ns.dir or "(temporary directory)",
+        "rounds": ns.rounds,
+        "single_n": ns.single,
+        "batches": ns.batches,
+        "load_average_start": [round(x, 1) for x in os.getloadavg()],
+    }
     stores = ["sqlite", "postgresql"] if ns.store == "both" else [ns.store]
     schemas: list[str] = []
     try:
@@ -140,7 +156,8 @@ def main(argv: list[str] | None = None) -> dict:
             for key in ("group1000", "group1000_cached"):
                 for kind in ("cpu", "wall"):
                     section[f"{key}_{kind}_events_per_second"] = {
-                        name: round(1e6 / section[f"{key}_{kind}_us"][name]) for name in ("base", "this")}  # fmt: skip
+                        name: round(1e6 / section[f"{key}_{kind}_us"][name]) for name in ("base", "this")
+                    }
             result[store] = section
     finally:
         drop_schemas(schemas)

@@ -82,27 +82,40 @@ def main() -> None:
         con = duckdb.connect(path, read_only=True)
         con.execute("SET TimeZone = 'UTC'")
         t_count, _ = best(con, "SELECT count(DISTINCT status) FROM events")
-        t_latest, latest = best(con, "SELECT count(*) FROM (SELECT run, arg_max(status, position) AS status "
-                                     "FROM events GROUP BY run)")  # fmt: skip
-        t_hist, _ = best(con, "SELECT status, count(*) FROM (SELECT run, arg_max(status, position) AS status "
-                              "FROM events GROUP BY run) GROUP BY status")  # fmt: skip
+        t_latest, latest = best(
+            con, "SELECT count(*) FROM (SELECT run, arg_max(status, position) AS status FROM events GROUP BY run)"
+        )
+        t_hist, _ = best(
+            con,
+            "SELECT status, count(*) FROM (SELECT run, arg_max(status, position) AS status "
+            "FROM events GROUP BY run) GROUP BY status",
+        )
         t_view, _ = best(con, "SELECT status, count(*) FROM runs GROUP BY status")
         size = os.path.getsize(path)
         con.close()
-    print(json.dumps({
-        "benchmark": "audit_latest_status",
-        "events": ns.events,
-        "runs": latest[0][0],  # type: ignore[index]
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "duckdb": duckdb.__version__,
-                    "platform": platform.platform()},
-        "generate_seconds": round(generate, 2),
-        "file_bytes": size,
-        "anchor_scan_seconds": round(t_count, 3),
-        "latest_status_seconds": round(t_latest, 3),
-        "status_histogram_seconds": round(t_hist, 3),
-        "runs_view_seconds": round(t_view, 3),
-        "goal_latest_status_under_1s": t_latest < 1.0,
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "benchmark": "audit_latest_status",
+                "events": ns.events,
+                "runs": latest[0][0],  # type: ignore[index]
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": sys.version.split()[0],
+                    "duckdb": duckdb.__version__,
+                    "platform": platform.platform(),
+                },
+                "generate_seconds": round(generate, 2),
+                "file_bytes": size,
+                "anchor_scan_seconds": round(t_count, 3),
+                "latest_status_seconds": round(t_latest, 3),
+                "status_histogram_seconds": round(t_hist, 3),
+                "runs_view_seconds": round(t_view, 3),
+                "goal_latest_status_under_1s": t_latest < 1.0,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -55,16 +55,44 @@ def build(path: str, events: int) -> None:
             for _ in range(1000):
                 r = f"bench-{run:08d}"
                 at = T0 + timedelta(seconds=run)
-                last = (RunFailed(at=at + timedelta(seconds=90), run=r, status=Status.FAILED_RESUMABLE,
-                                  code="TIMEOUT" if run % 7 else "A_CODE_NOBODY_KNOWS", resumable=True)  # fmt: skip
-                        if run % 5 == 0 else RunFinished(at=at + timedelta(seconds=90), run=r, status=Status.FINISHED))  # fmt: skip
+                last = (
+                    RunFailed(
+                        at=at + timedelta(seconds=90),
+                        run=r,
+                        status=Status.FAILED_RESUMABLE,
+                        code="TIMEOUT" if run % 7 else "A_CODE_NOBODY_KNOWS",
+                        resumable=True,
+                    )
+                    if run % 5 == 0
+                    else RunFinished(at=at + timedelta(seconds=90), run=r, status=Status.FINISHED)
+                )
                 stream = run_stream(r)
-                writes.extend(Append(stream, v, e) for v, e in enumerate([
-                    RunQueued(at=at, run=r, status=Status.QUEUED, workflow=f"wf-{run % 13}", process="worker-1"),
-                    RunStarted(at=at + timedelta(seconds=2), run=r, status=Status.RUNNING, epoch="w1.e1", process="worker-1"),
-                    RunCheckpointed(at=at + timedelta(seconds=30), run=r, status=Status.RUNNING, node="extract", ref=f"ckpt/{r}/1"),
-                    last,
-                ], start=1))  # fmt: skip
+                writes.extend(
+                    Append(stream, v, e)
+                    for v, e in enumerate(
+                        [
+                            RunQueued(
+                                at=at, run=r, status=Status.QUEUED, workflow=f"wf-{run % 13}", process="worker-1"
+                            ),
+                            RunStarted(
+                                at=at + timedelta(seconds=2),
+                                run=r,
+                                status=Status.RUNNING,
+                                epoch="w1.e1",
+                                process="worker-1",
+                            ),
+                            RunCheckpointed(
+                                at=at + timedelta(seconds=30),
+                                run=r,
+                                status=Status.RUNNING,
+                                node="extract",
+                                ref=f"ckpt/{r}/1",
+                            ),
+                            last,
+                        ],
+                        start=1,
+                    )
+                )
                 run += 1
             lg.store.append(writes)
             have += 4000
@@ -101,8 +129,14 @@ print(json.dumps(out))
 def child(tree: str, url: str, cutoff: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": tree}
-        out = subprocess.run([sys.executable, "-c", CHILD, url, os.path.join(tmp, "bench.duckdb"), str(cutoff)],
-                             cwd=tree, env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, url, os.path.join(tmp, "bench.duckdb"), str(cutoff)],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     result = json.loads(out.strip().splitlines()[-1])
     assert result["where"].startswith(tree), (result["where"], tree)  # the tree meant, not the installed one
     return result
@@ -113,13 +147,29 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--store", default=os.path.join(tempfile.gettempdir(), "bench-audit.db"))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--baseline", default=None, help="the commit whose audit sync is the anchor (default: where this branch left main)")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="the commit whose audit sync is the anchor (default: where this branch left main)",
+    )
     ns = ap.parse_args()
     build(ns.store, ns.events)
     base = baseline_tree(ns.baseline, "projections/audit/__init__.py")
-    times: dict[str, list[float]] = {k: [] for k in ("anchor_raw_read", "anchor_typed_read", "sync_full", "base_sync_full",
-                                                      "runs_query", "base_runs_query", "sync_incremental", "sync_nothing",
-                                                      "sync_full_cpu", "base_sync_full_cpu")}  # fmt: skip
+    times: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "anchor_raw_read",
+            "anchor_typed_read",
+            "sync_full",
+            "base_sync_full",
+            "runs_query",
+            "base_runs_query",
+            "sync_incremental",
+            "sync_nothing",
+            "sync_full_cpu",
+            "base_sync_full_cpu",
+        )
+    }
     load = []
     with open_ledger(ns.store) as lg:
         n = lg.store.max_position()
@@ -155,29 +205,38 @@ def main() -> None:
         "base_sync_full": cutoff / med["base_sync_full"],
         "sync_incremental": (n - cutoff) / med["sync_incremental"],
     }
-    print(json.dumps({
-        "benchmark": "audit_sync",
-        "events": n,
-        "repeat": ns.repeat,
-        "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "duckdb": duckdb.__version__,
-                    "platform": platform.platform()},
-        "load_average_1min": [round(x, 1) for x in load],
-        "events_per_s_median": {k: round(v) for k, v in per_s.items()},
-        "seconds_median": {k: round(v, 3) for k, v in med.items()},
-        "seconds_all": {k: [round(x, 3) for x in v] for k, v in times.items()},
-        "sync_full_vs_base": round(per_s["sync_full"] / per_s["base_sync_full"], 2),
-        "sync_full_vs_raw_read": round(per_s["sync_full"] / per_s["anchor_raw_read"], 2),
-        "sync_full_vs_typed_read": round(per_s["sync_full"] / per_s["anchor_typed_read"], 2),
-        "runs_query_vs_base": round(med["runs_query"] / med["base_runs_query"], 2),
-        # CPU time of the sync process (every thread) per event: the work done, which a
-        # loaded machine inflates less than the wall time
-        "sync_full_cpu_us_per_event": round(med["sync_full_cpu"] / cutoff * 1e6, 2),
-        "base_sync_full_cpu_us_per_event": round(med["base_sync_full_cpu"] / cutoff * 1e6, 2),
-        "sync_full_vs_goal": round(per_s["sync_full"] / GOAL_EVENTS_PER_S, 2),
-        "duckdb_file_bytes_per_event": round(sizes[""] / cutoff, 1),
-        "base_duckdb_file_bytes_per_event": round(sizes["base_"] / cutoff, 1),
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "benchmark": "audit_sync",
+                "events": n,
+                "repeat": ns.repeat,
+                "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": sys.version.split()[0],
+                    "duckdb": duckdb.__version__,
+                    "platform": platform.platform(),
+                },
+                "load_average_1min": [round(x, 1) for x in load],
+                "events_per_s_median": {k: round(v) for k, v in per_s.items()},
+                "seconds_median": {k: round(v, 3) for k, v in med.items()},
+                "seconds_all": {k: [round(x, 3) for x in v] for k, v in times.items()},
+                "sync_full_vs_base": round(per_s["sync_full"] / per_s["base_sync_full"], 2),
+                "sync_full_vs_raw_read": round(per_s["sync_full"] / per_s["anchor_raw_read"], 2),
+                "sync_full_vs_typed_read": round(per_s["sync_full"] / per_s["anchor_typed_read"], 2),
+                "runs_query_vs_base": round(med["runs_query"] / med["base_runs_query"], 2),
+                # CPU time of the sync process (every thread) per event: the work done, which a
+                # loaded machine inflates less than the wall time
+                "sync_full_cpu_us_per_event": round(med["sync_full_cpu"] / cutoff * 1e6, 2),
+                "base_sync_full_cpu_us_per_event": round(med["base_sync_full_cpu"] / cutoff * 1e6, 2),
+                "sync_full_vs_goal": round(per_s["sync_full"] / GOAL_EVENTS_PER_S, 2),
+                "duckdb_file_bytes_per_event": round(sizes[""] / cutoff, 1),
+                "base_duckdb_file_bytes_per_event": round(sizes["base_"] / cutoff, 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,16 @@ def group1000(lg: Ledger, tag: str) -> Timing:
 
 
 def store1000(lg: Ledger, tag: str) -> Timing:
-    events = [Append(run_stream(f"{tag}-{i}"), 1, RunQueued(at=T0, run=f"{tag}-{i}", status=Status.QUEUED,
-                     workflow="nightly", process="worker-1", actor="api-1")) for i in range(1000)]  # fmt: skip
+    events = [
+        Append(
+            run_stream(f"{tag}-{i}"),
+            1,
+            RunQueued(
+                at=T0, run=f"{tag}-{i}", status=Status.QUEUED, workflow="nightly", process="worker-1", actor="api-1"
+            ),
+        )
+        for i in range(1000)
+    ]
     return _timed(1000, lambda: lg.store.append(events))
 
 
@@ -83,16 +91,21 @@ def compare(chained: Ledger, unchained: Ledger, work: Callable[[Ledger, str], Ti
     a: list[Timing] = []
     b: list[Timing] = []
     for r in range(rounds):
-        for lg, into, tag in ((chained, a, "c"), (unchained, b, "u")) if r % 2 == 0 else \
-                ((unchained, b, "u"), (chained, a, "c")):  # fmt: skip
+        for lg, into, tag in (
+            ((chained, a, "c"), (unchained, b, "u")) if r % 2 == 0 else ((unchained, b, "u"), (chained, a, "c"))
+        ):
             into.append(work(lg, f"{tag}{r}-{uuid.uuid4().hex[:6]}"))
     ca, ub = statistics.median(x[0] for x in a), statistics.median(x[0] for x in b)
     cpu_a, cpu_b = statistics.median(x[1] for x in a), statistics.median(x[1] for x in b)
-    return {"chained_events_per_second": round(ca), "unchained_events_per_second": round(ub),
-            "cost_percent": round((ub / ca - 1) * 100, 1),
-            "chained_cpu_events_per_second": round(cpu_a), "unchained_cpu_events_per_second": round(cpu_b),
-            "cpu_cost_percent": round((cpu_b / cpu_a - 1) * 100, 1),
-            "chain_cpu_us_per_event": round((1 / cpu_a - 1 / cpu_b) * 1e6, 2)}  # fmt: skip
+    return {
+        "chained_events_per_second": round(ca),
+        "unchained_events_per_second": round(ub),
+        "cost_percent": round((ub / ca - 1) * 100, 1),
+        "chained_cpu_events_per_second": round(cpu_a),
+        "unchained_cpu_events_per_second": round(cpu_b),
+        "cpu_cost_percent": round((cpu_b / cpu_a - 1) * 100, 1),
+        "chain_cpu_us_per_event": round((1 / cpu_a - 1 / cpu_b) * 1e6, 2),
+    }
 
 
 def backend(url_a: str, url_b: str, rounds: int, n_single: int) -> dict[str, Any]:
@@ -118,13 +131,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--single", type=int, default=300, help="appends per round of the one-per-transaction case")
     ns = p.parse_args(argv)
-    result: dict[str, Any] = {"bench": "chain", "rounds": ns.rounds, "single_n": ns.single,
-                              "goal_cost_percent": 5}  # fmt: skip
+    result: dict[str, Any] = {"bench": "chain", "rounds": ns.rounds, "single_n": ns.single, "goal_cost_percent": 5}
     with tempfile.TemporaryDirectory() as tmp:
         if ns.store in ("sqlite", "both"):
             result["sqlite"] = backend(f"sqlite:///{tmp}/a.db", f"sqlite:///{tmp}/b.db", ns.rounds, ns.single)
     if ns.store in ("postgresql", "both"):
-
         schemas = ["bench_chain_" + uuid.uuid4().hex[:8] for _ in range(2)]
         try:
             urls = [f"{PG_URL}?schema={s}" for s in schemas]

@@ -29,22 +29,38 @@ def run_events(i: int, step: int, at: datetime, per_run: int) -> Any:
     run = f"run-{i:07d}"
     last = per_run - 1
     if step == 0:
-        return RunQueued(at=at, run=run, status=Status.QUEUED, workflow=("nightly", "hourly", "report")[i % 3],
-                         process=f"worker-{i % 4}", actor="api-1")  # fmt: skip
+        return RunQueued(
+            at=at,
+            run=run,
+            status=Status.QUEUED,
+            workflow=("nightly", "hourly", "report")[i % 3],
+            process=f"worker-{i % 4}",
+            actor="api-1",
+        )
     if step == 1:
-        return RunStarted(at=at, run=run, status=Status.RUNNING, epoch=f"worker-{i % 4}.e1",
-                          process=f"worker-{i % 4}", actor="worker")  # fmt: skip
+        return RunStarted(
+            at=at, run=run, status=Status.RUNNING, epoch=f"worker-{i % 4}.e1", process=f"worker-{i % 4}", actor="worker"
+        )
     if step < last:
-        return RunCheckpointed(at=at, run=run, status=Status.RUNNING, node=f"step-{step}",
-                               ref=f"ckpt/{run}/{step}", actor="worker")  # fmt: skip
+        return RunCheckpointed(
+            at=at, run=run, status=Status.RUNNING, node=f"step-{step}", ref=f"ckpt/{run}/{step}", actor="worker"
+        )
     if i % 7 == 0:
-        return RunFailed(at=at, run=run, status=Status.FAILED_RESUMABLE, code=("TIMEOUT", "")[i % 2],
-                         resumable=True, error="step exceeded its budget", actor="worker")  # fmt: skip
+        return RunFailed(
+            at=at,
+            run=run,
+            status=Status.FAILED_RESUMABLE,
+            code=("TIMEOUT", "")[i % 2],
+            resumable=True,
+            error="step exceeded its budget",
+            actor="worker",
+        )
     return RunFinished(at=at, run=run, status=Status.FINISHED, actor="worker")
 
 
-def make_history(store: Store, runs: int, per_run: int = 5, window: int = 1000,
-                 log: Callable[[str], None] | None = None) -> int:  # fmt: skip
+def make_history(
+    store: Store, runs: int, per_run: int = 5, window: int = 1000, log: Callable[[str], None] | None = None
+) -> int:
     """`runs` runs of `per_run` events each (queued, started, checkpoints, an end),
     interleaved across a window of concurrent runs; one transaction per step of a
     window (`window` events). Returns the number of events appended."""
@@ -95,8 +111,9 @@ def pg_schema(name: str, runs: int, per_run: int = 5) -> str:
 
     url = f"{PG_URL}?schema={name}"
     with psycopg.connect(PG_URL, autocommit=True) as conn:
-        ok = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema=%s AND table_name='bench_ok'",
-                          (name,)).fetchone()[0]  # fmt: skip
+        ok = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema=%s AND table_name='bench_ok'", (name,)
+        ).fetchone()[0]
         if ok:
             return url
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
@@ -127,10 +144,12 @@ def baseline_tree(rev: str | None, marker: str) -> str:
     the same benchmark (`marker`: a file the tree must hold, relative to its root)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if rev is None:
-        rev = subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=root, capture_output=True, text=True,
-                             check=True).stdout.strip()  # fmt: skip
-    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=root, capture_output=True, text=True,
-                         check=True).stdout.strip()  # fmt: skip
+        rev = subprocess.run(
+            ["git", "merge-base", "HEAD", "main"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
     tree = f"/tmp/epochledger-baseline-{sha}"
     if not os.path.exists(os.path.join(tree, marker)):
         os.makedirs(tree, exist_ok=True)

@@ -30,8 +30,11 @@ def _strip(tp: typing.Any, keep: typing.Callable[[str], bool]) -> typing.Any:
         base, *metas = typing.get_args(tp)
         kept = []
         for m in metas:
-            kw = {a: getattr(m, a) for a in ("pattern", "min_length", "max_length", "tz", "ge", "le")
-                  if getattr(m, a, None) is not None and keep(a)}  # fmt: skip
+            kw = {
+                a: getattr(m, a)
+                for a in ("pattern", "min_length", "max_length", "tz", "ge", "le")
+                if getattr(m, a, None) is not None and keep(a)
+            }
             if kw:
                 kept.append(msgspec.Meta(**kw))
         return typing.Annotated[(base, *kept)] if kept else base
@@ -46,8 +49,17 @@ def _decoder(keep: typing.Callable[[str], bool]) -> msgspec.json.Decoder:
         for f in msgspec.structs.fields(cls):
             t = _strip(hints[f.name], keep)
             fields.append((f.name, t, f.default) if f.default is not msgspec.NODEFAULT else (f.name, t))
-        classes.append(msgspec.defstruct(cls.__name__, fields, tag_field="type", tag=cls.__struct_config__.tag,
-                                         frozen=True, kw_only=True, omit_defaults=True))  # fmt: skip
+        classes.append(
+            msgspec.defstruct(
+                cls.__name__,
+                fields,
+                tag_field="type",
+                tag=cls.__struct_config__.tag,
+                frozen=True,
+                kw_only=True,
+                omit_defaults=True,
+            )
+        )
     return msgspec.json.Decoder(typing.Union[tuple(classes)])  # noqa: UP007
 
 
@@ -75,8 +87,12 @@ def main(argv: list[str] | None = None) -> dict:
                 decode(data)
             times[name].append(time.perf_counter() - t0)
     n = len(payloads)
-    result = {"bench": "decode", "events": n, "repeat": ns.repeat,
-              "events_per_second": {k: round(n / statistics.median(v)) for k, v in times.items()}}  # fmt: skip
+    result = {
+        "bench": "decode",
+        "events": n,
+        "repeat": ns.repeat,
+        "events_per_second": {k: round(n / statistics.median(v)) for k, v in times.items()},
+    }
     store.close()
     emit(result)
     return result

@@ -57,9 +57,14 @@ def med(f: Any, repeat: int) -> tuple[float, Any]:
 def sweep_bench(path: str, running: int, slots: int, repeat: int) -> dict[str, Any]:
     url = f"sqlite:///{path}"
     store = open_store(url)
-    boots = [Append(process_stream(f"s{k:03d}"), 1, ProcessBooted(at=T0, process=f"s{k:03d}", epoch=f"s{k:03d}.e1",
-                                                                  booted_at=T0 - timedelta(seconds=5)))
-             for k in range(slots)]  # fmt: skip
+    boots = [
+        Append(
+            process_stream(f"s{k:03d}"),
+            1,
+            ProcessBooted(at=T0, process=f"s{k:03d}", epoch=f"s{k:03d}.e1", booted_at=T0 - timedelta(seconds=5)),
+        )
+        for k in range(slots)
+    ]
     store.append(boots)
     t0 = time.perf_counter()
     pending: list[Append] = []
@@ -68,8 +73,11 @@ def sweep_bench(path: str, running: int, slots: int, repeat: int) -> dict[str, A
         at = T0 + timedelta(seconds=1 + i // 1000)
         stream = run_stream(f"r{i:06d}")
         pending.append(Append(stream, 1, RunQueued(at=at, run=f"r{i:06d}", status=Status.QUEUED, process=slot)))
-        pending.append(Append(stream, 2, RunStarted(at=at, run=f"r{i:06d}", status=Status.RUNNING, process=slot,
-                                                    epoch=f"{slot}.e1")))  # fmt: skip
+        pending.append(
+            Append(
+                stream, 2, RunStarted(at=at, run=f"r{i:06d}", status=Status.RUNNING, process=slot, epoch=f"{slot}.e1")
+            )
+        )
         if len(pending) >= 20_000:
             store.append(pending)
             pending = []
@@ -103,11 +111,18 @@ def sweep_bench(path: str, running: int, slots: int, repeat: int) -> dict[str, A
         query, found = med(candidates, repeat)
         scan, found_scanning = med(lambda: candidates(sql.replace(" r LEFT JOIN", " r NOT INDEXED LEFT JOIN")), repeat)
         assert found == found_scanning
-    result.update({
-        "sweep_median_s": round(statistics.median(times), 3), "sweep_all_s": [round(t, 3) for t in times],
-        "recovered_per_sweep": recovered, "anchor_read_runs_view_s": round(anchor, 3), "goal_sweep_s": 1.0,
-        "candidates_query_s": round(query, 4), "candidates_query_table_scan_s": round(scan, 4), "candidates": found,
-    })  # fmt: skip
+    result.update(
+        {
+            "sweep_median_s": round(statistics.median(times), 3),
+            "sweep_all_s": [round(t, 3) for t in times],
+            "recovered_per_sweep": recovered,
+            "anchor_read_runs_view_s": round(anchor, 3),
+            "goal_sweep_s": 1.0,
+            "candidates_query_s": round(query, 4),
+            "candidates_query_table_scan_s": round(scan, 4),
+            "candidates": found,
+        }
+    )
     return result
 
 
@@ -151,8 +166,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def child(tree: str, url: str, *args: str) -> list[tuple[float, float]]:
     env = {**os.environ, "PYTHONPATH": tree}
-    out = subprocess.run([sys.executable, "-c", CHILD, url, *args], cwd=tree, env=env, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, *args], cwd=tree, env=env, capture_output=True, text=True, check=True
+    ).stdout
     times, where = json.loads(out.strip().splitlines()[-1])
     assert where.startswith(tree), (where, tree)  # the tree meant, not the installed one
     return [tuple(t) for t in times]
@@ -194,7 +210,7 @@ def reads_bench(n: int, repeat: int, baseline: str | None) -> dict[str, Any]:
         "read_runs_shape_RunRow": lambda: len(engine.read_runs(store, statuses=[status], shape=RunRow)[0]),
         "cli_runs_status_table": lambda: command("runs", "--status", status),
         "cli_runs_status_json": lambda: command("runs", "--status", status, "--json"),
-    }  # fmt: skip
+    }
     wall: dict[str, list[float]] = {k: [] for k in reads}
     cpu: dict[str, list[float]] = {k: [] for k in reads}
     counts: dict[str, Any] = {}
@@ -217,16 +233,24 @@ def reads_bench(n: int, repeat: int, baseline: str | None) -> dict[str, Any]:
                 children.setdefault(f"{name}_{out}", []).append(child(tree, url, "runs", "--status", status, *args)[1])
     store.close()
     return {
-        "runs": n, "build_s": None if build is None else round(build, 1), "catch_up_or_rebuild_s": round(caught, 2),
-        "status": status, "matching_runs": rows, "repeat": repeat,
-        "show_read_run_median_ms": round(show * 1000, 2), "show_cli_median_ms": round(show_cli * 1000, 1),
+        "runs": n,
+        "build_s": None if build is None else round(build, 1),
+        "catch_up_or_rebuild_s": round(caught, 2),
+        "status": status,
+        "matching_runs": rows,
+        "repeat": repeat,
+        "show_read_run_median_ms": round(show * 1000, 2),
+        "show_cli_median_ms": round(show_cli * 1000, 1),
         "median_s": {k: round(statistics.median(v), 3) for k, v in wall.items()},
         "median_cpu_s": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
         "baseline": os.path.basename(base).removeprefix("epochledger-baseline-"),
         "children_warm_call_median_s": {k: round(statistics.median(w for w, _ in v), 3) for k, v in children.items()},
-        "children_warm_call_median_cpu_s": {k: round(statistics.median(c for _, c in v), 3) for k, v in children.items()},
-        "goal_show_ms": 100, "goal_runs_status_s": 1.0,
-    }  # fmt: skip
+        "children_warm_call_median_cpu_s": {
+            k: round(statistics.median(c for _, c in v), 3) for k, v in children.items()
+        },
+        "goal_show_ms": 100,
+        "goal_runs_status_s": 1.0,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -237,8 +261,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--skip-reads", action="store_true")
     p.add_argument("--skip-sweep", action="store_true")
-    p.add_argument("--baseline", default=None,
-                   help="the commit whose `runs --status S` the reads compare with (default: where this branch left main)")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        help="the commit whose `runs --status S` the reads compare with (default: where this branch left main)",
+    )
     ns = p.parse_args(argv)
     result: dict[str, Any] = {"bench": "fleet", "load_average_start": [round(x, 1) for x in os.getloadavg()]}
     if not ns.skip_sweep:

@@ -80,10 +80,17 @@ def main(argv: list[str] | None = None) -> dict:
             sweeps = whatif.whatif(lg.store, "epoch").sweeps
             page_s = _best(lambda: timeline.page(lg.store), ns.repeat)
             page_bytes = len(timeline.page(lg.store).encode())
-    out = {"benchmark": "forensics", "runs": ns.runs, "events": events, "sweeps": sweeps,
-           "anchor_replay_s": round(anchor, 3), "whatif_s": result,
-           "timeline_s": round(page_s, 3), "timeline_bytes": page_bytes,
-           "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}  # fmt: skip
+    out = {
+        "benchmark": "forensics",
+        "runs": ns.runs,
+        "events": events,
+        "sweeps": sweeps,
+        "anchor_replay_s": round(anchor, 3),
+        "whatif_s": result,
+        "timeline_s": round(page_s, 3),
+        "timeline_bytes": page_bytes,
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    }
     print(json.dumps(out))
     return out
 

@@ -221,8 +221,14 @@ def open_sized(url: str) -> Ledger:
     return open_ledger(url, clock=ManualClock(T0 + timedelta(days=30), uptime=5))
 
 
-def run_store(kind: str, urls: Callable[[str], str], lengths: list[int], epochs: list[int],
-              samples: int, library_env: Callable[[int], dict[str, str]]) -> dict[str, Any]:  # fmt: skip
+def run_store(
+    kind: str,
+    urls: Callable[[str], str],
+    lengths: list[int],
+    epochs: list[int],
+    samples: int,
+    library_env: Callable[[int], dict[str, str]],
+) -> dict[str, Any]:
     ledgers: list[Ledger] = []
     result: dict[str, Any] = {}
     try:
@@ -245,7 +251,9 @@ def run_store(kind: str, urls: Callable[[str], str], lengths: list[int], epochs:
         together = measure_together({"append": series, "library_snapshotting": library}, samples)
         result.update(together)
         result["append_vs_library_snapshotting"] = {
-            str(n): round(together["append"][str(n)]["median_ms"] / together["library_snapshotting"][str(n)]["median_ms"], 2)
+            str(n): round(
+                together["append"][str(n)]["median_ms"] / together["library_snapshotting"][str(n)]["median_ms"], 2
+            )
             for n in lengths
         }
         for lg in ledgers:
@@ -296,11 +304,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     payload = codec.encode(RunCheckpointed(at=T0, run="long", status=Status.RUNNING, node="step", ref="bench/1"))
     with tempfile.TemporaryDirectory() as tmp:
-        result["anchor_raw_sqlite3_batch1_ms"] = round(raw_sqlite_batch1(os.path.join(tmp, "raw.db"), 200, payload) * 1000, 3)
+        result["anchor_raw_sqlite3_batch1_ms"] = round(
+            raw_sqlite_batch1(os.path.join(tmp, "raw.db"), 200, payload) * 1000, 3
+        )
         if ns.store in ("sqlite", "both"):
-            result["sqlite"] = run_store("sqlite", lambda name: f"sqlite:///{tmp}/{name}.db", lengths, epochs, ns.samples,
-                                         lambda n: {"PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                                                    "SQLITE_DBNAME": f"{tmp}/library{n}.db"})  # fmt: skip
+            result["sqlite"] = run_store(
+                "sqlite",
+                lambda name: f"sqlite:///{tmp}/{name}.db",
+                lengths,
+                epochs,
+                ns.samples,
+                lambda n: {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": f"{tmp}/library{n}.db"},
+            )
     if ns.store in ("postgresql", "both"):
         import psycopg
 
@@ -317,10 +332,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with psycopg.connect(PG_URL, autocommit=True) as conn:
                 conn.execute(f'CREATE SCHEMA "{schema}"')
             url = urlsplit(PG_URL)
-            return {"PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": url.path.lstrip("/"),
-                    "POSTGRES_HOST": url.hostname or "127.0.0.1", "POSTGRES_PORT": str(url.port or 5432),
-                    "POSTGRES_USER": url.username or "postgres", "POSTGRES_PASSWORD": url.password or "x",
-                    "POSTGRES_SCHEMA": schema}  # fmt: skip
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.postgres",
+                "POSTGRES_DBNAME": url.path.lstrip("/"),
+                "POSTGRES_HOST": url.hostname or "127.0.0.1",
+                "POSTGRES_PORT": str(url.port or 5432),
+                "POSTGRES_USER": url.username or "postgres",
+                "POSTGRES_PASSWORD": url.password or "x",
+                "POSTGRES_SCHEMA": schema,
+            }
 
         try:
             result["postgresql"] = run_store("postgresql", pg, lengths, epochs, ns.samples, library_pg)

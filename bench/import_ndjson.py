@@ -26,8 +26,9 @@ from ledger.events import ProcessBooted, run_stream
 
 
 def history(runs: int, per_run: int = 5) -> list[object]:
-    events: list[object] = [ProcessBooted(at=T0, process=f"worker-{w}", epoch=f"worker-{w}.e1", booted_at=T0)
-                            for w in range(4)]  # fmt: skip
+    events: list[object] = [
+        ProcessBooted(at=T0, process=f"worker-{w}", epoch=f"worker-{w}.e1", booted_at=T0) for w in range(4)
+    ]
     at = T0
     for base in range(0, runs, 1000):
         ids = range(base, min(runs, base + 1000))
@@ -72,7 +73,9 @@ def measure(store: str, runs: int, tmp: str) -> dict[str, float]:
             t0 = time.perf_counter()
             result = import_events(lg, lines, on_error=mode)  # type: ignore[arg-type]
             assert result.appended == len(events) and not result.rejected
-            out[f"import_{'strict' if mode == 'stop' else 'tolerant'}_events_per_second"] = round(len(events) / (time.perf_counter() - t0))
+            out[f"import_{'strict' if mode == 'stop' else 'tolerant'}_events_per_second"] = round(
+                len(events) / (time.perf_counter() - t0)
+            )
             if mode == "stop":
                 t0 = time.perf_counter()
                 again = import_events(lg, lines)

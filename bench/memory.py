@@ -33,8 +33,17 @@ def child(url: str) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rows = tables.view_rows(store, "runs", "view_runs", [], where=[("k", "run-0000000")])[1]
     assert rows, "runs view is empty"
-    print(json.dumps({"events": stats.events, "seconds": round(seconds, 2), "events_per_second": round(stats.events / seconds),
-                      "peak_rss_mb": round(peak / 1024, 1), "rss_before_rebuild_mb": round(baseline / 1024, 1)}))
+    print(
+        json.dumps(
+            {
+                "events": stats.events,
+                "seconds": round(seconds, 2),
+                "events_per_second": round(stats.events / seconds),
+                "peak_rss_mb": round(peak / 1024, 1),
+                "rss_before_rebuild_mb": round(baseline / 1024, 1),
+            }
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -51,9 +60,12 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         url = sqlite_file(f"/tmp/epochledger-bench_{runs}x{per_run}.db", runs, per_run)
         generated = time.perf_counter() - t0
-        out = subprocess.run([sys.executable, "-m", "bench.memory", "--child", url], check=True,
-                             capture_output=True, text=True).stdout  # fmt: skip
-        results.append({"runs": runs, "events_per_run": per_run, "prepare_seconds": round(generated, 1), **json.loads(out)})
+        out = subprocess.run(
+            [sys.executable, "-m", "bench.memory", "--child", url], check=True, capture_output=True, text=True
+        ).stdout
+        results.append(
+            {"runs": runs, "events_per_run": per_run, "prepare_seconds": round(generated, 1), **json.loads(out)}
+        )
     result = {"bench": "memory", "goal_peak_rss_mb": 600, "results": results}
     emit(result)
     return result

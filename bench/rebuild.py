@@ -63,8 +63,9 @@ def child(tree: str, url: str, what: str) -> tuple[float, int, float]:
     """(wall seconds, events, CPU seconds of the child: user + system, which the other
     sessions' load on the shared cores moves far less than the wall clock)."""
     env = {**os.environ, "PYTHONPATH": tree}
-    out = subprocess.run([sys.executable, "-c", CHILD, url, what], cwd=tree, env=env, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, what], cwd=tree, env=env, capture_output=True, text=True, check=True
+    ).stdout
     seconds, n, where, cpu = json.loads(out.strip().splitlines()[-1])
     assert where.startswith(tree), (where, tree)  # the tree meant, not the installed one
     return seconds, n, cpu
@@ -76,11 +77,16 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--runs", type=int, default=40_000)
     p.add_argument("--per-run", type=int, default=5)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--baseline", default=None,
-                   help="the commit whose rebuild is the anchor (default: where this branch left main)")
+    p.add_argument(
+        "--baseline", default=None, help="the commit whose rebuild is the anchor (default: where this branch left main)"
+    )
     ns = p.parse_args(argv)
     name = f"bench_{ns.runs}x{ns.per_run}"
-    url = sqlite_file(f"/tmp/epochledger-{name}.db", ns.runs, ns.per_run) if ns.store == "sqlite" else pg_schema(name, ns.runs, ns.per_run)
+    url = (
+        sqlite_file(f"/tmp/epochledger-{name}.db", ns.runs, ns.per_run)
+        if ns.store == "sqlite"
+        else pg_schema(name, ns.runs, ns.per_run)
+    )
     store = open_store(url)
     events = store.max_position() if ns.store == "sqlite" else sum(len(c) for c in store.read_raw())
     base = baseline_tree(ns.baseline, "projections/engine.py")
@@ -105,8 +111,12 @@ def main(argv: list[str] | None = None) -> dict:
         return sum(len(c) for c in store.read_batches())
 
     in_process = {"library": library, "library_bare": library_bare, "fast_read": fast_read}
-    children = {"rebuild_runs": (ROOT, "runs"), "base_rebuild_runs": (base, "runs"),
-                "rebuild_all": (ROOT, "all"), "base_rebuild_all": (base, "all")}  # fmt: skip
+    children = {
+        "rebuild_runs": (ROOT, "runs"),
+        "base_rebuild_runs": (base, "runs"),
+        "rebuild_all": (ROOT, "all"),
+        "base_rebuild_all": (base, "all"),
+    }
     times: dict[str, list[float]] = {k: [] for k in (*in_process, *children)}
     cpu: dict[str, list[float]] = {k: [] for k in children}
     views = 0
@@ -140,8 +150,12 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds_all": {k: [round(x, 3) for x in v] for k, v in times.items()},
         "events_per_second": {k: round(v) for k, v in rate.items()},
         "cpu_seconds_median": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
-        "cpu_rebuild_runs_vs_base": round(statistics.median(cpu["base_rebuild_runs"]) / statistics.median(cpu["rebuild_runs"]), 2),
-        "cpu_rebuild_all_vs_base": round(statistics.median(cpu["base_rebuild_all"]) / statistics.median(cpu["rebuild_all"]), 2),
+        "cpu_rebuild_runs_vs_base": round(
+            statistics.median(cpu["base_rebuild_runs"]) / statistics.median(cpu["rebuild_runs"]), 2
+        ),
+        "cpu_rebuild_all_vs_base": round(
+            statistics.median(cpu["base_rebuild_all"]) / statistics.median(cpu["rebuild_all"]), 2
+        ),
         "load_average_start": load_start,
         "rebuild_runs_vs_base": round(rate["rebuild_runs"] / rate["base_rebuild_runs"], 2),
         "rebuild_all_vs_base": round(rate["rebuild_all"] / rate["base_rebuild_all"], 2),

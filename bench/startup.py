@@ -58,8 +58,14 @@ def timed(argv: list[str]) -> float:
 
 def importtime(argv: list[str], top: int = 12) -> list[tuple[str, int]]:
     """The top-level imports of `argv` (a Python command) that cost most, cumulative us."""
-    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, env=ENV, check=True)  # fmt: skip
+    done = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        check=True,
+    )
     rows = []
     for line in done.stderr.splitlines():
         parts = line.split("|")
@@ -94,14 +100,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k in names[i % len(names) :] + names[: i % len(names)]:  # rotating order
             times[k].append(timed(commands[k]))
     medians = {k: statistics.median(v) for k, v in times.items()}
-    result.update({
-        "runs": ns.runs, "build_s": None if build is None else round(build, 1), "rounds": ns.rounds,
-        "epochledger": how, "show_run": run,
-        "median_ms": {k: round(v * 1000, 1) for k, v in medians.items()},
-        "min_ms": {k: round(min(v) * 1000, 1) for k, v in times.items()},
-        "ratio_to_anchor": {k: round(medians[k] / medians["anchor"], 2) for k in ("help", "show")},
-        "goal_ratio": GOALS,
-    })  # fmt: skip
+    result.update(
+        {
+            "runs": ns.runs,
+            "build_s": None if build is None else round(build, 1),
+            "rounds": ns.rounds,
+            "epochledger": how,
+            "show_run": run,
+            "median_ms": {k: round(v * 1000, 1) for k, v in medians.items()},
+            "min_ms": {k: round(min(v) * 1000, 1) for k, v in times.items()},
+            "ratio_to_anchor": {k: round(medians[k] / medians["anchor"], 2) for k in ("help", "show")},
+            "goal_ratio": GOALS,
+        }
+    )
     if ns.importtime:
         result["importtime_top_cumulative_us"] = {k: importtime(commands[k]) for k in ("help", "show")}
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]

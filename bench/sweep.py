@@ -74,4 +74,8 @@ def main(kind: str, n: int, repeats: int = 3) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1] if len(sys.argv) > 1 else "sqlite", int(sys.argv[2]) if len(sys.argv) > 2 else 1000)))
+    print(
+        json.dumps(
+            main(sys.argv[1] if len(sys.argv) > 1 else "sqlite", int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+        )
+    )

@@ -59,7 +59,8 @@ def main(kind: str, n: int) -> dict:
             inline = TickDriver(lg, {"advance": lambda s: None}, epoch=epoch, step_deadline=None)
             res["healthy_tick_no_step_deadline_s"] = median_of(5, inline.tick)
             res["step_deadline_cost_per_step_us"] = round(
-                (res["healthy_tick_s"] - res["healthy_tick_no_step_deadline_s"]) / n * 1e6, 1)
+                (res["healthy_tick_s"] - res["healthy_tick_no_step_deadline_s"]) / n * 1e6, 1
+            )
 
             def fail_tick() -> None:
                 clock.advance(1)
@@ -71,8 +72,16 @@ def main(kind: str, n: int) -> dict:
             def per_run() -> None:
                 k[0] += 1
                 for s in states:
-                    lg.submit(RunTickFailed(at=clock.now(), run=s.run, tick=f"x{k[0]}", step="advance",
-                                            error_class="ValueError", error="x"))  # fmt: skip
+                    lg.submit(
+                        RunTickFailed(
+                            at=clock.now(),
+                            run=s.run,
+                            tick=f"x{k[0]}",
+                            step="advance",
+                            error_class="ValueError",
+                            error="x",
+                        )
+                    )
 
             states = lg.runs()
             res["anchor_per_run_appends_only_s"] = median_of(3, per_run)
@@ -85,4 +94,8 @@ def main(kind: str, n: int) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1] if len(sys.argv) > 1 else "sqlite", int(sys.argv[2]) if len(sys.argv) > 2 else 1000)))
+    print(
+        json.dumps(
+            main(sys.argv[1] if len(sys.argv) > 1 else "sqlite", int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+        )
+    )

@@ -147,6 +147,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
+
 __all__ = [
     "Batch",
     "CrossRunPass",

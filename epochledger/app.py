@@ -338,7 +338,8 @@ class Commands:
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
         result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState = (
-            self._submit(command))  # fmt: skip
+            self._submit(command)
+        )
         return result
 
     def _submit(self, command: StreamEvent) -> Any:
@@ -347,67 +348,181 @@ class Commands:
     def _at(self, at: datetime | None) -> datetime:
         return at if at is not None else self.clock.now()
 
-    def queue(self, run: str, *, workflow: str | None = None, process: str | None = None,
-              actor: str | None = None, reason: str | None = None, at: datetime | None = None,
-              labels: dict[str, str] | None = None, parent: str | None = None) -> RunState:  # fmt: skip
+    def queue(
+        self,
+        run: str,
+        *,
+        workflow: str | None = None,
+        process: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+        labels: dict[str, str] | None = None,
+        parent: str | None = None,
+    ) -> RunState:
         """Queue a new run. `labels` (string -> string, bounded: ledger/events.py) and
         `parent` (the run it re-executes or retries) are set here, once (rule I2)."""
-        return self.submit(RunQueued(at=self._at(at), run=run, workflow=workflow, process=process, actor=actor,
-                                     reason=reason, labels=_labels(labels), parent=parent))  # fmt: skip
+        return self.submit(
+            RunQueued(
+                at=self._at(at),
+                run=run,
+                workflow=workflow,
+                process=process,
+                actor=actor,
+                reason=reason,
+                labels=_labels(labels),
+                parent=parent,
+            )
+        )
 
-    def start(self, run: str, *, epoch: EpochArg | None = None, process: str | None = None,
-              actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+    def start(
+        self,
+        run: str,
+        *,
+        epoch: EpochArg | None = None,
+        process: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
         if process is None and epoch is not None and not isinstance(epoch, str):
             process = getattr(epoch, "process", None)
-        return self.submit(RunStarted(at=self._at(at), run=run, epoch=_epoch_id(epoch), process=process, actor=actor,
-                                      reason=reason))  # fmt: skip
+        return self.submit(
+            RunStarted(at=self._at(at), run=run, epoch=_epoch_id(epoch), process=process, actor=actor, reason=reason)
+        )
 
-    def checkpoint(self, run: str, node: str, ref: str, *, epoch: EpochArg | None = None, actor: str | None = None,
-                   reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunCheckpointed(at=self._at(at), run=run, node=node, ref=ref, epoch=_epoch_id(epoch),
-                                           actor=actor, reason=reason))  # fmt: skip
+    def checkpoint(
+        self,
+        run: str,
+        node: str,
+        ref: str,
+        *,
+        epoch: EpochArg | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
+        return self.submit(
+            RunCheckpointed(
+                at=self._at(at), run=run, node=node, ref=ref, epoch=_epoch_id(epoch), actor=actor, reason=reason
+            )
+        )
 
-    def pause(self, run: str, kind: Literal["operator", "waiting_human"], *, interaction: str | None = None,
-              questions: list[str] | None = None, epoch: EpochArg | None = None, actor: str | None = None,
-              reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunPaused(at=self._at(at), run=run, kind=kind, interaction=interaction,
-                                     questions=questions, epoch=_epoch_id(epoch), actor=actor, reason=reason))  # fmt: skip
+    def pause(
+        self,
+        run: str,
+        kind: Literal["operator", "waiting_human"],
+        *,
+        interaction: str | None = None,
+        questions: list[str] | None = None,
+        epoch: EpochArg | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
+        return self.submit(
+            RunPaused(
+                at=self._at(at),
+                run=run,
+                kind=kind,
+                interaction=interaction,
+                questions=questions,
+                epoch=_epoch_id(epoch),
+                actor=actor,
+                reason=reason,
+            )
+        )
 
-    def resume(self, run: str, by: Literal["operator", "auto"], *, answers: dict[str, str] | None = None,
-               actor: str | None = None, reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+    def resume(
+        self,
+        run: str,
+        by: Literal["operator", "auto"],
+        *,
+        answers: dict[str, str] | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
         return self.submit(RunResumed(at=self._at(at), run=run, by=by, answers=answers, actor=actor, reason=reason))
 
-    def fail(self, run: str, code: str, *, resumable: bool, error: str | None = None, cause: Cause | None = None,
-             epoch: EpochArg | None = None, actor: str | None = None, reason: str | None = None,
-             at: datetime | None = None) -> RunState:  # fmt: skip
-        return self.submit(RunFailed(at=self._at(at), run=run, code=code, resumable=resumable, error=error,
-                                     cause=cause, epoch=_epoch_id(epoch), actor=actor, reason=reason))  # fmt: skip
+    def fail(
+        self,
+        run: str,
+        code: str,
+        *,
+        resumable: bool,
+        error: str | None = None,
+        cause: Cause | None = None,
+        epoch: EpochArg | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
+        return self.submit(
+            RunFailed(
+                at=self._at(at),
+                run=run,
+                code=code,
+                resumable=resumable,
+                error=error,
+                cause=cause,
+                epoch=_epoch_id(epoch),
+                actor=actor,
+                reason=reason,
+            )
+        )
 
-    def correct(self, run: str, to: Status, *, actor: str, reason: str, code: str = "",
-                error: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+    def correct(
+        self,
+        run: str,
+        to: Status,
+        *,
+        actor: str,
+        reason: str,
+        code: str = "",
+        error: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
         """Move a final run (failed, finished) to another verdict: audited, attributed,
         and shown as a correction in every history (docs/lifecycle.md)."""
         try:
             to = Status(to)
         except ValueError:
             raise InvalidInput(f"{to!r} is not a status; one of {', '.join(Status)}", where="to") from None
-        return self.submit(RunCorrected(at=self._at(at), run=run, to=to, code=code, error=error,
-                                        actor=actor, reason=reason))  # fmt: skip
+        return self.submit(
+            RunCorrected(at=self._at(at), run=run, to=to, code=code, error=error, actor=actor, reason=reason)
+        )
 
-    def cancel(self, run: str, *, actor: str | None = None, reason: str | None = None,
-               at: datetime | None = None) -> RunState:  # fmt: skip
+    def cancel(
+        self, run: str, *, actor: str | None = None, reason: str | None = None, at: datetime | None = None
+    ) -> RunState:
         return self.submit(RunCancelled(at=self._at(at), run=run, actor=actor, reason=reason))
 
-    def finish(self, run: str, *, epoch: EpochArg | None = None, actor: str | None = None, reason: str | None = None,
-               at: datetime | None = None) -> RunState:  # fmt: skip
+    def finish(
+        self,
+        run: str,
+        *,
+        epoch: EpochArg | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
         return self.submit(RunFinished(at=self._at(at), run=run, epoch=_epoch_id(epoch), actor=actor, reason=reason))
 
-    def rewind(self, run: str, *, to_ref: str | None = None, actor: str | None = None,
-               reason: str | None = None, at: datetime | None = None) -> RunState:  # fmt: skip
+    def rewind(
+        self,
+        run: str,
+        *,
+        to_ref: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> RunState:
         return self.submit(RunRewound(at=self._at(at), run=run, to_ref=to_ref, actor=actor, reason=reason))
 
-    def delete(self, run: str, *, actor: str | None = None, reason: str | None = None,
-               at: datetime | None = None) -> RunState:  # fmt: skip
+    def delete(
+        self, run: str, *, actor: str | None = None, reason: str | None = None, at: datetime | None = None
+    ) -> RunState:
         return self.submit(RunDeleted(at=self._at(at), run=run, actor=actor, reason=reason))
 
     def _slot_of(self, epoch: EpochArg) -> tuple[str, str]:
@@ -418,8 +533,9 @@ class Commands:
     def begin_stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record that this epoch has begun to shut down (`process.stopping`)."""
         process, epoch_id = self._slot_of(epoch)
-        return self.submit(ProcessStopping(at=self.clock.now(), process=process, epoch=epoch_id, actor=actor,
-                                           reason=reason))  # fmt: skip
+        return self.submit(
+            ProcessStopping(at=self.clock.now(), process=process, epoch=epoch_id, actor=actor, reason=reason)
+        )
 
     def stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
         """Record a clean stop: `process.stopping` (unless already recorded) then
@@ -429,9 +545,19 @@ class Commands:
         self.submit(ProcessStopping(at=now, process=process, epoch=epoch_id, actor=actor, reason=reason))
         return self.submit(ProcessStopped(at=now, process=process, epoch=epoch_id, actor=actor, reason=reason))
 
-    def exited(self, process: str, epoch: EpochArg, *, observed_by: str, exit_code: int | None = None,
-               signal: int | None = None, evidence: str | None = None, actor: str | None = None,
-               reason: str | None = None, at: datetime | None = None) -> ProcessState:  # fmt: skip
+    def exited(
+        self,
+        process: str,
+        epoch: EpochArg,
+        *,
+        observed_by: str,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        evidence: str | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> ProcessState:
         """Record that epoch `epoch` of slot `process` exited (`process.exited`, rule O7):
         for whoever saw it die (a supervisor whose child ended, the probe, an importer),
         named by `observed_by`. From here on the epoch is not live: its running runs are
@@ -441,10 +567,22 @@ class Commands:
         if epoch_id is None:
             raise InvalidInput("exited() needs the epoch that exited", where="epoch")
         if not isinstance(epoch, str) and getattr(epoch, "process", process) != process:
-            raise InvalidInput(f"epoch {epoch_id!r} is an epoch of {epoch.process!r}, not of {process!r}", where="epoch")
-        return self.submit(ProcessExited(at=self._at(at), process=process, epoch=epoch_id, observed_by=observed_by,
-                                         exit_code=exit_code, signal=signal, evidence=evidence, actor=actor,
-                                         reason=reason))  # fmt: skip
+            raise InvalidInput(
+                f"epoch {epoch_id!r} is an epoch of {epoch.process!r}, not of {process!r}", where="epoch"
+            )
+        return self.submit(
+            ProcessExited(
+                at=self._at(at),
+                process=process,
+                epoch=epoch_id,
+                observed_by=observed_by,
+                exit_code=exit_code,
+                signal=signal,
+                evidence=evidence,
+                actor=actor,
+                reason=reason,
+            )
+        )
 
 
 class Batch(Commands):
@@ -587,8 +725,9 @@ class Batch(Commands):
                 self._pending.extend(Append(stream, version + i, e) for i, e in enumerate(events, start=1))
         return new_state
 
-    def find_epoch(self, epoch: str, hint: str | None = None,
-                   *, must_be_in: str | None = None) -> process_stream_mod.EpochState:  # fmt: skip
+    def find_epoch(
+        self, epoch: str, hint: str | None = None, *, must_be_in: str | None = None
+    ) -> process_stream_mod.EpochState:
         """The epoch with this id, wherever it booted: in slot `hint` if it is there,
         else in the slot this batch or the epoch index (projections/epoch_index.py)
         knows for it. `must_be_in`: the report names that slot, so the epoch must be
@@ -607,16 +746,24 @@ class Batch(Commands):
             elsewhere = f"it was booted by slot {', '.join(slots)}" if slots else "no slot booted it (boot() first)"
             raise UnknownEpoch(epoch, f"epoch {epoch!r} is not an epoch of slot {must_be_in!r}: {elsewhere}")
         if not slots:
-            raise UnknownEpoch(epoch, f"no process slot ever booted epoch {epoch!r}, so its liveness cannot be "
-                               "judged (boot() the process first and name the epoch it returns)")  # fmt: skip
+            raise UnknownEpoch(
+                epoch,
+                f"no process slot ever booted epoch {epoch!r}, so its liveness cannot be "
+                "judged (boot() the process first and name the epoch it returns)",
+            )
         if len(slots) > 1:
-            raise UnknownEpoch(epoch, f"epoch id {epoch!r} was booted by several slots ({', '.join(slots)}); "
-                               "name the slot with process=")  # fmt: skip
+            raise UnknownEpoch(
+                epoch,
+                f"epoch id {epoch!r} was booted by several slots ({', '.join(slots)}); name the slot with process=",
+            )
         known = self.state(process_stream(slots[0]))
         found = known.epoch(epoch) if known is not None else None
         if found is None:  # the index and the slot's stream disagree: an index of another ledger?
-            raise UnknownEpoch(epoch, f"the epoch index says slot {slots[0]!r} booted {epoch!r}, but its stream "
-                               "does not hold that boot; rebuild the views (epochledger rebuild)")  # fmt: skip
+            raise UnknownEpoch(
+                epoch,
+                f"the epoch index says slot {slots[0]!r} booted {epoch!r}, but its stream "
+                "does not hold that boot; rebuild the views (epochledger rebuild)",
+            )
         self._epochs[epoch] = slots[0]
         return found
 
@@ -650,8 +797,11 @@ class Batch(Commands):
         current holder's, each from `end_of`: the one liveness definition (rule O7)."""
         asker = self.find_epoch(command.epoch, must_be_in=command.process)
         holder = None if state is None else self.find_epoch(state.epoch, must_be_in=state.process)
-        return list(role_mod.decide(command, state, asker_end=self.end_of(asker),
-                                    holder_end=None if holder is None else self.end_of(holder)))  # fmt: skip
+        return list(
+            role_mod.decide(
+                command, state, asker_end=self.end_of(asker), holder_end=None if holder is None else self.end_of(holder)
+            )
+        )
 
     def _decide_pass(self, command: PassEvent, state: passes_mod.PassState | None) -> list[Any]:
         """passes.decide (rule T6), fenced like a report: an item's event written on
@@ -842,9 +992,18 @@ class Ledger(Commands, Reports):
         process, epoch_id = self._slot_of(epoch)
         return self.batch().find_epoch(epoch_id, process)
 
-    def boot(self, process: str, *, epoch: str | None = None, host: str | None = None,
-             pid: int | None = None, actor: str | None = None, host_boot: str | None = None,
-             pid_start: int | None = None, machine: str | None = None) -> EpochState:  # fmt: skip
+    def boot(
+        self,
+        process: str,
+        *,
+        epoch: str | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        actor: str | None = None,
+        host_boot: str | None = None,
+        pid_start: int | None = None,
+        machine: str | None = None,
+    ) -> EpochState:
         """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
         return its state. The boot instant is now - monotonic uptime, from the clock
         port. The returned state is what every later report names (`epoch=`).
@@ -917,22 +1076,43 @@ class Ledger(Commands, Reports):
         """Sleep up to `seconds`, waking early when `epoch` begins to stop."""
         return self._stop_signal(epoch).wait(seconds)
 
-    def sweep(self, epoch: EpochArg, *, margin: float | timedelta = ORPHAN_MARGIN_S, attempts: int | None = None,
-              gaps: Sequence[float] | None = None, sleep: Callable[[float], object] | None = None,
-              require_live: bool = False) -> SweepReport:  # fmt: skip
+    def sweep(
+        self,
+        epoch: EpochArg,
+        *,
+        margin: float | timedelta = ORPHAN_MARGIN_S,
+        attempts: int | None = None,
+        gaps: Sequence[float] | None = None,
+        sleep: Callable[[float], object] | None = None,
+        require_live: bool = False,
+    ) -> SweepReport:
         """Recover every orphan visible to `epoch` (its state, as boot() returns it, or its
         id, judged with its recorded boot instant): rule O5, epochledger/sweep.py.
         `attempts` and `gaps` default to that module's ATTEMPTS and GAPS, rule O5's one
         home, read when called (no copy of the numbers here). `require_live`: refuse an
         epoch that is no longer live (EpochNotLive) instead of reporting that it
         recovered nothing."""
-        return sweep_mod.sweep(self, epoch, margin=margin, attempts=sweep_mod.ATTEMPTS if attempts is None else attempts,
-                               gaps=sweep_mod.GAPS if gaps is None else gaps, sleep=sleep,
-                               require_live=require_live)  # fmt: skip
+        return sweep_mod.sweep(
+            self,
+            epoch,
+            margin=margin,
+            attempts=sweep_mod.ATTEMPTS if attempts is None else attempts,
+            gaps=sweep_mod.GAPS if gaps is None else gaps,
+            sleep=sleep,
+            require_live=require_live,
+        )
 
-    def startup(self, process: str, *, margin: float | timedelta = ORPHAN_MARGIN_S, epoch: str | None = None,
-                host: str | None = None, pid: int | None = None, actor: str | None = None,
-                new_slot: bool = True) -> tuple[EpochState, SweepReport]:  # fmt: skip
+    def startup(
+        self,
+        process: str,
+        *,
+        margin: float | timedelta = ORPHAN_MARGIN_S,
+        epoch: str | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        actor: str | None = None,
+        new_slot: bool = True,
+    ) -> tuple[EpochState, SweepReport]:
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
         Between the two, on this host, the probe's first half (epochledger/probe.py,
@@ -984,8 +1164,9 @@ class Ledger(Commands, Reports):
                 if attempt == 4:
                     raise
 
-    def orphan_view(self, *, candidates_only: bool = False, slots: Sequence[str] = (),
-                    retired: bool = False) -> orphans_mod.View:  # fmt: skip
+    def orphan_view(
+        self, *, candidates_only: bool = False, slots: Sequence[str] = (), retired: bool = False
+    ) -> orphans_mod.View:
         """What the orphan rule reads (projections/orphans.py): every slot's epochs and
         every run's state, from the materialized `epochs` and `runs` views after
         catching both up to the same head. Like `runs`, it costs the events since the
@@ -1015,12 +1196,14 @@ class Ledger(Commands, Reports):
             by_host, _ = engine.read_view(self.store, hosts)
             if not retired:
                 by_process = {k: p for k, p in by_process.items() if not p.retired or k in slots}
-            return orphans.View(processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position(),
-                                settings=settings)  # fmt: skip
+            return orphans.View(
+                processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position(), settings=settings
+            )
         for view in (runs, epochs, hosts):
             engine.catch_up(self.store, view, upto=head)
-        by_process, _ = engine.read_view(self.store, epochs, catch_up_first=False,
-                                         where=() if retired else [("retired", 0)])  # fmt: skip
+        by_process, _ = engine.read_view(
+            self.store, epochs, catch_up_first=False, where=() if retired else [("retired", 0)]
+        )
         if not retired and (wanted := tuple(k for k in dict.fromkeys(slots) if k not in by_process)):
             by_process.update(engine.read_view(self.store, epochs, catch_up_first=False, where=[("k", wanted)])[0])
         by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
@@ -1029,8 +1212,11 @@ class Ledger(Commands, Reports):
             # The epochs view's `live` column knows the slot's own facts; a host reboot
             # is a fact of the host (end_of with the hosts view): such slots' runs are
             # candidates too, whoever owns them.
-            rebooted = [p.process for p in by_process.values()
-                        if (cur := p.current) is not None and cur.live and found.end_of(cur) is not None]  # fmt: skip
+            rebooted = [
+                p.process
+                for p in by_process.values()
+                if (cur := p.current) is not None and cur.live and found.end_of(cur) is not None
+            ]
             found.runs = engine.read_orphan_candidates(self.store, also_slots=rebooted)
         else:
             found.runs, _ = engine.read_view(self.store, runs, catch_up_first=False)
@@ -1042,8 +1228,9 @@ class Ledger(Commands, Reports):
         found: settings_mod.Settings | None = _fold_stream(ledger_stream(), self.store.read_stream(ledger_stream()))
         return found
 
-    def set_default_slot(self, slot: str | None, *, actor: str | None = None,
-                         reason: str | None = None) -> settings_mod.Settings:  # fmt: skip
+    def set_default_slot(
+        self, slot: str | None, *, actor: str | None = None, reason: str | None = None
+    ) -> settings_mod.Settings:
         """Name the slot whose boots judge the running runs recorded with neither an
         epoch nor a process, by the O3 time fallback (rule O9); None: no slot does
         (they are listed as runs no slot can judge). Recorded as `ledger.default_slot`;
@@ -1051,16 +1238,18 @@ class Ledger(Commands, Reports):
         found = self.submit(LedgerDefaultSlot(at=self.clock.now(), slot=slot, actor=actor, reason=reason))
         return found if found is not None else settings_mod.Settings()  # None cleared on a ledger that never set it
 
-    def acquire_role(self, role: str, epoch: EpochArg, *, actor: str | None = None,
-                     reason: str | None = None) -> role_mod.RoleState:  # fmt: skip
+    def acquire_role(
+        self, role: str, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None
+    ) -> role_mod.RoleState:
         """Take the exclusive role `role` for `epoch` (its state or its id), or keep it
         (rule T7; ledger/role.py). Returns the grant, whose `token` (it only grows) is
         for the systems the scheduler drives. Held by this epoch already: appends
         nothing. Held by another live epoch: RoleHeld. `epoch` not live: StaleEpoch.
         A racing acquirer's grant that landed first is re-read, then refused."""
         process, epoch_id = self._slot_of(epoch)
-        command = RoleGranted(at=self.clock.now(), role=role, epoch=epoch_id, process=process, actor=actor,
-                              reason=reason)  # fmt: skip
+        command = RoleGranted(
+            at=self.clock.now(), role=role, epoch=epoch_id, process=process, actor=actor, reason=reason
+        )
         for attempt in range(5):
             try:
                 return self.submit(command)
@@ -1186,8 +1375,14 @@ class Ledger(Commands, Reports):
         return engine.read_runs(self.store, where)[0]
 
 
-def open_ledger(url: str | None = None, *, clock: Clock | None = None, create: bool = True,
-                init: bool = False, host: Host | None = None) -> Ledger:  # fmt: skip
+def open_ledger(
+    url: str | None = None,
+    *,
+    clock: Clock | None = None,
+    create: bool = True,
+    init: bool = False,
+    host: Host | None = None,
+) -> Ledger:
     """Open the ledger at `url` (default: $EPOCHLEDGER_STORE, then ./epochledger.db;
     ledger/store/url.py). create=True (the embedded default: zero set-up) creates a
     store that does not exist; create=False refuses it, naming it and `epochledger

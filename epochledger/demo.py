@@ -70,8 +70,9 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
                 b.queue("nightly-long", workflow="nightly-etl", process="worker-1", actor="api-1")
                 b.start("nightly-long", epoch=epochs["worker-1"], process="worker-1", actor=epochs["worker-1"])
         if hour == 15:
-            ledger.checkpoint("nightly-long", "transform", "ckpt/nightly-long/1", epoch=epochs["worker-1"],
-                              actor=epochs["worker-1"])  # fmt: skip
+            ledger.checkpoint(
+                "nightly-long", "transform", "ckpt/nightly-long/1", epoch=epochs["worker-1"], actor=epochs["worker-1"]
+            )
         if hour == 17:
             ledger.finish("nightly-long", epoch=epochs["worker-1"], actor=epochs["worker-1"])
         if hour == 16:
@@ -104,11 +105,21 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
             fate = rnd.random()
             if n == 7:
                 notable["paused"] = run
-                ledger.pause(run, "waiting_human", interaction=f"approve-{n}",
-                             questions=["Ship the report to finance?"], actor=epochs[slot])  # fmt: skip
+                ledger.pause(
+                    run,
+                    "waiting_human",
+                    interaction=f"approve-{n}",
+                    questions=["Ship the report to finance?"],
+                    actor=epochs[slot],
+                )
                 clock.advance(900)
-                ledger.resume(run, "operator", answers={"Ship the report to finance?": "yes"}, actor="alice",
-                              reason="approved in #ops")  # fmt: skip
+                ledger.resume(
+                    run,
+                    "operator",
+                    answers={"Ship the report to finance?": "yes"},
+                    actor="alice",
+                    reason="approved in #ops",
+                )
                 ledger.start(run, epoch=epochs[slot], process=slot, actor=epochs[slot])
                 ledger.finish(run, actor=epochs[slot])
             elif n == 12:
@@ -119,7 +130,9 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
             elif fate < 0.18:
                 ledger.fail(run, "OOM_KILLED", resumable=True, error="worker killed by the kernel", actor=epochs[slot])
             elif fate < 0.22:
-                ledger.fail(run, "FAIL_NODE", resumable=False, error="validation node rejected the input", actor=epochs[slot])
+                ledger.fail(
+                    run, "FAIL_NODE", resumable=False, error="validation node rejected the input", actor=epochs[slot]
+                )
             elif fate < 0.25:
                 ledger.fail(run, "", resumable=True, error="exit status 137", actor=epochs[slot])
             elif hour == 23 and fate > 0.6:
@@ -130,14 +143,15 @@ def record_day(ledger: Ledger, clock: ManualClock) -> dict[str, str]:
     return notable
 
 
-def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], None] = print,
-             program: str = "epochledger") -> None:  # fmt: skip
+def run_demo(
+    store: str | None, *, force: bool = False, out: Callable[[str], None] = print, program: str = "epochledger"
+) -> None:
     """Record the day into a fresh SQLite file, then print what it holds and the exact
     commands that explore it: `program` (the command as this person can run it) with
     `--store` naming the demo's file, which is not the default store, so they run as
     printed (after `make demo`, a bare `epochledger runs` found no ./epochledger.db)."""
     url = store or DEMO_PATH
-    path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else url
+    path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else url
     if "://" in path:
         raise InvalidInput("the demo writes a fresh SQLite file; give a file path", where="--store")
     if os.path.exists(path):
@@ -168,8 +182,12 @@ def run_demo(store: str | None, *, force: bool = False, out: Callable[[str], Non
     out("")
     out("the incident, in pictures and what-ifs (docs/forensics.md):")
     out(f"  {cmd} timeline --at 2026-09-09T14:20:00Z -o incident.html")
-    out(f"  {cmd} whatif --policy flat-age:30m    # would have killed {notable['nightly']}, found {notable['orphan']} late")
+    out(
+        f"  {cmd} whatif --policy flat-age:30m    # would have killed {notable['nightly']}, found {notable['orphan']} late"
+    )
     out(f"  {cmd} whatif --policy clamp           # would have swept {notable['clock_step']} after the clock step")
     if not same:
         out("")
-        out(f"(the default store is {resolve_url(None)}; `export EPOCHLEDGER_STORE={shlex.quote(path)}` makes the demo's the default)")
+        out(
+            f"(the default store is {resolve_url(None)}; `export EPOCHLEDGER_STORE={shlex.quote(path)}` makes the demo's the default)"
+        )

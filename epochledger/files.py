@@ -51,8 +51,9 @@ def refuse_protected(path: str, protected: Iterable[str], where: str = "--output
     for p in protected:
         same = target is not None and target == _identity(p)
         if same or real == os.path.realpath(p):
-            raise InvalidInput(f"{path} is the ledger's own file {p}: refusing to overwrite it (nothing was written)",
-                               where=where)  # fmt: skip
+            raise InvalidInput(
+                f"{path} is the ledger's own file {p}: refusing to overwrite it (nothing was written)", where=where
+            )
 
 
 def _mode_for(path: str) -> int:
@@ -136,7 +137,9 @@ def _remove_stale(directory: str, prefix: str) -> None:
     except OSError:
         return
     for name in names:
-        if not (name.startswith(prefix) and name.endswith(_SUFFIX) and len(name) == len(prefix) + _RANDOM + len(_SUFFIX)):
+        if not (
+            name.startswith(prefix) and name.endswith(_SUFFIX) and len(name) == len(prefix) + _RANDOM + len(_SUFFIX)
+        ):
             continue
         stale = os.path.join(directory, name)
         try:

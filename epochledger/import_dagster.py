@@ -105,8 +105,17 @@ MAX_RUNTIME = re.compile(r"exceeding maximum runtime of \d+ seconds")
 TIMEOUT_CODE = codes.TIMEOUT
 # Run-level events: the only ones read (step events change no status); of them, those
 # whose pid is a run worker's (the launcher's and the daemon's events are not).
-READ_KINDS = ("PIPELINE_ENQUEUED", "PIPELINE_DEQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "PIPELINE_SUCCESS",
-              "PIPELINE_FAILURE", "PIPELINE_CANCELING", "PIPELINE_CANCELED", "ENGINE_EVENT")  # fmt: skip
+READ_KINDS = (
+    "PIPELINE_ENQUEUED",
+    "PIPELINE_DEQUEUED",
+    "PIPELINE_STARTING",
+    "PIPELINE_START",
+    "PIPELINE_SUCCESS",
+    "PIPELINE_FAILURE",
+    "PIPELINE_CANCELING",
+    "PIPELINE_CANCELED",
+    "ENGINE_EVENT",
+)
 WORKER_KINDS = frozenset({"PIPELINE_START", "PIPELINE_SUCCESS", "PIPELINE_FAILURE", "PIPELINE_CANCELED"})
 FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})  # Dagster statuses nothing changes but a late write
 NOT_LABELS = frozenset({"dagster/failure_reason"})  # a result, imported as the failure's cause, not a label
@@ -118,7 +127,9 @@ SYSTEM_TAGS = "dagster/"
 HIDDEN_TAGS = ".dagster/"
 # Dagster's code server, when a worker's process is gone: "Run execution process for
 # <id> was terminated by signal 9 (SIGKILL)." / "... unexpectedly exited with code 1."
-CRASH = re.compile(r"Run execution process for \S+ (?:was terminated by signal (\d+)|unexpectedly exited with code (-?\d+))")
+CRASH = re.compile(
+    r"Run execution process for \S+ (?:was terminated by signal (\d+)|unexpectedly exited with code (-?\d+))"
+)
 PAGE = 1000  # events read per call
 CHUNK = 100  # runs per transaction
 MAX_TEXT = 4000  # characters kept of a message in a Text field (4096)
@@ -286,9 +297,15 @@ def source_run(record: Any) -> SourceRun:
     status = getattr(run.status, "value", run.status)
     _checked(status, Name, "status")
     job = run.job_name if isinstance(run.job_name, str) else ""
-    return SourceRun(run_id=run_id, job=job, status=status, tags=dict(run.tags or {}), parent=parent,
-                     created=_utc(record.create_timestamp, "create_timestamp"),
-                     updated=_utc(record.update_timestamp, "update_timestamp"))  # fmt: skip
+    return SourceRun(
+        run_id=run_id,
+        job=job,
+        status=status,
+        tags=dict(run.tags or {}),
+        parent=parent,
+        created=_utc(record.create_timestamp, "create_timestamp"),
+        updated=_utc(record.update_timestamp, "update_timestamp"),
+    )
 
 
 def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEvent]:
@@ -302,7 +319,9 @@ def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEven
         try:
             conn = instance.get_records_for_run(run_id, cursor=cursor, of_type=kinds, limit=PAGE)
         except Exception as e:  # noqa: BLE001 - Dagster's own error on a row it cannot read rejects this run, not the import
-            raise Malformed("events", f"Dagster could not read them: {type(e).__name__}: {ascii(str(e))[:300]}") from None
+            raise Malformed(
+                "events", f"Dagster could not read them: {type(e).__name__}: {ascii(str(e))[:300]}"
+            ) from None
         for rec in conn.records:
             entry = rec.event_log_entry
             ev = entry.dagster_event
@@ -329,8 +348,15 @@ def source_event(rec: Any) -> SourceEvent:
         if reason is not None:
             _checked(reason, Name, "failure_reason")
         message = _text(ev.message, "message", MAX_LONG) or _text(entry.user_message, "user_message", MAX_LONG)
-        return SourceEvent(storage_id=rec.storage_id, at=_utc(entry.timestamp), kind=ev.event_type_value, pid=pid,
-                           message=message.strip(), reason=reason, error=_cause(getattr(data, "error", None)))  # fmt: skip
+        return SourceEvent(
+            storage_id=rec.storage_id,
+            at=_utc(entry.timestamp),
+            kind=ev.event_type_value,
+            pid=pid,
+            message=message.strip(),
+            reason=reason,
+            error=_cause(getattr(data, "error", None)),
+        )
     except Malformed as e:
         raise Malformed(f"{where} ({ev.event_type_value}) {e.field}", e.reason) from None
 
@@ -355,8 +381,9 @@ def known_cursors(ledger: Ledger, runs: Sequence[str]) -> dict[str, Known]:
         for rec in reversed(history):
             e = getattr(rec, "event", None)
             if type(e) is RunImported and e.source == SOURCE:
-                found[run] = Known(cursor=e.cursor, source_updated=e.source_updated, source_status=e.source_status,
-                                   last_at=last_at)  # fmt: skip
+                found[run] = Known(
+                    cursor=e.cursor, source_updated=e.source_updated, source_status=e.source_status, last_at=last_at
+                )
                 break
         else:
             if last_at is not None:
@@ -409,8 +436,11 @@ class LocalHost:
             return Seen(at=at, gone=f"pid {pid} is a zombie: it exited and was not reaped yet")
         started = self.booted + facts.start / self.tick
         if started > when.timestamp():
-            return Seen(at=at, gone=f"pid {pid} runs a process started at {_utc(started).isoformat()}, after the "
-                                    f"worker's first event at {when.isoformat()}: the pid was reused")  # fmt: skip
+            return Seen(
+                at=at,
+                gone=f"pid {pid} runs a process started at {_utc(started).isoformat()}, after the "
+                f"worker's first event at {when.isoformat()}: the pid was reused",
+            )
         return Seen(at=at, pid_start=facts.start)
 
 
@@ -427,8 +457,15 @@ class Seen(msgspec.Struct, frozen=True, kw_only=True):
 class _RunImport:
     """One Dagster run's new events, submitted to the batch in storage order."""
 
-    def __init__(self, batch: Batch, report: ImportReport, src: SourceRun, local: LocalHost | None,
-                 last_at: datetime | None = None, dagster_tags: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        batch: Batch,
+        report: ImportReport,
+        src: SourceRun,
+        local: LocalHost | None,
+        last_at: datetime | None = None,
+        dagster_tags: bool = False,
+    ):
         self.batch, self.report, self.src, self.local = batch, report, src, local
         self.dagster_tags = dagster_tags
         self.last_at = last_at  # the run's latest event time: Dagster's times may step back (clock skew)
@@ -448,10 +485,13 @@ class _RunImport:
             if self.last_at is not None and command.at < self.last_at:
                 # No negative durations (as the NDJSON import refuses them): recorded at
                 # the run's latest time, Dagster's own time kept in the reason.
-                said = f"Dagster's time {command.at.isoformat()} is earlier than the run's previous event " \
-                       f"({self.last_at.isoformat()}): recorded at the latter"  # fmt: skip
-                command = msgspec.structs.replace(command, at=self.last_at,
-                                                  reason=f"{command.reason or ''} [{said}]"[:MAX_LONG])  # fmt: skip
+                said = (
+                    f"Dagster's time {command.at.isoformat()} is earlier than the run's previous event "
+                    f"({self.last_at.isoformat()}): recorded at the latter"
+                )
+                command = msgspec.structs.replace(
+                    command, at=self.last_at, reason=f"{command.reason or ''} [{said}]"[:MAX_LONG]
+                )
             self.last_at = command.at
         try:
             self.batch.submit(command)
@@ -467,8 +507,15 @@ class _RunImport:
         return False
 
     def _refused(self, ev: SourceEvent | None, e: Exception, kept_as: str) -> None:
-        self.report.refused.append(Refusal(run=self.run, storage_id=ev.storage_id if ev else 0,
-                                           kind=ev.kind if ev else "run", error=str(e), kept_as=kept_as))  # fmt: skip
+        self.report.refused.append(
+            Refusal(
+                run=self.run,
+                storage_id=ev.storage_id if ev else 0,
+                kind=ev.kind if ev else "run",
+                error=str(e),
+                kept_as=kept_as,
+            )
+        )
 
     def slot_state(self) -> ProcessState | None:
         state: ProcessState | None = self.batch.state(process_stream(self.slot))
@@ -495,8 +542,19 @@ class _RunImport:
             reason = f"Dagster tags not kept as labels (no label fits them): {shown}"[:MAX_TEXT]
             self.report.dropped_labels.extend(f"{self.run}: {k!a}"[:300] for k in dropped)
         parent = PREFIX + src.parent if src.parent else None
-        self.submit(RunQueued(at=src.created, run=self.run, workflow=_name(src.job), process=self.slot, labels=labels,
-                              parent=parent, actor=ACTOR, reason=reason), None)  # fmt: skip
+        self.submit(
+            RunQueued(
+                at=src.created,
+                run=self.run,
+                workflow=_name(src.job),
+                process=self.slot,
+                labels=labels,
+                parent=parent,
+                actor=ACTOR,
+                reason=reason,
+            ),
+            None,
+        )
 
     def labelled(self, key: Any) -> bool:
         """Is a tag with this key a label (not one of Dagster's own, unless asked for)?"""
@@ -519,10 +577,22 @@ class _RunImport:
                 pid_start = seen.pid_start if seen is not None else None
         epoch = f"{self.slot}:{ev.storage_id}"
         self.booted.append(epoch)
-        self.submit(ProcessBooted(at=ev.at, process=self.slot, epoch=epoch, booted_at=ev.at, host=host, pid=ev.pid,
-                                  host_boot=host_boot, pid_start=pid_start, machine=machine, actor=ACTOR,
-                                  reason=f"run worker pid {ev.pid}: first wrote Dagster event {ev.storage_id} "
-                                         f"({ev.kind})"), ev)  # fmt: skip
+        self.submit(
+            ProcessBooted(
+                at=ev.at,
+                process=self.slot,
+                epoch=epoch,
+                booted_at=ev.at,
+                host=host,
+                pid=ev.pid,
+                host_boot=host_boot,
+                pid_start=pid_start,
+                machine=machine,
+                actor=ACTOR,
+                reason=f"run worker pid {ev.pid}: first wrote Dagster event {ev.storage_id} ({ev.kind})",
+            ),
+            ev,
+        )
         found = self.slot_state()
         return found.epoch(epoch) if found is not None else None
 
@@ -537,10 +607,18 @@ class _RunImport:
         for worker in slot.epochs:
             here = self.local.machine is not None and worker.machine == self.local.machine  # rule O10
             if worker.live and here and worker.booted_at < booted:
-                self.submit(ProcessExited(at=max(booted, worker.recorded_at), process=self.slot, epoch=worker.epoch,
-                                          observed_by=f"{ACTOR}@{self.local.name}",
-                                          evidence=f"host {self.local.name} booted at {booted.isoformat()} (boot id "
-                                                   f"{self.local.boot_id}), after this worker ran", actor=ACTOR), None)  # fmt: skip
+                self.submit(
+                    ProcessExited(
+                        at=max(booted, worker.recorded_at),
+                        process=self.slot,
+                        epoch=worker.epoch,
+                        observed_by=f"{ACTOR}@{self.local.name}",
+                        evidence=f"host {self.local.name} booted at {booted.isoformat()} (boot id "
+                        f"{self.local.boot_id}), after this worker ran",
+                        actor=ACTOR,
+                    ),
+                    None,
+                )
 
     def gone_before_import(self) -> None:
         """`--local-workers`: a worker first read now, still live after all Dagster said
@@ -553,12 +631,25 @@ class _RunImport:
             return
         for worker in slot.epochs:
             seen = self.seen.get(worker.pid) if worker.pid is not None else None
-            if worker.epoch in self.booted and worker.live and seen is not None and seen.gone is not None \
-                    and worker.host_boot == self.local.boot_id:  # fmt: skip
-                self.submit(ProcessExited(at=max(seen.at, worker.recorded_at), process=self.slot, epoch=worker.epoch,
-                                          observed_by=f"{ACTOR}@{self.local.name}",
-                                          evidence=f"{seen.gone} at {seen.at.isoformat()}, when the import read the "
-                                                   "worker's events (none ended its run)", actor=ACTOR), None)  # fmt: skip
+            if (
+                worker.epoch in self.booted
+                and worker.live
+                and seen is not None
+                and seen.gone is not None
+                and worker.host_boot == self.local.boot_id
+            ):
+                self.submit(
+                    ProcessExited(
+                        at=max(seen.at, worker.recorded_at),
+                        process=self.slot,
+                        epoch=worker.epoch,
+                        observed_by=f"{ACTOR}@{self.local.name}",
+                        evidence=f"{seen.gone} at {seen.at.isoformat()}, when the import read the "
+                        "worker's events (none ended its run)",
+                        actor=ACTOR,
+                    ),
+                    None,
+                )
 
     def stop(self, worker: EpochState, ev: SourceEvent) -> None:
         """The worker wrote its run's end: its work is over (a clean stop)."""
@@ -573,10 +664,23 @@ class _RunImport:
         said = ev.message
         if self.crash is not None:
             signal, exit_code, said = self.crash
-        evidence = f"Dagster event {ev.storage_id} ({ev.kind}, {ev.reason or 'no reason'}) reported by Dagster " \
-                   f"outside the worker: {said or 'no message'}"  # fmt: skip
-        self.submit(ProcessExited(at=ev.at, process=self.slot, epoch=worker.epoch, observed_by=OBSERVER,
-                                  exit_code=exit_code, signal=signal, evidence=evidence[:MAX_TEXT], actor=ACTOR), ev)  # fmt: skip
+        evidence = (
+            f"Dagster event {ev.storage_id} ({ev.kind}, {ev.reason or 'no reason'}) reported by Dagster "
+            f"outside the worker: {said or 'no message'}"
+        )
+        self.submit(
+            ProcessExited(
+                at=ev.at,
+                process=self.slot,
+                epoch=worker.epoch,
+                observed_by=OBSERVER,
+                exit_code=exit_code,
+                signal=signal,
+                evidence=evidence[:MAX_TEXT],
+                actor=ACTOR,
+            ),
+            ev,
+        )
 
     def note(self, ev: SourceEvent) -> None:
         """What Dagster said from outside the worker that explains a later failure: a
@@ -600,7 +704,9 @@ class _RunImport:
         if ev.kind == "ENGINE_EVENT":
             return
         if ev.kind == "PIPELINE_START":
-            self.submit(RunStarted(at=ev.at, run=self.run, epoch=epoch, process=self.slot, actor=ACTOR, reason=reason), ev)
+            self.submit(
+                RunStarted(at=ev.at, run=self.run, epoch=epoch, process=self.slot, actor=ACTOR, reason=reason), ev
+            )
         elif ev.kind == "PIPELINE_SUCCESS":
             self.submit(RunFinished(at=ev.at, run=self.run, epoch=epoch, actor=ACTOR, reason=reason), ev)
         elif ev.kind == "PIPELINE_FAILURE":
@@ -615,11 +721,26 @@ class _RunImport:
                 self.exited(worker, ev)  # the worker's own restart already ended the old epoch (superseded)
             if timeout:
                 reason = f"{reason} [after run monitoring's cancel request: {self.timeout}]"[:MAX_LONG]
-            cause = Cause(code=ev.reason or "", message=ev.error.message if ev.error else (self.timeout if timeout else None),
-                          cause=ev.error.cause if ev.error else None)  # fmt: skip
+            cause = Cause(
+                code=ev.reason or "",
+                message=ev.error.message if ev.error else (self.timeout if timeout else None),
+                cause=ev.error.cause if ev.error else None,
+            )
             error = ev.error.message if ev.error and ev.error.message else (self.crash[2] if self.crash else ev.message)
-            self.submit(RunFailed(at=ev.at, run=self.run, code=code, resumable=False, error=(error or None),
-                                  cause=cause, epoch=epoch if not outside else None, actor=ACTOR, reason=reason), ev)  # fmt: skip
+            self.submit(
+                RunFailed(
+                    at=ev.at,
+                    run=self.run,
+                    code=code,
+                    resumable=False,
+                    error=(error or None),
+                    cause=cause,
+                    epoch=epoch if not outside else None,
+                    actor=ACTOR,
+                    reason=reason,
+                ),
+                ev,
+            )
         elif ev.kind == "PIPELINE_CANCELED":
             self.submit(RunCancelled(at=ev.at, run=self.run, actor=ACTOR, reason=reason), ev)
         else:  # ENQUEUED, DEQUEUED, STARTING, CANCELING: the ledger's run stays as it is
@@ -662,8 +783,12 @@ def _fits(value: Any, tp: Any) -> bool:
 
 def _unchanged(src: SourceRun, known: Known | None) -> bool:
     """A finished run whose record has not changed since the last import: nothing to read."""
-    return known is not None and known.source_updated == src.updated and src.status in FINISHED \
-        and known.source_status == src.status  # fmt: skip
+    return (
+        known is not None
+        and known.source_updated == src.updated
+        and src.status in FINISHED
+        and known.source_status == src.status
+    )
 
 
 class _Read(msgspec.Struct, frozen=True, kw_only=True):
@@ -721,18 +846,28 @@ def _seen(local: LocalHost, events: list[SourceEvent]) -> dict[int, Seen]:
     return {pid: msgspec.structs.replace(s, gone=None) if pid in ended else s for pid, s in seen.items()}
 
 
-def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None,
-                dagster_tags: bool) -> None:  # fmt: skip
+def _import_run(
+    batch: Batch, report: ImportReport, read: _Read, known: Known | None, local: LocalHost | None, dagster_tags: bool
+) -> None:
     src = read.src
     run = PREFIX + src.run_id
     state: RunState | None = batch.state(run_stream(run))
     if state is not None and state.deleted:
-        report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=None, events=0, appended=0,
-                                       skipped="deleted in the ledger"))  # fmt: skip
+        report.by_run.append(
+            RunReport(
+                run=run,
+                dagster_status=src.status,
+                ledger_status=None,
+                events=0,
+                appended=0,
+                skipped="deleted in the ledger",
+            )
+        )
         return
     if state is not None and _unchanged(src, known):
-        report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=state.status, events=0,
-                                       appended=0))  # fmt: skip
+        report.by_run.append(
+            RunReport(run=run, dagster_status=src.status, ledger_status=state.status, events=0, appended=0)
+        )
         return  # finished, and its record has not changed since the last import
     report.read += 1
     job = _RunImport(batch, report, src, local, known.last_at if known is not None else None, dagster_tags)
@@ -753,20 +888,50 @@ def _import_run(batch: Batch, report: ImportReport, read: _Read, known: Known | 
     job.gone_before_import()
     job.gone_with_reboot()
     after: RunState | None = batch.state(run_stream(run))
-    if after is not None and (known is None or cursor != known.cursor or src.updated != known.source_updated
-                              or src.status != known.source_status):  # fmt: skip
+    if after is not None and (
+        known is None
+        or cursor != known.cursor
+        or src.updated != known.source_updated
+        or src.status != known.source_status
+    ):
         at = max(src.updated, job.last_at) if job.last_at is not None else src.updated
-        job.submit(RunImported(at=at, run=run, source=SOURCE, cursor=cursor,
-                               source_status=src.status, source_updated=src.updated, actor=ACTOR), None)  # fmt: skip
+        job.submit(
+            RunImported(
+                at=at,
+                run=run,
+                source=SOURCE,
+                cursor=cursor,
+                source_status=src.status,
+                source_updated=src.updated,
+                actor=ACTOR,
+            ),
+            None,
+        )
         after = batch.state(run_stream(run))
     report.appended += job.appended
-    report.by_run.append(RunReport(run=run, dagster_status=src.status, ledger_status=after.status if after else None,
-                                   events=n, appended=job.appended))  # fmt: skip
+    report.by_run.append(
+        RunReport(
+            run=run,
+            dagster_status=src.status,
+            ledger_status=after.status if after else None,
+            events=n,
+            appended=job.appended,
+        )
+    )
 
 
-def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, host: Host | None = None,
-                   attempts: int = 3, on_error: OnError = "stop", rejects: str | None = None,
-                   protected: Iterable[str] = (), dagster_tags: bool = False) -> ImportReport:  # fmt: skip
+def import_dagster(
+    ledger: Ledger,
+    home: str,
+    *,
+    local_workers: bool = False,
+    host: Host | None = None,
+    attempts: int = 3,
+    on_error: OnError = "stop",
+    rejects: str | None = None,
+    protected: Iterable[str] = (),
+    dagster_tags: bool = False,
+) -> ImportReport:
     """Import every run of the Dagster instance in DAGSTER_HOME `home` (rule I3): new
     runs, and new events of known runs after their cursor. `local_workers`: the run
     workers ran on this host (a local instance: `dagster dev`, `dagster job execute`,
@@ -784,12 +949,18 @@ def import_dagster(ledger: Ledger, home: str, *, local_workers: bool = False, ho
     `with_rejects`, the same file as NDJSON's). Runs are written CHUNK at a time, each
     chunk one transaction with its cursors; a chunk that meets a concurrent writer is
     read again from the ledger and re-decided."""
-    return with_rejects(ledger, on_error, rejects, protected,
-                        lambda: _import(ledger, home, local_workers, host, attempts, on_error == "skip", dagster_tags))  # fmt: skip
+    return with_rejects(
+        ledger,
+        on_error,
+        rejects,
+        protected,
+        lambda: _import(ledger, home, local_workers, host, attempts, on_error == "skip", dagster_tags),
+    )
 
 
-def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int,
-            tolerant: bool, dagster_tags: bool) -> ImportReport:  # fmt: skip
+def _import(
+    ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int, tolerant: bool, dagster_tags: bool
+) -> ImportReport:
     _require_dagster()
     local = LocalHost(host or ledger.host, ledger.clock) if local_workers else None
     report = ImportReport(instance=str(Path(home)))
@@ -800,8 +971,13 @@ def _import(ledger: Ledger, home: str, local_workers: bool, host: Host | None, a
             error = ForeignRunRejected(SOURCE, _printable(run_id), "record", why)
             if not tolerant:
                 raise error
-            report.rejected.append(Rejected(line=0, reason=_said(error), content=json.dumps({"run_id": run_id},
-                                            default=ascii, ensure_ascii=True).encode()))  # fmt: skip
+            report.rejected.append(
+                Rejected(
+                    line=0,
+                    reason=_said(error),
+                    content=json.dumps({"run_id": run_id}, default=ascii, ensure_ascii=True).encode(),
+                )
+            )
         reads: list[_Read] = []
         for i in range(0, len(records), CHUNK):
             chunk: list[tuple[Any, SourceRun]] = []
@@ -891,11 +1067,16 @@ def _as_read(record: Any) -> bytes:
     """The run record as read, as JSON text (what a rejects file keeps as `raw`): NaN
     and infinities as Python writes them, anything else by its ASCII repr."""
     run = record.dagster_run
-    fields = {"storage_id": record.storage_id, "run_id": run.run_id, "job_name": run.job_name,
-              "status": getattr(run.status, "value", run.status),
-              "tags": {k if isinstance(k, str) else ascii(k): v for k, v in dict(run.tags or {}).items()},
-              "parent_run_id": run.parent_run_id, "create_timestamp": record.create_timestamp,
-              "update_timestamp": record.update_timestamp}  # fmt: skip
+    fields = {
+        "storage_id": record.storage_id,
+        "run_id": run.run_id,
+        "job_name": run.job_name,
+        "status": getattr(run.status, "value", run.status),
+        "tags": {k if isinstance(k, str) else ascii(k): v for k, v in dict(run.tags or {}).items()},
+        "parent_run_id": run.parent_run_id,
+        "create_timestamp": record.create_timestamp,
+        "update_timestamp": record.update_timestamp,
+    }
 
     def shown(value: Any) -> Any:
         return value.isoformat() if isinstance(value, datetime) else ascii(value)

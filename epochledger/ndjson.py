@@ -141,8 +141,10 @@ def _finer_than_a_microsecond(raw: dict[str, Any], event: Event) -> str | None:
         if type(value) is str and len(value) > 27 and _SUB_MICROSECOND.search(value):
             stored = getattr(event, key, None)
             if isinstance(stored, datetime):
-                return (f"not stored as given: {value!r} is finer than a microsecond; it would be stored as "
-                        f"{stored.isoformat()} - at `$.{key}`")  # fmt: skip
+                return (
+                    f"not stored as given: {value!r} is finer than a microsecond; it would be stored as "
+                    f"{stored.isoformat()} - at `$.{key}`"
+                )
     return None
 
 
@@ -184,14 +186,20 @@ def _walker(tp: Any) -> Walk | None:
         item = _walker(args[0])
         if item is None:
             return None
-        return lambda raw, path: next(filter(None, (item(v, f"{path}{i}.") for i, v in enumerate(raw))), None) \
-            if isinstance(raw, list) else None  # fmt: skip
+        return lambda raw, path: (
+            next(filter(None, (item(v, f"{path}{i}.") for i, v in enumerate(raw))), None)
+            if isinstance(raw, list)
+            else None
+        )
     if origin is dict:
         value = _walker(args[1])
         if value is None:
             return None
-        return lambda raw, path: next(filter(None, (value(v, f"{path}{k}.") for k, v in raw.items())), None) \
-            if isinstance(raw, dict) else None  # fmt: skip
+        return lambda raw, path: (
+            next(filter(None, (value(v, f"{path}{k}.") for k, v in raw.items())), None)
+            if isinstance(raw, dict)
+            else None
+        )
     if not (isinstance(tp, type) and issubclass(tp, msgspec.Struct)):
         return None
     fields = _fields(tp)
@@ -252,8 +260,10 @@ def _not_as_stated(raw: dict[str, Any], stated: Event, recorded: Event) -> str |
         mine, theirs = getattr(stated, key), getattr(recorded, key)
         if mine != theirs:
             shown = msgspec.json.encode(msgspec.to_builtins(theirs)).decode()
-            return (f"field {key!r}: the line states {msgspec.json.encode(raw[key]).decode()}, but the ledger would "
-                    f"record {shown}; state that, or leave the field out")  # fmt: skip
+            return (
+                f"field {key!r}: the line states {msgspec.json.encode(raw[key]).decode()}, but the ledger would "
+                f"record {shown}; state that, or leave the field out"
+            )
     return None
 
 
@@ -293,9 +303,15 @@ def import_lines(ledger: Ledger, lines: Iterable[bytes | str], *, clock_steps: C
     return import_events(ledger, lines, clock_steps=clock_steps).appended
 
 
-def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnError = "stop",
-                  rejects: str | None = None, protected: Iterable[str] = (),
-                  clock_steps: ClockSteps = "refuse") -> ImportResult:  # fmt: skip
+def import_events(
+    ledger: Ledger,
+    lines: Iterable[bytes | str],
+    *,
+    on_error: OnError = "stop",
+    rejects: str | None = None,
+    protected: Iterable[str] = (),
+    clock_steps: ClockSteps = "refuse",
+) -> ImportResult:
     """Import NDJSON lines through the one write path, in one transaction (rule I1).
 
     - A line already recorded (same stream, type, time and the fields it states,
@@ -324,8 +340,13 @@ def import_events(ledger: Ledger, lines: Iterable[bytes | str], *, on_error: OnE
     if clock_steps not in ("refuse", "keep"):
         raise InvalidInput(f"expected 'refuse' or 'keep', got {clock_steps!r}", where="--clock-steps")
     keep = clock_steps == "keep"
-    return with_rejects(ledger, on_error, rejects, protected,
-                        lambda: _Import(ledger, tolerant=on_error == "skip", keep_clock_steps=keep).run(lines))  # fmt: skip
+    return with_rejects(
+        ledger,
+        on_error,
+        rejects,
+        protected,
+        lambda: _Import(ledger, tolerant=on_error == "skip", keep_clock_steps=keep).run(lines),
+    )
 
 
 class Rejecting(Protocol):
@@ -338,8 +359,9 @@ class Rejecting(Protocol):
 R = TypeVar("R", bound=Rejecting)
 
 
-def with_rejects(ledger: Ledger, on_error: OnError, rejects: str | None, protected: Iterable[str],
-                 run: Callable[[], R]) -> R:  # fmt: skip
+def with_rejects(
+    ledger: Ledger, on_error: OnError, rejects: str | None, protected: Iterable[str], run: Callable[[], R]
+) -> R:
     """Run an import in mode `on_error` (rule I1: "stop" strict, "skip" tolerant) and,
     given `rejects`, write what it rejected there, one `reject_record` a line: the one
     rejects file of every import (NDJSON's lines, an importer's foreign runs). The file
@@ -350,9 +372,13 @@ def with_rejects(ledger: Ledger, on_error: OnError, rejects: str | None, protect
     if rejects is None:
         return run()
     if on_error != "skip":
-        raise InvalidInput("a rejects file needs --on-error skip (a strict import rejects the whole file)", where="--rejects")
+        raise InvalidInput(
+            "a rejects file needs --on-error skip (a strict import rejects the whole file)", where="--rejects"
+        )
     if os.path.isdir(rejects):
-        raise InvalidInput("is a directory, not a file for the rejected lines (nothing was imported)", where="--rejects")
+        raise InvalidInput(
+            "is a directory, not a file for the rejected lines (nothing was imported)", where="--rejects"
+        )
     result: R | None = None
     try:
         with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
@@ -363,8 +389,11 @@ def with_rejects(ledger: Ledger, on_error: OnError, rejects: str | None, protect
         if result is None:  # refused before the import ran, or the import itself refused
             raise
         # The commit landed; only the rejects file could not be written: say both.
-        raise InvalidInput(f"the import was committed ({result.appended} events appended, {len(result.rejected)} lines "
-                           f"rejected), but the rejects file could not be written: {e}", where="--rejects") from None  # fmt: skip
+        raise InvalidInput(
+            f"the import was committed ({result.appended} events appended, {len(result.rejected)} lines "
+            f"rejected), but the rejects file could not be written: {e}",
+            where="--rejects",
+        ) from None
     return result
 
 
@@ -411,8 +440,9 @@ def _same(raw: dict[str, Any], stated: Event, recorded: Event) -> bool:
     if type(stated) is not type(recorded):
         return False
     wild = _stamped(stated)
-    return all(getattr(stated, f) == getattr(recorded, f) for f in stated.__struct_fields__
-               if f in raw or f not in wild)  # fmt: skip
+    return all(
+        getattr(stated, f) == getattr(recorded, f) for f in stated.__struct_fields__ if f in raw or f not in wild
+    )
 
 
 def _kept(raw: dict[str, Any], stated: Event, fenced: RunFenced) -> bool:
@@ -423,8 +453,9 @@ def _kept(raw: dict[str, Any], stated: Event, fenced: RunFenced) -> bool:
     mine: dict[str, Any] = msgspec.to_builtins(stated)
     wild = _stamped(stated)
     report = fenced.report
-    return all(report.get(k) == v for k, v in mine.items() if k in raw or k not in wild) and \
-        all(k in mine or k in wild for k in report)  # fmt: skip
+    return all(report.get(k) == v for k, v in mine.items() if k in raw or k not in wild) and all(
+        k in mine or k in wild for k in report
+    )
 
 
 class _Known:
@@ -542,7 +573,9 @@ class _Import:
         self.tolerant = tolerant
         self.keep_clock_steps = keep_clock_steps
         self.known: dict[str, _Known] = {}
-        self.anchors: dict[str, list[tuple[int, int]]] = {}  # stream -> (line, index of its stored event), in file order
+        self.anchors: dict[
+            str, list[tuple[int, int]]
+        ] = {}  # stream -> (line, index of its stored event), in file order
         self.taken: set[int] = set()  # lines whose recorded event is a later line's (`_settle`)
         self.slots_anchored = False  # some line is recorded in a process slot's stream already
         self.result = ImportResult()
@@ -623,8 +656,11 @@ class _Import:
         e.g. a start before its epoch's boot) and this line is judged at its place
         like any line not recorded. Events recorded before the file's own (the
         frontier) prove nothing about its order, so they do not count."""
-        flat = sorted((line, self.known[stream].positions[i] or 0, stream, i)
-                      for stream, anchors in self.anchors.items() for line, i in anchors)  # fmt: skip
+        flat = sorted(
+            (line, self.known[stream].positions[i] or 0, stream, i)
+            for stream, anchors in self.anchors.items()
+            for line, i in anchors
+        )
         fresh: dict[str, list[tuple[int, int]]] = {}  # stream -> (line, position) of each first statement
         seen: set[tuple[str, int]] = set()
         for line, position, stream, i in flat:
@@ -710,12 +746,21 @@ class _Import:
             return
         slot = self._slot(event) if self.slots_anchored else None
         place = self._place(slot, number) if slot is not None else None
-        if place is not None:  # the slot whose epoch the line names moved past its place: it is judged there too
-            self._behind(event, self.batch.state(stream), (known.last_at, known.last_where), place[0],
-                         self.known[slot].positions[place[1]])  # type: ignore[index]  # fmt: skip
+        if place is not None and slot is not None:  # the slot whose epoch the line names moved past its place
+            self._behind(  # ... so it is judged there too
+                event,
+                self.batch.state(stream),
+                (known.last_at, known.last_where),
+                place[0],
+                self.known[slot].positions[place[1]],
+            )
             return
-        if (isinstance(event, RunEventBase) and known.last_at is not None and event.at < known.last_at
-                and not self.keep_clock_steps):  # fmt: skip
+        if (
+            isinstance(event, RunEventBase)
+            and known.last_at is not None
+            and event.at < known.last_at
+            and not self.keep_clock_steps
+        ):
             raise _Refused(_backwards(event, known.last_at, known.last_where))
         point = self.batch.savepoint(stream)
         try:
@@ -762,7 +807,9 @@ class _Import:
         epoch = run_mod.writer_epoch(event)
         if epoch is not None:
             try:
-                return process_stream(self.batch.find_epoch(epoch, run_mod.slot_hint(event, self.batch.state(stream_of(event)))).process)
+                return process_stream(
+                    self.batch.find_epoch(epoch, run_mod.slot_hint(event, self.batch.state(stream_of(event)))).process
+                )
             except LedgerError:
                 return None
         if isinstance(event, RunStarted):
@@ -771,8 +818,9 @@ class _Import:
             return process_stream(slot) if slot is not None else None
         return None
 
-    def _behind(self, event: StreamEvent, state: Any, last: tuple[datetime | None, str],
-                later: int, position: int | None) -> None:  # fmt: skip
+    def _behind(
+        self, event: StreamEvent, state: Any, last: tuple[datetime | None, str], later: int, position: int | None
+    ) -> None:
         """Judge a line at its place: against its stream's history (`state`, whose last
         event but evidence is `last`: its time and where) just before the event of the recorded line
         `later` that follows it in the file. Nothing is appended: the history has moved
@@ -789,9 +837,11 @@ class _Import:
         last_at, where = last
         if isinstance(event, RunEventBase) and last_at is not None and event.at < last_at and not self.keep_clock_steps:
             raise _Refused(_backwards(event, last_at, where))
-        raise _Refused(f"out of place: line {later}, after it in the file, is already recorded (position {position}), "
-                       "so this line's place in the history is taken; "
-                       "nothing is appended before recorded events (rule I1: a line is judged at its place)")  # fmt: skip
+        raise _Refused(
+            f"out of place: line {later}, after it in the file, is already recorded (position {position}), "
+            "so this line's place in the history is taken; "
+            "nothing is appended before recorded events (rule I1: a line is judged at its place)"
+        )
 
     def _reject(self, number: int, content: bytes, refused: _Refused) -> None:
         result = self.result
@@ -814,8 +864,9 @@ class _Import:
                     kept = "run.fenced"
                     result.evidence += 1
                     self.kept.append((len(result.rejected), self.batch.pending - 1))
-        result.rejected.append(Rejected(line=number, reason=refused.reason, content=content, kept=kept,
-                                        position=refused.kept_at))  # fmt: skip
+        result.rejected.append(
+            Rejected(line=number, reason=refused.reason, content=content, kept=kept, position=refused.kept_at)
+        )
 
 
 def _refusal_of(kept: RunFenced) -> str:
@@ -828,9 +879,11 @@ def _refusal_of(kept: RunFenced) -> str:
 
 
 def _backwards(event: RunEventBase, last_at: datetime, where: str) -> str:
-    return (f"time goes backwards in run {event.run!r}: at {event.at.isoformat()} is earlier than "
-            f"{last_at.isoformat()}, the time of its previous event ({where}); the run would show a negative "
-            "duration (an export of a ledger whose clock stepped back imports with --clock-steps keep)")  # fmt: skip
+    return (
+        f"time goes backwards in run {event.run!r}: at {event.at.isoformat()} is earlier than "
+        f"{last_at.isoformat()}, the time of its previous event ({where}); the run would show a negative "
+        "duration (an export of a ledger whose clock stepped back imports with --clock-steps keep)"
+    )
 
 
 def export_lines(ledger: Ledger, after: int = 0) -> Iterable[bytes]:

@@ -79,8 +79,17 @@ class _Delivered:
     deliveries: int = 0
 
 
-def run_pass(ledger: Any, name: str, spec: CrossRunPass, items: list[tuple[str, Any]], *, tick: str, epoch: str,
-             actor: str, describe: Callable[[BaseException], tuple[str, str]]) -> tuple[list[ItemFailure], list[str], int]:  # fmt: skip
+def run_pass(
+    ledger: Any,
+    name: str,
+    spec: CrossRunPass,
+    items: list[tuple[str, Any]],
+    *,
+    tick: str,
+    epoch: str,
+    actor: str,
+    describe: Callable[[BaseException], tuple[str, str]],
+) -> tuple[list[ItemFailure], list[str], int]:
     """Deliver every item not retired, then record what `passes.outcome` says, in one
     commit on the pass's stream (re-decided against a fresh read on a conflict). Returns
     (failures, recovered item ids, events appended). StaleEpoch and StoreError from the
@@ -127,8 +136,16 @@ def run_pass(ledger: Any, name: str, spec: CrossRunPass, items: list[tuple[str, 
     return failures, recovered, appended
 
 
-def _event(d: _Delivered, name: str, tick: str, epoch: str, actor: str, ceiling: int, at: datetime,
-           describe: Callable[[BaseException], tuple[str, str]]) -> PassEventBase | None:  # fmt: skip
+def _event(
+    d: _Delivered,
+    name: str,
+    tick: str,
+    epoch: str,
+    actor: str,
+    ceiling: int,
+    at: datetime,
+    describe: Callable[[BaseException], tuple[str, str]],
+) -> PassEventBase | None:
     common: dict[str, Any] = dict(at=at, name=name, item=d.item, tick=tick, epoch=epoch, actor=actor)
     if d.outcome == "healthy":
         return None

@@ -119,13 +119,18 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     here = facts.name()
     boot_id = facts.boot_id()
     if boot_id is None:
-        raise InvalidInput("the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
-                           "this host has none, so a pid cannot be judged", where="probe")  # fmt: skip
+        raise InvalidInput(
+            "the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
+            "this host has none, so a pid cannot be judged",
+            where="probe",
+        )
     machine = facts.machine_id()
     if machine is None:
-        raise InvalidInput("the probe needs this host's machine id (/etc/machine-id); this host has none, so its "
-                           "epochs cannot be told from another machine's with the same name (rule O10)",
-                           where="probe")  # fmt: skip
+        raise InvalidInput(
+            "the probe needs this host's machine id (/etc/machine-id); this host has none, so its "
+            "epochs cannot be told from another machine's with the same name (rule O10)",
+            where="probe",
+        )
     by = check_value(observer(here), Name, "host")
     if epoch is not None:  # rule L4: the caller's epoch is checked before anything is appended
         epoch = ledger.epoch(epoch)  # UnknownEpoch (nothing appended) if no slot booted it
@@ -133,14 +138,25 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     exited = 0
     lost: list[str] = []  # the streams the last lost race named
     for _round in range(CONFLICT_ROUNDS):
-        findings = [judge(ledger, e, boot_id) for e, ended in ledger.liveness()
-                    if ended is None and e.machine == machine and e.host == here]  # fmt: skip
+        findings = [
+            judge(ledger, e, boot_id)
+            for e, ended in ledger.liveness()
+            if ended is None and e.machine == machine and e.host == here
+        ]
         try:
             with ledger.batch() as b:
                 for f in findings:
                     if f.verdict == EXITED:
-                        b.submit(ProcessExited(at=ledger.clock.now(), process=f.process, epoch=f.epoch,
-                                               observed_by=by, evidence=f.evidence, actor=by))  # fmt: skip
+                        b.submit(
+                            ProcessExited(
+                                at=ledger.clock.now(),
+                                process=f.process,
+                                epoch=f.epoch,
+                                observed_by=by,
+                                evidence=f.evidence,
+                                actor=by,
+                            )
+                        )
             exited = len(b.recorded)
             break
         except ConflictError as e:

@@ -50,11 +50,39 @@ if TYPE_CHECKING:
     from epochledger.ndjson import ClockSteps, ImportResult, OnError
 
 __all__ = [
-    "VIEW_NAMES", "AuditResult", "AuditStatus", "ChainReport", "HistoryEntry", "ListedRun", "Orphaned", "Parked",
-    "ParquetExport", "Rebuilt", "Replayed", "Reports", "RunRow", "RunView", "Runs", "Sealed", "Streaking",
-    "SweepReport", "SyncResult", "TickHealth", "TimelineWritten", "Verification", "WhatIf", "audit_export_parquet", "audit_path",
-    "audit_query", "audit_report", "chain_error", "check_policy", "gc_paused", "predicates_of", "shown_code",
-]  # fmt: skip
+    "VIEW_NAMES",
+    "AuditResult",
+    "AuditStatus",
+    "ChainReport",
+    "HistoryEntry",
+    "ListedRun",
+    "Orphaned",
+    "Parked",
+    "ParquetExport",
+    "Rebuilt",
+    "Replayed",
+    "Reports",
+    "RunRow",
+    "RunView",
+    "Runs",
+    "Sealed",
+    "Streaking",
+    "SweepReport",
+    "SyncResult",
+    "TickHealth",
+    "TimelineWritten",
+    "Verification",
+    "WhatIf",
+    "audit_export_parquet",
+    "audit_path",
+    "audit_query",
+    "audit_report",
+    "chain_error",
+    "check_policy",
+    "gc_paused",
+    "predicates_of",
+    "shown_code",
+]
 
 VIEW_NAMES: tuple[str, ...] = tuple(v.NAME for v in registry.VIEWS)
 
@@ -160,10 +188,13 @@ def _listed_field(f: msgspec.structs.FieldInfo) -> tuple[Any, ...]:
 # `shape`), the 143k records of a fleet listing are encoded in one msgspec call.
 ListedRun = msgspec.defstruct(
     "ListedRun",
-    [*(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
-     ("code_shown", str, ""), ("predicates", dict[str, bool], {})],
+    [
+        *(_listed_field(f) for f in msgspec.structs.fields(RunState) if f.name != "last"),
+        ("code_shown", str, ""),
+        ("predicates", dict[str, bool], {}),
+    ],
     kw_only=True,
-)  # fmt: skip
+)
 
 
 class RunRow(msgspec.Struct, kw_only=True):
@@ -288,8 +319,16 @@ class Reports:
         results = []
         for v, st, late in zip(views, rebuilt, more, strict=True):
             rate = round((st.events + late.events) / seconds) if seconds > 0 else 0
-            results.append(Rebuilt(view=v.NAME, events=st.events + late.events, parked=st.parked + late.parked,
-                                   position=late.position, seconds=round(seconds, 3), events_per_second=rate))  # fmt: skip
+            results.append(
+                Rebuilt(
+                    view=v.NAME,
+                    events=st.events + late.events,
+                    parked=st.parked + late.parked,
+                    position=late.position,
+                    seconds=round(seconds, 3),
+                    events_per_second=rate,
+                )
+            )
         return results
 
     def parked(self, view: str | None = None) -> list[Parked]:
@@ -297,12 +336,19 @@ class Reports:
         if view:
             registry.by_name(view)
         tables.ensure(self.store)
-        return [Parked(view=r[0], position=r[1], stream=r[2], tag=r[3], error=r[4], attempts=r[5], parked_at=r[6])
-                for r in tables.parked(self.store, view)]  # fmt: skip
+        return [
+            Parked(view=r[0], position=r[1], stream=r[2], tag=r[3], error=r[4], attempts=r[5], parked_at=r[6])
+            for r in tables.parked(self.store, view)
+        ]
 
-    def follow(self, *, stop: threading.Event, poll: float = 0.2,
-               on_batch: Callable[[list[engine.Stats]], None] | None = None,
-               progress: ViewProgress | None = None) -> None:  # fmt: skip
+    def follow(
+        self,
+        *,
+        stop: threading.Event,
+        poll: float = 0.2,
+        on_batch: Callable[[list[engine.Stats]], None] | None = None,
+        progress: ViewProgress | None = None,
+    ) -> None:
         """Keep every view caught up until `stop` is set (projections/engine.py, follow)."""
         engine.follow(self.store, stop=stop, poll=poll, on_batch=on_batch, progress=progress)
 
@@ -323,45 +369,78 @@ class Reports:
         health = tick.run_tick_health(self._ledger, run, catch_up_first=catch_up_first)
         return RunView(state=state, lag=lag, tick_health=health)
 
-    def list_runs(self, *, statuses: Sequence[str] = (), predicates: Sequence[str] = (), codes: Sequence[str] = (),
-                  labels: Sequence[tuple[str, str]] = (), catch_up_first: bool = True, shape: Shape = "state") -> Runs:  # fmt: skip
+    def list_runs(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        predicates: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+        catch_up_first: bool = True,
+        shape: Shape = "state",
+    ) -> Runs:
         """Live runs from the runs view, filtered: `statuses` and `predicates` in SQL
         (the columns the view stored from the one evaluation of each predicate, rule
         P4), `codes` (shown: UNKNOWN for the empty one) and `labels` (rule I2) as read.
         Each shape decodes only what it holds (docs/benchmarks.md, "Fleet size")."""
         keep = _keep(codes, labels) if codes or labels else None
         with engine.gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-            found, lag = engine.read_runs(self.store, keep, catch_up_first=catch_up_first, statuses=statuses,
-                                          shape=_SHAPES[shape], predicates=predicates)  # fmt: skip
+            found, lag = engine.read_runs(
+                self.store,
+                keep,
+                catch_up_first=catch_up_first,
+                statuses=statuses,
+                shape=_SHAPES[shape],
+                predicates=predicates,
+            )
             if shape == "listed":
                 for s in found:
                     s.code_shown, s.predicates = shown_code(s.status, s.code), predicates_of(s)
         return Runs(runs=found, lag=lag)
 
-    def streaking(self, *, statuses: Sequence[str] = (), predicates: Sequence[str] = (), codes: Sequence[str] = (),
-                  labels: Sequence[tuple[str, str]] = (), catch_up_first: bool = True) -> tuple[list[Streaking], int]:  # fmt: skip
+    def streaking(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        predicates: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+        catch_up_first: bool = True,
+    ) -> tuple[list[Streaking], int]:
         """The listed runs with an open tick streak, oldest streak first, with its age in
         ledger time (docs/tick.md), and the runs view's lag."""
         from epochledger import tick
 
-        listing = self.list_runs(statuses=statuses, predicates=predicates, codes=codes, labels=labels,
-                                 catch_up_first=catch_up_first)  # fmt: skip
+        listing = self.list_runs(
+            statuses=statuses, predicates=predicates, codes=codes, labels=labels, catch_up_first=catch_up_first
+        )
         view = tick.tick_health(self._ledger, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
-        rows = [Streaking(state=by_run[st["run"]], streak=st) for st in tick_health_view.open_streaks(view)
-                if st["run"] in by_run]  # fmt: skip
+        rows = [
+            Streaking(state=by_run[st["run"]], streak=st)
+            for st in tick_health_view.open_streaks(view)
+            if st["run"] in by_run
+        ]
         return rows, listing.lag
 
-    def orphaned(self, *, predicates: Sequence[str] = (), statuses: Sequence[str] = (),
-                 codes: Sequence[str] = (), labels: Sequence[tuple[str, str]] = ()) -> list[Orphaned]:  # fmt: skip
+    def orphaned(
+        self,
+        *,
+        predicates: Sequence[str] = (),
+        statuses: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+    ) -> list[Orphaned]:
         """The running runs the ledger's events say are orphans (rules O2, O3), with
         their verdicts, and those no slot can judge (rule O9), filtered as a listing
         is, sorted by run id. Reads only."""
         keep = _keep(codes, labels)
         wanted = set(statuses)
-        found = [Orphaned(state=s, verdict=v) for s, v in self._ledger.orphans()
-                 if (not wanted or s.status in wanted) and keep(s)
-                 and all(predicates_of(s)[p] for p in predicates)]  # fmt: skip
+        found = [
+            Orphaned(state=s, verdict=v)
+            for s, v in self._ledger.orphans()
+            if (not wanted or s.status in wanted) and keep(s) and all(predicates_of(s)[p] for p in predicates)
+        ]
         found += [
             Orphaned(state=s, unjudged=u)
             for s, u in self._ledger.unjudged()
@@ -378,8 +457,15 @@ class Reports:
         previous: str | None = None
         for r in self._ledger.history(run):
             if isinstance(r, Poison):  # shown in its place, never a reason to hide the rest (rule T4)
-                entries.append(HistoryEntry(position=r.position, version=r.version, from_status=None,
-                                            label=f"UNDECODABLE {r.tag or '(unknown type)'}", poison=r))  # fmt: skip
+                entries.append(
+                    HistoryEntry(
+                        position=r.position,
+                        version=r.version,
+                        from_status=None,
+                        label=f"UNDECODABLE {r.tag or '(unknown type)'}",
+                        poison=r,
+                    )
+                )
                 continue
             d = msgspec.to_builtins(r.event)
             label = d["type"]
@@ -387,14 +473,16 @@ class Reports:
                 label = f"CORRECTION {previous} -> {d['status']}"
             elif label == "run.fenced":  # so do late reports of stale epochs (rules F1, F2)
                 label = f"FENCED {d['refused']}" + (f" -> {d['reported']}" if d.get("reported") else "")
-            entries.append(HistoryEntry(position=r.position, version=r.version, from_status=previous, label=label,
-                                        event=r.event))  # fmt: skip
+            entries.append(
+                HistoryEntry(position=r.position, version=r.version, from_status=previous, label=label, event=r.event)
+            )
             previous = d["status"]
         return entries
 
     # ------------------------------------------------------------- forensics
-    def replay(self, *, position: int | None = None, at: datetime | None = None,
-               by: Literal["log", "event-time"] = "log") -> Replayed:  # fmt: skip
+    def replay(
+        self, *, position: int | None = None, at: datetime | None = None, by: Literal["log", "event-time"] = "log"
+    ) -> Replayed:
         """The fleet as of a log position or an instant (rule R1), with its canonical
         bytes and state hash."""
         state = state_at(self.store, position=position, at=at, by=by)
@@ -404,8 +492,15 @@ class Reports:
         """The recorded history replayed under another orphan policy (rule R4)."""
         return whatif(self.store, policy, at=at, name=name)
 
-    def timeline(self, output: str, *, start: datetime | None = None, end: datetime | None = None,
-                 cursor: datetime | None = None, runs: Sequence[str] | None = None) -> TimelineWritten:  # fmt: skip
+    def timeline(
+        self,
+        output: str,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        cursor: datetime | None = None,
+        runs: Sequence[str] | None = None,
+    ) -> TimelineWritten:
         """Write the incident's page (rule V1) to `output`, atomically, never over the
         ledger's own files."""
         text = page(self.store, start=start, end=end, cursor=cursor, runs=runs).encode()
@@ -416,15 +511,22 @@ class Reports:
     # --------------------------------------------------- import, export, digests
     # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which
     # inherits this class: imported when called, so that app.py can import this module.
-    def import_ndjson(self, lines: Iterable[bytes | str], *, on_error: OnError = "stop",
-                      rejects: str | None = None, protected: Iterable[str] = (),
-                      clock_steps: ClockSteps = "refuse") -> ImportResult:  # fmt: skip
+    def import_ndjson(
+        self,
+        lines: Iterable[bytes | str],
+        *,
+        on_error: OnError = "stop",
+        rejects: str | None = None,
+        protected: Iterable[str] = (),
+        clock_steps: ClockSteps = "refuse",
+    ) -> ImportResult:
         """Import NDJSON lines through the one write path, in one transaction (rule I1;
         epochledger/ndjson.py, import_events)."""
         from epochledger.ndjson import import_events
 
-        return import_events(self._ledger, lines, on_error=on_error, rejects=rejects, protected=protected,
-                             clock_steps=clock_steps)  # fmt: skip
+        return import_events(
+            self._ledger, lines, on_error=on_error, rejects=rejects, protected=protected, clock_steps=clock_steps
+        )
 
     def export_ndjson(self, out: IO[bytes], after: int = 0) -> int:
         """The log after position `after` as NDJSON on `out`, in log order; how many events."""
@@ -438,13 +540,26 @@ class Reports:
 
         return export_file(self._ledger, path, after)
 
-    def import_dagster(self, home: str, *, local_workers: bool = False, on_error: OnError = "stop",
-                       rejects: str | None = None, dagster_tags: bool = False) -> ImportReport:  # fmt: skip
+    def import_dagster(
+        self,
+        home: str,
+        *,
+        local_workers: bool = False,
+        on_error: OnError = "stop",
+        rejects: str | None = None,
+        dagster_tags: bool = False,
+    ) -> ImportReport:
         """Import a Dagster instance's runs (rule I3; epochledger/import_dagster.py)."""
         from epochledger.import_dagster import import_dagster
 
-        return import_dagster(self._ledger, home, local_workers=local_workers, on_error=on_error, rejects=rejects,
-                              dagster_tags=dagster_tags)  # fmt: skip
+        return import_dagster(
+            self._ledger,
+            home,
+            local_workers=local_workers,
+            on_error=on_error,
+            rejects=rejects,
+            dagster_tags=dagster_tags,
+        )
 
     def take_digest(self) -> Digest:
         """The chain's head now, after checking the whole log against it (rule S1)."""
@@ -458,14 +573,21 @@ class Reports:
 
         return write_digest(self._ledger, path)
 
-    def preview_sweep(self, process: str | None, *, margin: float = MARGIN.total_seconds(),
-                      new_slot: bool = True, as_epoch: str | None = None) -> SweepReport:  # fmt: skip
+    def preview_sweep(
+        self,
+        process: str | None,
+        *,
+        margin: float = MARGIN.total_seconds(),
+        new_slot: bool = True,
+        as_epoch: str | None = None,
+    ) -> SweepReport:
         """What a sweep would recover now, writing nothing (`sweep --dry-run`; rule O9)."""
         return sweep_preview(self._ledger, process, margin=margin, new_slot=new_slot, as_epoch=as_epoch)
 
     # ----------------------------------------------------------------- audit
-    def audit_sync(self, path: str, *, progress: Callable[[int, int], None] | None = None,
-                   wait: float | None = None) -> SyncResult:  # fmt: skip
+    def audit_sync(
+        self, path: str, *, progress: Callable[[int, int], None] | None = None, wait: float | None = None
+    ) -> SyncResult:
         """Copy the events since the last sync into the audit file at `path` (see
         audit_path; docs/audit.md). The ledger store is only read."""
         if wait is None:  # the audit module's default
@@ -495,16 +617,31 @@ def _bounds(timeout: float | None, memory_limit: str | None) -> dict[str, Any]:
     return {k: v for k, v in (("timeout", timeout), ("memory_limit", memory_limit)) if v is not None}
 
 
-def audit_report(store_url: str | None, name: str, *, duckdb: str | None = None, as_of: datetime | None = None,
-                 period: str = "day", label: str | None = None, timeout: float | None = None,
-                 memory_limit: str | None = None) -> AuditResult:  # fmt: skip
+def audit_report(
+    store_url: str | None,
+    name: str,
+    *,
+    duckdb: str | None = None,
+    as_of: datetime | None = None,
+    period: str = "day",
+    label: str | None = None,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> AuditResult:
     """A canned audit report over the audit file (docs/audit.md)."""
-    return audit.report(audit_path(store_url, duckdb), name, as_of=as_of, period=period, label=label,
-                        **_bounds(timeout, memory_limit))  # fmt: skip
+    return audit.report(
+        audit_path(store_url, duckdb), name, as_of=as_of, period=period, label=label, **_bounds(timeout, memory_limit)
+    )
 
 
-def audit_query(store_url: str | None, sql: str, *, duckdb: str | None = None, timeout: float | None = None,
-                memory_limit: str | None = None) -> AuditResult:  # fmt: skip
+def audit_query(
+    store_url: str | None,
+    sql: str,
+    *,
+    duckdb: str | None = None,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> AuditResult:
     """One read-only, bounded SQL statement on the audit file (docs/audit.md)."""
     return audit.query(audit_path(store_url, duckdb), sql, **_bounds(timeout, memory_limit))
 

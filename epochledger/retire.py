@@ -47,14 +47,24 @@ def retire(ledger: Ledger, by: EpochRef) -> list[str]:
             now = ledger.clock.now()
             with ledger.batch() as b:
                 for last in found:
-                    b.submit(ProcessRetired(at=now, process=last.process, epoch=last.epoch, actor=by.epoch,
-                                            reason="its last epoch is over and no run of it is left running"))  # fmt: skip
+                    b.submit(
+                        ProcessRetired(
+                            at=now,
+                            process=last.process,
+                            epoch=last.epoch,
+                            actor=by.epoch,
+                            reason="its last epoch is over and no run of it is left running",
+                        )
+                    )
             return [last.process for last in found]
         except ConflictError:
             continue  # a slot booted or a run moved meanwhile: judge again
         except StoreError as e:
             log.warning("retiring slots after the sweep of %s epoch %s failed: %s", by.process, by.epoch, e)
             return []
-    log.warning("retiring slots after the sweep of %s epoch %s kept losing races; the next startup retires them",
-                by.process, by.epoch)  # fmt: skip
+    log.warning(
+        "retiring slots after the sweep of %s epoch %s kept losing races; the next startup retires them",
+        by.process,
+        by.epoch,
+    )
     return []

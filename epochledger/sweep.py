@@ -123,8 +123,10 @@ class DamagedRun(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     error: str
 
     def explain(self) -> str:
-        return (f"not judged: its stream is damaged at position {self.position} ({self.tag or 'unknown type'}: "
-                f"{self.error}); an operator decides (docs/operations.md, a damaged log)")  # fmt: skip
+        return (
+            f"not judged: its stream is damaged at position {self.position} ({self.tag or 'unknown type'}: "
+            f"{self.error}); an operator decides (docs/operations.md, a damaged log)"
+        )
 
 
 class SweepReport(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -180,8 +182,11 @@ def sweep(
         epoch_id = check_value(getattr(epoch, "epoch", None), Name, "epoch.epoch")
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
         raise InvalidInput(f"attempts must be an int >= 1, got {attempts!r}", where="attempts")
-    if not isinstance(gaps, Sequence) or len(gaps) < attempts - 1 or not all(
-            isinstance(g, int | float) and not isinstance(g, bool) and 0 <= g < math.inf for g in gaps):  # fmt: skip
+    if (
+        not isinstance(gaps, Sequence)
+        or len(gaps) < attempts - 1
+        or not all(isinstance(g, int | float) and not isinstance(g, bool) and 0 <= g < math.inf for g in gaps)
+    ):
         raise InvalidInput(f"need {attempts - 1} gaps of >= 0 finite seconds, got {gaps!r}", where="gaps")
     m = orphans.as_margin(margin)
 
@@ -210,15 +215,28 @@ def sweep(
                 wait(gaps[attempt - 1])
     assert last is not None
     slot = process or "?"  # "?": an epoch id whose slot no attempt could read
-    log.error("sweep of %s epoch %s gave up after %d attempts: %s; orphans may still show as running",
-              slot, epoch_id, attempts, last)  # fmt: skip
+    log.error(
+        "sweep of %s epoch %s gave up after %d attempts: %s; orphans may still show as running",
+        slot,
+        epoch_id,
+        attempts,
+        last,
+    )
     recorded = False
     if process is None:  # the alert belongs on the slot's stream, and no read found the slot
         log.error("sweep of ? epoch %s: its slot could not be read, so process.sweep_failed was not recorded", epoch_id)
     else:
         try:
-            ledger.submit(ProcessSweepFailed(at=ledger.clock.now(), process=process, epoch=epoch_id, actor=epoch_id,
-                                             attempts=attempts, error=str(last)))  # fmt: skip
+            ledger.submit(
+                ProcessSweepFailed(
+                    at=ledger.clock.now(),
+                    process=process,
+                    epoch=epoch_id,
+                    actor=epoch_id,
+                    attempts=attempts,
+                    error=str(last),
+                )
+            )
             recorded = True
         except LedgerError as e:
             log.error("sweep of %s epoch %s: could not record process.sweep_failed either: %s", process, epoch_id, e)
@@ -239,32 +257,48 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
                 f"epoch {epoch_id!r} of {process!r} was never booted; boot() before sweep()", where="sweep"
             )
         if me.stopping_at is not None or me.stopped_at is not None:
-            return SweepReport(process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds,
-                               unjudged=unjudged)  # fmt: skip
+            return SweepReport(
+                process=process, epoch=epoch_id, outcome="stopping", conflict_rounds=rounds, unjudged=unjudged
+            )
         ended = view.end_of(me)  # the one liveness definition (ledger.process.end_of, rule O7)
         if ended is not None and require_live:
             raise EpochNotLive(epoch_id, process, *ended)
         if ended is not None:
-            outcome = {orphans.SUPERSEDED: "superseded", orphans.EXITED: "exited",
-                       orphans.HOST_REBOOTED: "host-rebooted"}.get(ended[0], "stopping")  # fmt: skip
-            return SweepReport(process=process, epoch=epoch_id, outcome=outcome, conflict_rounds=rounds,
-                               unjudged=unjudged)  # fmt: skip
+            outcome = {
+                orphans.SUPERSEDED: "superseded",
+                orphans.EXITED: "exited",
+                orphans.HOST_REBOOTED: "host-rebooted",
+            }.get(ended[0], "stopping")
+            return SweepReport(
+                process=process, epoch=epoch_id, outcome=outcome, conflict_rounds=rounds, unjudged=unjudged
+            )
         now = ledger.clock.now()
         found = orphans.verdicts(view, me, margin)
         if now < me.booted_at or skipped is not None:
             # The wall clock stepped back past the boot instant: every O3 stamp compared
             # with it is suspect, so the fallback recovers nothing. Do NOT clamp the
             # negative age to zero (that makes the cutoff "now": an incident in docs/rules.md).
-            skipped = skipped or (f"wall clock {now.isoformat()} reads earlier than the boot instant "
-                                  f"{me.booted_at.isoformat()} (it stepped back): the time fallback "
-                                  "recovers nothing in this sweep, rule O3")  # fmt: skip
+            skipped = skipped or (
+                f"wall clock {now.isoformat()} reads earlier than the boot instant "
+                f"{me.booted_at.isoformat()} (it stepped back): the time fallback "
+                "recovers nothing in this sweep, rule O3"
+            )
             found = [v for v in found if not v.uses_time]
         found = [v for v in found if v.run not in damaged]
         try:
             with ledger.batch() as b:
                 if skipped is not None:  # in the same batch: a lost race writes neither
-                    b.submit(ProcessSweepSkipped(at=now, process=process, epoch=epoch_id, actor=epoch_id,
-                                                 why=skipped, now=now, booted_at=me.booted_at))  # fmt: skip
+                    b.submit(
+                        ProcessSweepSkipped(
+                            at=now,
+                            process=process,
+                            epoch=epoch_id,
+                            actor=epoch_id,
+                            why=skipped,
+                            now=now,
+                            booted_at=me.booted_at,
+                        )
+                    )
                 for v in found:
                     # Decide against the state the verdict was made on; the append still
                     # expects its version, so a run that moved since the fold (another
@@ -283,8 +317,13 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
         for d in damaged.values():
             log.error("sweep of %s epoch %s: run %s %s", process, epoch_id, d.run, d.explain())
         if unjudged:  # O9: never in silence
-            log.warning("sweep of %s epoch %s: %d running run(s) no slot can judge (rule O9): %s", process, epoch_id,
-                        len(unjudged), ", ".join(u.run for u in unjudged))  # fmt: skip
+            log.warning(
+                "sweep of %s epoch %s: %d running run(s) no slot can judge (rule O9): %s",
+                process,
+                epoch_id,
+                len(unjudged),
+                ", ".join(u.run for u in unjudged),
+            )
         return SweepReport(
             process=process,
             epoch=epoch_id,
@@ -355,8 +394,14 @@ def check_slot(ledger: SweepTarget, process: str, *, new_slot: bool) -> None:
         raise UnknownSlot(process)
 
 
-def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans.MARGIN.total_seconds(),
-            new_slot: bool = True, as_epoch: str | None = None) -> SweepReport:  # fmt: skip
+def preview(
+    ledger: SweepTarget,
+    process: str | None,
+    *,
+    margin: float = orphans.MARGIN.total_seconds(),
+    new_slot: bool = True,
+    as_epoch: str | None = None,
+) -> SweepReport:
     """What booting a new epoch of `process` now and sweeping with it would recover,
     without writing anything: the same verdicts (projections/orphans.py) over the log
     plus a boot that is only folded, never appended. For `epochledger sweep --dry-run`.
@@ -382,8 +427,15 @@ def preview(ledger: SweepTarget, process: str | None, *, margin: float = orphans
     # The boot startup() would record, host facts included: on a host that rebooted, it
     # ends the epochs of the earlier boot (O2-host-rebooted), and the preview says so.
     facts = ledger.host
-    boot = ProcessBooted(at=now, process=process, epoch=PREVIEW_EPOCH, booted_at=boot_instant(ledger.clock),
-                         host=facts.name(), host_boot=facts.boot_id(), machine=facts.machine_id())  # fmt: skip
+    boot = ProcessBooted(
+        at=now,
+        process=process,
+        epoch=PREVIEW_EPOCH,
+        booted_at=boot_instant(ledger.clock),
+        host=facts.name(),
+        host_boot=facts.boot_id(),
+        machine=facts.machine_id(),
+    )
     orphans.evolve(view, Recorded(view.position, process_stream(process), 0, boot))
     me = view.epoch(process, PREVIEW_EPOCH)
     assert me is not None
@@ -397,6 +449,11 @@ def _previewed(ledger: SweepTarget, view: orphans.View, me: EpochState, margin: 
     judge (rule O9)."""
     found = orphans.verdicts(view, me, margin)
     damaged = _damaged(ledger, [v.run for v in found])
-    return SweepReport(process=me.process, epoch=me.epoch, outcome="preview",
-                       recovered=[v for v in found if v.run not in damaged],
-                       damaged=sorted(damaged.values(), key=lambda d: d.run), unjudged=orphans.unjudged(view))  # fmt: skip
+    return SweepReport(
+        process=me.process,
+        epoch=me.epoch,
+        outcome="preview",
+        recovered=[v for v in found if v.run not in damaged],
+        damaged=sorted(damaged.values(), key=lambda d: d.run),
+        unjudged=orphans.unjudged(view),
+    )

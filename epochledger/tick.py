@@ -107,8 +107,10 @@ class StepDeadlineExceeded(Exception):
         if abandoned_by is None:
             text = f"step {step!r} did not return within its deadline of {seconds}: abandoned for this tick (rule T5)"
         else:
-            text = (f"step {step!r}, abandoned by tick {abandoned_by} past its deadline of {seconds}, has not "
-                    f"returned yet: not started again (rule T5)")
+            text = (
+                f"step {step!r}, abandoned by tick {abandoned_by} past its deadline of {seconds}, has not "
+                f"returned yet: not started again (rule T5)"
+            )
         super().__init__(text)
 
 
@@ -363,16 +365,21 @@ class TickReport:
                 d["deadline"] = x.deadline.total_seconds()
             return d
 
-        built: dict[str, Any] = msgspec.to_builtins({
-            **{k: v for k, v in self.__dict__.items()
-               if k not in ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")},
-            "item_failures": [plain(f) for f in self.item_failures],
-            "failures": [plain(f) for f in self.failures],
-            "dead_letters": [plain(d) for d in self.dead_letters],
-            "unrecorded": [plain(u) for u in self.unrecorded],
-            "fatal": plain(self.fatal) if self.fatal else None,
-            "ok": self.ok,
-        })  # fmt: skip
+        built: dict[str, Any] = msgspec.to_builtins(
+            {
+                **{
+                    k: v
+                    for k, v in self.__dict__.items()
+                    if k not in ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")
+                },
+                "item_failures": [plain(f) for f in self.item_failures],
+                "failures": [plain(f) for f in self.failures],
+                "dead_letters": [plain(d) for d in self.dead_letters],
+                "unrecorded": [plain(u) for u in self.unrecorded],
+                "fatal": plain(self.fatal) if self.fatal else None,
+                "ok": self.ok,
+            }
+        )
         return built
 
 
@@ -408,8 +415,17 @@ def error_message(exc: BaseException) -> str:
     return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 14] + " …(truncated)"
 
 
-def dead_letter_reason(tick: str, step: str, cls: str, error: str, since: datetime, now: datetime,
-                       failures: int, deadline: timedelta, cleanup_error: str | None) -> str:  # fmt: skip
+def dead_letter_reason(
+    tick: str,
+    step: str,
+    cls: str,
+    error: str,
+    since: datetime,
+    now: datetime,
+    failures: int,
+    deadline: timedelta,
+    cleanup_error: str | None,
+) -> str:
     """Names the tick, the step and the bound, so a reader can tell a dead-letter from a
     step's own failure (which would be `run.failed` with the step's code)."""
     reason = (
@@ -520,8 +536,9 @@ class TickDriver:
             n: _positive(overrides[n], f"step_deadlines[{n!r}]") if n in overrides else default for n in names
         }
         if isinstance(max_abandoned_steps, bool) or not isinstance(max_abandoned_steps, int) or max_abandoned_steps < 1:
-            raise InvalidInput(f"must be a whole number of at least 1, got {max_abandoned_steps!r}",
-                               where="max_abandoned_steps")  # fmt: skip
+            raise InvalidInput(
+                f"must be a whole number of at least 1, got {max_abandoned_steps!r}", where="max_abandoned_steps"
+            )
         self.max_abandoned_steps = max_abandoned_steps
         if exclusive is not None and not isinstance(exclusive, Mapping):
             raise InvalidInput(f"must map step names to roles, got {exclusive!r}", where="exclusive")
@@ -549,8 +566,9 @@ class TickDriver:
         elif isinstance(getattr(epoch, "epoch", None), str) and isinstance(getattr(epoch, "process", None), str):
             self.epoch, self.process = _name(epoch.epoch, "epoch"), _name(epoch.process, "epoch.process")
         else:
-            raise InvalidInput(f"expected the epoch this driver ticks for (boot()'s result or its id), got {epoch!r}",
-                               where="epoch")  # fmt: skip
+            raise InvalidInput(
+                f"expected the epoch this driver ticks for (boot()'s result or its id), got {epoch!r}", where="epoch"
+            )
         self.process = self._own_epoch(ledger.batch()).process  # UnknownEpoch if no slot booted it
 
     # -------------------------------------------------------------- tick
@@ -621,8 +639,7 @@ class TickDriver:
             report = self._passes(report, items, tick)
         return dataclasses.replace(report, **roles)  # type: ignore[arg-type]
 
-    def _passes(self, report: TickReport, items: Mapping[str, list[tuple[str, Any]]],
-                tick: str) -> TickReport:  # fmt: skip
+    def _passes(self, report: TickReport, items: Mapping[str, list[tuple[str, Any]]], tick: str) -> TickReport:
         """Run each cross-run pass over its listed items (rule T6): per-item isolation,
         failures recorded on the pass's stream, never a run's."""
         failures: list[ItemFailure] = []
@@ -631,8 +648,16 @@ class TickDriver:
         fatal: TickFatal | None = None
         for name, listed in items.items():
             try:
-                f, r, n = passes_mod.run_pass(self.ledger, name, self.passes[name], listed, tick=tick,
-                                              epoch=self.epoch, actor=self.actor, describe=_describe)  # fmt: skip
+                f, r, n = passes_mod.run_pass(
+                    self.ledger,
+                    name,
+                    self.passes[name],
+                    listed,
+                    tick=tick,
+                    epoch=self.epoch,
+                    actor=self.actor,
+                    describe=_describe,
+                )
             except StaleEpoch as exc:
                 fatal = self._stale(exc.why, exc)
                 break
@@ -642,8 +667,13 @@ class TickDriver:
             failures += f
             recovered += [f"{name}/{i}" for i in r]
             appended += n
-        return dataclasses.replace(report, item_failures=tuple(failures), items_recovered=tuple(recovered),
-                                   appended=report.appended + appended, fatal=fatal)  # fmt: skip
+        return dataclasses.replace(
+            report,
+            item_failures=tuple(failures),
+            items_recovered=tuple(recovered),
+            appended=report.appended + appended,
+            fatal=fatal,
+        )
 
     def _take_roles(self, own: EpochState) -> dict[str, str]:
         """Ask for every exclusive role of this driver (rule T7): held by this epoch
@@ -668,17 +698,22 @@ class TickDriver:
 
     def _exhausted(self, skipped: int) -> TickFatal:
         held = self._threads.leaked
-        message = (f"{held} steps abandoned past their deadlines are still running (max_abandoned_steps="
-                   f"{self.max_abandoned_steps}): {skipped} runs were not driven this tick; each abandoned step "
-                   f"holds a thread until it returns: restart the process if they never do (rule T5)")
+        message = (
+            f"{held} steps abandoned past their deadlines are still running (max_abandoned_steps="
+            f"{self.max_abandoned_steps}): {skipped} runs were not driven this tick; each abandoned step "
+            f"holds a thread until it returns: restart the process if they never do (rule T5)"
+        )
         return TickFatal("abandoned_steps", "StepDeadlineExceeded", message, RuntimeError(message))
 
     def _stale(self, why: str, exc: BaseException | None = None) -> TickFatal:
-        message = f"the tick's epoch {self.epoch} of {self.process} is no longer live ({why}): the tick stopped (rule F1)"
+        message = (
+            f"the tick's epoch {self.epoch} of {self.process} is no longer live ({why}): the tick stopped (rule F1)"
+        )
         return TickFatal("stale_epoch", "StaleEpoch", message, exc or StaleEpoch("", None, "tick", self.epoch, why))
 
-    def _drive(self, active: Sequence[RunState], tick: str,
-               steps: Sequence[tuple[str, Step]]) -> tuple[list[tuple[RunState, str | None, BaseException | None]], list[str]]:
+    def _drive(
+        self, active: Sequence[RunState], tick: str, steps: Sequence[tuple[str, Step]]
+    ) -> tuple[list[tuple[RunState, str | None, BaseException | None]], list[str]]:
         """Run the steps over `active` (rule T5): each run's (state, failed step, error),
         in listing order, and the runs not driven for want of a thread. A run whose step
         an earlier tick abandoned, still running, is charged at once and not started."""
@@ -732,13 +767,18 @@ class TickDriver:
             o.cleanup_ran = True
             o.cleanup_error = self._cleanup(s)
         return RunDeadLettered(
-            step=o.step, error_class=cls, error=msg, failing_since=streak.since,
-            failures=streak.failures + 1, deadline_s=self.deadline.total_seconds(),
+            step=o.step,
+            error_class=cls,
+            error=msg,
+            failing_since=streak.since,
+            failures=streak.failures + 1,
+            deadline_s=self.deadline.total_seconds(),
             cleanup_error=o.cleanup_error,
-            reason=dead_letter_reason(tick, o.step, cls, msg, streak.since, o.now, streak.failures + 1,
-                                      self.deadline, o.cleanup_error),
+            reason=dead_letter_reason(
+                tick, o.step, cls, msg, streak.since, o.now, streak.failures + 1, self.deadline, o.cleanup_error
+            ),
             **common,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
     def _cleanup(self, state: RunState) -> str | None:
         # Best-effort (rule T2): the incident this answers is a run whose reads always
@@ -804,8 +844,9 @@ class TickDriver:
             try:
                 appended += self._record_alone(tick, o)
             except StaleEpoch as e:
-                return self._keep_stale([e.evidence] if isinstance(e.evidence, RunFenced) else [], appended,
-                                        unrecorded, e)  # fmt: skip
+                return self._keep_stale(
+                    [e.evidence] if isinstance(e.evidence, RunFenced) else [], appended, unrecorded, e
+                )
             except StoreError as exc:
                 return appended, 0, unrecorded, TickFatal("record", error_class(exc), error_message(exc), exc)
             except LedgerError as e:
@@ -813,8 +854,9 @@ class TickDriver:
                 unrecorded.append(Unrecorded(o.state.run, tag_of(o.event), e))
         return appended, 0, unrecorded, None
 
-    def _keep_stale(self, evidence: list[RunFenced], appended: int, unrecorded: list[Unrecorded],
-                    stale: StaleEpoch) -> tuple[int, int, list[Unrecorded], TickFatal | None]:  # fmt: skip
+    def _keep_stale(
+        self, evidence: list[RunFenced], appended: int, unrecorded: list[Unrecorded], stale: StaleEpoch
+    ) -> tuple[int, int, list[Unrecorded], TickFatal | None]:
         """Append the fenced tick events as evidence, one group commit (run.fenced is
         legal from any status; a run moved meanwhile is re-read)."""
         kept = 0
@@ -851,8 +893,17 @@ class TickDriver:
         return n
 
     # ------------------------------------------------------------ report
-    def _report(self, tick: str, started: datetime, outcomes: Iterable[_Outcome], appended: int, fenced: int,
-                unrecorded: list[Unrecorded], fatal: TickFatal | None, skipped: Sequence[str] = ()) -> TickReport:  # fmt: skip
+    def _report(
+        self,
+        tick: str,
+        started: datetime,
+        outcomes: Iterable[_Outcome],
+        appended: int,
+        fenced: int,
+        unrecorded: list[Unrecorded],
+        fatal: TickFatal | None,
+        skipped: Sequence[str] = (),
+    ) -> TickReport:
         advanced: list[str] = []
         recovered: list[str] = []
         failures: list[RunFailure] = []
@@ -871,17 +922,39 @@ class TickDriver:
             since = streak.since if streak is not None else o.now
             count = (streak.failures if streak is not None else 0) + 1
             cls, msg = error_class(o.exc), error_message(o.exc)
-            failures.append(RunFailure(run, o.step, cls, msg, since, count, o.decision == "dead_letter",
-                                       o.recorded, o.exc))  # fmt: skip
+            failures.append(
+                RunFailure(run, o.step, cls, msg, since, count, o.decision == "dead_letter", o.recorded, o.exc)
+            )
             if o.decision == "dead_letter":
                 assert isinstance(o.event, RunDeadLettered)
-                dead.append(DeadLetter(run, o.step, cls, msg, since, count, self.deadline,
-                                       o.event.reason or "", o.cleanup_error, o.recorded))  # fmt: skip
+                dead.append(
+                    DeadLetter(
+                        run,
+                        o.step,
+                        cls,
+                        msg,
+                        since,
+                        count,
+                        self.deadline,
+                        o.event.reason or "",
+                        o.cleanup_error,
+                        o.recorded,
+                    )
+                )
         return TickReport(
-            tick=tick, started_at=started, active=n, advanced=tuple(advanced), recovered=tuple(recovered),
-            failures=tuple(failures), dead_letters=tuple(dead), unrecorded=tuple(unrecorded), fatal=fatal,
-            appended=appended, fenced=fenced, skipped=tuple(skipped),
-        )  # fmt: skip
+            tick=tick,
+            started_at=started,
+            active=n,
+            advanced=tuple(advanced),
+            recovered=tuple(recovered),
+            failures=tuple(failures),
+            dead_letters=tuple(dead),
+            unrecorded=tuple(unrecorded),
+            fatal=fatal,
+            appended=appended,
+            fenced=fenced,
+            skipped=tuple(skipped),
+        )
 
 
 # ------------------------------------------------------------------- reads

@@ -110,7 +110,9 @@ class CheckedClock:
         if not isinstance(t, datetime) or t.utcoffset() is None:
             raise InvalidInput(f"now() returned {t!r}: an aware datetime is needed", where="clock")
         if not EARLIEST <= t < LATEST:
-            raise InvalidInput(f"now() returned {t.isoformat()}, outside {EARLIEST.year} to {LATEST.year} UTC", where="clock")
+            raise InvalidInput(
+                f"now() returned {t.isoformat()}, outside {EARLIEST.year} to {LATEST.year} UTC", where="clock"
+            )
         return t
 
     def uptime(self) -> float:
@@ -141,8 +143,10 @@ def boot_instant(clock: Clock) -> datetime:
     except (OverflowError, ValueError, TypeError):
         booted = None
     if booted is None or not EARLIEST <= booted < LATEST:
-        raise InvalidInput(f"an uptime of {uptime!r} s at {now!r} puts the boot outside {EARLIEST.year} to "
-                           f"{LATEST.year} UTC", where="clock")  # fmt: skip
+        raise InvalidInput(
+            f"an uptime of {uptime!r} s at {now!r} puts the boot outside {EARLIEST.year} to {LATEST.year} UTC",
+            where="clock",
+        )
     return booted
 
 

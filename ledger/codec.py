@@ -65,7 +65,11 @@ def checked(event: Event, where: str | None = None) -> bytes:
         raise InvalidInput(_unencodable(event, e, "$"), where=where) from None
     # Only a free-form field (`Any`) can nest deeper than the catalogue's own shapes;
     # counting brackets is a cheap upper bound of the depth, measured only above it.
-    if type(event) in _free_form_types() and data.count(b"{") + data.count(b"[") > MAX_NESTING and _nesting(data) > MAX_NESTING:
+    if (
+        type(event) in _free_form_types()
+        and data.count(b"{") + data.count(b"[") > MAX_NESTING
+        and _nesting(data) > MAX_NESTING
+    ):
         raise InvalidInput(f"nested deeper than {MAX_NESTING} levels", where=where)
     try:
         decoded = _decoder().decode(data)
@@ -74,7 +78,9 @@ def checked(event: Event, where: str | None = None) -> bytes:
     except RecursionError:
         raise InvalidInput("nested too deeply", where=where) from None
     if decoded != event:
-        raise InvalidInput(_difference(event, decoded, "$") or "the event does not survive its own encoding", where=where)
+        raise InvalidInput(
+            _difference(event, decoded, "$") or "the event does not survive its own encoding", where=where
+        )
     cause = getattr(decoded, "cause", None)
     if cause is not None and _cause_depth(cause) > MAX_CAUSE_DEPTH:
         raise InvalidInput(f"a cause chain is at most {MAX_CAUSE_DEPTH} causes deep - at `$.cause`", where=where)
@@ -127,7 +133,12 @@ def _difference(given: Any, stored: Any, path: str) -> str | None:
     if type(given) is dict and type(stored) is dict and given.keys() == stored.keys():
         return next(filter(None, (_difference(v, stored[k], f"{path}[{k!r}]") for k, v in given.items())), None)
     if type(given) is list and type(stored) is list and len(given) == len(stored):
-        return next(filter(None, (_difference(v, w, f"{path}[{i}]") for i, (v, w) in enumerate(zip(given, stored, strict=True)))), None)
+        return next(
+            filter(
+                None, (_difference(v, w, f"{path}[{i}]") for i, (v, w) in enumerate(zip(given, stored, strict=True)))
+            ),
+            None,
+        )
     if given == stored:
         return None
     return f"not stored as given: {_show(given)} would be stored as {_show(stored)} - at `{path}`"
@@ -203,13 +214,23 @@ Check = typing.Callable[[Any, str], "str | None"]
 # printable also rules out every format character (category Cf, which ids and label
 # values refuse): str.isprintable() is False for Cf too.
 NO_SPACE, SPACE_OK = 2, 1
-_FAST = {r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+": NO_SPACE, r"[^\x00-\x1f\x7f]*": SPACE_OK,
-         r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*": SPACE_OK}
+_FAST = {
+    r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+": NO_SPACE,
+    r"[^\x00-\x1f\x7f]*": SPACE_OK,
+    r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*": SPACE_OK,
+}
 
 
 def _fast_holds(kind: int, value: str) -> bool:
     """The fast test of a rule of kind `kind` (_FAST; 0: none, always False)."""
-    return kind == SPACE_OK and value.isprintable() or kind == NO_SPACE and value != "" and value.isprintable() and " " not in value
+    return (
+        kind == SPACE_OK
+        and value.isprintable()
+        or kind == NO_SPACE
+        and value != ""
+        and value.isprintable()
+        and " " not in value
+    )
 
 
 @cache
@@ -256,7 +277,11 @@ def _checker(tp: Any) -> Check | None:
         item = _checker(args[0])
         if item is None:
             return None
-        return lambda value, path: next(filter(None, (item(v, f"{path}[{i}]") for i, v in enumerate(value))), None) if isinstance(value, list) else None
+        return lambda value, path: (
+            next(filter(None, (item(v, f"{path}[{i}]") for i, v in enumerate(value))), None)
+            if isinstance(value, list)
+            else None
+        )
     if origin is dict:
         key, val = _checker(args[0]), _checker(args[1])
         if key is None and val is None:

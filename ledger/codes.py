@@ -35,18 +35,33 @@ QUEUE_SCHEMA_MISMATCH = "QUEUE_SCHEMA_MISMATCH"
 KNOWN_CODES: dict[str, CodeInfo] = {
     TIMEOUT: CodeInfo("a step or the run exceeded its time budget", "engine (step timeout)"),
     CANCELLED: CodeInfo("an operator or API client cancelled the run", "run.cancelled (operator cancel)"),
-    INTERRUPTED: CodeInfo("the engine interrupted the run itself (shutdown, preemption)", "engine (internal interruption)"),
+    INTERRUPTED: CodeInfo(
+        "the engine interrupted the run itself (shutdown, preemption)", "engine (internal interruption)"
+    ),
     FAIL_NODE: CodeInfo("the workflow reached a deliberate fail node", "engine (deliberate fail node)"),
     ENGINE_ERROR: CodeInfo("an unhandled error in the engine or a step", "engine (engine failure)"),
-    PROCESS_ORPHANED: CodeInfo("the process that owned the run is gone; recovered by a sweep", "sweep (orphan recovery)"),
-    NODE_NOT_FOUND: CodeInfo("the checkpointed node no longer exists after a source edit", "engine (resume after source edit)"),
+    PROCESS_ORPHANED: CodeInfo(
+        "the process that owned the run is gone; recovered by a sweep", "sweep (orphan recovery)"
+    ),
+    NODE_NOT_FOUND: CodeInfo(
+        "the checkpointed node no longer exists after a source edit", "engine (resume after source edit)"
+    ),
     RESUME_INVALID: CodeInfo("a resume was attempted with state that cannot be resumed", "engine (resume validation)"),
     USAGE_LIMIT_BLOCKED: CodeInfo("a usage or spend cap blocked the run", "engine (usage cap)"),
-    TICK_DEADLINE_EXCEEDED: CodeInfo("the scheduler's tick failed on this run past its deadline", "tick driver (dead-letter)"),
-    LOOP_EXHAUSTED: CodeInfo("a loop reached its iteration limit without meeting its exit condition", "engine (loop guard)"),
+    TICK_DEADLINE_EXCEEDED: CodeInfo(
+        "the scheduler's tick failed on this run past its deadline", "tick driver (dead-letter)"
+    ),
+    LOOP_EXHAUSTED: CodeInfo(
+        "a loop reached its iteration limit without meeting its exit condition", "engine (loop guard)"
+    ),
     JOIN_FAILED: CodeInfo("a join could not complete: a branch it waits on failed or never arrived", "engine (join)"),
-    QUEUE_SCHEMA_MISMATCH: CodeInfo("the queued payload does not match the schema the workflow expects", "engine (admission)"),
-    PROCESS_EXITED: CodeInfo("the process running the run died under it, as its orchestrator reported", "importers (Dagster: a worker restart, an unexpected termination, a code server's report)"),
+    QUEUE_SCHEMA_MISMATCH: CodeInfo(
+        "the queued payload does not match the schema the workflow expects", "engine (admission)"
+    ),
+    PROCESS_EXITED: CodeInfo(
+        "the process running the run died under it, as its orchestrator reported",
+        "importers (Dagster: a worker restart, an unexpected termination, a code server's report)",
+    ),
 }
 
 # Codes for which an automatic resume is pointless or harmful (see

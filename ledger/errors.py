@@ -17,7 +17,6 @@ class LedgerError(Exception):
 class InvalidInput(LedgerError):
     """Malformed payload, oversized field, bad time, unknown type (rule L4)."""
 
-
     def __init__(self, message: str, *, where: str | None = None):
         self.where = where  # what was wrong: a parameter, a field, a file, a line
         self._message = message  # private: the text of the error, not one of its fields
@@ -45,8 +44,9 @@ class NoSuchStore(InvalidInput):
 
     def __init__(self, url: str, detail: str):
         self.url = url
-        super().__init__(f"{detail}; no ledger here: create one with `epochledger init`, or name another store",
-                         where=url)  # fmt: skip
+        super().__init__(
+            f"{detail}; no ledger here: create one with `epochledger init`, or name another store", where=url
+        )
 
 
 class ImportRejected(InvalidInput):
@@ -74,7 +74,6 @@ class ForeignRunRejected(InvalidInput):
 
 
 class RunNotFound(LedgerError):
-
     def __init__(self, run: str, *, deleted: bool = False):
         self.run = run
         self.deleted = deleted
@@ -84,7 +83,6 @@ class RunNotFound(LedgerError):
 class IllegalTransition(LedgerError):
     """The command is impossible from the run's current status (rule L4), or from the
     process slot's epochs (rule O1: `run` then names the slot, and `why` the epoch)."""
-
 
     def __init__(self, run: str, status: str | None, attempted: str, why: str = ""):
         self.run = run
@@ -101,7 +99,6 @@ class IllegalTransition(LedgerError):
 class ConflictError(LedgerError):
     """Another writer appended to the stream first (rule L5). Nothing was appended."""
 
-
     def __init__(self, streams: list[str], detail: str = ""):
         self.streams = streams
         super().__init__(
@@ -114,7 +111,6 @@ class ConflictError(LedgerError):
 
 class StoreError(LedgerError):
     """The store is unreachable or failed; the operation may be retried."""
-
 
 
 # ------------------------------------------------- what happened to a write
@@ -148,8 +144,10 @@ class DiskFull(StoreError):
         self.directory = directory
         self.free = free
         self.detail = detail
-        super().__init__(f"{what}: the disk holding {directory} is full ({free} bytes free; SQLite said: {detail}); "
-                         "nothing was written: free space and run the command again")
+        super().__init__(
+            f"{what}: the disk holding {directory} is full ({free} bytes free; SQLite said: {detail}); "
+            "nothing was written: free space and run the command again"
+        )
 
 
 class NotCommitted(StoreError):
@@ -191,7 +189,6 @@ class CommitUnknown(StoreError):
     same batch, or `Store.append(e.appends)`): if it had landed, that appends nothing and
     returns its positions."""
 
-
     def __init__(self, versions: dict[str, tuple[int, int]], error: str, appends: tuple[object, ...] = ()):
         self.versions = versions
         self.error = error
@@ -220,7 +217,6 @@ class DamagedLog(LedgerError):
     """The stored log is damaged: an event does not decode, or a stream has a gap."""
 
 
-
 class DecodeError(DamagedLog):
     """A stored payload does not decode (a poison event)."""
 
@@ -244,8 +240,10 @@ class StreamGap(DamagedLog):
         self.after = after
         self.before = before
         where = f"after position {after}" if after is not None else "at the start of the stream"
-        super().__init__(f"stream {stream} has a gap: version {missing} is missing ({where}, before position "
-                         f"{before}); an event was removed from the store")  # fmt: skip
+        super().__init__(
+            f"stream {stream} has a gap: version {missing} is missing ({where}, before position "
+            f"{before}); an event was removed from the store"
+        )
 
 
 class DamagedRuns(DamagedLog):
@@ -259,8 +257,10 @@ class DamagedRuns(DamagedLog):
         self.epoch = epoch
         self.runs = runs
         named = ", ".join(f"{run} (position {position})" for run, position in runs)
-        super().__init__(f"sweep of {process} epoch {epoch!r} did not judge {len(runs)} run(s) whose stream is "
-                         f"damaged: {named}; every other orphan was recovered")  # fmt: skip
+        super().__init__(
+            f"sweep of {process} epoch {epoch!r} did not judge {len(runs)} run(s) whose stream is "
+            f"damaged: {named}; every other orphan was recovered"
+        )
 
 
 # -------------------------------------------------------- fencing and the sweep
@@ -271,9 +271,9 @@ class StaleEpoch(IllegalTransition):
     `run.fenced` event (`evidence`), so nothing the old process said is lost
     (docs/operations.md, "Fencing")."""
 
-
-    def __init__(self, run: str, status: str | None, attempted: str, epoch: str, why: str,
-                 evidence: object | None = None):  # fmt: skip
+    def __init__(
+        self, run: str, status: str | None, attempted: str, epoch: str, why: str, evidence: object | None = None
+    ):
         self.epoch = epoch
         self.evidence = evidence  # the run.fenced command to keep, or None once kept
         self.kept_at: int | None = None  # log position of the kept run.fenced event
@@ -298,9 +298,11 @@ class UnknownSlot(InvalidInput):
 
     def __init__(self, process: str):
         self.process = process
-        super().__init__(f"process slot {process!r} was never booted in this ledger; sweeping it would boot a new "
-                         "slot for good (a mistyped name?): ask for a new slot explicitly (new_slot)",
-                         where="process")  # fmt: skip
+        super().__init__(
+            f"process slot {process!r} was never booted in this ledger; sweeping it would boot a new "
+            "slot for good (a mistyped name?): ask for a new slot explicitly (new_slot)",
+            where="process",
+        )
 
 
 class EpochNotLive(InvalidInput):
@@ -313,8 +315,9 @@ class EpochNotLive(InvalidInput):
         self.process = process
         self.rule = rule
         self.why = why
-        super().__init__(f"epoch {epoch!r} of {process!r} is not live ({rule}): {why}; sweep with a live epoch",
-                         where="epoch")  # fmt: skip
+        super().__init__(
+            f"epoch {epoch!r} of {process!r} is not live ({rule}): {why}; sweep with a live epoch", where="epoch"
+        )
 
 
 class RoleHeld(LedgerError):
@@ -330,9 +333,11 @@ class RoleHeld(LedgerError):
         self.holder_epoch = holder_epoch
         self.holder_process = holder_process
         self.token = token
-        super().__init__(f"role {role!r} is held by epoch {holder_epoch!r} of {holder_process!r} (fencing token "
-                         f"{token}), which is live: epoch {epoch!r} cannot take it until a fact of O7 ends that "
-                         "epoch (rule T7)")  # fmt: skip
+        super().__init__(
+            f"role {role!r} is held by epoch {holder_epoch!r} of {holder_process!r} (fencing token "
+            f"{token}), which is live: epoch {epoch!r} cannot take it until a fact of O7 ends that "
+            "epoch (rule T7)"
+        )
 
 
 class SweepFailed(StoreError):
@@ -376,7 +381,6 @@ class QueryInterrupted(QueryRefused):
 class ViewMismatch(LedgerError):
     """A live view differs from a replay from zero (rule R2, `epochledger verify`)."""
 
-
     def __init__(self, view: str, message: str):
         self.view = view
         super().__init__(message)
@@ -390,8 +394,9 @@ class ChainBroken(LedgerError):
     `version` when an event is there) names the first place it fails. Nothing was
     changed."""
 
-    def __init__(self, kind: str, position: int, message: str, *, stream: str | None = None,
-                 version: int | None = None):  # fmt: skip
+    def __init__(
+        self, kind: str, position: int, message: str, *, stream: str | None = None, version: int | None = None
+    ):
         self.kind = kind
         self.position = position
         self.stream = stream

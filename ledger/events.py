@@ -64,11 +64,16 @@ MAX_NESTING = 64
 # nightly-0042). Ids and labels refuse them (rule L4, docs/events.md). The class is
 # Unicode 15's Cf (Unicode 14 lacks U+13439-1343F); tests/test_hostile_input.py checks
 # it against the running Python's unicodedata.
-FORMAT_CHARS = (r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
-                r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
-                r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200),
-                 Pattern(r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+", "no whitespace, control or format characters")]
+FORMAT_CHARS = (
+    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+Name = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=200),
+    Pattern(r"[^\s\x00-\x1f\x7f" + FORMAT_CHARS + "]+", "no whitespace, control or format characters"),
+]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]
 LongText = Annotated[str, msgspec.Meta(max_length=65536)]
 Code = Annotated[str, msgspec.Meta(max_length=200), Pattern(r"[^\x00-\x1f\x7f]*", "no control characters")]
@@ -88,8 +93,11 @@ Answers = Annotated[dict[Text, Text], msgspec.Meta(max_length=100)]
 # format characters (it may be empty). Checked on write by ledger.codec.checked.
 MAX_LABELS = 64
 MAX_LABEL_VALUE = 1024
-LabelValue = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE),
-                       Pattern(r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*", "no control or format characters")]
+LabelValue = Annotated[
+    str,
+    msgspec.Meta(max_length=MAX_LABEL_VALUE),
+    Pattern(r"[^\x00-\x1f\x7f" + FORMAT_CHARS + "]*", "no control or format characters"),
+]
 Labels = Annotated[dict[Name, LabelValue], msgspec.Meta(max_length=MAX_LABELS)]
 
 
@@ -384,10 +392,14 @@ class ProcessRetired(ProcessEventBase, frozen=True, kw_only=True, tag="process.r
 
 
 ProcessEvent = (
-    ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed
+    ProcessBooted
+    | ProcessStopping
+    | ProcessStopped
+    | ProcessExited
+    | ProcessSweepSkipped
+    | ProcessSweepFailed
     | ProcessRetired
 )
-
 
 
 # ------------------------------------------------------------ the ledger's own stream
@@ -404,7 +416,6 @@ class LedgerDefaultSlot(LedgerEventBase, frozen=True, kw_only=True, tag="ledger.
 
 
 LedgerEvent = LedgerDefaultSlot  # one setting so far; a second joins as a union
-
 
 
 # ------------------------------------------------------------------ role streams
@@ -486,8 +497,13 @@ PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
 LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
 ROLE_EVENT_TYPES: tuple[type[RoleEventBase], ...] = (RoleGranted,)
 PASS_EVENT_TYPES: tuple[type[PassEventBase], ...] = PassEvent.__args__
-EVENT_TYPES: tuple[type[Event], ...] = (*RUN_EVENT_TYPES, *PROCESS_EVENT_TYPES, *LEDGER_EVENT_TYPES, *ROLE_EVENT_TYPES,
-                                        *PASS_EVENT_TYPES)  # fmt: skip
+EVENT_TYPES: tuple[type[Event], ...] = (
+    *RUN_EVENT_TYPES,
+    *PROCESS_EVENT_TYPES,
+    *LEDGER_EVENT_TYPES,
+    *ROLE_EVENT_TYPES,
+    *PASS_EVENT_TYPES,
+)
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
 

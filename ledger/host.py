@@ -122,8 +122,14 @@ class FakeHost:
     processes. The machine id defaults to one made from the name (one machine per
     name); two machines that share a name are two FakeHosts with other machine ids."""
 
-    def __init__(self, name: str = "host-a", boot_id: str | None = "boot-1", pid: int = 4242,
-                 processes: dict[int, int] | None = None, machine_id: str | None = "") -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str = "host-a",
+        boot_id: str | None = "boot-1",
+        pid: int = 4242,
+        processes: dict[int, int] | None = None,
+        machine_id: str | None = "",
+    ) -> None:
         self._name = name
         self._machine_id = _machine_of(name) if machine_id == "" else machine_id
         self._boot_id = boot_id

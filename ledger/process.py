@@ -149,17 +149,26 @@ def end_of(epoch: EpochState, host: HostState | None) -> tuple[str, str] | None:
     if epoch.superseded_by is not None:
         return SUPERSEDED, f"epoch {epoch.epoch} of {epoch.process} was superseded by epoch {epoch.superseded_by}"
     if epoch.stopped_at is not None:
-        return STOPPED, f"epoch {epoch.epoch} of {epoch.process} recorded a clean stop at {epoch.stopped_at.isoformat()}"
+        return (
+            STOPPED,
+            f"epoch {epoch.epoch} of {epoch.process} recorded a clean stop at {epoch.stopped_at.isoformat()}",
+        )
     if epoch.exited_at is not None:
-        how = "".join(f", {k} {v}" for k, v in (("exit code", epoch.exit_code), ("signal", epoch.exit_signal)) if v is not None)
+        how = "".join(
+            f", {k} {v}" for k, v in (("exit code", epoch.exit_code), ("signal", epoch.exit_signal)) if v is not None
+        )
         said = f": {epoch.exit_evidence}" if epoch.exit_evidence else ""
-        return EXITED, (f"epoch {epoch.epoch} of {epoch.process} exited (seen by {epoch.exited_by} at "
-                        f"{epoch.exited_at.isoformat()}{how}){said}")  # fmt: skip
+        return EXITED, (
+            f"epoch {epoch.epoch} of {epoch.process} exited (seen by {epoch.exited_by} at "
+            f"{epoch.exited_at.isoformat()}{how}){said}"
+        )
     if (r := rebooted(epoch, host)) is not None:
-        return HOST_REBOOTED, (f"host {epoch.host} (machine {epoch.machine}) of epoch {epoch.epoch} of "
-                               f"{epoch.process} rebooted: it booted with host boot {epoch.host_boot}, and epoch "
-                               f"{r.epoch} of {r.process} booted on that machine at {r.at.isoformat()} with host "
-                               f"boot {r.host_boot}")  # fmt: skip
+        return HOST_REBOOTED, (
+            f"host {epoch.host} (machine {epoch.machine}) of epoch {epoch.epoch} of "
+            f"{epoch.process} rebooted: it booted with host boot {epoch.host_boot}, and epoch "
+            f"{r.epoch} of {r.process} booted on that machine at {r.at.isoformat()} with host "
+            f"boot {r.host_boot}"
+        )
     return None
 
 
@@ -347,9 +356,17 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
                 for i in core.open:  # the previous epoch (every earlier one already is)
                     latest = core.revisions[i][-1][1]
                     core.revisions[i].append((step + 1, replace(latest, superseded_by=e.epoch, superseded_at=e.at)))
-                new = EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at,
-                                 recorded_at=e.at, host=e.host, pid=e.pid, host_boot=e.host_boot,
-                                 pid_start=e.pid_start, machine=e.machine)  # fmt: skip
+                new = EpochState(
+                    process=e.process,
+                    epoch=e.epoch,
+                    booted_at=e.booted_at,
+                    recorded_at=e.at,
+                    host=e.host,
+                    pid=e.pid,
+                    host_boot=e.host_boot,
+                    pid_start=e.pid_start,
+                    machine=e.machine,
+                )
                 core.at.setdefault(e.epoch, []).append(len(core.order))
                 core.open = [len(core.order)]
                 core.order.append(e.epoch)
@@ -363,8 +380,16 @@ def evolve(state: ProcessState | None, e: ProcessEvent) -> ProcessState:
                 # decide keeps only the first exit of an epoch; a fold of history written
                 # otherwise (an import) still keeps the first as the epoch's end.
                 if (known := state.epoch(e.epoch)) is None or known.exited_at is None:
-                    _with_epoch(core, step, e.epoch, exited_at=e.at, exited_by=e.observed_by, exit_code=e.exit_code,
-                                exit_signal=e.signal, exit_evidence=e.evidence)  # fmt: skip
+                    _with_epoch(
+                        core,
+                        step,
+                        e.epoch,
+                        exited_at=e.at,
+                        exited_by=e.observed_by,
+                        exit_code=e.exit_code,
+                        exit_signal=e.signal,
+                        exit_evidence=e.evidence,
+                    )
             case ProcessSweepSkipped():
                 _with_epoch(core, step, e.epoch, sweep_skipped=e.why)
             case ProcessSweepFailed():
@@ -399,15 +424,24 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
                 # The same boot again (a retried delivery) states every fact of the boot
                 # as recorded; a re-send that differs in one (another pid) is another
                 # boot claiming the epoch, never dropped as a duplicate (rule I1).
-                recorded = (known.recorded_at, known.booted_at, known.host, known.pid, known.host_boot, known.pid_start,
-                            known.machine)  # fmt: skip
+                recorded = (
+                    known.recorded_at,
+                    known.booted_at,
+                    known.host,
+                    known.pid,
+                    known.host_boot,
+                    known.pid_start,
+                    known.machine,
+                )
                 stated = (cmd.at, cmd.booted_at, cmd.host, cmd.pid, cmd.host_boot, cmd.pid_start, cmd.machine)
                 if recorded == stated:
                     return []
                 why = f"epoch {cmd.epoch!r} was already booted"
                 if recorded[:2] == stated[:2]:  # the same instants: name the fact the re-send changes
                     names = ("host", "pid", "host_boot", "pid_start", "machine")
-                    field, was, now = next((n, a, b) for n, a, b in zip(names, recorded[2:], stated[2:], strict=True) if a != b)
+                    field, was, now = next(
+                        (n, a, b) for n, a, b in zip(names, recorded[2:], stated[2:], strict=True) if a != b
+                    )
                     why += f", with {field} {was!r}, not {now!r}: a re-send that differs is not the same boot"
                 raise IllegalTransition(cmd.process, "booted", tag, why)
             return [cmd]
@@ -443,8 +477,12 @@ def decide(cmd: ProcessEvent, state: ProcessState | None) -> list[ProcessEvent]:
             assert state is not None
             current = state.current
             if current is None or current.epoch != cmd.epoch:
-                raise IllegalTransition(cmd.process, "booted", tag, f"epoch {cmd.epoch!r} is not the slot's last "
-                                        "epoch: a slot retires only with its last epoch")  # fmt: skip
+                raise IllegalTransition(
+                    cmd.process,
+                    "booted",
+                    tag,
+                    f"epoch {cmd.epoch!r} is not the slot's last epoch: a slot retires only with its last epoch",
+                )
             return [] if known.retired_at is not None else [cmd]
         case _:
             assert_never(cmd)

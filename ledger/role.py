@@ -43,8 +43,9 @@ def evolve(state: RoleState | None, e: RoleEvent) -> RoleState:
     match e:
         case RoleGranted():
             version = state.version + 1 if state is not None else 1
-            return RoleState(role=e.role, epoch=e.epoch, process=e.process, token=e.token, granted_at=e.at,
-                             version=version)  # fmt: skip
+            return RoleState(
+                role=e.role, epoch=e.epoch, process=e.process, token=e.token, granted_at=e.at, version=version
+            )
         case _:
             assert_never(e)
 
@@ -69,17 +70,39 @@ def decide(cmd: RoleEvent, state: RoleState | None, *, asker_end: End, holder_en
     match cmd:
         case RoleGranted():
             if asker_end is not None:
-                raise StaleEpoch("", None, tag_of(cmd), cmd.epoch, f"{asker_end[1]} ({asker_end[0]}): it cannot take "
-                                 f"role {cmd.role!r} (rule T7)")  # fmt: skip
+                raise StaleEpoch(
+                    "",
+                    None,
+                    tag_of(cmd),
+                    cmd.epoch,
+                    f"{asker_end[1]} ({asker_end[0]}): it cannot take role {cmd.role!r} (rule T7)",
+                )
             if state is None:
-                return [msgspec.structs.replace(cmd, token=1, previous_epoch=None, previous_process=None,
-                                                previous_token=None, previous_rule=None, previous_evidence=None)]  # fmt: skip
+                return [
+                    msgspec.structs.replace(
+                        cmd,
+                        token=1,
+                        previous_epoch=None,
+                        previous_process=None,
+                        previous_token=None,
+                        previous_rule=None,
+                        previous_evidence=None,
+                    )
+                ]
             if (state.epoch, state.process) == (cmd.epoch, cmd.process):
                 return []
             if holder_end is None:
                 raise RoleHeld(cmd.role, cmd.epoch, state.epoch, state.process, state.token)
-            return [msgspec.structs.replace(cmd, token=state.token + 1, previous_epoch=state.epoch,
-                                            previous_process=state.process, previous_token=state.token,
-                                            previous_rule=holder_end[0], previous_evidence=holder_end[1])]  # fmt: skip
+            return [
+                msgspec.structs.replace(
+                    cmd,
+                    token=state.token + 1,
+                    previous_epoch=state.epoch,
+                    previous_process=state.process,
+                    previous_token=state.token,
+                    previous_rule=holder_end[0],
+                    previous_evidence=holder_end[1],
+                )
+            ]
         case _:
             assert_never(cmd)

@@ -200,26 +200,45 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
         return replace(state, version=state.version + 1, source=e.source, source_status=e.source_status)
     # What every transition sets, in one replace with explicit keywords (a shared
     # **kwargs dict costs twice as much, and this runs for every event of a rebuild).
-    new = replace(state, status=e.status, code=e.code, updated_at=e.at, actor=e.actor, reason=e.reason,
-                  version=state.version + 1, last=e, tick_streak=streak_after(state.tick_streak, e),
-                  cancelled_from=None)  # fmt: skip
+    new = replace(
+        state,
+        status=e.status,
+        code=e.code,
+        updated_at=e.at,
+        actor=e.actor,
+        reason=e.reason,
+        version=state.version + 1,
+        last=e,
+        tick_streak=streak_after(state.tick_streak, e),
+        cancelled_from=None,
+    )
     match e:
         case RunCheckpointed():
             return replace(new, checkpoint=Checkpoint(ref=e.ref, node=e.node))
         case RunStarted():
-            return replace(new, epoch=e.epoch, process=e.process or state.process, started_at=e.at,
-                           slot_epoch=e.slot_epoch, error=None, cause=None, fenced_end=None,
-                           attempt=state.attempt + 1)  # fmt: skip
+            return replace(
+                new,
+                epoch=e.epoch,
+                process=e.process or state.process,
+                started_at=e.at,
+                slot_epoch=e.slot_epoch,
+                error=None,
+                cause=None,
+                fenced_end=None,
+                attempt=state.attempt + 1,
+            )
         case RunCancelled():
             # A cancel keeps what it overrode: a pause or a failure's cause stays visible
             # (rule L2). The interaction goes: its question and answers are evidence only
             # while the run waits on them (rule L7); `history` keeps them.
             prior = None
             if lifecycle.is_terminal(state.status):  # a pause or a resumable failure: no final status cancels
-                prior = CancelledFrom(status=state.status, code=state.code, error=state.error, cause=state.cause,
-                                      reason=state.reason)  # fmt: skip
-            return replace(new, error=None, cause=None, interaction=None, questions=None, answers=None,
-                           cancelled_from=prior)  # fmt: skip
+                prior = CancelledFrom(
+                    status=state.status, code=state.code, error=state.error, cause=state.cause, reason=state.reason
+                )
+            return replace(
+                new, error=None, cause=None, interaction=None, questions=None, answers=None, cancelled_from=prior
+            )
         case RunFinished():
             return replace(new, error=None, cause=None)
         case RunFailed():
@@ -227,20 +246,24 @@ def evolve(state: RunState | None, e: RunEvent) -> RunState:
         case RunPaused():
             # A new pause starts a new interaction and drops answers handed over by an
             # earlier resume, so they can never reach the next resume (rule L7).
-            return replace(new, interaction=e.interaction, questions=e.questions, answers=None,
-                           error=None, cause=None)  # fmt: skip
+            return replace(new, interaction=e.interaction, questions=e.questions, answers=None, error=None, cause=None)
         case RunResumed():
             # The resume consumes the pending interaction (rule L7).
             return replace(new, interaction=None, questions=None, answers=e.answers, error=None, cause=None)
         case RunCorrected():
             failure = lifecycle.is_failure(e.status)
-            return replace(new, error=e.error if failure else None, cause=state.cause if failure else None,
-                           corrections=state.corrections + 1)  # fmt: skip
+            return replace(
+                new,
+                error=e.error if failure else None,
+                cause=state.cause if failure else None,
+                corrections=state.corrections + 1,
+            )
         case RunRewound():
             # Rewinding is one of the two ways a checkpoint may go (rule L6).
             checkpoint = Checkpoint(ref=e.to_ref) if e.to_ref is not None else None
-            return replace(new, checkpoint=checkpoint, interaction=None, questions=None, answers=None,
-                           error=None, cause=None)  # fmt: skip
+            return replace(
+                new, checkpoint=checkpoint, interaction=None, questions=None, answers=None, error=None, cause=None
+            )
         case RunDeleted():
             return replace(new, deleted=True, checkpoint=None, interaction=None, questions=None, answers=None)
         case RunTickFailed() | RunTickRecovered():
@@ -305,14 +328,20 @@ def _queued_again(cmd: RunQueued, state: RunState) -> list[RunEvent]:
     already holds if it names the fields the run was queued with, whatever its time,
     actor and reason, so an adapter retrying after a timeout, or re-publishing a retry,
     appends nothing (rule L1). Other fields are refused, naming each (rule L4)."""
-    differs = [f"{name} {theirs!r}, not {mine!r}"
-               for name, mine, theirs in (("workflow", cmd.workflow, state.workflow),
-                                          ("process", cmd.process, state.queued_process),
-                                          ("labels", cmd.labels, state.labels), ("parent", cmd.parent, state.parent))
-               if mine != theirs]  # fmt: skip
+    differs = [
+        f"{name} {theirs!r}, not {mine!r}"
+        for name, mine, theirs in (
+            ("workflow", cmd.workflow, state.workflow),
+            ("process", cmd.process, state.queued_process),
+            ("labels", cmd.labels, state.labels),
+            ("parent", cmd.parent, state.parent),
+        )
+        if mine != theirs
+    ]
     if differs:
-        raise IllegalTransition(cmd.run, state.status, "run.queued", "the run is already queued with other fields: "
-                                + "; ".join(differs))  # fmt: skip
+        raise IllegalTransition(
+            cmd.run, state.status, "run.queued", "the run is already queued with other fields: " + "; ".join(differs)
+        )
     return []
 
 
@@ -331,10 +360,18 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
     if isinstance(cmd, RunQueued) and cmd.parent == cmd.run:
         raise InvalidInput(f"run {cmd.run!r} cannot be its own parent", where="parent")
     new_status, new_code = result_of(cmd, state)
-    if not lifecycle.is_failure(new_status) and cmd.code and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced | RunImported):
-        raise IllegalTransition(cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}")
+    if (
+        not lifecycle.is_failure(new_status)
+        and cmd.code
+        and not isinstance(cmd, RunCheckpointed | RunDeleted | RunFenced | RunImported)
+    ):
+        raise IllegalTransition(
+            cmd.run, status, tag, f"a code ({cmd.code!r}) belongs only on a failure status, not {new_status}"
+        )
     if cmd.status is not None and cmd.status != new_status:
-        raise IllegalTransition(cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}")
+        raise IllegalTransition(
+            cmd.run, status, tag, f"the event says status {cmd.status} but the transition gives {new_status}"
+        )
     event = replace(cmd, status=new_status, code=new_code, at=cmd.at.astimezone(UTC))
     if state is not None and state.last is not None and _sans_stamp(event) == _sans_stamp(state.last):
         return []  # the same event again: its effect already holds
@@ -349,10 +386,20 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
         end = state.fenced_end
         if cmd.by == "auto" and not lifecycle.can_auto_resume(status, state.code, fenced_end=end is not None):
             if end is not None:
-                raise IllegalTransition(cmd.run, status, tag, f"automation may not resume it: stale epoch {end.epoch} "
-                                        f"reported {end.refused} ({end.reported}) at {end.at.isoformat()}, kept as "
-                                        "fenced evidence; an operator decides (rule F2)")  # fmt: skip
-            raise IllegalTransition(cmd.run, status, tag, f"automation may not resume a run that is {status} with code {state.code or 'UNKNOWN'}")
+                raise IllegalTransition(
+                    cmd.run,
+                    status,
+                    tag,
+                    f"automation may not resume it: stale epoch {end.epoch} "
+                    f"reported {end.refused} ({end.reported}) at {end.at.isoformat()}, kept as "
+                    "fenced evidence; an operator decides (rule F2)",
+                )
+            raise IllegalTransition(
+                cmd.run,
+                status,
+                tag,
+                f"automation may not resume a run that is {status} with code {state.code or 'UNKNOWN'}",
+            )
         if cmd.by == "operator" and not lifecycle.can_operator_resume(status, state.code):
             raise IllegalTransition(cmd.run, status, tag)
         if lifecycle.requires_resume_answers(status, state.code) and not cmd.answers:
@@ -369,8 +416,16 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
 
 # ------------------------------------------------------------------- fence
 # The reports a scheduler process writes for a run it drives, its tick's included.
-FENCED_REPORTS = (RunStarted, RunCheckpointed, RunPaused, RunFailed, RunFinished,
-                  RunTickFailed, RunTickRecovered, RunDeadLettered)  # fmt: skip
+FENCED_REPORTS = (
+    RunStarted,
+    RunCheckpointed,
+    RunPaused,
+    RunFailed,
+    RunFinished,
+    RunTickFailed,
+    RunTickRecovered,
+    RunDeadLettered,
+)
 # The reports in which a worker states the outcome of its work. Fenced, they bind
 # automation until the run starts again (rule F2).
 OUTCOME_REPORTS = (RunFinished, RunFailed)

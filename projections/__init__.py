@@ -8,7 +8,9 @@ from typing import Any, TypeVar
 V = TypeVar("V")
 
 
-def fold_records(initial: Callable[[], V], evolve: Callable[[V, Any], V], records: Iterable[Any], view: V | None = None) -> V:
+def fold_records(
+    initial: Callable[[], V], evolve: Callable[[V, Any], V], records: Iterable[Any], view: V | None = None
+) -> V:
     """The one fold every view uses: `view` (or a fresh `initial()`) through `evolve`."""
     out = initial() if view is None else view
     for rec in records:

@@ -183,15 +183,17 @@ class Runner:
                     self.view[k] = self._decode(state)
                 self.flushed[k] = state
 
-    def run(self, upto: int | None = None, progress: Progress | None = None, head: int = 0,
-            batch: int = READ_BATCH) -> Stats:  # fmt: skip
+    def run(
+        self, upto: int | None = None, progress: Progress | None = None, head: int = 0, batch: int = READ_BATCH
+    ) -> Stats:
         stats, gone = run_together([self], upto=upto, progress=progress, head=head, batch=batch)
         if gone:
             raise ShadowGone(self.key)
         return stats[0]
 
-    def apply(self, chunk: Sequence[Recorded | Poison], stats: Stats,
-              full: Sequence[Recorded | Poison] | None = None) -> None:  # fmt: skip
+    def apply(
+        self, chunk: Sequence[Recorded | Poison], stats: Stats, full: Sequence[Recorded | Poison] | None = None
+    ) -> None:
         """Fold `chunk` into the view and commit it with the new tracking position.
         `full`: the batch of the log `chunk` was taken from when it holds only this
         view's TYPES (run_together); the tracking position moves to its end, and a
@@ -232,8 +234,9 @@ class Runner:
                 if type(rec) is not Recorded:
                     assert isinstance(rec, Poison)
                     self._last = _latest(last, full, rec.position)
-                    parked.append((self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS,
-                                   self._ledger_time()))  # fmt: skip
+                    parked.append(
+                        (self.key, rec.position, rec.stream, rec.tag, rec.error, MAX_ATTEMPTS, self._ledger_time())
+                    )
                     continue
             last = rec
             try:
@@ -242,8 +245,9 @@ class Runner:
                 view, error = _retry(evolve, view, rec, first)
                 if error is not None:
                     self._last = rec
-                    parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
-                                   self._ledger_time()))  # fmt: skip
+                    parked.append(
+                        (self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS, self._ledger_time())
+                    )
         self._last = _latest(last, full)
         self.view = view
         upserts: list[tuple[Any, ...]] = []
@@ -275,8 +279,9 @@ class Runner:
                 deletes.append(k)
                 del self.flushed[k]
         new_position = (full or chunk)[-1].position
-        tables.commit_view(self.store, self.key, self.position, new_position, self.table, self.columns,
-                               upserts, deletes, parked)  # fmt: skip
+        tables.commit_view(
+            self.store, self.key, self.position, new_position, self.table, self.columns, upserts, deletes, parked
+        )
         self.position = new_position
         stats.events += len(full or chunk)
         stats.parked += len(parked)
@@ -305,8 +310,9 @@ class Runner:
                 view, error = _retry(evolve, view, rec, first)
                 if error is not None:
                     self._last = rec
-                    parked.append((self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS,
-                                   self._ledger_time()))  # fmt: skip
+                    parked.append(
+                        (self.key, rec.position, rec.stream, _tag(rec), error, MAX_ATTEMPTS, self._ledger_time())
+                    )
                 start = _index(chunk, rec, start) + 1
 
     _last: Recorded | None = None
@@ -332,8 +338,14 @@ class Runner:
         return self._last.event.at.isoformat() if self._last is not None else None
 
 
-def run_together(runners: Sequence[Runner], *, upto: int | None = None, progress: Progress | None = None,
-                 head: int = 0, batch: int = READ_BATCH) -> tuple[list[Stats], set[str]]:  # fmt: skip
+def run_together(
+    runners: Sequence[Runner],
+    *,
+    upto: int | None = None,
+    progress: Progress | None = None,
+    head: int = 0,
+    batch: int = READ_BATCH,
+) -> tuple[list[Stats], set[str]]:
     """Apply the log to several views in one pass: each batch is read and decoded once
     and handed to every runner's `apply` (the same per-view fold and commit a single
     view gets: one code path). Each runner keeps its own tracking position and skips
@@ -419,8 +431,9 @@ def _index(chunk: Sequence[Recorded], rec: Recorded, start: int) -> int:
     raise AssertionError("record not in its batch")
 
 
-def _latest(last: Recorded | None, full: Sequence[Recorded | Poison] | None,
-            before: int | None = None) -> Recorded | None:  # fmt: skip
+def _latest(
+    last: Recorded | None, full: Sequence[Recorded | Poison] | None, before: int | None = None
+) -> Recorded | None:
     """The later of `last` (the last record a view folded or healed) and the last
     decoded record of `full` (before position `before`): the last event seen."""
     if full is None:
@@ -431,8 +444,9 @@ def _latest(last: Recorded | None, full: Sequence[Recorded | Poison] | None,
     return last
 
 
-def _retry(evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded,
-           first: Exception) -> tuple[Any, str | None]:  # fmt: skip
+def _retry(
+    evolve: Callable[[Any, Recorded], Any], view: Any, rec: Recorded, first: Exception
+) -> tuple[Any, str | None]:
     """Try again up to MAX_ATTEMPTS in all: (view, None) if it went through, else
     (the unchanged view, the error)."""
     error = f"{type(first).__name__}: {first}"
@@ -464,17 +478,30 @@ def is_current(store: Store, module: View) -> bool:
     return tracking is not None and tracking[0] == module.VERSION
 
 
-def rebuild(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
-            cache_limit: int = CACHE_LIMIT, batch: int = REBUILD_BATCH) -> Stats:  # fmt: skip
+def rebuild(
+    store: Store,
+    module: View,
+    *,
+    upto: int | None = None,
+    progress: Progress | None = None,
+    cache_limit: int = CACHE_LIMIT,
+    batch: int = REBUILD_BATCH,
+) -> Stats:
     """Rebuild `module`'s view from position zero (up to `upto`, default the head)
     beside the live one and swap it in. Resumes a rebuild that was killed (same
     VERSION), else starts from zero."""
     return rebuild_all(store, [module], upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)[0]
 
 
-def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None = None,
-                progress: Progress | None = None, cache_limit: int = CACHE_LIMIT,
-                batch: int = REBUILD_BATCH) -> list[Stats]:  # fmt: skip
+def rebuild_all(
+    store: Store,
+    views: Sequence[View] = VIEWS,
+    *,
+    upto: int | None = None,
+    progress: Progress | None = None,
+    cache_limit: int = CACHE_LIMIT,
+    batch: int = REBUILD_BATCH,
+) -> list[Stats]:
     """Rebuild several views in one pass over the log (run_together: each event read
     and decoded once, folded by each view's own evolve), each beside its live one,
     then swap each in (one transaction per view). Each resumes a rebuild that was
@@ -523,26 +550,48 @@ def rebuild_all(store: Store, views: Sequence[View] = VIEWS, *, upto: int | None
     return out
 
 
-def catch_up(store: Store, module: View, *, upto: int | None = None, progress: Progress | None = None,
-             cache_limit: int = CACHE_LIMIT, batch: int | None = None) -> Stats:  # fmt: skip
+def catch_up(
+    store: Store,
+    module: View,
+    *,
+    upto: int | None = None,
+    progress: Progress | None = None,
+    cache_limit: int = CACHE_LIMIT,
+    batch: int | None = None,
+) -> Stats:
     """Bring the live view up to the log's head (or `upto`). A view never built, or
     built by another VERSION, is rebuilt first (readers keep the old one meanwhile)."""
     return catch_up_all(store, [module], upto=upto, progress=progress, cache_limit=cache_limit, batch=batch)[0]
 
 
-def catch_up_all(store: Store, views: Iterable[View] = VIEWS, *, upto: int | None = None,
-                 progress: Progress | None = None, cache_limit: int = CACHE_LIMIT,
-                 batch: int | None = None) -> list[Stats]:  # fmt: skip
+def catch_up_all(
+    store: Store,
+    views: Iterable[View] = VIEWS,
+    *,
+    upto: int | None = None,
+    progress: Progress | None = None,
+    cache_limit: int = CACHE_LIMIT,
+    batch: int | None = None,
+) -> list[Stats]:
     """catch_up for several views, in one pass over the log for those to rebuild and
     one for the catch-up of all (run_together). `batch`: events per batch of both
     (default: REBUILD_BATCH for the rebuild, READ_BATCH for the catch-up)."""
     views = [spec(v) for v in views]
     stale = [v for v in views if not is_current(store, v)]
-    rebuilt = {st.view: st for st in rebuild_all(store, stale, upto=upto, progress=progress, cache_limit=cache_limit,
-                                                 batch=batch or REBUILD_BATCH)} if stale else {}  # fmt: skip
+    rebuilt = (
+        {
+            st.view: st
+            for st in rebuild_all(
+                store, stale, upto=upto, progress=progress, cache_limit=cache_limit, batch=batch or REBUILD_BATCH
+            )
+        }
+        if stale
+        else {}
+    )
     runners = [Runner(store, v, cache_limit=cache_limit) for v in views]
-    more, gone = run_together(runners, upto=upto, progress=progress, head=store.max_position(),
-                              batch=batch or READ_BATCH)  # fmt: skip
+    more, gone = run_together(
+        runners, upto=upto, progress=progress, head=store.max_position(), batch=batch or READ_BATCH
+    )
     if gone:  # a live view's tracking row vanished: as Runner.run, say so
         raise ShadowGone(", ".join(sorted(gone)))
     out = []
@@ -594,10 +643,17 @@ RECONNECT_BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # seconds between attempts;
 POLL_BOUNDS = (0.01, 3600.0)
 
 
-def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event,
-           poll: float = 0.2, on_batch: Callable[[list[Stats]], None] | None = None,
-           on_error: Callable[[StoreError, float], None] | None = None,
-           backoff: Sequence[float] = RECONNECT_BACKOFF, progress: Progress | None = None) -> None:  # fmt: skip
+def follow(
+    store: Store,
+    views: Sequence[View] = VIEWS,
+    *,
+    stop: threading.Event,
+    poll: float = 0.2,
+    on_batch: Callable[[list[Stats]], None] | None = None,
+    on_error: Callable[[StoreError, float], None] | None = None,
+    backoff: Sequence[float] = RECONNECT_BACKOFF,
+    progress: Progress | None = None,
+) -> None:
     """Keep every view caught up until `stop` is set. SQLite: poll every `poll`
     seconds (POLL_BOUNDS: from 0.01 to 3600; 0 or less spun at 100% CPU). PostgreSQL: LISTEN/NOTIFY wakes us (Store.wake_ups); the events
     themselves are read by the fast path. When the server goes away (a restart, a
@@ -610,6 +666,7 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
     low, high = POLL_BOUNDS
     if isinstance(poll, bool) or not isinstance(poll, int | float) or not low <= poll <= high:
         raise InvalidInput(f"poll must be from {low:g} to {high:g} seconds, got {poll!r}", where="--poll")
+
     def once() -> None:
         stats = catch_up_all(store, views, progress=progress)
         if on_batch is not None and any(s.events for s in stats):
@@ -646,8 +703,15 @@ def follow(store: Store, views: Sequence[View] = VIEWS, *, stop: threading.Event
 
 
 # ---------------------------------------------------------------- fleet reads
-def read_view(store: Store, module: View, *, key: str | None = None, catch_up_first: bool = True,
-              where: Sequence[tuple[str, Any]] = (), shape: Any = None) -> tuple[dict[str, Any], int]:  # fmt: skip
+def read_view(
+    store: Store,
+    module: View,
+    *,
+    key: str | None = None,
+    catch_up_first: bool = True,
+    where: Sequence[tuple[str, Any]] = (),
+    shape: Any = None,
+) -> tuple[dict[str, Any], int]:
     """The entries of a live view (all, or the one at `key`; a view stored whole comes
     back as itself) and how many positions it lags the log when read. Catches up first
     unless told not to. On a read-only store (a backup copy, a 0444 file) catching up
@@ -668,7 +732,11 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
             view: Any = decode(rows[0][1]) if rows and current else module.initial()
         else:
             # C loops (zip, map): 143k rows of a fleet listing cost their decode alone
-            view = dict(zip(map(itemgetter(0), rows), map(decode, map(itemgetter(-1), rows)), strict=True)) if current else {}
+            view = (
+                dict(zip(map(itemgetter(0), rows), map(decode, map(itemgetter(-1), rows)), strict=True))
+                if current
+                else {}
+            )
     if catch_up_first and store.read_only and (position or 0) < head:
         if shape is not None:  # folded from full states: the stored rows decoded as STATE again
             full = _decoder(module, None)
@@ -682,12 +750,15 @@ def read_view(store: Store, module: View, *, key: str | None = None, catch_up_fi
 
 def _decoder(module: View, shape: Any) -> Callable[[bytes], Any]:
     module = spec(module)
-    decode: Callable[[bytes], Any] = msgspec.json.Decoder(shape or state_type(module), dec_hook=process_mod.dec_hook).decode
+    decode: Callable[[bytes], Any] = msgspec.json.Decoder(
+        shape or state_type(module), dec_hook=process_mod.dec_hook
+    ).decode
     return decode
 
 
-def _stored_rows(store: Store, module: View, *, key: str | None, catch_up_first: bool,
-                 where: Sequence[tuple[str, Any]]) -> tuple[list[tuple[Any, ...]], int | None, int]:  # fmt: skip
+def _stored_rows(
+    store: Store, module: View, *, key: str | None, catch_up_first: bool, where: Sequence[tuple[str, Any]]
+) -> tuple[list[tuple[Any, ...]], int | None, int]:
     """The view's stored rows as read_view reads them (caught up first unless told not
     to), its tracking position (None if never built or of another VERSION: the rows are
     then not the view) and the log's head, read after the rows."""
@@ -760,8 +831,15 @@ def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[An
     return state, lag
 
 
-def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch_up_first: bool = True,
-              statuses: Sequence[str] = (), shape: Any = None, predicates: Sequence[str] = ()) -> tuple[list[Any], int]:  # fmt: skip
+def read_runs(
+    store: Store,
+    where: Callable[[Any], bool] | None = None,
+    *,
+    catch_up_first: bool = True,
+    statuses: Sequence[str] = (),
+    shape: Any = None,
+    predicates: Sequence[str] = (),
+) -> tuple[list[Any], int]:
     """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
     `statuses`: only runs in one of these, selected by the view's status column, so
     only those rows are read and decoded (a fleet of 1M runs, docs/benchmarks.md).
@@ -776,13 +854,18 @@ def read_runs(store: Store, where: Callable[[Any], bool] | None = None, *, catch
 
     for p in predicates:  # a column name in SQL: only a known predicate's
         if p not in lifecycle.PREDICATES:
-            raise InvalidInput(f"unknown predicate {p!r} (known: {', '.join(lifecycle.PREDICATES)})", where="predicates")
+            raise InvalidInput(
+                f"unknown predicate {p!r} (known: {', '.join(lifecycle.PREDICATES)})", where="predicates"
+            )
     listed: Iterable[Any]
     if catch_up_first and store.read_only:  # a backup copy: read_view folds the rest in memory
         found, lag = read_view(store, runs, catch_up_first=True, shape=shape)
         wanted = {str(s) for s in statuses}
-        listed = [s for s in found.values() if (not statuses or str(s.status) in wanted)
-                  and all(runs.predicates_of(s)[p] for p in predicates)]  # fmt: skip
+        listed = [
+            s
+            for s in found.values()
+            if (not statuses or str(s.status) in wanted) and all(runs.predicates_of(s)[p] for p in predicates)
+        ]
     else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key: ~0.1 s at 143k)
         # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
         # the predicate columns; its rows are not the view and are dropped below anyway.

@@ -55,5 +55,14 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
 
 
 # The view, as the engine and the registry see it (projections/view.py).
-VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
-                                columns=columns, keys=keys, TYPES=TYPES)  # fmt: skip
+VIEW: ViewSpec[View] = ViewSpec(
+    NAME=NAME,
+    VERSION=VERSION,
+    initial=initial,
+    evolve=evolve,
+    STATE=STATE,
+    COLUMNS=COLUMNS,
+    columns=columns,
+    keys=keys,
+    TYPES=TYPES,
+)

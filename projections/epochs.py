@@ -24,7 +24,12 @@ KEY = "process"  # keys(rec) is (rec.event.process,) for every event of TYPES: t
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, ProcessEventBase))  # what evolve acts on
 View = dict[str, process_mod.ProcessState]
 STATE = process_mod.ProcessState
-COLUMNS: tuple[tuple[str, str], ...] = (("current_epoch", "text"), ("live", "int"), ("epochs", "int"), ("retired", "int"))
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("current_epoch", "text"),
+    ("live", "int"),
+    ("epochs", "int"),
+    ("retired", "int"),
+)
 
 
 def initial() -> View:
@@ -53,5 +58,15 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
 
 
 # The view, as the engine and the registry see it (projections/view.py).
-VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
-                                columns=columns, keys=keys, KEY=KEY, TYPES=TYPES)  # fmt: skip
+VIEW: ViewSpec[View] = ViewSpec(
+    NAME=NAME,
+    VERSION=VERSION,
+    initial=initial,
+    evolve=evolve,
+    STATE=STATE,
+    COLUMNS=COLUMNS,
+    columns=columns,
+    keys=keys,
+    KEY=KEY,
+    TYPES=TYPES,
+)

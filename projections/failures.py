@@ -53,8 +53,9 @@ def evolve(view: View, rec: Recorded) -> View:
     key = f"{e.status} {e.code}"
     old = view.get(key)
     if old is None:
-        view[key] = FailureCount(status=e.status, code=e.code, transitions=1, last_run=e.run,
-                                 first_at=e.at, last_at=e.at)  # fmt: skip
+        view[key] = FailureCount(
+            status=e.status, code=e.code, transitions=1, last_run=e.run, first_at=e.at, last_at=e.at
+        )
     else:
         view[key] = msgspec.structs.replace(old, transitions=old.transitions + 1, last_run=e.run, last_at=e.at)
     return view
@@ -69,5 +70,13 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
 
 
 # The view, as the engine and the registry see it (projections/view.py).
-VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
-                                columns=columns, TYPES=TYPES)  # fmt: skip
+VIEW: ViewSpec[View] = ViewSpec(
+    NAME=NAME,
+    VERSION=VERSION,
+    initial=initial,
+    evolve=evolve,
+    STATE=STATE,
+    COLUMNS=COLUMNS,
+    columns=columns,
+    TYPES=TYPES,
+)

@@ -123,8 +123,11 @@ def evolve(view: View, rec: Recorded) -> View:
     elif isinstance(e, ProcessEventBase):  # a role's grant (rule T7) is no fact of the orphan rule
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
         view._by_id = None
-        if type(e) is ProcessBooted and e.machine is not None and (
-                h := process_mod.evolve_host(view.hosts.get(e.machine), e)):  # fmt: skip
+        if (
+            type(e) is ProcessBooted
+            and e.machine is not None
+            and (h := process_mod.evolve_host(view.hosts.get(e.machine), e))
+        ):
             view.hosts[e.machine] = h
     view.position = rec.position
     return view
@@ -174,21 +177,29 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     def explain(self) -> str:
         if self.rule == SUPERSEDED:
-            return (f"owner epoch {self.owner_epoch} of {self.owner_process} was superseded by "
-                    f"epoch {self.superseded_by}; orphaned at any age, rule O2")  # fmt: skip
+            return (
+                f"owner epoch {self.owner_epoch} of {self.owner_process} was superseded by "
+                f"epoch {self.superseded_by}; orphaned at any age, rule O2"
+            )
         if self.rule == STOPPED:
-            return (f"owner epoch {self.owner_epoch} of {self.owner_process} recorded a clean stop at "
-                    f"{_iso(self.stopped_at)}; orphaned at any age, rule O2")  # fmt: skip
+            return (
+                f"owner epoch {self.owner_epoch} of {self.owner_process} recorded a clean stop at "
+                f"{_iso(self.stopped_at)}; orphaned at any age, rule O2"
+            )
         if self.rule in (EXITED, HOST_REBOOTED):
             return f"owner {self.evidence}; orphaned at any age, rules O2, O7"
         if self.default_slot is not None:
-            return (f"no epoch and no process; started at {_iso(self.started_at)}, before the cutoff "
-                    f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
-                    f"of {self.default_slot} (the ledger's default slot for unowned runs) - {self.margin:g}s "
-                    "margin; the time fallback, rules O3, O9")  # fmt: skip
-        return (f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
+            return (
+                f"no epoch and no process; started at {_iso(self.started_at)}, before the cutoff "
                 f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
-                f"of {self.owner_process} - {self.margin:g}s margin; the time fallback, rule O3")  # fmt: skip
+                f"of {self.default_slot} (the ledger's default slot for unowned runs) - {self.margin:g}s "
+                "margin; the time fallback, rules O3, O9"
+            )
+        return (
+            f"no live owner epoch; started at {_iso(self.started_at)}, before the cutoff "
+            f"{_iso(self.cutoff)} = boot instant {_iso(self.booted_at)} of epoch {self.relative_to} "
+            f"of {self.owner_process} - {self.margin:g}s margin; the time fallback, rule O3"
+        )
 
 
 def _iso(t: datetime | None) -> str:
@@ -251,28 +262,54 @@ def epoch_policy(view: View, run: RunState, relative_to: EpochState | None, marg
     # minutes old" (a floor misses a run started at 02:00 and redeployed at 02:20).
     cutoff = rel.booted_at - margin
     if run.started_at < cutoff:
-        return Verdict(run=run.run, rule=FALLBACK, owner_process=run.process, owner_epoch=run.epoch,
-                       started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
-                       cutoff=cutoff, margin=margin.total_seconds(),
-                       default_slot=judge if run.process is None else None)  # fmt: skip
+        return Verdict(
+            run=run.run,
+            rule=FALLBACK,
+            owner_process=run.process,
+            owner_epoch=run.epoch,
+            started_at=run.started_at,
+            relative_to=rel.epoch,
+            booted_at=rel.booted_at,
+            cutoff=cutoff,
+            margin=margin.total_seconds(),
+            default_slot=judge if run.process is None else None,
+        )
     return None
 
 
 def _o2_verdict(view: View, run: RunState, owner: EpochState, rule: str, why: str) -> Verdict:
     """The verdict of an owner that is no longer live, with the evidence of the fact
     that ended it (the first of end_of's facts that holds)."""
-    v = Verdict(run=run.run, rule=rule, owner_process=owner.process, owner_epoch=owner.epoch,
-                superseded_by=owner.superseded_by, started_at=run.started_at)  # fmt: skip
+    v = Verdict(
+        run=run.run,
+        rule=rule,
+        owner_process=owner.process,
+        owner_epoch=owner.epoch,
+        superseded_by=owner.superseded_by,
+        started_at=run.started_at,
+    )
     if rule == STOPPED:
         return msgspec.structs.replace(v, stopped_at=owner.stopped_at)
     if rule == EXITED:
-        return msgspec.structs.replace(v, exited_at=owner.exited_at, observed_by=owner.exited_by,
-                                       exit_code=owner.exit_code, signal=owner.exit_signal, evidence=why)  # fmt: skip
+        return msgspec.structs.replace(
+            v,
+            exited_at=owner.exited_at,
+            observed_by=owner.exited_by,
+            exit_code=owner.exit_code,
+            signal=owner.exit_signal,
+            evidence=why,
+        )
     if rule == HOST_REBOOTED:
         reboot = process_mod.rebooted(owner, view.host_of(owner))
         assert reboot is not None
-        return msgspec.structs.replace(v, host=owner.host, host_boot=owner.host_boot, rebooted_to=reboot.host_boot,
-                                       rebooted_by=reboot.epoch, evidence=why)  # fmt: skip
+        return msgspec.structs.replace(
+            v,
+            host=owner.host,
+            host_boot=owner.host_boot,
+            rebooted_to=reboot.host_boot,
+            rebooted_by=reboot.epoch,
+            evidence=why,
+        )
     return v
 
 
@@ -289,13 +326,16 @@ def as_margin(margin: float | timedelta) -> timedelta:
         raise InvalidInput(f"margin must be a number of seconds, got {margin!r}", where="margin")
     seconds = margin.total_seconds() if isinstance(margin, timedelta) else margin
     if not 0 <= seconds <= MAX_MARGIN.total_seconds():  # NaN fails both comparisons
-        raise InvalidInput(f"margin must be from 0 to {MAX_MARGIN.total_seconds():.0f} seconds (a year), "
-                           f"got {margin!r}", where="margin")  # fmt: skip
+        raise InvalidInput(
+            f"margin must be from 0 to {MAX_MARGIN.total_seconds():.0f} seconds (a year), got {margin!r}",
+            where="margin",
+        )
     return margin if isinstance(margin, timedelta) else timedelta(seconds=seconds)
 
 
-def verdicts(view: View, epoch: EpochState | None = None, margin: float | timedelta = MARGIN,
-             policy: Policy = epoch_policy) -> list[Verdict]:  # fmt: skip
+def verdicts(
+    view: View, epoch: EpochState | None = None, margin: float | timedelta = MARGIN, policy: Policy = epoch_policy
+) -> list[Verdict]:
     """Every orphan visible in `view`, sorted by run id.
 
     With `epoch` (a sweep): O2 orphans fleet-wide, and O3 fallback orphans of that
@@ -315,8 +355,13 @@ def _judge(view: View, run: RunState, epoch: EpochState | None, margin: timedelt
     return None if v is None or v.uses_time else v
 
 
-def is_orphaned(view: View, run: str, epoch: EpochState | None = None, margin: float | timedelta = MARGIN,
-                policy: Policy = epoch_policy) -> bool:  # fmt: skip
+def is_orphaned(
+    view: View,
+    run: str,
+    epoch: EpochState | None = None,
+    margin: float | timedelta = MARGIN,
+    policy: Policy = epoch_policy,
+) -> bool:
     state = view.runs.get(run)
     return state is not None and _judge(view, state, epoch, as_margin(margin), policy) is not None
 
@@ -331,18 +376,28 @@ class Unjudged(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     epoch: str | None = None  # an epoch its start named that no slot booted
 
     def explain(self) -> str:
-        how = (f"its start named epoch {self.epoch}, which no slot booted, and no process" if self.epoch is not None
-               else "it was started with neither an epoch nor a process")  # fmt: skip
-        return (f"no slot can judge this run: {how}, and the ledger names no default slot for unowned runs; "
-                "it stays running until someone records its end, rule O9")  # fmt: skip
+        how = (
+            f"its start named epoch {self.epoch}, which no slot booted, and no process"
+            if self.epoch is not None
+            else "it was started with neither an epoch nor a process"
+        )
+        return (
+            f"no slot can judge this run: {how}, and the ledger names no default slot for unowned runs; "
+            "it stays running until someone records its end, rule O9"
+        )
 
 
 def unjudged(view: View) -> list[Unjudged]:
     """Every running run in `view` no slot can judge, sorted by run id (rule O9): the
     orphan rule cannot say whether it is an orphan, so it is named, never passed over."""
-    out = [Unjudged(run=run.run, started_at=run.started_at, epoch=run.epoch) for run in view.runs.values()
-           if not run.deleted and lifecycle.can_be_orphaned(run.status, run.code)
-           and owner_of(view, run) is None and judging_slot(view, run) is None]  # fmt: skip
+    out = [
+        Unjudged(run=run.run, started_at=run.started_at, epoch=run.epoch)
+        for run in view.runs.values()
+        if not run.deleted
+        and lifecycle.can_be_orphaned(run.status, run.code)
+        and owner_of(view, run) is None
+        and judging_slot(view, run) is None
+    ]
     return sorted(out, key=lambda u: u.run)
 
 

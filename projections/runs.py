@@ -93,8 +93,16 @@ def _predicate_columns(status: str, code: str, fenced_end: bool) -> tuple[int, .
 
 def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
     status = str(s.status)
-    return (status, s.code, s.workflow, s.process, s.epoch, s.updated_at.isoformat(), int(s.deleted),
-            *_predicate_columns(status, s.code, s.fenced_end is not None))  # fmt: skip
+    return (
+        status,
+        s.code,
+        s.workflow,
+        s.process,
+        s.epoch,
+        s.updated_at.isoformat(),
+        int(s.deleted),
+        *_predicate_columns(status, s.code, s.fenced_end is not None),
+    )
 
 
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
@@ -102,5 +110,16 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
 
 
 # The view, as the engine and the registry see it (projections/view.py).
-VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve, STATE=STATE, COLUMNS=COLUMNS,
-                                columns=columns, keys=keys, KEY=KEY, INDEXES=INDEXES, TYPES=TYPES)  # fmt: skip
+VIEW: ViewSpec[View] = ViewSpec(
+    NAME=NAME,
+    VERSION=VERSION,
+    initial=initial,
+    evolve=evolve,
+    STATE=STATE,
+    COLUMNS=COLUMNS,
+    columns=columns,
+    keys=keys,
+    KEY=KEY,
+    INDEXES=INDEXES,
+    TYPES=TYPES,
+)

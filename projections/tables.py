@@ -85,8 +85,9 @@ class ViewTables(Protocol):
         """`DROP TABLE IF EXISTS` of a view's table (a rebuild's swap, a shadow's reset)."""
         ...
 
-    def upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
-                    upsert: str) -> None:  # fmt: skip
+    def upsert_many(
+        self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]], upsert: str
+    ) -> None:
         """Run `upsert` (an INSERT .. ON CONFLICT with qmarks) for every row."""
         ...
 
@@ -111,12 +112,16 @@ def ensure(store: ViewTables) -> None:
             return  # nothing was ever materialized here: every view reads as never built
         with translated("create projection tables", store), store.transaction() as cur:
             store.ddl_lock(cur)
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {store.quote(TRACKING_TABLE)} "
-                        "(view TEXT PRIMARY KEY, version BIGINT NOT NULL, position BIGINT NOT NULL)")  # fmt: skip
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {store.quote(PARKED_TABLE)} "
-                        "(view TEXT NOT NULL, position BIGINT NOT NULL, stream TEXT NOT NULL, tag TEXT, "
-                        "error TEXT NOT NULL, attempts BIGINT NOT NULL, parked_at TEXT, "
-                        "PRIMARY KEY (view, position))")  # fmt: skip
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {store.quote(TRACKING_TABLE)} "
+                "(view TEXT PRIMARY KEY, version BIGINT NOT NULL, position BIGINT NOT NULL)"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {store.quote(PARKED_TABLE)} "
+                "(view TEXT NOT NULL, position BIGINT NOT NULL, stream TEXT NOT NULL, tag TEXT, "
+                "error TEXT NOT NULL, attempts BIGINT NOT NULL, parked_at TEXT, "
+                "PRIMARY KEY (view, position))"
+            )
     store.projection_tables_ready = True
 
 
@@ -147,23 +152,37 @@ def reset_view(store: ViewTables, view: str, table: str, columns: Sequence[tuple
         store.drop_view_table(cur, table)
         cur.execute(f"CREATE TABLE {store.quote(table)} (k TEXT PRIMARY KEY{cols}, state {store.blob_type} NOT NULL)")
         cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
-        cur.execute(f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, 0)", (view, version))
+        cur.execute(
+            f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, 0)", (view, version)
+        )
         cur.execute(f"DELETE FROM {store.quote(PARKED_TABLE)} WHERE view=?", (view,))
 
 
-def commit_view(store: ViewTables, view: str, expected: int, position: int, table: str, columns: Sequence[str],
-                upserts: Sequence[tuple[Any, ...]], deletes: Sequence[str],
-                parked: Sequence[tuple[Any, ...]] = ()) -> None:  # fmt: skip
+def commit_view(
+    store: ViewTables,
+    view: str,
+    expected: int,
+    position: int,
+    table: str,
+    columns: Sequence[str],
+    upserts: Sequence[tuple[Any, ...]],
+    deletes: Sequence[str],
+    parked: Sequence[tuple[Any, ...]] = (),
+) -> None:
     """One transaction: move the view's tracking from `expected` to `position`, upsert
     and delete its rows, record parked events. Raises ConflictError if the tracking
     position is not `expected` (another runner applied these events): nothing is
     written, so no event is ever applied twice (rule R3)."""
     names = ("k", *columns, "state")
-    upsert = (f"INSERT INTO {store.quote(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-              f"ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:]))  # fmt: skip
+    upsert = (
+        f"INSERT INTO {store.quote(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+        f"ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:])
+    )
     with translated(f"write view {view}", store), store.transaction() as cur:
-        cur.execute(f"UPDATE {store.quote(TRACKING_TABLE)} SET position=? WHERE view=? AND position=?",
-                    (position, view, expected))  # fmt: skip
+        cur.execute(
+            f"UPDATE {store.quote(TRACKING_TABLE)} SET position=? WHERE view=? AND position=?",
+            (position, view, expected),
+        )
         if cur.rowcount != 1:
             raise ConflictError([view], f"tracking position is no longer {expected}")
         if deletes:
@@ -184,14 +203,15 @@ def load_states(store: ViewTables, table: str, keys: Sequence[str]) -> dict[str,
     found: dict[str, bytes] = {}
     with translated(f"read {table}", store), store.transaction(commit=False) as cur:
         for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
+            chunk = keys[i : i + 500]
             cur.execute(f"SELECT k, state FROM {store.quote(table)} WHERE k IN ({', '.join('?' * len(chunk))})", chunk)
             found.update((k, bytes(v)) for k, v in cur.fetchall())
     return found
 
 
-def rows_query(store: ViewTables, table: str, columns: Sequence[str],
-               where: Sequence[tuple[str, Any]] = ()) -> tuple[str, list[Any]]:  # fmt: skip
+def rows_query(
+    store: ViewTables, table: str, columns: Sequence[str], where: Sequence[tuple[str, Any]] = ()
+) -> tuple[str, list[Any]]:
     """view_rows' SELECT and its parameters."""
     terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
     params = [x for _, v in where for x in (v if isinstance(v, tuple) else (v,))]
@@ -199,8 +219,9 @@ def rows_query(store: ViewTables, table: str, columns: Sequence[str],
     return f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} ORDER BY k", params
 
 
-def view_rows(store: ViewTables, view: str, table: str, columns: Sequence[str],
-              where: Sequence[tuple[str, Any]] = ()) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:  # fmt: skip
+def view_rows(
+    store: ViewTables, view: str, table: str, columns: Sequence[str], where: Sequence[tuple[str, Any]] = ()
+) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:
     """(tracking, rows sorted by key) read in one snapshot, so the rows are exactly
     the view as of its tracking position. `where`: (column, value) equalities.
 
@@ -243,8 +264,9 @@ def view_rows(store: ViewTables, view: str, table: str, columns: Sequence[str],
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
-def orphan_candidates(store: ViewTables, runs_table: str, epochs_table: str, statuses: Sequence[str],
-                      also_slots: Sequence[str] = ()) -> list[tuple[str, bytes]]:  # fmt: skip
+def orphan_candidates(
+    store: ViewTables, runs_table: str, epochs_table: str, statuses: Sequence[str], also_slots: Sequence[str] = ()
+) -> list[tuple[str, bytes]]:
     """(k, state) of the runs view's rows that the orphan rule could judge orphaned:
     not deleted, in one of `statuses`, and not owned by the live current epoch of their
     slot (no owner epoch, another epoch, no slot row, or a current epoch that is not
@@ -259,16 +281,19 @@ def orphan_candidates(store: ViewTables, runs_table: str, epochs_table: str, sta
         return [(k, bytes(state)) for k, state in cur.fetchall()]
 
 
-def candidates_query(store: ViewTables, runs_table: str, epochs_table: str, statuses: Sequence[str],
-                     also_slots: Sequence[str] = ()) -> tuple[str, list[Any]]:  # fmt: skip
+def candidates_query(
+    store: ViewTables, runs_table: str, epochs_table: str, statuses: Sequence[str], also_slots: Sequence[str] = ()
+) -> tuple[str, list[Any]]:
     """orphan_candidates' SELECT and its parameters. Every column of the runs view it
     filters on is in the view's status index (projections/runs.py, INDEXES): the
     filter is decided from the index, and the table is read for the candidates alone."""
-    return (f"SELECT r.k, r.state FROM {store.quote(runs_table)} r LEFT JOIN {store.quote(epochs_table)} p "
-            f"ON p.k = r.process WHERE r.deleted = 0 AND r.status IN ({', '.join('?' * len(statuses))}) "
-            "AND (r.epoch IS NULL OR p.k IS NULL OR p.current_epoch IS NULL OR r.epoch <> p.current_epoch "
-            "OR p.live = 0" + "".join(" OR r.process = ?" for _ in also_slots) + ") ORDER BY r.k",
-            [*statuses, *also_slots])  # fmt: skip
+    return (
+        f"SELECT r.k, r.state FROM {store.quote(runs_table)} r LEFT JOIN {store.quote(epochs_table)} p "
+        f"ON p.k = r.process WHERE r.deleted = 0 AND r.status IN ({', '.join('?' * len(statuses))}) "
+        "AND (r.epoch IS NULL OR p.k IS NULL OR p.current_epoch IS NULL OR r.epoch <> p.current_epoch "
+        "OR p.live = 0" + "".join(" OR r.process = ?" for _ in also_slots) + ") ORDER BY r.k",
+        [*statuses, *also_slots],
+    )
 
 
 def index_name(table: str, name: str) -> str:
@@ -276,8 +301,14 @@ def index_name(table: str, name: str) -> str:
     return f"{table}__{name}"
 
 
-def swap_view(store: ViewTables, view: str, shadow_view: str, live: str, shadow: str,
-              indexes: Mapping[str, Sequence[str]] | None = None) -> tuple[int, int]:  # fmt: skip
+def swap_view(
+    store: ViewTables,
+    view: str,
+    shadow_view: str,
+    live: str,
+    shadow: str,
+    indexes: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[int, int]:
     """Replace the live table by the rebuilt one, and the live tracking and parked
     rows by the rebuild's, in one transaction: readers see the old view or the new
     one, never a half-built one. Returns the new (version, position).
@@ -297,8 +328,10 @@ def swap_view(store: ViewTables, view: str, shadow_view: str, live: str, shadow:
         # row first (the last fix) still let the swap take the live table and then
         # wait for the live row that a catch-up held while waiting for the table:
         # a deadlock (tests/test_pg_locks.py).
-        cur.execute(f"SELECT view FROM {store.quote(TRACKING_TABLE)} WHERE view IN (?, ?) ORDER BY view"
-                    f"{store.for_update}", tuple(sorted((view, shadow_view))))  # fmt: skip
+        cur.execute(
+            f"SELECT view FROM {store.quote(TRACKING_TABLE)} WHERE view IN (?, ?) ORDER BY view{store.for_update}",
+            tuple(sorted((view, shadow_view))),
+        )
         cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (shadow_view,))
         row = cur.fetchone()
         if row is None:
@@ -309,8 +342,10 @@ def swap_view(store: ViewTables, view: str, shadow_view: str, live: str, shadow:
         for name, cols in (indexes or {}).items():
             cur.execute(f'CREATE INDEX "{index_name(live, name)}" ON {store.quote(live)} ({", ".join(cols)})')
         cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=? OR view=?", (view, shadow_view))
-        cur.execute(f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, ?)",
-                    (view, row[0], row[1]))  # fmt: skip
+        cur.execute(
+            f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, ?)",
+            (view, row[0], row[1]),
+        )
         cur.execute(f"DELETE FROM {store.quote(PARKED_TABLE)} WHERE view=?", (view,))
         cur.execute(f"UPDATE {store.quote(PARKED_TABLE)} SET view=? WHERE view=?", (view, shadow_view))
     return int(row[0]), int(row[1])
@@ -322,6 +357,9 @@ def parked(store: ViewTables, view: str | None = None) -> list[tuple[Any, ...]]:
         return []
     cond = " WHERE view=?" if view is not None else ""
     with translated("read parked events", store), store.transaction(commit=False) as cur:
-        cur.execute(f"SELECT view, position, stream, tag, error, attempts, parked_at FROM {store.quote(PARKED_TABLE)}"
-                    f"{cond} ORDER BY view, position", (view,) if view is not None else ())  # fmt: skip
+        cur.execute(
+            f"SELECT view, position, stream, tag, error, attempts, parked_at FROM {store.quote(PARKED_TABLE)}"
+            f"{cond} ORDER BY view, position",
+            (view,) if view is not None else (),
+        )
         return [tuple(r) for r in cur.fetchall()]

@@ -61,11 +61,21 @@ def evolve(view: View, rec: Recorded) -> View:
     else:
         view.streaks[e.run] = streak
     if isinstance(e, RunDeadLettered):
-        view.dead_letters.append(DeadLetterRow(
-            run=e.run, at=e.at, position=rec.position, tick=e.tick, step=e.step,
-            error_class=e.error_class, error=e.error, failing_since=e.failing_since,
-            failures=e.failures, deadline_s=e.deadline_s, cleanup_error=e.cleanup_error,
-        ))  # fmt: skip
+        view.dead_letters.append(
+            DeadLetterRow(
+                run=e.run,
+                at=e.at,
+                position=rec.position,
+                tick=e.tick,
+                step=e.step,
+                error_class=e.error_class,
+                error=e.error,
+                failing_since=e.failing_since,
+                failures=e.failures,
+                deadline_s=e.deadline_s,
+                cleanup_error=e.cleanup_error,
+            )
+        )
         view.by_step[e.step] = view.by_step.get(e.step, 0) + 1
         view.by_error_class[e.error_class] = view.by_error_class.get(e.error_class, 0) + 1
     return view
@@ -111,13 +121,23 @@ def open_streak(view: View, run: str) -> OpenStreak | None:
     if s is None:
         return None
     age = (view.now - s.since).total_seconds() if view.now is not None else None
-    return OpenStreak(age_s=age, error=s.error, error_class=s.error_class, failures=s.failures, last_at=s.last_at,
-                      run=run, since=s.since, step=s.step, tick=s.tick)  # fmt: skip
+    return OpenStreak(
+        age_s=age,
+        error=s.error,
+        error_class=s.error_class,
+        failures=s.failures,
+        last_at=s.last_at,
+        run=run,
+        since=s.since,
+        step=s.step,
+        tick=s.tick,
+    )
 
 
 def run_health(view: View, run: str) -> RunTickHealth:
-    return RunTickHealth(dead_letters=[d for d in view.dead_letters if d.run == run], ledger_now=view.now,
-                         streak=open_streak(view, run))  # fmt: skip
+    return RunTickHealth(
+        dead_letters=[d for d in view.dead_letters if d.run == run], ledger_now=view.now, streak=open_streak(view, run)
+    )
 
 
 def streak_row(view: View, run: str) -> dict[str, Any] | None:
@@ -128,7 +148,11 @@ def streak_row(view: View, run: str) -> dict[str, Any] | None:
 
 def open_streaks(view: View) -> list[dict[str, Any]]:
     """Open streaks, oldest first."""
-    return [r for r in (streak_row(view, run) for run in sorted(view.streaks, key=lambda k: (view.streaks[k].since, k))) if r]
+    return [
+        r
+        for r in (streak_row(view, run) for run in sorted(view.streaks, key=lambda k: (view.streaks[k].since, k)))
+        if r
+    ]
 
 
 def summary(view: View) -> dict[str, Any]:

@@ -59,8 +59,14 @@ def state_hash(state: FleetState) -> str:
 By = Literal["log", "event-time"]
 
 
-def state_at(store: Store, *, position: int | None = None, at: datetime | None = None,
-             views: tuple[View, ...] = VIEWS, by: By = "log") -> FleetState:  # fmt: skip
+def state_at(
+    store: Store,
+    *,
+    position: int | None = None,
+    at: datetime | None = None,
+    views: tuple[View, ...] = VIEWS,
+    by: By = "log",
+) -> FleetState:
     """The fleet as of `position` (events at or before it) or `at` (see the module doc);
     both: whichever prefix is shorter; neither: the whole log. `by`: how `at` cuts the
     log, "log" (a prefix of the log) or "event-time" (a prefix of every stream)."""
@@ -110,6 +116,7 @@ def _apply(view_module: ViewSpec[Any], view: Any, rec: Recorded) -> tuple[Any, b
     return view, False
 
 
-def _done(position: int, at: datetime | None, events: int, folded: dict[str, Any],
-          parked: dict[str, list[int]]) -> FleetState:  # fmt: skip
+def _done(
+    position: int, at: datetime | None, events: int, folded: dict[str, Any], parked: dict[str, list[int]]
+) -> FleetState:
     return FleetState(position=position, at=at, events=events, views=folded, parked=parked)

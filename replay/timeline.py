@@ -161,18 +161,45 @@ def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
     where = f"position {rec.position}"
     if type(e) is RunFenced:
         claim = f", claiming {e.reported}" if e.reported is not None else ""
-        bar.marks.append(Mark("fenced", e.at, rec.position, run=e.run, epoch=e.epoch, detail=(
-            f"{e.run}: FENCED {e.refused}{claim} from stale epoch {e.epoch} at {_iso(e.at)} ({where}): {e.why}; "
-            "kept as evidence, the run's status is unchanged (rules F1, F2)")))  # fmt: skip
+        bar.marks.append(
+            Mark(
+                "fenced",
+                e.at,
+                rec.position,
+                run=e.run,
+                epoch=e.epoch,
+                detail=(
+                    f"{e.run}: FENCED {e.refused}{claim} from stale epoch {e.epoch} at {_iso(e.at)} ({where}): {e.why}; "
+                    "kept as evidence, the run's status is unchanged (rules F1, F2)"
+                ),
+            )
+        )
         return
     assert e.status is not None
     if type(e) is RunRecovered:
-        bar.marks.append(Mark("recovery", e.at, rec.position, run=e.run, epoch=e.swept_by, detail=(
-            f"{e.run}: recovered by the sweep of {e.swept_by} ({e.swept_by_process}) at {_iso(e.at)} ({where}), "
-            f"rule {e.rule}: {e.reason or ''}")))  # fmt: skip
+        bar.marks.append(
+            Mark(
+                "recovery",
+                e.at,
+                rec.position,
+                run=e.run,
+                epoch=e.swept_by,
+                detail=(
+                    f"{e.run}: recovered by the sweep of {e.swept_by} ({e.swept_by_process}) at {_iso(e.at)} ({where}), "
+                    f"rule {e.rule}: {e.reason or ''}"
+                ),
+            )
+        )
     elif type(e) is RunCorrected:
-        bar.marks.append(Mark("correction", e.at, rec.position, run=e.run, detail=(
-            f"{e.run}: corrected to {e.to} by {e.actor} at {_iso(e.at)} ({where}): {e.reason or ''}")))  # fmt: skip
+        bar.marks.append(
+            Mark(
+                "correction",
+                e.at,
+                rec.position,
+                run=e.run,
+                detail=(f"{e.run}: corrected to {e.to} by {e.actor} at {_iso(e.at)} ({where}): {e.reason or ''}"),
+            )
+        )
     last = bar.segments[-1] if bar.segments else None
     if type(e) is RunDeleted:
         if last is not None and last.end is None:
@@ -206,27 +233,78 @@ def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
                 _end_if_over(h, old, e.at, rec.position)
             ep = Epoch(e.process, e.epoch, e.booted_at, e.at, e.host, e.pid, e.host_boot)
             lane.epochs.append(ep)
-            lane.marks.append(Mark("boot", e.booted_at, rec.position, epoch=e.epoch, detail=(
-                f"boot of {e.process}, epoch {e.epoch}, on {e.host or '?'} pid {e.pid if e.pid is not None else '?'}: "
-                f"booted at {_iso(e.booted_at)}, recorded at {_iso(e.at)} ({where}) by {e.actor or '?'}")))  # fmt: skip
+            lane.marks.append(
+                Mark(
+                    "boot",
+                    e.booted_at,
+                    rec.position,
+                    epoch=e.epoch,
+                    detail=(
+                        f"boot of {e.process}, epoch {e.epoch}, on {e.host or '?'} pid {e.pid if e.pid is not None else '?'}: "
+                        f"booted at {_iso(e.booted_at)}, recorded at {_iso(e.at)} ({where}) by {e.actor or '?'}"
+                    ),
+                )
+            )
         case ProcessStopping():
-            lane.marks.append(Mark("stopping", e.at, rec.position, epoch=e.epoch,
-                                   detail=f"epoch {e.epoch} of {e.process} began to stop at {_iso(e.at)} ({where})"))
+            lane.marks.append(
+                Mark(
+                    "stopping",
+                    e.at,
+                    rec.position,
+                    epoch=e.epoch,
+                    detail=f"epoch {e.epoch} of {e.process} began to stop at {_iso(e.at)} ({where})",
+                )
+            )
         case ProcessStopped():
-            lane.marks.append(Mark("stop", e.at, rec.position, epoch=e.epoch, detail=(
-                f"epoch {e.epoch} of {e.process} recorded a clean stop at {_iso(e.at)} ({where}): "
-                "its running runs are orphans at any age (rule O2)")))  # fmt: skip
+            lane.marks.append(
+                Mark(
+                    "stop",
+                    e.at,
+                    rec.position,
+                    epoch=e.epoch,
+                    detail=(
+                        f"epoch {e.epoch} of {e.process} recorded a clean stop at {_iso(e.at)} ({where}): "
+                        "its running runs are orphans at any age (rule O2)"
+                    ),
+                )
+            )
         case ProcessExited():  # rule O7: someone saw it die
             how = "".join(f", {k} {v}" for k, v in (("exit code", e.exit_code), ("signal", e.signal)) if v is not None)
-            lane.marks.append(Mark("exit", e.at, rec.position, epoch=e.epoch, detail=(
-                f"epoch {e.epoch} of {e.process} exited, seen by {e.observed_by} at {_iso(e.at)} ({where}){how}"
-                + (f": {e.evidence}" if e.evidence else "") + "; its running runs are orphans at any age (rule O7)")))  # fmt: skip
+            lane.marks.append(
+                Mark(
+                    "exit",
+                    e.at,
+                    rec.position,
+                    epoch=e.epoch,
+                    detail=(
+                        f"epoch {e.epoch} of {e.process} exited, seen by {e.observed_by} at {_iso(e.at)} ({where}){how}"
+                        + (f": {e.evidence}" if e.evidence else "")
+                        + "; its running runs are orphans at any age (rule O7)"
+                    ),
+                )
+            )
         case ProcessSweepSkipped():
-            lane.marks.append(Mark("sweep-skipped", e.at, rec.position, epoch=e.epoch,
-                                   detail=f"the sweep of {e.epoch} skipped the time fallback at {_iso(e.at)} ({where}): {e.why}"))
+            lane.marks.append(
+                Mark(
+                    "sweep-skipped",
+                    e.at,
+                    rec.position,
+                    epoch=e.epoch,
+                    detail=f"the sweep of {e.epoch} skipped the time fallback at {_iso(e.at)} ({where}): {e.why}",
+                )
+            )
         case ProcessSweepFailed():
-            lane.marks.append(Mark("sweep-failed", e.at, rec.position, epoch=e.epoch, detail=(
-                f"the sweep of {e.epoch} gave up after {e.attempts} attempts at {_iso(e.at)} ({where}): {e.error}")))  # fmt: skip
+            lane.marks.append(
+                Mark(
+                    "sweep-failed",
+                    e.at,
+                    rec.position,
+                    epoch=e.epoch,
+                    detail=(
+                        f"the sweep of {e.epoch} gave up after {e.attempts} attempts at {_iso(e.at)} ({where}): {e.error}"
+                    ),
+                )
+            )
     # Which epochs this event ended: end_of decides (never this module), asked of the
     # lane's live epochs (and, for a boot, above: of those on a host it showed rebooted).
     if isinstance(e, ProcessBooted):
@@ -254,12 +332,28 @@ def _end_if_over(h: History, ep: Epoch, at: datetime, position: int) -> None:
     lane.live.remove(ep)
     where = f"position {position}"
     if rule == slot.SUPERSEDED:
-        lane.marks.append(Mark("supersede", at, position, epoch=ep.epoch, detail=(
-            f"epoch {ep.epoch} of {ep.process} superseded by {state.superseded_by} at {_iso(at)} ({where}): "
-            "its running runs are orphans at any age (rule O2)")))  # fmt: skip
+        lane.marks.append(
+            Mark(
+                "supersede",
+                at,
+                position,
+                epoch=ep.epoch,
+                detail=(
+                    f"epoch {ep.epoch} of {ep.process} superseded by {state.superseded_by} at {_iso(at)} ({where}): "
+                    "its running runs are orphans at any age (rule O2)"
+                ),
+            )
+        )
     elif rule == slot.HOST_REBOOTED:
-        lane.marks.append(Mark("reboot", at, position, epoch=ep.epoch, detail=(
-            f"{why} ({where}): its running runs are orphans at any age (rule O7)")))
+        lane.marks.append(
+            Mark(
+                "reboot",
+                at,
+                position,
+                epoch=ep.epoch,
+                detail=(f"{why} ({where}): its running runs are orphans at any age (rule O7)"),
+            )
+        )
 
 
 def history(records: Iterable[Recorded]) -> History:
@@ -280,9 +374,18 @@ def history(records: Iterable[Recorded]) -> History:
             if isinstance(e, ProcessBooted):
                 h.first = min(h.first, e.booted_at)
     for (process, epoch, at), runs in sweeps.items():
-        h.lane(process).marks.append(Mark("sweep", at, 0, epoch=epoch, detail=(
-            f"the sweep of {epoch} at {_iso(at)} recovered {len(runs)} orphan{'s' if len(runs) != 1 else ''}: "
-            + ", ".join(runs))))  # fmt: skip
+        h.lane(process).marks.append(
+            Mark(
+                "sweep",
+                at,
+                0,
+                epoch=epoch,
+                detail=(
+                    f"the sweep of {epoch} at {_iso(at)} recovered {len(runs)} orphan{'s' if len(runs) != 1 else ''}: "
+                    + ", ".join(runs)
+                ),
+            )
+        )
     return h
 
 
@@ -346,18 +449,34 @@ def _shape(kind: str, x: float, y: float, detail: str, extra: str = "") -> str:
         body = f'<rect x="{x - s:.1f}" y="{y - s:.1f}" width="{2 * s}" height="{2 * s}" fill="{fill}" stroke="{colour}" stroke-width="1.5"/>'
     elif shape in ("diamond", "diamond-open"):
         fill = colour if shape == "diamond" else "#fff"
-        body = (f'<path d="M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y:.1f} L{x:.1f},{y + 6:.1f} L{x - 6:.1f},{y:.1f} Z" '
-                f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+        body = (
+            f'<path d="M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y:.1f} L{x:.1f},{y + 6:.1f} L{x - 6:.1f},{y:.1f} Z" '
+            f'fill="{fill}" stroke="{colour}" stroke-width="2"/>'
+        )
     elif shape == "circle":
         body = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#fff" stroke="{colour}" stroke-width="2"/>'
     elif shape in ("x", "cross"):
         w = 2.5 if shape == "x" else 3
-        body = (f'<path d="M{x - 4:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 4:.1f} M{x + 4:.1f},{y - 4:.1f} L{x - 4:.1f},{y + 4:.1f}" '
-                f'stroke="{colour}" stroke-width="{w}"/>')  # fmt: skip
+        body = (
+            f'<path d="M{x - 4:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 4:.1f} M{x + 4:.1f},{y - 4:.1f} L{x - 4:.1f},{y + 4:.1f}" '
+            f'stroke="{colour}" stroke-width="{w}"/>'
+        )
     else:  # star
-        pts = " ".join(f"{x + dx:.1f},{y + dy:.1f}" for dx, dy in
-                       [(0, -6), (1.8, -1.8), (6, -1.5), (2.8, 1.2), (3.7, 5.5), (0, 3), (-3.7, 5.5), (-2.8, 1.2),
-                        (-6, -1.5), (-1.8, -1.8)])  # fmt: skip
+        pts = " ".join(
+            f"{x + dx:.1f},{y + dy:.1f}"
+            for dx, dy in [
+                (0, -6),
+                (1.8, -1.8),
+                (6, -1.5),
+                (2.8, 1.2),
+                (3.7, 5.5),
+                (0, 3),
+                (-3.7, 5.5),
+                (-2.8, 1.2),
+                (-6, -1.5),
+                (-1.8, -1.8),
+            ]
+        )
         body = f'<polygon points="{pts}" fill="{colour}"/>'
     return f"<g {attrs}>{title}{body}</g>"
 
@@ -388,7 +507,9 @@ def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime)
         x0 = x_of(b.start) - (6 if b.marks and min(m.at for m in b.marks) <= b.start else 0)
         # A bar's markers count as part of it: a fenced report that came after the bar
         # ended must not sit on the next bar of the row.
-        x1 = max([x_of(b.segments[-1].end or end) + 3, *(x_of(m.at) + 6 for m in b.marks)])  # + 3: a point segment is 3 px wide
+        x1 = max(
+            [x_of(b.segments[-1].end or end) + 3, *(x_of(m.at) + 6 for m in b.marks)]
+        )  # + 3: a point segment is 3 px wide
         _, outside = _label(b, x_of(b.start), x_of(b.segments[-1].end or end))
         if outside:  # the failure code is written after the bar and its markers: part of the bar too
             x1 = max(x1, _after(b, x_of, end) + CHAR * len(outside))
@@ -403,8 +524,15 @@ def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime)
     return out
 
 
-def render(h: History, *, start: datetime | None = None, end: datetime | None = None, cursor: datetime | None = None,
-           runs: Sequence[str] | None = None, title: str = "epochledger timeline") -> str:  # fmt: skip
+def render(
+    h: History,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    cursor: datetime | None = None,
+    runs: Sequence[str] | None = None,
+    title: str = "epochledger timeline",
+) -> str:
     """The page, as text. `start`/`end`: the window (default: the whole history);
     `cursor`: the instant under investigation; `runs`: only these runs (and their lanes)."""
     lo = start or h.first or datetime(1970, 1, 1, tzinfo=UTC)
@@ -433,33 +561,55 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
     shown_runs = 0
     for name in sorted(h.lanes):
         lane = h.lanes[name]
-        bars = sorted((b for b in lane.bars if b.segments and (wanted is None or b.run in wanted)
-                       and visible(b.start, b.segments[-1].end)), key=lambda b: (b.start, b.run))  # fmt: skip
+        bars = sorted(
+            (
+                b
+                for b in lane.bars
+                if b.segments and (wanted is None or b.run in wanted) and visible(b.start, b.segments[-1].end)
+            ),
+            key=lambda b: (b.start, b.run),
+        )
         if wanted is not None and not bars:
             continue
         rows = _pack(bars, x_of, hi)
         n_rows = max(rows, default=-1) + 1
         height = EPOCH_ROW + max(n_rows, 1) * ROW + 8
-        g = [f'<g class="lane" data-process="{_esc(name)}" transform="translate(0,{y})">',
-             f'<rect class="lane-bg" x="0" y="0" width="{LEFT + WIDTH + 10}" height="{height}"/>',
-             f'<text class="lane-label" x="8" y="13">{_esc(name)}</text>',
-             f'<text class="lane-sub" x="8" y="26">{len(lane.epochs)} epochs, {len(bars)} runs</text>']  # fmt: skip
+        g = [
+            f'<g class="lane" data-process="{_esc(name)}" transform="translate(0,{y})">',
+            f'<rect class="lane-bg" x="0" y="0" width="{LEFT + WIDTH + 10}" height="{height}"/>',
+            f'<text class="lane-label" x="8" y="13">{_esc(name)}</text>',
+            f'<text class="lane-sub" x="8" y="26">{len(lane.epochs)} epochs, {len(bars)} runs</text>',
+        ]
         for i, ep in enumerate(lane.epochs):
             if not visible(ep.booted_at, ep.end):
                 continue
             x0, x1 = x_of(ep.booted_at), x_of(ep.end or hi)
-            end_txt = (f"superseded by {ep.superseded_by} at {_iso(ep.end)}" if ep.end_kind == "supersede"
-                       else f"stopped at {_iso(ep.end)}" if ep.end_kind == "stop"
-                       else f"exited at {_iso(ep.end)}" if ep.end_kind == "exit"
-                       else f"its host rebooted, seen at {_iso(ep.end)}" if ep.end_kind == "reboot"
-                       else "live at the end of the history")  # fmt: skip
-            detail = (f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
-                      f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}")  # fmt: skip
-            g.append(f'<g class="epoch" data-epoch="{_esc(ep.epoch)}" data-detail="{_esc(detail)}">'
-                     f'<title>{_esc(detail)}</title>'
-                     f'<rect class="epoch-band e{i % 2}" x="{x0:.1f}" y="3" width="{max(x1 - x0, 1):.1f}" height="{EPOCH_ROW - 6}"/>'
-                     + (f'<text class="epoch-label" x="{x0 + 8:.1f}" y="{EPOCH_ROW - 6}">{_esc(ep.epoch)}</text>' if x1 - x0 > 60 else "")
-                     + "</g>")  # fmt: skip
+            end_txt = (
+                f"superseded by {ep.superseded_by} at {_iso(ep.end)}"
+                if ep.end_kind == "supersede"
+                else f"stopped at {_iso(ep.end)}"
+                if ep.end_kind == "stop"
+                else f"exited at {_iso(ep.end)}"
+                if ep.end_kind == "exit"
+                else f"its host rebooted, seen at {_iso(ep.end)}"
+                if ep.end_kind == "reboot"
+                else "live at the end of the history"
+            )
+            detail = (
+                f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
+                f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}"
+            )
+            g.append(
+                f'<g class="epoch" data-epoch="{_esc(ep.epoch)}" data-detail="{_esc(detail)}">'
+                f"<title>{_esc(detail)}</title>"
+                f'<rect class="epoch-band e{i % 2}" x="{x0:.1f}" y="3" width="{max(x1 - x0, 1):.1f}" height="{EPOCH_ROW - 6}"/>'
+                + (
+                    f'<text class="epoch-label" x="{x0 + 8:.1f}" y="{EPOCH_ROW - 6}">{_esc(ep.epoch)}</text>'
+                    if x1 - x0 > 60
+                    else ""
+                )
+                + "</g>"
+            )
         for m in sorted(lane.marks, key=lambda m: (m.at, m.position, m.kind)):
             if lo <= m.at <= hi:
                 g.append(_shape(m.kind, x_of(m.at), EPOCH_ROW / 2, m.detail, f' data-epoch="{_esc(m.epoch or "")}"'))
@@ -475,25 +625,33 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
                 sx0, sx1 = x_of(seg.start), x_of(seg.end or hi)
                 seg_code = f" {show_code(seg.code)}" if lifecycle.is_failure(seg.status, seg.code) else ""
                 until = _iso(seg.end) if seg.end is not None else "the end of the history"
-                detail = (f"{bar.run} ({bar.workflow or '?'}, slot {bar.process}): {seg.status}{seg_code} "
-                          + (f"at {_iso(seg.start)}" if seg.end == seg.start else f"from {_iso(seg.start)} to {until}")
-                          + f" (position {seg.position})")  # fmt: skip
+                detail = (
+                    f"{bar.run} ({bar.workflow or '?'}, slot {bar.process}): {seg.status}{seg_code} "
+                    + (f"at {_iso(seg.start)}" if seg.end == seg.start else f"from {_iso(seg.start)} to {until}")
+                    + f" (position {seg.position})"
+                )
                 w = max(sx1 - sx0, 3.0)
-                parts.append(f'<rect class="seg" data-status="{seg.status}" data-detail="{_esc(detail)}" x="{sx0:.1f}" '
-                             f'y="{by:.1f}" width="{w:.1f}" height="{ROW - 4}" fill="{COLOURS[seg.status]}">'
-                             f'<title>{_esc(detail)}</title></rect>')  # fmt: skip
+                parts.append(
+                    f'<rect class="seg" data-status="{seg.status}" data-detail="{_esc(detail)}" x="{sx0:.1f}" '
+                    f'y="{by:.1f}" width="{w:.1f}" height="{ROW - 4}" fill="{COLOURS[seg.status]}">'
+                    f"<title>{_esc(detail)}</title></rect>"
+                )
             x0 = x_of(bar.start)
             x1 = x_of(bar.segments[-1].end or hi)
             inside, outside = _label(bar, x0, x1)
             if inside:
                 parts.append(f'<text class="run-label" x="{x0 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(inside)}</text>')
             elif outside:
-                parts.append(f'<text class="run-code" x="{_after(bar, x_of, hi):.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>')
+                parts.append(
+                    f'<text class="run-code" x="{_after(bar, x_of, hi):.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>'
+                )
             parts.append("</g>")
             g.append("".join(parts))
             for m in bar.marks:  # drawn after the bars below, so no bar covers a marker
                 if lo <= m.at <= hi:
-                    on_top.append(_shape(m.kind, x_of(m.at), by + (ROW - 4) / 2, m.detail, f' data-run="{_esc(bar.run)}"'))
+                    on_top.append(
+                        _shape(m.kind, x_of(m.at), by + (ROW - 4) / 2, m.detail, f' data-run="{_esc(bar.run)}"')
+                    )
         g.extend(on_top)
         g.append("</g>")
         body.append("\n".join(g))
@@ -502,28 +660,38 @@ def render(h: History, *, start: datetime | None = None, end: datetime | None = 
     for t in ticks:
         x = x_of(t)
         fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < 86400 else "%Y-%m-%d"
-        axis.append(f'<line class="grid" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{y}"/>'
-                    f'<text class="tick" x="{x:.1f}" y="{TOP - 6}">{t.strftime(fmt)}</text>')  # fmt: skip
+        axis.append(
+            f'<line class="grid" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{y}"/>'
+            f'<text class="tick" x="{x:.1f}" y="{TOP - 6}">{t.strftime(fmt)}</text>'
+        )
     axis.append("</g>")
     cursor_svg = ""
     if cursor is not None and lo <= cursor <= hi:
         cx = x_of(cursor)
         detail = f"cursor: {_iso(cursor)}"
-        cursor_svg = (f'<g class="cursor" data-at="{_iso(cursor)}" data-detail="{_esc(detail)}"><title>{_esc(detail)}</title>'
-                      f'<line x1="{cx:.1f}" y1="{TOP - 18}" x2="{cx:.1f}" y2="{y}"/>'
-                      f'<text x="{cx + 4 if cx < LEFT + WIDTH - 160 else cx - 4:.1f}" y="{TOP - 20}" '
-                      f'text-anchor="{"start" if cx < LEFT + WIDTH - 160 else "end"}">{_esc(_iso(cursor))}</text></g>')  # fmt: skip
+        cursor_svg = (
+            f'<g class="cursor" data-at="{_iso(cursor)}" data-detail="{_esc(detail)}"><title>{_esc(detail)}</title>'
+            f'<line x1="{cx:.1f}" y1="{TOP - 18}" x2="{cx:.1f}" y2="{y}"/>'
+            f'<text x="{cx + 4 if cx < LEFT + WIDTH - 160 else cx - 4:.1f}" y="{TOP - 20}" '
+            f'text-anchor="{"start" if cx < LEFT + WIDTH - 160 else "end"}">{_esc(_iso(cursor))}</text></g>'
+        )
     height = y + 10
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{LEFT + WIDTH + 20}" height="{height}" '
-           f'viewBox="0 0 {LEFT + WIDTH + 20} {height}">' + "".join(axis) + "\n".join(body) + cursor_svg + "</svg>")  # fmt: skip
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{LEFT + WIDTH + 20}" height="{height}" '
+        f'viewBox="0 0 {LEFT + WIDTH + 20} {height}">' + "".join(axis) + "\n".join(body) + cursor_svg + "</svg>"
+    )
     return _page(title, h, lo, hi, cursor, shown_runs, svg)
 
 
 def _legend() -> str:
-    items = [f'<span class="item status" data-status="{s}"><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in Status]
+    items = [
+        f'<span class="item status" data-status="{s}"><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in Status
+    ]
     for kind, (_, _, text) in MARKS.items():
-        items.append(f'<span class="item mark" data-kind="{kind}"><svg width="16" height="16" viewBox="0 0 16 16">'
-                     f'{_shape(kind, 8, 8, text)}</svg>{_esc(text)}</span>')  # fmt: skip
+        items.append(
+            f'<span class="item mark" data-kind="{kind}"><svg width="16" height="16" viewBox="0 0 16 16">'
+            f"{_shape(kind, 8, 8, text)}</svg>{_esc(text)}</span>"
+        )
     return '<div class="legend" id="legend">' + "".join(items) + "</div>"
 
 
@@ -556,16 +724,26 @@ document.addEventListener('mousemove',function(ev){tip.style.left=(ev.clientX+14
 
 
 def _page(title: str, h: History, lo: datetime, hi: datetime, cursor: datetime | None, shown: int, svg: str) -> str:
-    sub = (f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
-           f"ledger time {_iso(lo)} to {_iso(hi)}" + (f"; cursor at {_iso(cursor)}" if cursor is not None else ""))  # fmt: skip
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
-            f"<h1>{_esc(title)}</h1><p class=\"sub\">{_esc(sub)}</p>{_legend()}{svg}"
-            f"<div id=\"tip\"></div><script>{_SCRIPT}</script></body></html>\n")  # fmt: skip
+    sub = (
+        f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
+        f"ledger time {_iso(lo)} to {_iso(hi)}" + (f"; cursor at {_iso(cursor)}" if cursor is not None else "")
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+        f'<h1>{_esc(title)}</h1><p class="sub">{_esc(sub)}</p>{_legend()}{svg}'
+        f'<div id="tip"></div><script>{_SCRIPT}</script></body></html>\n'
+    )
 
 
-def page(store: Store, *, start: datetime | None = None, end: datetime | None = None,
-         cursor: datetime | None = None, runs: Sequence[str] | None = None) -> str:  # fmt: skip
+def page(
+    store: Store,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    cursor: datetime | None = None,
+    runs: Sequence[str] | None = None,
+) -> str:
     """The page of the whole log in `store` (undecodable events are left out, rule T4).
     InvalidInput for a window that ends before it starts or an instant without a time
     zone; RunNotFound for a `runs` entry the log never queued."""

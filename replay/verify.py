@@ -76,9 +76,18 @@ def verify_view(store: Store, module: View) -> Verified:
     if tracking is None:  # nothing live to compare; not a difference
         return Verified(view=module.NAME, position=0, rows=0, parked=0, built=False)
     if tracking[0] != module.VERSION:
-        return Verified(view=module.NAME, position=tracking[1], rows=len(live), parked=0, difference=Difference(
-            view=module.NAME, live=tracking[0], replay=module.VERSION,
-            message=f"view {module.NAME} was built by version {tracking[0]}, the code is version {module.VERSION}"))
+        return Verified(
+            view=module.NAME,
+            position=tracking[1],
+            rows=len(live),
+            parked=0,
+            difference=Difference(
+                view=module.NAME,
+                live=tracking[0],
+                replay=module.VERSION,
+                message=f"view {module.NAME} was built by version {tracking[0]}, the code is version {module.VERSION}",
+            ),
+        )
     position = tracking[1]
     live_parked = [r[1] for r in tables.parked(store, module.NAME) if r[1] <= position]
     expected, parked = replay_rows(store, module, position)
@@ -91,13 +100,19 @@ def verify_view(store: Store, module: View) -> Verified:
     result = Verified(view=module.NAME, position=position, rows=len(live), parked=len(live_parked))
     result.difference = _first_difference(module.NAME, ["k", *columns, "state"], live, expected)
     if result.difference is None and live_parked != parked:
-        result.difference = Difference(view=module.NAME, column="parked", live=live_parked, replay=parked,
-                                       message=f"parked events differ: live {live_parked}, replay {parked}")  # fmt: skip
+        result.difference = Difference(
+            view=module.NAME,
+            column="parked",
+            live=live_parked,
+            replay=parked,
+            message=f"parked events differ: live {live_parked}, replay {parked}",
+        )
     return result
 
 
-def _first_difference(view: str, names: list[str], live: list[tuple[Any, ...]],
-                      expected: list[tuple[Any, ...]]) -> Difference | None:  # fmt: skip
+def _first_difference(
+    view: str, names: list[str], live: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]
+) -> Difference | None:
     i = j = 0
     while i < len(live) or j < len(expected):
         a = live[i] if i < len(live) else None
@@ -111,8 +126,14 @@ def _first_difference(view: str, names: list[str], live: list[tuple[Any, ...]],
             if x != y:
                 shown_x = x.decode() if isinstance(x, bytes) else x
                 shown_y = y.decode() if isinstance(y, bytes) else y
-                return Difference(view=view, key=a[0], column=name, live=shown_x, replay=shown_y,
-                                  message=f"{view}: row {a[0]!r} column {name}: live {shown_x!r}, replay {shown_y!r}")  # fmt: skip
+                return Difference(
+                    view=view,
+                    key=a[0],
+                    column=name,
+                    live=shown_x,
+                    replay=shown_y,
+                    message=f"{view}: row {a[0]!r} column {name}: live {shown_x!r}, replay {shown_y!r}",
+                )
         i += 1
         j += 1
     return None
@@ -134,8 +155,9 @@ class Verification(msgspec.Struct, kw_only=True):
         wins over the first view's difference (exit 10)."""
         failure = self.chain.failure
         if failure is not None:
-            return ChainBroken(failure.kind, failure.position, failure.message, stream=failure.stream,
-                               version=failure.version)  # fmt: skip
+            return ChainBroken(
+                failure.kind, failure.position, failure.message, stream=failure.stream, version=failure.version
+            )
         for r in self.views:
             if r.difference is not None:
                 return ViewMismatch(r.view, r.difference.message)

@@ -164,9 +164,14 @@ def flat_age(arg: str | None) -> Policy:
         if sweep.now - run.started_at <= limit:
             return None
         owner = orphans.owner_of(sweep.view, run)
-        return Verdict(run=run.run, rule=f"flat-age:{arg}", owner_process=run.process,
-                       owner_epoch=owner.epoch if owner is not None else run.epoch,
-                       started_at=run.started_at, cutoff=sweep.now - limit)  # fmt: skip
+        return Verdict(
+            run=run.run,
+            rule=f"flat-age:{arg}",
+            owner_process=run.process,
+            owner_epoch=owner.epoch if owner is not None else run.epoch,
+            started_at=run.started_at,
+            cutoff=sweep.now - limit,
+        )
 
     return policy
 
@@ -204,14 +209,27 @@ def clamp(arg: str | None) -> Policy:
         owned = orphans.epoch_policy(sweep.view, run, None, sweep.margin)
         if owned is not None and not owned.uses_time:
             return owned  # O2 is clock-free: the clamp changes nothing there
-        if (run.deleted or not lifecycle.can_be_orphaned(run.status, run.code) or run.process != rel.process
-                or run.started_at is None or orphans.owner_of(sweep.view, run) is not None):  # fmt: skip
+        if (
+            run.deleted
+            or not lifecycle.can_be_orphaned(run.status, run.code)
+            or run.process != rel.process
+            or run.started_at is None
+            or orphans.owner_of(sweep.view, run) is not None
+        ):
             return None
         cutoff = sweep.now - sweep.margin  # booted_at clamped to "now": age max(0, now - booted_at) = 0
         if run.started_at < cutoff:
-            return Verdict(run=run.run, rule="clamp", owner_process=run.process, owner_epoch=run.epoch,
-                           started_at=run.started_at, relative_to=rel.epoch, booted_at=rel.booted_at,
-                           cutoff=cutoff, margin=sweep.margin.total_seconds())  # fmt: skip
+            return Verdict(
+                run=run.run,
+                rule="clamp",
+                owner_process=run.process,
+                owner_epoch=run.epoch,
+                started_at=run.started_at,
+                relative_to=rel.epoch,
+                booted_at=rel.booted_at,
+                cutoff=cutoff,
+                margin=sweep.margin.total_seconds(),
+            )
         return None
 
     return policy
@@ -230,8 +248,14 @@ def heartbeat(arg: str | None) -> Policy:
         last = max(run.started_at, beat.at) if beat is not None else run.started_at
         if sweep.now - last <= limit:
             return None
-        return Verdict(run=run.run, rule=f"heartbeat:{arg}", owner_process=run.process, owner_epoch=run.epoch,
-                       started_at=run.started_at, cutoff=sweep.now - limit)  # fmt: skip
+        return Verdict(
+            run=run.run,
+            rule=f"heartbeat:{arg}",
+            owner_process=run.process,
+            owner_epoch=run.epoch,
+            started_at=run.started_at,
+            cutoff=sweep.now - limit,
+        )
 
     return policy
 
@@ -265,12 +289,17 @@ def resolve(spec: str) -> Policy:
         found = installed().get(name)
         if found is None:
             known = sorted({*BUILTIN, *installed()})
-            raise BadPolicy(spec, f"no policy named {name!r}; known: {', '.join(known)} "
-                                  f"(third-party policies: entry point group {ENTRY_POINT_GROUP})")  # fmt: skip
+            raise BadPolicy(
+                spec,
+                f"no policy named {name!r}; known: {', '.join(known)} "
+                f"(third-party policies: entry point group {ENTRY_POINT_GROUP})",
+            )
         try:
             factory = found.load()
         except Exception as e:  # noqa: BLE001 - a broken plug-in is bad input, not our bug
-            raise BadPolicy(spec, f"policy {name!r} ({found.value}) could not be loaded: {type(e).__name__}: {e}") from None
+            raise BadPolicy(
+                spec, f"policy {name!r} ({found.value}) could not be loaded: {type(e).__name__}: {e}"
+            ) from None
     try:
         policy = factory(arg)
     except ValueError as e:
@@ -368,8 +397,14 @@ class _Replay:
         return View(processes=self.view.processes, runs=runs, position=self.view.position, hosts=self.view.hosts)
 
     def point(self, epoch: EpochState, now: datetime, skipped: str | None) -> Sweep:
-        return Sweep(view=self.alt_view(), epoch=epoch, now=now, position=self.view.position,
-                     fallback_skipped=skipped, beats=self.beats)  # fmt: skip
+        return Sweep(
+            view=self.alt_view(),
+            epoch=epoch,
+            now=now,
+            position=self.view.position,
+            fallback_skipped=skipped,
+            beats=self.beats,
+        )
 
     def judge(self, sweep: Sweep) -> list[Verdict]:
         def bound(view: View, run: RunState, rel: EpochState | None, margin: timedelta) -> Verdict | None:
@@ -384,7 +419,13 @@ class _Replay:
         if self.open is not None and owner != self.open[0].epoch.epoch:
             self.close()
         if owner is not None and self.open is None:
-            slot = e.swept_by_process if isinstance(e, RunRecovered) else e.process if isinstance(e, ProcessSweepSkipped) else ""
+            slot = (
+                e.swept_by_process
+                if isinstance(e, RunRecovered)
+                else e.process
+                if isinstance(e, ProcessSweepSkipped)
+                else ""
+            )
             epoch = self.view.epoch(slot, owner)
             if epoch is not None:
                 self.begin(epoch, e)  # judged just before the sweep's first record
@@ -441,9 +482,11 @@ class _Replay:
                 m.diff.kind = LATE
                 m.diff.found_at, m.diff.found_by, m.diff.alternative = sweep.now, sweep.epoch.epoch, v
                 m.diff.running_for_s = (sweep.now - m.diff.at).total_seconds()
-                m.diff.message = (f"{run}: the alternative recovers it {_dur(m.diff.running_for_s)} later, at the sweep "
-                                  f"of {sweep.epoch.epoch} ({sweep.now.isoformat()}); the recorded rule did at the "
-                                  f"sweep of {m.diff.sweep_epoch} ({m.diff.at.isoformat()})")  # fmt: skip
+                m.diff.message = (
+                    f"{run}: the alternative recovers it {_dur(m.diff.running_for_s)} later, at the sweep "
+                    f"of {sweep.epoch.epoch} ({sweep.now.isoformat()}); the recorded rule did at the "
+                    f"sweep of {m.diff.sweep_epoch} ({m.diff.at.isoformat()})"
+                )
                 self.done.append(m.diff)
                 continue
             state = sweep.view.runs[run]
@@ -453,7 +496,8 @@ class _Replay:
                 continue  # the alternative had already recovered it
             state = recorded[run]
             diff = self.base(MISSED, sweep, state)
-            diff.recorded_rule = record_view.runs[run].last.rule if type(record_view.runs[run].last) is RunRecovered else None  # type: ignore[union-attr]
+            last = record_view.runs[run].last
+            diff.recorded_rule = last.rule if isinstance(last, RunRecovered) else None
             self.missed[run] = _Missed(state=state, diff=diff)
 
     def alt_kill(self, sweep: Sweep, state: RunState, v: Verdict, record_view: View) -> Difference:
@@ -463,16 +507,23 @@ class _Replay:
         orphan = orphans.is_orphaned(record_view, state.run) if state.run in record_view.runs else False
         if orphan:
             diff.kind = EARLY
-            diff.message = (f"{state.run}: the alternative recovers this orphan at the sweep of {sweep.epoch.epoch} "
-                            f"({sweep.now.isoformat()}), before any recorded sweep did")  # fmt: skip
+            diff.message = (
+                f"{state.run}: the alternative recovers this orphan at the sweep of {sweep.epoch.epoch} "
+                f"({sweep.now.isoformat()}), before any recorded sweep did"
+            )
         else:
             ck = diff.last_checkpoint
-            live = {True: "was live", False: "was not live, yet the recorded rule holds the run healthy",
-                    None: "is not known"}[diff.owner_live]  # fmt: skip
-            diff.message = (f"{state.run}: the alternative kills it at the sweep of {sweep.epoch.epoch} "
-                            f"({sweep.now.isoformat()}) while its owner {diff.owner_epoch or '?'} of "
-                            f"{diff.owner_process or '?'} {live}; it was {_dur(diff.age_s)} old, last checkpoint "
-                            + (f"{ck.node} {ck.ref} at {ck.at.isoformat()}" if ck is not None else "none"))  # fmt: skip
+            live = {
+                True: "was live",
+                False: "was not live, yet the recorded rule holds the run healthy",
+                None: "is not known",
+            }[diff.owner_live]
+            diff.message = (
+                f"{state.run}: the alternative kills it at the sweep of {sweep.epoch.epoch} "
+                f"({sweep.now.isoformat()}) while its owner {diff.owner_epoch or '?'} of "
+                f"{diff.owner_process or '?'} {live}; it was {_dur(diff.age_s)} old, last checkpoint "
+                + (f"{ck.node} {ck.ref} at {ck.at.isoformat()}" if ck is not None else "none")
+            )
         self.done.append(diff)
         return diff
 
@@ -481,19 +532,29 @@ class _Replay:
         if owner is None and state.slot_epoch is not None and state.process is not None:
             owner = sweep.view.epoch(state.process, state.slot_epoch)  # an unowned run: its slot's epoch at its start
         age = (sweep.now - state.started_at).total_seconds() if state.started_at is not None else None
-        return Difference(kind=kind, run=state.run, sweep_process=sweep.epoch.process, sweep_epoch=sweep.epoch.epoch,
-                          position=sweep.position, at=sweep.now,
-                          owner_process=owner.process if owner is not None else state.process,
-                          owner_epoch=owner.epoch if owner is not None else state.epoch,
-                          owner_live=(sweep.view.end_of(owner) is None) if owner is not None else None,
-                          started_at=state.started_at, age_s=age, last_checkpoint=self.beats.get(state.run))  # fmt: skip
+        return Difference(
+            kind=kind,
+            run=state.run,
+            sweep_process=sweep.epoch.process,
+            sweep_epoch=sweep.epoch.epoch,
+            position=sweep.position,
+            at=sweep.now,
+            owner_process=owner.process if owner is not None else state.process,
+            owner_epoch=owner.epoch if owner is not None else state.epoch,
+            owner_live=(sweep.view.end_of(owner) is None) if owner is not None else None,
+            started_at=state.started_at,
+            age_s=age,
+            last_checkpoint=self.beats.get(state.run),
+        )
 
     def finish_missed(self, m: _Missed, until: datetime, why: str) -> None:
         m.diff.until, m.diff.until_why = until, why
         m.diff.running_for_s = (until - m.diff.at).total_seconds()
-        m.diff.message = (f"{m.diff.run}: the alternative never recovers this orphan (the recorded rule did, "
-                          f"{m.diff.recorded_rule}, at the sweep of {m.diff.sweep_epoch}, {m.diff.at.isoformat()}); "
-                          f"it stays running for {_dur(m.diff.running_for_s)} more, until {until.isoformat()} ({why})")  # fmt: skip
+        m.diff.message = (
+            f"{m.diff.run}: the alternative never recovers this orphan (the recorded rule did, "
+            f"{m.diff.recorded_rule}, at the sweep of {m.diff.sweep_epoch}, {m.diff.at.isoformat()}); "
+            f"it stays running for {_dur(m.diff.running_for_s)} more, until {until.isoformat()} ({why})"
+        )
         self.done.append(m.diff)
 
     def end(self, last_at: datetime | None) -> None:
@@ -527,8 +588,14 @@ def _records(store: Store, at: datetime | None, position: int | None) -> Iterato
             yield rec
 
 
-def whatif(store: Store, policy: str | Policy, *, at: datetime | None = None, position: int | None = None,
-           name: str | None = None) -> WhatIf:  # fmt: skip
+def whatif(
+    store: Store,
+    policy: str | Policy,
+    *,
+    at: datetime | None = None,
+    position: int | None = None,
+    name: str | None = None,
+) -> WhatIf:
     """Replay the log (up to `at` or `position`, as `replay` cuts it) and list every verdict
     `policy` (NAME[:ARG], or a Policy) gives differently from the recorded sweeps."""
     if at is not None and at.tzinfo is None:

@@ -146,8 +146,12 @@ def small_disk(directory: Path, size: str = "2m") -> Iterator[Path]:
     import subprocess
 
     directory.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.strip() or done.returncode}")
     try:

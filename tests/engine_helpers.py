@@ -10,8 +10,20 @@ from urllib.parse import parse_qs, urlsplit
 from epochledger.app import Ledger
 from ledger.errors import IllegalTransition
 
-OPS = ("queue", "start", "checkpoint", "pause", "resume", "fail", "fail_final", "cancel", "finish",
-       "rewind", "delete", "boot")  # fmt: skip
+OPS = (
+    "queue",
+    "start",
+    "checkpoint",
+    "pause",
+    "resume",
+    "fail",
+    "fail_final",
+    "cancel",
+    "finish",
+    "rewind",
+    "delete",
+    "boot",
+)
 CODES = ("", "TIMEOUT", "NODE_NOT_FOUND", "weird code/7")
 
 
@@ -100,7 +112,7 @@ def corrupt(url: str, position: int, payload: bytes) -> None:
             conn.execute(f"UPDATE {table} SET state=%s WHERE notification_id=%s", (payload, position))
             conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER epochledger_append_only")
         return
-    path = url[len("sqlite:///"):]
+    path = url[len("sqlite:///") :]
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE epochledger_events SET state=? WHERE rowid=?", (payload, position))
 
@@ -114,7 +126,7 @@ def tamper_view(url: str, table: str, key: str, column: str, value: object) -> N
         with psycopg.connect(url.split("?", 1)[0], autocommit=True) as conn:
             conn.execute(f'UPDATE "{schema}"."{table}" SET {column}=%s WHERE k=%s', (value, key))
         return
-    with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+    with sqlite3.connect(url[len("sqlite:///") :]) as conn:
         conn.execute(f'UPDATE "{table}" SET {column}=? WHERE k=?', (value, key))
 
 
@@ -130,7 +142,7 @@ def delete_row(url: str, position: int) -> None:
             conn.execute(f"DELETE FROM {table} WHERE notification_id=%s", (position,))
             conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER epochledger_append_only")
         return
-    with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+    with sqlite3.connect(url[len("sqlite:///") :]) as conn:
         conn.execute("DELETE FROM epochledger_events WHERE rowid=?", (position,))
 
 
@@ -148,20 +160,23 @@ def view_indexes(store, table: str) -> dict[str, tuple[str, ...]]:
     from the database's own catalogue (SQLite's pragmas, PostgreSQL's pg_index)."""
     with store.transaction(commit=False) as cur:
         if store.kind == "sqlite":
-            cur.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
-                        (table,))  # fmt: skip
+            cur.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", (table,)
+            )
             names = [r[0] for r in cur.fetchall()]
             out = {}
             for name in names:
                 cur.execute(f"SELECT name FROM pragma_index_info('{name}') ORDER BY seqno")
                 out[name] = tuple(r[0] for r in cur.fetchall())
             return out
-        cur.execute("SELECT i.relname, a.attname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-                    "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
-                    "CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS c(attnum, ord) "
-                    "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = c.attnum "
-                    "WHERE n.nspname = ? AND t.relname = ? AND NOT x.indisprimary ORDER BY i.relname, c.ord",
-                    (store.schema, table))  # fmt: skip
+        cur.execute(
+            "SELECT i.relname, a.attname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS c(attnum, ord) "
+            "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = c.attnum "
+            "WHERE n.nspname = ? AND t.relname = ? AND NOT x.indisprimary ORDER BY i.relname, c.ord",
+            (store.schema, table),
+        )
         found: dict[str, tuple[str, ...]] = {}
         for name, col in cur.fetchall():
             found[name] = (*found.get(name, ()), col)

@@ -89,8 +89,11 @@ def _apply(mutant: str) -> None:
 
     index = int(mutant)
     module, name, _, value = list(table_mutants())[index]
-    target = {"ledger/lifecycle.py": "ledger.lifecycle", "ledger/run.py": "ledger.run",
-              "epochledger/sweep.py": "epochledger.sweep"}[module]  # fmt: skip
+    target = {
+        "ledger/lifecycle.py": "ledger.lifecycle",
+        "ledger/run.py": "ledger.run",
+        "epochledger/sweep.py": "epochledger.sweep",
+    }[module]
     mod = sys.modules.get(target) or __import__(target, fromlist=["_"])
     if name.startswith("TRANSITIONS["):
         lifecycle.TRANSITIONS[name[len("TRANSITIONS[") : -1]] = value
@@ -137,9 +140,30 @@ def run_tables(workers: int = 2) -> dict[str, str]:
 
     def one(i: int) -> str:
         env = {**os.environ, "EPOCHLEDGER_TABLE_MUTANT": str(i)}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "tests.mutation",
-                               "-k", "not postgresql", "--no-header", "-p", "no:cacheprovider", *SUITES],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-x",
+                "-n",
+                "0",
+                "-p",
+                "tests.mutation",
+                "-k",
+                "not postgresql",
+                "--no-header",
+                "-p",
+                "no:cacheprovider",
+                *SUITES,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         # pytest's exit codes: 1 = a test failed (killed), 0 = all passed (survived);
         # anything else (a usage or internal error) is the harness's fault, not a kill.
         return {0: "survived", 1: "killed"}.get(done.returncode, f"error (pytest exit {done.returncode})")
@@ -226,12 +250,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation")
     parser.add_argument("--tables", action="store_true", help="only the module-level table mutants")
     parser.add_argument("--report", action="store_true", help="only the report")
-    parser.add_argument("--children", type=int, default=2, help="mutants run at once (default 2; 1 on a shared machine)")
+    parser.add_argument(
+        "--children", type=int, default=2, help="mutants run at once (default 2; 1 on a shared machine)"
+    )
     ns = parser.parse_args()
     if not ns.report:
         if not ns.tables:
-            subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(ns.children)], cwd=ROOT,
-                           check=False)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "mutmut", "run", "--max-children", str(ns.children)], cwd=ROOT, check=False
+            )
         run_tables(ns.children)
     return report()
 

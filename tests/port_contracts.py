@@ -56,9 +56,25 @@ def _history(log: EventLog) -> list[int]:
     """Three runs' events through the port: r1 queued, started, failed; r2 queued; r3 queued."""
     q = [RunQueued(at=T0 + timedelta(seconds=i), run=f"r{i}", status=Status.QUEUED) for i in (1, 2, 3)]
     positions = log.append([Append("run:r1", 1, q[0]), Append("run:r2", 1, q[1])])
-    positions += log.append([Append("run:r1", 2, RunStarted(at=T0 + timedelta(seconds=5), run="r1", status=Status.RUNNING))])
-    positions += log.append([Append("run:r3", 1, q[2]), Append("run:r1", 3, RunFailed(
-        at=T0 + timedelta(seconds=9), run="r1", status=Status.FAILED_RESUMABLE, code="TIMEOUT", resumable=True))])  # fmt: skip
+    positions += log.append(
+        [Append("run:r1", 2, RunStarted(at=T0 + timedelta(seconds=5), run="r1", status=Status.RUNNING))]
+    )
+    positions += log.append(
+        [
+            Append("run:r3", 1, q[2]),
+            Append(
+                "run:r1",
+                3,
+                RunFailed(
+                    at=T0 + timedelta(seconds=9),
+                    run="r1",
+                    status=Status.FAILED_RESUMABLE,
+                    code="TIMEOUT",
+                    resumable=True,
+                ),
+            ),
+        ]
+    )
     return positions
 
 
@@ -89,7 +105,9 @@ class EventLogContract(PortContract):
         assert store.read_stream("run:r1") == [r for r in every if r.stream == "run:r1"]
         assert store.read_stream("run:r1", 1) == [r for r in every if r.stream == "run:r1"][1:]
         assert store.read_streams(["run:r1", "run:r3"], {"run:r1": 2}) == {
-            "run:r1": store.read_stream("run:r1", 2), "run:r3": store.read_stream("run:r3")}
+            "run:r1": store.read_stream("run:r1", 2),
+            "run:r3": store.read_stream("run:r3"),
+        }
         raw = [row for b in store.read_raw(0, None, 2) for row in b]
         assert [(p, s, v) for p, s, v, _ in raw] == [(r.position, r.stream, r.version) for r in every]
         assert b"".join(b.data for b in store.read_lines(0, None, 2)) == lines_of(raw)
@@ -158,12 +176,16 @@ class ViewTablesContract(PortContract):
         table = "view_port_contract"
         assert not store.table_exists(table)
         names = ("k", "n", "state")
-        upsert = (f"INSERT INTO {store.quote(table)} (k, n, state) VALUES (?, ?, ?) "
-                  "ON CONFLICT (k) DO UPDATE SET n=excluded.n, state=excluded.state")  # fmt: skip
+        upsert = (
+            f"INSERT INTO {store.quote(table)} (k, n, state) VALUES (?, ?, ?) "
+            "ON CONFLICT (k) DO UPDATE SET n=excluded.n, state=excluded.state"
+        )
         with store.transaction() as cur:
             store.ddl_lock(cur)
-            cur.execute(f"CREATE TABLE {store.quote(table)} (k TEXT PRIMARY KEY, n {store.column_types['int']}, "
-                        f"state {store.blob_type} NOT NULL)")  # fmt: skip
+            cur.execute(
+                f"CREATE TABLE {store.quote(table)} (k TEXT PRIMARY KEY, n {store.column_types['int']}, "
+                f"state {store.blob_type} NOT NULL)"
+            )
             store.upsert_many(cur, table, names, [("a", 1, b"x"), ("b", 2, b"y")], upsert)
         assert store.table_exists(table)
         with store.transaction() as cur:

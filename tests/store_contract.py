@@ -80,6 +80,7 @@ class Faults:
 
         self.monkeypatch.setattr(store, "_transact", transact)
         if check_fails:
+
             def check(rows):
                 raise sqlite3.OperationalError("disk I/O error")
 
@@ -138,7 +139,12 @@ class StoreContract(ABC):
         assert [r.event.status for r in history] == [Status.QUEUED, Status.RUNNING, Status.FAILED_RESUMABLE]
         assert [r.version for r in history] == [1, 2, 3]
         last = history[-1].event
-        assert isinstance(last, RunFailed) and last.code == "TIMEOUT" and last.actor == "w-1" and last.reason == "step load"
+        assert (
+            isinstance(last, RunFailed)
+            and last.code == "TIMEOUT"
+            and last.actor == "w-1"
+            and last.reason == "step load"
+        )
         assert ledger.get_run("r1").code == "TIMEOUT"
 
     def test_L3_unknown_codes_round_trip_unharmed(self, ledger: Ledger) -> None:
@@ -180,7 +186,11 @@ class StoreContract(ABC):
                 b.queue("b")
                 b.start("a")
                 b.finish("b")  # illegal: b is queued
-        assert (refused.value.run, refused.value.status, refused.value.attempted) == ("b", Status.QUEUED, "run.finished")
+        assert (refused.value.run, refused.value.status, refused.value.attempted) == (
+            "b",
+            Status.QUEUED,
+            "run.finished",
+        )
         with pytest.raises(RunNotFound) as refused:
             ledger.get_run("b")
         assert (refused.value.run, refused.value.deleted) == ("b", False)
@@ -250,7 +260,9 @@ class StoreContract(ABC):
         finally:
             store.close()
 
-    def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reported_appended_once(self, faults) -> None:
+    def test_L5_a_commit_whose_answer_was_lost_after_the_server_committed_is_reported_appended_once(
+        self, faults
+    ) -> None:
         """Issue 10 item 3. The connection drops after the server committed: the append
         returns the batch's positions, nothing is doubled, and sending the same batch again
         appends nothing. Before: the library retried the insert, hit its own rows and
@@ -363,9 +375,13 @@ class StoreContract(ABC):
         assert got == {s: ledger.store.read_stream(s) for s in streams}
         ledger.store.streams_per_read = 5  # three queries, a stream's events never split
         after = {s: 2 for s in streams[::3]}
-        assert ledger.store.read_streams(streams, after) == {s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams}
+        assert ledger.store.read_streams(streams, after) == {
+            s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams
+        }
         ledger.store.whole_streams_per_read = 4  # streams read from their start: in queries of their own
-        assert ledger.store.read_streams(streams, after) == {s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams}
+        assert ledger.store.read_streams(streams, after) == {
+            s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams
+        }
 
     def test_L5_read_streams_finds_ids_a_json_list_would_escape(self, ledger) -> None:
         """SQLite reads streams from their start by one JSON list of ids: an id that is
@@ -390,7 +406,11 @@ class StoreContract(ABC):
             assert b.queue("new").version == 1
             with pytest.raises(IllegalTransition) as refused:
                 b.queue("old")
-            assert (refused.value.run, refused.value.status, refused.value.attempted) == ("old", Status.RUNNING, "run.queued")
+            assert (refused.value.run, refused.value.status, refused.value.attempted) == (
+                "old",
+                Status.RUNNING,
+                "run.queued",
+            )
         assert [r.event.status for r in ledger.history("old")] == ["queued", "running"]
         # the optimistic lock still holds: another writer moves a prefetched stream
         b = ledger.batch()
@@ -410,11 +430,14 @@ class StoreContract(ABC):
         it is given back (rule L5, S1)."""
         store = open_store(store_url)
         try:
+
             def queued(run: str) -> RunQueued:
                 return RunQueued(at=T0, run=run, status=Status.QUEUED)
 
             [first] = store.append([Append("run:taken", 1, queued("taken"))])
-            batch = [Append(f"run:b{i}", 1, queued(f"b{i}")) for i in range(7)] + [Append("run:taken", 1, queued("taken"))]
+            batch = [Append(f"run:b{i}", 1, queued(f"b{i}")) for i in range(7)] + [
+                Append("run:taken", 1, queued("taken"))
+            ]
             with pytest.raises(ConflictError) as c:
                 store.append(batch)
             assert c.value.streams == ["run:taken"]
@@ -422,8 +445,9 @@ class StoreContract(ABC):
             assert [store.stream_version(f"run:b{i}") for i in range(7)] == [0] * 7
             got = store.append(batch[:-1])
             assert got == sorted(set(got)) and got[0] > first
-            assert [(r.position, r.stream, r.version) for r in store.read_all()] == \
-                [(first, "run:taken", 1)] + [(p, a.stream, 1) for p, a in zip(got, batch, strict=False)]  # fmt: skip
+            assert [(r.position, r.stream, r.version) for r in store.read_all()] == [(first, "run:taken", 1)] + [
+                (p, a.stream, 1) for p, a in zip(got, batch, strict=False)
+            ]
             report = store.check_chain()
             assert report.failure is None and report.events == 8 and report.position == got[-1]
         finally:
@@ -444,9 +468,12 @@ class StoreContract(ABC):
                 mine = []
                 for i in range(20):
                     size = 1 + i % 3
-                    mine += store.append([Append(f"run:t{t}-{i}-{k}", 1, RunQueued(at=T0, run=f"t{t}-{i}-{k}",
-                                                                                   status=Status.QUEUED))
-                                          for k in range(size)])  # fmt: skip
+                    mine += store.append(
+                        [
+                            Append(f"run:t{t}-{i}-{k}", 1, RunQueued(at=T0, run=f"t{t}-{i}-{k}", status=Status.QUEUED))
+                            for k in range(size)
+                        ]
+                    )
                 results[t] = mine
             except BaseException as e:  # reported below
                 errors.append(e)

@@ -67,7 +67,9 @@ def test_A1_sync_twice_appends_nothing_the_second_time(ledger: Ledger, tmp_path:
     assert positions(path) == [r.position for r in ledger.events()]
 
 
-def test_A1_audit_sync_from_the_command_line_on_both_stores(ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_audit_sync_from_the_command_line_on_both_stores(
+    ledger: Ledger, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ledger.boot("worker-1", epoch="w1.e1")
     day(ledger, 2)
     path = str(tmp_path / "cli.duckdb")
@@ -75,7 +77,10 @@ def test_A1_audit_sync_from_the_command_line_on_both_stores(ledger: Ledger, tmp_
     assert json.loads(capsys.readouterr().out)["appended"] == 7
     assert main(["--store", ledger.url, "audit", "sync", "--duckdb", path]) == 0
     assert "appended 0 events" in capsys.readouterr().out
-    assert main(["--store", ledger.url, "audit", "query", "SELECT count(*) AS n FROM runs", "--duckdb", path, "--json"]) == 0
+    assert (
+        main(["--store", ledger.url, "audit", "query", "SELECT count(*) AS n FROM runs", "--duckdb", path, "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out) == [{"n": 2}]
 
 
@@ -167,7 +172,9 @@ def test_L3_A1_unknown_codes_survive_into_every_table_and_report(ledger: Ledger,
     path = str(tmp_path / "audit.duckdb")
     audit.sync(ledger.store, path)
     assert audit.query(path, "SELECT code FROM events WHERE type = 'run.failed'").rows == [("QUANTUM_DECOHERENCE_7",)]
-    assert audit.query(path, "SELECT failure_code FROM transitions WHERE type = 'run.failed'").rows == [("QUANTUM_DECOHERENCE_7",)]
+    assert audit.query(path, "SELECT failure_code FROM transitions WHERE type = 'run.failed'").rows == [
+        ("QUANTUM_DECOHERENCE_7",)
+    ]
     assert audit.query(path, "SELECT code, can_auto_resume FROM runs").rows == [("QUANTUM_DECOHERENCE_7", True)]
     codes = audit.report(path, "failure_codes").records()
     assert [(r["code"], r["failures"]) for r in codes] == [("QUANTUM_DECOHERENCE_7", 1)]
@@ -179,27 +186,62 @@ def test_L3_A1_fields_and_tags_from_a_newer_version_survive(sqlite_ledger: Ledge
     sqlite_ledger.queue("x", workflow="nightly")
     db = sqlite_ledger.store.path  # type: ignore[attr-defined]
     newer = [
-        ("run:x", 2, "run.started", {"type": "run.started", "at": "2026-09-09T14:01:00Z", "run": "x",
-                                     "status": "running", "epoch": "w9", "gpu": "H100", "priority": 7}),
-        ("run:x", 3, "run.teleported", {"type": "run.teleported", "at": "2026-09-09T14:02:00Z", "run": "x",
-                                        "status": "running", "code": "", "destination": "mars"}),
-    ]  # fmt: skip
+        (
+            "run:x",
+            2,
+            "run.started",
+            {
+                "type": "run.started",
+                "at": "2026-09-09T14:01:00Z",
+                "run": "x",
+                "status": "running",
+                "epoch": "w9",
+                "gpu": "H100",
+                "priority": 7,
+            },
+        ),
+        (
+            "run:x",
+            3,
+            "run.teleported",
+            {
+                "type": "run.teleported",
+                "at": "2026-09-09T14:02:00Z",
+                "run": "x",
+                "status": "running",
+                "code": "",
+                "destination": "mars",
+            },
+        ),
+    ]
     with sqlite3.connect(db) as conn:
         for stream, version, topic, payload in newer:
-            conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                         (stream, version, topic, json.dumps(payload).encode()))  # fmt: skip
+            conn.execute(
+                "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                (stream, version, topic, json.dumps(payload).encode()),
+            )
     path = str(tmp_path / "audit.duckdb")
     audit.sync(sqlite_ledger.store, path)
-    rows = audit.query(path, "SELECT type, epoch, payload->>'gpu', payload->>'destination' FROM events ORDER BY position").rows
-    assert rows == [("run.queued", None, None, None), ("run.started", "w9", "H100", None), ("run.teleported", None, None, "mars")]
+    rows = audit.query(
+        path, "SELECT type, epoch, payload->>'gpu', payload->>'destination' FROM events ORDER BY position"
+    ).rows
+    assert rows == [
+        ("run.queued", None, None, None),
+        ("run.started", "w9", "H100", None),
+        ("run.teleported", None, None, "mars"),
+    ]
     assert audit.query(path, "SELECT to_status FROM transitions WHERE type = 'run.teleported'").rows == [("running",)]
 
 
-def test_T4_A1_an_undecodable_payload_is_kept_and_does_not_wedge_the_sync(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+def test_T4_A1_an_undecodable_payload_is_kept_and_does_not_wedge_the_sync(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
     sqlite_ledger.queue("x")
     with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
-        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                     ("run:x", 2, "run.started", b'{"type":"run.started", garbage'))  # fmt: skip
+        conn.execute(
+            "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+            ("run:x", 2, "run.started", b'{"type":"run.started", garbage'),
+        )
     sqlite_ledger.queue("y")
     path = str(tmp_path / "audit.duckdb")
     assert audit.sync(sqlite_ledger.store, path).appended == 3
@@ -218,44 +260,85 @@ def test_T4_A1_odd_but_valid_payloads_do_not_wedge_the_sync(sqlite_ledger: Ledge
     ]
     with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
         for version, state in odd:
-            conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                         ("run:x", version, "run.x", state))  # fmt: skip
+            conn.execute(
+                "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                ("run:x", version, "run.x", state),
+            )
     sqlite_ledger.queue("y")
     path = str(tmp_path / "audit.duckdb")
     assert audit.sync(sqlite_ledger.store, path).appended == 4
     rows = audit.query(path, "SELECT type, occurred_at IS NULL, payload->>'at' FROM events ORDER BY position").rows
-    assert rows == [("run.queued", False, "2026-09-09T14:00:00Z"), ("run.started", False, "2026-09-09T14:01:00Z"),
-                    ("run.checkpointed", True, "yesterday"), ("run.queued", False, "2026-09-09T14:00:00Z")]  # fmt: skip
+    assert rows == [
+        ("run.queued", False, "2026-09-09T14:00:00Z"),
+        ("run.started", False, "2026-09-09T14:01:00Z"),
+        ("run.checkpointed", True, "yesterday"),
+        ("run.queued", False, "2026-09-09T14:00:00Z"),
+    ]
 
 
 # Stored payloads the fast (tab-separated) feed cannot carry as they are, each with
 # what the audit must hold: the stored text itself, or the text kept as undecodable.
 ODD_PAYLOADS = [
-    ("tab as JSON whitespace", b'{"type":\t"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}', "as stored"),
-    ("CR as JSON whitespace", b'{"type":"run.started",\r"at":"2026-09-09T14:01:00Z","run":"x","status":"running"}', "as stored"),
-    ("CRLF lines", b'{\r\n"type":"run.started",\r\n"at":"2026-09-09T14:01:00Z","run":"x","status":"running"}', "as stored"),
-    ("NUL after the JSON", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\x00', "undecodable"),
-    ("not UTF-8", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x\xff","status":"running"}', "undecodable"),
+    (
+        "tab as JSON whitespace",
+        b'{"type":\t"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}',
+        "as stored",
+    ),
+    (
+        "CR as JSON whitespace",
+        b'{"type":"run.started",\r"at":"2026-09-09T14:01:00Z","run":"x","status":"running"}',
+        "as stored",
+    ),
+    (
+        "CRLF lines",
+        b'{\r\n"type":"run.started",\r\n"at":"2026-09-09T14:01:00Z","run":"x","status":"running"}',
+        "as stored",
+    ),
+    (
+        "NUL after the JSON",
+        b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\x00',
+        "undecodable",
+    ),
+    (
+        "not UTF-8",
+        b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x\xff","status":"running"}',
+        "undecodable",
+    ),
     ("empty", b"", "undecodable"),
-    ("a tab-separated tail", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\t{"x":1}', "undecodable"),
+    (
+        "a tab-separated tail",
+        b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\t{"x":1}',
+        "undecodable",
+    ),
     # a newline and a tab-separated line, then an NDJSON line: either would be a forged
     # row if the feed split the payload where it splits events
-    ("a forged tab-separated row", b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\n'
-                                   b'99\trun:forged\t1\t{"type":"run.queued","run":"forged","status":"queued"}', "undecodable"),
-    ("a forged NDJSON row", b'{"type":"run.started","at":"2026-09-09T14:01:00Z"}}\n{"position":99,"stream":"run:forged",'
-                            b'"version":1,"payload":{"type":"run.queued","run":"forged","status":"queued"}', "undecodable"),
-]  # fmt: skip
+    (
+        "a forged tab-separated row",
+        b'{"type":"run.started","at":"2026-09-09T14:01:00Z","run":"x","status":"running"}\n'
+        b'99\trun:forged\t1\t{"type":"run.queued","run":"forged","status":"queued"}',
+        "undecodable",
+    ),
+    (
+        "a forged NDJSON row",
+        b'{"type":"run.started","at":"2026-09-09T14:01:00Z"}}\n{"position":99,"stream":"run:forged",'
+        b'"version":1,"payload":{"type":"run.queued","run":"forged","status":"queued"}',
+        "undecodable",
+    ),
+]
 
 
 @pytest.mark.parametrize(("state", "kept"), [p[1:] for p in ODD_PAYLOADS], ids=[p[0] for p in ODD_PAYLOADS])
 def test_T4_L3_A1_a_payload_the_fast_feed_cannot_carry_is_kept_and_forges_nothing(
-        sqlite_ledger: Ledger, tmp_path: Path, state: bytes, kept: str) -> None:  # fmt: skip
+    sqlite_ledger: Ledger, tmp_path: Path, state: bytes, kept: str
+) -> None:
     """Its chunk goes the checked way; every payload of that chunk, the odd one and its
     neighbours alike, is still the stored text, and no row is added, lost or moved."""
     sqlite_ledger.queue("x")
     with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
-        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                     ("run:x", 2, "run.started", state))  # fmt: skip
+        conn.execute(
+            "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+            ("run:x", 2, "run.started", state),
+        )
     sqlite_ledger.queue("y")
     stored = [bytes(r[3]).decode("utf-8", "replace") for b in sqlite_ledger.store.read_raw(0) for r in b]
     path = str(tmp_path / "audit.duckdb")
@@ -265,7 +348,9 @@ def test_T4_L3_A1_a_payload_the_fast_feed_cannot_carry_is_kept_and_forges_nothin
     assert rows[0][3] == stored[0] and rows[2][3] == stored[2]
     if kept == "as stored":
         assert rows[1][3] == stored[1]
-        assert audit.query(path, "SELECT type, occurred_at IS NULL FROM events WHERE position = 2").rows == [("run.started", False)]
+        assert audit.query(path, "SELECT type, occurred_at IS NULL FROM events WHERE position = 2").rows == [
+            ("run.started", False)
+        ]
     else:
         assert json.loads(rows[1][3]) == {"undecodable": stored[1]}
 
@@ -275,11 +360,21 @@ def test_A1_a_stream_name_with_a_tab_does_not_shift_the_columns(sqlite_ledger: L
     ledger's back still lands in its own column, whole."""
     sqlite_ledger.queue("x")
     with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
-        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                     ("run:a\tb", 1, "run.queued", b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a\\tb","status":"queued"}'))  # fmt: skip
+        conn.execute(
+            "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+            (
+                "run:a\tb",
+                1,
+                "run.queued",
+                b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a\\tb","status":"queued"}',
+            ),
+        )
     path = str(tmp_path / "audit.duckdb")
     assert audit.sync(sqlite_ledger.store, path).appended == 2
-    assert audit.query(path, "SELECT stream, version, run FROM events ORDER BY position").rows == [("run:x", 1, "x"), ("run:a\tb", 1, "a\tb")]
+    assert audit.query(path, "SELECT stream, version, run FROM events ORDER BY position").rows == [
+        ("run:x", 1, "x"),
+        ("run:a\tb", 1, "a\tb"),
+    ]
 
 
 def test_L3_A1_payloads_are_the_stored_text_byte_for_byte_on_both_feeds(sqlite_ledger: Ledger, tmp_path: Path) -> None:
@@ -293,13 +388,18 @@ def test_L3_A1_payloads_are_the_stored_text_byte_for_byte_on_both_feeds(sqlite_l
             lg.queue("x")
             with sqlite3.connect(lg.store.path) as conn:  # type: ignore[attr-defined]
                 for version, state in enumerate([odd, *extra], start=2):
-                    conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                                 ("run:x", version, "run.x", state))  # fmt: skip
+                    conn.execute(
+                        "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                        ("run:x", version, "run.x", state),
+                    )
             stored = [bytes(r[3]).decode() for b in lg.store.read_raw(0) for r in b]
             path = str(tmp_path / f"{feed}.duckdb")
             audit.sync(lg.store, path)
         assert [p for (p,) in audit.query(path, "SELECT payload FROM events ORDER BY position").rows] == stored, feed
-        assert audit.query(path, "SELECT type FROM events ORDER BY position").rows == [("run.queued",), ("run.started",)] + [("run.checkpointed",)] * len(extra)
+        assert audit.query(path, "SELECT type FROM events ORDER BY position").rows == [
+            ("run.queued",),
+            ("run.started",),
+        ] + [("run.checkpointed",)] * len(extra)
 
 
 def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> None:
@@ -311,9 +411,13 @@ def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> No
     raw = [r for b in batches for r in b]
     from ledger import codec
 
-    assert [(p, s, v, bytes(b)) for p, s, v, b in raw] == [(r.position, r.stream, r.version, codec.encode(r.event)) for r in typed]
+    assert [(p, s, v, bytes(b)) for p, s, v, b in raw] == [
+        (r.position, r.stream, r.version, codec.encode(r.event)) for r in typed
+    ]
     upto = typed[5].position
-    assert [r[0] for b in ledger.store.read_raw(typed[1].position, upto, batch=2) for r in b] == [r.position for r in typed[2:6]]
+    assert [r[0] for b in ledger.store.read_raw(typed[1].position, upto, batch=2) for r in b] == [
+        r.position for r in typed[2:6]
+    ]
 
 
 def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger: Ledger, tmp_path: Path) -> None:
@@ -327,15 +431,30 @@ def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger
     audit.sync(sqlite_ledger.store, path)
     from ledger import lifecycle
 
-    fields = ["run", "status", "code", "workflow", "process", "epoch", "queued_at", "started_at", "updated_at",
-              "actor", "reason", "version", "attempt"]  # fmt: skip
+    fields = [
+        "run",
+        "status",
+        "code",
+        "workflow",
+        "process",
+        "epoch",
+        "queued_at",
+        "started_at",
+        "updated_at",
+        "actor",
+        "reason",
+        "version",
+        "attempt",
+    ]
     got = {r["run"]: r for r in audit.query(path, "SELECT * FROM runs WHERE NOT deleted ORDER BY run").records()}
     want = sqlite_ledger.runs()
     assert sorted(got) == [s.run for s in want]
     for s in want:
         row = got[s.run]
         assert {f: row[f] for f in fields} == {f: getattr(s, f) for f in fields}
-        assert {p: row[p] for p in lifecycle.PREDICATES} == lifecycle.predicates(s.status, s.code, fenced_end=s.fenced_end is not None)
+        assert {p: row[p] for p in lifecycle.PREDICATES} == lifecycle.predicates(
+            s.status, s.code, fenced_end=s.fenced_end is not None
+        )
     assert audit.query(path, "SELECT deleted FROM runs WHERE run = 'report-0003'").rows == [(True,)]
 
 
@@ -355,7 +474,9 @@ def test_A1_O3_runs_view_follows_the_log_not_the_clock(sqlite_ledger: Ledger, tm
     path = str(tmp_path / "audit.duckdb")
     audit.sync(lg.store, path)
     s = lg.get_run("x")
-    assert audit.query(path, "SELECT epoch, started_at, updated_at FROM runs").rows == [("e2", s.started_at, s.updated_at)]
+    assert audit.query(path, "SELECT epoch, started_at, updated_at FROM runs").rows == [
+        ("e2", s.started_at, s.updated_at)
+    ]
 
 
 def test_P3_audit_sql_names_no_status() -> None:
@@ -406,16 +527,24 @@ def test_A1_a_divergent_history_fails_the_golden_comparison(tmp_path: Path, caps
     assert got != expected["failure_codes"]
 
 
-def test_A1_report_as_of_defaults_to_the_newest_event_not_the_clock(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_report_as_of_defaults_to_the_newest_event_not_the_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, path = _golden_file(tmp_path, capsys)
     newest = datetime(2026, 9, 10, 13, 0, 0, tzinfo=UTC)
     for name in audit.report_names():
         assert audit.report(path, name) == audit.report(path, name, as_of=newest)
     early = audit.report(path, "failure_codes", as_of=datetime(2026, 9, 9, 9, 0, tzinfo=UTC)).records()
-    assert sorted((r["code"], r["failures"]) for r in early) == [("CANCELLED", 1), ("DISK_QUOTA_EXCEEDED", 1), ("TIMEOUT", 1)]
+    assert sorted((r["code"], r["failures"]) for r in early) == [
+        ("CANCELLED", 1),
+        ("DISK_QUOTA_EXCEEDED", 1),
+        ("TIMEOUT", 1),
+    ]
 
 
-def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_them(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_them(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
     """One definition of "entering a failure status" (the view failure_entries), used by
     failure_codes and failures_by_label: from a status that is not a failure, or with a
     new code. A correction between failure statuses that keeps the code, or a fenced
@@ -426,7 +555,9 @@ def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_th
         lg.queue(run, workflow="nightly", labels={"team": "data" if run in "abc" else "ops"})
         lg.start(run, epoch="w1.e1", process="worker-1")
     lg.fail("a", "TIMEOUT", resumable=False)  # entry: running -> failed TIMEOUT
-    lg.correct("a", Status.FAILED_RESUMABLE, code="TIMEOUT", actor="alice", reason="retryable after all")  # same failure
+    lg.correct(
+        "a", Status.FAILED_RESUMABLE, code="TIMEOUT", actor="alice", reason="retryable after all"
+    )  # same failure
     lg.fail("b", "", resumable=True)  # entry: UNKNOWN
     lg.resume("b", "auto")
     lg.start("b", epoch="w1.e1", process="worker-1")
@@ -441,7 +572,10 @@ def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_th
     with pytest.raises(StaleEpoch) as refused:  # a stale epoch's report: fenced, kept as evidence, the status kept
         lg.fail("f", "FAIL_NODE", resumable=False, epoch=w1)
     assert (refused.value.run, refused.value.attempted, refused.value.epoch) == ("f", "run.failed", "w1.e1")
-    assert [t for (t,) in audit.query(_synced(lg, tmp_path), "SELECT type FROM events WHERE run = 'f' ORDER BY position").rows][-1] == "run.fenced"
+    assert [
+        t
+        for (t,) in audit.query(_synced(lg, tmp_path), "SELECT type FROM events WHERE run = 'f' ORDER BY position").rows
+    ][-1] == "run.fenced"
     path = str(tmp_path / "audit.duckdb")
     got = audit.query(path, "SELECT run, type, from_status, status, code FROM failure_entries ORDER BY position").rows
     assert got == [
@@ -455,17 +589,33 @@ def test_L2_A1_failure_entries_count_each_failure_once_and_both_reports_count_th
         ("f", "run.failed", "running", "failed_resumable", "TIMEOUT"),
     ]
     codes = {(r["code"], r["failures"], r["runs"]) for r in audit.report(path, "failure_codes").records()}
-    assert codes == {("TIMEOUT", 3, 3), ("UNKNOWN", 2, 1), ("FAIL_NODE", 1, 1), ("NODE_NOT_FOUND", 1, 1), ("CANCELLED", 1, 1)}
-    by_team = {(r["value"], r["code"], r["failures"]) for r in audit.report(path, "failures_by_label", label="team").records()}
-    assert by_team == {("data", "TIMEOUT", 1), ("data", "UNKNOWN", 2), ("data", "FAIL_NODE", 1),
-                       ("ops", "TIMEOUT", 2), ("ops", "NODE_NOT_FOUND", 1), ("ops", "CANCELLED", 1)}  # fmt: skip
+    assert codes == {
+        ("TIMEOUT", 3, 3),
+        ("UNKNOWN", 2, 1),
+        ("FAIL_NODE", 1, 1),
+        ("NODE_NOT_FOUND", 1, 1),
+        ("CANCELLED", 1, 1),
+    }
+    by_team = {
+        (r["value"], r["code"], r["failures"]) for r in audit.report(path, "failures_by_label", label="team").records()
+    }
+    assert by_team == {
+        ("data", "TIMEOUT", 1),
+        ("data", "UNKNOWN", 2),
+        ("data", "FAIL_NODE", 1),
+        ("ops", "TIMEOUT", 2),
+        ("ops", "NODE_NOT_FOUND", 1),
+        ("ops", "CANCELLED", 1),
+    }
 
 
 def test_A1_the_reports_that_count_failures_ask_the_view_and_no_other_sql_repeats_its_rule() -> None:
     """The rule lives in failure_entries alone: a report that re-derived it could drift."""
     for name in ("failure_codes", "failures_by_label"):
         assert "FROM failure_entries" in duck._sql(f"report_{name}.sql"), name
-    sql = {f"report_{n}.sql": duck._sql(f"report_{n}.sql") for n in audit.report_names()} | {"views.sql": duck._sql("views.sql")}
+    sql = {f"report_{n}.sql": duck._sql(f"report_{n}.sql") for n in audit.report_names()} | {
+        "views.sql": duck._sql("views.sql")
+    }
     rule = "pf.is_failure IS NOT TRUE OR t.from_code IS DISTINCT FROM t.failure_code"
     assert {name: text.count(rule) for name, text in sql.items() if rule in text} == {"views.sql": 1}
 
@@ -476,19 +626,28 @@ def _synced(lg: Ledger, tmp_path: Path) -> str:
     return path
 
 
-def test_A1_failure_codes_by_week_and_unknown_period_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_failure_codes_by_week_and_unknown_period_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, path = _golden_file(tmp_path, capsys)
     weekly = audit.report(path, "failure_codes", as_of=AS_OF, period="week").records()
     assert {r["code"]: r["failures"] for r in weekly} == {
-        "TIMEOUT": 3, "CANCELLED": 1, "DISK_QUOTA_EXCEEDED": 1, "PROCESS_ORPHANED": 2, "UNKNOWN": 1,
-        "TICK_DEADLINE_EXCEEDED": 1}  # fmt: skip
+        "TIMEOUT": 3,
+        "CANCELLED": 1,
+        "DISK_QUOTA_EXCEEDED": 1,
+        "PROCESS_ORPHANED": 2,
+        "UNKNOWN": 1,
+        "TICK_DEADLINE_EXCEEDED": 1,
+    }
     with pytest.raises(InvalidInput, match="period"):
         audit.report(path, "failure_codes", period="fortnight; DROP TABLE events")
     with pytest.raises(InvalidInput, match="unknown report"):
         audit.report(path, "nope")
 
 
-def test_O2_A1_orphaned_while_live_lists_a_run_marked_orphaned_under_a_live_epoch(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+def test_O2_A1_orphaned_while_live_lists_a_run_marked_orphaned_under_a_live_epoch(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
     """The invariant report returns the offending marks: a run whose owner epoch is
     still live but was marked PROCESS_ORPHANED (what a flat age threshold did to the
     healthy nightly). A mark after the owner was superseded is not listed.
@@ -528,7 +687,9 @@ def test_O2_O5_A1_a_real_sweep_shows_in_recoveries_and_keeps_the_invariant(ledge
     assert rows == [("orphan", "w1.e2", "O2-superseded", "w1.e1")]
     assert audit.report(path, "orphaned_while_live").rows == []
     assert audit.query(path, "SELECT run, status FROM runs ORDER BY run").rows == [
-        ("healthy-nightly", "running"), ("orphan", "failed_resumable")]  # fmt: skip
+        ("healthy-nightly", "running"),
+        ("orphan", "failed_resumable"),
+    ]
 
 
 def _insert(path: str, rows: list[dict]) -> None:
@@ -540,27 +701,60 @@ def _insert(path: str, rows: list[dict]) -> None:
             payload = json.dumps(r)
             con.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?::TIMESTAMPTZ, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [r.pop("position"), r.pop("stream"), r.pop("version"), r["type"], r["at"], r.get("run"), r.get("process"),
-                 r.get("epoch"), r.get("status"), r.get("code", ""), r.get("actor"), r.get("reason"), payload],
-            )  # fmt: skip
+                [
+                    r.pop("position"),
+                    r.pop("stream"),
+                    r.pop("version"),
+                    r["type"],
+                    r["at"],
+                    r.get("run"),
+                    r.get("process"),
+                    r.get("epoch"),
+                    r.get("status"),
+                    r.get("code", ""),
+                    r.get("actor"),
+                    r.get("reason"),
+                    payload,
+                ],
+            )
     finally:
         con.close()
 
 
-def test_O5_A1_recoveries_per_epoch_lists_each_sweep_with_its_evidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_O5_A1_recoveries_per_epoch_lists_each_sweep_with_its_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The golden history's sweep (w1.e2 recovers k from the superseded w1.e1), plus a
     recovery that breaks O2, written straight into the file: w1.e2 "recovers" y, a run
     it owns itself while it is live. The invariant report lists exactly that one."""
     _, path = _golden_file(tmp_path, capsys)
-    _insert(path, [
-        {"position": 101, "stream": "run:y", "version": 3, "type": "run.recovered", "at": "2026-09-10T12:31:00Z",
-         "run": "y", "status": "failed_resumable", "code": "PROCESS_ORPHANED", "actor": "w1.e2", "swept_by": "w1.e2",
-         "swept_by_process": "worker-1", "owner_process": "worker-1", "owner_epoch": "w1.e2", "rule": "O3-fallback",
-         "cutoff": "2026-09-09T09:59:57Z", "margin": 1.0},
-    ])  # fmt: skip
+    _insert(
+        path,
+        [
+            {
+                "position": 101,
+                "stream": "run:y",
+                "version": 3,
+                "type": "run.recovered",
+                "at": "2026-09-10T12:31:00Z",
+                "run": "y",
+                "status": "failed_resumable",
+                "code": "PROCESS_ORPHANED",
+                "actor": "w1.e2",
+                "swept_by": "w1.e2",
+                "swept_by_process": "worker-1",
+                "owner_process": "worker-1",
+                "owner_epoch": "w1.e2",
+                "rule": "O3-fallback",
+                "cutoff": "2026-09-09T09:59:57Z",
+                "margin": 1.0,
+            },
+        ],
+    )
     rows = audit.report(path, "recoveries_per_epoch", as_of=AS_OF).records()
     assert [(r["epoch"], r["process"], r["recovered"], r["runs"], r["owner_epochs"]) for r in rows] == [
-        ("w1.e2", "worker-1", 2, ["k", "y"], ["w1.e1", "w1.e2"])]  # fmt: skip
+        ("w1.e2", "worker-1", 2, ["k", "y"], ["w1.e1", "w1.e2"])
+    ]
     evidence = json.loads(rows[0]["evidence"])
     assert [e["evidence"]["rule"] for e in evidence] == ["O2-superseded", "O3-fallback"]
     assert evidence[0]["evidence"]["superseded_by"] == "w1.e2"
@@ -571,17 +765,21 @@ def test_O5_A1_recoveries_per_epoch_lists_each_sweep_with_its_evidence(tmp_path:
 def test_T2_A1_dead_letters_report_the_streak_and_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, path = _golden_file(tmp_path, capsys)
     rows = audit.report(path, "dead_letters", as_of=AS_OF).records()
-    assert [(r["run"], r["code"], r["step"], r["failures"], str(r["failing_since"]), r["deadline_s"]) for r in rows] == [
-        ("i", "TICK_DEADLINE_EXCEEDED", "advance", 3, "2026-09-10 11:03:00+00:00", 300.0)]  # fmt: skip
+    assert [
+        (r["run"], r["code"], r["step"], r["failures"], str(r["failing_since"]), r["deadline_s"]) for r in rows
+    ] == [("i", "TICK_DEADLINE_EXCEEDED", "advance", 3, "2026-09-10 11:03:00+00:00", 300.0)]
     assert audit.query(path, "SELECT status FROM runs WHERE run = 'i'").rows == [("failed",)]
     assert audit.report(path, "dead_letters", as_of=datetime(2026, 9, 10, 11, 8, tzinfo=UTC)).rows == []
 
 
-def test_A1_corrections_report_who_moved_a_final_run_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_corrections_report_who_moved_a_final_run_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, path = _golden_file(tmp_path, capsys)
     rows = audit.report(path, "corrections", as_of=AS_OF).records()
     assert [(r["run"], r["from_status"], r["to_status"], r["actor"], r["reason"]) for r in rows] == [
-        ("c", "failed", "failed_resumable", "alice", "quota raised; INC-42")]  # fmt: skip
+        ("c", "failed", "failed_resumable", "alice", "quota raised; INC-42")
+    ]
     assert audit.report(path, "corrections", as_of=datetime(2026, 9, 10, 12, tzinfo=UTC)).rows == []
 
 
@@ -624,8 +822,12 @@ def test_A1_a_write_through_audit_query_is_refused_and_changes_nothing(
     assert (file_digest(path), file_digest(store), sorted(os.listdir(tmp_path))) == before
 
 
-@pytest.mark.parametrize("statement", [w for w in WRITES if not w.startswith(("SELECT 1;", "CALL", "PRAGMA", "CHECKPOINT"))])
-def test_A1_the_read_only_connection_refuses_writes_on_its_own(statement: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "statement", [w for w in WRITES if not w.startswith(("SELECT 1;", "CALL", "PRAGMA", "CHECKPOINT"))]
+)
+def test_A1_the_read_only_connection_refuses_writes_on_its_own(
+    statement: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The second lock, without the statement check: the connection itself refuses.
     Mutation caught: opening without read_only / enable_external_access=false."""
     store, path = _golden_file(tmp_path, capsys)
@@ -639,8 +841,9 @@ def test_A1_the_read_only_connection_refuses_writes_on_its_own(statement: str, t
     assert (file_digest(path), file_digest(store), sorted(os.listdir(tmp_path))) == before
 
 
-def test_A1_the_statement_check_refuses_writes_on_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_A1_the_statement_check_refuses_writes_on_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first lock, with a writable connection: still refused before running.
     Mutation caught: dropping the statement-type check."""
     _, path = _golden_file(tmp_path, capsys)
@@ -658,7 +861,10 @@ def test_A1_audit_query_answers_in_table_csv_and_json(tmp_path: Path, capsys: py
     assert main(["--store", store, "audit", "query", sql, "--format", "csv"]) == 0
     assert capsys.readouterr().out == "workflow,runs\nhourly,6\nnightly,4\n"
     assert main(["--store", store, "audit", "query", sql, "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [{"workflow": "hourly", "runs": 6}, {"workflow": "nightly", "runs": 4}]
+    assert json.loads(capsys.readouterr().out) == [
+        {"workflow": "hourly", "runs": 6},
+        {"workflow": "nightly", "runs": 4},
+    ]
     assert main(["--store", store, "audit", "query", sql]) == 0
     assert capsys.readouterr().out.splitlines() == ["workflow  runs", "hourly    6", "nightly   4"]
     assert main(["--store", store, "audit", "query", "SELECT nope FROM runs"]) == 3
@@ -673,7 +879,9 @@ def test_A1_audit_commands_never_create_a_ledger(tmp_path: Path, capsys: pytest.
     assert "audit sync" in capsys.readouterr().err
 
 
-def test_A1_audit_sync_writes_nothing_to_a_file_that_is_not_a_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_audit_sync_writes_nothing_to_a_file_that_is_not_a_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Mutation caught (applied, seen failing): opening the store with create=True
     (the library creates its table, and switches the file to WAL)."""
     other = tmp_path / "inventory.db"
@@ -687,7 +895,9 @@ def test_A1_audit_sync_writes_nothing_to_a_file_that_is_not_a_ledger(tmp_path: P
     assert sorted(os.listdir(tmp_path)) == ["inventory.db"]
 
 
-def test_A1_a_duckdb_path_naming_the_ledger_itself_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_a_duckdb_path_naming_the_ledger_itself_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store, _ = _golden_file(tmp_path, capsys)
     before = file_digest(store)
     for argv in (["audit", "sync"], ["audit", "query", "SELECT 1"], ["audit", "report", "corrections"]):
@@ -696,7 +906,9 @@ def test_A1_a_duckdb_path_naming_the_ledger_itself_is_refused_untouched(tmp_path
     assert file_digest(store) == before
 
 
-def test_A1_audit_sync_creates_no_postgresql_schema(pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_audit_sync_creates_no_postgresql_schema(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import psycopg
 
     from tests.conftest import PG_BASE
@@ -709,28 +921,36 @@ def test_A1_audit_sync_creates_no_postgresql_schema(pg_url: str, tmp_path: Path,
 
 
 # ---------------------------------------------------------------- parquet
-def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store, path = _golden_file(tmp_path, capsys)
     out = tmp_path / "parquet"
     assert main(["--store", store, "audit", "export-parquet", str(out)]) == 0
     assert sorted(p.name for p in (out / "events").iterdir()) == ["event_date=2026-09-09", "event_date=2026-09-10"]
     con = duckdb.connect()
-    got = con.execute(f"SELECT count(*), count(DISTINCT position), sum(CASE WHEN payload->>'code' = 'DISK_QUOTA_EXCEEDED' "
-                      f"THEN 1 ELSE 0 END) FROM read_parquet('{out}/events/**/*.parquet', hive_partitioning = true)").fetchall()  # fmt: skip
+    got = con.execute(
+        f"SELECT count(*), count(DISTINCT position), sum(CASE WHEN payload->>'code' = 'DISK_QUOTA_EXCEEDED' "
+        f"THEN 1 ELSE 0 END) FROM read_parquet('{out}/events/**/*.parquet', hive_partitioning = true)"
+    ).fetchall()
     assert got == [(51, 51, 2)]
     assert main(["--store", store, "audit", "export-parquet", str(out)]) == 3  # not empty: refused
 
 
 def test_A1_epochs_view_supersede_and_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, path = _golden_file(tmp_path, capsys)
-    rows = audit.query(path, "SELECT epoch, superseded_by, stopped_at IS NOT NULL, live FROM epochs ORDER BY epoch").rows
+    rows = audit.query(
+        path, "SELECT epoch, superseded_by, stopped_at IS NOT NULL, live FROM epochs ORDER BY epoch"
+    ).rows
     assert rows == [("api.e1", None, True, False), ("w1.e1", "w1.e2", False, False), ("w1.e2", None, False, True)]
 
 
 def test_A1_transitions_carry_from_and_to_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, path = _golden_file(tmp_path, capsys)
-    rows = audit.query(path, "SELECT type, from_status, to_status, failure_code, actor FROM transitions "
-                             "WHERE run = 'b' ORDER BY version").rows  # fmt: skip
+    rows = audit.query(
+        path,
+        "SELECT type, from_status, to_status, failure_code, actor FROM transitions WHERE run = 'b' ORDER BY version",
+    ).rows
     assert rows == [
         ("run.queued", None, "queued", "", "api-1"),
         ("run.started", "queued", "running", "", "w1.e1"),
@@ -739,7 +959,6 @@ def test_A1_transitions_carry_from_and_to_status(tmp_path: Path, capsys: pytest.
         ("run.started", "queued", "running", "", "w1.e1"),
         ("run.finished", "running", "finished", "", "w1.e1"),
     ]
-
 
 
 def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
@@ -769,13 +988,30 @@ def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
         audit.query(path, sql)
 
 
-_OPS = ["queue", "start", "checkpoint", "pause", "resume", "fail", "cancel", "finish", "rewind", "delete", "correct",
-        "sync", "reboot"]
+_OPS = [
+    "queue",
+    "start",
+    "checkpoint",
+    "pause",
+    "resume",
+    "fail",
+    "cancel",
+    "finish",
+    "rewind",
+    "delete",
+    "correct",
+    "sync",
+    "reboot",
+]
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 3), st.integers(-120, 600)), min_size=1, max_size=40))
-def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: list[tuple[str, int, int]], tmp_path_factory) -> None:
+@given(
+    steps=st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 3), st.integers(-120, 600)), min_size=1, max_size=40)
+)
+def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(
+    steps: list[tuple[str, int, int]], tmp_path_factory
+) -> None:
     """Law: whatever the history and wherever the syncs fall (clock steps back
     included), the events table is the log, position for position, and the runs view
     is Ledger.runs()."""
@@ -825,7 +1061,19 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(steps: li
                 assert e.run == run, (op, run, e)
         audit.sync(lg.store, path, chunk=3)
         assert positions(path) == [r.position for r in lg.events()]
-        fields = ["status", "code", "workflow", "process", "epoch", "queued_at", "started_at", "updated_at", "actor", "reason", "version"]
+        fields = [
+            "status",
+            "code",
+            "workflow",
+            "process",
+            "epoch",
+            "queued_at",
+            "started_at",
+            "updated_at",
+            "actor",
+            "reason",
+            "version",
+        ]
         got = {r["run"]: r for r in audit.query(path, "SELECT * FROM runs WHERE NOT deleted").records()}
         want = {s.run: s for s in lg.runs()}
         assert sorted(got) == sorted(want)
@@ -882,7 +1130,11 @@ def test_A1_R3_killed_syncs_leave_nothing_that_accumulates(tmp_path: Path) -> No
     beside = set(os.listdir(tmp_path))
     for _ in range(2):  # two kills in a row: still one scratch directory, not two
         _kill_a_sync(str(db), path, tmp_path / "marker", chunk=300)
-        left = {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside - {"runs.duckdb", "runs.duckdb.wal"}
+        left = (
+            {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")}
+            - beside
+            - {"runs.duckdb", "runs.duckdb.wal"}
+        )
         assert left == {"runs.duckdb.sync-tmp"}, left
         assert os.listdir(tmp_path / "runs.duckdb.sync-tmp")  # what a kill leaves: the chunk being loaded
     with open_ledger(str(db)) as lg:
@@ -906,8 +1158,9 @@ def test_A1_an_empty_audit_file_is_an_absent_one(tmp_path: Path, capsys: pytest.
     assert "appended 51 events" in capsys.readouterr().out
 
 
-def test_A1_a_first_sync_that_fills_the_disk_leaves_no_file_that_blocks_the_next(tmp_path: Path,
-                                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_A1_a_first_sync_that_fills_the_disk_leaves_no_file_that_blocks_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Repro (before the fix): a first sync onto a full disk failed (StoreError, exit 7,
     right) and left a 0-byte audit file; every later sync, with space freed, failed on
     it. Now the failed sync removes it, and the next sync after space is freed works."""
@@ -926,7 +1179,9 @@ def test_A1_a_first_sync_that_fills_the_disk_leaves_no_file_that_blocks_the_next
 
 
 # ------------------------------- issue 10 item 16: foreign DuckDB files, bounds, waits
-def test_A1_a_duckdb_database_that_is_not_an_audit_file_is_refused_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_a_duckdb_database_that_is_not_an_audit_file_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Repro (before the fix): `audit sync --duckdb warehouse.duckdb` wrote the audit
     tables (events, audit_sync, views) into someone else's DuckDB database."""
     store, _ = _golden_file(tmp_path, capsys)
@@ -934,11 +1189,17 @@ def test_A1_a_duckdb_database_that_is_not_an_audit_file_is_refused_untouched(tmp
     con = duckdb.connect(str(other))
     con.execute("CREATE TABLE inventory AS SELECT range AS id FROM range(10)")
     con.close()
+
     def listing() -> list[str]:
         return sorted(f for f in os.listdir(tmp_path) if not f.startswith("golden.db"))
 
     before = (file_digest(str(other)), listing())
-    for argv in (["audit", "sync"], ["audit", "status"], ["audit", "query", "SELECT 1"], ["audit", "report", "corrections"]):
+    for argv in (
+        ["audit", "sync"],
+        ["audit", "status"],
+        ["audit", "query", "SELECT 1"],
+        ["audit", "report", "corrections"],
+    ):
         assert main(["--store", store, *argv, "--duckdb", str(other)]) == 3
         assert "not an epochledger audit file" in capsys.readouterr().err
     assert main(["--store", store, "audit", "export-parquet", str(tmp_path / "pq"), "--duckdb", str(other)]) == 3
@@ -964,8 +1225,9 @@ def test_A1_a_query_is_interrupted_at_its_timeout(tmp_path: Path, capsys: pytest
     assert audit.query(path, "SELECT count(*) FROM events").rows == [(51,)]  # the file is fine
 
 
-def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(tmp_path: Path,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Repro (before the fix): no memory bound, and DuckDB spilled a large sort into
     FILE.tmp beside the audit file (a directory left behind)."""
     from ledger.errors import QueryInterrupted
@@ -979,15 +1241,22 @@ def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(tm
     assert main(["--store", store, "audit", "report", "corrections", "--memory-limit", "64MB", "--timeout", "30"]) == 0
 
 
-@pytest.mark.parametrize(("argv", "where"), [
-    (["audit", "query", "SELECT 1", "--timeout", "0"], "--timeout"), (["audit", "query", "SELECT 1", "--timeout", "nan"], "--timeout"),
-    (["audit", "query", "SELECT 1", "--memory-limit", "lots"], "--memory-limit"),
-    (["audit", "report", "corrections", "--memory-limit=-1GB"], "--memory-limit"),
-    (["audit", "query", "SELECT 1", "--memory-limit", "1b"], "--memory-limit"),
-    (["audit", "query", "SELECT 1", "--memory-limit", "99999999TB"], "--memory-limit"),
-    (["audit", "sync", "--wait=-1"], "--wait"), (["audit", "sync", "--wait", "inf"], "--wait"),
-])  # fmt: skip
-def test_A1_bad_bounds_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], where: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "where"),
+    [
+        (["audit", "query", "SELECT 1", "--timeout", "0"], "--timeout"),
+        (["audit", "query", "SELECT 1", "--timeout", "nan"], "--timeout"),
+        (["audit", "query", "SELECT 1", "--memory-limit", "lots"], "--memory-limit"),
+        (["audit", "report", "corrections", "--memory-limit=-1GB"], "--memory-limit"),
+        (["audit", "query", "SELECT 1", "--memory-limit", "1b"], "--memory-limit"),
+        (["audit", "query", "SELECT 1", "--memory-limit", "99999999TB"], "--memory-limit"),
+        (["audit", "sync", "--wait=-1"], "--wait"),
+        (["audit", "sync", "--wait", "inf"], "--wait"),
+    ],
+)
+def test_A1_bad_bounds_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], where: str
+) -> None:
     store, _ = _golden_file(tmp_path, capsys)
     assert main(["--store", store, *argv]) == 3
     assert where in capsys.readouterr().err
@@ -1008,7 +1277,9 @@ def _holder(path: str, mode: str, seconds: float) -> subprocess.Popen[str]:
     return child
 
 
-def test_A1_sync_waits_a_bounded_time_for_a_reader_then_fails_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_A1_sync_waits_a_bounded_time_for_a_reader_then_fails_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Repro (before the fix): a sync met by a reader failed at once with DuckDB's lock
     error, and a reader without bounds could hold the file for ever. Now sync waits
     (--wait) and, past the bound, fails naming the holder's PID."""
@@ -1064,9 +1335,28 @@ def test_A1_the_documented_bounds_are_the_code_s() -> None:
 
 # ------------------------------------- issue 12: the store's lines built in SQL
 _TAGS = sorted(TAGS)
-_value = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=12) \
-    | st.sampled_from(["2026-09-09T14:00:00Z", "2026-09-09T14:00:00+02:00", "yesterday", "", "queued", "failed_resumable",
-                       "TIMEOUT", "w1.e1", "a\tb", "line\nbreak"]) | st.lists(st.integers(), max_size=2)  # fmt: skip
+_value = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+    | st.sampled_from(
+        [
+            "2026-09-09T14:00:00Z",
+            "2026-09-09T14:00:00+02:00",
+            "yesterday",
+            "",
+            "queued",
+            "failed_resumable",
+            "TIMEOUT",
+            "w1.e1",
+            "a\tb",
+            "line\nbreak",
+        ]
+    )
+    | st.lists(st.integers(), max_size=2)
+)
 _field = st.sampled_from(["at", "run", "process", "epoch", "status", "code", "actor", "reason", "workflow", "zzz"])
 
 
@@ -1075,17 +1365,23 @@ def _stored(draw: st.DrawFn) -> bytes:
     """A payload as a store could hold it: an event of any tag with any of the audit's
     fields (any JSON value), spelled compactly or over several lines; or no JSON at all."""
     if draw(st.integers(0, 9)) == 0:
-        return draw(st.binary(max_size=30) | st.sampled_from([b"", b"\x00", b"{\"type\":\"run.queued\"", b"\xff\xfe"]))
+        return draw(st.binary(max_size=30) | st.sampled_from([b"", b"\x00", b'{"type":"run.queued"', b"\xff\xfe"]))
     event = {"type": draw(st.sampled_from(_TAGS) | _value), **draw(st.dictionaries(_field, _value, max_size=6))}
     return json.dumps(event, indent=draw(st.sampled_from([None, None, 1]))).encode()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**6), stored=st.lists(st.tuples(st.sampled_from(["run:x", "process:w1", "run:a\tb"]), _stored()),
-                                                  max_size=12),
-       chunk=st.integers(1, 9), cut=st.integers(0, 400))  # fmt: skip
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    seed=st.integers(0, 10**6),
+    stored=st.lists(st.tuples(st.sampled_from(["run:x", "process:w1", "run:a\tb"]), _stored()), max_size=12),
+    chunk=st.integers(1, 9),
+    cut=st.integers(0, 400),
+)
 def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
-        tmp_path_factory, monkeypatch: pytest.MonkeyPatch, seed: int, stored: list[tuple[str, bytes]], chunk: int, cut: int) -> None:  # fmt: skip
+    tmp_path_factory, monkeypatch: pytest.MonkeyPatch, seed: int, stored: list[tuple[str, bytes]], chunk: int, cut: int
+) -> None:
     """Law (issue 12): the audit file synced from SQLite's own lines (Store.read_lines)
     holds exactly the rows and types of the one synced from lines_of(read_raw's rows),
     the feed before: for random histories of every event type (the ledger's own, then
@@ -1104,8 +1400,10 @@ def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
         random_history(lg, seed, runs=5, ops=40)
         with sqlite3.connect(db) as conn:
             for n, (stream, state) in enumerate(stored):
-                conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                             (stream, 1000 + n, "t", state))  # fmt: skip
+                conn.execute(
+                    "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+                    (stream, 1000 + n, "t", state),
+                )
         conn.close()
         top = lg.store.max_position()
         split = min(cut, top)
@@ -1125,7 +1423,9 @@ def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
             con = duckdb.connect(path, read_only=True)
             try:
                 rows = con.execute("SELECT * FROM events ORDER BY position").fetchall()
-                types = con.execute("SELECT column_name, data_type FROM information_schema.columns ORDER BY ALL").fetchall()
+                types = con.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns ORDER BY ALL"
+                ).fetchall()
                 predicates = con.execute("SELECT * FROM lifecycle_predicates ORDER BY ALL").fetchall()
                 state = con.execute("SELECT * FROM audit_sync").fetchall()
             finally:
@@ -1140,15 +1440,19 @@ def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
     assert [r[0] for r in new[0]] == list(range(1, top + 1))  # every event, once
 
 
-def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(sqlite_ledger: Ledger, tmp_path: Path) -> None:
+def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
+    sqlite_ledger: Ledger, tmp_path: Path
+) -> None:
     """A chunk the fast feed cannot carry is read again as rows (the lines carry no
     rows): if those positions then hold other events than the first read counted, the
     sync stops with StoreError and commits nothing of that chunk, never a row twice or
     a row lost. Mutation caught: the count check dropped (the chunk lands short)."""
     sqlite_ledger.queue("x")
     with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
-        conn.execute("INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
-                     ("run:x", 2, "run.started", b'{"type":"run.started",\n"run":"x"}'))  # fmt: skip
+        conn.execute(
+            "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
+            ("run:x", 2, "run.started", b'{"type":"run.started",\n"run":"x"}'),
+        )
     sqlite_ledger.queue("y")
     store = sqlite_ledger.store
 

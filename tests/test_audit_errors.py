@@ -70,9 +70,17 @@ def test_A1_R4_the_cli_shows_its_own_flags_for_them(synced: tuple[str, str], tmp
     """What the CLI prints is unchanged: the option the user typed, then the message."""
     store, path = synced
     flags = {w: shown(e).split(":", 1)[0] for w, e in refusals(store, path, tmp_path)}
-    assert flags == {"timeout": "--timeout", "memory_limit": "--memory-limit", "period": "--period",
-                     "as_of": "--as-of", "label": "--label", "directory": "export-parquet", "wait": "--wait",
-                     "audit file": "--duckdb", "policy": "--policy"}  # fmt: skip
+    assert flags == {
+        "timeout": "--timeout",
+        "memory_limit": "--memory-limit",
+        "period": "--period",
+        "as_of": "--as-of",
+        "label": "--label",
+        "directory": "export-parquet",
+        "wait": "--wait",
+        "audit file": "--duckdb",
+        "policy": "--policy",
+    }
 
 
 def test_A1_a_bound_that_stops_a_query_is_named_by_its_field(synced: tuple[str, str]) -> None:

@@ -45,7 +45,11 @@ class DB:
         self.pg = url.startswith("postgresql://")
         if self.pg:
             schema = parse_qs(urlsplit(url).query)["schema"][0]
-            self.events, self.chain, self.pos = f'"{schema}".epochledger_events', f'"{schema}".{CHAIN_TABLE}', "notification_id"
+            self.events, self.chain, self.pos = (
+                f'"{schema}".epochledger_events',
+                f'"{schema}".{CHAIN_TABLE}',
+                "notification_id",
+            )
         else:
             self.events, self.chain, self.pos = "epochledger_events", CHAIN_TABLE, "rowid"
 
@@ -62,7 +66,7 @@ class DB:
                 for table in (self.events, self.chain):
                     conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER epochledger_append_only")
             return
-        conn = sqlite3.connect(self.url[len("sqlite:///"):])
+        conn = sqlite3.connect(self.url[len("sqlite:///") :])
         try:
             with conn:
                 yield _Qmark(conn)
@@ -86,7 +90,9 @@ class DB:
             self.sql("DROP TABLE {chain}")
 
     def row(self, position: int) -> tuple[str, int, str, bytes]:
-        return self.sql("SELECT originator_id, originator_version, topic, state FROM {events} WHERE {pos}=?", position)[0]
+        return self.sql("SELECT originator_id, originator_version, topic, state FROM {events} WHERE {pos}=?", position)[
+            0
+        ]
 
 
 class _Qmark:
@@ -133,8 +139,11 @@ def test_S1_an_untouched_log_verifies_every_event_linked_in_log_order(store_url,
     code, out = verify_json(store_url, capsys)
     assert code == 0 and out["chain"]["failure"] is None
     assert out["chain"]["links"] == out["chain"]["events"] == lg.store.max_position() == 11
-    stored = [e for row in DB(store_url).sql("SELECT position, hash, links FROM {chain} ORDER BY position")
-              for e in unpack(*row)]  # fmt: skip
+    stored = [
+        e
+        for row in DB(store_url).sql("SELECT position, hash, links FROM {chain} ORDER BY position")
+        for e in unpack(*row)
+    ]
     raw = [r for chunk in lg.store.read_raw() for r in chunk]
     topics = [DB(store_url).row(r[0])[2] for r in raw]
     expected = links(bytes(32), [(p, s, v, t, b) for (p, s, v, b), t in zip(raw, topics, strict=True)])
@@ -188,8 +197,13 @@ def test_S1_a_forged_well_formed_append_is_named(store_url, lg, capsys) -> None:
     db = DB(store_url)
     version = lg.store.stream_version("run:b") + 1
     forged = RunFinished(at=T0, run="b", status=Status.FINISHED, epoch="e1", actor="worker")
-    db.sql("INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
-           "run:b", version, "run.finished", codec.encode(forged))  # fmt: skip
+    db.sql(
+        "INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
+        "run:b",
+        version,
+        "run.finished",
+        codec.encode(forged),
+    )
     head = lg.store.max_position()
     assert lg.get_run("b").status == Status.FINISHED  # the views believe it
     code, out = verify_json(store_url, capsys)
@@ -259,7 +273,8 @@ def test_S1_a_removed_event_is_named_with_or_without_its_link(store_url, lg, cap
 
 # ------------------------------------------------------------------------ digests
 def test_S1_a_truncation_or_a_recomputed_chain_after_a_digest_is_caught_only_with_it(
-        store_url, lg, capsys, tmp_path) -> None:  # fmt: skip
+    store_url, lg, capsys, tmp_path
+) -> None:
     """The residual risk, shown: someone who can write both tables removes the tail (or
     rewrites an event and recomputes every link after it). The log then checks against
     its own chain (exit 0); the digest kept elsewhere catches it (exit 12).
@@ -290,10 +305,15 @@ def test_S1_a_rewrite_with_the_chain_recomputed_is_caught_by_the_digest(store_ur
     with db.tx() as c:
         c.execute(f"UPDATE {db.events} SET state=? WHERE {db.pos}=?", (forged, at))
         prev = bytes(c.execute(f"SELECT hash FROM {db.chain} WHERE position=?", (at - 1,))[0][0])
-        rows = c.execute(f"SELECT {db.pos}, originator_id, originator_version, topic, state FROM {db.events} "
-                         f"WHERE {db.pos}>=? ORDER BY {db.pos}", (at,))  # fmt: skip
+        rows = c.execute(
+            f"SELECT {db.pos}, originator_id, originator_version, topic, state FROM {db.events} "
+            f"WHERE {db.pos}>=? ORDER BY {db.pos}",
+            (at,),
+        )
         for position, link in links(prev, rows):  # one row per append here: one link per row
-            c.execute(f"UPDATE {db.chain} SET hash=?, links=? WHERE position=?", (link, pack([(position, link)]), position))
+            c.execute(
+                f"UPDATE {db.chain} SET hash=?, links=? WHERE position=?", (link, pack([(position, link)]), position)
+            )
     capsys.readouterr()
     assert verify_json(store_url, capsys)[0] == 0  # a consistent forgery of both tables
     code, out = verify_json(store_url, capsys, digest)
@@ -314,14 +334,16 @@ def test_S1_a_newer_digest_must_extend_the_older(store_url, lg, capsys, tmp_path
     # stdout without -o is the same digest a file gets
     assert main(["--store", store_url, "digest"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert (printed["position"], printed["hash"]) == tuple(json.loads(open(new).read())[k] for k in ("position", "hash"))
+    assert (printed["position"], printed["hash"]) == tuple(
+        json.loads(open(new).read())[k] for k in ("position", "hash")
+    )
 
 
 def test_S1_digest_refuses_a_broken_chain_its_own_ledger_and_a_bad_digest_file(store_url, lg, capsys, tmp_path) -> None:
     """Mutation caught: `event_link` not hashing the topic column (the edit below)."""
     at = history(lg)["a_finished"]
     if store_url.startswith("sqlite"):
-        path = store_url[len("sqlite:///"):]
+        path = store_url[len("sqlite:///") :]
         assert main(["--store", store_url, "digest", "-o", path]) == 3  # the ledger's own file
         assert open_store(store_url).max_position() == 11
     bad = tmp_path / "bad.json"
@@ -440,7 +462,10 @@ def test_S1_a_group_commit_is_one_chain_row_that_still_names_the_event_inside_it
     forged = codec.encode(msgspec.structs.replace(codec.decode(original), workflow="forged"))
     db.sql("UPDATE {events} SET state=? WHERE {pos}=?", forged, first + 29)
     code, out = verify_json(store_url, capsys)
-    assert code == 12 and (out["chain"]["failure"]["kind"], out["chain"]["failure"]["position"]) == ("altered", first + 29)
+    assert code == 12 and (out["chain"]["failure"]["kind"], out["chain"]["failure"]["position"]) == (
+        "altered",
+        first + 29,
+    )
     db.sql("UPDATE {events} SET state=? WHERE {pos}=?", original, first + 29)
     assert verify_json(store_url, capsys)[0] == 0
     head, packed = db.sql("SELECT hash, links FROM {chain}")[0]
@@ -464,6 +489,8 @@ def test_S1_the_chain_table_is_append_only_on_postgresql_like_the_events(pg_url:
         ledger.queue("r")
     db = DB(pg_url)
     for statement in (f"UPDATE {db.chain} SET hash = hash", f"DELETE FROM {db.chain}", f"TRUNCATE {db.chain}"):
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), \
-                psycopg.connect(pg_url.split("?", 1)[0]) as conn:  # fmt: skip
+        with (
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"),
+            psycopg.connect(pg_url.split("?", 1)[0]) as conn,
+        ):
             conn.execute(statement)

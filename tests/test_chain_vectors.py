@@ -26,8 +26,10 @@ from ledger.store.chain import (
 
 ROWS = [(1, "run-a", 1, "run.queued", b'{"run":"a"}'), (3, "process-w", 1, "process.booted", b"")]
 # Computed once from the layout below; never regenerate them to make a test pass.
-GOLDEN = ["e8896a73d7c3081316ad9ccc64882c92defe7986836e1b9e0f6fadf250fc05ac",
-          "f1015c80a2e544b4014504628eee000031a398f5a73cefb1857c692f9f7b2126"]  # fmt: skip
+GOLDEN = [
+    "e8896a73d7c3081316ad9ccc64882c92defe7986836e1b9e0f6fadf250fc05ac",
+    "f1015c80a2e544b4014504628eee000031a398f5a73cefb1857c692f9f7b2126",
+]
 
 
 def _documented(prev: bytes, position: int, stream: str, version: int, topic: str, state: bytes) -> bytes:
@@ -37,8 +39,15 @@ def _documented(prev: bytes, position: int, stream: str, version: int, topic: st
     def sized(b: bytes) -> bytes:
         return struct.pack(">I", len(b)) + b
 
-    return hashlib.sha256(b"epochledger-chain-v1" + prev + struct.pack(">q", position) + sized(stream.encode())
-                          + struct.pack(">q", version) + sized(topic.encode()) + sized(state)).digest()  # fmt: skip
+    return hashlib.sha256(
+        b"epochledger-chain-v1"
+        + prev
+        + struct.pack(">q", position)
+        + sized(stream.encode())
+        + struct.pack(">q", version)
+        + sized(topic.encode())
+        + sized(state)
+    ).digest()
 
 
 def test_S1_the_link_function_gives_the_known_answers_of_its_documented_layout() -> None:
@@ -92,32 +101,136 @@ WALKS = {
     # name: (events, links, digests) -> (events, links, position, head, digests, failure)
     "whole": ((ROWS, LINKS, [D1, D3]), (2, 2, 3, GOLDEN[1], [D1, D3], None)),
     "two digests of one position": ((ROWS, LINKS, [D1, D1]), (2, 2, 3, GOLDEN[1], [D1, D1], None)),
-    "order": ((ROWS, LINKS, [D3, D1]), (0, 0, 0, GENESIS.hex(), [], Failure(kind="order", position=1, message=(
-        "the newer digest (position 1, t1) is behind the older one (position 3, t3): the log was truncated or "
-        "rewritten between them")))),
-    "unchained": ((ROWS, LINKS[:1], []), (1, 1, 1, GOLDEN[0], [], Failure(
-        kind="unchained", position=3, stream="process-w", version=1, message=(
-            "event at position 3 (process-w version 1) has no link in the chain: written around the ledger (a "
-            "forged row), or by a version without the chain (then `epochledger chain --upgrade` seals it)")))),
-    "inserted": (([ROWS[0], INSERTED, ROWS[1]], LINKS, []), (1, 1, 1, GOLDEN[0], [], Failure(
-        kind="inserted", position=2, stream="run-b", version=1, message=(
-            "event at position 2 (run-b version 1) has no link in the chain, and chained events follow it: a row "
-            "inserted around the ledger")))),
-    "removed": ((ROWS[:1], LINKS, []), (1, 1, 1, GOLDEN[0], [], Failure(kind="removed", position=3, message=(
-        "event at position 3 was removed: its link is in the chain, the event is not")))),
-    "altered": (([EDITED, ROWS[1]], LINKS, []), (0, 0, 0, GENESIS.hex(), [], Failure(
-        kind="altered", position=1, stream="run-a", version=1, message=(
-            "event at position 1 (run-a version 1) does not match its link: it was altered, moved or reordered, or "
-            "an event after position 0 was removed")))),
-    "digest of another hash": ((ROWS, LINKS, [Digest(position=1, hash="00" * 32, at="t1")]), (
-        2, 2, 3, GOLDEN[1], [], Failure(kind="digest", position=1, message=(
-            "the digest of t1 (position 1, hash 0000000000000000...) does not match: no chained event there has "
-            "that hash; the log was truncated or rewritten after that digest")))),
-    "digest past the end": ((ROWS, LINKS, [D1, Digest(position=9, hash="00" * 32, at="t9")]), (
-        2, 2, 3, GOLDEN[1], [D1], Failure(kind="digest", position=9, message=(
-            "the digest of t9 (position 9, hash 0000000000000000...) does not match: the log's chain ends before "
-            "it; the log was truncated or rewritten after that digest")))),
-}  # fmt: skip
+    "order": (
+        (ROWS, LINKS, [D3, D1]),
+        (
+            0,
+            0,
+            0,
+            GENESIS.hex(),
+            [],
+            Failure(
+                kind="order",
+                position=1,
+                message=(
+                    "the newer digest (position 1, t1) is behind the older one (position 3, t3): the log was truncated or "
+                    "rewritten between them"
+                ),
+            ),
+        ),
+    ),
+    "unchained": (
+        (ROWS, LINKS[:1], []),
+        (
+            1,
+            1,
+            1,
+            GOLDEN[0],
+            [],
+            Failure(
+                kind="unchained",
+                position=3,
+                stream="process-w",
+                version=1,
+                message=(
+                    "event at position 3 (process-w version 1) has no link in the chain: written around the ledger (a "
+                    "forged row), or by a version without the chain (then `epochledger chain --upgrade` seals it)"
+                ),
+            ),
+        ),
+    ),
+    "inserted": (
+        ([ROWS[0], INSERTED, ROWS[1]], LINKS, []),
+        (
+            1,
+            1,
+            1,
+            GOLDEN[0],
+            [],
+            Failure(
+                kind="inserted",
+                position=2,
+                stream="run-b",
+                version=1,
+                message=(
+                    "event at position 2 (run-b version 1) has no link in the chain, and chained events follow it: a row "
+                    "inserted around the ledger"
+                ),
+            ),
+        ),
+    ),
+    "removed": (
+        (ROWS[:1], LINKS, []),
+        (
+            1,
+            1,
+            1,
+            GOLDEN[0],
+            [],
+            Failure(
+                kind="removed",
+                position=3,
+                message=("event at position 3 was removed: its link is in the chain, the event is not"),
+            ),
+        ),
+    ),
+    "altered": (
+        ([EDITED, ROWS[1]], LINKS, []),
+        (
+            0,
+            0,
+            0,
+            GENESIS.hex(),
+            [],
+            Failure(
+                kind="altered",
+                position=1,
+                stream="run-a",
+                version=1,
+                message=(
+                    "event at position 1 (run-a version 1) does not match its link: it was altered, moved or reordered, or "
+                    "an event after position 0 was removed"
+                ),
+            ),
+        ),
+    ),
+    "digest of another hash": (
+        (ROWS, LINKS, [Digest(position=1, hash="00" * 32, at="t1")]),
+        (
+            2,
+            2,
+            3,
+            GOLDEN[1],
+            [],
+            Failure(
+                kind="digest",
+                position=1,
+                message=(
+                    "the digest of t1 (position 1, hash 0000000000000000...) does not match: no chained event there has "
+                    "that hash; the log was truncated or rewritten after that digest"
+                ),
+            ),
+        ),
+    ),
+    "digest past the end": (
+        (ROWS, LINKS, [D1, Digest(position=9, hash="00" * 32, at="t9")]),
+        (
+            2,
+            2,
+            3,
+            GOLDEN[1],
+            [D1],
+            Failure(
+                kind="digest",
+                position=9,
+                message=(
+                    "the digest of t9 (position 9, hash 0000000000000000...) does not match: the log's chain ends before "
+                    "it; the log was truncated or rewritten after that digest"
+                ),
+            ),
+        ),
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(WALKS))
@@ -129,8 +242,9 @@ def test_S1_each_failure_of_the_walk_names_its_kind_place_and_why(name: str) -> 
     counts or head."""
     (events, chained, digests), (n, m, position, head, good, failure) = WALKS[name]
     report = walk(iter(events), iter(chained), digests)
-    assert report == ChainReport(chained=True, events=n, links=m, position=position, hash=head, digests=good,
-                                 failure=failure)  # fmt: skip
+    assert report == ChainReport(
+        chained=True, events=n, links=m, position=position, hash=head, digests=good, failure=failure
+    )
 
 
 def test_S1_a_row_as_a_hand_edit_left_it_links_by_its_stored_bytes() -> None:
@@ -150,8 +264,19 @@ def test_S1_a_row_as_a_hand_edit_left_it_links_by_its_stored_bytes() -> None:
     # a typed row (the write path's fast branch) with lone surrogates links as the documented layout
     # says, by the UTF-8 bytes with surrogates passed through, and never raises
     odd = event_link(GENESIS, (1, "s\udcff", 1, "t\udcff", b"x"))
-    assert odd == hashlib.sha256(b"epochledger-chain-v1" + GENESIS + struct.pack(">qI", 1, 4) + b"s\xed\xb3\xbf"
-                                 + struct.pack(">qI", 1, 4) + b"t\xed\xb3\xbf" + struct.pack(">I", 1) + b"x").digest()
+    assert (
+        odd
+        == hashlib.sha256(
+            b"epochledger-chain-v1"
+            + GENESIS
+            + struct.pack(">qI", 1, 4)
+            + b"s\xed\xb3\xbf"
+            + struct.pack(">qI", 1, 4)
+            + b"t\xed\xb3\xbf"
+            + struct.pack(">I", 1)
+            + b"x"
+        ).digest()
+    )
     assert link_rows(GENESIS, [1], [("s\udcff", 1, "t\udcff", b"x")]) == [(1, odd)]  # the write path alike
     for bad in ("1", True, -5, 1 << 63, None):
         assert event_link(GENESIS, (bad, "s", 1, "t", b"x")) == link(GENESIS, -1, "s", 1, "t", b"x"), bad

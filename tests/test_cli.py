@@ -53,7 +53,9 @@ def test_L3_import_show_runs_history_export(capsys, tmp_path, history_file) -> N
 
     code, out, _ = cli(capsys, "--store", store, "export")
     assert out.encode() == b"".join(
-        subprocess.run([sys.executable, "-m", "epochledger", "--store", store, "export"], capture_output=True, check=True).stdout.splitlines(keepends=True)
+        subprocess.run(
+            [sys.executable, "-m", "epochledger", "--store", store, "export"], capture_output=True, check=True
+        ).stdout.splitlines(keepends=True)
     )
     assert out.count("\n") == len(GOOD)
 
@@ -108,7 +110,9 @@ def test_L2_L7_show_keeps_the_cause_a_cancel_overrode_and_drops_a_cancelled_ques
 
     ledger.queue("f")
     ledger.start("f")
-    ledger.fail("f", "TIMEOUT", resumable=True, error="step s1 took 3h", cause=Cause(code="OOM_KILLED", message="cgroup"))
+    ledger.fail(
+        "f", "TIMEOUT", resumable=True, error="step s1 took 3h", cause=Cause(code="OOM_KILLED", message="cgroup")
+    )
     ledger.cancel("f", actor="alice", reason="not needed any more")
     ledger.queue("h")
     ledger.start("h")
@@ -120,12 +124,20 @@ def test_L2_L7_show_keeps_the_cause_a_cancel_overrode_and_drops_a_cancelled_ques
     code, out, _ = cli(capsys, "--store", store_url, "show", "f", "--json")
     shown = json.loads(out)
     assert shown["code_shown"] == "CANCELLED" and shown["error"] is None
-    assert shown["cancelled_from"] == {"status": "failed_resumable", "code": "TIMEOUT", "error": "step s1 took 3h",
-                                       "cause": {"code": "OOM_KILLED", "message": "cgroup"}, "reason": None}  # fmt: skip
+    assert shown["cancelled_from"] == {
+        "status": "failed_resumable",
+        "code": "TIMEOUT",
+        "error": "step s1 took 3h",
+        "cause": {"code": "OOM_KILLED", "message": "cgroup"},
+        "reason": None,
+    }
     code, out, _ = cli(capsys, "--store", store_url, "show", "h", "--json")
     shown = json.loads(out)
     assert (shown["interaction"], shown["questions"], shown["answers"]) == (None, None, None)
-    assert shown["cancelled_from"]["status"] == "paused_waiting_human" and shown["cancelled_from"]["reason"] == "needs sign-off"
+    assert (
+        shown["cancelled_from"]["status"] == "paused_waiting_human"
+        and shown["cancelled_from"]["reason"] == "needs sign-off"
+    )
     code, out, _ = cli(capsys, "--store", store_url, "show", "h")
     assert "ship it?" not in out and "i-7" not in out and "cancelled: from paused_waiting_human: needs sign-off" in out
 
@@ -148,7 +160,9 @@ def test_L1_a_retried_queue_of_a_queued_run_appends_nothing(ledger) -> None:
     assert ledger.store.max_position() == before
 
 
-def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(ledger, store_url, capsys, tmp_path) -> None:
+def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(
+    ledger, store_url, capsys, tmp_path
+) -> None:
     """Each start after a resume or retry is the run's next attempt: 0 while never
     started, 1 from the first start. `show`, `runs --json` and the audit's runs view say
     the same; the audit's new column comes after its others."""

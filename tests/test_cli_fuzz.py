@@ -58,7 +58,11 @@ TABLE = [
     (["--store", "postgresql://u@h:abc/db", "runs"], 3, "store URL: not a valid PostgreSQL URL"),
     (["--store", "postgresql://u@[::1/db", "runs"], 3, "store URL: not a valid PostgreSQL URL"),
     (["replay", "--position", "1e20"], 2, "invalid int value"),
-    (["replay", "--position", "99999999999999999999"], 3, "--position: a position is an integer from 0 to 9223372036854775807"),
+    (
+        ["replay", "--position", "99999999999999999999"],
+        3,
+        "--position: a position is an integer from 0 to 9223372036854775807",
+    ),
     (["replay", "--position", "-1"], 3, "--position: "),
     (["export", "--after", "99999999999999999999"], 3, "after: a position is an integer"),
     (["export", "--after", "99999999999999999999", "-o", "out.ndjson"], 3, "after: a position is an integer"),
@@ -89,8 +93,9 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("argv", "code", "message"), TABLE, ids=[" ".join(a) for a, _, _ in TABLE])
-def test_L4_hostile_command_lines_exit_with_a_documented_code(store: str, capsys: pytest.CaptureFixture[str],
-                                                              argv: list[str], code: int, message: str) -> None:  # fmt: skip
+def test_L4_hostile_command_lines_exit_with_a_documented_code(
+    store: str, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
     """Repro (before the fix): a bad port, replay --position 99999999999999999999,
     export --after past 2**63-1 and sweep --margin 1e15 printed tracebacks; follow
     --poll 0 spun at 100% CPU; sweep --margin 1e15 booted the slot before refusing."""
@@ -113,19 +118,68 @@ def test_L4_the_cli_prints_no_traceback_end_to_end(store: str) -> None:
     """The same through a real process, as an operator sees it. `import /dev/zero`
     runs under a 1 GiB address-space limit: before the fix it grew to MemoryError
     (a traceback, exit 1)."""
-    for argv in (["--store", "postgresql://u@h:abc/db", "runs"], ["--store", store, "replay", "--position", "99999999999999999999"],
-                 ["--store", store, "sweep", "--process", "w-1", "--margin", "1e15"], ["--store", store, "import", "/dev/zero"]):  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "epochledger", *argv], capture_output=True, text=True, timeout=60,
-                              preexec_fn=_one_gigabyte)  # fmt: skip
+    for argv in (
+        ["--store", "postgresql://u@h:abc/db", "runs"],
+        ["--store", store, "replay", "--position", "99999999999999999999"],
+        ["--store", store, "sweep", "--process", "w-1", "--margin", "1e15"],
+        ["--store", store, "import", "/dev/zero"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "epochledger", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_one_gigabyte,
+        )
         assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
 
 
 # ------------------------------------------------------------------------ fuzz
-_TOKENS = ["1e20", "99999999999999999999", "-1", "0", "nan", "inf", "-inf", "", " ", "r1", "r2", "r3", "w-1", "w-1.e1",
-           "a b", "r\udc80", "x" * 300, "2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
-           "not a time", "failed", "finished", "bogus", "runs", "SELECT 1", "SELECT * FROM runs", "DELETE FROM events",
-           "runs.db", "runs.db-wal", "out.ndjson", "/nonexistent/x", ".", "failure_codes", "week", "json", "--json",
-           "1b", "64MB", "1GB", "99999999TB", "0.01", "runs.duckdb"]  # fmt: skip
+_TOKENS = [
+    "1e20",
+    "99999999999999999999",
+    "-1",
+    "0",
+    "nan",
+    "inf",
+    "-inf",
+    "",
+    " ",
+    "r1",
+    "r2",
+    "r3",
+    "w-1",
+    "w-1.e1",
+    "a b",
+    "r\udc80",
+    "x" * 300,
+    "2026-09-09T14:00:00Z",
+    "0001-01-01T00:00:00+14:00",
+    "9999-12-31T23:59:59-14:00",
+    "not a time",
+    "failed",
+    "finished",
+    "bogus",
+    "runs",
+    "SELECT 1",
+    "SELECT * FROM runs",
+    "DELETE FROM events",
+    "runs.db",
+    "runs.db-wal",
+    "out.ndjson",
+    "/nonexistent/x",
+    ".",
+    "failure_codes",
+    "week",
+    "json",
+    "--json",
+    "1b",
+    "64MB",
+    "1GB",
+    "99999999TB",
+    "0.01",
+    "runs.duckdb",
+]
 # `follow` polls until interrupted and `demo` records a day: both are left to the table
 # (follow's refusals) and their own tests.
 _FUZZED = [(name, specs) for name, _, specs in _COMMANDS if name not in ("follow", "demo")]
@@ -151,9 +205,13 @@ def command_lines(draw: st.DrawFn) -> list[str]:
     return argv
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(argv=command_lines())
-def test_L4_fuzzed_command_lines_exit_with_documented_codes(store: str, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+def test_L4_fuzzed_command_lines_exit_with_documented_codes(
+    store: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
     """Law: any command with any arguments exits 0-10 and prints no traceback; an
     exception other than LedgerError escapes `main` and fails this test."""
     code, err = run_main(["--store", store, *argv], capsys)
@@ -161,13 +219,20 @@ def test_L4_fuzzed_command_lines_exit_with_documented_codes(store: str, capsys: 
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv", [
-    ["timeline", "-o", "page.html", "--from"], ["timeline", "-o", "page.html", "--to"],
-    ["timeline", "-o", "page.html", "--at"], ["replay", "--at"], ["whatif", "--policy", "clamp", "--at"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["timeline", "-o", "page.html", "--from"],
+        ["timeline", "-o", "page.html", "--to"],
+        ["timeline", "-o", "page.html", "--at"],
+        ["replay", "--at"],
+        ["whatif", "--policy", "clamp", "--at"],
+    ],
+)
 @pytest.mark.parametrize("text", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "1969-12-31T23:59:59Z"])
-def test_L4_every_instant_flag_is_bounded_like_the_catalogues_instants(store: str, capsys, tmp_path, monkeypatch,
-                                                                      argv: list[str], text: str) -> None:  # fmt: skip
+def test_L4_every_instant_flag_is_bounded_like_the_catalogues_instants(
+    store: str, capsys, tmp_path, monkeypatch, argv: list[str], text: str
+) -> None:
     """An instant the ledger can never hold is refused by the flag's name with exit 3,
     never a traceback (found by the fuzz test above: `timeline --from
     0001-01-01T00:00:00+14:00` raised OverflowError while drawing the window). One

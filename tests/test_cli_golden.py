@@ -71,7 +71,11 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("demo-audit-sync", "demo", ["audit", "sync", "--json"]),
     ("demo-audit-status", "demo", ["audit", "status", "--json"]),
     ("demo-audit-report-failure-codes", "demo", ["audit", "report", "failure_codes", "--json"]),
-    ("demo-audit-query", "demo", ["audit", "query", "SELECT status, count(*) AS n FROM runs GROUP BY ALL ORDER BY ALL", "--json"]),
+    (
+        "demo-audit-query",
+        "demo",
+        ["audit", "query", "SELECT status, count(*) AS n FROM runs GROUP BY ALL ORDER BY ALL", "--json"],
+    ),
     ("demo-audit-export-parquet", "demo", ["audit", "export-parquet", "{tmp}/parquet", "--json"]),
     ("audit-runs-label", "audit", ["runs", "--label", "team=ops", "--json"]),
     ("audit-show-dead-lettered", "audit", ["show", "i", "--json"]),
@@ -81,9 +85,21 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("audit-epochs", "audit", ["epochs", "--json"]),
     ("audit-whatif-floor", "audit", ["whatif", "--policy", "floor:30m", "--json"]),
     ("audit-audit-sync", "audit", ["audit", "sync", "--json"]),
-    ("audit-audit-report-time-in-status", "audit", ["audit", "report", "time_in_status", "--as-of", "2026-09-10T23:59:59Z", "--json"]),
-    ("audit-audit-report-by-label", "audit", ["audit", "report", "failures_by_label", "--label", "team", "--as-of", "2026-09-10T23:59:59Z", "--json"]),
-    ("audit-audit-report-failure-codes-week", "audit", ["audit", "report", "failure_codes", "--period", "week", "--as-of", "2026-09-10T23:59:59Z", "--json"]),
+    (
+        "audit-audit-report-time-in-status",
+        "audit",
+        ["audit", "report", "time_in_status", "--as-of", "2026-09-10T23:59:59Z", "--json"],
+    ),
+    (
+        "audit-audit-report-by-label",
+        "audit",
+        ["audit", "report", "failures_by_label", "--label", "team", "--as-of", "2026-09-10T23:59:59Z", "--json"],
+    ),
+    (
+        "audit-audit-report-failure-codes-week",
+        "audit",
+        ["audit", "report", "failure_codes", "--period", "week", "--as-of", "2026-09-10T23:59:59Z", "--json"],
+    ),
     ("orphans-runs-orphaned", "orphans", ["runs", "--orphaned", "--json"]),
     ("orphans-runs-streaking", "orphans", ["runs", "--streaking", "--json"]),
     ("orphans-runs-orphaned-label", "orphans", ["runs", "--orphaned", "--label", "team=data", "--json"]),
@@ -150,7 +166,9 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.mark.parametrize("case", [c for c, _, _ in CASES])
 def test_C1_cli_json_output_is_byte_identical_to_its_golden_file(rendered: dict[str, str], case: str) -> None:
     expected = (CLI_GOLDEN / f"{case}.json").read_bytes()
-    assert rendered[case].encode() == expected, f"{case}: output changed; if intended, regenerate (see the module docstring)"
+    assert rendered[case].encode() == expected, (
+        f"{case}: output changed; if intended, regenerate (see the module docstring)"
+    )
 
 
 def test_C1_every_golden_file_is_a_case() -> None:

@@ -44,8 +44,12 @@ JSON_ERRORS = [
     (["show", "nope", "--json"], 4, "RunNotFound", {"run": "nope", "deleted": False}),
     (["--store", "mysql://x", "runs", "--json"], 3, "InvalidInput", {"where": "store URL"}),
     (["show", "r2", "--json"], 4, "RunNotFound", {"run": "r2", "deleted": True}),
-    (["correct", "r3", "--to", "failed", "--actor", "a", "--reason", "x", "--json"], 5, "IllegalTransition",
-     {"run": "r3", "status": "failed", "attempted": "run.corrected"}),
+    (
+        ["correct", "r3", "--to", "failed", "--actor", "a", "--reason", "x", "--json"],
+        5,
+        "IllegalTransition",
+        {"run": "r3", "status": "failed", "attempted": "run.corrected"},
+    ),
     (["correct", "r3", "--to", "bogus", "--actor", "a", "--reason", "x", "--json"], 2, "UsageError", {}),
     (["show", "--json"], 2, "UsageError", {}),
     (["replay", "--position", "-1", "--json"], 3, "InvalidInput", {"where": "--position"}),
@@ -55,9 +59,9 @@ JSON_ERRORS = [
 
 
 @pytest.mark.parametrize(("argv", "code", "kind", "fields"), JSON_ERRORS, ids=[" ".join(a) for a, *_ in JSON_ERRORS])
-def test_L4_under_json_an_error_is_one_json_object_on_stderr(store: str, capsys: pytest.CaptureFixture[str],
-                                                             argv: list[str], code: int, kind: str,
-                                                             fields: dict[str, object]) -> None:  # fmt: skip
+def test_L4_under_json_an_error_is_one_json_object_on_stderr(
+    store: str, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, kind: str, fields: dict[str, object]
+) -> None:
     """Repro (before the fix): with --json an error was a line of text on stderr, so
     `jq` read nothing and exited 0. Now: one JSON object, its type, message, exit code
     and the fields the error carries; nothing on stdout."""
@@ -76,7 +80,9 @@ def test_L4_without_json_errors_stay_one_line_of_text(store: str, capsys: pytest
     assert capsys.readouterr().err == "epochledger: RunNotFound: run 'nope' not found\n"
     assert _main(["--store", store, "show"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: epochledger show") and err.endswith("error: the following arguments are required: run\n")
+    assert err.startswith("usage: epochledger show") and err.endswith(
+        "error: the following arguments are required: run\n"
+    )
 
 
 def test_L4_the_json_fields_are_the_errors_own_attributes() -> None:
@@ -85,8 +91,14 @@ def test_L4_the_json_fields_are_the_errors_own_attributes() -> None:
     gap = errors.StreamGap("run:r", 2, 1, 3)
     assert error_fields(gap) == {"stream": "run:r", "missing": 2, "after": 1, "before": 3}
     stale = errors.StaleEpoch("r", "running", "run.finished", "w.e1", "superseded", evidence=object())
-    assert error_fields(stale) == {"run": "r", "status": "running", "attempted": "run.finished",
-                                   "why": "stale epoch 'w.e1': superseded", "epoch": "w.e1", "kept_at": None}  # fmt: skip
+    assert error_fields(stale) == {
+        "run": "r",
+        "status": "running",
+        "attempted": "run.finished",
+        "why": "stale epoch 'w.e1': superseded",
+        "epoch": "w.e1",
+        "kept_at": None,
+    }
     unsure = errors.CommitUnknown({"run:a": (1, 2)}, "reset", appends=(object(),))
     assert error_fields(unsure) == {"versions": {"run:a": [1, 2]}, "error": "reset"}
     assert error_fields(errors.InvalidInput("bad \udc80", where="r\udc80")) == {"where": "r\\udc80"}
@@ -96,8 +108,9 @@ def test_L4_the_json_fields_are_the_errors_own_attributes() -> None:
 
 # ---------------------------------------------------------------- Ctrl-C
 def _cli(*argv: str, **kw: object) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "epochledger", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, **kw)  # type: ignore[call-overload]  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "epochledger", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
+    )  # type: ignore[call-overload]
 
 
 def _history(path: Path, runs: int) -> Path:
@@ -125,8 +138,9 @@ def test_L4_ctrl_c_during_a_long_import_is_one_line_exit_130_and_nothing_half_wr
     code, err = _interrupt(_cli("--store", store, "import", str(history)), after=1.5)
     assert (code, err.count("\n"), "Traceback" in err) == (INTERRUPTED, 1, False), err
     assert err.startswith("epochledger: Interrupted: interrupted (Ctrl-C)")
-    done = subprocess.run([sys.executable, "-m", "epochledger", "--store", store, "verify", "--json"],
-                          capture_output=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "epochledger", "--store", store, "verify", "--json"], capture_output=True, check=True
+    )
     assert json.loads(done.stdout)["chain"]["links"] in (0, 60_000)
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
 
@@ -148,8 +162,9 @@ def _on_a_terminal(argv: list[str], *, interrupt_after: float | None = None) -> 
     import select
 
     master, slave = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-m", "epochledger", *argv], stdout=subprocess.PIPE, stderr=slave,
-                             stdin=subprocess.DEVNULL)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "epochledger", *argv], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL
+    )
     os.close(slave)
     screen = b""
     start = time.monotonic()
@@ -191,10 +206,16 @@ def test_I1_a_long_import_shows_progress_on_a_terminal_only(tmp_path: Path) -> N
     assert main(["--store", store2, "init"]) == 0
     code, screen, out = _on_a_terminal(["--store", store2, "import", str(history), "--quiet"])
     assert (code, screen) == (0, b"") and b"imported 20000 events" in out
-    piped = subprocess.run([sys.executable, "-m", "epochledger", "--store", str(tmp_path / "piped.db"), "init"],
-                           capture_output=True, check=True)  # fmt: skip
-    piped = subprocess.run([sys.executable, "-m", "epochledger", "--store", str(tmp_path / "piped.db"), "import",
-                            str(history)], capture_output=True, check=True)  # fmt: skip
+    piped = subprocess.run(
+        [sys.executable, "-m", "epochledger", "--store", str(tmp_path / "piped.db"), "init"],
+        capture_output=True,
+        check=True,
+    )
+    piped = subprocess.run(
+        [sys.executable, "-m", "epochledger", "--store", str(tmp_path / "piped.db"), "import", str(history)],
+        capture_output=True,
+        check=True,
+    )
     assert piped.stderr == b"" and b"imported 20000 events" in piped.stdout
 
 
@@ -210,8 +231,10 @@ def test_R3_follow_shows_where_it_is_on_a_terminal(tmp_path: Path) -> None:
     assert b"following sqlite:///" in screen and b"the log at position 3000" in screen, screen[:400]
     assert b"views at position 3000, waiting for events (Ctrl-C to stop)" in screen, screen[-400:]
     assert b"runs +3000 -> 3000" in out, out
-    assert screen.endswith(b"\r\x1b[Kepochledger: Interrupted: interrupted (Ctrl-C); a write is all or nothing: an "
-                           b"interrupted one landed whole or not at all\r\n"), screen[-300:]  # fmt: skip
+    assert screen.endswith(
+        b"\r\x1b[Kepochledger: Interrupted: interrupted (Ctrl-C); a write is all or nothing: an "
+        b"interrupted one landed whole or not at all\r\n"
+    ), screen[-300:]
 
 
 # ---------------------------------------------------------------- the demo

@@ -76,15 +76,22 @@ def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_where_the_field_and
     with pytest.raises(InvalidInput) as refused:
         codec.checked(RunQueued(at=T0, run="q", reason="\udcff"), where="line 7")
     assert refused.value.where == "line 7"
-    assert str(refused.value) == ("line 7: cannot be stored: str '\\udcff' ('utf-8' codec can't encode character "
-                                  "'\\udcff' in position 0: surrogates not allowed) - at `$.reason`")  # fmt: skip
+    assert str(refused.value) == (
+        "line 7: cannot be stored: str '\\udcff' ('utf-8' codec can't encode character "
+        "'\\udcff' in position 0: surrogates not allowed) - at `$.reason`"
+    )
 
 
 @pytest.mark.parametrize(
     ("name", "event"),
-    [("nested", "nested"), ("invalid", "invalid"), ("not as given", "not as given"), ("cause", "cause"),
-     ("characters", "characters")],
-)  # fmt: skip
+    [
+        ("nested", "nested"),
+        ("invalid", "invalid"),
+        ("not as given", "not as given"),
+        ("cause", "cause"),
+        ("characters", "characters"),
+    ],
+)
 def test_L4_every_refusal_of_checked_names_the_callers_where(name: str, event: str) -> None:
     """`checked(event, where=...)` puts the caller's place on every refusal it makes, not
     only on the unencodable one: a structure nested too deep, a value the catalogue's
@@ -126,11 +133,20 @@ def test_L4_a_free_form_field_exactly_at_the_nesting_bound_is_accepted(ledger: L
     deep: Any = 1
     for _ in range(MAX_NESTING - 1):  # with the event's own object: MAX_NESTING levels
         deep = {"a": deep}
-    at_bound = RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w",
-                         report={"a": deep["a"], "b": {}, "c": [[]]})  # fmt: skip
+    at_bound = RunFenced(
+        at=ledger.clock.now(),
+        run="r",
+        epoch="e",
+        refused="run.finished",
+        why="w",
+        report={"a": deep["a"], "b": {}, "c": [[]]},
+    )
     ledger.submit(at_bound)
     assert ledger.history("r")[-1].event.report == at_bound.report  # type: ignore[union-attr]  # a RunFenced
     with pytest.raises(InvalidInput) as refused:
-        ledger.submit(RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w",
-                                report={"a": deep, "b": {}}))  # fmt: skip
+        ledger.submit(
+            RunFenced(
+                at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report={"a": deep, "b": {}}
+            )
+        )
     assert str(refused.value).startswith(f"nested deeper than {MAX_NESTING} levels")

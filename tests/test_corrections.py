@@ -21,15 +21,21 @@ def finished(ledger: Ledger, run: str = "r1") -> None:
 
 def test_P1_final_run_refuses_everything_but_delete_and_correction(ledger: Ledger) -> None:
     finished(ledger)
-    for tag, attempt in (("run.failed", lambda: ledger.fail("r1", "X", resumable=True)),
-                         ("run.rewound", lambda: ledger.rewind("r1")),
-                         ("run.resumed", lambda: ledger.resume("r1", "operator")),
-                         ("run.cancelled", lambda: ledger.cancel("r1"))):  # fmt: skip
+    for tag, attempt in (
+        ("run.failed", lambda: ledger.fail("r1", "X", resumable=True)),
+        ("run.rewound", lambda: ledger.rewind("r1")),
+        ("run.resumed", lambda: ledger.resume("r1", "operator")),
+        ("run.cancelled", lambda: ledger.cancel("r1")),
+    ):
         with pytest.raises(IllegalTransition) as refused:
             attempt()
         # refused by the transition table (final absorbs), not by another check
         assert (refused.value.run, refused.value.status, refused.value.attempted, refused.value.why) == (
-            "r1", Status.FINISHED, tag, "")  # fmt: skip
+            "r1",
+            Status.FINISHED,
+            tag,
+            "",
+        )
     with pytest.raises(IllegalTransition, match="needs an actor and a reason"):
         ledger.submit(RunCorrected(at=ledger.clock.now(), run="r1", to=Status.FAILED, actor="alice"))
     with pytest.raises(IllegalTransition, match="may not set running"):
@@ -58,7 +64,9 @@ def test_history_shows_corrections_distinctly_with_actor_and_reason(sqlite_ledge
     assert main(["--store", sqlite_ledger.url, "history", "r1"]) == 0
     out = capsys.readouterr().out
     line = [ln for ln in out.splitlines() if "CORRECTION" in ln][0]
-    assert "CORRECTION finished -> failed" in line and "alice" in line and "output was empty" in line and "UNKNOWN" in line
+    assert (
+        "CORRECTION finished -> failed" in line and "alice" in line and "output was empty" in line and "UNKNOWN" in line
+    )
     assert main(["--store", sqlite_ledger.url, "history", "r1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["actor"] for r in rows] == ["api", "w-1.e1", "w-1.e1", "alice"]
@@ -70,11 +78,58 @@ def test_cli_correct_needs_actor_and_reason(sqlite_ledger: Ledger, capsys) -> No
     with pytest.raises(SystemExit) as refused:
         main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--actor", "alice"])
     assert refused.value.code == 2  # argparse: a usage error (docs/cli.md)
-    code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--code", "BAD", "--actor", "alice", "--reason", "r", "--json"])
+    code = main(
+        [
+            "--store",
+            sqlite_ledger.url,
+            "correct",
+            "r1",
+            "--to",
+            "failed",
+            "--code",
+            "BAD",
+            "--actor",
+            "alice",
+            "--reason",
+            "r",
+            "--json",
+        ]
+    )
     assert code == 0 and json.loads(capsys.readouterr().out)["corrections"] == 1
-    code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "failed", "--code", "BAD", "--actor", "bob", "--reason", "again", "--json"])
+    code = main(
+        [
+            "--store",
+            sqlite_ledger.url,
+            "correct",
+            "r1",
+            "--to",
+            "failed",
+            "--code",
+            "BAD",
+            "--actor",
+            "bob",
+            "--reason",
+            "again",
+            "--json",
+        ]
+    )
     assert code == 0 and json.loads(capsys.readouterr().out)["corrections"] == 1  # the same correction again: no-op
-    code = main(["--store", sqlite_ledger.url, "correct", "r1", "--to", "finished", "--code", "BAD", "--actor", "bob", "--reason", "x"])
+    code = main(
+        [
+            "--store",
+            sqlite_ledger.url,
+            "correct",
+            "r1",
+            "--to",
+            "finished",
+            "--code",
+            "BAD",
+            "--actor",
+            "bob",
+            "--reason",
+            "x",
+        ]
+    )
     assert code == 5  # a code belongs only on a failure status
 
 

@@ -114,8 +114,9 @@ def test_L5_a_removed_row_is_named_as_a_gap_not_a_write_conflict(ledger, clock, 
     assert "stream run:r has a gap: version 2 is missing" in capsys.readouterr().err
 
 
-def test_T4_O5_a_damaged_run_stream_is_named_and_the_slots_other_orphans_are_recovered(ledger, clock, store_url,
-                                                                                        capsys, caplog):  # fmt: skip
+def test_T4_O5_a_damaged_run_stream_is_named_and_the_slots_other_orphans_are_recovered(
+    ledger, clock, store_url, capsys, caplog
+):
     """The incident: one undecodable row in a run stream made every sweep of its slot
     fail with a false ConflictError after 8 re-reads (the views park the row, so the
     state the verdict was made on stays a version behind the stream), and the slot's

@@ -52,8 +52,12 @@ COMMANDS = {
     "finish": lambda t: RunFinished(at=t, run=RUN),
     "rewind": lambda t: RunRewound(at=t, run=RUN, to_ref="ref-0"),
     "delete": lambda t: RunDeleted(at=t, run=RUN),
-    "correct_to_failed": lambda t: RunCorrected(at=t, run=RUN, to=Status.FAILED, code="BAD_OUTPUT", actor="alice", reason="output was empty"),
-    "correct_to_finished": lambda t: RunCorrected(at=t, run=RUN, to=Status.FINISHED, actor="alice", reason="it had completed"),
+    "correct_to_failed": lambda t: RunCorrected(
+        at=t, run=RUN, to=Status.FAILED, code="BAD_OUTPUT", actor="alice", reason="output was empty"
+    ),
+    "correct_to_finished": lambda t: RunCorrected(
+        at=t, run=RUN, to=Status.FINISHED, actor="alice", reason="it had completed"
+    ),
 }
 
 # How each starting status is reached (None = no such run yet).
@@ -86,11 +90,7 @@ TABLE = {
     "finished":             (X,        X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           NOOP,       X,        DEL, "failed", X),
 }
 # fmt: on
-CASES = [
-    (start, cmd, TABLE[start][i])
-    for start in TABLE
-    for i, cmd in enumerate(COMMANDS)
-]
+CASES = [(start, cmd, TABLE[start][i]) for start in TABLE for i, cmd in enumerate(COMMANDS)]
 
 
 def given(start: str | None) -> RunState | None:
@@ -111,7 +111,10 @@ def test_L4_table_covers_every_status_and_every_command() -> None:
 # The cells of TABLE refused by a rule past the transition table, with its reason.
 REFUSED_BY = {
     ("paused_operator", "resume_auto"): "automation may not resume a run that is paused_operator with code UNKNOWN",
-    ("paused_waiting_human", "resume_auto"): "automation may not resume a run that is paused_waiting_human with code UNKNOWN",
+    (
+        "paused_waiting_human",
+        "resume_auto",
+    ): "automation may not resume a run that is paused_waiting_human with code UNKNOWN",
     ("cancelled", "resume_auto"): "automation may not resume a run that is cancelled with code CANCELLED",
     ("finished", "correct_to_finished"): "the run is already finished with that code",
 }
@@ -130,7 +133,9 @@ def test_L1_L4_transition_table(start: str | None, cmd: str, expected: str) -> N
         assert RUN in str(refused.value) and command.__struct_config__.tag in str(refused.value)
         # Refused by the check that owns the cell: the transition table itself (no reason
         # beyond it) but for the cells below, not by another check a cell could hide behind.
-        assert refused.value.why == REFUSED_BY.get((start, cmd), "a run begins with run.queued" if start is None else "")
+        assert refused.value.why == REFUSED_BY.get(
+            (start, cmd), "a run begins with run.queued" if start is None else ""
+        )
         return
     events = decide(command, state)
     if expected == NOOP:
@@ -171,13 +176,27 @@ def test_L2_a_cancel_of_a_pause_or_failure_keeps_the_cause_it_overrides(start: s
     state = given(start)
     if start == "failed_resumable":  # a failure with its text and its cause chain
         state = given("running")
-        state = fold(decide(RunFailed(at=at(50), run=RUN, code="TIMEOUT", resumable=True, error="step s1 took 3h",
-                                      cause=Cause(code="OOM_KILLED"), reason="budget 2h"), state), state)  # fmt: skip
+        state = fold(
+            decide(
+                RunFailed(
+                    at=at(50),
+                    run=RUN,
+                    code="TIMEOUT",
+                    resumable=True,
+                    error="step s1 took 3h",
+                    cause=Cause(code="OOM_KILLED"),
+                    reason="budget 2h",
+                ),
+                state,
+            ),
+            state,
+        )
     before = state
     state = fold(decide(RunCancelled(at=at(100), run=RUN, actor="alice"), state), state)
     assert (state.status, state.code, state.error, state.cause) == (Status.CANCELLED, "CANCELLED", None, None)
-    assert state.cancelled_from == CancelledFrom(status=before.status, code=before.code, error=before.error,
-                                                 cause=before.cause, reason=before.reason)  # fmt: skip
+    assert state.cancelled_from == CancelledFrom(
+        status=before.status, code=before.code, error=before.error, cause=before.cause, reason=before.reason
+    )
     if start == "failed_resumable":
         assert state.cancelled_from.code == "TIMEOUT" and state.cancelled_from.cause == Cause(code="OOM_KILLED")
     resumed = fold(decide(COMMANDS["resume_operator"](at(101)), state), state)
@@ -210,9 +229,12 @@ def test_L1_a_queue_of_a_run_queued_with_the_same_fields_is_a_no_op_after_a_retr
     assert decide(RunQueued(at=at(200), run=RUN, workflow="wf", actor="celery", reason="retry 1"), state) == []
     # The fields are the queue's: a start in another slot moves `process`, not what was queued.
     state = None
-    for cmd in (RunQueued(at=at(0), run=RUN, process="slot-a", labels={"team": "data"}),
-                RunStarted(at=at(1), run=RUN, process="slot-b"), RunFailed(at=at(2), run=RUN, resumable=True),
-                RunResumed(at=at(3), run=RUN, by="auto")):  # fmt: skip
+    for cmd in (
+        RunQueued(at=at(0), run=RUN, process="slot-a", labels={"team": "data"}),
+        RunStarted(at=at(1), run=RUN, process="slot-b"),
+        RunFailed(at=at(2), run=RUN, resumable=True),
+        RunResumed(at=at(3), run=RUN, by="auto"),
+    ):
         state = fold(decide(cmd, state), state)
     assert state is not None and state.process == "slot-b"
     assert decide(RunQueued(at=at(4), run=RUN, process="slot-a", labels={"team": "data"}), state) == []
@@ -220,13 +242,18 @@ def test_L1_a_queue_of_a_run_queued_with_the_same_fields_is_a_no_op_after_a_retr
         decide(RunQueued(at=at(4), run=RUN, process="slot-b", labels={"team": "data"}), state)
 
 
-@pytest.mark.parametrize(("field", "value", "named"), [
-    ("workflow", "other", "workflow 'wf', not 'other'"),
-    ("process", "slot-b", "process None, not 'slot-b'"),
-    ("labels", {"team": "ml"}, "labels {}, not {'team': 'ml'}"),
-    ("parent", "r-0", "parent None, not 'r-0'"),
-])  # fmt: skip
-def test_L4_a_queue_of_a_queued_run_with_other_fields_is_refused_naming_them(field: str, value: object, named: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("workflow", "other", "workflow 'wf', not 'other'"),
+        ("process", "slot-b", "process None, not 'slot-b'"),
+        ("labels", {"team": "ml"}, "labels {}, not {'team': 'ml'}"),
+        ("parent", "r-0", "parent None, not 'r-0'"),
+    ],
+)
+def test_L4_a_queue_of_a_queued_run_with_other_fields_is_refused_naming_them(
+    field: str, value: object, named: str
+) -> None:
     for state in (given("queued"), fold(decide(COMMANDS["rewind"](at(50)), given("cancelled")), given("cancelled"))):
         cmd = msgspec.structs.replace(COMMANDS["queue"](at(100)), **{field: value})
         with pytest.raises(IllegalTransition, match="already queued with other fields") as e:
@@ -300,7 +327,10 @@ def test_L7_resume_consumes_the_interaction_and_a_later_pause_drops_old_answers(
     state = fold(decide(COMMANDS["resume_operator"](at(10)), state), state)
     assert state.interaction is None and state.questions is None and state.answers == {"ok?": "yes"}
     state = fold(decide(COMMANDS["start"](at(11)), state), state)
-    state = fold(decide(RunPaused(at=at(12), run=RUN, kind="waiting_human", interaction="i2", questions=["again?"]), state), state)
+    state = fold(
+        decide(RunPaused(at=at(12), run=RUN, kind="waiting_human", interaction="i2", questions=["again?"]), state),
+        state,
+    )
     assert state.answers is None and state.interaction == "i2"
     with pytest.raises(IllegalTransition, match="needs answers"):
         decide(RunResumed(at=at(13), run=RUN, by="operator"), state)
@@ -330,14 +360,20 @@ def test_L1_a_repeat_finish_is_a_no_op_and_a_different_cancel_is_refused() -> No
     with pytest.raises(IllegalTransition) as refused:
         decide(RunFinished(at=at(50), run=RUN, epoch="other"), finished)
     assert (refused.value.run, refused.value.status, refused.value.attempted, refused.value.why) == (
-        RUN, Status.FINISHED, "run.finished", "")  # fmt: skip
+        RUN,
+        Status.FINISHED,
+        "run.finished",
+        "",
+    )
     cancelled = given("cancelled")
     assert decide(RunCancelled(at=at(50), run=RUN), cancelled) == []
     with pytest.raises(IllegalTransition, match="is cancelled: run.cancelled refused"):
         decide(RunCancelled(at=at(50), run=RUN, code="DUPLICATE"), cancelled)
 
 
-@pytest.mark.parametrize("to", [s for s in Status if s not in (Status.FAILED, Status.FINISHED, Status.FAILED_RESUMABLE)])
+@pytest.mark.parametrize(
+    "to", [s for s in Status if s not in (Status.FAILED, Status.FINISHED, Status.FAILED_RESUMABLE)]
+)
 def test_L4_a_correction_may_not_set_an_active_paused_or_cancelled_status(to: Status) -> None:
     for start in ("failed", "finished"):
         with pytest.raises(IllegalTransition, match=f"may not set {to}"):
@@ -350,7 +386,9 @@ def test_L4_a_correction_needs_an_actor_and_a_reason_and_a_change() -> None:
             decide(RunCorrected(at=at(50), run=RUN, to=Status.FINISHED, actor=actor, reason=reason), given("failed"))
     with pytest.raises(IllegalTransition, match="already finished"):
         decide(RunCorrected(at=at(50), run=RUN, to=Status.FINISHED, actor="a", reason="r"), given("finished"))
-    [e] = decide(RunCorrected(at=at(50), run=RUN, to=Status.FAILED, code="OTHER", actor="a", reason="r"), given("failed"))
+    [e] = decide(
+        RunCorrected(at=at(50), run=RUN, to=Status.FAILED, code="OTHER", actor="a", reason="r"), given("failed")
+    )
     assert (e.status, e.code) == (Status.FAILED, "OTHER")
 
 
@@ -383,12 +421,24 @@ def test_F1_fenced_evidence_is_kept_from_every_status_and_changes_nothing(start:
 
     state = given(start)
     assert state is not None
-    fenced = RunFenced(at=at(99), run=RUN, epoch="old", refused="run.finished", why="superseded",
-                       actor="old-worker", reported=Status.FINISHED)  # fmt: skip
+    fenced = RunFenced(
+        at=at(99),
+        run=RUN,
+        epoch="old",
+        refused="run.finished",
+        why="superseded",
+        actor="old-worker",
+        reported=Status.FINISHED,
+    )
     [e] = decide(fenced, state)
     after = evolve(state, e)
     assert (after.status, after.code, after.checkpoint, after.actor, after.updated_at) == (
-        state.status, state.code, state.checkpoint, state.actor, state.updated_at)
+        state.status,
+        state.code,
+        state.checkpoint,
+        state.actor,
+        state.updated_at,
+    )
     assert after.fenced == state.fenced + 1 and after.version == state.version + 1
     assert after.fenced_end is not None and after.fenced_end.epoch == "old"
 
@@ -405,10 +455,18 @@ def _queued_then_deleted() -> RunState:
     [
         (_queued_then_deleted, RunStarted(at=at(2), run=RUN), "deleted", "a deleted run accepts nothing"),
         (lambda: None, RunStarted(at=at(2), run=RUN), None, "a run begins with run.queued"),
-        (lambda: fold(decide(RunQueued(at=at(0), run=RUN), None)), RunStarted(at=at(2), run=RUN, code="TIMEOUT"),
-         Status.QUEUED, "a code ('TIMEOUT') belongs only on a failure status, not running"),
-        (lambda: fold(decide(RunQueued(at=at(0), run=RUN), None)), RunStarted(at=at(2), run=RUN, status=Status.FINISHED),
-         Status.QUEUED, "the event says status finished but the transition gives running"),
+        (
+            lambda: fold(decide(RunQueued(at=at(0), run=RUN), None)),
+            RunStarted(at=at(2), run=RUN, code="TIMEOUT"),
+            Status.QUEUED,
+            "a code ('TIMEOUT') belongs only on a failure status, not running",
+        ),
+        (
+            lambda: fold(decide(RunQueued(at=at(0), run=RUN), None)),
+            RunStarted(at=at(2), run=RUN, status=Status.FINISHED),
+            Status.QUEUED,
+            "the event says status finished but the transition gives running",
+        ),
     ],
     ids=["deleted", "no-such-run", "code-on-running", "status-mismatch"],
 )
@@ -441,8 +499,18 @@ def _fenced_then_failed() -> RunState:
     from ledger.events import RunFenced
 
     s = given("running")
-    s = evolve(s, RunFenced(at=at(5), run=RUN, epoch="e0", refused="run.finished", why="superseded",
-                            reported=Status.FINISHED, status=Status.RUNNING))  # fmt: skip
+    s = evolve(
+        s,
+        RunFenced(
+            at=at(5),
+            run=RUN,
+            epoch="e0",
+            refused="run.finished",
+            why="superseded",
+            reported=Status.FINISHED,
+            status=Status.RUNNING,
+        ),
+    )
     (event,) = decide(RunFailed(at=at(6), run=RUN, code="TIMEOUT", resumable=True), s)
     return evolve(s, event)
 
@@ -453,31 +521,70 @@ def _failed_with(code: str) -> RunState:
     return evolve(s, event)
 
 
-_FENCE_WHY = ("automation may not resume it: stale epoch e0 reported run.finished (finished) at "
-              f"{at(5).isoformat()}, kept as fenced evidence; an operator decides (rule F2)")  # fmt: skip
+_FENCE_WHY = (
+    "automation may not resume it: stale epoch e0 reported run.finished (finished) at "
+    f"{at(5).isoformat()}, kept as fenced evidence; an operator decides (rule F2)"
+)
 
 
 @pytest.mark.parametrize(
     "state, cmd, status, attempted, why",
     [
         (_fenced_then_failed, COMMANDS["resume_auto"](at(9)), Status.FAILED_RESUMABLE, "run.resumed", _FENCE_WHY),
-        (lambda: _failed_with("NODE_NOT_FOUND"), COMMANDS["resume_auto"](at(9)), Status.FAILED_RESUMABLE,
-         "run.resumed", "automation may not resume a run that is failed_resumable with code NODE_NOT_FOUND"),
-        (lambda: given("paused_operator"), COMMANDS["resume_auto"](at(9)), Status.PAUSED_OPERATOR,
-         "run.resumed", "automation may not resume a run that is paused_operator with code UNKNOWN"),
-        (lambda: given("paused_waiting_human"), RunResumed(at=at(9), run=RUN, by="operator"),
-         Status.PAUSED_WAITING_HUMAN, "run.resumed", "a run waiting on a human needs answers to resume"),
-        (lambda: given("failed"), RunCorrected(at=at(9), run=RUN, to=Status.FINISHED, actor="alice"),
-         Status.FAILED, "run.corrected", "a correction needs an actor and a reason"),
-        (lambda: given("failed"), RunCorrected(at=at(9), run=RUN, to=Status.QUEUED, actor="alice", reason="r"),
-         Status.FAILED, "run.corrected", "a correction may not set queued"),
-        (lambda: given("failed"), RunCorrected(at=at(9), run=RUN, to=Status.FAILED, code="FAIL_NODE", actor="a",
-                                               reason="r"),
-         Status.FAILED, "run.corrected", "the run is already failed with that code"),
+        (
+            lambda: _failed_with("NODE_NOT_FOUND"),
+            COMMANDS["resume_auto"](at(9)),
+            Status.FAILED_RESUMABLE,
+            "run.resumed",
+            "automation may not resume a run that is failed_resumable with code NODE_NOT_FOUND",
+        ),
+        (
+            lambda: given("paused_operator"),
+            COMMANDS["resume_auto"](at(9)),
+            Status.PAUSED_OPERATOR,
+            "run.resumed",
+            "automation may not resume a run that is paused_operator with code UNKNOWN",
+        ),
+        (
+            lambda: given("paused_waiting_human"),
+            RunResumed(at=at(9), run=RUN, by="operator"),
+            Status.PAUSED_WAITING_HUMAN,
+            "run.resumed",
+            "a run waiting on a human needs answers to resume",
+        ),
+        (
+            lambda: given("failed"),
+            RunCorrected(at=at(9), run=RUN, to=Status.FINISHED, actor="alice"),
+            Status.FAILED,
+            "run.corrected",
+            "a correction needs an actor and a reason",
+        ),
+        (
+            lambda: given("failed"),
+            RunCorrected(at=at(9), run=RUN, to=Status.QUEUED, actor="alice", reason="r"),
+            Status.FAILED,
+            "run.corrected",
+            "a correction may not set queued",
+        ),
+        (
+            lambda: given("failed"),
+            RunCorrected(at=at(9), run=RUN, to=Status.FAILED, code="FAIL_NODE", actor="a", reason="r"),
+            Status.FAILED,
+            "run.corrected",
+            "the run is already failed with that code",
+        ),
         (lambda: given("finished"), COMMANDS["start"](at(9)), Status.FINISHED, "run.started", ""),
     ],
-    ids=["fenced-auto-resume", "pointless-code", "unknown-code-paused", "answers", "correction-actor",
-         "correction-target", "correction-no-change", "table"],  # fmt: skip
+    ids=[
+        "fenced-auto-resume",
+        "pointless-code",
+        "unknown-code-paused",
+        "answers",
+        "correction-actor",
+        "correction-target",
+        "correction-no-change",
+        "table",
+    ],
 )
 def test_L4_F2_every_refusal_of_a_resume_or_correction_names_run_status_attempt_and_why(
     state, cmd, status, attempted, why

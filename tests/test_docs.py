@@ -33,7 +33,8 @@ def test_docs_cli_reference_is_generated_from_the_help_texts() -> None:
     from epochledger.cli.reference import readme_with_exit_codes, render_reference
 
     assert (ROOT / "docs" / "cli.md").read_text() == render_reference(), (
-        "docs/cli.md is stale: run `python -m epochledger.cli.reference --write`")
+        "docs/cli.md is stale: run `python -m epochledger.cli.reference --write`"
+    )
     readme = (ROOT / "README.md").read_text()
     assert readme_with_exit_codes(readme) == readme, "README's exit codes are stale: run the same command"
 
@@ -74,9 +75,14 @@ def test_nothing_cites_documents_outside_the_repository() -> None:
     pattern = re.compile(r"\bBRIEF\b|STYLE\.md")
     offending = []
     for path in ROOT.rglob("*"):
-        if not path.is_file() or any(p in path.parts for p in (".venv", "mutants", ".git", ".hypothesis", "__pycache__")):
+        if not path.is_file() or any(
+            p in path.parts for p in (".venv", "mutants", ".git", ".hypothesis", "__pycache__")
+        ):
             continue
-        if path.suffix not in (".py", ".md", ".sql", ".ndjson", ".json", ".toml") and path.name not in ("Makefile", "run"):
+        if path.suffix not in (".py", ".md", ".sql", ".ndjson", ".json", ".toml") and path.name not in (
+            "Makefile",
+            "run",
+        ):
             continue
         if path == Path(__file__):
             continue
@@ -86,9 +92,38 @@ def test_nothing_cites_documents_outside_the_repository() -> None:
     assert not offending, offending
 
 
-RULE_IDS = [*(f"L{i}" for i in range(1, 9)), "P1", "P2", "P3", "P4", *(f"O{i}" for i in range(1, 11)), "F1", "F2",
-            "T1", "T2", "T3", "T4", "T5", "T6", "T7", "R1", "R2", "R3", "R4", "A1", "I1", "I2", "I3", "W1", "W2", "S1", "V1", "C1", "C2",
-            "H1"]  # fmt: skip
+RULE_IDS = [
+    *(f"L{i}" for i in range(1, 9)),
+    "P1",
+    "P2",
+    "P3",
+    "P4",
+    *(f"O{i}" for i in range(1, 11)),
+    "F1",
+    "F2",
+    "T1",
+    "T2",
+    "T3",
+    "T4",
+    "T5",
+    "T6",
+    "T7",
+    "R1",
+    "R2",
+    "R3",
+    "R4",
+    "A1",
+    "I1",
+    "I2",
+    "I3",
+    "W1",
+    "W2",
+    "S1",
+    "V1",
+    "C1",
+    "C2",
+    "H1",
+]
 
 
 def _rules() -> dict[str, str]:
@@ -126,7 +161,7 @@ def test_docs_rules_names_tests_that_exist_and_each_enforced_rule_has_one() -> N
 
 def test_O6_the_operator_guide_states_the_residual_risks() -> None:
     guide = (ROOT / "docs" / "operations.md").read_text()
-    section = guide[guide.index("## Residual risks, stated plainly"):]
+    section = guide[guide.index("## Residual risks, stated plainly") :]
     for risk in ("A task that dies inside a live process", "Clock skew between hosts", "A suspended host"):
         assert risk in section, risk
 

@@ -23,7 +23,9 @@ from tests.engine_helpers import bulk_history, canonical, corrupt, random_histor
 
 
 def live_rows(store, module):
-    tracking, rows = tables.view_rows(store, module.NAME, engine.table_of(module.NAME), [c for c, _ in engine.column_spec(module)])
+    tracking, rows = tables.view_rows(
+        store, module.NAME, engine.table_of(module.NAME), [c for c, _ in engine.column_spec(module)]
+    )
     return tracking, sorted(rows)
 
 
@@ -34,8 +36,12 @@ def replayed(store, module, upto=None):
 
 # ------------------------------------------------------------- rebuild == incremental
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(1, 99), max_size=4),
-       batch=st.sampled_from([1, 3, 50, 10_000]), cache=st.sampled_from([2, 5, 100_000]))  # fmt: skip
+@given(
+    seed=st.integers(0, 10_000),
+    cuts=st.lists(st.integers(1, 99), max_size=4),
+    batch=st.sampled_from([1, 3, 50, 10_000]),
+    cache=st.sampled_from([2, 5, 100_000]),
+)
 def test_R3_rebuild_equals_incremental_catch_up(seed: int, cuts: list[int], batch: int, cache: int) -> None:
     """Catching up in random slices (random batch sizes, a tiny cache that forces
     reloads from the table) gives the same rows as one rebuild from zero and as an
@@ -134,14 +140,19 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     bulk_history(ledger, 10)
     good = next(ledger.store.read_all(5, 6))
     corrupt(store_url, 6, b'{"type":"run.finished","at":"yesterday"}')
-    corrupt(store_url, 12, msgspec.json.encode({"type": "run.started", "at": "2026-09-09T14:00:00Z",
-                                                "run": "ghost", "status": "running"}))  # fmt: skip
+    corrupt(
+        store_url,
+        12,
+        msgspec.json.encode({"type": "run.started", "at": "2026-09-09T14:00:00Z", "run": "ghost", "status": "running"}),
+    )
     ledger.queue("after-poison")
     for v in registry.VIEWS:
         engine.catch_up(ledger.store, v)
     parked = tables.parked(ledger.store, "runs")
-    assert [(p[1], p[3], p[5]) for p in parked] == [(6, "run.finished", engine.MAX_ATTEMPTS),
-                                                    (12, "run.started", engine.MAX_ATTEMPTS)]  # fmt: skip
+    assert [(p[1], p[3], p[5]) for p in parked] == [
+        (6, "run.finished", engine.MAX_ATTEMPTS),
+        (12, "run.started", engine.MAX_ATTEMPTS),
+    ]
     assert "AssertionError" in parked[1][4] and "Invalid" in parked[0][4]
     assert parked[0][6] is not None  # ledger time of the last event seen
     found, lag = engine.read_runs(ledger.store)
@@ -165,7 +176,9 @@ def test_T4_parked_cli_lists_poison_and_exit_codes(ledger, store_url, capsys) ->
     assert main(["--store", store_url, "rebuild"]) == 0
     assert main(["--store", store_url, "parked", "--json"]) == 0
     out = capsys.readouterr().out
-    rows = msgspec.json.decode(out[out.index("\n[") + 1:] if not out.startswith("[") else out)  # after rebuild's summaries
+    rows = msgspec.json.decode(
+        out[out.index("\n[") + 1 :] if not out.startswith("[") else out
+    )  # after rebuild's summaries
     assert {(r["view"], r["position"], r["attempts"]) for r in rows} == {(v.NAME, 2, 3) for v in registry.VIEWS}
     assert main(["--store", store_url, "parked", "nope"]) == 3
 
@@ -448,8 +461,11 @@ def test_R3_a_swap_drops_the_old_table_with_secure_delete_fast_and_restores_it_o
         finally:
             conn.set_trace_callback(None)
         drop = statements.index('DROP TABLE IF EXISTS "view_runs"')
-        assert statements[drop - 1:drop + 2] == ["PRAGMA secure_delete=FAST", statements[drop],
-                                                 f"PRAGMA secure_delete={setting}"], statements  # fmt: skip
+        assert statements[drop - 1 : drop + 2] == [
+            "PRAGMA secure_delete=FAST",
+            statements[drop],
+            f"PRAGMA secure_delete={setting}",
+        ], statements
         assert int(conn.execute("PRAGMA secure_delete").fetchone()[0]) == setting
         assert live_rows(store, runs)[1] == replayed(store, runs)[0]
     conn.execute("PRAGMA secure_delete=1")
@@ -477,8 +493,9 @@ def test_R2_a_views_KEY_is_its_keys_for_every_event_of_its_TYPES(ledger, clock) 
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
-def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_the_rest(ledger, store_url,
-                                                                                      monkeypatch) -> None:  # fmt: skip
+def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_the_rest(
+    ledger, store_url, monkeypatch
+) -> None:
     """A batch with no poison is folded by the engine's fast loop (Runner._fold_clean);
     an evolve that raises there (a bug in a view) is retried, parked with the ledger time
     of the event before it, and the fold goes on with the next event of the batch: the

@@ -10,12 +10,26 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MODULES = ["projections/engine.py", "projections/runs.py", "projections/failures.py",
-           "projections/registry.py", "replay/pointintime.py", "replay/__init__.py",
-           "replay/whatif.py", "replay/timeline.py"]  # fmt: skip
+MODULES = [
+    "projections/engine.py",
+    "projections/runs.py",
+    "projections/failures.py",
+    "projections/registry.py",
+    "replay/pointintime.py",
+    "replay/__init__.py",
+    "replay/whatif.py",
+    "replay/timeline.py",
+]
 FORBIDDEN_MODULES = {"time", "random", "uuid", "secrets"}
-FORBIDDEN_ATTRS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
-                   ("os", "environ"), ("os", "getenv"), ("os", "urandom")}  # fmt: skip
+FORBIDDEN_ATTRS = {
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("date", "today"),
+    ("os", "environ"),
+    ("os", "getenv"),
+    ("os", "urandom"),
+}
 
 
 def violations(source: str) -> list[str]:

@@ -42,8 +42,9 @@ def _tracked(store, key: str) -> int:
 
 def _kill_mid_way(url: str, op: str, key: str, store, threshold: int) -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    child = subprocess.Popen([sys.executable, "-c", CHILD, url, op], cwd=root,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, url, op], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 60
         while _tracked(store, key) < threshold:
@@ -99,7 +100,9 @@ def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, o
         for v in registry.VIEWS:
             engine.catch_up(store, v)
     _assert_equals_clean_replay(store)
-    counts = {r[0]: r[3] for r in tables.view_rows(store, "failures", "view_failures", ["status", "code", "transitions"])[1]}
+    counts = {
+        r[0]: r[3] for r in tables.view_rows(store, "failures", "view_failures", ["status", "code", "transitions"])[1]
+    }
     assert counts == {"failed_resumable TIMEOUT": 120, "failed_resumable ": 120}
 
 
@@ -118,7 +121,9 @@ def test_R3_sigkill_mid_rebuild_leaves_the_live_view_and_its_index(ledger, store
     indexes = view_indexes(store, "view_runs")
     assert indexes == {"view_runs__status": runs.INDEXES["status"]}
     head = store.max_position()
-    _kill_mid_way(store_url, "rebuild", runs.NAME + engine.SHADOW, store, random.Random().randrange(head // 5, head * 3 // 4))
+    _kill_mid_way(
+        store_url, "rebuild", runs.NAME + engine.SHADOW, store, random.Random().randrange(head // 5, head * 3 // 4)
+    )
     assert tables.view_rows(store, runs.NAME, "view_runs", columns) == before
     assert view_indexes(store, "view_runs") == indexes
     assert view_indexes(store, "view_runs__rebuild") == {}

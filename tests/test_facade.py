@@ -19,8 +19,11 @@ from ledger.events import Status
 
 # Every public report: the mixin's methods and the module's functions.
 REPORTS = [f for name, f in inspect.getmembers(reports.Reports, inspect.isfunction) if not name.startswith("_")]
-REPORTS += [f for name, f in vars(reports).items()
-            if inspect.isfunction(f) and not name.startswith("_") and f.__module__ == reports.__name__]  # fmt: skip
+REPORTS += [
+    f
+    for name, f in vars(reports).items()
+    if inspect.isfunction(f) and not name.startswith("_") and f.__module__ == reports.__name__
+]
 
 
 def _returns(f: typing.Any) -> typing.Any:
@@ -39,10 +42,34 @@ def test_H1_every_report_names_its_result_type(f: typing.Any) -> None:
 def test_H1_the_reports_cover_what_the_cli_did_past_the_facade() -> None:
     """The operations the CLI used to reach the store, the engine, verify, replay or the
     audit for, each one facade call now."""
-    wanted = {"rebuild", "follow", "verify", "chain", "upgrade_chain", "take_digest", "write_digest", "replay",
-              "whatif", "timeline", "audit_sync", "audit_status", "parked", "run_view", "history_of", "list_runs",
-              "streaking", "orphaned", "tick_health_summary", "import_ndjson", "export_ndjson", "export_ndjson_file",
-              "import_dagster", "preview_sweep", "head", "sealed_at_open"}  # fmt: skip
+    wanted = {
+        "rebuild",
+        "follow",
+        "verify",
+        "chain",
+        "upgrade_chain",
+        "take_digest",
+        "write_digest",
+        "replay",
+        "whatif",
+        "timeline",
+        "audit_sync",
+        "audit_status",
+        "parked",
+        "run_view",
+        "history_of",
+        "list_runs",
+        "streaking",
+        "orphaned",
+        "tick_health_summary",
+        "import_ndjson",
+        "export_ndjson",
+        "export_ndjson_file",
+        "import_dagster",
+        "preview_sweep",
+        "head",
+        "sealed_at_open",
+    }
     assert wanted <= {f.__name__ for f in REPORTS}
 
 
@@ -51,8 +78,9 @@ def _cli_json(store: str, *args: str, capsys: pytest.CaptureFixture[str]) -> typ
     return json.loads(capsys.readouterr().out)
 
 
-def test_H1_the_cli_prints_what_the_facade_returns(tmp_path: Path, clock: ManualClock,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_H1_the_cli_prints_what_the_facade_returns(
+    tmp_path: Path, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A history's from_status and its correction label, a listing's code and label
     filters and a rebuild's counts come from the facade (they lived in the CLI); the
     CLI's JSON is the facade's answer, encoded."""
@@ -88,8 +116,12 @@ def test_H1_no_command_reaches_the_store_through_the_ledger() -> None:
     import ast
 
     cli = Path(reports.__file__).parent / "cli"
-    reaches = [f"{path.name}:{node.lineno}" for path in sorted(cli.glob("*.py"))
-               for node in ast.walk(ast.parse(path.read_text()))
-               if isinstance(node, ast.Attribute) and node.attr in ("store", "cache")
-               and not (isinstance(node.value, ast.Name) and node.value.id == "ns")]  # fmt: skip
+    reaches = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(cli.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("store", "cache")
+        and not (isinstance(node.value, ast.Name) and node.value.id == "ns")
+    ]
     assert reaches == []

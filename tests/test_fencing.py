@@ -47,7 +47,13 @@ def test_fencing_late_finish_after_recovery_leaves_the_verdict_and_keeps_the_rep
     with pytest.raises(StaleEpoch) as err:
         ledger.finish("r", epoch="w1", actor="worker-1/pid-4102", reason="all rows loaded")
     e = err.value
-    assert (e.run, e.status, e.attempted, e.epoch, exit_code(e)) == ("r", Status.FAILED_RESUMABLE, "run.finished", "w1", 9)
+    assert (e.run, e.status, e.attempted, e.epoch, exit_code(e)) == (
+        "r",
+        Status.FAILED_RESUMABLE,
+        "run.finished",
+        "w1",
+        9,
+    )
     assert isinstance(e, IllegalTransition) and e.kept_at is not None
     state = ledger.get_run("r")
     assert (state.status, state.code, state.actor) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED, "w2")
@@ -56,7 +62,13 @@ def test_fencing_late_finish_after_recovery_leaves_the_verdict_and_keeps_the_rep
     assert fenced.position == e.kept_at
     f = fenced.event
     assert isinstance(f, RunFenced)
-    assert (f.epoch, f.refused, f.superseded_by, f.status, f.code) == ("w1", "run.finished", "w2", Status.FAILED_RESUMABLE, PROCESS_ORPHANED)
+    assert (f.epoch, f.refused, f.superseded_by, f.status, f.code) == (
+        "w1",
+        "run.finished",
+        "w2",
+        Status.FAILED_RESUMABLE,
+        PROCESS_ORPHANED,
+    )
     assert f.report["reason"] == "all rows loaded" and f.report["epoch"] == "w1" and f.report["type"] == "run.finished"
     assert f.actor == "worker-1/pid-4102"
     # the verdict still stands after the fenced report: a second sweep does nothing
@@ -86,11 +98,28 @@ FENCED_REPORTS = [
     ("pause", lambda lg: lg.pause("r", "waiting_human", questions=["ok?"], epoch="w1")),
     # the tick's reports (rules T1-T3), as epochledger/tick.py submits them; mutations
     # caught (make mutation): any of them dropped from ledger.run.FENCED_REPORTS
-    ("tick_failed", lambda lg: lg.submit(RunTickFailed(at=lg.clock.now(), run="r", tick="t9", step="s",
-                                                       error_class="KeyError", epoch="w1"))),  # fmt: skip
-    ("dead_lettered", lambda lg: lg.submit(RunDeadLettered(at=lg.clock.now(), run="r", tick="t9", step="s",
-                                                           error_class="KeyError", failing_since=lg.clock.now(),
-                                                           failures=3, deadline_s=60.0, epoch="w1"))),  # fmt: skip
+    (
+        "tick_failed",
+        lambda lg: lg.submit(
+            RunTickFailed(at=lg.clock.now(), run="r", tick="t9", step="s", error_class="KeyError", epoch="w1")
+        ),
+    ),
+    (
+        "dead_lettered",
+        lambda lg: lg.submit(
+            RunDeadLettered(
+                at=lg.clock.now(),
+                run="r",
+                tick="t9",
+                step="s",
+                error_class="KeyError",
+                failing_since=lg.clock.now(),
+                failures=3,
+                deadline_s=60.0,
+                epoch="w1",
+            )
+        ),
+    ),
 ]
 
 
@@ -125,7 +154,11 @@ def test_fencing_a_stale_epoch_cannot_start_a_run(ledger, clock):
     with pytest.raises(StaleEpoch) as refused:
         ledger.start("q", epoch="w1", process="worker-1")
     assert (refused.value.run, refused.value.status, refused.value.attempted, refused.value.why) == (
-        "q", Status.QUEUED, "run.started", W1_SUPERSEDED)  # fmt: skip
+        "q",
+        Status.QUEUED,
+        "run.started",
+        W1_SUPERSEDED,
+    )
     assert ledger.get_run("q").status is Status.QUEUED
     ledger.start("q", epoch="w2", process="worker-1")
     assert ledger.get_run("q").epoch == "w2"
@@ -258,10 +291,12 @@ def test_F1_a_run_recorded_before_slots_were_stamped_is_still_fenced(ledger, clo
     ledger.boot("worker-1", epoch="w1")
     ledger.boot("api", epoch="api.e1")
     t = clock.now()
-    ledger.store.append([
-        Append("run:old", 1, RunQueued(at=t, run="old", process="api", status=Status.QUEUED)),
-        Append("run:old", 2, RunStarted(at=t, run="old", epoch="w1", status=Status.RUNNING)),
-    ])  # fmt: skip
+    ledger.store.append(
+        [
+            Append("run:old", 1, RunQueued(at=t, run="old", process="api", status=Status.QUEUED)),
+            Append("run:old", 2, RunStarted(at=t, run="old", epoch="w1", status=Status.RUNNING)),
+        ]
+    )
     ledger.boot("worker-1", epoch="w2")
     with pytest.raises(StaleEpoch) as e:
         ledger.finish("old", epoch="w1")
@@ -350,13 +385,17 @@ def test_F2_a_fenced_finish_after_the_last_start_stops_automation_from_resuming(
     ledger.resume("r", "auto")
 
 
-@pytest.mark.parametrize("report, binds", [
-    (lambda lg: lg.finish("r", epoch="w1"), True),
-    (lambda lg: lg.fail("r", "OOM", resumable=False, epoch="w1"), True),
-    (lambda lg: lg.fail("r", "OOM", resumable=True, epoch="w1"), True),
-    (lambda lg: lg.checkpoint("r", "load", "ckpt/2", epoch="w1"), False),
-    (lambda lg: lg.pause("r", "operator", epoch="w1"), False),
-], ids=["finished", "failed", "failed_resumable", "checkpoint", "pause"])  # fmt: skip
+@pytest.mark.parametrize(
+    "report, binds",
+    [
+        (lambda lg: lg.finish("r", epoch="w1"), True),
+        (lambda lg: lg.fail("r", "OOM", resumable=False, epoch="w1"), True),
+        (lambda lg: lg.fail("r", "OOM", resumable=True, epoch="w1"), True),
+        (lambda lg: lg.checkpoint("r", "load", "ckpt/2", epoch="w1"), False),
+        (lambda lg: lg.pause("r", "operator", epoch="w1"), False),
+    ],
+    ids=["finished", "failed", "failed_resumable", "checkpoint", "pause"],
+)
 def test_F2_only_outcome_reports_bind(ledger, clock, report, binds):
     """Finished or failed, the stale worker says the work ended; a checkpoint or a pause
     does not. Mutation caught: every fenced report binding (or none)."""
@@ -396,7 +435,8 @@ def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, 
     audit.sync(ledger.store, path)
     rows = audit.report(path, "fenced_reports").records()
     assert [(r["run"], r["epoch"], r["refused"], r["reported"], r["binds_automation"]) for r in rows] == [
-        ("r", "w1", "run.finished", "finished", True)]
+        ("r", "w1", "run.finished", "finished", True)
+    ]
     runs = audit.query(path, "SELECT run, fenced_end_epoch, can_auto_resume FROM runs WHERE run = 'r'").rows
     assert runs == [("r", "w1", False)]
 
@@ -417,4 +457,7 @@ def test_F1_the_evidence_says_why_in_its_reason_and_names_the_one_fact_that_ende
     f = ledger.history("r")[-1].event
     assert isinstance(f, RunFenced)
     assert (f.superseded_by, f.stopped_at, f.reported) == ("w2", None, None)
-    assert f.reason == "run.checkpointed refused and kept as evidence: epoch w1 of worker-1 was superseded by epoch w2 (rule F1)"
+    assert (
+        f.reason
+        == "run.checkpointed refused and kept as evidence: epoch w1 of worker-1 was superseded by epoch w2 (rule F1)"
+    )

@@ -42,8 +42,16 @@ def _outputs(db: Path) -> list[str]:
     os.link(db, d / "hard.db")
     if not (d / "soft.db").exists():
         os.symlink(db, d / "soft.db")
-    return [str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal", str(d / "hard.db"), str(d / "soft.db"),
-            os.path.relpath(db), f"sqlite-dir/../{db.name}"]  # fmt: skip
+    return [
+        str(db),
+        f"{db}-wal",
+        f"{db}-shm",
+        f"{db}-journal",
+        str(d / "hard.db"),
+        str(d / "soft.db"),
+        os.path.relpath(db),
+        f"sqlite-dir/../{db.name}",
+    ]
 
 
 def test_L3_export_to_the_ledger_itself_is_refused_and_the_ledger_survives(
@@ -88,7 +96,9 @@ def test_L3_a_store_that_fails_mid_export_leaves_the_old_output_untouched(
     assert main(["--store", str(store), "export", "-o", str(out)]) == 7
     assert "injected" in capsys.readouterr().err
     assert out.read_bytes() == b"the previous export\n"
-    assert sorted(os.listdir(store.parent)) == sorted(["history.ndjson", "history-out.ndjson", "runs.db", *_sidecars(store)])
+    assert sorted(os.listdir(store.parent)) == sorted(
+        ["history.ndjson", "history-out.ndjson", "runs.db", *_sidecars(store)]
+    )
 
 
 def _sidecars(db: Path) -> list[str]:
@@ -114,7 +124,9 @@ def test_L3_a_write_error_leaves_the_old_output_untouched_and_no_temporary_file(
     assert not [p for p in os.listdir(store.parent) if p.endswith(".tmp")]
 
 
-def test_L3_export_replaces_the_whole_file_and_keeps_its_permissions(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_L3_export_replaces_the_whole_file_and_keeps_its_permissions(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = store.parent / "history-out.ndjson"
     out.write_bytes(b"x" * 100_000)  # longer than the export: no tail may survive
     out.chmod(0o640)
@@ -165,7 +177,8 @@ def _temps(target: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", ["export", "import"])
 def test_I1_L3_a_writer_killed_by_sigkill_leaves_a_temp_file_the_next_write_removes(
-        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:  # fmt: skip
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
     """`export -o FILE` and `import --rejects FILE` write FILE through atomic_write. A
     writer SIGKILLed mid-write leaves its `.FILE.XXXXXXXX.tmp`; the next write of FILE
     removes it (no one holds its lock), and never the temporary file of a writer that
@@ -175,8 +188,10 @@ def test_I1_L3_a_writer_killed_by_sigkill_leaves_a_temp_file_the_next_write_remo
     rename fails)."""
     target = tmp_path / "out.ndjson"
     history = tmp_path / "history.ndjson"
-    argv = {"export": ["--store", str(store), "export", "-o", str(target)],
-            "import": ["--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(target)]}[command]  # fmt: skip
+    argv = {
+        "export": ["--store", str(store), "export", "-o", str(target)],
+        "import": ["--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(target)],
+    }[command]
     left: list[str] = []
     for _ in range(2):  # the second writer removes the first one's leftover as it starts
         killed = _writer(target)

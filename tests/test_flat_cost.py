@@ -66,10 +66,15 @@ def reference_evolve(state: Any, e: Any) -> Any:
 
     match e:
         case ProcessBooted():
-            epochs = tuple(replace(x, superseded_by=e.epoch, superseded_at=e.at) if x.superseded_by is None else x
-                           for x in epochs)  # fmt: skip
-            epochs = (*epochs, EpochState(process=e.process, epoch=e.epoch, booted_at=e.booted_at, recorded_at=e.at,
-                                          host=e.host, pid=e.pid))  # fmt: skip
+            epochs = tuple(
+                replace(x, superseded_by=e.epoch, superseded_at=e.at) if x.superseded_by is None else x for x in epochs
+            )
+            epochs = (
+                *epochs,
+                EpochState(
+                    process=e.process, epoch=e.epoch, booted_at=e.booted_at, recorded_at=e.at, host=e.host, pid=e.pid
+                ),
+            )
         case ProcessStopping():
             epochs = with_epoch(stopping_at=e.at)
         case ProcessStopped():
@@ -102,7 +107,8 @@ def _process_event(kind: int, epoch: int, i: int) -> Any:
 
 
 process_events = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), max_size=40).map(
-    lambda xs: [_process_event(k, e, i) for i, (k, e) in enumerate(xs)])  # fmt: skip
+    lambda xs: [_process_event(k, e, i) for i, (k, e) in enumerate(xs)]
+)
 
 
 def _same(state: ProcessState | None, ref: Any) -> None:
@@ -188,7 +194,11 @@ def test_W1_O2_a_slot_with_20000_epochs_is_written_through_the_ledger(sqlite_url
         assert lg.start("r", epoch=live).epoch == "live"
         with pytest.raises(StaleEpoch) as refused:
             lg.checkpoint("r", "n", "x", epoch="old19999")
-        assert (refused.value.run, refused.value.attempted, refused.value.epoch) == ("r", "run.checkpointed", "old19999")
+        assert (refused.value.run, refused.value.attempted, refused.value.epoch) == (
+            "r",
+            "run.checkpointed",
+            "old19999",
+        )
         state = lg.process("w")
         assert state is not None and len(state) == 20_001 and state.epoch("old0").superseded_by == "old1"  # type: ignore[union-attr]
         assert lg.read_state(stream) == state
@@ -201,8 +211,12 @@ WRITES = ("queue", "start", "checkpoint", "pause", "resume", "fail", "cancel", "
 def _candidates(run: str, n: int) -> list[Any]:
     """Commands to decide against a state, without appending them."""
     at = T0 + timedelta(days=1, seconds=n)
-    return [RunQueued(at=at, run=run), RunStarted(at=at, run=run, process="w1"),
-            RunCheckpointed(at=at, run=run, node="node", ref=f"ref-{n}"), RunFinished(at=at, run=run)]  # fmt: skip
+    return [
+        RunQueued(at=at, run=run),
+        RunStarted(at=at, run=run, process="w1"),
+        RunCheckpointed(at=at, run=run, node="node", ref=f"ref-{n}"),
+        RunFinished(at=at, run=run),
+    ]
 
 
 def _decision(cmd: Any, state: Any) -> Any:
@@ -214,8 +228,11 @@ def _decision(cmd: Any, state: Any) -> Any:
 
 @pytest.mark.parametrize("shared", [False, True], ids=["two_stores", "one_store"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.integers(0, 1), st.sampled_from(WRITES), st.integers(0, 4), st.booleans()),
-                min_size=1, max_size=60))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1), st.sampled_from(WRITES), st.integers(0, 4), st.booleans()), min_size=1, max_size=60
+    )
+)
 def test_W1_deciding_from_a_cached_state_equals_deciding_from_a_full_fold(shared: bool, script) -> None:
     """Two ledgers write one file in turn (each one's cache goes stale whenever the
     other writes; a random step drops an entry or clears a cache), each with its own
@@ -258,8 +275,11 @@ def _count_reads(lg: Ledger, monkeypatch: Any) -> list[tuple[str, int]]:
     reads: list[tuple[str, int]] = []
     real_one, real_many = lg.store.read_stream, lg.store.read_streams
     monkeypatch.setattr(lg.store, "read_stream", lambda s, after=0: reads.append((s, after)) or real_one(s, after))
-    monkeypatch.setattr(lg.store, "read_streams", lambda ss, after=None: reads.extend(
-        (s, (after or {}).get(s, 0)) for s in ss) or real_many(ss, after))  # fmt: skip
+    monkeypatch.setattr(
+        lg.store,
+        "read_streams",
+        lambda ss, after=None: reads.extend((s, (after or {}).get(s, 0)) for s in ss) or real_many(ss, after),
+    )
     return reads
 
 
@@ -297,14 +317,17 @@ def _append_elsewhere(url: str, run: str) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from epochledger import open_ledger\n"
-            "with open_ledger(sys.argv[1]) as lg: lg.checkpoint(sys.argv[2], 'n', 'elsewhere')")  # fmt: skip
+    code = (
+        "import sys; from epochledger import open_ledger\n"
+        "with open_ledger(sys.argv[1]) as lg: lg.checkpoint(sys.argv[2], 'n', 'elsewhere')"
+    )
     subprocess.run([sys.executable, "-c", code, url, run], check=True, timeout=60)
 
 
 @pytest.mark.parametrize("writer", ["process", "connection", "same_store", "store_append"])
-def test_W1_L5_an_append_since_the_last_write_is_read_before_the_next_one(sqlite_url: str, writer: str,
-                                                                         monkeypatch) -> None:  # fmt: skip
+def test_W1_L5_an_append_since_the_last_write_is_read_before_the_next_one(
+    sqlite_url: str, writer: str, monkeypatch
+) -> None:
     """SQLite's read skip (Store.log_token): whoever appends between two writes of a
     ledger with a warm cache (another OS process, another connection of this process,
     another Ledger sharing this very Store and connection, the store's own append
@@ -472,8 +495,12 @@ def test_W1_L5_the_store_refuses_a_version_beyond_the_stream_end(store_url: str)
         lg.queue("r")
         e = RunStarted(at=T0, run="r", status=Status.RUNNING)
         with pytest.raises(ConflictError) as err:
-            lg.store.append([Append(run_stream("r"), 3, e), Append(run_stream("new"), 1, RunQueued(
-                at=T0, run="new", status=Status.QUEUED))])  # fmt: skip
+            lg.store.append(
+                [
+                    Append(run_stream("r"), 3, e),
+                    Append(run_stream("new"), 1, RunQueued(at=T0, run="new", status=Status.QUEUED)),
+                ]
+            )
         assert err.value.streams == [run_stream("r")]
         assert lg.store.max_position() == 1
         assert lg.store.append([Append(run_stream("r"), 2, e)]) == [2]
@@ -548,8 +575,9 @@ def test_W1_the_cache_is_bounded() -> None:
     from epochledger.app import StateCache
 
     cache = StateCache(limit=3)
-    states = [run_mod.RunState(run=f"r{i}", status=Status.QUEUED, queued_at=T0, updated_at=T0, version=1)
-              for i in range(5)]  # fmt: skip
+    states = [
+        run_mod.RunState(run=f"r{i}", status=Status.QUEUED, queued_at=T0, updated_at=T0, version=1) for i in range(5)
+    ]
     for s in states:
         cache.put(run_stream(s.run), s)
     assert len(cache) == 3 and cache.get(run_stream("r0")) is None and cache.get(run_stream("r4")) == states[4]
@@ -661,8 +689,11 @@ def test_W1_a_slot_state_built_from_its_stored_row_extends_in_place_and_forks_li
     events = [_process_event(0, i, i) for i in range(6)] + [_process_event(2, 2, 7)]
     folded = process_mod.fold(events)
     assert folded is not None
-    for built, held in ((ProcessState(process="w", epochs=folded.epochs, version=folded.version), folded.epochs),
-                        (ProcessState(process="w"), ()), (process_mod._from_row(folded.row()), folded.epochs)):  # fmt: skip
+    for built, held in (
+        (ProcessState(process="w", epochs=folded.epochs, version=folded.version), folded.epochs),
+        (ProcessState(process="w"), ()),
+        (process_mod._from_row(folded.row()), folded.epochs),
+    ):
         boot = ProcessBooted(at=T0, process="w", epoch="x", booted_at=T0)
         first = process_mod.evolve(built, boot)
         assert first._core is built._core

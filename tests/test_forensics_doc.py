@@ -15,8 +15,11 @@ from epochledger.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "forensics.md"
-SECTIONS = ("## What-if (rule R4)", "## The incident picture (rule V1)",
-            "## Walk-through: the demo's incident, from the page to the SQL")  # fmt: skip
+SECTIONS = (
+    "## What-if (rule R4)",
+    "## The incident picture (rule V1)",
+    "## Walk-through: the demo's incident, from the page to the SQL",
+)
 
 
 def _commands() -> list[str]:
@@ -51,9 +54,16 @@ def test_R4_V1_every_command_of_the_walk_through_runs_against_the_demo(tmp_path,
     assert os.path.getsize(tmp_path / "incident.html") > 10_000
     said = "\n".join(outputs.values())
     # what the walk-through says the commands show
-    for claim in ("killed-live nightly-long", "late        backfill-redeploy", "killed-live report-adhoc",
-                  "missed      backfill-redeploy", "0 verdicts differ", "O2-superseded", "stepped back",
-                  "automation may not resume this run"):  # fmt: skip
+    for claim in (
+        "killed-live nightly-long",
+        "late        backfill-redeploy",
+        "killed-live report-adhoc",
+        "missed      backfill-redeploy",
+        "0 verdicts differ",
+        "O2-superseded",
+        "stepped back",
+        "automation may not resume this run",
+    ):
         assert claim in said, claim
 
 

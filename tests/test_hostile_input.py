@@ -34,20 +34,35 @@ def _queued(lg: Ledger) -> None:
 NOT_AS_GIVEN: list[tuple[str, Any, str]] = [
     ("bytes reason", lambda lg: lg.queue("q", reason=b"x"), "bytes b'x' would be stored as str 'eA==' - at `$.reason`"),
     ("bytes run id", lambda lg: lg.queue(b"q"), "bytes b'q' would be stored as str 'cQ==' - at `$.run`"),
-    ("at as a string", lambda lg: lg.queue("q", at="2026-09-09T14:00:00Z"),
-     "str '2026-09-09T14:00:00Z' would be stored as datetime 2026-09-09T14:00:00+00:00 - at `$.at`"),
+    (
+        "at as a string",
+        lambda lg: lg.queue("q", at="2026-09-09T14:00:00Z"),
+        "str '2026-09-09T14:00:00Z' would be stored as datetime 2026-09-09T14:00:00+00:00 - at `$.at`",
+    ),
     ("a dict for a cause", lambda lg: lg.fail("r", "X", resumable=True, cause={"code": "OOM"}), "at `$.cause`"),
-    ("bytes inside a cause", lambda lg: lg.fail("r", "X", resumable=True, cause=Cause(code="OOM", message=b"m")),
-     "at `$.cause.message`"),
-    ("a tuple of questions", lambda lg: lg.pause("r", "waiting_human", questions=("ship?",)),
-     "tuple ('ship?',) would be stored as list ['ship?'] - at `$.questions`"),
-    ("NaN pid", lambda lg: lg.boot("w", epoch="w.e9", pid=float("nan")), "float nan would be stored as null - at `$.pid`"),
+    (
+        "bytes inside a cause",
+        lambda lg: lg.fail("r", "X", resumable=True, cause=Cause(code="OOM", message=b"m")),
+        "at `$.cause.message`",
+    ),
+    (
+        "a tuple of questions",
+        lambda lg: lg.pause("r", "waiting_human", questions=("ship?",)),
+        "tuple ('ship?',) would be stored as list ['ship?'] - at `$.questions`",
+    ),
+    (
+        "NaN pid",
+        lambda lg: lg.boot("w", epoch="w.e9", pid=float("nan")),
+        "float nan would be stored as null - at `$.pid`",
+    ),
     ("bytes answer", lambda lg: lg.resume("r", "operator", answers={"q": b"yes"}), "at `$.answers['q']`"),
 ]
 
 
 @pytest.mark.parametrize(("name", "call", "message"), NOT_AS_GIVEN, ids=[n for n, _, _ in NOT_AS_GIVEN])
-def test_L4_a_value_that_would_not_be_stored_as_given_is_refused(ledger: Ledger, name: str, call: Any, message: str) -> None:
+def test_L4_a_value_that_would_not_be_stored_as_given_is_refused(
+    ledger: Ledger, name: str, call: Any, message: str
+) -> None:
     """Repro (before the fix): `ledger.queue("r", reason=b"x")` stored the reason as the
     base64 text "eA=="; `at` given as a string was accepted by the check and crashed
     in decide (AttributeError); a dict was stored where a Cause belongs. Mutation
@@ -64,13 +79,19 @@ def test_L4_a_value_that_would_not_be_stored_as_given_is_refused(ledger: Ledger,
 UNENCODABLE: list[tuple[str, Any, str]] = [
     ("surrogate in a run id", lambda lg: lg.queue("h\udc80"), "at `$.run`"),
     ("surrogate in a reason", lambda lg: lg.queue("h", reason="ok \udc80"), "at `$.reason`"),
-    ("surrogate in an answer key", lambda lg: lg.resume("r", "operator", answers={"\ud800": "y"}), "at `$.answers.key`"),
+    (
+        "surrogate in an answer key",
+        lambda lg: lg.resume("r", "operator", answers={"\ud800": "y"}),
+        "at `$.answers.key`",
+    ),
     ("an object for a workflow", lambda lg: lg.queue("h", workflow=object()), "at `$.workflow`"),
 ]
 
 
 @pytest.mark.parametrize(("name", "call", "where"), UNENCODABLE, ids=[n for n, _, _ in UNENCODABLE])
-def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_the_field(ledger: Ledger, name: str, call: Any, where: str) -> None:
+def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_the_field(
+    ledger: Ledger, name: str, call: Any, where: str
+) -> None:
     """Repro (before the fix): a lone surrogate raised UnicodeEncodeError out of the API."""
     _queued(ledger)
     ledger.start("r")
@@ -88,8 +109,12 @@ MINUS14 = timezone(timedelta(hours=-14))
 
 @pytest.mark.parametrize(
     "at",
-    [datetime(1, 1, 1, tzinfo=PLUS14), datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
-     datetime(9999, 12, 31, 23, 0, tzinfo=MINUS14), datetime(9000, 1, 1, tzinfo=UTC)],
+    [
+        datetime(1, 1, 1, tzinfo=PLUS14),
+        datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 0, tzinfo=MINUS14),
+        datetime(9000, 1, 1, tzinfo=UTC),
+    ],
     ids=str,
 )
 def test_L4_an_instant_outside_the_written_range_is_refused(ledger: Ledger, at: datetime) -> None:
@@ -126,8 +151,10 @@ def test_L4_a_cause_chain_is_bounded(ledger: Ledger) -> None:
 
 
 def test_L4_an_import_line_with_a_deep_cause_chain_is_rejected(ledger: Ledger) -> None:
-    head = [b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a"}\n',
-            b'{"type":"run.started","at":"2026-09-09T14:00:01Z","run":"a"}\n']  # fmt: skip
+    head = [
+        b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a"}\n',
+        b'{"type":"run.started","at":"2026-09-09T14:00:01Z","run":"a"}\n',
+    ]
     for depth in (MAX_CAUSE_DEPTH + 1, 600):
         cause = b'{"code":"X"' + b',"cause":{"code":"X"' * (depth - 1) + b"}" * depth
         line = b'{"type":"run.failed","at":"2026-09-09T14:00:02Z","run":"a","resumable":true,"cause":%b}\n' % cause
@@ -144,7 +171,9 @@ def test_L4_a_free_form_field_is_bounded_in_depth(ledger: Ledger) -> None:
     fenced = RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report=deep)
     with pytest.raises(InvalidInput, match=f"nested deeper than {MAX_NESTING} levels"):
         ledger.submit(fenced)
-    ledger.submit(RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report=deep["a"]))
+    ledger.submit(
+        RunFenced(at=ledger.clock.now(), run="r", epoch="e", refused="run.finished", why="w", report=deep["a"])
+    )
 
 
 def test_F1_the_evidence_of_a_stale_report_with_the_deepest_cause_is_kept(ledger: Ledger) -> None:
@@ -170,12 +199,20 @@ def _booted(lg: Ledger) -> Any:
 
 
 TYPED: list[tuple[str, Any, str]] = [
-    ("correct to a bogus status", lambda lg, b: lg.correct("r", to="bogus", actor="a", reason="x"), "to: 'bogus' is not a status"),
+    (
+        "correct to a bogus status",
+        lambda lg, b: lg.correct("r", to="bogus", actor="a", reason="x"),
+        "to: 'bogus' is not a status",
+    ),
     ("get_run(None)", lambda lg, b: lg.get_run(None), "run: "),
     ("history(None)", lambda lg, b: lg.history(None), "run: "),
     ("process(b'w')", lambda lg, b: lg.process(b"w"), "process: "),
     ("get_run with a surrogate", lambda lg, b: lg.get_run("r\udc80"), "run: cannot be stored"),
-    ("orphans margin NaN", lambda lg, b: lg.orphans(margin=math.nan), "margin: margin must be from 0 to 31536000 seconds"),
+    (
+        "orphans margin NaN",
+        lambda lg, b: lg.orphans(margin=math.nan),
+        "margin: margin must be from 0 to 31536000 seconds",
+    ),
     ("orphans margin 1e15", lambda lg, b: lg.orphans(margin=1e15), "margin: margin must be from 0"),
     ("orphans margin as text", lambda lg, b: lg.orphans(margin="1"), "margin: margin must be a number of seconds"),
     ("sweep margin inf", lambda lg, b: lg.sweep(b, margin=math.inf), "margin: "),
@@ -187,13 +224,19 @@ TYPED: list[tuple[str, Any, str]] = [
     ("preview process None", lambda lg, b: preview(lg, None), "process: "),
     ("startup margin NaN", lambda lg, b: lg.startup("w", margin=math.nan), "margin: "),
     ("stop a dict epoch", lambda lg, b: lg.stop({"e": 1}), "epoch: "),
-    ("events after 2**63", lambda lg, b: list(lg.events(2**63)), "after: a position is an integer from 0 to 9223372036854775807"),
+    (
+        "events after 2**63",
+        lambda lg, b: list(lg.events(2**63)),
+        "after: a position is an integer from 0 to 9223372036854775807",
+    ),
     ("events upto -1", lambda lg, b: list(lg.events(0, -1)), "upto: "),
 ]
 
 
 @pytest.mark.parametrize(("name", "call", "message"), TYPED, ids=[n for n, _, _ in TYPED])
-def test_L4_bad_arguments_are_invalid_input_naming_the_argument(ledger: Ledger, name: str, call: Any, message: str) -> None:
+def test_L4_bad_arguments_are_invalid_input_naming_the_argument(
+    ledger: Ledger, name: str, call: Any, message: str
+) -> None:
     """Repro (before the fix), each of these raised a raw Python error: ValueError
     ('bogus' is not a valid Status; cannot convert float NaN to integer), TypeError
     (can only concatenate str, not NoneType), OverflowError (1e15 margins, positions
@@ -250,7 +293,9 @@ def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None
 
     from ledger import codec
 
-    assert set(codec._FAST) == {m.regex for tp in (Name, Code, LabelValue) for m in tp.__metadata__ if isinstance(m, Pattern)}
+    assert set(codec._FAST) == {
+        m.regex for tp in (Name, Code, LabelValue) for m in tp.__metadata__ if isinstance(m, Pattern)
+    }
     for regex, kind in codec._FAST.items():
         rx = re.compile(regex)
         assert not codec._fast_holds(kind, "") or rx.fullmatch("")
@@ -274,14 +319,19 @@ def test_L4_format_characters_are_refused_in_ids_and_label_keys_and_values(sqlit
     cf = [c for c in _every_character() if unicodedata.category(c) == "Cf"]
     in_class = re.compile(f"[{FORMAT_CHARS}]")
     assert [c for c in cf if not in_class.fullmatch(c)] == []
-    assert [c for c in _every_character() if in_class.fullmatch(c) and unicodedata.category(c) not in ("Cf", "Cn")] == []
+    assert [
+        c for c in _every_character() if in_class.fullmatch(c) and unicodedata.category(c) not in ("Cf", "Cn")
+    ] == []
     name = re.compile(next(m.regex for m in Name.__metadata__ if isinstance(m, Pattern)))
     value = re.compile(next(m.regex for m in LabelValue.__metadata__ if isinstance(m, Pattern)))
     assert [c for c in cf if name.fullmatch(f"a{c}b") or value.fullmatch(f"a{c}b")] == []
     before = sqlite_ledger.store.max_position()
-    for kwargs, where in ((dict(run="nightly-\u202e2400"), "$.run"), (dict(run="r", labels={"k\u200b": "v"}), "$.labels.key"),
-                          (dict(run="r", labels={"k": "\u202egnp.exe"}), "$.labels['k']"),
-                          (dict(run="r", workflow="\ufeffwf"), "$.workflow")):  # fmt: skip
+    for kwargs, where in (
+        (dict(run="nightly-\u202e2400"), "$.run"),
+        (dict(run="r", labels={"k\u200b": "v"}), "$.labels.key"),
+        (dict(run="r", labels={"k": "\u202egnp.exe"}), "$.labels['k']"),
+        (dict(run="r", workflow="\ufeffwf"), "$.workflow"),
+    ):
         with pytest.raises(InvalidInput, match=f"format characters.*- at `{re.escape(where)}`"):
             sqlite_ledger.queue(**kwargs)
     line = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "nightly-\u202e2400"}).encode()
@@ -323,8 +373,11 @@ def test_L4_out_of_bound_pids_and_signals_are_refused_naming_the_field(sqlite_le
     for pid in (2**70, -5, -1, 0, 2**31):
         with pytest.raises(InvalidInput, match=r"Expected `int` from 1 to 2147483647, got -?\d+ - at `\$.pid`"):
             lg.boot("p", epoch="e0", pid=pid)
-    booted = [b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e","booted_at":'
-              b'"2026-09-09T13:00:00Z","pid":%d}' % pid for pid in (2**70, -5)]  # fmt: skip
+    booted = [
+        b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e","booted_at":'
+        b'"2026-09-09T13:00:00Z","pid":%d}' % pid
+        for pid in (2**70, -5)
+    ]
     for line in booted:
         with pytest.raises(ImportRejected, match=r"line 1: .*from 1 to 2147483647.* - at `\$.pid`"):
             import_lines(lg, [line])
@@ -345,14 +398,21 @@ def test_L4_an_instant_finer_than_a_microsecond_is_refused_not_rounded(sqlite_le
     the field and what it would have become; trailing zeros are the same instant.
     Repro (before the fix): 14:00:00.1234567Z was imported as 14:00:00.123457Z."""
     lg = sqlite_ledger
-    for at, field in ((b'"at":"2026-09-09T14:00:00.1234567Z"', "at"),
-                      (b'"at":"2026-09-09T14:00:00.000000001+02:00"', "at")):  # fmt: skip
+    for at, field in (
+        (b'"at":"2026-09-09T14:00:00.1234567Z"', "at"),
+        (b'"at":"2026-09-09T14:00:00.000000001+02:00"', "at"),
+    ):
         line = b'{"type":"run.queued",%b,"run":"a"}' % at
-        with pytest.raises(ImportRejected, match=f"line 1: run.queued: not stored as given: .* finer than a microsecond; "
-                                                 f"it would be stored as .* - at `\\$.{field}`"):  # fmt: skip
+        with pytest.raises(
+            ImportRejected,
+            match=f"line 1: run.queued: not stored as given: .* finer than a microsecond; "
+            f"it would be stored as .* - at `\\$.{field}`",
+        ):
             import_lines(lg, [line])
-    boot = (b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e",'
-            b'"booted_at":"2026-09-09T13:00:00.99999999Z"}')  # fmt: skip
+    boot = (
+        b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"p","epoch":"e",'
+        b'"booted_at":"2026-09-09T13:00:00.99999999Z"}'
+    )
     with pytest.raises(ImportRejected, match=r"would be stored as 2026-09-09T13:00:01\+00:00 - at `\$.booted_at`"):
         import_lines(lg, [boot])
     assert lg.store.max_position() == 0

@@ -48,8 +48,9 @@ def _need_dagster() -> Any:
         import dagster
     except ImportError as e:
         if REQUIRE:
-            pytest.fail(f"EPOCHLEDGER_TEST_DAGSTER=require but Dagster is not installed ({e}): "
-                        "pip install -e '.[dagster]'")  # fmt: skip
+            pytest.fail(
+                f"EPOCHLEDGER_TEST_DAGSTER=require but Dagster is not installed ({e}): pip install -e '.[dagster]'"
+            )
         pytest.skip(f"Dagster is not installed ({e}): pip install -e '.[dagster]' to run the importer's tests")
     return dagster
 
@@ -68,8 +69,13 @@ def _hold_worker(home: str, scenario: str) -> None:
     from tests import dagster_jobs
 
     with _instance(Path(home)) as instance:
-        execute_job(reconstructable(dagster_jobs.hold_job), instance=instance, raise_on_error=False,
-                    tags={"scenario": scenario, **HOLD_TAGS.get(scenario, {})}, run_config=QUIET)  # fmt: skip
+        execute_job(
+            reconstructable(dagster_jobs.hold_job),
+            instance=instance,
+            raise_on_error=False,
+            tags={"scenario": scenario, **HOLD_TAGS.get(scenario, {})},
+            run_config=QUIET,
+        )
     os._exit(0)
 
 
@@ -97,14 +103,18 @@ def histories(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Histories]:
         mp.setenv("EPOCHLEDGER_DAGSTER_MARKS", str(marks))
 
         def run(job: Any, **kw: Any) -> str:
-            return str(execute_job(reconstructable(job), instance=instance, raise_on_error=False, run_config=QUIET,
-                                   **kw).run_id)  # fmt: skip
+            return str(
+                execute_job(
+                    reconstructable(job), instance=instance, raise_on_error=False, run_config=QUIET, **kw
+                ).run_id
+            )
 
         runs = {"success": run(jobs.ok_job), "step failure": run(jobs.fail_job), "op retry": run(jobs.retry_job)}
         runs["failed, then fixed"] = run(jobs.fix_job)
         (marks / "fixed").touch()
-        runs["re-execution"] = run(jobs.fix_job, reexecution_options=ReexecutionOptions.from_failure(
-            runs["failed, then fixed"], instance))  # fmt: skip
+        runs["re-execution"] = run(
+            jobs.fix_job, reexecution_options=ReexecutionOptions.from_failure(runs["failed, then fixed"], instance)
+        )
 
         ctx = multiprocessing.get_context("fork")
         workers = {k: ctx.Process(target=_hold_worker, args=(str(home), k)) for k in HOLD_SCENARIOS}
@@ -249,8 +259,10 @@ def test_I3_incremental_reads_only_what_is_new_and_records_the_exit(histories: H
         with _instance(home) as instance:
             from dagster._core.events import JobFailureData, RunFailureReason
 
-            instance.report_run_failed(instance.get_run_by_id(killed), job_failure_data=JobFailureData(
-                error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))  # fmt: skip
+            instance.report_run_failed(
+                instance.get_run_by_id(killed),
+                job_failure_data=JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION),
+            )
         report = _import(ledger, home, local_workers=False)
         assert report.read == 1 and report.events == 1
         run = "dagster:" + killed
@@ -264,8 +276,9 @@ def test_I3_incremental_reads_only_what_is_new_and_records_the_exit(histories: H
         assert slot.current.exited_by == "dagster-import" and not slot.current.live
 
 
-def test_I3_O7_a_code_servers_report_of_a_dead_worker_is_its_exit_with_the_signal(histories: Histories,
-                                                                                  tmp_path: Path) -> None:  # fmt: skip
+def test_I3_O7_a_code_servers_report_of_a_dead_worker_is_its_exit_with_the_signal(
+    histories: Histories, tmp_path: Path
+) -> None:
     """What Dagster's code server writes when the worker it launched is gone (its
     `_check_for_orphaned_runs`, replayed here with Dagster's own calls on the SIGKILLed
     worker's run): an engine event with Dagster's crash explanation, then a failure
@@ -281,8 +294,9 @@ def test_I3_O7_a_code_servers_report_of_a_dead_worker_is_its_exit_with_the_signa
     with _ledger(tmp_path) as ledger:
         with _instance(home) as instance:
             run = instance.get_run_by_id(killed)
-            instance.report_engine_event(get_run_crash_explanation(prefix=f"Run execution process for {killed}",
-                                                                   exit_code=-9), run)  # fmt: skip
+            instance.report_engine_event(
+                get_run_crash_explanation(prefix=f"Run execution process for {killed}", exit_code=-9), run
+            )
             instance.report_run_failed(run)
         _import(ledger, home)
         state = ledger.get_run("dagster:" + killed)
@@ -315,7 +329,8 @@ def test_I3_O7_a_max_runtime_kill_is_a_timeout_not_the_workers_exit(histories: H
 
 
 def test_I3_O7_a_max_runtime_cancel_read_by_an_earlier_import_still_makes_the_failure_a_timeout(
-        histories: Histories, tmp_path: Path) -> None:  # fmt: skip
+    histories: Histories, tmp_path: Path
+) -> None:
     """Run monitoring's cancel request and its failure a second apart, an import round
     between them (Dagster's own calls, as check_run_timeout makes them, on the run whose
     worker is gone without a word): the failure, read alone, is still the timeout, and
@@ -327,8 +342,9 @@ def test_I3_O7_a_max_runtime_cancel_read_by_an_earlier_import_still_makes_the_fa
     with _ledger(tmp_path) as ledger:
         _import(ledger, home, local_workers=False)
         with _instance(home) as instance:
-            instance.report_run_canceling(instance.get_run_by_id(killed),
-                                          message="Canceling due to exceeding maximum runtime of 1 seconds.")  # fmt: skip
+            instance.report_run_canceling(
+                instance.get_run_by_id(killed), message="Canceling due to exceeding maximum runtime of 1 seconds."
+            )
         _import(ledger, home, local_workers=False)
         with _instance(home) as instance:
             instance.report_run_failed(instance.get_run_by_id(killed), "Exceeded maximum runtime of 1 seconds.")
@@ -339,8 +355,9 @@ def test_I3_O7_a_max_runtime_cancel_read_by_an_earlier_import_still_makes_the_fa
         assert slot is not None and slot.epochs[0].exited_by is None and slot.epochs[0].live
 
 
-def test_I3_dagsters_starting_and_canceling_show_beside_the_ledgers_status(histories: Histories, tmp_path: Path,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_I3_dagsters_starting_and_canceling_show_beside_the_ledgers_status(
+    histories: Histories, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Dagster's STARTING (the launcher's event, before the worker starts: 20-28 s with
     a code server) and CANCELING (a cancel request the worker has not acted on) have no
     ledger status: the run stays `queued` / `running`, and its state, `show` and
@@ -361,8 +378,9 @@ def test_I3_dagsters_starting_and_canceling_show_beside_the_ledgers_status(histo
     with open_ledger(store, init=True) as ledger:
         with _instance(home) as instance:
             made = instance.create_run_for_job(job_def=jobs.ok_job, run_config=QUIET)
-            instance.report_dagster_event(DagsterEvent(event_type_value="PIPELINE_STARTING", job_name=made.job_name),
-                                          run_id=made.run_id)  # fmt: skip
+            instance.report_dagster_event(
+                DagsterEvent(event_type_value="PIPELINE_STARTING", job_name=made.job_name), run_id=made.run_id
+            )
             instance.report_run_canceling(instance.get_run_by_id(histories.runs["kill"]))
         _import(ledger, home)
         starting = ledger.get_run("dagster:" + made.run_id)
@@ -381,8 +399,9 @@ def test_I3_dagsters_starting_and_canceling_show_beside_the_ledgers_status(histo
         assert (done.status, done.source_status) == ("finished", "SUCCESS")
 
 
-def test_I3_dagsters_own_tags_are_not_labels_unless_asked_for(histories: Histories, imported: Imported,
-                                                             tmp_path: Path) -> None:  # fmt: skip
+def test_I3_dagsters_own_tags_are_not_labels_unless_asked_for(
+    histories: Histories, imported: Imported, tmp_path: Path
+) -> None:
     """The user's tags are labels; Dagster's own (dagster/max_runtime here) are not, but
     are with dagster_tags=True (`--dagster-tags`). Mutation caught: every tag copied."""
     from epochledger.import_dagster import import_dagster
@@ -390,8 +409,12 @@ def test_I3_dagsters_own_tags_are_not_labels_unless_asked_for(histories: Histori
     run = "dagster:" + histories.runs["timeout"]
     with open_ledger(imported.url) as ledger:
         assert ledger.get_run(run).labels == {"scenario": "timeout"}
-        assert not [k for s in histories.runs.values() for k in ledger.get_run("dagster:" + s).labels
-                    if k.startswith("dagster/")]  # fmt: skip
+        assert not [
+            k
+            for s in histories.runs.values()
+            for k in ledger.get_run("dagster:" + s).labels
+            if k.startswith("dagster/")
+        ]
     with _ledger(tmp_path) as ledger:
         import_dagster(ledger, str(histories.home), dagster_tags=True)
         assert ledger.get_run(run).labels == {"scenario": "timeout", "dagster/max_runtime": "1"}
@@ -435,8 +458,9 @@ def test_I3_O8_each_run_worker_is_an_epoch_of_its_own_slot(histories: Histories,
         assert inproc.pid == os.getpid() and inproc.pid_start is not None  # alive, started before its events
 
 
-def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_run(histories: Histories,
-                                                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_run(
+    histories: Histories, tmp_path: Path
+) -> None:
     """Dagster never notices the SIGKILLed worker (STARTED forever). Imported while it
     still ran (this host's facts at the import say its pid runs, started before its
     first event: its start is recorded), the worker carries this host's boot id, pid
@@ -465,7 +489,8 @@ def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_r
 
 
 def test_I3_O7_a_worker_gone_before_the_first_import_is_its_exit_even_when_its_pid_runs_again(
-        histories: Histories, tmp_path: Path) -> None:  # fmt: skip
+    histories: Histories, tmp_path: Path
+) -> None:
     """The SIGKILLed worker died before any import, and by the import its pid runs
     another process (started after the worker's first event: the pid reused). Its
     start can never be known (Dagster records none); what the import can know is that
@@ -493,8 +518,9 @@ def test_I3_O7_a_worker_gone_before_the_first_import_is_its_exit_even_when_its_p
         assert (state.status, state.code) == ("failed_resumable", "PROCESS_ORPHANED")
 
 
-def test_I3_O7_a_live_worker_from_before_the_hosts_boot_is_gone(histories: Histories, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_I3_O7_a_live_worker_from_before_the_hosts_boot_is_gone(
+    histories: Histories, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--local-workers on a host that rebooted since the workers ran: no worker gets the
     current boot id, and the one still live (the SIGKILLed worker) gets an exit fact at
     the host's boot instant, after all it wrote; every other outcome is as before.
@@ -542,7 +568,9 @@ def test_I3_cursor_is_kept_in_the_ledger(histories: Histories, imported: Importe
             assert last.source_status == histories.statuses[scenario] and last.cursor > 0
 
 
-def test_I3_the_cli_imports_and_says_what_it_did(histories: Histories, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_I3_the_cli_imports_and_says_what_it_did(
+    histories: Histories, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = f"sqlite:///{tmp_path / 'cli.db'}"
     assert main(["--store", store, "init"]) == 0
     assert main(["--store", store, "import-dagster", "--instance", str(histories.home), "--local-workers"]) == 0
@@ -590,7 +618,9 @@ def test_I3_booted_workers_carry_dagsters_pid(histories: Histories, imported: Im
         exits = [r.event for r in ledger.events() if isinstance(r.event, ProcessExited)]
         assert len(boots) == len(EXPECTED) and all(b.pid is not None for b in boots)
         # Dagster's reports: only the restarted run's old worker; this host's: the killed one.
-        assert [e.process for e in exits if e.observed_by == "dagster-import"] == ["dagster:" + histories.runs["restart"]]
+        assert [e.process for e in exits if e.observed_by == "dagster-import"] == [
+            "dagster:" + histories.runs["restart"]
+        ]
         assert [e.process for e in exits if e.observed_by != "dagster-import"] == ["dagster:" + histories.runs["kill"]]
 
 
@@ -604,8 +634,9 @@ def test_I3_L5_the_same_import_on_postgresql(histories: Histories, pg_url: str) 
         assert _import(ledger, histories.home).appended == 0 and ledger.store.max_position() == head
 
 
-def test_I3_O7_a_worker_that_ends_its_run_as_it_is_read_is_not_taken_for_dead(histories: Histories,
-                                                                              tmp_path: Path) -> None:  # fmt: skip
+def test_I3_O7_a_worker_that_ends_its_run_as_it_is_read_is_not_taken_for_dead(
+    histories: Histories, tmp_path: Path
+) -> None:
     """The race the host check must not lose: the worker writes its run's end and exits
     just after the import read its events, before the import asks the host about its
     pid (here the host's answer writes, with Dagster's own call, the worker's
@@ -626,8 +657,9 @@ def test_I3_O7_a_worker_that_ends_its_run_as_it_is_read_is_not_taken_for_dead(hi
         def process(self, asked: int) -> PidFacts | None:
             if asked == pid and pid in self.processes:
                 with _instance(home) as instance:
-                    instance.report_dagster_event(DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="hold_job",
-                                                               pid=pid), run_id=killed)  # fmt: skip
+                    instance.report_dagster_event(
+                        DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="hold_job", pid=pid), run_id=killed
+                    )
                 self.kill(pid)
             return super().process(asked)
 
@@ -652,8 +684,10 @@ def test_I3_dagster_times_that_step_back_are_recorded_without_a_negative_duratio
 
     t0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     src = SourceRun(run_id="r1", job="j", status="SUCCESS", tags={}, parent=None, created=t0, updated=t0)
-    events = [SourceEvent(storage_id=1, at=t0 + timedelta(seconds=2), kind="PIPELINE_START", pid=7),
-              SourceEvent(storage_id=2, at=t0 + timedelta(seconds=1), kind="PIPELINE_SUCCESS", pid=7)]  # fmt: skip
+    events = [
+        SourceEvent(storage_id=1, at=t0 + timedelta(seconds=2), kind="PIPELINE_START", pid=7),
+        SourceEvent(storage_id=2, at=t0 + timedelta(seconds=1), kind="PIPELINE_SUCCESS", pid=7),
+    ]
     with _ledger(tmp_path) as ledger:
         batch = ledger.batch()
         job = _RunImport(batch, ImportReport(instance="x"), src, None)
@@ -677,8 +711,10 @@ def _damage_event(home: Path, run_id: str, kind: str, timestamp: str) -> None:
 
     with sqlite3.connect(home / "history" / "runs" / f"{run_id}.db") as db:
         [(row_id, text)] = db.execute("select id, event from event_logs where dagster_event_type = ?", (kind,))
-        db.execute("update event_logs set event = ? where id = ?",
-                   (re.sub(r'"timestamp": [0-9.e+]+', f'"timestamp": {timestamp}', text), row_id))  # fmt: skip
+        db.execute(
+            "update event_logs set event = ? where id = ?",
+            (re.sub(r'"timestamp": [0-9.e+]+', f'"timestamp": {timestamp}', text), row_id),
+        )
 
 
 def _damage_run(home: Path, run_id: str, fields: dict[str, Any]) -> None:
@@ -688,7 +724,9 @@ def _damage_run(home: Path, run_id: str, fields: dict[str, Any]) -> None:
 
     with sqlite3.connect(home / "history" / "runs.db") as db:
         [(body,)] = db.execute("select run_body from runs where run_id = ?", (run_id,))
-        db.execute("update runs set run_body = ? where run_id = ?", (json.dumps({**json.loads(body), **fields}), run_id))
+        db.execute(
+            "update runs set run_body = ? where run_id = ?", (json.dumps({**json.loads(body), **fields}), run_id)
+        )
 
 
 DAMAGED = ("step failure", "op retry", "failed, then fixed", "cancel")
@@ -707,8 +745,9 @@ def _damaged_home(h: Histories, tmp_path: Path) -> Path:
     return home
 
 
-def test_I3_I1_a_malformed_dagster_run_rejects_a_strict_import_naming_it_and_appends_nothing(histories: Histories,
-                                                                                         tmp_path: Path) -> None:  # fmt: skip
+def test_I3_I1_a_malformed_dagster_run_rejects_a_strict_import_naming_it_and_appends_nothing(
+    histories: Histories, tmp_path: Path
+) -> None:
     """Strict (the default), as NDJSON's import: a run whose stored event has a NaN time
     refuses the whole import with a typed error naming the run and the field; nothing
     is appended. Mutation caught: the time read without its check (a raw ValueError)."""
@@ -726,8 +765,9 @@ def test_I3_I1_a_malformed_dagster_run_rejects_a_strict_import_naming_it_and_app
         assert ledger.store.max_position() == 0
 
 
-def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_other(histories: Histories,
-                                                                               tmp_path: Path) -> None:  # fmt: skip
+def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_other(
+    histories: Histories, tmp_path: Path
+) -> None:
     """--on-error skip: each malformed run is rejected whole, listed with NDJSON's
     Rejected (line: its storage id in Dagster's run storage) and written to the rejects
     file; every other run is imported as from a clean instance. A second import appends
@@ -743,8 +783,9 @@ def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_othe
         report = import_dagster(ledger, str(home), local_workers=True, on_error="skip", rejects=str(rejects))
         said = [r.reason for r in report.rejected]
         assert len(said) == len(DAMAGED) and report.runs == len(EXPECTED), said
-        for scenario, field in zip(DAMAGED, ("PIPELINE_START) timestamp", "PIPELINE_SUCCESS) timestamp", "record",
-                                             "run_id"), strict=True):  # fmt: skip
+        for scenario, field in zip(
+            DAMAGED, ("PIPELINE_START) timestamp", "PIPELINE_SUCCESS) timestamp", "record", "run_id"), strict=True
+        ):
             assert any(histories.runs[scenario] in r and field in r for r in said), (scenario, said)
         lines = [json.loads(line) for line in rejects.read_text().splitlines()]
         assert [line["reason"] for line in lines] == said and all("raw" in line for line in lines)
@@ -755,8 +796,9 @@ def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_othe
         assert (again.appended, ledger.store.max_position(), [r.reason for r in again.rejected]) == (0, head, said)
 
 
-def test_I3_I1_the_cli_exits_3_strict_and_11_tolerant_on_malformed_runs(histories: Histories, tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_I3_I1_the_cli_exits_3_strict_and_11_tolerant_on_malformed_runs(
+    histories: Histories, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = _damaged_home(histories, tmp_path)
     store = f"sqlite:///{tmp_path / 'cli.db'}"
     assert main(["--store", store, "init"]) == 0
@@ -764,7 +806,9 @@ def test_I3_I1_the_cli_exits_3_strict_and_11_tolerant_on_malformed_runs(historie
     assert "nothing was imported" in capsys.readouterr().err
     rejects = str(tmp_path / "rejected.ndjson")
     assert main(["--store", store, "import-dagster", "--instance", str(home), "--rejects", rejects]) == 2
-    assert main(["--store", store, "import-dagster", "--instance", str(home), "--on-error", "skip",
-                 "--rejects", rejects]) == 11  # fmt: skip
+    assert (
+        main(["--store", store, "import-dagster", "--instance", str(home), "--on-error", "skip", "--rejects", rejects])
+        == 11
+    )
     said = capsys.readouterr().out
     assert f"{len(DAMAGED)} runs rejected, written to {rejects}" in said and "Traceback" not in said

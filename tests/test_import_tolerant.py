@@ -42,7 +42,13 @@ def export(ledger: Ledger) -> bytes:
     return buf.getvalue()
 
 
-BOOT = {"type": "process.booted", "at": "2026-09-09T14:00:00Z", "process": "w-1", "epoch": "e1", "booted_at": "2026-09-09T13:59:58Z"}
+BOOT = {
+    "type": "process.booted",
+    "at": "2026-09-09T14:00:00Z",
+    "process": "w-1",
+    "epoch": "e1",
+    "booted_at": "2026-09-09T13:59:58Z",
+}
 Q = {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1", "labels": {"team": "data"}}
 S = {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r1", "epoch": "e1"}
 C = {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r1", "node": "n", "ref": "c/1"}
@@ -80,7 +86,9 @@ def test_I1_another_field_or_another_time_is_not_a_duplicate(ledger: Ledger) -> 
     import_lines(ledger, lines([BOOT, Q, S]))
     result = import_events(ledger, lines([{**S, "actor": "someone"}, {**S, "at": "2026-09-09T14:00:09Z"}]))
     assert (result.landed, result.duplicates, result.held, result.appended) == (0, 0, 2, 0)
-    result = import_events(ledger, lines([{**C, "at": "2026-09-09T14:00:09Z"}, {**C, "at": "2026-09-09T14:00:09Z", "ref": "c/2"}]))
+    result = import_events(
+        ledger, lines([{**C, "at": "2026-09-09T14:00:09Z"}, {**C, "at": "2026-09-09T14:00:09Z", "ref": "c/2"}])
+    )
     assert (result.landed, result.duplicates, result.appended) == (2, 0, 2)
 
 
@@ -96,9 +104,17 @@ def test_I1_importing_the_same_file_twice_appends_nothing_and_exits_0(capsys, tm
         assert out.startswith("nothing was appended") and f"0 landed, {len(GOOD)} duplicates" in out
     assert (tmp_path / "rej.ndjson").read_bytes() == b""
     code, out, _ = cli(capsys, "--store", store_url, "import", str(history), "--json")
-    assert json.loads(out) | {"file": None} == {"file": None, "lines": len(GOOD), "appended": 0, "landed": 0,
-                                                "duplicates": len(GOOD), "held": 0, "rejected": 0, "evidence": 0,
-                                                "rejects": None}  # fmt: skip
+    assert json.loads(out) | {"file": None} == {
+        "file": None,
+        "lines": len(GOOD),
+        "appended": 0,
+        "landed": 0,
+        "duplicates": len(GOOD),
+        "held": 0,
+        "rejected": 0,
+        "evidence": 0,
+        "rejects": None,
+    }
 
 
 def test_I1_L1_a_resent_event_whose_effect_held_is_not_refused_by_a_second_import(ledger: Ledger) -> None:
@@ -115,26 +131,39 @@ def test_I1_L1_a_resent_event_whose_effect_held_is_not_refused_by_a_second_impor
     # a real restart is no re-send: failed, resumed, started again (at the same instant
     # too; by identity, the very same start at the same instant would be a duplicate)
     same = "2026-09-09T14:00:09Z"
-    restart = [{"type": "run.queued", "at": same, "run": "r9"}, {"type": "run.started", "at": same, "run": "r9"},
-               {"type": "run.failed", "at": same, "run": "r9", "code": "X", "resumable": True},
-               {"type": "run.resumed", "at": same, "run": "r9", "by": "operator"},
-               {"type": "run.started", "at": same, "run": "r9", "actor": "retry"}]  # fmt: skip
+    restart = [
+        {"type": "run.queued", "at": same, "run": "r9"},
+        {"type": "run.started", "at": same, "run": "r9"},
+        {"type": "run.failed", "at": same, "run": "r9", "code": "X", "resumable": True},
+        {"type": "run.resumed", "at": same, "run": "r9", "by": "operator"},
+        {"type": "run.started", "at": same, "run": "r9", "actor": "retry"},
+    ]
     assert import_events(ledger, lines(restart)).landed == 5
     assert ledger.get_run("r9").status is Status.RUNNING
 
 
 # ------------------------------------------------------------- tolerant mode
 def test_I1_tolerant_import_lands_every_acceptable_line_and_rejects_the_rest(ledger: Ledger, tmp_path) -> None:
-    rows = [BOOT, Q, {"type": "run.exploded", "at": "2026-09-09T14:00:02Z", "run": "r1"}, S,
-            {"type": "run.resumed", "at": "2026-09-09T14:00:02Z", "run": "r1", "by": "auto"},
-            {"type": "run.queued", "at": "2026-09-09T14:00:03Z", "run": "r2"}, C]  # fmt: skip
+    rows = [
+        BOOT,
+        Q,
+        {"type": "run.exploded", "at": "2026-09-09T14:00:02Z", "run": "r1"},
+        S,
+        {"type": "run.resumed", "at": "2026-09-09T14:00:02Z", "run": "r1", "by": "auto"},
+        {"type": "run.queued", "at": "2026-09-09T14:00:03Z", "run": "r2"},
+        C,
+    ]
     content = b"".join(lines(rows[:2])) + b"{oops\n\n" + b"".join(lines(rows[2:]))  # a blank line is not a line
     rejects = tmp_path / "rej.ndjson"
     result = import_events(ledger, read_lines(io.BytesIO(content)), on_error="skip", rejects=str(rejects))
     assert (result.lines, result.landed, result.duplicates, result.held, result.evidence) == (8, 5, 0, 0, 0)
     assert [r.line for r in result.rejected] == [3, 5, 7]
     records = [json.loads(x) for x in rejects.read_bytes().splitlines()]
-    assert [(r["line"], r["raw"]) for r in records] == [(3, "{oops"), (5, json.dumps(rows[2])), (7, json.dumps(rows[4]))]
+    assert [(r["line"], r["raw"]) for r in records] == [
+        (3, "{oops"),
+        (5, json.dumps(rows[2])),
+        (7, json.dumps(rows[4])),
+    ]
     assert "event" not in records[0] and "not JSON" in records[0]["reason"]
     assert records[1]["event"] == rows[2] and "unknown type 'run.exploded'" in records[1]["reason"]
     assert "run 'r1' is running: run.resumed refused" in records[2]["reason"]
@@ -178,7 +207,13 @@ def test_I1_F2_a_late_failure_after_the_sweep_is_kept_and_binds_automation(ledge
     ledger.sweep("e2")
     assert ledger.get_run("r1").status is Status.FAILED_RESUMABLE
     ledger.clock.advance(600)  # type: ignore[attr-defined]
-    late = {"type": "run.failed", "at": ledger.clock.now().isoformat(), "run": "r1", "code": "STEP_FAILURE", "resumable": False}
+    late = {
+        "type": "run.failed",
+        "at": ledger.clock.now().isoformat(),
+        "run": "r1",
+        "code": "STEP_FAILURE",
+        "resumable": False,
+    }
     result = import_events(ledger, lines([late]), on_error="skip")
     assert result.evidence == 1 and result.landed == 0
     state = ledger.get_run("r1")
@@ -204,8 +239,9 @@ def test_I1_F1_a_stale_epochs_report_in_a_tolerant_import_keeps_the_fences_evide
     assert ledger.store.max_position() == before
     again = import_events(ledger, lines([checkpoint]), on_error="skip")  # kept already: rejected again, appends nothing
     assert (again.duplicates, again.appended, again.evidence) == (0, 0, 0)
-    assert [(r.line, r.reason, r.kept, r.position) for r in again.rejected] == [(1, result.rejected[0].reason, "run.fenced",
-                                                                                 result.rejected[0].position)]  # fmt: skip
+    assert [(r.line, r.reason, r.kept, r.position) for r in again.rejected] == [
+        (1, result.rejected[0].reason, "run.fenced", result.rejected[0].position)
+    ]
 
 
 def test_I1_strict_stays_whole_file_or_nothing(capsys, tmp_path, store_url) -> None:
@@ -241,7 +277,10 @@ def test_I1_exit_codes_0_and_11_and_the_usage_errors(capsys, tmp_path) -> None:
     assert cli(capsys, "--store", store, "import", str(good), *skip)[0] == 0
     code, out, _ = cli(capsys, "--store", store, "import", str(bad), *skip)
     assert code == 11
-    assert out == f"imported 1 events from {bad}: 1 landed, 0 duplicates (already recorded), 1 rejected; rejected lines written to {rejects}\n"
+    assert (
+        out
+        == f"imported 1 events from {bad}: 1 landed, 0 duplicates (already recorded), 1 rejected; rejected lines written to {rejects}\n"
+    )
     assert [json.loads(x)["line"] for x in rejects.read_bytes().splitlines()] == [2]
     code, _, err = cli(capsys, "--store", store, "import", str(good), "--rejects", str(rejects))
     assert code == 2 and "--rejects needs --on-error skip" in err
@@ -261,7 +300,9 @@ def test_I1_the_rejects_file_is_never_the_ledger_or_the_input_and_only_replaced_
     history.write_bytes(b"".join(lines([BOOT, {"type": "run.nope", "at": "2026-09-09T14:00:03Z"}])))
     for target in (store, history):
         before = target.read_bytes()
-        code, _, err = cli(capsys, "--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(target))
+        code, _, err = cli(
+            capsys, "--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(target)
+        )
         assert code == 3 and "refusing to overwrite it (nothing was written)" in err
         assert target.read_bytes() == before
     with open_ledger(str(store)) as lg:
@@ -271,7 +312,9 @@ def test_I1_the_rejects_file_is_never_the_ledger_or_the_input_and_only_replaced_
     rejects.write_bytes(b"previous\n")
     os.chmod(store, 0o444)
     try:
-        code, _, err = cli(capsys, "--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(rejects))
+        code, _, err = cli(
+            capsys, "--store", str(store), "import", str(history), "--on-error", "skip", "--rejects", str(rejects)
+        )
     finally:
         os.chmod(store, 0o644)
     assert code == 7 and "read-only" in err
@@ -284,7 +327,9 @@ def test_I1_an_endless_line_stops_a_tolerant_import_too_appending_nothing(capsys
     cli(capsys, "--store", store, "init")
     history = tmp_path / "h.ndjson"
     history.write_bytes(b"".join(lines([BOOT])) + b"x" * (2 << 20) + b"\n")
-    code, _, err = cli(capsys, "--store", store, "import", str(history), "--on-error", "skip", "--rejects", str(tmp_path / "r"))
+    code, _, err = cli(
+        capsys, "--store", store, "import", str(history), "--on-error", "skip", "--rejects", str(tmp_path / "r")
+    )
     assert code == 3 and "line 2: line is longer than 1048576 bytes (nothing was imported)" in err
     assert not (tmp_path / "r").exists()
     assert cli(capsys, "--store", store, "export")[1] == ""
@@ -311,8 +356,10 @@ def test_I1_time_going_backwards_in_a_run_is_refused_naming_the_line(ledger: Led
     with pytest.raises(ImportRejected) as e:
         import_lines(ledger, lines([BOOT, Q, back]))
     assert e.value.line == 3
-    assert ("time goes backwards in run 'r1': at 2026-09-09T14:00:00+00:00 is earlier than 2026-09-09T14:00:01+00:00, "
-            "the time of its previous event (line 2)") in str(e.value)  # fmt: skip
+    assert (
+        "time goes backwards in run 'r1': at 2026-09-09T14:00:00+00:00 is earlier than 2026-09-09T14:00:01+00:00, "
+        "the time of its previous event (line 2)"
+    ) in str(e.value)
     assert ledger.store.max_position() == 0
     result = import_events(ledger, lines([BOOT, Q, back, S]), on_error="skip")
     assert [r.line for r in result.rejected] == [3] and result.landed == 3
@@ -329,14 +376,18 @@ def test_I1_evidence_kept_for_a_rejected_line_does_not_move_its_runs_clock(ledge
     lands; so does a later file's line between the two, against the stored evidence.
     Mutation caught: `_Known.add` moving the clock for run.fenced: the cancel is
     refused as "time goes backwards ... (line 2)"."""
-    rows = [{"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r"},
-            {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "r"},
-            {"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r"}]  # fmt: skip
+    rows = [
+        {"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r"},
+        {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "r"},
+        {"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r"},
+    ]
     result = import_events(ledger, lines(rows), on_error="skip")
     assert ([(r.line, r.kept) for r in result.rejected], result.landed) == ([(2, "run.fenced")], 2)
     assert ledger.get_run("r").status is Status.CANCELLED
-    later = [{"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "s"},
-             {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "s"}]  # fmt: skip
+    later = [
+        {"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "s"},
+        {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "s"},
+    ]
     import_events(ledger, lines(later), on_error="skip")
     assert import_lines(ledger, lines([{"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "s"}])) == 1
 
@@ -371,14 +422,22 @@ def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> 
 
     path = tmp_path / "l.db"
     with open_ledger(str(path)) as lg:
-        rows = [BOOT, Q, {**S, "at": "2026-09-09T13:00:00Z"}, {**S, "at": "2026-09-09T14:00:06Z"},
-                {"type": "run.finished", "at": "2026-09-09T14:00:05Z", "run": "r1", "epoch": "e1"},
-                {"type": "run.finished", "at": "2026-09-09T14:00:07Z", "run": "r1", "epoch": "e1"}]  # fmt: skip
+        rows = [
+            BOOT,
+            Q,
+            {**S, "at": "2026-09-09T13:00:00Z"},
+            {**S, "at": "2026-09-09T14:00:06Z"},
+            {"type": "run.finished", "at": "2026-09-09T14:00:05Z", "run": "r1", "epoch": "e1"},
+            {"type": "run.finished", "at": "2026-09-09T14:00:07Z", "run": "r1", "epoch": "e1"},
+        ]
         result = import_events(lg, lines(rows), on_error="skip")
         assert [r.line for r in result.rejected] == [3, 5]
         sync(lg.store, str(tmp_path / "a.duckdb"))
-    worst = query(str(tmp_path / "a.duckdb"), "SELECT min(occurred_at - lag) AS d FROM (SELECT occurred_at, "
-                  "lag(occurred_at) OVER (PARTITION BY run ORDER BY position) AS lag FROM events WHERE run IS NOT NULL)")  # fmt: skip
+    worst = query(
+        str(tmp_path / "a.duckdb"),
+        "SELECT min(occurred_at - lag) AS d FROM (SELECT occurred_at, "
+        "lag(occurred_at) OVER (PARTITION BY run ORDER BY position) AS lag FROM events WHERE run IS NOT NULL)",
+    )
     assert worst.rows[0][0].total_seconds() >= 0
 
 
@@ -387,11 +446,21 @@ def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> 
 _HOSTED = {**BOOT, "host": "h", "host_boot": "h-b0", "machine": "m-h"}  # a host is its machine id (O10)
 _STALE = {
     "superseded": [BOOT, {**BOOT, "at": "2026-09-09T14:00:00.5Z", "epoch": "e2"}],
-    "exited": [BOOT, {"type": "process.exited", "at": "2026-09-09T14:00:00.5Z", "process": "w-1", "epoch": "e1",
-                      "observed_by": "supervisor:test"}],
-    "host-rebooted": [_HOSTED, {**_HOSTED, "at": "2026-09-09T14:00:00.5Z", "process": "w-2", "epoch": "e9",
-                                "host_boot": "h-b1"}],
-}  # fmt: skip
+    "exited": [
+        BOOT,
+        {
+            "type": "process.exited",
+            "at": "2026-09-09T14:00:00.5Z",
+            "process": "w-1",
+            "epoch": "e1",
+            "observed_by": "supervisor:test",
+        },
+    ],
+    "host-rebooted": [
+        _HOSTED,
+        {**_HOSTED, "at": "2026-09-09T14:00:00.5Z", "process": "w-2", "epoch": "e9", "host_boot": "h-b1"},
+    ],
+}
 
 
 @pytest.mark.parametrize("how", sorted(_STALE))
@@ -411,7 +480,9 @@ def test_I1_F1_a_stale_epochs_report_sent_twice_is_kept_once_and_then_a_duplicat
     rows = [*_STALE[how], Q, S, S]
     first = import_events(ledger, lines(rows), on_error="skip")
     assert (first.lines, first.landed, first.duplicates, first.held) == (5, 3, 1, 0)
-    assert [(r.line, r.kept) for r in first.rejected] == [(4, "run.fenced")] and "stale epoch 'e1'" in first.rejected[0].reason
+    assert [(r.line, r.kept) for r in first.rejected] == [(4, "run.fenced")] and "stale epoch 'e1'" in first.rejected[
+        0
+    ].reason
     assert first.appended == first.landed + first.evidence == 4 == ledger.store.max_position()
     [kept] = [r.event for r in ledger.history("r1") if isinstance(r.event, RunFenced)]
     assert (kept.epoch, kept.refused, kept.report) == ("e1", "run.started", S)
@@ -422,24 +493,35 @@ def test_I1_F1_a_stale_epochs_report_sent_twice_is_kept_once_and_then_a_duplicat
     stored = export(ledger).splitlines()
     assert len(stored) == len(set(stored)) == 4
     # evidence kept with the stamped slot (as the fence wrote it before this fix) is still that line
-    stamped = {"type": "run.fenced", "at": "2026-09-09T14:00:09Z", "run": "r1", "epoch": "e1", "refused": "run.started",
-               "why": "stale", "report": {**S, "at": "2026-09-09T14:00:09Z", "process": "w-1"}}  # fmt: skip
+    stamped = {
+        "type": "run.fenced",
+        "at": "2026-09-09T14:00:09Z",
+        "run": "r1",
+        "epoch": "e1",
+        "refused": "run.started",
+        "why": "stale",
+        "report": {**S, "at": "2026-09-09T14:00:09Z", "process": "w-1"},
+    }
     assert import_events(ledger, lines([stamped])).landed == 1
     late = import_events(ledger, lines([{**S, "at": "2026-09-09T14:00:09Z"}]), on_error="skip")
     assert (late.duplicates, late.appended, [r.kept for r in late.rejected]) == (0, 0, ["run.fenced"])
 
 
-def test_I1_a_line_rejected_before_later_lines_landed_stays_rejected_on_a_second_import(capsys, tmp_path, store_url) -> None:
+def test_I1_a_line_rejected_before_later_lines_landed_stays_rejected_on_a_second_import(
+    capsys, tmp_path, store_url
+) -> None:
     """A resume of a queued run, then its start and pause. The
     first import rejects the resume; a second import of the same file judges it at its
     place (before the start it precedes, the run queued), so it is rejected again and
     the run stays paused; exit 11 both times, the same rejects file, nothing appended.
     Mutation caught: judging a line at the end of its run's history (no
     `_Import._place`): the second import appends the resume and the run is queued."""
-    rows = [{"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r"},
-            {"type": "run.resumed", "at": "2026-09-09T14:00:01Z", "run": "r", "by": "operator"},
-            {"type": "run.started", "at": "2026-09-09T14:00:01Z", "run": "r"},
-            {"type": "run.paused", "at": "2026-09-09T14:00:01Z", "run": "r", "kind": "operator"}]  # fmt: skip
+    rows = [
+        {"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r"},
+        {"type": "run.resumed", "at": "2026-09-09T14:00:01Z", "run": "r", "by": "operator"},
+        {"type": "run.started", "at": "2026-09-09T14:00:01Z", "run": "r"},
+        {"type": "run.paused", "at": "2026-09-09T14:00:01Z", "run": "r", "kind": "operator"},
+    ]
     history, rejects = tmp_path / "resume.ndjson", tmp_path / "rj.ndjson"
     history.write_bytes(b"".join(lines(rows)))
     assert cli(capsys, "--store", store_url, "init")[0] == 0
@@ -448,7 +530,11 @@ def test_I1_a_line_rejected_before_later_lines_landed_stays_rejected_on_a_second
     assert code == 11 and "3 landed, 0 duplicates (already recorded), 1 rejected" in out
     first, log = rejects.read_bytes(), cli(capsys, "--store", store_url, "export")[1]
     code, out, _ = cli(capsys, "--store", store_url, "import", str(history), *skip)
-    assert code == 11 and out.startswith("nothing was appended") and "0 landed, 3 duplicates (already recorded), 1 rejected" in out
+    assert (
+        code == 11
+        and out.startswith("nothing was appended")
+        and "0 landed, 3 duplicates (already recorded), 1 rejected" in out
+    )
     assert rejects.read_bytes() == first and cli(capsys, "--store", store_url, "export")[1] == log
     assert [json.loads(x)["line"] for x in first.splitlines()] == [2]
     assert "run 'r' is queued: run.resumed refused" in json.loads(first)["reason"]
@@ -494,8 +580,12 @@ def test_I1_a_boot_resent_with_another_pid_is_refused_naming_its_line_not_droppe
     code, _, err = cli(capsys, "--store", store_url, "import", str(other))
     assert code == 3 and "line 2: " in err and "epoch 'e1' was already booted, with pid 1, not 5" in err
     rejects = tmp_path / "rj.ndjson"
-    code, out, _ = cli(capsys, "--store", store_url, "import", str(other), "--on-error", "skip", "--rejects", str(rejects))
-    assert code == 11 and "1 landed, 0 duplicates (already recorded), 1 rejected" in out and "already in effect" not in out
+    code, out, _ = cli(
+        capsys, "--store", store_url, "import", str(other), "--on-error", "skip", "--rejects", str(rejects)
+    )
+    assert (
+        code == 11 and "1 landed, 0 duplicates (already recorded), 1 rejected" in out and "already in effect" not in out
+    )
     assert [json.loads(x)["line"] for x in rejects.read_bytes().splitlines()] == [2]
     with open_ledger(store_url) as lg:
         assert lg.store.max_position() == 2
@@ -586,13 +676,18 @@ def _recorded(line: dict, log: list[dict]) -> bool:
         if all(e.get(k) == v for k, v in mine.items()) or all(e.get(k) == v for k, v in loose.items()):  # type: ignore[union-attr]
             return True
         report = _instant(e.get("report") or {})  # type: ignore[union-attr]
-        if e.get("type") == "run.fenced" and all(report.get(k) == v for k, v in mine.items()) \
-                and report.keys() <= mine.keys():  # type: ignore[union-attr]  # fmt: skip
+        if (
+            e.get("type") == "run.fenced"
+            and all(report.get(k) == v for k, v in mine.items())
+            and report.keys() <= mine.keys()
+        ):  # type: ignore[union-attr]
             return True  # the report as submitted: what the line states, nothing the ledger stamped
     return False
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(rows=_history())
 def test_I1_fuzz_tolerant_import_loses_nothing_and_doubles_nothing(tmp_path_factory, rows: list[bytes]) -> None:
     """Law, over histories drawn from a pool that collides on purpose (duplicates, the
@@ -618,8 +713,10 @@ def test_I1_fuzz_tolerant_import_loses_nothing_and_doubles_nothing(tmp_path_fact
         for r in records:
             exact = r["raw"].encode() if "raw" in r else base64.b64decode(r["raw_base64"])
             assert exact == by_number[r["line"]].rstrip(b"\r")
-        log = [{"type": tag_of(e), **{f: msgspec.to_builtins(getattr(e, f)) for f in e.__struct_fields__}}
-               for e in (codec.decode(x) for x in export(lg).splitlines())]  # every field, defaults too
+        log = [
+            {"type": tag_of(e), **{f: msgspec.to_builtins(getattr(e, f)) for f in e.__struct_fields__}}
+            for e in (codec.decode(x) for x in export(lg).splitlines())
+        ]  # every field, defaults too
         rejected = {r.line for r in first.rejected}
         for i in nonblank:
             if i not in rejected:
@@ -677,7 +774,9 @@ def _outcome(lg: Ledger, content: bytes, on_error: str, rejects: str | None) -> 
 
 
 @pytest.mark.parametrize("on_error", ["stop", "skip"])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(rows=_placed())
 def test_I1_law_importing_a_file_twice_is_importing_it_once(tmp_path_factory, on_error: str, rows: list[bytes]) -> None:
     """Law: import(f); import(f) == import(f), strict and tolerant, over generated files
@@ -700,12 +799,14 @@ def test_I1_law_importing_a_file_twice_is_importing_it_once(tmp_path_factory, on
         assert second == first  # what landed is a duplicate now, what held holds, the rejected stay rejected
         if rejects:  # the same records, but for the reason's wording (judged at its place, not at the end)
             again = (directory / "rej.ndjson").read_bytes()
-            assert [{**json.loads(x), "reason": ""} for x in again.splitlines()] == \
-                [{**json.loads(x), "reason": ""} for x in written.splitlines()]  # fmt: skip
+            assert [{**json.loads(x), "reason": ""} for x in again.splitlines()] == [
+                {**json.loads(x), "reason": ""} for x in written.splitlines()
+            ]
 
 
-def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import(tmp_path, sqlite_ledger: Ledger,
-                                                                                 monkeypatch) -> None:  # fmt: skip
+def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import(
+    tmp_path, sqlite_ledger: Ledger, monkeypatch
+) -> None:
     """A directory is refused before anything is imported. If the rename of the rejects
     file fails after the commit (the disk filled up), the error says the import was
     committed and how much, never that nothing was appended (the rename is made to
@@ -720,8 +821,12 @@ def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import
 
     monkeypatch.setattr(epochledger.files.os, "replace", full)
     with pytest.raises(InvalidInput) as e:
-        import_events(sqlite_ledger, lines([BOOT, {"type": "run.nope", "at": _T + "01Z"}]), on_error="skip",
-                      rejects=str(tmp_path / "rej.ndjson"))  # fmt: skip
+        import_events(
+            sqlite_ledger,
+            lines([BOOT, {"type": "run.nope", "at": _T + "01Z"}]),
+            on_error="skip",
+            rejects=str(tmp_path / "rej.ndjson"),
+        )
     assert "the import was committed (1 events appended, 1 lines rejected)" in str(e.value)
     assert "No space left on device" in str(e.value) and "nothing was" not in str(e.value)
     assert sqlite_ledger.store.max_position() == 1

@@ -61,7 +61,9 @@ BAD_LABELS = [
 
 
 @pytest.mark.parametrize(("labels", "reason"), BAD_LABELS, ids=[r for _, r in BAD_LABELS])
-def test_I2_L4_labels_out_of_bounds_are_refused_naming_the_field(sqlite_ledger: Ledger, labels: object, reason: str) -> None:
+def test_I2_L4_labels_out_of_bounds_are_refused_naming_the_field(
+    sqlite_ledger: Ledger, labels: object, reason: str
+) -> None:
     with pytest.raises(InvalidInput) as e:
         sqlite_ledger.queue("r1", labels=labels)  # type: ignore[arg-type]
     assert reason in str(e.value)
@@ -85,9 +87,13 @@ def test_I2_L4_import_checks_labels_by_the_same_rule(sqlite_ledger: Ledger) -> N
     from epochledger import ImportRejected
 
     line = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r1", "labels": {"k": "a\tb"}})
-    with pytest.raises(ImportRejected, match="line 1: .*no control or format characters, got .* - at `\\$.labels\\['k'\\]`"):
+    with pytest.raises(
+        ImportRejected, match="line 1: .*no control or format characters, got .* - at `\\$.labels\\['k'\\]`"
+    ):
         import_lines(sqlite_ledger, [line])
-    ok = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r2", "labels": {"team": "data"}, "parent": "r1"})
+    ok = json.dumps(
+        {"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "r2", "labels": {"team": "data"}, "parent": "r1"}
+    )
     assert import_lines(sqlite_ledger, [ok]) == 1
     assert sqlite_ledger.get_run("r2").labels == {"team": "data"} and sqlite_ledger.get_run("r2").parent == "r1"
 
@@ -105,7 +111,9 @@ def labelled(tmp_path) -> str:
 
 def test_I2_runs_label_filters_every_label_must_match(capsys, labelled: str) -> None:
     def runs(*labels: str) -> list[str]:
-        code, out, _ = cli(capsys, "--store", labelled, "runs", "--json", *(x for la in labels for x in ("--label", la)))
+        code, out, _ = cli(
+            capsys, "--store", labelled, "runs", "--json", *(x for la in labels for x in ("--label", la))
+        )
         assert code == 0
         return [r["run"] for r in json.loads(out)]
 
@@ -149,9 +157,13 @@ def test_I2_A1_audit_runs_has_labels_as_a_map_and_parent(ledger: Ledger, tmp_pat
     sync(ledger.store, path)
     types = {r[0]: r[1] for r in query(path, "DESCRIBE runs").rows}
     assert types["labels"] == "MAP(VARCHAR, VARCHAR)" and types["parent"] == "VARCHAR"
-    rows = query(path, "SELECT run, labels, labels['team'] AS team, cardinality(labels) AS n, parent FROM runs ORDER BY run").records()
-    assert rows == [{"run": "a", "labels": {"env": "prod", "team": "data"}, "team": "data", "n": 2, "parent": None},
-                    {"run": "b", "labels": {}, "team": None, "n": 0, "parent": "a"}]  # fmt: skip
+    rows = query(
+        path, "SELECT run, labels, labels['team'] AS team, cardinality(labels) AS n, parent FROM runs ORDER BY run"
+    ).records()
+    assert rows == [
+        {"run": "a", "labels": {"env": "prod", "team": "data"}, "team": "data", "n": 2, "parent": None},
+        {"run": "b", "labels": {}, "team": None, "n": 0, "parent": "a"},
+    ]
 
 
 def test_I2_A1_failures_by_label_report(tmp_path, capsys) -> None:
@@ -170,9 +182,15 @@ def test_I2_A1_failures_by_label_report(tmp_path, capsys) -> None:
     code, out, _ = cli(capsys, "--store", store, "audit", "report", "failures_by_label", "--label", "team", "--json")
     assert code == 0
     got = [(r["value"], r["code"], r["failures"], r["runs"]) for r in json.loads(out)]
-    assert got == [("data", "TIMEOUT", 2, 2), ("ops", "PROCESS_ORPHANED", 2, 2), ("ops", "CANCELLED", 1, 1),
-                   ("ops", "DISK_QUOTA_EXCEEDED", 1, 1), ("ops", "TIMEOUT", 1, 1),
-                   (None, "TICK_DEADLINE_EXCEEDED", 1, 1), (None, "UNKNOWN", 1, 1)]  # fmt: skip
+    assert got == [
+        ("data", "TIMEOUT", 2, 2),
+        ("ops", "PROCESS_ORPHANED", 2, 2),
+        ("ops", "CANCELLED", 1, 1),
+        ("ops", "DISK_QUOTA_EXCEEDED", 1, 1),
+        ("ops", "TIMEOUT", 1, 1),
+        (None, "TICK_DEADLINE_EXCEEDED", 1, 1),
+        (None, "UNKNOWN", 1, 1),
+    ]
     assert {r["label"] for r in json.loads(out)} == {"team"}
     code, _, err = cli(capsys, "--store", store, "audit", "report", "failure_codes", "--label", "team")
     assert code == 3 and "--label" in err

@@ -34,17 +34,27 @@ commands = st.one_of(
     st.builds(lambda: RunQueued(at=T0, run=R)),
     st.builds(lambda: RunStarted(at=T0, run=R)),
     st.builds(lambda n, r: RunCheckpointed(at=T0, run=R, node=n, ref=r), st.sampled_from(["n1", "n2"]), refs),
-    st.builds(lambda k, i: RunPaused(at=T0, run=R, kind=k, interaction=i, questions=["q"]),
-              st.sampled_from(["operator", "waiting_human"]), st.sampled_from(["i1", "i2"])),  # fmt: skip
-    st.builds(lambda by, a: RunResumed(at=T0, run=R, by=by, answers=a),
-              st.sampled_from(["operator", "auto"]), st.sampled_from([None, {"q": "yes"}, {"q": "no"}])),  # fmt: skip
+    st.builds(
+        lambda k, i: RunPaused(at=T0, run=R, kind=k, interaction=i, questions=["q"]),
+        st.sampled_from(["operator", "waiting_human"]),
+        st.sampled_from(["i1", "i2"]),
+    ),
+    st.builds(
+        lambda by, a: RunResumed(at=T0, run=R, by=by, answers=a),
+        st.sampled_from(["operator", "auto"]),
+        st.sampled_from([None, {"q": "yes"}, {"q": "no"}]),
+    ),
     st.builds(lambda c, r: RunFailed(at=T0, run=R, code=c, resumable=r), codes, st.booleans()),
     st.builds(lambda: RunCancelled(at=T0, run=R)),
     st.builds(lambda: RunFinished(at=T0, run=R)),
     st.builds(lambda r: RunRewound(at=T0, run=R, to_ref=r), st.one_of(st.none(), refs)),
     st.builds(lambda: RunDeleted(at=T0, run=R)),
-    st.builds(lambda to, c, who: RunCorrected(at=T0, run=R, to=to, code=c, actor=who, reason=who and "audit"),
-              st.sampled_from(list(Status)), codes, st.sampled_from([None, "alice"])),  # fmt: skip
+    st.builds(
+        lambda to, c, who: RunCorrected(at=T0, run=R, to=to, code=c, actor=who, reason=who and "audit"),
+        st.sampled_from(list(Status)),
+        codes,
+        st.sampled_from([None, "alice"]),
+    ),
 )
 
 

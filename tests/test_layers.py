@@ -16,8 +16,14 @@ PACKAGES = ("epochledger", "ledger", "projections", "replay")
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    return subprocess.run([sys.executable, "-c", code, "--config", str(root / "pyproject.toml"), "--no-cache"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code, "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_import_contracts_are_kept() -> None:

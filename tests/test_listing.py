@@ -45,8 +45,13 @@ def varied_history(lg: Ledger, seed: int) -> None:
         lg.clock.advance(1)  # type: ignore[attr-defined]
     lg.boot("lw", epoch="lw-a")  # a slot of its own: random_history's boots supersede its slots' epochs
     lg.start("lab-0", epoch="lw-a", process="lw")
-    lg.fail("lab-0", rnd.choice(CODES), resumable=bool(seed % 2), error='quote " and \\ and é',
-            cause=Cause(code="ENGINE_ERROR", message="m", cause=Cause(code="OOM_KILLED")))  # fmt: skip
+    lg.fail(
+        "lab-0",
+        rnd.choice(CODES),
+        resumable=bool(seed % 2),
+        error='quote " and \\ and é',
+        cause=Cause(code="ENGINE_ERROR", message="m", cause=Cause(code="OOM_KILLED")),
+    )
     lg.start("lab-1", epoch="lw-a", process="lw")
     lg.submit(RunTickFailed(at=lg.clock.now(), run="lab-1", tick="t1", step="s", error_class="KeyError"))
     lg.start("lab-2", epoch="lw-a", process="lw")
@@ -64,12 +69,16 @@ def varied_history(lg: Ledger, seed: int) -> None:
     lg.fail("lab-f", rnd.choice(["", "TIMEOUT"]), resumable=True, epoch="fw-b")
 
 
-FILTERS = st.fixed_dictionaries({
-    "status": st.lists(st.sampled_from([s.value for s in Status]), max_size=3, unique=True),
-    "where": st.lists(st.sampled_from(list(lifecycle.PREDICATES)), max_size=2, unique=True),
-    "code": st.lists(st.sampled_from(["UNKNOWN", "TIMEOUT", "NODE_NOT_FOUND", "PROCESS_ORPHANED"]), max_size=2, unique=True),
-    "label": st.lists(st.sampled_from(["team=data", "team=ml", "env=prod"]), max_size=2, unique=True),
-})  # fmt: skip
+FILTERS = st.fixed_dictionaries(
+    {
+        "status": st.lists(st.sampled_from([s.value for s in Status]), max_size=3, unique=True),
+        "where": st.lists(st.sampled_from(list(lifecycle.PREDICATES)), max_size=2, unique=True),
+        "code": st.lists(
+            st.sampled_from(["UNKNOWN", "TIMEOUT", "NODE_NOT_FOUND", "PROCESS_ORPHANED"]), max_size=2, unique=True
+        ),
+        "label": st.lists(st.sampled_from(["team=data", "team=ml", "env=prod"]), max_size=2, unique=True),
+    }
+)
 
 
 def argv(filters: dict[str, list[str]]) -> list[str]:
@@ -82,10 +91,12 @@ def reference(store: Any, filters: dict[str, list[str]], *, catch_up_first: bool
     labels = [tuple(x.split("=", 1)) for x in filters["label"]]
 
     def keep(s: RunState) -> bool:
-        return ((not filters["status"] or s.status in filters["status"])
-                and all(common.run_record(s)["predicates"][p] for p in filters["where"])
-                and (not filters["code"] or (lifecycle.is_failure(s.status) and show_code(s.code) in filters["code"]))
-                and all(s.labels.get(k) == v for k, v in labels))  # fmt: skip
+        return (
+            (not filters["status"] or s.status in filters["status"])
+            and all(common.run_record(s)["predicates"][p] for p in filters["where"])
+            and (not filters["code"] or (lifecycle.is_failure(s.status) and show_code(s.code) in filters["code"]))
+            and all(s.labels.get(k) == v for k, v in labels)
+        )
 
     every, _ = engine.read_runs(store, catch_up_first=catch_up_first)
     rows = [common.run_record(s) for s in every if keep(s)]
@@ -112,7 +123,8 @@ def listing(capfdbinary: pytest.CaptureFixture[bytes], url: str, *args: str) -> 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), filters=FILTERS)
 def test_W1_the_lean_listing_prints_what_the_listing_of_whole_states_printed(
-        seed: int, filters: dict[str, list[str]], capfdbinary: pytest.CaptureFixture[bytes]) -> None:  # fmt: skip
+    seed: int, filters: dict[str, list[str]], capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
     """For random histories and filters, `runs` (table and --json) prints byte for byte
     what the listing of whole RunStates printed, live and with --no-catch-up behind the
     log. Mutations caught: a RunState field left out of ListedRun; RunRow.updated_at as
@@ -128,8 +140,9 @@ def test_W1_the_lean_listing_prints_what_the_listing_of_whole_states_printed(
             assert got == reference(lg.store, filters, catch_up_first=False)
 
 
-def test_P4_every_predicate_filter_agrees_with_the_predicate_shown(tmp_path: Path,
-                                                                  capfdbinary: pytest.CaptureFixture[bytes]) -> None:  # fmt: skip
+def test_P4_every_predicate_filter_agrees_with_the_predicate_shown(
+    tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
     """`runs --where P` lists exactly the runs whose JSON row (and `show`) says P holds,
     for every predicate, over generated histories with fenced evidence of an end (rule
     F2), live and on a read-only copy that folds in memory. Repro (before the fix): the
@@ -184,8 +197,11 @@ def test_W1_a_lean_read_equals_the_whole_read_given_its_shape(ledger: Ledger) ->
         for statuses in ([], ["running"], ["queued", "failed_resumable", "paused_waiting_human"]):
             lean, lag = engine.read_runs(store, statuses=statuses, shape=shape)
             assert lag == 0
-            want = [msgspec.json.decode(msgspec.json.encode(s), type=shape)
-                    for s in every if not statuses or s.status in statuses]  # fmt: skip
+            want = [
+                msgspec.json.decode(msgspec.json.encode(s), type=shape)
+                for s in every
+                if not statuses or s.status in statuses
+            ]
             assert lean == want and len(lean) > 0
 
 
@@ -193,15 +209,18 @@ def test_W1_the_listing_is_the_same_on_both_stores(ledger: Ledger, capfdbinary: 
     """One history, every output, on SQLite and PostgreSQL: what the whole-state
     listing printed (PostgreSQL's ORDER BY follows its collation: read_runs sorts)."""
     varied_history(ledger, 11)
-    for filters in ({"status": [], "where": [], "code": [], "label": []},
-                    {"status": ["failed_resumable", "failed", "running"], "where": [], "code": [], "label": []},
-                    {"status": [], "where": ["is_terminal"], "code": ["UNKNOWN"], "label": []},
-                    {"status": [], "where": [], "code": [], "label": ["team=data"]}):  # fmt: skip
+    for filters in (
+        {"status": [], "where": [], "code": [], "label": []},
+        {"status": ["failed_resumable", "failed", "running"], "where": [], "code": [], "label": []},
+        {"status": [], "where": ["is_terminal"], "code": ["UNKNOWN"], "label": []},
+        {"status": [], "where": [], "code": [], "label": ["team=data"]},
+    ):
         assert listing(capfdbinary, ledger.url, *argv(filters)) == reference(ledger.store, filters)
 
 
-def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(tmp_path: Path,
-                                                              capfdbinary: pytest.CaptureFixture[bytes]) -> None:  # fmt: skip
+def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(
+    tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
     """A backup copy (0444 file, 0555 directory) whose runs view is behind its log: the
     lean listing folds the events after it in memory, as the whole-state one did, and
     prints what the live ledger prints once caught up."""
@@ -214,8 +233,10 @@ def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(tmp_path: Path,
         lg.cancel("lab-3")
         lg.delete("lab-1")
     with read_only_backup(live / "l.db", tmp_path / "backup") as backup:
-        for filters in ({"status": [], "where": [], "code": [], "label": []},
-                        {"status": ["queued", "cancelled"], "where": [], "code": [], "label": ["team=ml"]}):  # fmt: skip
+        for filters in (
+            {"status": [], "where": [], "code": [], "label": []},
+            {"status": ["queued", "cancelled"], "where": [], "code": [], "label": ["team=ml"]},
+        ):
             copy = listing(capfdbinary, f"sqlite:///{backup}", *argv(filters))
             assert copy == listing(capfdbinary, f"sqlite:///{live}/l.db", *argv(filters))
             with open_ledger(f"sqlite:///{backup}") as ro:

@@ -58,19 +58,40 @@ def test_O7_the_truth_table_covers_every_combination_of_facts_once() -> None:
 
 
 def _epoch(superseded: bool, stopped: bool, exited: bool) -> EpochState:
-    return EpochState(process="w", epoch="e1", booted_at=T0, recorded_at=T0, host="h", pid=7, host_boot="b1",
-                      pid_start=100, machine="m-h", superseded_by="e2" if superseded else None,
-                      stopped_at=T0 + timedelta(seconds=5) if stopped else None,
-                      exited_at=T0 + timedelta(seconds=6) if exited else None, exited_by="supervisor:s" if exited else None,
-                      exit_signal=9 if exited else None)  # fmt: skip
+    return EpochState(
+        process="w",
+        epoch="e1",
+        booted_at=T0,
+        recorded_at=T0,
+        host="h",
+        pid=7,
+        host_boot="b1",
+        pid_start=100,
+        machine="m-h",
+        superseded_by="e2" if superseded else None,
+        stopped_at=T0 + timedelta(seconds=5) if stopped else None,
+        exited_at=T0 + timedelta(seconds=6) if exited else None,
+        exited_by="supervisor:s" if exited else None,
+        exit_signal=9 if exited else None,
+    )
 
 
 def _host_state(rebooted: bool) -> HostState | None:
     boot = ProcessBooted(at=T0, process="x", epoch="x1", booted_at=T0, host="h", host_boot="b1", machine="m-h")
     state = evolve_host(None, boot)
     if rebooted:
-        state = evolve_host(state, ProcessBooted(at=T0 + timedelta(seconds=9), process="y", epoch="y1",
-                                                 booted_at=T0, host="h", host_boot="b2", machine="m-h"))  # fmt: skip
+        state = evolve_host(
+            state,
+            ProcessBooted(
+                at=T0 + timedelta(seconds=9),
+                process="y",
+                epoch="y1",
+                booted_at=T0,
+                host="h",
+                host_boot="b2",
+                machine="m-h",
+            ),
+        )
     return state
 
 
@@ -92,8 +113,9 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
     (history recorded late) neither revives it nor ends the id that ended it; a reboot
     of one host says nothing about another; a boot without a host boot id says nothing."""
     h = _host_state(True)
-    late = ProcessBooted(at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1",
-                         machine="m-h")  # fmt: skip
+    late = ProcessBooted(
+        at=T0 + timedelta(seconds=20), process="z", epoch="z1", booted_at=T0, host="h", host_boot="b1", machine="m-h"
+    )
     assert evolve_host(h, late) == h
     assert evolve_host(h, ProcessBooted(at=T0, process="z", epoch="z2", booted_at=T0, host="h", machine="m-h")) == h
     e = _epoch(False, False, False)
@@ -112,14 +134,20 @@ def test_O7_a_host_boot_id_once_over_never_comes_back_and_other_hosts_are_not_to
         ({"superseded_by": "e2"}, "epoch e1 of w was superseded by epoch e2"),
         ({"stopped_at": T0}, f"epoch e1 of w recorded a clean stop at {T0.isoformat()}"),
         ({"exited_at": T0, "exited_by": "probe@h"}, f"epoch e1 of w exited (seen by probe@h at {T0.isoformat()})"),
-        ({"exited_at": T0, "exited_by": "supervisor:s", "exit_code": 137},
-         f"epoch e1 of w exited (seen by supervisor:s at {T0.isoformat()}, exit code 137)"),
-        ({"exited_at": T0, "exited_by": "supervisor:s", "exit_signal": 9, "exit_evidence": "oom-killer"},
-         f"epoch e1 of w exited (seen by supervisor:s at {T0.isoformat()}, signal 9): oom-killer"),
-        ({"exited_at": T0, "exited_by": "s", "exit_code": 0, "exit_signal": 0, "exit_evidence": ""},
-         f"epoch e1 of w exited (seen by s at {T0.isoformat()}, exit code 0, signal 0)"),
+        (
+            {"exited_at": T0, "exited_by": "supervisor:s", "exit_code": 137},
+            f"epoch e1 of w exited (seen by supervisor:s at {T0.isoformat()}, exit code 137)",
+        ),
+        (
+            {"exited_at": T0, "exited_by": "supervisor:s", "exit_signal": 9, "exit_evidence": "oom-killer"},
+            f"epoch e1 of w exited (seen by supervisor:s at {T0.isoformat()}, signal 9): oom-killer",
+        ),
+        (
+            {"exited_at": T0, "exited_by": "s", "exit_code": 0, "exit_signal": 0, "exit_evidence": ""},
+            f"epoch e1 of w exited (seen by s at {T0.isoformat()}, exit code 0, signal 0)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_O7_end_of_names_its_evidence_word_for_word(changes: dict[str, object], sentence: str) -> None:
     """The sentence verdicts, recoveries and the fence quote. Mutations caught: a word of
     a sentence changed, the exit code or signal dropped or shown when absent (an exit
@@ -157,9 +185,12 @@ def _at(s: float) -> datetime:
     return T0 + timedelta(seconds=s)
 
 
-BOOT = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(-5), host="h", pid=7, host_boot="b1", pid_start=99)
-EXIT = ProcessExited(at=_at(10), process="w", epoch="e1", observed_by="supervisor:s", exit_code=137, signal=9,
-                     evidence="killed")  # fmt: skip
+BOOT = ProcessBooted(
+    at=_at(0), process="w", epoch="e1", booted_at=_at(-5), host="h", pid=7, host_boot="b1", pid_start=99
+)
+EXIT = ProcessExited(
+    at=_at(10), process="w", epoch="e1", observed_by="supervisor:s", exit_code=137, signal=9, evidence="killed"
+)
 STOPPED_E1 = ProcessStopped(at=_at(5), process="w", epoch="e1")
 # given the slot's history -> what `process.exited` for e1 (and for an epoch no boot made) decides
 EXIT_TABLE = {
@@ -181,7 +212,12 @@ def test_O7_process_exited_decide_table(given: str) -> None:
                 process_mod.decide(cmd, state)
             # Mutations caught: the refusal naming no slot, no attempt, or another text.
             got = refused.value
-            assert (got.run, got.status, got.attempted, got.why) == ("w", None, "process.exited", f"unknown epoch {cmd.epoch!r}")
+            assert (got.run, got.status, got.attempted, got.why) == (
+                "w",
+                None,
+                "process.exited",
+                f"unknown epoch {cmd.epoch!r}",
+            )
             continue
         events = process_mod.decide(cmd, state)
         assert events == ([] if expected == "no-op" else [cmd])
@@ -195,7 +231,13 @@ def test_O7_the_fold_keeps_the_boot_and_exit_facts_and_the_first_exit() -> None:
     assert state is not None and state.version == 3
     e = state.epochs[0]
     assert (e.host_boot, e.pid_start) == ("b1", 99)
-    assert (e.exited_at, e.exited_by, e.exit_code, e.exit_signal, e.exit_evidence) == (_at(10), "supervisor:s", 137, 9, "killed")
+    assert (e.exited_at, e.exited_by, e.exit_code, e.exit_signal, e.exit_evidence) == (
+        _at(10),
+        "supervisor:s",
+        137,
+        9,
+        "killed",
+    )
 
 
 # ---------------------------------------------------------------- both stores
@@ -220,8 +262,15 @@ def _apply(lg: Ledger, i: int, superseded: bool, stopped: bool, exited: bool, re
     if rebooted:  # another slot boots on that host after a reboot
         lg.boot(f"x{i}", epoch=f"x{i}.e1", host=host, host_boot="b2", pid=1, pid_start=1, machine=f"m-{host}")
     if superseded:
-        lg.boot(f"w{i}", epoch=f"w{i}.e2", host=host, host_boot="b2" if rebooted else "b1", pid=200 + i, pid_start=9,
-                machine=f"m-{host}")  # fmt: skip
+        lg.boot(
+            f"w{i}",
+            epoch=f"w{i}.e2",
+            host=host,
+            host_boot="b2" if rebooted else "b1",
+            pid=200 + i,
+            pid_start=9,
+            machine=f"m-{host}",
+        )
     return e
 
 
@@ -259,14 +308,25 @@ def test_O7_F1_O5_liveness_truth_table_on_both_stores(fake_ledger: tuple[Ledger,
         assert state.status == ("running" if rule is None else "failed_resumable")
     recorded = {r.event.run: r.event for r in lg.events() if type(r.event).__name__ == "RunRecovered"}  # type: ignore[union-attr]
     exited_only, rebooted_only = recorded["r3"], recorded["r4"]
-    assert (exited_only.rule, exited_only.observed_by, exited_only.exit_code, exited_only.signal) == (E, "supervisor:s", 137, 9)
+    assert (exited_only.rule, exited_only.observed_by, exited_only.exit_code, exited_only.signal) == (
+        E,
+        "supervisor:s",
+        137,
+        9,
+    )
     assert exited_only.evidence is not None and "child 103 killed" in exited_only.evidence
-    assert (rebooted_only.rule, rebooted_only.host, rebooted_only.host_boot, rebooted_only.rebooted_to,
-            rebooted_only.rebooted_by) == (R, "h4", "b1", "b2", "x4.e1")  # fmt: skip
+    assert (
+        rebooted_only.rule,
+        rebooted_only.host,
+        rebooted_only.host_boot,
+        rebooted_only.rebooted_to,
+        rebooted_only.rebooted_by,
+    ) == (R, "h4", "b1", "b2", "x4.e1")
 
 
 def test_O7_an_exited_epoch_cannot_sweep_and_a_second_exit_appends_nothing(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     lg, _host, _clock = fake_ledger
     e = lg.boot("w")
     lg.exited("w", e, observed_by="supervisor:s", exit_code=1)
@@ -331,10 +391,13 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS)
-def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factory: pytest.TempPathFactory,
-                                                                 ops: list[tuple[int | str, ...]]) -> None:  # fmt: skip
+def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[int | str, ...]]
+) -> None:
     """Over generated histories: a sweep recovers exactly the running runs whose owner
     is not live by some fact (a later boot of its slot, a stop, an exit, a later boot on
     its host under another boot id), and never a run whose owner is live by every fact.
@@ -360,16 +423,27 @@ def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factor
         def boot(slot: str, h: int) -> None:
             epoch = f"{slot}.e{len(boots)}"
             # Both machines go by one name (cloned images): only the machine id tells them apart (O10).
-            lg.boot(slot, epoch=epoch, host="twin", host_boot=f"h{h}-b{boot_ids[h]}", pid=len(boots) + 10, pid_start=1,
-                    machine=f"m{h}")  # fmt: skip
+            lg.boot(
+                slot,
+                epoch=epoch,
+                host="twin",
+                host_boot=f"h{h}-b{boot_ids[h]}",
+                pid=len(boots) + 10,
+                pid_start=1,
+                machine=f"m{h}",
+            )
             boots.append((slot, epoch, h, f"h{h}-b{boot_ids[h]}"))
 
         def live(epoch: str) -> bool:
             i = next(i for i, b in enumerate(boots) if b[1] == epoch)
             slot, _e, h, boot_id = boots[i]
-            later = boots[i + 1:]
-            return (not any(b[0] == slot for b in later) and epoch not in stopped and epoch not in exited
-                    and not any(b[2] == h and b[3] != boot_id for b in later))  # fmt: skip
+            later = boots[i + 1 :]
+            return (
+                not any(b[0] == slot for b in later)
+                and epoch not in stopped
+                and epoch not in exited
+                and not any(b[2] == h and b[3] != boot_id for b in later)
+            )
 
         for i in range(SLOTS):
             boot(f"s{i}", i % HOSTS)
@@ -413,7 +487,8 @@ def test_O7_law_no_healthy_run_is_ever_swept_and_every_orphan_is(tmp_path_factor
 
 
 def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     """The orphan rule's fold and the materialized hosts view agree (rule O4)."""
     from projections import engine, hosts
 
@@ -426,7 +501,8 @@ def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
 
 
 def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_live(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock], tmp_path: Path) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock], tmp_path: Path
+) -> None:
     """The audit's SQL (projections/audit/views.sql) reads the same facts: its `live`
     column equals end_of's answer for every row of the truth table, and recoveries by
     O2-exited / O2-host-rebooted are not listed by the orphaned_while_live invariant.
@@ -442,8 +518,12 @@ def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_liv
     path = str(tmp_path / "audit.duckdb")
     audit.sync(lg.store, path)
     live = dict(audit.query(path, "SELECT epoch, live FROM epochs").rows)
-    assert {f"w{i}.e1": row[4] is None for i, row in enumerate(TABLE)} == {k: v for k, v in live.items() if k.endswith(".e1") and k.startswith("w")}
-    exited = audit.query(path, "SELECT exited_by, rebooted_to FROM epochs WHERE epoch = 'w3.e1' OR epoch = 'w4.e1' ORDER BY epoch").rows
+    assert {f"w{i}.e1": row[4] is None for i, row in enumerate(TABLE)} == {
+        k: v for k, v in live.items() if k.endswith(".e1") and k.startswith("w")
+    }
+    exited = audit.query(
+        path, "SELECT exited_by, rebooted_to FROM epochs WHERE epoch = 'w3.e1' OR epoch = 'w4.e1' ORDER BY epoch"
+    ).rows
     assert exited == [("supervisor:s", None), (None, "b2")]
     assert audit.report(path, "orphaned_while_live").rows == []
 
@@ -454,8 +534,10 @@ def test_O7_F1_a_reboot_recorded_by_another_writer_fences_the_next_report(store_
     after this one last looked fences this one's next report. Mutation caught: the tail
     read skipped once the cache is built (the report lands)."""
     clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b1")) as one, \
-         open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b2")) as other:  # fmt: skip
+    with (
+        open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b1")) as one,
+        open_ledger(store_url, clock=clock, host=FakeHost(name="n1", boot_id="b2")) as other,
+    ):
         w = one.boot("worker")
         one.queue("r")
         one.start("r", epoch=w)
@@ -467,7 +549,8 @@ def test_O7_F1_a_reboot_recorded_by_another_writer_fences_the_next_report(store_
 
 
 def test_O7_R4_whatif_with_the_recorded_rule_finds_no_difference_over_exits_and_reboots(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     """Counterfactual replay with the rule the sweeps used (`epoch`) over a history with
     an exit and a host reboot, each boot sweeping at startup, differs from the record
     nowhere: what-if judges by the same liveness. Mutation caught: the orphans view not
@@ -515,7 +598,8 @@ def test_O7_V1_the_timeline_draws_an_exit(fake_ledger: tuple[Ledger, FakeHost, M
 
 
 def test_O7_V1_the_timeline_ends_an_epoch_where_end_of_does_and_draws_a_host_reboot(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     """The page asks end_of, the one liveness definition, after every process event:
     an epoch's bar ends at the event that made end_of say it is over, named by its rule,
     and a host reboot (a later boot on the host with another boot id) ends every live
@@ -542,7 +626,11 @@ def test_O7_V1_the_timeline_ends_an_epoch_where_end_of_does_and_draws_a_host_reb
     reboot_at = [r.event.at for r in lg.events() if getattr(r.event, "epoch", None) == s.epoch][0]
     assert (ew.end_kind, ew.end) == ("reboot", reboot_at)
     assert ew.end_why == end_of(lg.epoch(w), lg.host_state(host.machine_id() or ""))[1]  # type: ignore[index]
-    assert ev.end_kind == "stop" and ev.end_why is not None and ev.end_why.startswith(f"epoch {v.epoch} of v recorded a clean stop")
+    assert (
+        ev.end_kind == "stop"
+        and ev.end_why is not None
+        and ev.end_why.startswith(f"epoch {v.epoch} of v recorded a clean stop")
+    )
     assert (es.end_kind, es.end) == (None, None)
     [mark] = [m for m in h.lanes["w"].marks if m.kind == "reboot"]
     assert mark.detail.startswith(f"host sched-host (machine {host.machine_id()}) of epoch {w.epoch} of w rebooted")
@@ -564,8 +652,15 @@ def test_O7_O10_the_hosts_view_folds_any_history_and_keeps_only_boots_that_name_
     from projections import hosts
 
     def boot(i: int, epoch: str, machine: str | None, host_boot: str | None) -> Recorded:
-        e = ProcessBooted(at=T0 + timedelta(seconds=i), process="w", epoch=epoch, booted_at=T0, host="h",
-                          host_boot=host_boot, machine=machine)  # fmt: skip
+        e = ProcessBooted(
+            at=T0 + timedelta(seconds=i),
+            process="w",
+            epoch=epoch,
+            booted_at=T0,
+            host="h",
+            host_boot=host_boot,
+            machine=machine,
+        )
         return Recorded(i, "process:w", i, e)
 
     records = [
@@ -640,10 +735,19 @@ def test_O7_recoveries_and_verdicts_carry_the_exit_and_the_reboot_as_evidence(tm
         exit_at = T0 + timedelta(seconds=30)
         by_exit, by_boot = recovered["r-exit"], recovered["r-boot"]
         assert (by_exit.rule, by_exit.exited_at, by_exit.observed_by, by_exit.signal) == (
-            "O2-exited", exit_at, "supervisor:s", 9)  # fmt: skip
+            "O2-exited",
+            exit_at,
+            "supervisor:s",
+            9,
+        )
         assert by_exit.evidence is not None and "child reaped" in by_exit.evidence
         assert (by_boot.rule, by_boot.host, by_boot.host_boot, by_boot.rebooted_to, by_boot.rebooted_by) == (
-            "O2-host-rebooted", "host-a", "boot-1", "boot-2", w3.epoch)  # fmt: skip
+            "O2-host-rebooted",
+            "host-a",
+            "boot-1",
+            "boot-2",
+            w3.epoch,
+        )
         assert by_boot.evidence is not None and "rebooted" in by_boot.evidence
         [e1] = [r.event for r in lg.history("r-exit") if isinstance(r.event, RunRecovered)]
         [e2] = [r.event for r in lg.history("r-boot") if isinstance(r.event, RunRecovered)]
@@ -690,8 +794,10 @@ def test_O10_a_boot_that_cannot_tell_its_machine_is_never_taken_as_a_reboot(stor
     has one. Mutation caught: evolve_host or rebooted() falling back to the host name
     when the machine id is missing."""
     clock = ManualClock(T0, uptime=100)
-    with open_ledger(store_url, clock=clock, host=FakeHost(name="n", boot_id="b1", machine_id=None)) as old, \
-         open_ledger(store_url, clock=clock, host=FakeHost(name="n", boot_id="b2")) as new:  # fmt: skip
+    with (
+        open_ledger(store_url, clock=clock, host=FakeHost(name="n", boot_id="b1", machine_id=None)) as old,
+        open_ledger(store_url, clock=clock, host=FakeHost(name="n", boot_id="b2")) as new,
+    ):
         legacy = old.boot("legacy")
         assert legacy.machine is None
         old.queue("r1")
@@ -704,16 +810,21 @@ def test_O10_a_boot_that_cannot_tell_its_machine_is_never_taken_as_a_reboot(stor
         _e, swept = new.startup("sweeper")
         assert swept.recovered == []
         assert {e.epoch: ended for e, ended in new.liveness() if e.epoch in (legacy.epoch, known.epoch)} == {
-            legacy.epoch: None, known.epoch: None}
-    decoded = msgspec.json.decode(b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"w","epoch":"e",'
-                                  b'"booted_at":"2026-09-09T14:00:00Z","host":"n","host_boot":"b1"}',
-                                  type=ProcessBooted)  # fmt: skip
+            legacy.epoch: None,
+            known.epoch: None,
+        }
+    decoded = msgspec.json.decode(
+        b'{"type":"process.booted","at":"2026-09-09T14:00:00Z","process":"w","epoch":"e",'
+        b'"booted_at":"2026-09-09T14:00:00Z","host":"n","host_boot":"b1"}',
+        type=ProcessBooted,
+    )
     assert decoded.machine is None and evolve_host(None, decoded) is None
 
 
 # ------------------------------------------------------------ O8: retirement
 def test_O8_a_slot_whose_last_epoch_is_over_with_no_run_left_running_retires_and_the_live_reads_skip_it(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     """Worker-per-run slots: one stopped after its run finished, one that exited with
     its run still running, one stopped with its run still running, one alive. The next
     startup recovers the two orphans and retires the three slots whose last epoch is
@@ -779,7 +890,8 @@ def test_O8_retirement_is_refused_for_an_epoch_that_is_not_the_slots_last_and_sa
 
 
 def test_O8_a_slot_with_a_run_left_running_never_retires_so_no_orphan_is_hidden(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     """Retiring before the sweep (a retirer racing it): the exited worker's run is still
     running, so its slot stays, and the sweep that follows finds the orphan. Once the
     run is recovered, the slot retires. Mutation caught: `retirable` ignoring running
@@ -800,7 +912,8 @@ def test_O8_a_slot_with_a_run_left_running_never_retires_so_no_orphan_is_hidden(
 
 
 def test_O8_O9_the_default_slot_never_retires_while_an_unowned_run_it_judges_runs(
-        fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:  # fmt: skip
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
     """A run started with neither epoch nor process is judged by the ledger's default
     slot (rule O9). Were that slot retired while such a run runs, the orphan view (which
     leaves retired slots out) would lose its judge and the run would stay running

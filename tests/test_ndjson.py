@@ -13,14 +13,44 @@ from epochledger.app import Ledger
 from epochledger.ndjson import export_to, import_lines
 
 GOOD = [
-    {"type": "process.booted", "at": "2026-09-09T14:00:00Z", "process": "w-1", "epoch": "w-1.e1", "booted_at": "2026-09-09T13:59:58Z", "host": "h", "pid": 42},
+    {
+        "type": "process.booted",
+        "at": "2026-09-09T14:00:00Z",
+        "process": "w-1",
+        "epoch": "w-1.e1",
+        "booted_at": "2026-09-09T13:59:58Z",
+        "host": "h",
+        "pid": 42,
+    },
     {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1", "workflow": "nightly", "actor": "api"},
     {"type": "run.started", "at": "2026-09-09T16:00:02+02:00", "run": "r1", "epoch": "w-1.e1", "process": "w-1"},
     {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r1", "node": "extract", "ref": "s3://b/1"},
-    {"type": "run.paused", "at": "2026-09-09T14:00:04Z", "run": "r1", "kind": "waiting_human", "interaction": "i1", "questions": ["ship?"]},
-    {"type": "run.resumed", "at": "2026-09-09T14:00:05Z", "run": "r1", "by": "operator", "answers": {"ship?": "yes"}, "actor": "alice", "reason": "approved"},
+    {
+        "type": "run.paused",
+        "at": "2026-09-09T14:00:04Z",
+        "run": "r1",
+        "kind": "waiting_human",
+        "interaction": "i1",
+        "questions": ["ship?"],
+    },
+    {
+        "type": "run.resumed",
+        "at": "2026-09-09T14:00:05Z",
+        "run": "r1",
+        "by": "operator",
+        "answers": {"ship?": "yes"},
+        "actor": "alice",
+        "reason": "approved",
+    },
     {"type": "run.started", "at": "2026-09-09T14:00:06Z", "run": "r1", "epoch": "w-1.e1"},
-    {"type": "run.failed", "at": "2026-09-09T14:00:07Z", "run": "r1", "code": "GPU_XID_79", "resumable": True, "error": "xid"},
+    {
+        "type": "run.failed",
+        "at": "2026-09-09T14:00:07Z",
+        "run": "r1",
+        "code": "GPU_XID_79",
+        "resumable": True,
+        "error": "xid",
+    },
     {"type": "run.queued", "at": "2026-09-09T14:00:08Z", "run": "r2"},
     {"type": "run.cancelled", "at": "2026-09-09T14:00:09Z", "run": "r2", "actor": "bob"},
     {"type": "run.queued", "at": "2026-09-09T14:00:10Z", "run": "r3"},
@@ -77,18 +107,26 @@ def test_L8_import_stamps_the_files_time_not_the_wall_clock(ledger: Ledger) -> N
 BAD = [
     ({"type": "run.exploded", "at": "2026-09-09T14:00:05Z", "run": "r1"}, "unknown type 'run.exploded'"),
     ({"at": "2026-09-09T14:00:05Z", "run": "r1"}, "missing field 'type'"),
-    ({"type": "run.failed", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": "X"}, "missing required field `resumable`"),
+    (
+        {"type": "run.failed", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": "X"},
+        "missing required field `resumable`",
+    ),
     ({"type": "run.failed", "at": "2026-09-09T14:00:05Z", "run": "r1", "resumabel": True}, "unknown field 'resumabel'"),
     ({"type": "run.finished", "at": "2026-09-09 14:00", "run": "r1"}, "$.at"),
     ({"type": "run.finished", "at": "2026-09-09T14:00:05", "run": "r1"}, "timezone"),
     ({"type": "run.finished", "at": "2026-09-09T14:00:05Z", "run": "r1"}, "run 'r1' is queued: run.finished refused"),
     ({"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r1", "reason": "x" * 70000}, "$.reason"),
-    ({"type": "run.started", "at": "2026-09-09T14:00:05Z", "run": "r1", "status": "finished"}, "transition gives running"),
+    (
+        {"type": "run.started", "at": "2026-09-09T14:00:05Z", "run": "r1", "status": "finished"},
+        "transition gives running",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("bad", "reason"), BAD, ids=[r for _, r in BAD])
-def test_I1_L4_one_bad_line_in_the_middle_rejects_the_file_and_appends_nothing(ledger: Ledger, bad: dict, reason: str) -> None:
+def test_I1_L4_one_bad_line_in_the_middle_rejects_the_file_and_appends_nothing(
+    ledger: Ledger, bad: dict, reason: str
+) -> None:
     rows = [*GOOD[:2], {"type": "run.queued", "at": "2026-09-09T14:00:02Z", "run": "r9"}, bad, *GOOD[2:]]
     rows[1] = {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1"}
     with pytest.raises(ImportRejected) as e:
@@ -106,10 +144,19 @@ def test_L4_not_json_names_the_line(ledger: Ledger) -> None:
 
 # ------------------------------------------------- issue 10: hostile lines (item 12)
 DEEP = [
-    ("reason nested 5000 deep", b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","reason":' + b"[" * 5000 + b"]" * 5000 + b"}"),
-    ("unknown field nested 100000 deep", b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
-    ("report nested 5000 deep", b'{"type":"run.fenced","at":"2026-09-09T14:00:05Z","run":"r1","epoch":"e","refused":"run.finished",'
-                                b'"why":"w","report":' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}"),
+    (
+        "reason nested 5000 deep",
+        b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","reason":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ),
+    (
+        "unknown field nested 100000 deep",
+        b'{"type":"run.queued","at":"2026-09-09T14:00:05Z","run":"r1","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ),
+    (
+        "report nested 5000 deep",
+        b'{"type":"run.fenced","at":"2026-09-09T14:00:05Z","run":"r1","epoch":"e","refused":"run.finished",'
+        b'"why":"w","report":' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}",
+    ),
 ]
 
 
@@ -198,14 +245,34 @@ HEAD = [
     {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1"},
     {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r1"},
 ]
-RECOVERED = {"type": "run.recovered", "at": "2026-09-09T14:00:05Z", "run": "r1", "rule": "O3-fallback",
-             "swept_by": "w.e2", "swept_by_process": "w"}  # fmt: skip
-DEAD = {"type": "run.dead_lettered", "at": "2026-09-09T14:00:05Z", "run": "r1", "tick": "t1", "step": "advance",
-        "error_class": "E", "failing_since": "2026-09-09T14:00:03Z", "failures": 3, "deadline_s": 300.0}  # fmt: skip
+RECOVERED = {
+    "type": "run.recovered",
+    "at": "2026-09-09T14:00:05Z",
+    "run": "r1",
+    "rule": "O3-fallback",
+    "swept_by": "w.e2",
+    "swept_by_process": "w",
+}
+DEAD = {
+    "type": "run.dead_lettered",
+    "at": "2026-09-09T14:00:05Z",
+    "run": "r1",
+    "tick": "t1",
+    "step": "advance",
+    "error_class": "E",
+    "failing_since": "2026-09-09T14:00:03Z",
+    "failures": 3,
+    "deadline_s": 300.0,
+}
 CHANGED = [
-    ({"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": ""},
-     """field 'code': the line states "", but the ledger would record "CANCELLED\""""),
-    ({**RECOVERED, "code": "TIMEOUT"}, """field 'code': the line states "TIMEOUT", but the ledger would record "PROCESS_ORPHANED\""""),
+    (
+        {"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": ""},
+        """field 'code': the line states "", but the ledger would record "CANCELLED\"""",
+    ),
+    (
+        {**RECOVERED, "code": "TIMEOUT"},
+        """field 'code': the line states "TIMEOUT", but the ledger would record "PROCESS_ORPHANED\"""",
+    ),
     ({**RECOVERED, "code": ""}, "field 'code'"),
     ({**DEAD, "code": "FAIL_NODE"}, """the ledger would record "TICK_DEADLINE_EXCEEDED\""""),
 ]
@@ -224,9 +291,18 @@ def test_I1_L4_a_stated_field_that_decide_would_change_is_rejected(ledger: Ledge
 
 
 def test_L3_stating_exactly_what_decide_records_is_accepted(ledger: Ledger) -> None:
-    rows = [*HEAD, {**RECOVERED, "code": "PROCESS_ORPHANED", "status": "failed_resumable"},
-            {"type": "run.queued", "at": "2026-09-09T14:00:06+02:00", "run": "r2"},
-            {"type": "run.cancelled", "at": "2026-09-09T14:00:07Z", "run": "r2", "code": "CANCELLED", "status": "cancelled"}]  # fmt: skip
+    rows = [
+        *HEAD,
+        {**RECOVERED, "code": "PROCESS_ORPHANED", "status": "failed_resumable"},
+        {"type": "run.queued", "at": "2026-09-09T14:00:06+02:00", "run": "r2"},
+        {
+            "type": "run.cancelled",
+            "at": "2026-09-09T14:00:07Z",
+            "run": "r2",
+            "code": "CANCELLED",
+            "status": "cancelled",
+        },
+    ]
     assert import_lines(ledger, lines(rows)) == 5
 
 
@@ -240,7 +316,14 @@ UNKNOWN_NESTED = [
 def test_L4_an_unknown_field_inside_a_cause_is_rejected(ledger: Ledger, cause: dict, reason: str) -> None:
     """Repro (before the fix): unknown fields inside `cause` were dropped silently
     (only top-level fields were checked)."""
-    row = {"type": "run.failed", "at": "2026-09-09T14:00:05Z", "run": "r1", "code": "X", "resumable": True, "cause": cause}
+    row = {
+        "type": "run.failed",
+        "at": "2026-09-09T14:00:05Z",
+        "run": "r1",
+        "code": "X",
+        "resumable": True,
+        "cause": cause,
+    }
     with pytest.raises(ImportRejected) as e:
         import_lines(ledger, lines([*HEAD, row]))
     assert e.value.line == 3 and reason in str(e.value)
@@ -266,8 +349,10 @@ def test_L4_a_duplicate_json_key_is_rejected(ledger: Ledger, line: bytes) -> Non
 
 
 def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger) -> None:
-    failed = (b'{"type":"run.failed","at":"2026-09-09T14:00:05Z","run":"r1","resumable":true,'
-              b'"cause":{"code":"A","message":"m: 1","code":"B"}}\n')  # fmt: skip
+    failed = (
+        b'{"type":"run.failed","at":"2026-09-09T14:00:05Z","run":"r1","resumable":true,'
+        b'"cause":{"code":"A","message":"m: 1","code":"B"}}\n'
+    )
     with pytest.raises(ImportRejected, match="line 3: duplicate key 'code'"):
         import_lines(ledger, [*lines(HEAD), failed])
     paused = b'{"type":"run.paused","at":"2026-09-09T14:00:05Z","run":"r1","kind":"waiting_human","questions":["q"]}\n'
@@ -285,16 +370,44 @@ from ledger.events import TAGS  # noqa: E402
 
 _KEYS = sorted({f for cls in TAGS.values() for f in cls.__struct_fields__} | {"type", "zzz"})
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=30)
-    | st.sampled_from(["2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "", "r1",
-                       "w-1.e1", "w-1", "operator", "waiting_human", "failed", "\ud800"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=5), inner, max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30)
+    | st.sampled_from(
+        [
+            "2026-09-09T14:00:00Z",
+            "0001-01-01T00:00:00+14:00",
+            "9999-12-31T23:59:59-14:00",
+            "",
+            "r1",
+            "w-1.e1",
+            "w-1",
+            "operator",
+            "waiting_human",
+            "failed",
+            "\ud800",
+        ]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=5), inner, max_size=5)
+    ),
     max_leaves=12,
-)  # fmt: skip
-_instant = st.sampled_from(["2026-09-09T14:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00",
-                            "1969-12-31T23:59:59Z", "2026-09-09T14:00:00"])  # fmt: skip
-_event_like = st.fixed_dictionaries({"type": st.sampled_from(sorted(TAGS)) | _json, "at": _instant},
-                                    optional={k: _json for k in _KEYS if k not in ("type", "at")})  # fmt: skip
+)
+_instant = st.sampled_from(
+    [
+        "2026-09-09T14:00:00Z",
+        "0001-01-01T00:00:00+14:00",
+        "9999-12-31T23:59:59-14:00",
+        "1969-12-31T23:59:59Z",
+        "2026-09-09T14:00:00",
+    ]
+)
+_event_like = st.fixed_dictionaries(
+    {"type": st.sampled_from(sorted(TAGS)) | _json, "at": _instant},
+    optional={k: _json for k in _KEYS if k not in ("type", "at")},
+)
 
 
 def _encode_json(value: object) -> bytes:
@@ -318,7 +431,7 @@ def _mutated(draw: st.DrawFn) -> bytes:
     line = _encode_json(row)
     if how == "bytes":
         i = draw(st.integers(0, len(line)))
-        line = line[:i] + draw(st.binary(max_size=4)) + line[i + draw(st.integers(0, 3)):]
+        line = line[:i] + draw(st.binary(max_size=4)) + line[i + draw(st.integers(0, 3)) :]
     elif how == "duplicate":
         key = draw(st.sampled_from(sorted(row)))
         line = line[:-1] + b", " + json.dumps(key).encode() + b": " + _encode_json(draw(_json)) + b"}"
@@ -330,14 +443,22 @@ def _mutated(draw: st.DrawFn) -> bytes:
     return line
 
 
-_line = st.one_of(_mutated(), _mutated(), _mutated(), _event_like.map(_encode_json), _json.map(_encode_json),
-                  st.binary(max_size=60))  # fmt: skip
+_line = st.one_of(
+    _mutated(), _mutated(), _mutated(), _event_like.map(_encode_json), _json.map(_encode_json), st.binary(max_size=60)
+)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(prefix=st.integers(0, len(GOOD)), extra=st.lists(_line, min_size=1, max_size=4), endings=st.sampled_from([b"\n", b"\r\n"]))
-def test_I1_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(tmp_path_factory, prefix: int,
-                                                                     extra: list[bytes], endings: bytes) -> None:  # fmt: skip
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    prefix=st.integers(0, len(GOOD)),
+    extra=st.lists(_line, min_size=1, max_size=4),
+    endings=st.sampled_from([b"\n", b"\r\n"]),
+)
+def test_I1_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(
+    tmp_path_factory, prefix: int, extra: list[bytes], endings: bytes
+) -> None:
     """Law (issue 10 item 12, where 49 of 5,500 fuzz cases escaped as RecursionError,
     OverflowError, TypeError): whatever the lines (random JSON, random bytes, mutated
     valid lines, after a valid prefix of a history), import either succeeds or raises

@@ -106,6 +106,8 @@ CAUGHT = [
 def test_P3_catches_a_new_hand_written_set() -> None:
     for source in CAUGHT:
         assert findings(source, "ledger/new_module.py"), source
-    assert findings(CAUGHT[0], "ledger/new_module.py") == [("ledger/new_module.py", "retry_lane", ("cancelled", "failed"))]
+    assert findings(CAUGHT[0], "ledger/new_module.py") == [
+        ("ledger/new_module.py", "retry_lane", ("cancelled", "failed"))
+    ]
     # a single status is a question about one status, not a set
     assert not findings("def f(s):\n    return s is Status.FINISHED or s.code == 'X'\n", "x.py")

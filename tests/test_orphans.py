@@ -265,7 +265,9 @@ FORBIDDEN = {"time", "random", "uuid", "os", "socket", "ledger.clock", "epochled
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "monotonic", "getenv"}
 
 
-@pytest.mark.parametrize("module", ["projections/orphans.py", "ledger/run.py", "ledger/settings.py", "ledger/role.py", "ledger/passes.py"])
+@pytest.mark.parametrize(
+    "module", ["projections/orphans.py", "ledger/run.py", "ledger/settings.py", "ledger/role.py", "ledger/passes.py"]
+)
 def test_O4_orphan_rule_reads_no_clock_no_environment(module):
     """The verdict and fencing rules import no clock, randomness, environment or I/O
     module and call no now()/time()/getenv()."""
@@ -324,7 +326,12 @@ def test_O2_process_booted_on_import_supersedes_like_boot(ledger):
     ]
     import_lines(ledger, lines)
     [(state, verdict)] = ledger.orphans()
-    assert (state.run, verdict.rule, verdict.owner_epoch, verdict.superseded_by) == ("r", orphans.SUPERSEDED, "e1", "e2")
+    assert (state.run, verdict.rule, verdict.owner_epoch, verdict.superseded_by) == (
+        "r",
+        orphans.SUPERSEDED,
+        "e1",
+        "e2",
+    )
     assert [e.live for e in ledger.epochs()] == [False, True]
 
 
@@ -370,20 +377,33 @@ def test_O1_O2_each_boot_supersedes_only_the_epoch_before_it():
     from ledger.events import ProcessBooted, ProcessStopped, ProcessStopping, ProcessSweepSkipped
 
     def boot(epoch, t):
-        return ProcessBooted(at=T0 + timedelta(seconds=t), process="w", epoch=epoch, booted_at=T0 + timedelta(seconds=t))
+        return ProcessBooted(
+            at=T0 + timedelta(seconds=t), process="w", epoch=epoch, booted_at=T0 + timedelta(seconds=t)
+        )
 
     state = process_mod.fold([boot("e1", 0), boot("e2", 10), boot("e3", 20)])
     assert state is not None
     assert [(e.epoch, e.superseded_by, e.superseded_at) for e in state.epochs] == [
-        ("e1", "e2", T0 + timedelta(seconds=10)), ("e2", "e3", T0 + timedelta(seconds=20)), ("e3", None, None)]
+        ("e1", "e2", T0 + timedelta(seconds=10)),
+        ("e2", "e3", T0 + timedelta(seconds=20)),
+        ("e3", None, None),
+    ]
     assert [e.live for e in state.epochs] == [False, False, True]
     at = T0 + timedelta(seconds=30)
-    state = process_mod.fold([ProcessStopping(at=at, process="w", epoch="e2"),
-                              ProcessStopped(at=at, process="w", epoch="e2"),
-                              ProcessSweepSkipped(at=at, process="w", epoch="e3", why="clock")], state)  # fmt: skip
+    state = process_mod.fold(
+        [
+            ProcessStopping(at=at, process="w", epoch="e2"),
+            ProcessStopped(at=at, process="w", epoch="e2"),
+            ProcessSweepSkipped(at=at, process="w", epoch="e3", why="clock"),
+        ],
+        state,
+    )
     assert state is not None
     assert [(e.stopping_at, e.stopped_at, e.sweep_skipped) for e in state.epochs] == [
-        (None, None, None), (at, at, None), (None, None, "clock")]
+        (None, None, None),
+        (at, at, None),
+        (None, None, "clock"),
+    ]
     assert state.version == 6 and state.current is not None and state.current.epoch == "e3"
     assert process_mod.end_of(state.epochs[1], None) == ("O2-superseded", "epoch e2 of w was superseded by epoch e3")
     assert state.booted_no_later("e1", "e3") and not state.booted_no_later("e3", "e1")
@@ -420,18 +440,30 @@ def test_O2_O3_each_verdict_carries_its_whole_evidence_and_says_it():
     view = h.view()
     e2 = view.epoch("w", "e2")
     got = {v.run: v for v in orphans.verdicts(view, e2, margin=2)}
-    assert got["owned"] == orphans.Verdict(run="owned", rule="O2-superseded", owner_process="w", owner_epoch="e1",
-                                           superseded_by="e2", started_at=h.at(10))  # fmt: skip
-    assert got["stopped"] == orphans.Verdict(run="stopped", rule="O2-stopped", owner_process="v", owner_epoch="x1",
-                                             stopped_at=h.at(40), started_at=h.at(30))  # fmt: skip
-    assert got["unowned"] == orphans.Verdict(run="unowned", rule="O3-fallback", owner_process="w", started_at=h.at(20),
-                                             relative_to="e2", booted_at=h.at(3595), cutoff=h.at(3593), margin=2.0)  # fmt: skip
+    assert got["owned"] == orphans.Verdict(
+        run="owned", rule="O2-superseded", owner_process="w", owner_epoch="e1", superseded_by="e2", started_at=h.at(10)
+    )
+    assert got["stopped"] == orphans.Verdict(
+        run="stopped", rule="O2-stopped", owner_process="v", owner_epoch="x1", stopped_at=h.at(40), started_at=h.at(30)
+    )
+    assert got["unowned"] == orphans.Verdict(
+        run="unowned",
+        rule="O3-fallback",
+        owner_process="w",
+        started_at=h.at(20),
+        relative_to="e2",
+        booted_at=h.at(3595),
+        cutoff=h.at(3593),
+        margin=2.0,
+    )
     assert got["owned"].explain() == "owner epoch e1 of w was superseded by epoch e2; orphaned at any age, rule O2"
-    assert got["stopped"].explain() == (f"owner epoch x1 of v recorded a clean stop at {h.at(40).isoformat()}; "
-                                        "orphaned at any age, rule O2")  # fmt: skip
+    assert got["stopped"].explain() == (
+        f"owner epoch x1 of v recorded a clean stop at {h.at(40).isoformat()}; orphaned at any age, rule O2"
+    )
     assert got["unowned"].explain() == (
         f"no live owner epoch; started at {h.at(20).isoformat()}, before the cutoff {h.at(3593).isoformat()} = boot "
-        f"instant {h.at(3595).isoformat()} of epoch e2 of w - 2s margin; the time fallback, rule O3")
+        f"instant {h.at(3595).isoformat()} of epoch e2 of w - 2s margin; the time fallback, rule O3"
+    )
     assert [v.uses_time for v in (got["owned"], got["stopped"], got["unowned"])] == [False, False, True]
 
 
@@ -473,8 +505,12 @@ def test_O3_a_sweep_judges_by_its_own_epoch_not_the_slots_current_one():
     h.start("r", "w", 50)  # recorded while e1 was current: not e1's orphan
     from ledger.events import RunStarted
 
-    h.records[-1] = Recorded(h.records[-1].position, h.records[-1].stream, h.records[-1].version,
-                             msgspec.structs.replace(h.records[-1].event, slot_epoch="e1"))  # fmt: skip
+    h.records[-1] = Recorded(
+        h.records[-1].position,
+        h.records[-1].stream,
+        h.records[-1].version,
+        msgspec.structs.replace(h.records[-1].event, slot_epoch="e1"),
+    )
     assert isinstance(h.records[-1].event, RunStarted)
     h.boot("w", "e2", 100)
     view = h.view()
@@ -518,16 +554,29 @@ def test_O2_a_verdict_missing_a_fact_says_so_instead_of_failing():
     """`explain` shows an absent instant as "?" (a verdict built by a third-party policy
     may leave one out): "?" itself, not merely a text holding one (a check for "?"
     anywhere passed "XX?XX", and the placeholder was argued unobservable)."""
-    says = {orphans.STOPPED: "recorded a clean stop at ?; orphaned at any age",
-            orphans.FALLBACK: "started at ?, before the cutoff ? = boot instant ? of epoch None"}  # fmt: skip
+    says = {
+        orphans.STOPPED: "recorded a clean stop at ?; orphaned at any age",
+        orphans.FALLBACK: "started at ?, before the cutoff ? = boot instant ? of epoch None",
+    }
     for rule, text in says.items():
         assert text in orphans.Verdict(run="r", rule=rule, margin=1.0).explain()
 
 
-@pytest.mark.parametrize("margin, ok", [(0, True), (0.5, True), (timedelta(seconds=2), True),
-                                        (orphans.MAX_MARGIN, True), (orphans.MAX_MARGIN.total_seconds(), True),
-                                        (orphans.MAX_MARGIN.total_seconds() + 1, False), (-0.001, False),
-                                        (float("nan"), False), (True, False), ("1", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    "margin, ok",
+    [
+        (0, True),
+        (0.5, True),
+        (timedelta(seconds=2), True),
+        (orphans.MAX_MARGIN, True),
+        (orphans.MAX_MARGIN.total_seconds(), True),
+        (orphans.MAX_MARGIN.total_seconds() + 1, False),
+        (-0.001, False),
+        (float("nan"), False),
+        (True, False),
+        ("1", False),
+    ],
+)
 def test_O3_the_margin_is_checked_in_one_place(margin, ok):
     """Mutations caught: the bounds of `as_margin` moved or its refusals unnamed."""
     if ok:

@@ -58,7 +58,8 @@ def advance(s: RunState) -> None:
 
 
 def test_T6_an_item_whose_payload_no_longer_decodes_is_retried_to_the_ceiling_then_retired(
-        ledger: Ledger, clock: ManualClock) -> None:  # fmt: skip
+    ledger: Ledger, clock: ManualClock
+) -> None:
     """The bad item fails each tick (pass.item_failed, deliveries 1, 2), the good one
     is handled on the first tick, and the run's steps go on; the third failure is the
     ceiling: pass.item_retired (the teardown abandoned), and later ticks never deliver
@@ -76,7 +77,12 @@ def test_T6_an_item_whose_payload_no_longer_decodes_is_retried_to_the_ceiling_th
         clock.advance(1)
     assert done == ["t-ok:w1"] and all(r.fatal is None and r.advanced == ("r1",) for r in reports)
     assert [[(f.item, f.deliveries, f.retired) for f in r.item_failures] for r in reports] == [
-        [("t-bad", 1, False)], [("t-bad", 2, False)], [("t-bad", 3, True)], [], []]  # fmt: skip
+        [("t-bad", 1, False)],
+        [("t-bad", 2, False)],
+        [("t-bad", 3, True)],
+        [],
+        [],
+    ]
     events = pass_events(ledger)
     assert [tag_of(e) for e in events] == ["pass.item_failed", "pass.item_failed", "pass.item_retired"]
     retired = events[-1]
@@ -118,8 +124,9 @@ def test_T6_T1_a_pass_whose_listing_raises_is_tick_fatal_and_appends_nothing(led
     def step(s: RunState) -> None:
         ran.append(s.run)
 
-    driver = make_driver(ledger, [("advance", step)],
-                         passes={"teardowns": CrossRunPass(items=broken, handle=lambda i, p: None)})  # fmt: skip
+    driver = make_driver(
+        ledger, [("advance", step)], passes={"teardowns": CrossRunPass(items=broken, handle=lambda i, p: None)}
+    )
     head = ledger.store.max_position()
     report = driver.tick()
     assert (
@@ -135,8 +142,9 @@ def test_T6_T7_an_exclusive_pass_runs_only_while_its_epoch_holds_the_role(ledger
     done: list[str] = []
     holder = ledger.boot("driver-a")
     ledger.acquire_role("teardown", holder)
-    driver = make_driver(ledger, [("advance", advance)], passes={"teardowns": teardowns(box, done)},
-                         exclusive={"teardowns": "teardown"})  # fmt: skip
+    driver = make_driver(
+        ledger, [("advance", advance)], passes={"teardowns": teardowns(box, done)}, exclusive={"teardowns": "teardown"}
+    )
     report = driver.tick()
     assert report.steps_skipped == ("teardowns",) and done == [] and "t1" in box
 

@@ -55,9 +55,16 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
     with open_ledger(pg_url, clock=clock) as lg:
         lg.queue("seed")
         engine.catch_up(lg.store, runs)
-        threads = [threading.Thread(target=loop, args=(name, step)) for name, step in
-                   [("catch-up", write_and_catch_up), ("catch-up 2", write_and_catch_up), ("rebuild", rebuild),
-                    ("read", read), ("read 2", read)]]  # fmt: skip
+        threads = [
+            threading.Thread(target=loop, args=(name, step))
+            for name, step in [
+                ("catch-up", write_and_catch_up),
+                ("catch-up 2", write_and_catch_up),
+                ("rebuild", rebuild),
+                ("read", read),
+                ("read 2", read),
+            ]
+        ]
         for t in threads:
             t.start()
         time.sleep(SECONDS)
@@ -71,7 +78,8 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
 
 
 def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_caught_up(
-        pg_url: str, clock: ManualClock) -> None:  # fmt: skip
+    pg_url: str, clock: ManualClock
+) -> None:
     """view_rows returns the rows and the tracking position from one snapshot, taken
     after the table's lock: the rows are exactly a replay up to that position, even
     while a rebuild swaps the table and a catch-up moves it. Mutation: read the

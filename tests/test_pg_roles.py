@@ -33,7 +33,7 @@ def doc_sql() -> list[str]:
     """The ```sql blocks of the guide's PostgreSQL section, in order: the superuser's
     set-up, the owner's grants, the migration path."""
     text = DOC.read_text()
-    section = text[text.index("## PostgreSQL: roles, retries and time bounds"):]
+    section = text[text.index("## PostgreSQL: roles, retries and time bounds") :]
     return re.findall(r"```sql\n(.*?)```", section, flags=re.S)
 
 
@@ -83,7 +83,8 @@ def refused(role: str, sql: str) -> str:
 
 
 def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_rewrites(
-        roles: Roles, clock: ManualClock, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    roles: Roles, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
     events = f'"{roles.schema}".epochledger_events'
     # A writer cannot create the store: the owner's job.
     with pytest.raises(PermissionDenied, match="the owner runs `epochledger init`"):
@@ -105,8 +106,12 @@ def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_r
         head = w.store.max_position()
 
     # The server refuses the writer's rewrites, by privilege.
-    for sql in (f"UPDATE {events} SET state = state", f"DELETE FROM {events}", f"TRUNCATE {events}",
-                f"BEGIN; LOCK TABLE {events} IN EXCLUSIVE MODE; ROLLBACK"):  # fmt: skip
+    for sql in (
+        f"UPDATE {events} SET state = state",
+        f"DELETE FROM {events}",
+        f"TRUNCATE {events}",
+        f"BEGIN; LOCK TABLE {events} IN EXCLUSIVE MODE; ROLLBACK",
+    ):
         assert "permission denied" in refused(roles.writer, sql)
 
     # The auditor: reads the log and the views without catching up; no DDL on open.
@@ -125,15 +130,21 @@ def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_r
         assert e.value.role == roles.auditor and "--no-catch-up" in str(e.value)
         assert main(["--store", roles.url(roles.auditor), "runs"]) == 7
         assert "PermissionDenied" in capsys.readouterr().err
-    for sql in (f"INSERT INTO {events} (originator_id, originator_version) VALUES ('x', 1)",
-                f"DELETE FROM {events}", f'DELETE FROM "{roles.schema}".view_runs'):  # fmt: skip
+    for sql in (
+        f"INSERT INTO {events} (originator_id, originator_version) VALUES ('x', 1)",
+        f"DELETE FROM {events}",
+        f'DELETE FROM "{roles.schema}".view_runs',
+    ):
         assert "permission denied" in refused(roles.auditor, sql)
 
     # The owner too is refused by the trigger, except through the documented migration.
     for sql in (f"DELETE FROM {events}", f"UPDATE {events} SET topic = topic", f"TRUNCATE {events}"):
         assert "the event log is append-only" in refused(roles.owner, sql)
-    migration = roles.sql(doc_sql()[2]).replace(
-        "-- the migration, e.g. ", "").replace("state = ... WHERE notification_id = ...", "topic = topic WHERE false")
+    migration = (
+        roles.sql(doc_sql()[2])
+        .replace("-- the migration, e.g. ", "")
+        .replace("state = ... WHERE notification_id = ...", "topic = topic WHERE false")
+    )
     run_as(roles.owner, migration)
     assert "the event log is append-only" in refused(roles.owner, f"DELETE FROM {events}")  # enabled again
 

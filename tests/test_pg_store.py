@@ -221,7 +221,8 @@ def test_O5_opening_a_dead_server_fails_within_the_connect_timeout() -> None:
 
 @pytest.mark.parametrize("mode", ["blackhole", "refuse"])
 def test_O5_a_call_on_an_open_ledger_fails_within_the_connect_timeout_once_the_server_is_gone(
-        pg_url: str, proxy: Proxy, clock: ManualClock, mode: str) -> None:  # fmt: skip
+    pg_url: str, proxy: Proxy, clock: ManualClock, mode: str
+) -> None:
     """Issue 10 item 10: the server goes away under an open ledger (its connections
     reset; new ones refused, or accepted and never answered). Every kind of call (a
     read, an append, the log's head) fails within 3 x connect_timeout. Before: 82 s
@@ -239,7 +240,8 @@ def test_O5_a_call_on_an_open_ledger_fails_within_the_connect_timeout_once_the_s
 
 
 def test_O5_the_startup_sweep_against_a_dead_server_gives_up_within_its_documented_bound(
-        pg_url: str, proxy: Proxy, clock: ManualClock) -> None:  # fmt: skip
+    pg_url: str, proxy: Proxy, clock: ManualClock
+) -> None:
     """Issue 10 item 10 (rule O5): 3 attempts with gaps of 1 s and 4 s, each attempt
     one connect_timeout at most, then one try to record process.sweep_failed: within
     4 x connect_timeout + 5 s (docs/operations.md). Here 2 s: 13 s, asserted < 20 s.
@@ -269,8 +271,9 @@ def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_
 
     def target() -> None:
         try:
-            engine.follow(follower, [runs], stop=stop, on_error=lambda e, d: reported.append((e, d)),
-                          backoff=(0.2, 0.5))  # fmt: skip
+            engine.follow(
+                follower, [runs], stop=stop, on_error=lambda e, d: reported.append((e, d)), backoff=(0.2, 0.5)
+            )
         except BaseException as e:
             errors.append(e)
 
@@ -288,8 +291,9 @@ def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_
         try:
             wait_for("before")
             with psycopg.connect(PG_BASE, autocommit=True) as admin:
-                killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                       "WHERE application_name = %s", (app,)).fetchone()[0]  # fmt: skip
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s", (app,)
+                ).fetchone()[0]
             assert killed >= 2  # the LISTEN connection and the catch-up's
             lg.queue("after")
             wait_for("after")
@@ -338,8 +342,9 @@ def test_L5_a_batch_spanning_chunks_lands_in_order_or_not_at_all(pg_url: str) ->
         assert store.max_position() == taken and store.stream_version("run:c0") == 0
         ids = store.append(batch[:-1])
         assert len(ids) == 8 and ids == sorted(set(ids)) and ids[0] > taken
-        assert [(r.position, r.stream) for r in store.read_all()] == \
-            [(taken, "run:taken0")] + [(p, a.stream) for p, a in zip(ids, batch, strict=False)]  # fmt: skip
+        assert [(r.position, r.stream) for r in store.read_all()] == [(taken, "run:taken0")] + [
+            (p, a.stream) for p, a in zip(ids, batch, strict=False)
+        ]
         report = store.check_chain()
         assert report.failure is None and report.events == 9
     finally:
@@ -360,7 +365,9 @@ def test_L5_the_write_paths_binary_arrays_are_what_psycopg_would_send(pg_url: st
         ints = [0, 1, -1, (1 << 63) - 1, -(1 << 63)]
         blobs = [b"", b"\x00\xff", b'{"type":"run.queued"}']
         for t, i, b in [(texts, ints, blobs), ([], [], [])]:
-            got = conn.execute("SELECT %b::text[], %b::bigint[], %b::bytea[]", [_Texts(t), _Int8s(i), _Bytes(b)]).fetchone()
+            got = conn.execute(
+                "SELECT %b::text[], %b::bigint[], %b::bytea[]", [_Texts(t), _Int8s(i), _Bytes(b)]
+            ).fetchone()
             assert got == (t, i, b)
         with pytest.raises(psycopg.DataError):  # a NUL in text is refused by the server, as psycopg's own dump is
             conn.execute("SELECT %b::text[]", [_Texts(["a\x00b"])])

@@ -51,7 +51,8 @@ def real(store_url: str) -> Iterator[tuple[Ledger, ManualClock]]:
 
 
 def test_O7_O8_probe_records_the_exit_of_a_sigkilled_worker_and_the_sweep_recovers_only_its_run(
-        real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]) -> None:  # fmt: skip
+    real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]
+) -> None:
     """Two real workers, one slot each; the first is SIGKILLed and reaped. The probe
     records its exit ("pid N not running", observed_by probe@<host>), boots its own
     slot to sweep, recovers that worker's run with O2-exited and leaves the other
@@ -72,8 +73,12 @@ def test_O7_O8_probe_records_the_exit_of_a_sigkilled_worker_and_the_sweep_recove
     head = lg.store.max_position()
     first = lg.probe()
     assert {(f.process, f.verdict) for f in first.findings if f.process.startswith("worker-")} == {
-        ("worker-a", "alive"), ("worker-b", "alive")}
-    assert first.exited == 0 and first.sweep is None and lg.store.max_position() == head  # nothing to do: nothing appended
+        ("worker-a", "alive"),
+        ("worker-b", "alive"),
+    }
+    assert (
+        first.exited == 0 and first.sweep is None and lg.store.max_position() == head
+    )  # nothing to do: nothing appended
 
     a.send_signal(signal.SIGKILL)
     a.wait()
@@ -93,8 +98,9 @@ def test_O7_O8_probe_records_the_exit_of_a_sigkilled_worker_and_the_sweep_recove
     assert [e.process for e, ended in lg.liveness() if ended is None] == ["worker-b"]
 
 
-def test_O7_probe_tells_a_reused_pid_by_its_start_time(real: tuple[Ledger, ManualClock],
-                                                      workers: list[subprocess.Popen[bytes]]) -> None:  # fmt: skip
+def test_O7_probe_tells_a_reused_pid_by_its_start_time(
+    real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]
+) -> None:
     """A pid that runs, but with another start time than the boot recorded, is another
     process: the worker is gone and its pid was given to a newcomer. Faked by recording
     a start time one tick off the real one. Mutation caught: judge() comparing only that
@@ -145,11 +151,16 @@ def test_O7_probe_after_a_host_reboot_ends_the_old_boots_epochs_by_its_own_boot(
             lg.start(run, epoch=w)
         host.reboot("boot-B")
         report = lg.probe()
-        assert sorted((f.process, f.verdict) for f in report.findings) == [("w1", "host-rebooted"), ("w2", "host-rebooted")]
+        assert sorted((f.process, f.verdict) for f in report.findings) == [
+            ("w1", "host-rebooted"),
+            ("w2", "host-rebooted"),
+        ]
         assert report.exited == 0 and exits(lg) == []
         assert report.sweep is not None
         assert sorted((v.run, v.rule, v.rebooted_to) for v in report.sweep.recovered) == [
-            ("r1", "O2-host-rebooted", "boot-B"), ("r2", "O2-host-rebooted", "boot-B")]
+            ("r1", "O2-host-rebooted", "boot-B"),
+            ("r2", "O2-host-rebooted", "boot-B"),
+        ]
         assert lg.get_run("r3").status == "running"
 
 
@@ -168,7 +179,9 @@ def test_O7_probe_leaves_a_pid_without_a_recorded_start_time_alone_and_says_so(s
         assert lg.store.max_position() == head
         host.kill(11)
         report = lg.probe(sweep=False)
-        assert [(f.epoch, f.verdict, f.evidence) for f in report.findings] == [(legacy.epoch, "exited", "pid 11 not running")]
+        assert [(f.epoch, f.verdict, f.evidence) for f in report.findings] == [
+            (legacy.epoch, "exited", "pid 11 not running")
+        ]
 
 
 def test_O7_probe_with_the_callers_epoch_sweeps_with_it(sqlite_url: str) -> None:
@@ -269,8 +282,10 @@ def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> N
     from ledger.errors import InvalidInput
 
     clock = ManualClock(T0)
-    with open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id="twin-a", pid=7)) as twin, \
-         open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id=None, pid=8)) as lg:  # fmt: skip
+    with (
+        open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id="twin-a", pid=7)) as twin,
+        open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id=None, pid=8)) as lg,
+    ):
         twin.boot("w")  # pid 7, running on the twin; not a pid of this machine
         head = lg.store.max_position()
         with pytest.raises(InvalidInput, match="machine id") as refused:
@@ -279,7 +294,8 @@ def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> N
 
 
 def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_children(
-        real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]) -> None:  # fmt: skip
+    real: tuple[Ledger, ManualClock], workers: list[subprocess.Popen[bytes]]
+) -> None:
     """A prefork worker as its adapter maps it: the main process is slot `pool:main`,
     each pool child its own slot (rule O8), each booted with its real pid. The whole
     worker (main and both children) is SIGKILLed; another worker on the host lives on.
@@ -307,7 +323,8 @@ def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_ch
     assert lg.epoch(main_epoch).superseded_by == again.epoch
     assert sorted((v.run, v.rule) for v in report.recovered) == [("job-1", "O2-exited"), ("job-2", "O2-exited")]
     assert sorted((x.process, x.observed_by, x.evidence) for x in exits(lg)) == sorted(
-        (f"pool:child:{c.pid}", f"probe@{SystemHost().name()}", f"pid {c.pid} not running") for c in (c1, c2))
+        (f"pool:child:{c.pid}", f"probe@{SystemHost().name()}", f"pid {c.pid} not running") for c in (c1, c2)
+    )
     assert lg.get_run("job-3").status == "running"
     assert [ended for e, ended in lg.liveness() if e.epoch == healthy.epoch] == [None]
 
@@ -338,8 +355,14 @@ def test_O10_the_machine_id_recorded_is_a_keyed_hash_never_the_id_itself() -> No
     returned (it would land in every boot, export and audit copy)."""
     from pathlib import Path
 
-    raw = next((t for p in ("/etc/machine-id", "/var/lib/dbus/machine-id")
-                if Path(p).exists() and (t := Path(p).read_text().strip())), None)  # fmt: skip
+    raw = next(
+        (
+            t
+            for p in ("/etc/machine-id", "/var/lib/dbus/machine-id")
+            if Path(p).exists() and (t := Path(p).read_text().strip())
+        ),
+        None,
+    )
     if raw is None:
         pytest.skip("this machine has no machine id")
     found = SystemHost().machine_id()

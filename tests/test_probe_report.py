@@ -60,8 +60,16 @@ def _legacy_boot(lg: Ledger, process: str, pid: int, host: str, host_boot: str |
 
     epoch = f"e-{process}"
     machine = lg.host.machine_id() if host == lg.host.name() else None  # as boot() records it (rule O10)
-    booted = ProcessBooted(at=T0, process=process, epoch=epoch, booted_at=boot_instant(lg.clock), host=host,
-                           host_boot=host_boot, pid=pid, machine=machine)  # fmt: skip
+    booted = ProcessBooted(
+        at=T0,
+        process=process,
+        epoch=epoch,
+        booted_at=boot_instant(lg.clock),
+        host=host,
+        host_boot=host_boot,
+        pid=pid,
+        machine=machine,
+    )
     lg.store.append([Append(process_stream(process), 1, booted)])
     return epoch
 
@@ -98,12 +106,23 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
     "no pid recorded", "cannot be read" and "unverified" dropped, None or reworded, their
     verdict None; the report's host, host_boot or observed_by None; the exited event's
     actor None or dropped."""
-    e = {name: lg.boot(name, pid=pid).epoch for name, pid in
-         (("alive", 11), ("gone", 12), ("zombie", 13), ("legacy", 15), ("hidden", 16))}  # fmt: skip
+    e = {
+        name: lg.boot(name, pid=pid).epoch
+        for name, pid in (("alive", 11), ("gone", 12), ("zombie", 13), ("legacy", 15), ("hidden", 16))
+    }
     e["zero"] = _legacy_boot(lg, "zero", 0, "node-1", "boot-A")
     e["reused"] = lg.boot("reused", pid=14, pid_start=80).epoch
-    lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
-                            host="node-1", host_boot="boot-A", machine=host.machine_id()))  # fmt: skip  # an imported boot: no pid at all
+    lg.submit(
+        ProcessBooted(
+            at=T0,
+            process="nopid",
+            epoch="e-nopid",
+            booted_at=boot_instant(lg.clock),
+            host="node-1",
+            host_boot="boot-A",
+            machine=host.machine_id(),
+        )
+    )  # an imported boot: no pid at all
     lg.boot("elsewhere", host="node-2", pid=12)  # another host's pid 12: not ours to judge
     lg.stop(lg.boot("done", pid=11))  # stopped: not live
     host.kill(12)
@@ -113,20 +132,46 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
     head = lg.store.max_position()
 
     report = lg.probe(sweep=False)
-    assert report == ProbeReport(host="node-1", host_boot="boot-A", observed_by=PROBE, exited=3, findings=[
-        Finding(process="alive", epoch=e["alive"], pid=11, verdict="alive"),
-        Finding(process="gone", epoch=e["gone"], pid=12, verdict="exited", evidence="pid 12 not running"),
-        Finding(process="hidden", epoch=e["hidden"], pid=16, verdict="unjudged",
-                evidence="pid 16 cannot be read on this host: [Errno 13] Permission denied: '/proc/16/stat'"),
-        Finding(process="legacy", epoch=e["legacy"], pid=15, verdict="unverified",
-                evidence="pid 15 runs, but the boot recorded no start time to tell a reused pid apart"),
-        Finding(process="nopid", epoch="e-nopid", verdict="unjudged", evidence="no pid recorded"),
-        Finding(process="reused", epoch=e["reused"], pid=14, verdict="exited",
-                evidence="pid 14 start 90 != recorded 80 (the pid was reused)"),
-        Finding(process="zero", epoch=e["zero"], pid=0, verdict="unjudged", evidence="no pid recorded"),
-        Finding(process="zombie", epoch=e["zombie"], pid=13, verdict="exited",
-                evidence="pid 13 is a zombie: it exited and was not reaped yet"),
-    ])  # fmt: skip
+    assert report == ProbeReport(
+        host="node-1",
+        host_boot="boot-A",
+        observed_by=PROBE,
+        exited=3,
+        findings=[
+            Finding(process="alive", epoch=e["alive"], pid=11, verdict="alive"),
+            Finding(process="gone", epoch=e["gone"], pid=12, verdict="exited", evidence="pid 12 not running"),
+            Finding(
+                process="hidden",
+                epoch=e["hidden"],
+                pid=16,
+                verdict="unjudged",
+                evidence="pid 16 cannot be read on this host: [Errno 13] Permission denied: '/proc/16/stat'",
+            ),
+            Finding(
+                process="legacy",
+                epoch=e["legacy"],
+                pid=15,
+                verdict="unverified",
+                evidence="pid 15 runs, but the boot recorded no start time to tell a reused pid apart",
+            ),
+            Finding(process="nopid", epoch="e-nopid", verdict="unjudged", evidence="no pid recorded"),
+            Finding(
+                process="reused",
+                epoch=e["reused"],
+                pid=14,
+                verdict="exited",
+                evidence="pid 14 start 90 != recorded 80 (the pid was reused)",
+            ),
+            Finding(process="zero", epoch=e["zero"], pid=0, verdict="unjudged", evidence="no pid recorded"),
+            Finding(
+                process="zombie",
+                epoch=e["zombie"],
+                pid=13,
+                verdict="exited",
+                evidence="pid 13 is a zombie: it exited and was not reaped yet",
+            ),
+        ],
+    )
     assert report.swept_by is None and report.sweep is None
     assert [(x.process, x.epoch, x.observed_by, x.actor, x.evidence) for x in _events(lg, ProcessExited)] == [
         ("gone", e["gone"], PROBE, PROBE, "pid 12 not running"),
@@ -137,7 +182,8 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
 
 
 def test_O7_after_a_reboot_the_probe_says_which_boots_and_boots_and_stops_its_own_slot_by_name(
-        lg: Ledger, host: Unreadable) -> None:  # fmt: skip
+    lg: Ledger, host: Unreadable
+) -> None:
     """The host rebooted: the old boot's epochs are found `host-rebooted` with both boot
     ids in the evidence and their pid kept; the probe's own boot and its stop are by
     `probe@<host>`, the stop saying why. Mutations caught: the rebooted evidence None or
@@ -150,12 +196,26 @@ def test_O7_after_a_reboot_the_probe_says_which_boots_and_boots_and_stops_its_ow
     report = lg.probe()
     assert report.sweep is not None and report.swept_by is not None
     assert msgspec.structs.replace(report, sweep=None, swept_by=None) == ProbeReport(
-        host="node-1", host_boot="boot-B", observed_by=PROBE, exited=0, findings=[
-            Finding(process="w1", epoch=w.epoch, pid=11, verdict="host-rebooted",
-                    evidence="booted under host boot boot-A; this host now runs host boot boot-B")],
-        retired=["w1"])  # fmt: skip  # its run recovered, nothing of w1 is live: it retires (rule O8)
+        host="node-1",
+        host_boot="boot-B",
+        observed_by=PROBE,
+        exited=0,
+        findings=[
+            Finding(
+                process="w1",
+                epoch=w.epoch,
+                pid=11,
+                verdict="host-rebooted",
+                evidence="booted under host boot boot-A; this host now runs host boot boot-B",
+            )
+        ],
+        retired=["w1"],
+    )  # its run recovered, nothing of w1 is live: it retires (rule O8)
     assert (report.sweep.process, report.sweep.epoch, [(v.run, v.rule) for v in report.sweep.recovered]) == (
-        PROBE, report.swept_by, [("r1", "O2-host-rebooted")])  # fmt: skip
+        PROBE,
+        report.swept_by,
+        [("r1", "O2-host-rebooted")],
+    )
     [own] = [b for b in _events(lg, ProcessBooted) if b.process == PROBE]
     assert (own.epoch, own.actor, own.host, own.host_boot, own.pid) == (report.swept_by, PROBE, "node-1", "boot-B", 10)
     stops = [(type(x).__name__, x.epoch, x.actor, x.reason) for x in _events(lg, (ProcessStopping, ProcessStopped))]
@@ -188,11 +248,22 @@ def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: s
     here = SystemHost()
     with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=60.0)) as lg:
         init = lg.boot("init", pid=1)
-        zero, negative = (_legacy_boot(lg, name, pid, socket.gethostname(), here.boot_id())
-                          for name, pid in (("zero", 0), ("negative", -1)))  # fmt: skip
+        zero, negative = (
+            _legacy_boot(lg, name, pid, socket.gethostname(), here.boot_id())
+            for name, pid in (("zero", 0), ("negative", -1))
+        )
         assert init.pid_start == here.process(1).start  # type: ignore[union-attr]
-        lg.submit(ProcessBooted(at=T0, process="nopid", epoch="e-nopid", booted_at=boot_instant(lg.clock),
-                                host=socket.gethostname(), host_boot=here.boot_id(), machine=here.machine_id()))  # fmt: skip
+        lg.submit(
+            ProcessBooted(
+                at=T0,
+                process="nopid",
+                epoch="e-nopid",
+                booted_at=boot_instant(lg.clock),
+                host=socket.gethostname(),
+                host_boot=here.boot_id(),
+                machine=here.machine_id(),
+            )
+        )
         head = lg.store.max_position()
         report = lg.probe(sweep=False)
         assert report.findings == [
@@ -238,7 +309,8 @@ def test_O7_a_host_name_too_long_for_the_probes_slot_is_refused_by_name(sqlite_u
 
 # ------------------------------------------------------------------- races
 def test_O7_a_lost_race_is_judged_again_and_the_next_round_records_the_exit(
-        lg: Ledger, host: Unreadable, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    lg: Ledger, host: Unreadable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first round's batch loses its race (nothing appended); the probe reads and
     judges again, and the second round records the exit. Mutation caught: `continue` ->
     `break` (the probe returns after the lost round: exited 0, no exit recorded)."""
@@ -252,13 +324,19 @@ def test_O7_a_lost_race_is_judged_again_and_the_next_round_records_the_exit(
     monkeypatch.setattr(lg, "batch", batch)
     report = lg.probe(sweep=False)
     assert len(rounds) == 2
-    assert report == ProbeReport(host="node-1", host_boot="boot-A", observed_by=PROBE, exited=1, findings=[
-        Finding(process="gone", epoch=epoch, pid=12, verdict="exited", evidence="pid 12 not running")])  # fmt: skip
+    assert report == ProbeReport(
+        host="node-1",
+        host_boot="boot-A",
+        observed_by=PROBE,
+        exited=1,
+        findings=[Finding(process="gone", epoch=epoch, pid=12, verdict="exited", evidence="pid 12 not running")],
+    )
     assert [(x.epoch, x.evidence) for x in _events(lg, ProcessExited)] == [(epoch, "pid 12 not running")]
 
 
 def test_O7_losing_every_race_raises_a_conflict_saying_so(
-        lg: Ledger, host: Unreadable, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    lg: Ledger, host: Unreadable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """CONFLICT_ROUNDS lost races: ConflictError naming the streams the last race was
     lost on (as the sweep's does), nothing appended. Mutations caught: its streams
     None, empty or the message passed as the streams; its detail None or dropped."""

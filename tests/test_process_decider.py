@@ -80,8 +80,9 @@ def test_O1_table_covers_every_slot_state_and_every_command() -> None:
     assert all(len(row) == len(COMMANDS) for row in TABLE.values())
 
 
-@pytest.mark.parametrize(("start", "command", "expected"),
-                         [(s, c, TABLE[s][i]) for s in TABLE for i, c in enumerate(COMMANDS)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("start", "command", "expected"), [(s, c, TABLE[s][i]) for s in TABLE for i, c in enumerate(COMMANDS)]
+)
 def test_O1_O2_process_decide_table(start: str, command: str, expected: object) -> None:
     state = given(start)
     cmd = COMMANDS[command]()
@@ -90,7 +91,9 @@ def test_O1_O2_process_decide_table(start: str, command: str, expected: object) 
             process_mod.decide(cmd, state)
         assert (e.value.run, e.value.status, e.value.attempted) == (P, expected[1], tag_of(cmd))
         # Word for word (mutations caught: the refusal's text changed or emptied).
-        assert e.value.why == (f"epoch {cmd.epoch!r} was already booted" if expected[1] else f"unknown epoch {cmd.epoch!r}")
+        assert e.value.why == (
+            f"epoch {cmd.epoch!r} was already booted" if expected[1] else f"unknown epoch {cmd.epoch!r}"
+        )
         # What the caller reads names the slot, not a run (before: "run 'worker-1' is
         # (no such run): process.stopping refused (...)" for a slot that exists).
         assert str(e.value) == f"process slot {P!r}: {tag_of(cmd)} refused ({e.value.why})"

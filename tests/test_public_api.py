@@ -14,7 +14,7 @@ from epochledger import EpochState, SweepReport
 
 ROOT = Path(__file__).resolve().parent.parent
 
-USER_SCRIPT = '''
+USER_SCRIPT = """
 from datetime import UTC, datetime
 from typing import assert_type
 
@@ -32,14 +32,26 @@ with open_ledger("sqlite:///user.db", clock=ManualClock(datetime(2026, 1, 1, tzi
     assert_type(ledger.sweep(epoch.epoch), SweepReport)
     driver = TickDriver(ledger, [("advance", lambda run: None)], epoch=epoch)
     ledger.stop(epoch)
-'''
+"""
 
 
 def test_the_public_names_are_importable_from_epochledger() -> None:
     for name in epochledger.__all__:
         assert hasattr(epochledger, name), name
-    for name in ("open_ledger", "Ledger", "Batch", "TickDriver", "Status", "is_terminal", "can_auto_resume",
-                 "ManualClock", "SystemClock", "LedgerError", "ConflictError", "StaleEpoch"):  # fmt: skip
+    for name in (
+        "open_ledger",
+        "Ledger",
+        "Batch",
+        "TickDriver",
+        "Status",
+        "is_terminal",
+        "can_auto_resume",
+        "ManualClock",
+        "SystemClock",
+        "LedgerError",
+        "ConflictError",
+        "StaleEpoch",
+    ):
         assert name in epochledger.__all__, name
 
 
@@ -52,8 +64,14 @@ def test_a_users_code_type_checks_strictly_against_the_installed_package(tmp_pat
     # MYPYPATH: mypy cannot follow the import hook of an editable install (PEP 660); a
     # wheel install needs none. The wheel test below checks that py.typed ships.
     env = {**os.environ, "MYPYPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert ran.returncode == 0, ran.stderr
@@ -70,11 +88,19 @@ def test_sweep_takes_the_epochs_state_or_its_id(tmp_path: Path) -> None:
 
 
 def test_the_wheel_installs_the_four_layers_and_nothing_else(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path)],
-                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     [wheel] = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted({n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}) == [
-        "epochledger", "ledger", "projections", "replay"]
+        "epochledger",
+        "ledger",
+        "projections",
+        "replay",
+    ]
     assert {f"{p}/py.typed" for p in ("epochledger", "ledger", "projections", "replay")} <= set(names)
     assert "projections/audit/views.sql" in names

@@ -35,9 +35,11 @@ def test_O7_the_dry_run_on_a_rebooted_host_names_the_instant_of_the_boot_it_woul
         assert (report.process, report.epoch, report.outcome) == ("w9", PREVIEW_EPOCH, "preview")
         [v] = report.recovered
         assert (v.run, v.rule, v.host_boot, v.rebooted_to) == ("r1", "O2-host-rebooted", "boot-1", "boot-2")
-        assert v.evidence == (f"host host-a (machine {host.machine_id()}) of epoch {w2.epoch} of w2 rebooted: it "
-                              f"booted with host boot boot-1, and epoch {PREVIEW_EPOCH} of w9 booted on that machine at "
-                              f"{clock.now().isoformat()} with host boot boot-2")  # fmt: skip
+        assert v.evidence == (
+            f"host host-a (machine {host.machine_id()}) of epoch {w2.epoch} of w2 rebooted: it "
+            f"booted with host boot boot-1, and epoch {PREVIEW_EPOCH} of w9 booted on that machine at "
+            f"{clock.now().isoformat()} with host boot boot-2"
+        )
         assert lg.store.max_position() == 3  # a preview writes nothing
 
 

@@ -79,7 +79,10 @@ def test_R1_replay_cli_hash_and_json(ledger, store_url, capsys) -> None:
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30Z", "--json"]) == 0
     data = capsys.readouterr().out.encode()
     expected = state_at(ledger.store, at=T0 + timedelta(seconds=30))
-    assert data.rstrip(b"\n") == b'{"state":' + canonical_bytes(expected) + b',"state_hash":"' + state_hash(expected).encode() + b'"}'
+    assert (
+        data.rstrip(b"\n")
+        == b'{"state":' + canonical_bytes(expected) + b',"state_hash":"' + state_hash(expected).encode() + b'"}'
+    )
 
 
 def test_R1_replay_json_carries_the_hash_the_text_prints(ledger, store_url, capsys) -> None:
@@ -95,7 +98,7 @@ def test_R1_replay_json_carries_the_hash_the_text_prints(ledger, store_url, caps
     raw = capsys.readouterr().out.encode().rstrip(b"\n")
     doc = json.loads(raw)
     assert f"state hash {doc['state_hash']}" in text
-    inner = raw[len(b'{"state":'):raw.rindex(b',"state_hash":')]
+    inner = raw[len(b'{"state":') : raw.rindex(b',"state_hash":')]
     assert hashlib.sha256(inner).hexdigest() == doc["state_hash"] and doc["state"]["position"] <= 12
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30"]) == 3
     assert main(["--store", store_url, "replay", "--at", "yesterday"]) == 3
@@ -116,9 +119,11 @@ def test_I1_R1_replay_by_event_time_includes_a_history_imported_late(ledger, clo
     ledger.start("a")  # T0+10
     clock.advance(30)
     ledger.queue("b")  # T0+40: after the instant asked about
-    old = [{"type": "run.queued", "at": "2026-09-09T13:00:00Z", "run": "old"},
-           {"type": "run.started", "at": "2026-09-09T13:01:00Z", "run": "old"},
-           {"type": "run.failed", "at": "2026-09-09T13:05:00Z", "run": "old", "code": "OOM", "resumable": False}]  # fmt: skip
+    old = [
+        {"type": "run.queued", "at": "2026-09-09T13:00:00Z", "run": "old"},
+        {"type": "run.started", "at": "2026-09-09T13:01:00Z", "run": "old"},
+        {"type": "run.failed", "at": "2026-09-09T13:05:00Z", "run": "old", "code": "OOM", "resumable": False},
+    ]
     import_lines(ledger, [json.dumps(r) for r in old])
     clock.advance(10)
     ledger.queue("x")  # T0+50

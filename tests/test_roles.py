@@ -82,8 +82,11 @@ def _host_rebooted(lg: Ledger, a: EpochState) -> None:
 
 
 ENDS: dict[str, Callable[[Ledger, EpochState], None]] = {
-    "O2-superseded": _superseded, "O2-stopped": _stopped, "O2-exited": _exited, "O2-host-rebooted": _host_rebooted,
-}  # fmt: skip
+    "O2-superseded": _superseded,
+    "O2-stopped": _stopped,
+    "O2-exited": _exited,
+    "O2-host-rebooted": _host_rebooted,
+}
 
 
 @pytest.mark.parametrize("rule", list(ENDS))
@@ -103,7 +106,11 @@ def test_T7_the_role_passes_on_each_fact_of_O7_with_a_token_that_only_grows(ledg
     assert (passed.epoch, passed.token) == (b.epoch, 2)
     last = grants(ledger)[-1]
     assert (last.previous_epoch, last.previous_process, last.previous_token, last.previous_rule) == (
-        a.epoch, "driver-a", 1, rule)  # fmt: skip
+        a.epoch,
+        "driver-a",
+        1,
+        rule,
+    )
     assert last.previous_evidence and a.epoch in last.previous_evidence
 
 
@@ -138,7 +145,8 @@ def test_T7_two_grants_decided_together_one_lands_the_other_conflicts_then_is_re
 
 
 def test_T7_acquire_role_that_loses_the_commit_race_re_reads_and_is_refused(
-        ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ledger.acquire_role decides on an empty role stream, and a rival's grant lands
     just before its commit (a real conflict on the store's version check): it re-reads
     and raises the typed refusal, not ConflictError, and appends nothing. Mutation
@@ -183,8 +191,9 @@ def test_T7_two_processes_racing_for_a_free_role_one_holds_it_the_other_is_refus
         assert len(grants(lg)) == 1
 
 
-def test_T7_an_exclusive_step_runs_only_in_a_tick_whose_epoch_holds_its_role(ledger: Ledger,
-                                                                            clock: ManualClock) -> None:  # fmt: skip
+def test_T7_an_exclusive_step_runs_only_in_a_tick_whose_epoch_holds_its_role(
+    ledger: Ledger, clock: ManualClock
+) -> None:
     """Two drivers, one role: the holder's tick runs `admit` with the grant's token in
     hand; the other's tick skips `admit` (not a failure: no tick event, no streak) and
     still runs its other steps; the report says which roles it held. Once the holder's
@@ -205,8 +214,9 @@ def test_T7_an_exclusive_step_runs_only_in_a_tick_whose_epoch_holds_its_role(led
         def observe(s: RunState) -> None:
             observed.append(slot)
 
-        d = TickDriver(ledger, [("admit", admit), ("observe", observe)], epoch=epoch, exclusive={"admit": ROLE},
-                       step_deadline=None)  # fmt: skip
+        d = TickDriver(
+            ledger, [("admit", admit), ("observe", observe)], epoch=epoch, exclusive={"admit": ROLE}, step_deadline=None
+        )
         return d
 
     a, b = driver("driver-a"), driver("driver-b")
@@ -282,7 +292,8 @@ def wait_for(path: Path, what: Callable[[dict[str, Any]], bool], seconds: float 
 
 
 def test_T7_O7_two_driver_processes_the_holder_sigkilled_its_role_passes_with_a_higher_token(
-        store_url: str, tmp_path: Path, drivers: list[subprocess.Popen[bytes]]) -> None:  # fmt: skip
+    store_url: str, tmp_path: Path, drivers: list[subprocess.Popen[bytes]]
+) -> None:
     """Two drivers in two OS processes, both live, tick the same run with an exclusive
     `admit`: only the holder admits; the other reports the role held by the first. The
     holder is SIGKILLed; the probe on this host records its exit (a fact of O7, pid not
@@ -298,8 +309,9 @@ def test_T7_O7_two_driver_processes_the_holder_sigkilled_its_role_passes_with_a_
 
     def spawn(slot: str) -> Path:
         log = tmp_path / f"{slot}.ndjson"
-        drivers.append(subprocess.Popen([sys.executable, "-c", DRIVER, store_url, slot, str(log), str(sink),
-                                         str(stop)]))  # fmt: skip
+        drivers.append(
+            subprocess.Popen([sys.executable, "-c", DRIVER, store_url, slot, str(log), str(sink), str(stop)])
+        )
         return log
 
     log_a = spawn("driver-a")

@@ -60,8 +60,18 @@ def same(state: RunState, expected: RunState) -> None:
     assert replace(state, last=None) == expected
 
 
-QUEUED = RunState(run=RUN, status=Status.QUEUED, workflow="wf", process="slot-a", queued_process="slot-a", queued_at=at(0),
-                  updated_at=at(0), actor="sched", reason="cron", version=1)  # fmt: skip
+QUEUED = RunState(
+    run=RUN,
+    status=Status.QUEUED,
+    workflow="wf",
+    process="slot-a",
+    queued_process="slot-a",
+    queued_at=at(0),
+    updated_at=at(0),
+    actor="sched",
+    reason="cron",
+    version=1,
+)
 
 
 def queued() -> RunState:
@@ -72,8 +82,17 @@ def running() -> RunState:
     return step(queued(), RunStarted(at=at(1), run=RUN, epoch="e1", actor="worker", reason="picked up"))
 
 
-RUNNING = replace(QUEUED, status=Status.RUNNING, epoch="e1", started_at=at(1), updated_at=at(1),
-                  actor="worker", reason="picked up", version=2, attempt=1)  # fmt: skip
+RUNNING = replace(
+    QUEUED,
+    status=Status.RUNNING,
+    epoch="e1",
+    started_at=at(1),
+    updated_at=at(1),
+    actor="worker",
+    reason="picked up",
+    version=2,
+    attempt=1,
+)
 
 
 def test_queued_carries_workflow_slot_actor_reason_and_times() -> None:
@@ -101,8 +120,17 @@ def test_failure_carries_its_error_and_cause_and_a_restart_clears_them() -> None
     s = step(
         running(), RunFailed(at=at(2), run=RUN, code="TIMEOUT", resumable=True, error="took too long", cause=cause)
     )
-    failed = replace(RUNNING, status=Status.FAILED_RESUMABLE, code="TIMEOUT", error="took too long", cause=cause,
-                     updated_at=at(2), actor=None, reason=None, version=3)  # fmt: skip
+    failed = replace(
+        RUNNING,
+        status=Status.FAILED_RESUMABLE,
+        code="TIMEOUT",
+        error="took too long",
+        cause=cause,
+        updated_at=at(2),
+        actor=None,
+        reason=None,
+        version=3,
+    )
     same(s, failed)
     s = step(s, RunResumed(at=at(3), run=RUN, by="auto", actor="sched"))
     same(
@@ -179,7 +207,14 @@ def test_a_correction_to_a_failure_takes_its_error_and_keeps_the_cause() -> None
         ),
     )
     assert (s.status, s.code, s.error, s.cause, s.corrections, s.actor, s.reason) == (
-        Status.FAILED, "BAD_OUTPUT", "output was empty", cause, 1, "alice", "audit")  # fmt: skip
+        Status.FAILED,
+        "BAD_OUTPUT",
+        "output was empty",
+        cause,
+        1,
+        "alice",
+        "audit",
+    )
 
 
 def test_a_correction_to_success_clears_error_and_cause() -> None:
@@ -206,14 +241,41 @@ def test_delete_marks_and_drops_checkpoint_and_interaction() -> None:
 def test_dead_letter_and_recovery_set_their_error() -> None:
     tick = RunTickFailed(at=at(2), run=RUN, tick="t1", step="s", error_class="KeyError", error="k")
     s = step(running(), tick)
-    s = step(s, RunDeadLettered(at=at(3), run=RUN, tick="t2", step="s", error_class="KeyError", error="k",
-                                failing_since=at(2), failures=2, deadline_s=1.0))  # fmt: skip
+    s = step(
+        s,
+        RunDeadLettered(
+            at=at(3),
+            run=RUN,
+            tick="t2",
+            step="s",
+            error_class="KeyError",
+            error="k",
+            failing_since=at(2),
+            failures=2,
+            deadline_s=1.0,
+        ),
+    )
     assert (s.status, s.error, s.tick_streak) == (Status.FAILED, "KeyError: k", None)
-    s = step(running(), RunDeadLettered(at=at(3), run=RUN, tick="t2", step="s", error_class="KeyError",
-                                        failing_since=at(2), failures=2, deadline_s=1.0))  # fmt: skip
+    s = step(
+        running(),
+        RunDeadLettered(
+            at=at(3),
+            run=RUN,
+            tick="t2",
+            step="s",
+            error_class="KeyError",
+            failing_since=at(2),
+            failures=2,
+            deadline_s=1.0,
+        ),
+    )
     assert s.error == "KeyError"
-    s = evolve(replace(running(), error="left over"), RunRecovered(at=at(6), run=RUN, rule="O2-stopped", swept_by="e2",
-                                                          swept_by_process="p", status=Status.FAILED_RESUMABLE))  # fmt: skip
+    s = evolve(
+        replace(running(), error="left over"),
+        RunRecovered(
+            at=at(6), run=RUN, rule="O2-stopped", swept_by="e2", swept_by_process="p", status=Status.FAILED_RESUMABLE
+        ),
+    )
     assert (s.status, s.error, s.updated_at) == (Status.FAILED_RESUMABLE, None, at(6))
 
 
@@ -281,8 +343,10 @@ def test_slot_hint_is_the_start_slot_else_the_owner_slot_for_the_owner_epoch() -
 def test_a_start_clears_an_error_left_on_a_queued_state() -> None:
     """A fold over any stored history: a start begins a clean attempt. Mutation caught:
     `error=None` or `cause=None` dropped from the start's replace."""
-    s = evolve(replace(queued(), error="left over", cause=Cause(code="C")),
-               RunStarted(at=at(1), run=RUN, epoch="e1", status=Status.RUNNING))  # fmt: skip
+    s = evolve(
+        replace(queued(), error="left over", cause=Cause(code="C")),
+        RunStarted(at=at(1), run=RUN, epoch="e1", status=Status.RUNNING),
+    )
     assert (s.error, s.cause) == (None, None)
 
 
@@ -317,7 +381,11 @@ def test_I1_F2_a_refused_report_is_kept_with_its_actor_and_claims_an_outcome_onl
     finish = RunFinished(at=at(2), run=RUN, epoch="e1", actor="worker")
     kept = refused_report(finish, cancelled, "run 'r-1' is cancelled: run.finished refused")
     assert kept is not None and (kept.actor, kept.reported, kept.refused, kept.epoch) == (
-        "worker", Status.FINISHED, "run.finished", "e1")  # fmt: skip
+        "worker",
+        Status.FINISHED,
+        "run.finished",
+        "e1",
+    )
     ckpt = RunCheckpointed(at=at(2), run=RUN, node="n", ref="r", epoch="e1", actor="worker")
     kept = refused_report(ckpt, cancelled, "refused")
     assert kept is not None and (kept.actor, kept.reported) == ("worker", None)

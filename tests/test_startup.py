@@ -20,8 +20,20 @@ from epochledger.cli import COMMANDS, UsageError, build_parser, command_of, main
 
 # What a start must not import unless the command needs it: the store and its drivers,
 # the library (the facade, the write side, the sweep, the tick), the audit and DuckDB.
-HEAVY = ("duckdb", "psycopg", "psycopg_pool", "eventsourcing", "sqlite3", "ledger.store", "ledger.codec",
-         "projections.audit", "projections.engine", "epochledger.app", "epochledger.sweep", "epochledger.tick")  # fmt: skip
+HEAVY = (
+    "duckdb",
+    "psycopg",
+    "psycopg_pool",
+    "eventsourcing",
+    "sqlite3",
+    "ledger.store",
+    "ledger.codec",
+    "projections.audit",
+    "projections.engine",
+    "epochledger.app",
+    "epochledger.sweep",
+    "epochledger.tick",
+)
 
 PROBE = """
 import json, sys
@@ -92,8 +104,13 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     # it; DuckDB itself only where the audit is used (projections/audit/duck.py).
     assert heavy(modules, ("duckdb", "psycopg", "psycopg_pool", "ledger.store.postgres", "eventsourcing")) == []
     code = PROBE.replace("print(", "from ledger import codec; print(json.dumps('decode' in vars(codec)));print(")
-    done = subprocess.run([sys.executable, "-c", code, "--store", store, "show", "r1"], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--store", store, "show", "r1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert done.stdout.strip().splitlines()[-2] == "false"  # the catalogue's decoder was never built
 
 
@@ -112,21 +129,41 @@ def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does() ->
         group, _, action = name.partition(" ")
         one = choices(build_parser(only=name), "command")
         if action:
-            assert choices(one[group], group + "_command")[action].format_help() == \
-                choices(choices(whole, "command")[group], group + "_command")[action].format_help(), name  # fmt: skip
+            assert (
+                choices(one[group], group + "_command")[action].format_help()
+                == choices(choices(whole, "command")[group], group + "_command")[action].format_help()
+            ), name
         else:
             assert one[name].format_help() == choices(whole, "command")[name].format_help(), name
     # `--sto runs demo`: argparse reads --sto as --store (an abbreviation) and runs as its
     # value; the guess (runs) is wrong, and argparse's own reading (demo) must win.
-    lines = [["show", "r1"], ["--store", "show", "runs"], ["--store=x", "audit", "sync", "--json"], ["runs", "--json"],
-             ["--store", "audit", "runs", "--status", "queued"], ["sweep", "--process", "w", "--margin", "2.5"],
-             ["--sto", "runs", "demo"]]  # fmt: skip
+    lines = [
+        ["show", "r1"],
+        ["--store", "show", "runs"],
+        ["--store=x", "audit", "sync", "--json"],
+        ["runs", "--json"],
+        ["--store", "audit", "runs", "--status", "queued"],
+        ["sweep", "--process", "w", "--margin", "2.5"],
+        ["--sto", "runs", "demo"],
+    ]
     for line in lines:
         assert vars(parse_line(line)) == vars(whole.parse_args(line)), line
-    assert (command_of(["--store", "show", "runs"]), command_of(["audit", "sync"]), command_of(["bogus"])) == \
-        ("runs", "audit sync", None)  # fmt: skip
-    for bad in (["show"], ["show", "r1", "--bogus"], ["bogus"], [], ["audit"], ["audit", "bogus"], ["--store"],
-                ["runs", "--status", "nope"], ["show", "runs", "x"]):  # fmt: skip
+    assert (command_of(["--store", "show", "runs"]), command_of(["audit", "sync"]), command_of(["bogus"])) == (
+        "runs",
+        "audit sync",
+        None,
+    )
+    for bad in (
+        ["show"],
+        ["show", "r1", "--bogus"],
+        ["bogus"],
+        [],
+        ["audit"],
+        ["audit", "bogus"],
+        ["--store"],
+        ["runs", "--status", "nope"],
+        ["show", "runs", "x"],
+    ):
         with pytest.raises(UsageError) as mine:
             parse_line(bad)
         with pytest.raises(UsageError) as theirs:

@@ -17,8 +17,19 @@ from ledger.errors import DiskFull, InvalidInput, NoSuchStore, ReadOnlyStore
 from ledger.store import open_store
 from tests.conftest import PG_BASE, fill_disk, need_pg, read_only_backup, small_disk
 
-READS = [["runs"], ["show", "r1"], ["history", "r1"], ["export"], ["epochs"], ["runs", "--orphaned"], ["tick-health"],
-         ["replay"], ["verify"], ["parked"], ["audit", "status"]]  # fmt: skip
+READS = [
+    ["runs"],
+    ["show", "r1"],
+    ["history", "r1"],
+    ["export"],
+    ["epochs"],
+    ["runs", "--orphaned"],
+    ["tick-health"],
+    ["replay"],
+    ["verify"],
+    ["parked"],
+    ["audit", "status"],
+]
 
 
 def _digest(path: Path) -> str:
@@ -26,8 +37,9 @@ def _digest(path: Path) -> str:
 
 
 @pytest.mark.parametrize("argv", READS, ids=[" ".join(a) for a in READS])
-def test_L4_a_read_of_a_missing_sqlite_file_names_it_and_init_and_creates_nothing(tmp_path: Path, argv: list[str],
-                                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_L4_a_read_of_a_missing_sqlite_file_names_it_and_init_and_creates_nothing(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Repro (before the fix): a mistyped path silently created an empty ledger there."""
     missing = tmp_path / "mistyped.db"
     assert main(["--store", str(missing), *argv]) == 3
@@ -50,8 +62,9 @@ def test_L4_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path, capsy
     assert _digest(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
-def test_L4_a_full_disk_is_a_store_error_naming_it_for_every_command(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_L4_a_full_disk_is_a_store_error_naming_it_for_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Repro (before the fix): on a 100% full disk every command, reads included, exited
     3 "not a readable SQLite ledger: disk I/O error", as if the file were not a ledger.
     It is the disk: a store error (7) that says so. Once space is freed, all is there."""
@@ -73,8 +86,9 @@ def test_L4_a_full_disk_is_a_store_error_naming_it_for_every_command(tmp_path: P
         assert main(["--store", store, "show", "r1"]) == 0
 
 
-def test_L4_the_empty_store_url_is_an_error_not_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_L4_the_empty_store_url_is_an_error_not_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["--store", "", "runs"]) == 3
     assert "the store URL is empty" in capsys.readouterr().err
@@ -90,8 +104,9 @@ def _ledger_with_history(path: Path) -> None:
         ledger.checkpoint("r1", "extract", "ckpt/1")
 
 
-def test_L4_a_read_only_ledger_can_be_read_and_exported_and_refuses_writes(tmp_path: Path,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_L4_a_read_only_ledger_can_be_read_and_exported_and_refuses_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A backup copy on a read-only mount: a 0444 file in a 0555 directory, its views
     never built. Reads fold in memory, export works, writes say read-only, and not one
     byte of the directory changes (root may write anyway, so the store goes by its
@@ -121,13 +136,18 @@ def test_L4_a_read_of_a_missing_postgresql_schema_creates_nothing(capsys: pytest
     assert main(["--store", url, "runs"]) == 3
     assert "no epochledger store in schema" in capsys.readouterr().err
     with psycopg.connect(PG_BASE) as conn:
-        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"t_missing_{os.getpid()}",)).fetchone() is None
+        assert (
+            conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"t_missing_{os.getpid()}",)).fetchone()
+            is None
+        )
     with pytest.raises(NoSuchStore) as refused:
         open_ledger(url, create=False)
     assert refused.value.url == url
 
 
-def test_L4_init_creates_and_then_every_command_finds_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_L4_init_creates_and_then_every_command_finds_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = tmp_path / "runs.db"
     assert main(["--store", str(store), "init"]) == 0
     assert store.exists() and stat.S_ISREG(store.stat().st_mode)

@@ -28,14 +28,18 @@ def test_L5_positions_are_read_back_when_the_rowids_reached_the_top(tmp_path) ->
     path = tmp_path / "top.db"
     store = open_store(f"sqlite:///{path}")
     try:
+
         def queued(run: str) -> Append:
             return Append(f"run:{run}", 1, RunQueued(at=T0, run=run, status=Status.QUEUED))
 
         assert store.append([queued("a"), queued("b")]) == [1, 2]
         assert store.append([queued("c")]) == [3]
         raw = sqlite3.connect(path)
-        raw.execute(f"INSERT INTO {EVENTS_TABLE} (rowid, originator_id, originator_version, topic, state) "
-                    "VALUES (?, 'run:forged', 1, 'run.queued', x'7b7d')", ((1 << 63) - 1,))  # fmt: skip
+        raw.execute(
+            f"INSERT INTO {EVENTS_TABLE} (rowid, originator_id, originator_version, topic, state) "
+            "VALUES (?, 'run:forged', 1, 'run.queued', x'7b7d')",
+            ((1 << 63) - 1,),
+        )
         raw.commit()
         raw.close()
         for batch in ([queued("d"), queued("e"), queued("f")], [queued("g")]):
@@ -70,10 +74,20 @@ _text_state = st.text(st.characters(codec="utf-8"), max_size=20)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.tuples(_stream, st.integers(1, 2**62), _state | _text_state), min_size=1, max_size=30,
-                     unique_by=lambda r: (r[0], r[1])),
-       after=st.integers(0, 35), upto=st.none() | st.integers(0, 35), batch=st.integers(1, 12))
-def test_A1_read_lines_built_by_sqlite_are_lines_of_the_rows_read_raw_gives(tmp_path_factory, rows, after, upto, batch) -> None:
+@given(
+    rows=st.lists(
+        st.tuples(_stream, st.integers(1, 2**62), _state | _text_state),
+        min_size=1,
+        max_size=30,
+        unique_by=lambda r: (r[0], r[1]),
+    ),
+    after=st.integers(0, 35),
+    upto=st.none() | st.integers(0, 35),
+    batch=st.integers(1, 12),
+)
+def test_A1_read_lines_built_by_sqlite_are_lines_of_the_rows_read_raw_gives(
+    tmp_path_factory, rows, after, upto, batch
+) -> None:
     """Law: SQLite's own lines (group_concat of `||`) are lines_of(read_raw's rows) byte
     for byte, batch for batch, for any stream text and any state bytes (NULs, tabs,
     newlines, bytes that are not UTF-8) and a TEXT state a hand edit left (read_raw
@@ -86,8 +100,9 @@ def test_A1_read_lines_built_by_sqlite_are_lines_of_the_rows_read_raw_gives(tmp_
     path = tmp_path_factory.mktemp("lines") / "l.db"
     open_store(f"sqlite:///{path}").close()
     with sqlite3.connect(path) as raw:
-        raw.executemany(f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) VALUES (?, ?, 't', ?)",
-                        rows)  # fmt: skip
+        raw.executemany(
+            f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) VALUES (?, ?, 't', ?)", rows
+        )
     raw.close()
     store = open_store(f"sqlite:///{path}", create=False)
     try:

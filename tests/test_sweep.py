@@ -128,7 +128,10 @@ def test_O2_deploy_in_the_middle_of_a_run_recovers_it_at_the_next_boot(ledger):
     clock.advance(20 * 60)
     clock.restart(1)
     _, report = lg.startup("worker-1", epoch="w2")
-    assert {v.run: v.rule for v in report.recovered} == {"owned-0200": orphans.SUPERSEDED, "unowned-0200": orphans.FALLBACK}
+    assert {v.run: v.rule for v in report.recovered} == {
+        "owned-0200": orphans.SUPERSEDED,
+        "unowned-0200": orphans.FALLBACK,
+    }
     lg.close()
 
 
@@ -151,7 +154,11 @@ def test_O3_clock_step_back_sweeps_nothing(ledger, clock):
     assert [v.run for v in report.recovered] == ["owned"]
     assert "stepped back" in report.fallback_skipped
     assert ledger.get_run("after-step").status is Status.RUNNING
-    [skip] = [r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, ProcessSweepSkipped)]
+    [skip] = [
+        r.event
+        for r in ledger.store.read_stream(process_stream("worker-1"))
+        if isinstance(r.event, ProcessSweepSkipped)
+    ]
     assert skip.epoch == "w2" and skip.now < skip.booted_at and "stepped back" in skip.why
     # the clock-free view agrees with the sweep once the skip is recorded
     assert [s.run for s, _ in ledger.orphans()] == []
@@ -274,7 +281,9 @@ def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, cap
     assert (flaky.calls, len(gaps), err.value.attempts, err.value.alert_recorded) == (3, 2, 3, True)
     errors = [r for r in caplog.records if r.name == "epochledger.sweep" and r.levelno == logging.ERROR]
     assert len(errors) == 1 and "gave up after 3 attempts" in errors[0].getMessage()
-    [failed] = [r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, ProcessSweepFailed)]
+    [failed] = [
+        r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, ProcessSweepFailed)
+    ]
     assert failed.epoch == "w2" and failed.attempts == 3 and "connection refused" in failed.error
     assert ledger.process("worker-1").current.sweep_failed_at is not None
 
@@ -336,10 +345,16 @@ def test_cli_epochs_runs_orphaned_and_sweep(ledger, clock, capsys):
     assert main(["--store", ledger.url, "epochs", "--json"]) == 0
     epochs = json.loads(capsys.readouterr().out)
     assert [(e["process"], e["epoch"], e["live"]) for e in epochs] == [
-        ("worker-1", "w1", False), ("worker-1", "w2", True), ("worker-2", "x1", True)]  # fmt: skip
+        ("worker-1", "w1", False),
+        ("worker-1", "w2", True),
+        ("worker-2", "x1", True),
+    ]
     assert main(["--store", ledger.url, "runs", "--orphaned", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [(r["run"], r["orphan"]["rule"]) for r in rows] == [("owned", orphans.SUPERSEDED), ("unowned", orphans.FALLBACK)]
+    assert [(r["run"], r["orphan"]["rule"]) for r in rows] == [
+        ("owned", orphans.SUPERSEDED),
+        ("unowned", orphans.FALLBACK),
+    ]
     assert main(["--store", ledger.url, "sweep", "--process", "worker-2", "--epoch", "x2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["report"]["epoch"] == "x2"
@@ -405,14 +420,18 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
             if roll > 0.93:
                 lg.stop(epoch[slot])  # clean stop, then a restart
             clock.restart(rnd.choice([0.5, 5, 60]))
-            live_before = {s.run for s in lg.runs() if lifecycle_running(s) and s.epoch in epoch.values()
-                           and s.process != slot}  # fmt: skip
+            live_before = {
+                s.run for s in lg.runs() if lifecycle_running(s) and s.epoch in epoch.values() and s.process != slot
+            }
             epoch[slot] = lg.startup(slot, epoch=f"{slot}.{step + 1}", host="h", pid=step + 1)[0].epoch
             assert [s.run for s, _ in lg.orphans()] == [], f"orphan still running after {slot} started"
             # an oracle independent of the policy: a running run that names an epoch
             # names a current one (every older epoch was superseded or stopped)
-            stale = [s.run for s in lg.runs() if lifecycle_running(s) and s.epoch is not None
-                     and s.epoch not in epoch.values()]  # fmt: skip
+            stale = [
+                s.run
+                for s in lg.runs()
+                if lifecycle_running(s) and s.epoch is not None and s.epoch not in epoch.values()
+            ]
             assert stale == [], f"runs of dead epochs still running after {slot} started"
             for run in live_before:
                 assert lg.get_run(run).status is Status.RUNNING, f"{run} of a live epoch was touched"
@@ -424,7 +443,12 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
         sweeper = view.epoch(e.swept_by_process, e.swept_by)
         [v] = [v for v in orphans.verdicts(view, sweeper, margin=e.margin or 1.0) if v.run == e.run]
         assert (v.rule, v.owner_epoch, v.superseded_by, v.stopped_at, v.cutoff) == (
-            e.rule, e.owner_epoch, e.superseded_by, e.stopped_at, e.cutoff)  # fmt: skip
+            e.rule,
+            e.owner_epoch,
+            e.superseded_by,
+            e.stopped_at,
+            e.cutoff,
+        )
     lg.close()
 
 
@@ -605,16 +629,40 @@ def test_O5_every_recovery_records_its_evidence(ledger, clock):
     by_run = {r: _recoveries(ledger, r) for r in ("superseded", "unowned", "stopped")}
     [s] = by_run["superseded"]
     assert (s.rule, s.owner_process, s.owner_epoch, s.superseded_by, s.stopped_at, s.started_at) == (
-        "O2-superseded", "worker-1", "w1", "w2", None, started)
-    assert (s.swept_by, s.swept_by_process, s.actor, s.booted_at, s.cutoff, s.margin) == ("w2", "worker-1", "w2", None, None, None)
+        "O2-superseded",
+        "worker-1",
+        "w1",
+        "w2",
+        None,
+        started,
+    )
+    assert (s.swept_by, s.swept_by_process, s.actor, s.booted_at, s.cutoff, s.margin) == (
+        "w2",
+        "worker-1",
+        "w2",
+        None,
+        None,
+        None,
+    )
     assert "superseded by epoch w2" in s.reason and "rule O2" in s.reason
     [u] = by_run["unowned"]
     assert (u.rule, u.owner_process, u.owner_epoch, u.started_at, u.booted_at, u.margin) == (
-        "O3-fallback", "worker-1", None, started, booted.booted_at, 2.0)
+        "O3-fallback",
+        "worker-1",
+        None,
+        started,
+        booted.booted_at,
+        2.0,
+    )
     assert u.cutoff == booted.booted_at - timedelta(seconds=2) and "rule O3" in u.reason
     [t] = by_run["stopped"]
     assert (t.rule, t.owner_process, t.owner_epoch, t.stopped_at, t.superseded_by) == (
-        "O2-stopped", "worker-3", "y1", stopped_at, None)
+        "O2-stopped",
+        "worker-3",
+        "y1",
+        stopped_at,
+        None,
+    )
     assert all(r.status is Status.FAILED_RESUMABLE and r.code == PROCESS_ORPHANED for rs in by_run.values() for r in rs)
 
 

@@ -46,7 +46,12 @@ def test_a_sweep_by_epoch_id_finds_the_slot_and_reports_in_full(ledger, clock):
     report = ledger.sweep("w2")
     assert isinstance(report, SweepReport)
     assert (report.process, report.epoch, report.outcome, report.attempts, report.conflict_rounds) == (
-        "worker-1", "w2", "swept", 1, 0)  # fmt: skip
+        "worker-1",
+        "w2",
+        "swept",
+        1,
+        0,
+    )
     assert sorted(v.run for v in report.recovered) == ["owned", "unowned"] and report.fallback_skipped is None
 
 
@@ -229,11 +234,21 @@ def test_every_record_names_the_slot_the_epoch_the_attempt_and_the_error(ledger,
     ]
     e = err.value
     assert (e.process, e.epoch, e.attempts, e.error, e.alert_recorded) == (
-        "worker-1", "w2", 3, "read the log: connection refused", True)  # fmt: skip
+        "worker-1",
+        "w2",
+        3,
+        "read the log: connection refused",
+        True,
+    )
     assert isinstance(e.__cause__, StoreError)
     [failed] = _process_events(ledger, ProcessSweepFailed)
     assert (failed.actor, failed.process, failed.epoch, failed.attempts, failed.error) == (
-        "w2", "worker-1", "w2", 3, "read the log: connection refused")  # fmt: skip
+        "w2",
+        "worker-1",
+        "w2",
+        3,
+        "read the log: connection refused",
+    )
 
 
 def test_the_record_of_an_alert_that_could_not_be_written_names_why(ledger, clock, monkeypatch, caplog):

@@ -36,7 +36,11 @@ def test_O5_the_default_retry_is_three_attempts_with_gaps_of_one_and_four_second
             sweep_mod.sweep(ledger, epoch, sleep=gaps.append)
     assert (flaky.calls, gaps) == (DOCUMENTED_ATTEMPTS, DOCUMENTED_GAPS)
     assert (err.value.process, err.value.epoch, err.value.attempts, err.value.alert_recorded) == (
-        "worker-1", "w2", DOCUMENTED_ATTEMPTS, True)  # fmt: skip
+        "worker-1",
+        "w2",
+        DOCUMENTED_ATTEMPTS,
+        True,
+    )
     assert "connection refused" in err.value.error
 
 

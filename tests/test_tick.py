@@ -79,7 +79,9 @@ def test_T2_T3_decision_table(open_: bool, failed: bool, age: float | None, expe
 
 
 # ---------------------------------------------------------------- T1 + T2: poison among healthy
-def test_T1_T2_poison_run_dead_letters_after_the_deadline_while_healthy_runs_advance(ledger: Ledger, clock: ManualClock) -> None:
+def test_T1_T2_poison_run_dead_letters_after_the_deadline_while_healthy_runs_advance(
+    ledger: Ledger, clock: ManualClock
+) -> None:
     """One run whose step always raises among healthy runs. The healthy runs advance on
     every tick; the poison run gets tick_failed until its streak is older than the
     deadline, then exactly one dead-letter, not before and not never.
@@ -89,8 +91,11 @@ def test_T1_T2_poison_run_dead_letters_after_the_deadline_while_healthy_runs_adv
     exactly 300 s); the streak's start reset on each failure (never fires)."""
     healthy = [f"h-{i}" for i in range(5)]
     started(ledger, "a-poison", *healthy)
-    driver = make_driver(ledger, [("reconcile", lambda s: None), ("advance", checkpointing(ledger, {"a-poison"}))],
-                        tick_failure_deadline=DEADLINE)  # fmt: skip
+    driver = make_driver(
+        ledger,
+        [("reconcile", lambda s: None), ("advance", checkpointing(ledger, {"a-poison"}))],
+        tick_failure_deadline=DEADLINE,
+    )
     for i in range(6):  # ticks at 0, 60, ..., 300 s: age never exceeds the bound
         report = driver.tick()
         assert report.fatal is None
@@ -170,7 +175,13 @@ def test_T3_transient_error_heals_with_exactly_one_recovery_event(ledger: Ledger
     for _ in range(4):
         clock.advance(30)
         assert driver.tick().appended == 0
-    assert tags(ledger, "flaky") == ["run.queued", "run.started", "run.tick_failed", "run.tick_failed", "run.tick_recovered"]
+    assert tags(ledger, "flaky") == [
+        "run.queued",
+        "run.started",
+        "run.tick_failed",
+        "run.tick_failed",
+        "run.tick_recovered",
+    ]
     failed = ledger.history("flaky")[2].event
     assert isinstance(failed, RunTickFailed)
     assert (failed.step, failed.error_class, failed.error) == ("reconcile", "ConnectionError", "engine API timed out")
@@ -178,8 +189,9 @@ def test_T3_transient_error_heals_with_exactly_one_recovery_event(ledger: Ledger
     assert state.tick_streak is None and state.status is Status.RUNNING
 
 
-def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(ledger: Ledger, clock: ManualClock,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The healthy path is free: zero events and zero per-run reads by the driver.
 
     Mutations caught: a heartbeat (tick_recovered for a run without an open streak: the
@@ -193,7 +205,9 @@ def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(le
     before = ledger.store.max_position()
     reads: list[str] = []
     real = ledger.store.read_stream
-    monkeypatch.setattr(ledger.store, "read_stream", lambda stream, after=0: reads.append(stream) or real(stream, after))
+    monkeypatch.setattr(
+        ledger.store, "read_stream", lambda stream, after=0: reads.append(stream) or real(stream, after)
+    )
     for _ in range(5):
         report = driver.tick()
         assert report.ok and report.appended == 0 and len(report.advanced) == 20
@@ -230,8 +244,9 @@ def test_T3_restart_in_the_middle_of_a_streak_does_not_reset_it(store_url: str, 
 
 
 # ---------------------------------------------------------------- T2: best-effort cleanup
-def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fails(ledger: Ledger, clock: ManualClock,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fails(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The incident: a run whose own reads always fail, whose cleanup read fails first.
     Here every read of the run's stream raises, inside the steps and inside the cleanup;
     the dead-letter still lands, with the cleanup error in its reason.
@@ -254,8 +269,9 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
         ledger.get_run(s.run)  # tear down its services: needs a read, which fails
         raise AssertionError("unreachable")
 
-    driver = make_driver(ledger, [("reconcile", lambda s: ledger.get_run(s.run))],
-                        tick_failure_deadline=DEADLINE, on_dead_letter=cleanup)  # fmt: skip
+    driver = make_driver(
+        ledger, [("reconcile", lambda s: ledger.get_run(s.run))], tick_failure_deadline=DEADLINE, on_dead_letter=cleanup
+    )
     driver.tick()
     clock.advance(301)
     report = driver.tick()
@@ -273,8 +289,9 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
 
 
 # ---------------------------------------------------------------- T1: tick-global failures
-def test_T1_failure_listing_active_runs_is_tick_global_and_appends_nothing(ledger: Ledger,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_T1_failure_listing_active_runs_is_tick_global_and_appends_nothing(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Mutation caught: the listing's error swallowed as "no active runs" (report.fatal
     None: a scheduler would believe the fleet is idle while the store is down)."""
     started(ledger, "a", "b")
@@ -381,8 +398,16 @@ def test_L4_tick_events_are_refused_outside_the_active_statuses(ledger: Ledger, 
     for cmd in (
         RunTickFailed(at=clock.now(), run="r", tick="t1", step="advance", error_class="E"),
         RunTickRecovered(at=clock.now(), run="r", tick="t1"),
-        RunDeadLettered(at=clock.now(), run="r", tick="t1", step="advance", error_class="E",
-                        failing_since=T0, failures=3, deadline_s=300),  # fmt: skip
+        RunDeadLettered(
+            at=clock.now(),
+            run="r",
+            tick="t1",
+            step="advance",
+            error_class="E",
+            failing_since=T0,
+            failures=3,
+            deadline_s=300,
+        ),
     ):
         with pytest.raises(IllegalTransition) as e:
             ledger.submit(cmd)
@@ -407,8 +432,9 @@ def test_T1_driver_rejects_bad_configuration(ledger: Ledger) -> None:
         make_driver(ledger, [("a", print)], tick_failure_deadline=0)
 
 
-def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_land(ledger: Ledger,
-                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_land(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`b` moves under the group commit (its step writes, then raises), and again under
     its own retry (another writer). It ends in `report.unrecorded` with the conflict;
     `a` and `c` are recorded; nothing is doubled."""
@@ -434,7 +460,9 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
     monkeypatch.setattr(ledger.store, "append", append)
     report = make_driver(ledger, {"advance": advance}).tick()
     monkeypatch.undo()
-    assert [(u.run, u.event, type(u.error).__name__) for u in report.unrecorded] == [("b", "run.tick_failed", "ConflictError")]
+    assert [(u.run, u.event, type(u.error).__name__) for u in report.unrecorded] == [
+        ("b", "run.tick_failed", "ConflictError")
+    ]
     assert not report.ok and report.appended == 2
     assert {f.run: f.recorded for f in report.failures} == {"a": True, "b": False, "c": True}
     assert tags(ledger, "a")[-1] == tags(ledger, "c")[-1] == "run.tick_failed"
@@ -445,8 +473,9 @@ def test_T1_report_is_json_ready(ledger: Ledger, clock: ManualClock) -> None:
     import msgspec
 
     started(ledger, "p", "q")
-    driver = make_driver(ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=60,
-                        on_dead_letter=lambda s: 1 / 0)  # fmt: skip
+    driver = make_driver(
+        ledger, {"advance": checkpointing(ledger, {"p"})}, tick_failure_deadline=60, on_dead_letter=lambda s: 1 / 0
+    )
     driver.tick()
     clock.advance(61)
     report = driver.tick(tick_id="tick-2")
@@ -457,7 +486,9 @@ def test_T1_report_is_json_ready(ledger: Ledger, clock: ManualClock) -> None:
     assert "exception" not in doc["failures"][0]
 
 
-def test_T1_store_failing_under_the_drivers_write_is_tick_global(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_T1_store_failing_under_the_drivers_write_is_tick_global(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The steps ran and failed, but the store refuses the driver's group commit: that
     is nobody's run's fault. The tick reports `fatal.stage == "record"`, keeps every
     step failure (recorded=False), and nothing is appended.
@@ -499,10 +530,15 @@ TICK_TABLE = {
 }
 # fmt: on
 _REACH = {
-    "queued": [], "running": ["start"], "paused_operator": ["start", "pause"],
-    "paused_waiting_human": ["start", "ask"], "failed_resumable": ["start", "fail_r"], "failed": ["start", "fail"],
-    "cancelled": ["cancel"], "finished": ["start", "finish"],
-}  # fmt: skip
+    "queued": [],
+    "running": ["start"],
+    "paused_operator": ["start", "pause"],
+    "paused_waiting_human": ["start", "ask"],
+    "failed_resumable": ["start", "fail_r"],
+    "failed": ["start", "fail"],
+    "cancelled": ["cancel"],
+    "finished": ["start", "finish"],
+}
 
 
 def test_L4_tick_table_covers_every_status() -> None:
@@ -516,12 +552,14 @@ def test_L1_L4_tick_events_transition_table(start: str) -> None:
 
     t = T0
     steps = {
-        "start": RunStarted(at=t, run="r"), "pause": RunPaused(at=t, run="r", kind="operator"),
+        "start": RunStarted(at=t, run="r"),
+        "pause": RunPaused(at=t, run="r", kind="operator"),
         "ask": RunPaused(at=t, run="r", kind="waiting_human", interaction="i", questions=["q?"]),
         "fail_r": RunFailed(at=t, run="r", code="TIMEOUT", resumable=True),
         "fail": RunFailed(at=t, run="r", code="FAIL_NODE", resumable=False),
-        "cancel": RunCancelled(at=t, run="r"), "finish": RunFinished(at=t, run="r"),
-    }  # fmt: skip
+        "cancel": RunCancelled(at=t, run="r"),
+        "finish": RunFinished(at=t, run="r"),
+    }
     state = None
     for cmd in [RunQueued(at=t, run="r"), *(steps[s] for s in _REACH[start])]:
         [e] = decide(cmd, state)
@@ -531,9 +569,16 @@ def test_L1_L4_tick_events_transition_table(start: str) -> None:
     commands = [
         (failed, state),
         (RunTickRecovered(at=t, run="r", tick="t2"), state),
-        (RunTickRecovered(at=t, run="r", tick="t2"), evolve(state, decide(failed, state)[0]) if TICK_TABLE[start][0] != X else None),
-        (RunDeadLettered(at=t, run="r", tick="t3", step="advance", error_class="E", failing_since=t, failures=2,
-                         deadline_s=300), state),  # fmt: skip
+        (
+            RunTickRecovered(at=t, run="r", tick="t2"),
+            evolve(state, decide(failed, state)[0]) if TICK_TABLE[start][0] != X else None,
+        ),
+        (
+            RunDeadLettered(
+                at=t, run="r", tick="t3", step="advance", error_class="E", failing_since=t, failures=2, deadline_s=300
+            ),
+            state,
+        ),
     ]
     for (cmd, given_state), expected in zip(commands, TICK_TABLE[start], strict=True):
         if expected is None:
@@ -580,7 +625,9 @@ def test_T4_an_undecodable_event_in_the_log_does_not_make_every_tick_fatal(ledge
 
 
 # ------------------------------------------------------------ F1: the tick is fenced
-def test_F1_T2_a_superseded_process_that_keeps_ticking_never_dead_letters_the_new_owners_run(ledger: Ledger, clock: ManualClock) -> None:
+def test_F1_T2_a_superseded_process_that_keeps_ticking_never_dead_letters_the_new_owners_run(
+    ledger: Ledger, clock: ManualClock
+) -> None:
     """The incident: a superseded process kept ticking; each of its refused writes
     counted as a tick failure against the run the new epoch now owned, until that run
     was dead-lettered `failed`. The driver is bound to its epoch: its first tick after
@@ -616,7 +663,9 @@ def test_F1_T2_a_superseded_process_that_keeps_ticking_never_dead_letters_the_ne
     assert "run.tick_failed" not in tags(ledger, "r") and "run.dead_lettered" not in tags(ledger, "r")
 
 
-def test_F1_a_tick_that_finds_its_epoch_superseded_mid_way_stops_and_keeps_its_events_as_evidence(ledger: Ledger, clock: ManualClock) -> None:
+def test_F1_a_tick_that_finds_its_epoch_superseded_mid_way_stops_and_keeps_its_events_as_evidence(
+    ledger: Ledger, clock: ManualClock
+) -> None:
     """The slot is redeployed while a tick is running: the step's own write is fenced
     for the driver's epoch, so the tick stops there (later runs' steps do not run), and
     what it had observed (a failure on the first run) is kept as run.fenced evidence,
@@ -657,7 +706,10 @@ def test_F1_a_tick_event_of_a_stale_epoch_is_fenced_like_any_report(ledger: Ledg
     with pytest.raises(StaleEpoch) as refused:
         ledger.submit(event)
     assert (refused.value.run, refused.value.attempted, refused.value.why) == (
-        "r", "run.tick_failed", "stale epoch 'old': epoch old of worker-1 was superseded by epoch new")  # fmt: skip
+        "r",
+        "run.tick_failed",
+        "stale epoch 'old': epoch old of worker-1 was superseded by epoch new",
+    )
     assert ledger.get_run("r").tick_streak is None and isinstance(ledger.history("r")[-1].event, RunFenced)
 
 

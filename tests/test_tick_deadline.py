@@ -73,15 +73,20 @@ def tick_within(driver: TickDriver, seconds: float) -> tuple[TickReport, float]:
     return box[0], took
 
 
-def test_T5_a_step_that_hangs_forever_is_abandoned_and_the_other_runs_advance(ledger: Ledger,
-                                                                            release: threading.Event) -> None:  # fmt: skip
+def test_T5_a_step_that_hangs_forever_is_abandoned_and_the_other_runs_advance(
+    ledger: Ledger, release: threading.Event
+) -> None:
     queued(ledger, "a-healthy", "b-hung", "c-healthy")
     driver = make_driver(ledger, [("advance", hanging(ledger, {"b-hung"}, release))], step_deadline=HANG)
     report, took = tick_within(driver, 10)
     assert took < HANG + 5
     assert report.advanced == ("a-healthy", "c-healthy")
     [failure] = report.failures
-    assert (failure.run, failure.step, failure.error_class) == ("b-hung", "advance", "epochledger.tick.StepDeadlineExceeded")
+    assert (failure.run, failure.step, failure.error_class) == (
+        "b-hung",
+        "advance",
+        "epochledger.tick.StepDeadlineExceeded",
+    )
     assert "did not return within its deadline of 0.2s" in failure.error and failure.recorded
     assert isinstance(failure.exception, StepDeadlineExceeded) and failure.exception.run == "b-hung"
     last = ledger.history("b-hung")[-1].event
@@ -91,7 +96,8 @@ def test_T5_a_step_that_hangs_forever_is_abandoned_and_the_other_runs_advance(le
 
 
 def test_T5_T2_a_run_whose_step_still_hangs_is_charged_without_waiting_and_dead_lettered(
-        ledger: Ledger, clock: ManualClock, release: threading.Event) -> None:  # fmt: skip
+    ledger: Ledger, clock: ManualClock, release: threading.Event
+) -> None:
     """The incident shape: a run that always hangs must reach the T2 bound. Its step is
     started once; later ticks charge it at once (no second thread, no second wait)."""
     queued(ledger, "hung", "ok")
@@ -130,8 +136,9 @@ def test_T5_an_abandoned_step_that_returns_frees_its_run(ledger: Ledger, clock: 
     assert tag_of(ledger.history("slow")[-1].event) == tag_of(RunTickRecovered)
 
 
-def test_T5_per_step_deadlines_and_no_deadline_runs_in_the_callers_thread(ledger: Ledger,
-                                                                          release: threading.Event) -> None:  # fmt: skip
+def test_T5_per_step_deadlines_and_no_deadline_runs_in_the_callers_thread(
+    ledger: Ledger, release: threading.Event
+) -> None:
     queued(ledger, "r")
     where: dict[str, threading.Thread] = {}
 
@@ -142,8 +149,9 @@ def test_T5_per_step_deadlines_and_no_deadline_runs_in_the_callers_thread(ledger
         where["bounded"] = threading.current_thread()
         release.wait()
 
-    driver = make_driver(ledger, [("unbounded", unbounded), ("bounded", bounded)], step_deadline=None,
-                         step_deadlines={"bounded": HANG})  # fmt: skip
+    driver = make_driver(
+        ledger, [("unbounded", unbounded), ("bounded", bounded)], step_deadline=None, step_deadlines={"bounded": HANG}
+    )
     assert driver.step_deadlines == {"unbounded": None, "bounded": timedelta(seconds=HANG)}
     report, _ = tick_within(driver, 10)
     assert where["bounded"].daemon and where["bounded"] is not threading.current_thread()
@@ -152,20 +160,26 @@ def test_T5_per_step_deadlines_and_no_deadline_runs_in_the_callers_thread(ledger
 
     caller = make_driver(ledger, [("unbounded", unbounded)], step_deadline=None)
     caller.tick()
-    assert where["unbounded"] is threading.current_thread(), "no deadline anywhere: the steps run in the caller's thread"
+    assert where["unbounded"] is threading.current_thread(), (
+        "no deadline anywhere: the steps run in the caller's thread"
+    )
 
 
 def test_T5_too_many_abandoned_steps_stop_the_tick_without_charging_healthy_runs(
-        ledger: Ledger, release: threading.Event) -> None:  # fmt: skip
+    ledger: Ledger, release: threading.Event
+) -> None:
     queued(ledger, "h1", "h2", "h3", "ok")
-    driver = make_driver(ledger, [("advance", hanging(ledger, {"h1", "h2", "h3"}, release))], step_deadline=HANG,
-                         max_abandoned_steps=2)  # fmt: skip
+    driver = make_driver(
+        ledger, [("advance", hanging(ledger, {"h1", "h2", "h3"}, release))], step_deadline=HANG, max_abandoned_steps=2
+    )
     report, _ = tick_within(driver, 10)
     assert [f.run for f in report.failures] == ["h1", "h2"]
     assert report.skipped == ("h3", "ok")
     assert report.fatal is not None and report.fatal.stage == "abandoned_steps"
     assert "2 steps abandoned past their deadlines are still running (max_abandoned_steps=2)" in report.fatal.error
-    assert [tag_of(r.event) for r in ledger.history("ok")] == ["run.queued", "run.started"], "a skipped run is not charged"
+    assert [tag_of(r.event) for r in ledger.history("ok")] == ["run.queued", "run.started"], (
+        "a skipped run is not charged"
+    )
     again, took = tick_within(driver, 10)
     assert took < HANG
     assert [f.run for f in again.failures] == ["h1", "h2"] and again.skipped == ("h3", "ok")
@@ -199,7 +213,9 @@ def test_T5_SystemExit_in_a_step_with_a_deadline_still_stops_the_scheduler(ledge
         ({"tick_failure_deadline": None}, "tick_failure_deadline"),
     ],
 )
-def test_T5_bad_deadline_configuration_is_refused_by_name(ledger: Ledger, options: dict[str, object], where: str) -> None:
+def test_T5_bad_deadline_configuration_is_refused_by_name(
+    ledger: Ledger, options: dict[str, object], where: str
+) -> None:
     with pytest.raises(InvalidInput) as refused:
         make_driver(ledger, [("a", print)], **options)
     assert refused.value.where == where

@@ -63,7 +63,9 @@ def _fleet(ledger: Ledger, clock: ManualClock) -> None:
     # ledger time: the last event of the log is the tick at 360 s
 
 
-def test_T3_tick_health_view_open_streaks_age_in_ledger_time_and_dead_letters(ledger: Ledger, clock: ManualClock) -> None:
+def test_T3_tick_health_view_open_streaks_age_in_ledger_time_and_dead_letters(
+    ledger: Ledger, clock: ManualClock
+) -> None:
     _fleet(ledger, clock)
     clock.advance(3600)  # the wall clock moves on; the view must not notice
     view = tick_health.fold(ledger.events())
@@ -72,7 +74,12 @@ def test_T3_tick_health_view_open_streaks_age_in_ledger_time_and_dead_letters(le
     assert [r["run"] for r in rows] == ["stuck"]
     (stuck,) = rows
     assert stuck["age_s"] == 240.0 and stuck["failures"] == 5
-    assert (stuck["step"], stuck["error_class"], stuck["error"], stuck["tick"]) == ("reconcile", "TimeoutError", "engine API timed out", "t6")
+    assert (stuck["step"], stuck["error_class"], stuck["error"], stuck["tick"]) == (
+        "reconcile",
+        "TimeoutError",
+        "engine API timed out",
+        "t6",
+    )
     assert view.by_step == {"advance": 1} and view.by_error_class == {"ValueError": 1}
     (dl,) = view.dead_letters
     assert (dl.run, dl.tick, dl.failures, dl.failing_since, dl.deadline_s) == ("doomed", "t6", 7, T0, 300.0)
@@ -82,9 +89,14 @@ def test_T3_tick_health_view_open_streaks_age_in_ledger_time_and_dead_letters(le
 
 
 # ------------------------------------------------------------- law: one code path
-OPS = st.lists(st.tuples(st.sampled_from(["r1", "r2"]),
-                         st.sampled_from(["fail_a", "fail_b", "recover", "dead", "pause", "resume", "start", "finish"]),
-                         st.integers(0, 400)), max_size=40)  # fmt: skip
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["r1", "r2"]),
+        st.sampled_from(["fail_a", "fail_b", "recover", "dead", "pause", "resume", "start", "finish"]),
+        st.integers(0, 400),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -106,8 +118,9 @@ def test_T3_view_and_run_state_agree_on_every_prefix(ops: list[tuple[str, str, i
             "fail_a": RunTickFailed(at=at, run=r, tick=f"t{i}", step="a", error_class="E1", error="x"),
             "fail_b": RunTickFailed(at=at, run=r, tick=f"t{i}", step="b", error_class="E2"),
             "recover": RunTickRecovered(at=at, run=r, tick=f"t{i}"),
-            "dead": RunDeadLettered(at=at, run=r, tick=f"t{i}", step="a", error_class="E1", failing_since=T0,
-                                    failures=1, deadline_s=300),  # fmt: skip
+            "dead": RunDeadLettered(
+                at=at, run=r, tick=f"t{i}", step="a", error_class="E1", failing_since=T0, failures=1, deadline_s=300
+            ),
             "pause": RunPaused(at=at, run=r, kind="operator"),
             "resume": RunResumed(at=at, run=r, by="operator"),
             "start": RunStarted(at=at, run=r),
@@ -141,7 +154,9 @@ def test_T3_cli_runs_streaking(fleet_url: str, capsys: pytest.CaptureFixture[str
     assert rows[0]["streak"]["age_s"] == 240.0 and rows[0]["streak"]["error_class"] == "TimeoutError"
     assert main(["--store", fleet_url, "runs", "--streaking"]) == 0
     text = capsys.readouterr().out
-    assert "stuck" in text and "TimeoutError" in text and "240.0" in text and "doomed" not in text and "flaky" not in text
+    assert (
+        "stuck" in text and "TimeoutError" in text and "240.0" in text and "doomed" not in text and "flaky" not in text
+    )
     assert main(["--store", fleet_url, "runs", "--streaking", "--status", "queued"]) == 0
     assert capsys.readouterr().out.strip() == "(none)"
 
@@ -189,13 +204,18 @@ def test_T2_T3_only_the_streaks_own_events_move_it():
     streak = streak_after(None, failed)
     assert streak is not None and streak.since == t and streak.failures == 1
     later = t + timedelta(seconds=30)
-    for keeps in (RunCheckpointed(at=later, run="r", node="n", ref="r", status=Status.RUNNING),
-                  RunFenced(at=later, run="r", epoch="old", refused="run.finished", why="x", status=Status.RUNNING)):  # fmt: skip
+    for keeps in (
+        RunCheckpointed(at=later, run="r", node="n", ref="r", status=Status.RUNNING),
+        RunFenced(at=later, run="r", epoch="old", refused="run.finished", why="x", status=Status.RUNNING),
+    ):
         assert streak_after(streak, keeps) == streak
-    again = streak_after(streak, RunTickFailed(at=later, run="r", tick="t2", step="admit", error_class="F",
-                                               status=Status.RUNNING))  # fmt: skip
+    again = streak_after(
+        streak, RunTickFailed(at=later, run="r", tick="t2", step="admit", error_class="F", status=Status.RUNNING)
+    )
     assert again is not None and (again.since, again.failures, again.tick, again.step) == (t, 2, "t2", "admit")
-    for closes in (RunTickRecovered(at=later, run="r", tick="t3", status=Status.RUNNING),
-                   RunFailed(at=later, run="r", code="X", resumable=True, status=Status.FAILED_RESUMABLE),
-                   RunPaused(at=later, run="r", kind="operator", status=Status.PAUSED_OPERATOR)):  # fmt: skip
+    for closes in (
+        RunTickRecovered(at=later, run="r", tick="t3", status=Status.RUNNING),
+        RunFailed(at=later, run="r", code="X", resumable=True, status=Status.FAILED_RESUMABLE),
+        RunPaused(at=later, run="r", kind="operator", status=Status.PAUSED_OPERATOR),
+    ):
         assert streak_after(streak, closes) is None

@@ -115,7 +115,9 @@ def test_V1_demo_incident_in_chromium(load, tmp_path, capsys) -> None:
     assert "TIMEOUT" in page.attrs("g.run", "data-code")
     _no_fetch(page)
     # The incident's window: hover shows the recovery's evidence, then the fenced report's.
-    _timeline(db, html_path, "--from", "2026-09-09T14:15:00Z", "--to", "2026-09-09T14:30:00Z", "--at", "2026-09-09T14:20:00Z")
+    _timeline(
+        db, html_path, "--from", "2026-09-09T14:15:00Z", "--to", "2026-09-09T14:30:00Z", "--at", "2026-09-09T14:20:00Z"
+    )
     page = load(html_path)
     tip = page.page.locator("#tip")  # type: ignore[attr-defined]
     for kind, text in (("recovery", "recovered by the sweep of worker-1.e2"), ("fenced", "FENCED run.finished")):
@@ -132,12 +134,19 @@ def test_V1_demo_incident_in_chromium(load, tmp_path, capsys) -> None:
     _no_fetch(page)
 
 
-@pytest.mark.parametrize(("name", "kinds", "lanes"), [
-    ("whatif_nightly_88", {"boot", "supersede", "sweep", "recovery"}, ["worker-1", "worker-2"]),
-    ("whatif_redeploy_0220", {"boot", "supersede", "sweep", "recovery"}, ["api-1", "worker-1"]),
-    ("whatif_clock_step", {"boot", "supersede", "sweep", "recovery", "sweep-skipped"}, ["worker-1"]),
-    ("audit_history", {"boot", "supersede", "stopping", "stop", "sweep", "recovery", "fenced", "correction"}, ["api-1", "worker-1"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "kinds", "lanes"),
+    [
+        ("whatif_nightly_88", {"boot", "supersede", "sweep", "recovery"}, ["worker-1", "worker-2"]),
+        ("whatif_redeploy_0220", {"boot", "supersede", "sweep", "recovery"}, ["api-1", "worker-1"]),
+        ("whatif_clock_step", {"boot", "supersede", "sweep", "recovery", "sweep-skipped"}, ["worker-1"]),
+        (
+            "audit_history",
+            {"boot", "supersede", "stopping", "stop", "sweep", "recovery", "fenced", "correction"},
+            ["api-1", "worker-1"],
+        ),
+    ],
+)
 def test_V1_golden_histories_in_chromium(load, tmp_path, name, kinds, lanes) -> None:
     db, html_path = str(tmp_path / "g.db"), str(tmp_path / "g.html")
     with open_ledger(db) as lg, open(os.path.join(GOLDEN, name + ".ndjson"), "rb") as f:
@@ -210,7 +219,10 @@ def test_V1_bad_arguments_are_refused_and_nothing_is_written(capsys, tmp_path) -
     with open_ledger(db) as lg, open(incidents.path("whatif_clock_step"), "rb") as f:
         import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
     out = str(tmp_path / "t.html")
-    assert main(["--store", db, "timeline", "-o", out, "--from", "2026-09-09T10:00:00Z", "--to", "2026-09-09T09:00:00Z"]) == 3
+    assert (
+        main(["--store", db, "timeline", "-o", out, "--from", "2026-09-09T10:00:00Z", "--to", "2026-09-09T09:00:00Z"])
+        == 3
+    )
     assert main(["--store", db, "timeline", "-o", out, "--at", "noon"]) == 3
     assert main(["--store", db, "timeline", "-o", out, "--run", "no-such-run"]) == 4
     assert main(["--store", db, "timeline", "-o", db]) == 3  # the ledger's own file

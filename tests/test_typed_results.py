@@ -17,7 +17,14 @@ from ledger.store.base import Store
 from projections import audit, orphans
 from projections import tick_health as tick_health_view
 
-PUBLIC = [Ledger.orphan_view, Ledger.orphans, tick.tick_health, tick.run_tick_health, audit.status, audit.export_parquet]
+PUBLIC = [
+    Ledger.orphan_view,
+    Ledger.orphans,
+    tick.tick_health,
+    tick.run_tick_health,
+    audit.status,
+    audit.export_parquet,
+]
 
 
 def _returns(f: typing.Any, localns: dict[str, typing.Any] | None = None) -> typing.Any:
@@ -58,7 +65,10 @@ def test_C2_the_results_are_what_they_say(tmp_path: Path, clock: ManualClock) ->
         path = str(tmp_path / "l.duckdb")
         audit.sync(ledger.store, path)
         status = audit.status(path, ledger.store)
-        assert isinstance(status, audit.AuditStatus) and (status.position, status.behind) == (ledger.store.max_position(), 0)
+        assert isinstance(status, audit.AuditStatus) and (status.position, status.behind) == (
+            ledger.store.max_position(),
+            0,
+        )
         assert msgspec.to_builtins(audit.status(path)).keys() == {"duckdb", "events", "latest", "position", "store"}
         exported = audit.export_parquet(path, str(tmp_path / "pq"))
         assert isinstance(exported, audit.ParquetExport) and exported.events == status.events

@@ -23,8 +23,7 @@ def _unowned(ledger, run):
     ledger.start(run)
 
 
-def test_O9_a_run_no_slot_can_judge_is_listed_by_runs_orphaned_and_every_sweep_report(ledger, clock, capsys,
-                                                                                       caplog):  # fmt: skip
+def test_O9_a_run_no_slot_can_judge_is_listed_by_runs_orphaned_and_every_sweep_report(ledger, clock, capsys, caplog):
     """Mutation caught: `orphans.unjudged` returning nothing (the old silence: the run
     is in no listing and no report, and stays running)."""
     ledger.boot("api-1", epoch="a1")
@@ -77,7 +76,8 @@ def test_O9_a_default_slot_named_at_init_judges_unowned_runs_by_O3(ledger, clock
     assert json.loads(capsys.readouterr().out) == []  # judged: api-1's current epoch a1 booted before u started
     booted, report = ledger.startup("api-1", epoch="a2")
     assert [(v.run, v.rule, v.default_slot, v.relative_to) for v in report.recovered] == [
-        ("u", orphans.FALLBACK, "api-1", "a2")]  # fmt: skip
+        ("u", orphans.FALLBACK, "api-1", "a2")
+    ]
     assert report.unjudged == []
     recovered = ledger.history("u")[-1].event
     assert recovered.swept_by == "a2" and recovered.booted_at == booted.booted_at
@@ -103,7 +103,10 @@ def test_O9_O4_the_default_slot_is_a_fact_of_the_log_and_a_replay_knows_it_as_it
     ledger.set_default_slot(None)
     seen.append((ledger.store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()]))
     assert [([v.run for v in found], [u.run for u in left]) for _, found, left in seen] == [
-        ([], ["u"]), (["u"], []), ([], ["u"])]  # fmt: skip
+        ([], ["u"]),
+        (["u"], []),
+        ([], ["u"]),
+    ]
     assert [type(r.event) for r in ledger.events()].count(LedgerDefaultSlot) == 2
     for position, found, left in seen:
         replayed = orphans.fold(ledger.events(upto=position))

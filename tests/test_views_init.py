@@ -20,9 +20,12 @@ def schema(store) -> list[tuple[str, ...]]:
         if store.kind == "sqlite":
             cur.execute("SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name")
         else:
-            cur.execute("SELECT 'table', table_name, table_name, '' FROM information_schema.tables WHERE table_schema = ? "
-                        "UNION ALL SELECT 'index', indexname, tablename, indexdef FROM pg_indexes WHERE schemaname = ? "
-                        "ORDER BY 1, 2", (store.schema, store.schema))  # fmt: skip
+            cur.execute(
+                "SELECT 'table', table_name, table_name, '' FROM information_schema.tables WHERE table_schema = ? "
+                "UNION ALL SELECT 'index', indexname, tablename, indexdef FROM pg_indexes WHERE schemaname = ? "
+                "ORDER BY 1, 2",
+                (store.schema, store.schema),
+            )
         return [tuple(str(c) for c in row) for row in cur.fetchall()]
 
 
@@ -53,10 +56,21 @@ def test_R3_init_builds_every_view_so_a_read_never_runs_ddl(store_url: str, cloc
         ledger.liveness()
         assert {s.run for s, _ in ledger.orphans()} == {"r0", "r3"}
         assert schema(ledger.store) == made
-    for args in (["runs", "--json"], ["runs", "--status", "running", "--json"], ["runs", "--orphaned", "--json"],
-                 ["runs", "--streaking", "--json"], ["show", "r1", "--json"], ["history", "r1", "--json"],
-                 ["epochs", "--json"], ["tick-health", "--json"], ["parked", "--json"], ["verify", "--json"],
-                 ["chain", "--json"], ["replay", "--json"], ["whatif", "--policy", "clamp", "--json"]):  # fmt: skip
+    for args in (
+        ["runs", "--json"],
+        ["runs", "--status", "running", "--json"],
+        ["runs", "--orphaned", "--json"],
+        ["runs", "--streaking", "--json"],
+        ["show", "r1", "--json"],
+        ["history", "r1", "--json"],
+        ["epochs", "--json"],
+        ["tick-health", "--json"],
+        ["parked", "--json"],
+        ["verify", "--json"],
+        ["chain", "--json"],
+        ["replay", "--json"],
+        ["whatif", "--policy", "clamp", "--json"],
+    ):
         stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)  # out_json writes bytes
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
             assert main(["--store", store_url, *args]) == 0, args

@@ -29,16 +29,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # killed-live: the run's age at the sweep (s); missed / late: how much longer it stayed running (s).
 EXPECTED: dict[tuple[str, str], list[tuple[str, str, str, float]]] = {
     # The 88-minute nightly: a flat threshold kills it, heartbeats do not, and both miss the young orphan.
-    ("whatif_nightly_88", "flat-age:30m"): [(KILLED_LIVE, "nightly", "w2.e2", 5282.0), (MISSED, "young", "w2.e2", 600.0)],
+    ("whatif_nightly_88", "flat-age:30m"): [
+        (KILLED_LIVE, "nightly", "w2.e2", 5282.0),
+        (MISSED, "young", "w2.e2", 600.0),
+    ],
     ("whatif_nightly_88", "heartbeat:30m"): [(MISSED, "young", "w2.e2", 600.0)],
-    ("whatif_nightly_88", "heartbeat:5m"): [(KILLED_LIVE, "nightly", "w2.e2", 5282.0), (MISSED, "young", "w2.e2", 600.0)],
+    ("whatif_nightly_88", "heartbeat:5m"): [
+        (KILLED_LIVE, "nightly", "w2.e2", 5282.0),
+        (MISSED, "young", "w2.e2", 600.0),
+    ],
     ("whatif_nightly_88", "floor:30m"): [(MISSED, "young", "w2.e2", 600.0)],
     ("whatif_nightly_88", "clamp"): [],
     ("whatif_nightly_88", "epoch"): [],
     # 02:00 / 02:20: a floor misses both at the redeploy; api-1's 03:00 sweep takes the owned
     # one (O2 holds fleet-wide), nobody ever takes the unowned one (O3 is its own slot's).
-    ("whatif_redeploy_0220", "floor:30m"): [(LATE, "owned-0200", "w1.e2", 2401.0), (MISSED, "unowned-0200", "w1.e2", 4201.0)],
-    ("whatif_redeploy_0220", "flat-age:30m"): [(LATE, "owned-0200", "w1.e2", 2401.0), (LATE, "unowned-0200", "w1.e2", 2401.0)],
+    ("whatif_redeploy_0220", "floor:30m"): [
+        (LATE, "owned-0200", "w1.e2", 2401.0),
+        (MISSED, "unowned-0200", "w1.e2", 4201.0),
+    ],
+    ("whatif_redeploy_0220", "flat-age:30m"): [
+        (LATE, "owned-0200", "w1.e2", 2401.0),
+        (LATE, "unowned-0200", "w1.e2", 2401.0),
+    ],
     ("whatif_redeploy_0220", "clamp"): [],
     ("whatif_redeploy_0220", "epoch"): [],
     # The clock stepped back: the clamp sweeps the live process's own run, 30 s old.
@@ -79,7 +91,10 @@ def test_R4_a_killed_live_run_carries_its_evidence(goldens) -> None:
     with open_ledger(goldens["whatif_nightly_88"], create=False) as lg:
         [killed, missed] = whatif(lg.store, "flat-age:30m").differences
     assert (killed.owner_process, killed.owner_epoch, killed.owner_live) == ("worker-1", "w1.e1", True)
-    assert killed.last_checkpoint is not None and (killed.last_checkpoint.node, killed.last_checkpoint.ref) == ("publish", "ckpt/nightly/4")
+    assert killed.last_checkpoint is not None and (killed.last_checkpoint.node, killed.last_checkpoint.ref) == (
+        "publish",
+        "ckpt/nightly/4",
+    )
     assert killed.alternative is not None and killed.alternative.rule == "flat-age:30m"
     assert killed.then is not None and killed.then.startswith("finished at 2026-09-09T14:39")
     assert "while its owner w1.e1 of worker-1 was live" in killed.message and "1h28m02s old" in killed.message
@@ -94,7 +109,9 @@ def test_R4_at_cuts_the_history_like_replay(goldens) -> None:
     with open_ledger(goldens["whatif_redeploy_0220"], create=False) as lg:
         result = whatif(lg.store, "floor:30m", at=datetime(2026, 9, 9, 2, 50, tzinfo=UTC))
     assert [(d.kind, d.run, d.running_for_s) for d in result.differences] == [
-        (MISSED, "owned-0200", 1799.0), (MISSED, "unowned-0200", 1799.0)]  # fmt: skip
+        (MISSED, "owned-0200", 1799.0),
+        (MISSED, "unowned-0200", 1799.0),
+    ]
     assert result.sweeps == 3
 
 
@@ -116,8 +133,20 @@ def test_R4_the_recorded_rule_as_a_policy_differs_nowhere(tmp_path) -> None:
     assert result.sweeps >= 4 and result.differences == []
 
 
-@pytest.mark.parametrize("spec", ["nope", "flat-age", "flat-age:", "flat-age:-5m", "flat-age:30x", "floor:0",
-                                  "clamp:5", "heartbeat:2000d", "epoch:x"])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "nope",
+        "flat-age",
+        "flat-age:",
+        "flat-age:-5m",
+        "flat-age:30x",
+        "floor:0",
+        "clamp:5",
+        "heartbeat:2000d",
+        "epoch:x",
+    ],
+)
 def test_R4_a_bad_policy_is_refused_naming_it(capsys, goldens, spec) -> None:
     code = main(["--store", goldens["whatif_clock_step"], "whatif", "--policy", spec])
     err = capsys.readouterr().err
@@ -151,7 +180,8 @@ def test_R4_builtin_policies_are_the_documented_ones() -> None:
 def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_path, goldens) -> None:
     """A real distribution on sys.path (a dist-info with entry_points.txt), found by
     importlib.metadata in a fresh interpreter: its policy recovers every running run."""
-    (tmp_path / "grim_policy.py").write_text(textwrap.dedent('''
+    (tmp_path / "grim_policy.py").write_text(
+        textwrap.dedent("""
         from projections.orphans import Verdict
 
         def make(arg):
@@ -162,7 +192,8 @@ def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_p
                     return Verdict(run=run.run, rule="grim", started_at=run.started_at)
                 return None
             return reaper
-    '''))
+    """)
+    )
     info = tmp_path / "grim_policy-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: grim-policy\nVersion: 0.1\n")
@@ -175,7 +206,9 @@ def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_p
     assert [(d["kind"], d["run"], d["alternative"]["rule"]) for d in diffs] == [(KILLED_LIVE, "after-step", "grim")]
     bad = subprocess.run([*cmd, "grim:some"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 3 and "takes 'all' or nothing" in bad.stderr
-    gone = subprocess.run([*cmd, "grim"], env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=60)
+    gone = subprocess.run(
+        [*cmd, "grim"], env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=60
+    )
     assert gone.returncode == 3 and "no policy named 'grim'" in gone.stderr
 
 
@@ -210,6 +243,9 @@ def test_R4_an_orphan_found_before_any_recorded_sweep_is_early(sqlite_ledger, cl
     lg.boot("worker-3", epoch="w3.e1")
     lg.submit(ProcessSweepFailed(at=clock.now(), process="worker-3", epoch="w3.e1", attempts=3, error="store down"))
     clock.advance(60)
-    got = {p: [(d.kind, d.run, d.sweep_epoch, d.then) for d in whatif(lg.store, p).differences] for p in ("epoch", "flat-age:30m")}
+    got = {
+        p: [(d.kind, d.run, d.sweep_epoch, d.then) for d in whatif(lg.store, p).differences]
+        for p in ("epoch", "flat-age:30m")
+    }
     assert got == {"epoch": [(EARLY, "u", "w1.e2", None)], "flat-age:30m": [(EARLY, "u", "w2.e2", None)]}
     assert whatif(lg.store, "epoch").sweeps == 4  # four boots; the one whose sweep gave up is not judged

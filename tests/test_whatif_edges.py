@@ -17,7 +17,9 @@ def _kinds(lg: Ledger, policy: str) -> list[tuple[str, str, str]]:
     return [(d.kind, d.run, d.sweep_epoch) for d in whatif(lg.store, policy).differences]
 
 
-def test_R4_a_run_the_alternative_took_first_is_not_missed_when_the_record_recovers_it_later(sqlite_ledger, clock) -> None:
+def test_R4_a_run_the_alternative_took_first_is_not_missed_when_the_record_recovers_it_later(
+    sqlite_ledger, clock
+) -> None:
     """heartbeat:30m kills the silent run `o` at worker-2's sweep (its owner is live);
     `o` then checkpoints, and worker-1's redeploy recovers it (O2-superseded), when the
     heartbeat no longer finds it. One difference, the kill; not a second one saying the
@@ -75,7 +77,9 @@ def test_R4_flat_age_takes_a_run_only_older_than_its_limit(tmp_path: Path) -> No
     assert _flat_age_at(tmp_path, 1801) == [(KILLED_LIVE, "r", "w2.e1")]
 
 
-def test_R4_clamp_is_the_recorded_rule_at_a_sweep_whose_clock_reads_exactly_the_boot_instant(sqlite_ledger, clock) -> None:
+def test_R4_clamp_is_the_recorded_rule_at_a_sweep_whose_clock_reads_exactly_the_boot_instant(
+    sqlite_ledger, clock
+) -> None:
     """The clock reads the boot instant itself at the sweep: it did not step back, so
     clamp is the epoch rule, whose log-order check keeps the run started after the
     boot (stamped two hours early by a clock that stepped back and then forward again)

@@ -55,35 +55,63 @@ EXIT_CODES: tuple[tuple[type[LedgerError] | None, int, str], ...] = (
     (None, 0, "success"),
     (LedgerError, 1, "other ledger error"),
     (None, 2, "usage error (bad arguments)"),
-    (InvalidInput, 3, "invalid input: malformed or oversized field, bad time, unknown type, a rejected import line, "
-                      "a bad store URL, a store that does not exist (run `epochledger init`), a refused audit "
-                      "query or one stopped by its time or memory bound, a `--duckdb` that is another DuckDB "
-                      "database, a file that cannot be read or written, an output file that is the ledger "
-                      "itself, a report naming an epoch no slot booted, an unknown `whatif --policy` or a bad "
-                      "argument to one (`BadPolicy`)"),
+    (
+        InvalidInput,
+        3,
+        "invalid input: malformed or oversized field, bad time, unknown type, a rejected import line, "
+        "a bad store URL, a store that does not exist (run `epochledger init`), a refused audit "
+        "query or one stopped by its time or memory bound, a `--duckdb` that is another DuckDB "
+        "database, a file that cannot be read or written, an output file that is the ledger "
+        "itself, a report naming an epoch no slot booted, an unknown `whatif --policy` or a bad "
+        "argument to one (`BadPolicy`)",
+    ),
     (RunNotFound, 4, "run not found (or deleted)"),
     (IllegalTransition, 5, "illegal transition (the message names run, status and attempt)"),
     (ConflictError, 6, "write conflict: another writer appended first; nothing was appended"),
-    (StoreError, 7, "store error: unreachable or failing database; also a write the database rolled back or never "
-                    "received (`NotCommitted`, `LockTimeout`: retry it), a refused database privilege "
-                    "(`PermissionDenied`), an audit file held by another process (past `audit sync --wait`), a full disk "
-                    "(`DiskFull`: reads too, as SQLite cannot open the file)"),
+    (
+        StoreError,
+        7,
+        "store error: unreachable or failing database; also a write the database rolled back or never "
+        "received (`NotCommitted`, `LockTimeout`: retry it), a refused database privilege "
+        "(`PermissionDenied`), an audit file held by another process (past `audit sync --wait`), a full disk "
+        "(`DiskFull`: reads too, as SQLite cannot open the file)",
+    ),
     (DamagedLog, 8, "the log is damaged: an event does not decode, or a stream has a gap (a removed row)"),
-    (StaleEpoch, 9, "stale epoch: a report written for an epoch that is no longer live was refused, and kept as "
-                    "`run.fenced` evidence"),
+    (
+        StaleEpoch,
+        9,
+        "stale epoch: a report written for an epoch that is no longer live was refused, and kept as "
+        "`run.fenced` evidence",
+    ),
     (ViewMismatch, 10, "`verify`: a live view differs from its replay from zero (the first difference is named)"),
-    (None, 11, "`import --on-error skip`: some lines were rejected (each is in the --rejects file with its line "
-               "and reason); every other line was imported. `import-dagster --on-error skip`: the same, of Dagster "
-               "runs"),
-    (ChainBroken, 12, "hash chain failure (`verify`, `digest`, `chain`): an event altered, removed, inserted or "
-                      "reordered, or a log truncated or rewritten after a digest (the first place is named; wins "
-                      "over 10)"),
-    (CommitUnknown, 13, "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
-                        "could not be checked; check the named streams (`history RUN`) before running the command "
-                        "again (docs/operations.md)"),
-    (None, INTERRUPTED, "interrupted (Ctrl-C, SIGINT): the command stopped where it was; a write is all or nothing, "
-                        "so an interrupted one landed whole or not at all, and an output file is never left "
-                        "half-written (`follow` stops this way)"),
+    (
+        None,
+        11,
+        "`import --on-error skip`: some lines were rejected (each is in the --rejects file with its line "
+        "and reason); every other line was imported. `import-dagster --on-error skip`: the same, of Dagster "
+        "runs",
+    ),
+    (
+        ChainBroken,
+        12,
+        "hash chain failure (`verify`, `digest`, `chain`): an event altered, removed, inserted or "
+        "reordered, or a log truncated or rewritten after a digest (the first place is named; wins "
+        "over 10)",
+    ),
+    (
+        CommitUnknown,
+        13,
+        "commit outcome unknown (`CommitUnknown`): the connection failed during the commit and "
+        "could not be checked; check the named streams (`history RUN`) before running the command "
+        "again (docs/operations.md)",
+    ),
+    (
+        None,
+        INTERRUPTED,
+        "interrupted (Ctrl-C, SIGINT): the command stopped where it was; a write is all or nothing, "
+        "so an interrupted one landed whole or not at all, and an output file is never left "
+        "half-written (`follow` stops this way)",
+    ),
 )
 
 
@@ -195,23 +223,34 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
 # (rule W2). None: all of them (the reference, docs/cli.md); "": none.
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     common = Parser(add_help=False)
-    common.add_argument("--store", default=argparse.SUPPRESS,
-                        help="store URL: sqlite:///file.db, a path, or postgresql://user@host:port/db "
-                             "(default: $EPOCHLEDGER_STORE, then ./epochledger.db)")  # fmt: skip
+    common.add_argument(
+        "--store",
+        default=argparse.SUPPRESS,
+        help="store URL: sqlite:///file.db, a path, or postgresql://user@host:port/db "
+        "(default: $EPOCHLEDGER_STORE, then ./epochledger.db)",
+    )
     parser = Parser(
         prog="epochledger",
         description="An event-sourced ledger of scheduler runs: record every lifecycle transition, derive the "
         "rest, replay, audit and verify it.",
-        epilog="Exit codes: " + ", ".join(f"{code} {meaning.split(':')[0].split(' (')[0]}" for _, code, meaning in EXIT_CODES)
+        epilog="Exit codes: "
+        + ", ".join(f"{code} {meaning.split(':')[0].split(' (')[0]}" for _, code, meaning in EXIT_CODES)
         + ". Full table: README.md. With --json (or --format json) an error is one JSON object on one line of "
-        "stderr: {\"error\": TYPE, \"message\": TEXT, \"exit_code\": N, \"fields\": {the error's own fields}}.",
+        'stderr: {"error": TYPE, "message": TEXT, "exit_code": N, "fields": {the error\'s own fields}}.',
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Any] = {}
-    areas = ["epochledger.cli.runs", "epochledger.cli.epochs", "epochledger.cli.views", "epochledger.cli.forensics",
-             "epochledger.cli.audit"]
-    for name, handler, args in sorted(COMMANDS, key=lambda c: areas.index(c[1].__module__)):  # by area, then as registered
+    areas = [
+        "epochledger.cli.runs",
+        "epochledger.cli.epochs",
+        "epochledger.cli.views",
+        "epochledger.cli.forensics",
+        "epochledger.cli.audit",
+    ]
+    for name, handler, args in sorted(
+        COMMANDS, key=lambda c: areas.index(c[1].__module__)
+    ):  # by area, then as registered
         doc = textwrap.dedent(handler.__doc__ or "")
         where, registered = sub, name
         if " " in name:  # a grouped command, e.g. "audit sync"
@@ -224,8 +263,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p = where.add_parser(name, help=summary_line(doc) if doc else None, add_help=False)
             p.set_defaults(handler=handler)
             continue
-        p = where.add_parser(name, help=summary_line(doc) if doc else None, description=doc,
-                             formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common])  # fmt: skip
+        p = where.add_parser(
+            name,
+            help=summary_line(doc) if doc else None,
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            parents=[common],
+        )
         for flags, kw in args:
             p.add_argument(*flags, **{k: v.make() if isinstance(v, Later) else v for k, v in kw.items()})
         p.set_defaults(handler=handler)
@@ -289,8 +333,13 @@ def main(argv: Iterable[str] | None = None) -> int:
         except BrokenPipeError:
             return 0
     except KeyboardInterrupt:
-        say_error("Interrupted", "interrupted (Ctrl-C); a write is all or nothing: an interrupted one landed whole "
-                  "or not at all", INTERRUPTED, {"signal": "SIGINT"}, as_json=as_json)  # fmt: skip
+        say_error(
+            "Interrupted",
+            "interrupted (Ctrl-C); a write is all or nothing: an interrupted one landed whole or not at all",
+            INTERRUPTED,
+            {"signal": "SIGINT"},
+            as_json=as_json,
+        )
         return INTERRUPTED
 
 

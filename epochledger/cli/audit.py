@@ -14,25 +14,43 @@ if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither
     from epochledger.reports import AuditResult
 
 # Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
-GROUPS: dict[str, str] = {"audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."}
-DUCKDB = arg("--duckdb", metavar="FILE", default=None,
-             help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)")  # fmt: skip
+GROUPS: dict[str, str] = {
+    "audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."
+}
+DUCKDB = arg(
+    "--duckdb",
+    metavar="FILE",
+    default=None,
+    help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)",
+)
 # Defaults live in projections/audit/ (QUERY_TIMEOUT_S, QUERY_MEMORY_LIMIT, SYNC_WAIT_S); the
 # help repeats them, and tests/test_audit.py checks that it (and docs/audit.md) agree.
-TIMEOUT = arg("--timeout", metavar="SECONDS", type=float, default=None,
-              help="interrupt the query after this long (default 60; docs/audit.md, Bounds)")  # fmt: skip
-MEMORY = arg("--memory-limit", metavar="SIZE", default=None,
-             help="memory DuckDB may use, never spilling to disk (default 1GB; e.g. 512MB, 4GB)")  # fmt: skip
+TIMEOUT = arg(
+    "--timeout",
+    metavar="SECONDS",
+    type=float,
+    default=None,
+    help="interrupt the query after this long (default 60; docs/audit.md, Bounds)",
+)
+MEMORY = arg(
+    "--memory-limit",
+    metavar="SIZE",
+    default=None,
+    help="memory DuckDB may use, never spilling to disk (default 1GB; e.g. 512MB, 4GB)",
+)
 
 
 def _duckdb(ns: argparse.Namespace) -> str:
     from epochledger.reports import audit_path
+
     return audit_path(ns.store, ns.duckdb)
 
 
 def _print_result(result: AuditResult, fmt: str) -> None:
     if fmt == "json":
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result.records(), enc_hook=str), indent=2) + b"\n")
+        sys.stdout.buffer.write(
+            msgspec.json.format(msgspec.json.encode(result.records(), enc_hook=str), indent=2) + b"\n"
+        )
         sys.stdout.flush()
     elif fmt == "csv":
         import csv
@@ -44,9 +62,19 @@ def _print_result(result: AuditResult, fmt: str) -> None:
         table(result.records(), result.columns)
 
 
-@command("audit sync", DUCKDB, arg("--wait", metavar="SECONDS", type=float, default=None,
-         help="how long to wait for queries holding the file (default 90, longer than their 60 s timeout)"), JSON,
-         QUIET)  # fmt: skip
+@command(
+    "audit sync",
+    DUCKDB,
+    arg(
+        "--wait",
+        metavar="SECONDS",
+        type=float,
+        default=None,
+        help="how long to wait for queries holding the file (default 90, longer than their 60 s timeout)",
+    ),
+    JSON,
+    QUIET,
+)
 def cmd_audit_sync(ns: argparse.Namespace) -> None:
     """Copy the events recorded since the last sync into the DuckDB audit file.
 
@@ -61,13 +89,17 @@ def cmd_audit_sync(ns: argparse.Namespace) -> None:
     path = _duckdb(ns)
     shown = Progress(ns)
     with open_ns(ns) as ledger:
-        progress = (lambda n, pos: shown.show(f"audit sync: {n:,} events copied (position {pos})")) if shown.on else None
+        progress = (
+            (lambda n, pos: shown.show(f"audit sync: {n:,} events copied (position {pos})")) if shown.on else None
+        )
         result = ledger.audit_sync(path, progress=progress, wait=ns.wait)
     shown.clear()
     if ns.json:
         out_json(result._asdict())
     else:
-        out(f"appended {result.appended} events to {result.duckdb} (position {result.position}, {result.events} events in all)")
+        out(
+            f"appended {result.appended} events to {result.duckdb} (position {result.position}, {result.events} events in all)"
+        )
 
 
 @command("audit status", DUCKDB, JSON)
@@ -81,17 +113,34 @@ def cmd_audit_status(ns: argparse.Namespace) -> None:
     if ns.json:
         out_json(result)
     else:
-        out(f"{result.duckdb}: position {result.position} of {result.ledger_position} "
-            f"({result.behind} behind), {result.events} events, newest at {result.latest}")  # fmt: skip
+        out(
+            f"{result.duckdb}: position {result.position} of {result.ledger_position} "
+            f"({result.behind} behind), {result.events} events, newest at {result.latest}"
+        )
 
 
-@command("audit report", arg("name", help="one of the reports listed above"), DUCKDB,
-         arg("--as-of", metavar="INSTANT", default=None,
-             help="RFC 3339 instant the report is computed as of (default: the newest synced event)"),
-         arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
-         arg("--label", metavar="KEY", default=None,
-             help="failures_by_label: only this label (its runs without it as one row); default every label"),
-         arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
+@command(
+    "audit report",
+    arg("name", help="one of the reports listed above"),
+    DUCKDB,
+    arg(
+        "--as-of",
+        metavar="INSTANT",
+        default=None,
+        help="RFC 3339 instant the report is computed as of (default: the newest synced event)",
+    ),
+    arg("--period", default="day", help="failure_codes: hour, day, week, month, quarter or year"),
+    arg(
+        "--label",
+        metavar="KEY",
+        default=None,
+        help="failures_by_label: only this label (its runs without it as one row); default every label",
+    ),
+    arg("--format", choices=["table", "csv", "json"], default="table"),
+    TIMEOUT,
+    MEMORY,
+    JSON,
+)
 def cmd_audit_report(ns: argparse.Namespace) -> None:
     """Run a canned audit report over the audit file (run `audit sync` first).
 
@@ -115,13 +164,28 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
             from ledger.errors import InvalidInput
 
             raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
-    result = audit_report(ns.store, ns.name, duckdb=ns.duckdb, as_of=as_of, period=ns.period, label=ns.label,
-                          timeout=ns.timeout, memory_limit=ns.memory_limit)  # fmt: skip
+    result = audit_report(
+        ns.store,
+        ns.name,
+        duckdb=ns.duckdb,
+        as_of=as_of,
+        period=ns.period,
+        label=ns.label,
+        timeout=ns.timeout,
+        memory_limit=ns.memory_limit,
+    )
     _print_result(result, "json" if ns.json else ns.format)
 
 
-@command("audit query", arg("sql", help="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"), DUCKDB,
-         arg("--format", choices=["table", "csv", "json"], default="table"), TIMEOUT, MEMORY, JSON)  # fmt: skip
+@command(
+    "audit query",
+    arg("sql", help="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"),
+    DUCKDB,
+    arg("--format", choices=["table", "csv", "json"], default="table"),
+    TIMEOUT,
+    MEMORY,
+    JSON,
+)
 def cmd_audit_query(ns: argparse.Namespace) -> None:
     """Run one read-only SQL statement (SELECT, DESCRIBE, ...) on the audit file.
 

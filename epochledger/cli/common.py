@@ -44,8 +44,9 @@ def instant(text: str | None, where: str) -> datetime | None:
     try:
         check_value(t, Instant, where)  # the catalogue's bounds, one definition
     except InvalidInput:
-        raise InvalidInput(f"out of range: {text!r} (the ledger's instants are from 1970 to before 9000 UTC)",
-                           where=where) from None  # fmt: skip
+        raise InvalidInput(
+            f"out of range: {text!r} (the ledger's instants are from 1970 to before 9000 UTC)", where=where
+        ) from None
     return t
 
 
@@ -64,8 +65,11 @@ class Later:
 
 
 JSON = arg("--json", action="store_true", help="print JSON instead of a table")
-NO_CATCH_UP = arg("--no-catch-up", action="store_true",
-                  help="read the view as it is, without applying new events first (says how far behind it is)")
+NO_CATCH_UP = arg(
+    "--no-catch-up",
+    action="store_true",
+    help="read the view as it is, without applying new events first (says how far behind it is)",
+)
 
 
 def command(name: str, *args: tuple[tuple[str, ...], dict[str, Any]]) -> Callable[[Handler], Handler]:
@@ -139,12 +143,16 @@ def runs_table(found: Sequence[RunRow]) -> None:
     """The `runs` table, with a labels column if any run has labels (rule I2): the
     cells table(run_record(s) ...) would make, built from RunRows in one pass."""
     shown_code = _helpers().shown_code
-    cells: list[tuple[str, ...]] = [(r.run, r.status, shown_code(r.status, r.code), r.workflow or "",
-                                     r.process or "", r.updated_at, r.actor or "") for r in found]  # fmt: skip
+    cells: list[tuple[str, ...]] = [
+        (r.run, r.status, shown_code(r.status, r.code), r.workflow or "", r.process or "", r.updated_at, r.actor or "")
+        for r in found
+    ]
     columns = list(RUNS_COLUMNS)
     if any(r.labels for r in found):
-        cells = [(*row, ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())))
-                 for row, r in zip(cells, found, strict=True)]  # fmt: skip
+        cells = [
+            (*row, ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())))
+            for row, r in zip(cells, found, strict=True)
+        ]
         columns.append("labels")
     cells_table(cells, columns)
 
@@ -183,8 +191,12 @@ def say_lag(lag: int) -> None:
         print(f"epochledger: note: the view is {lag} positions behind the log", file=sys.stderr)
 
 
-QUIET = arg("-q", "--quiet", action="store_true",
-            help="no progress line on standard error (there is one only when it is a terminal)")
+QUIET = arg(
+    "-q",
+    "--quiet",
+    action="store_true",
+    help="no progress line on standard error (there is one only when it is a terminal)",
+)
 
 
 class Progress:

@@ -23,11 +23,13 @@ def _margin(ns: argparse.Namespace) -> float:
     return ORPHAN_MARGIN_S if ns.margin is None else float(ns.margin)
 
 
-
-
-@command("epochs", arg("--process", help="only this process slot"),
-         arg("--live", action="store_true", help="only the epochs that are live"),
-         arg("--retired", action="store_true", help="also the slots that retired (rule O8)"), JSON)  # fmt: skip
+@command(
+    "epochs",
+    arg("--process", help="only this process slot"),
+    arg("--live", action="store_true", help="only the epochs that are live"),
+    arg("--retired", action="store_true", help="also the slots that retired (rule O8)"),
+    JSON,
+)
 def cmd_epochs(ns: argparse.Namespace) -> None:
     """List process slots and their boot epochs, live or not (rules O1, O2, O7).
 
@@ -43,14 +45,36 @@ def cmd_epochs(ns: argparse.Namespace) -> None:
     """
     with open_ns(ns) as ledger:
         epochs = ledger.liveness(retired=ns.retired)
-    rows = [{**msgspec.to_builtins(e), "live": ended is None, "ended": ended[0] if ended else None,
-             "why": ended[1] if ended else None}
-            for e, ended in epochs if ns.process in (None, e.process) and not (ns.live and ended)]  # fmt: skip
+    rows = [
+        {
+            **msgspec.to_builtins(e),
+            "live": ended is None,
+            "ended": ended[0] if ended else None,
+            "why": ended[1] if ended else None,
+        }
+        for e, ended in epochs
+        if ns.process in (None, e.process) and not (ns.live and ended)
+    ]
     if ns.json:
         out_json(rows)
         return
-    table(rows, ["process", "epoch", "live", "ended", "booted_at", "host", "pid", "superseded_by", "stopped_at",
-                 "exited_at", "sweep_skipped", "sweep_failed_at"])  # fmt: skip
+    table(
+        rows,
+        [
+            "process",
+            "epoch",
+            "live",
+            "ended",
+            "booted_at",
+            "host",
+            "pid",
+            "superseded_by",
+            "stopped_at",
+            "exited_at",
+            "sweep_skipped",
+            "sweep_failed_at",
+        ],
+    )
 
 
 @command("probe", arg("--no-sweep", action="store_true", help="record the exits only; sweep nothing"), JSON)
@@ -85,8 +109,10 @@ def cmd_probe(ns: argparse.Namespace) -> None:
     if report.sweep is None:
         out("no sweep: nothing to recover" if not ns.no_sweep else "no sweep (--no-sweep)")
         return
-    out(f"sweep by {report.sweep.process} epoch {report.swept_by}: {report.sweep.outcome}, "
-        f"recovered {len(report.sweep.recovered)} orphan(s)")  # fmt: skip
+    out(
+        f"sweep by {report.sweep.process} epoch {report.swept_by}: {report.sweep.outcome}, "
+        f"recovered {len(report.sweep.recovered)} orphan(s)"
+    )
     for v in report.sweep.recovered:
         out(f"  {v.run}: {v.rule}: {v.explain()}")
 
@@ -94,8 +120,12 @@ def cmd_probe(ns: argparse.Namespace) -> None:
 @command(
     "sweep",
     arg("--process", help="the process slot to recover (booted anew; with --as-epoch: the epoch's slot)"),
-    arg("--as-epoch", metavar="EPOCH", help="sweep with this live epoch, booted earlier by the process that sweeps, "
-        "with its recorded boot instant: boot nothing"),
+    arg(
+        "--as-epoch",
+        metavar="EPOCH",
+        help="sweep with this live epoch, booted earlier by the process that sweeps, "
+        "with its recorded boot instant: boot nothing",
+    ),
     arg("--new-slot", action="store_true", help="allow --process to name a slot the ledger has never seen"),
     arg("--epoch", help="id of the epoch to boot (default: a fresh one)"),
     # No default here: the facade's is the O3 margin's one home (projections/orphans.py)
@@ -126,8 +156,9 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
              epochledger sweep --as-epoch 3f2a9c   (an epoch this process booted)
     """
     if ns.process is None and ns.as_epoch is None:
-        raise InvalidInput("name the slot to boot and sweep (--process) or the epoch to sweep with (--as-epoch)",
-                           where="sweep")  # fmt: skip
+        raise InvalidInput(
+            "name the slot to boot and sweep (--process) or the epoch to sweep with (--as-epoch)", where="sweep"
+        )
     if ns.as_epoch is not None and (ns.epoch is not None or ns.new_slot):
         raise InvalidInput("--as-epoch boots nothing: it takes neither --epoch nor --new-slot", where="sweep")
     if ns.dry_run:
@@ -146,13 +177,16 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
             target = ns.as_epoch if ns.process is None else Slot(process=ns.process, epoch=ns.as_epoch)
             booted, report = None, ledger.sweep(target, require_live=True, margin=_margin(ns))
         else:
-            booted, report = ledger.startup(ns.process, epoch=ns.epoch, actor=ns.actor, margin=_margin(ns),
-                                            new_slot=ns.new_slot)  # fmt: skip
+            booted, report = ledger.startup(
+                ns.process, epoch=ns.epoch, actor=ns.actor, margin=_margin(ns), new_slot=ns.new_slot
+            )
     if ns.json:
         out_json({"booted": booted, "report": report})
     else:
         done = "booted" if booted is not None else "swept with"
-        out(f"{done} {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)")
+        out(
+            f"{done} {report.process} epoch {report.epoch}; sweep {report.outcome}: recovered {len(report.recovered)} orphan(s)"
+        )
         if report.fallback_skipped:
             out(f"O3 fallback skipped: {report.fallback_skipped}")
         _show_runs(report)
@@ -161,8 +195,11 @@ def cmd_sweep(ns: argparse.Namespace) -> None:
 
 
 def _show_preview(ns: argparse.Namespace, report: SweepReport) -> None:
-    what = f"sweeping with epoch {report.epoch} of {report.process}" if ns.as_epoch else \
-        f"booting a new epoch of {report.process}"  # fmt: skip
+    what = (
+        f"sweeping with epoch {report.epoch} of {report.process}"
+        if ns.as_epoch
+        else f"booting a new epoch of {report.process}"
+    )
     out(f"dry run: {what} now would recover {len(report.recovered)} orphan(s)")
     _show_runs(report)
 

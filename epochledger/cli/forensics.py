@@ -10,13 +10,19 @@ import argparse
 from epochledger.cli.common import JSON, arg, command, instant, open_ns, out, out_json
 
 
-@command("whatif",
-         arg("--policy", required=True, metavar="NAME[:ARG]",
-             help="the alternative orphan policy: flat-age:D, floor:D, clamp, heartbeat:D, epoch (the recorded "
-                  "rule), or one installed under the entry point group epochledger.policies; D is 90s, 30m, 1h30m "
-                  "or seconds"),
-         arg("--at", help="replay up to this instant (with a time zone), as `replay --at` cuts the log"),
-         JSON)  # fmt: skip
+@command(
+    "whatif",
+    arg(
+        "--policy",
+        required=True,
+        metavar="NAME[:ARG]",
+        help="the alternative orphan policy: flat-age:D, floor:D, clamp, heartbeat:D, epoch (the recorded "
+        "rule), or one installed under the entry point group epochledger.policies; D is 90s, 30m, 1h30m "
+        "or seconds",
+    ),
+    arg("--at", help="replay up to this instant (with a time zone), as `replay --at` cuts the log"),
+    JSON,
+)
 def cmd_whatif(ns: argparse.Namespace) -> None:
     """Replay the recorded history under another orphan policy and list every verdict
     that differs from the recorded sweeps (rule R4).
@@ -40,19 +46,28 @@ def cmd_whatif(ns: argparse.Namespace) -> None:
         out_json(result)
         return
     upto = f" up to position {result.position}" + (f" ({result.at.isoformat()})" if result.at else "")
-    out(f"policy {result.policy}: {result.sweeps} sweeps replayed{upto}, "
-        f"{len(result.differences)} verdicts differ from the recorded rule's")  # fmt: skip
+    out(
+        f"policy {result.policy}: {result.sweeps} sweeps replayed{upto}, "
+        f"{len(result.differences)} verdicts differ from the recorded rule's"
+    )
     for d in result.differences:
         out(f"  {d.kind:<11} {d.message}" + (f"; the record: {d.then}" if d.then else ""))
 
 
-@command("timeline",
-         arg("--from", dest="start", metavar="T", help="the window's start (default: the history's first instant)"),
-         arg("--to", dest="end", metavar="T", help="the window's end (default: the history's last instant)"),
-         arg("--at", metavar="T", help="draw the cursor at this instant (the one under investigation)"),
-         arg("--run", action="extend", nargs="+", metavar="R",
-             help="only these runs (--run a b, or --run a --run b) and the lanes they are in"),
-         arg("-o", "--output", required=True, metavar="FILE.html", help="the page to write (atomically)"))  # fmt: skip
+@command(
+    "timeline",
+    arg("--from", dest="start", metavar="T", help="the window's start (default: the history's first instant)"),
+    arg("--to", dest="end", metavar="T", help="the window's end (default: the history's last instant)"),
+    arg("--at", metavar="T", help="draw the cursor at this instant (the one under investigation)"),
+    arg(
+        "--run",
+        action="extend",
+        nargs="+",
+        metavar="R",
+        help="only these runs (--run a b, or --run a --run b) and the lanes they are in",
+    ),
+    arg("-o", "--output", required=True, metavar="FILE.html", help="the page to write (atomically)"),
+)
 def cmd_timeline(ns: argparse.Namespace) -> None:
     """Write the incident's picture: one self-contained HTML page (rule V1).
 

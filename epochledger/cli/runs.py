@@ -33,8 +33,15 @@ if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither
     from epochledger.reports import Orphaned
 
 
-@command("init", arg("--default-slot", metavar="NAME", help="the process slot whose boots judge running runs "
-                    "recorded with neither an epoch nor a process (rule O9); recorded in the ledger"))
+@command(
+    "init",
+    arg(
+        "--default-slot",
+        metavar="NAME",
+        help="the process slot whose boots judge running runs "
+        "recorded with neither an epoch nor a process (rule O9); recorded in the ledger",
+    ),
+)
 def cmd_init(ns: argparse.Namespace) -> None:
     """Create the ledger's tables, or upgrade them (idempotent), and print where the
     ledger is. On PostgreSQL this is the owner's job: writers and readers open an
@@ -64,16 +71,32 @@ def cmd_init(ns: argparse.Namespace) -> None:
         out(f"ledger ready at {ledger.url} ({ledger.head()} events)")
 
 
-@command("import", arg("file", help="NDJSON file, or - for standard input"),
-         arg("--on-error", choices=["stop", "skip"], default="stop",
-             help="stop: one bad line rejects the whole file (the default); skip: import every acceptable "
-                  "line and write the rejected ones to --rejects (exit 11 if any)"),
-         arg("--rejects", metavar="FILE", help="with --on-error skip: where the rejected lines go, as NDJSON "
-             "(line, reason, event, raw); written atomically, replaced on every import"),
-         arg("--clock-steps", choices=["refuse", "keep"], default="refuse",
-             help="refuse: a run event stamped earlier than its run's previous event is refused (the default); "
-                  "keep: import it as recorded (an export of a ledger whose clocks stepped back or disagreed)"),
-         JSON, QUIET)  # fmt: skip
+@command(
+    "import",
+    arg("file", help="NDJSON file, or - for standard input"),
+    arg(
+        "--on-error",
+        choices=["stop", "skip"],
+        default="stop",
+        help="stop: one bad line rejects the whole file (the default); skip: import every acceptable "
+        "line and write the rejected ones to --rejects (exit 11 if any)",
+    ),
+    arg(
+        "--rejects",
+        metavar="FILE",
+        help="with --on-error skip: where the rejected lines go, as NDJSON "
+        "(line, reason, event, raw); written atomically, replaced on every import",
+    ),
+    arg(
+        "--clock-steps",
+        choices=["refuse", "keep"],
+        default="refuse",
+        help="refuse: a run event stamped earlier than its run's previous event is refused (the default); "
+        "keep: import it as recorded (an export of a ledger whose clocks stepped back or disagreed)",
+    ),
+    JSON,
+    QUIET,
+)
 def cmd_import(ns: argparse.Namespace) -> int:
     """Import an NDJSON history: one event per line, {"type": TAG, "at": RFC3339, ...}.
 
@@ -108,8 +131,12 @@ def cmd_import(ns: argparse.Namespace) -> int:
     shown = Progress(ns)  # on a terminal: lines read, then committing
     with open_ns(ns) as ledger:
         if ns.file == "-":
-            result = ledger.import_ndjson(shown.lines(read_lines(sys.stdin.buffer), None, "import"), on_error=ns.on_error,
-                                          rejects=ns.rejects, clock_steps=ns.clock_steps)
+            result = ledger.import_ndjson(
+                shown.lines(read_lines(sys.stdin.buffer), None, "import"),
+                on_error=ns.on_error,
+                rejects=ns.rejects,
+                clock_steps=ns.clock_steps,
+            )
         else:
             try:
                 f = open(ns.file, "rb")
@@ -118,14 +145,29 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
                 raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
-                result = ledger.import_ndjson(shown.lines(read_lines(f), file_size(f), "import"), on_error=ns.on_error,
-                                              rejects=ns.rejects, protected=protected, clock_steps=ns.clock_steps)  # fmt: skip
+                result = ledger.import_ndjson(
+                    shown.lines(read_lines(f), file_size(f), "import"),
+                    on_error=ns.on_error,
+                    rejects=ns.rejects,
+                    protected=protected,
+                    clock_steps=ns.clock_steps,
+                )
     shown.clear()
     rejected = len(result.rejected)
     if ns.json:
-        out_json({"file": ns.file, "lines": result.lines, "appended": result.appended, "landed": result.landed,
-                  "duplicates": result.duplicates, "held": result.held, "rejected": rejected,
-                  "evidence": result.evidence, "rejects": ns.rejects})  # fmt: skip
+        out_json(
+            {
+                "file": ns.file,
+                "lines": result.lines,
+                "appended": result.appended,
+                "landed": result.landed,
+                "duplicates": result.duplicates,
+                "held": result.held,
+                "rejected": rejected,
+                "evidence": result.evidence,
+                "rejects": ns.rejects,
+            }
+        )
     else:
         parts = [f"{result.landed} landed", f"{result.duplicates} duplicates (already recorded)"]
         if result.held:
@@ -134,8 +176,10 @@ def cmd_import(ns: argparse.Namespace) -> int:
             kept = f", {result.evidence} of them kept as run.fenced evidence" if result.evidence else ""
             parts.append(f"{rejected} rejected{kept}")
         what = "nothing was appended" if result.appended == 0 else f"imported {result.appended} events"
-        out(f"{what} from {ns.file}: {', '.join(parts)}"
-            + (f"; rejected lines written to {ns.rejects}" if rejected else ""))  # fmt: skip
+        out(
+            f"{what} from {ns.file}: {', '.join(parts)}"
+            + (f"; rejected lines written to {ns.rejects}" if rejected else "")
+        )
     return 11 if rejected else 0
 
 
@@ -150,24 +194,44 @@ def _rejects_usage(ns: argparse.Namespace) -> int | None:
     return None
 
 
-@command("import-dagster",
-         arg("--instance", required=True, metavar="DAGSTER_HOME",
-             help="the Dagster instance's home directory (the one with dagster.yaml or history/runs.db)"),
-         arg("--local-workers", action="store_true",
-             help="the run workers ran on this host: record this host, its boot id and live pids' start "
-                  "times with each worker, so `epochledger probe` can judge them; a worker whose pid is "
-                  "already gone when read gets its exit"),
-         arg("--dagster-tags", action="store_true",
-             help="also keep Dagster's own tags (dagster/...: max_runtime, partition, ...) as labels; its "
-                  "hidden ones (.dagster/...) never are"),
-         arg("--on-error", choices=["stop", "skip"], default="stop",
-             help="stop: a Dagster run the ledger cannot record (a NaN time, an id that is not text) rejects "
-                  "the whole import (the default); skip: import every other run and write the rejected ones "
-                  "to --rejects (exit 11 if any)"),
-         arg("--rejects", metavar="FILE", help="with --on-error skip: where the rejected runs go, as NDJSON "
-             "(line: the run's storage id in Dagster, reason, raw: the record as read); written atomically, "
-             "replaced on every import"),
-         JSON)  # fmt: skip
+@command(
+    "import-dagster",
+    arg(
+        "--instance",
+        required=True,
+        metavar="DAGSTER_HOME",
+        help="the Dagster instance's home directory (the one with dagster.yaml or history/runs.db)",
+    ),
+    arg(
+        "--local-workers",
+        action="store_true",
+        help="the run workers ran on this host: record this host, its boot id and live pids' start "
+        "times with each worker, so `epochledger probe` can judge them; a worker whose pid is "
+        "already gone when read gets its exit",
+    ),
+    arg(
+        "--dagster-tags",
+        action="store_true",
+        help="also keep Dagster's own tags (dagster/...: max_runtime, partition, ...) as labels; its "
+        "hidden ones (.dagster/...) never are",
+    ),
+    arg(
+        "--on-error",
+        choices=["stop", "skip"],
+        default="stop",
+        help="stop: a Dagster run the ledger cannot record (a NaN time, an id that is not text) rejects "
+        "the whole import (the default); skip: import every other run and write the rejected ones "
+        "to --rejects (exit 11 if any)",
+    ),
+    arg(
+        "--rejects",
+        metavar="FILE",
+        help="with --on-error skip: where the rejected runs go, as NDJSON "
+        "(line: the run's storage id in Dagster, reason, raw: the record as read); written atomically, "
+        "replaced on every import",
+    ),
+    JSON,
+)
 def cmd_import_dagster(ns: argparse.Namespace) -> int:
     """Import a Dagster instance's runs: new runs, and what happened to known runs since the last import.
 
@@ -191,14 +255,22 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     if (usage := _rejects_usage(ns)) is not None:
         return usage
     with open_ns(ns) as ledger:
-        report = ledger.import_dagster(ns.instance, local_workers=ns.local_workers, on_error=ns.on_error,
-                                rejects=ns.rejects, dagster_tags=ns.dagster_tags)  # fmt: skip
+        report = ledger.import_dagster(
+            ns.instance,
+            local_workers=ns.local_workers,
+            on_error=ns.on_error,
+            rejects=ns.rejects,
+            dagster_tags=ns.dagster_tags,
+        )
     rejected = len(report.rejected)
     if ns.json:
         out_json(report)
         return 11 if rejected else 0
-    out(f"read {report.read} of {report.runs} Dagster runs ({report.events} Dagster events) from {report.instance}; "
-        f"appended {report.appended} events" + (f"; {rejected} runs rejected, written to {ns.rejects}" if rejected else ""))  # fmt: skip
+    out(
+        f"read {report.read} of {report.runs} Dagster runs ({report.events} Dagster events) from {report.instance}; "
+        f"appended {report.appended} events"
+        + (f"; {rejected} runs rejected, written to {ns.rejects}" if rejected else "")
+    )
     for r in report.refused:
         out(f"refused {r.run} Dagster event {r.storage_id} ({r.kind}), kept as {r.kept_as}: {r.error}")
     for label in report.dropped_labels:
@@ -208,8 +280,11 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     return 11 if rejected else 0
 
 
-@command("export", arg("--after", type=int, default=0, help="only events after this position"),
-         arg("-o", "--output", default="-", help="file to write (default: standard output)"))  # fmt: skip
+@command(
+    "export",
+    arg("--after", type=int, default=0, help="only events after this position"),
+    arg("-o", "--output", default="-", help="file to write (default: standard output)"),
+)
 def cmd_export(ns: argparse.Namespace) -> None:
     """Export the log as NDJSON, in log order; `import` of it into an empty ledger
     reproduces it byte for byte.
@@ -259,12 +334,25 @@ def cmd_show(ns: argparse.Namespace) -> None:
     if labels:  # rule I2
         out(f"{'labels':>12}: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if end is not None:
-        out(f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
-            f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)")  # fmt: skip
+        out(
+            f"{'fenced end':>12}: stale epoch {end['epoch']} reported {end['refused']} ({end['reported']}) at "
+            f"{end['at']}, kept as evidence: automation may not resume this run; an operator decides (rule F2)"
+        )
     if prior is not None:  # what the cancel overrode (rule L2)
-        was = ": ".join(filter(None, [prior["status"] + (f" {show_code(prior['code'])}" if lifecycle.is_failure(prior["status"]) else ""),
-                                      prior.get("error"), prior.get("reason")]))  # fmt: skip
-        out(f"{'cancelled':>12}: from {was}" + (f"; caused by {describe_cause(prior['cause'])}" if prior.get("cause") else ""))
+        was = ": ".join(
+            filter(
+                None,
+                [
+                    prior["status"] + (f" {show_code(prior['code'])}" if lifecycle.is_failure(prior["status"]) else ""),
+                    prior.get("error"),
+                    prior.get("reason"),
+                ],
+            )
+        )
+        out(
+            f"{'cancelled':>12}: from {was}"
+            + (f"; caused by {describe_cause(prior['cause'])}" if prior.get("cause") else "")
+        )
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
 
@@ -280,12 +368,28 @@ def label_filter(text: str) -> tuple[str, str]:
 @command(
     "runs",
     arg("--status", choices=[s.value for s in Status], action="append", help="only runs in this status (repeatable)"),
-    arg("--where", choices=list(lifecycle.PREDICATES), action="append", help="only runs for which this predicate holds (repeatable)"),
+    arg(
+        "--where",
+        choices=list(lifecycle.PREDICATES),
+        action="append",
+        help="only runs for which this predicate holds (repeatable)",
+    ),
     arg("--code", action="append", help="only runs with this failure code (UNKNOWN for the empty code)"),
-    arg("--streaking", action="store_true", help="only runs with an open tick failure streak, with its age (docs/tick.md)"),
-    arg("--orphaned", action="store_true", help="only running runs whose owner is gone (rules O2/O3), with the verdict"),
-    arg("--label", metavar="KEY=VALUE", action="append", type=label_filter,
-        help="only runs with this label (repeatable: every one must match; rule I2)"),
+    arg(
+        "--streaking",
+        action="store_true",
+        help="only runs with an open tick failure streak, with its age (docs/tick.md)",
+    ),
+    arg(
+        "--orphaned", action="store_true", help="only running runs whose owner is gone (rules O2/O3), with the verdict"
+    ),
+    arg(
+        "--label",
+        metavar="KEY=VALUE",
+        action="append",
+        type=label_filter,
+        help="only runs with this label (repeatable: every one must match; rule I2)",
+    ),
     JSON,
     NO_CATCH_UP,
 )
@@ -307,7 +411,6 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     """
     from epochledger.reports import gc_paused
 
-
     filters = {"statuses": ns.status or (), "codes": ns.code or (), "labels": ns.label or ()}
     with open_ns(ns) as ledger:
         if ns.orphaned:
@@ -318,8 +421,12 @@ def cmd_runs(ns: argparse.Namespace) -> None:
             # Each output decodes from the runs view only what it shows: the table RunRow's
             # few fields, --json every field but the last event, in one encode
             # (docs/benchmarks.md, "Fleet size").
-            listing = ledger.list_runs(predicates=ns.where or (), catch_up_first=not ns.no_catch_up,
-                                       shape="listed" if ns.json else "row", **filters)  # fmt: skip
+            listing = ledger.list_runs(
+                predicates=ns.where or (),
+                catch_up_first=not ns.no_catch_up,
+                shape="listed" if ns.json else "row",
+                **filters,
+            )
             lag = listing.lag
     say_lag(lag)
     with gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
@@ -329,8 +436,10 @@ def cmd_runs(ns: argparse.Namespace) -> None:
                 out_json(rows)
                 return
             cols = ["since", "age_s", "failures", "step", "error_class", "error"]
-            table([{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows],
-                  ["run", "status", *cols])  # fmt: skip
+            table(
+                [{"run": r["run"], "status": r["status"], **{c: r["streak"][c] for c in cols}} for r in rows],
+                ["run", "status", *cols],
+            )
         elif ns.json:
             out_json(listing.runs, order="sorted")  # the bytes of [run_record(s) ...] (tests/test_listing.py)
         else:
@@ -348,10 +457,18 @@ def cmd_history(ns: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
     for h in history:
         if h.poison is not None:  # shown in its place, never a reason to hide the rest (rule T4)
-            rows.append({"position": h.position, "version": h.version, "type": h.poison.tag, "undecodable": h.poison.error})
+            rows.append(
+                {"position": h.position, "version": h.version, "type": h.poison.tag, "undecodable": h.poison.error}
+            )
         else:
-            rows.append({"position": h.position, "version": h.version, "from_status": h.from_status,
-                         **msgspec.to_builtins(h.event)})  # fmt: skip
+            rows.append(
+                {
+                    "position": h.position,
+                    "version": h.version,
+                    "from_status": h.from_status,
+                    **msgspec.to_builtins(h.event),
+                }
+            )
     if ns.json:
         out_json(rows)
         return
@@ -381,7 +498,12 @@ def describe_cause(cause: dict[str, Any]) -> str:
 @command(
     "correct",
     arg("run"),
-    arg("--to", required=True, choices=[s.value for s in Status if lifecycle.is_correction_target(s)], help="the corrected status"),
+    arg(
+        "--to",
+        required=True,
+        choices=[s.value for s in Status if lifecycle.is_correction_target(s)],
+        help="the corrected status",
+    ),
     arg("--code", default="", help="the corrected failure code (for a failure status; empty = UNKNOWN)"),
     arg("--error", help="the corrected error text"),
     arg("--actor", required=True, help="who makes the correction"),
@@ -399,7 +521,10 @@ def cmd_correct(ns: argparse.Namespace) -> None:
     if ns.json:
         out_json(run_record(state))
     else:
-        out(f"{ns.run}: corrected to {state.status}" + (f" ({show_code(state.code)})" if lifecycle.is_failure(state.status) else ""))
+        out(
+            f"{ns.run}: corrected to {state.status}"
+            + (f" ({show_code(state.code)})" if lifecycle.is_failure(state.status) else "")
+        )
 
 
 @command("demo", arg("--force", action="store_true", help="replace an existing demo file"))
@@ -420,20 +545,30 @@ def cmd_demo(ns: argparse.Namespace) -> None:
 def _show_tick_health(health: dict[str, Any]) -> None:
     s = health["streak"]
     if s is not None:
-        out(f"{'tick streak':>12}: open since {s['since']} ({s['failures']} failed ticks, age {s['age_s']:.0f}s "
-            f"in ledger time); last: step {s['step']} {s['error_class']}: {s['error']}")  # fmt: skip
+        out(
+            f"{'tick streak':>12}: open since {s['since']} ({s['failures']} failed ticks, age {s['age_s']:.0f}s "
+            f"in ledger time); last: step {s['step']} {s['error_class']}: {s['error']}"
+        )
     for d in health["dead_letters"]:
         cleanup = f"; cleanup failed: {d['cleanup_error']}" if d.get("cleanup_error") else ""
-        out(f"{'dead-letter':>12}: {d['at']} tick {d['tick']} step {d['step']} {d['error_class']}: {d['error']} "
-            f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}")  # fmt: skip
+        out(
+            f"{'dead-letter':>12}: {d['at']} tick {d['tick']} step {d['step']} {d['error_class']}: {d['error']} "
+            f"({d['failures']} failures since {d['failing_since']}, bound {d['deadline_s']:.0f}s){cleanup}"
+        )
 
 
 def _orphaned(ns: argparse.Namespace, found: list[Orphaned]) -> None:
     rows = []
     for o in found:
         if o.verdict is not None:
-            rows.append({**run_record(o.state), "orphan": msgspec.to_builtins(o.verdict), "rule": o.verdict.rule,
-                         "why": o.verdict.explain()})  # fmt: skip
+            rows.append(
+                {
+                    **run_record(o.state),
+                    "orphan": msgspec.to_builtins(o.verdict),
+                    "rule": o.verdict.rule,
+                    "why": o.verdict.explain(),
+                }
+            )
         elif o.unjudged is not None:  # rule O9: listed, never passed over
             rows.append({**run_record(o.state), "orphan": None, "rule": o.unjudged.rule, "why": o.unjudged.explain()})
     if ns.json:

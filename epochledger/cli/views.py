@@ -42,7 +42,10 @@ def cmd_tick_health(ns: argparse.Namespace) -> None:
     out(f"open streaks: {len(summary.open_streaks)}")
     table(summary.open_streaks, ["run", "since", "age_s", "failures", "step", "error_class", "error"])
     out(f"dead-letters: {summary.dead_letters}")
-    for key, counts in (("by_step", summary.dead_letters_by_step), ("by_error_class", summary.dead_letters_by_error_class)):
+    for key, counts in (
+        ("by_step", summary.dead_letters_by_step),
+        ("by_error_class", summary.dead_letters_by_error_class),
+    ):
         for name, n in counts.items():
             out(f"  {key} {name}: {n}")
 
@@ -73,13 +76,24 @@ def cmd_rebuild(ns: argparse.Namespace) -> None:
         out_json(results, order="sorted")  # the bytes of the dicts they were
         return
     for r in results:
-        out(f"rebuilt {r.view}: {r.events} events in {r.seconds:.2f} s ({r.events_per_second:,} events/s), "
-            f"{r.parked} parked, at position {r.position}")
+        out(
+            f"rebuilt {r.view}: {r.events} events in {r.seconds:.2f} s ({r.events_per_second:,} events/s), "
+            f"{r.parked} parked, at position {r.position}"
+        )
 
 
-@command("verify", arg("--digest", action="append", default=[], metavar="FILE",
-                       help="a digest from `epochledger digest` to check the log against; give it twice, "
-                            "older first, to check that the newer extends the older"), JSON)  # fmt: skip
+@command(
+    "verify",
+    arg(
+        "--digest",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a digest from `epochledger digest` to check the log against; give it twice, "
+        "older first, to check that the newer extends the older",
+    ),
+    JSON,
+)
 def cmd_verify(ns: argparse.Namespace) -> None:
     """Check the log against its hash chain and every live view against a replay of
     the log from zero.
@@ -142,8 +156,13 @@ def cmd_digest(ns: argparse.Namespace) -> None:
             err(f"digest of position {d.position} written to {ns.output}")
 
 
-@command("chain", arg("--upgrade", action="store_true",
-                      help="seal every event past the chain's end (a ledger made before the chain)"), JSON)  # fmt: skip
+@command(
+    "chain",
+    arg(
+        "--upgrade", action="store_true", help="seal every event past the chain's end (a ledger made before the chain)"
+    ),
+    JSON,
+)
 def cmd_chain(ns: argparse.Namespace) -> None:
     """Show the hash chain's state: events linked, the head, anything not linked.
 
@@ -164,10 +183,15 @@ def cmd_chain(ns: argparse.Namespace) -> None:
             if ns.json:
                 out_json(sealed)
             else:
-                out(("created the chain table; " if sealed.created else "")
-                    + (f"sealed {sealed.sealed} events (positions {sealed.first} to {sealed.position})"
-                       if sealed.sealed else "sealed 0 events: every event was already chained")
-                    + f"; head at position {sealed.position}, hash {sealed.hash}")  # fmt: skip
+                out(
+                    ("created the chain table; " if sealed.created else "")
+                    + (
+                        f"sealed {sealed.sealed} events (positions {sealed.first} to {sealed.position})"
+                        if sealed.sealed
+                        else "sealed 0 events: every event was already chained"
+                    )
+                    + f"; head at position {sealed.position}, hash {sealed.hash}"
+                )
             return
         report = ledger.chain()
     if ns.json:
@@ -180,11 +204,19 @@ def cmd_chain(ns: argparse.Namespace) -> None:
         raise broken
 
 
-@command("replay", arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),
-         arg("--position", type=int, help="a notification position"),
-         arg("--by", choices=["log", "event-time"], default="log",
-             help="how --at cuts the history: log (the default: a prefix of the log) or event-time "
-                  "(each stream up to its first event stamped after the instant)"), JSON)  # fmt: skip
+@command(
+    "replay",
+    arg("--at", help="an instant with a time zone, e.g. 2026-09-09T14:29:19Z"),
+    arg("--position", type=int, help="a notification position"),
+    arg(
+        "--by",
+        choices=["log", "event-time"],
+        default="log",
+        help="how --at cuts the history: log (the default: a prefix of the log) or event-time "
+        "(each stream up to its first event stamped after the instant)",
+    ),
+    JSON,
+)
 def cmd_replay(ns: argparse.Namespace) -> None:
     """The fleet's state as of a log position or an instant, and its state hash.
 
@@ -206,12 +238,16 @@ def cmd_replay(ns: argparse.Namespace) -> None:
     state = replayed.state
     if ns.json:
         # Keys in sorted order, the state's bytes verbatim: the hash covers exactly them.
-        sys.stdout.buffer.write(b'{"state":' + replayed.canonical + b',"state_hash":"' + replayed.state_hash.encode()
-                                + b'"}\n')  # fmt: skip
+        sys.stdout.buffer.write(
+            b'{"state":' + replayed.canonical + b',"state_hash":"' + replayed.state_hash.encode() + b'"}\n'
+        )
         sys.stdout.flush()
         return
-    out(f"position {state.position}" + (f" (at {state.at.isoformat()})" if state.at else "")
-        + f", {state.events} events, state hash {replayed.state_hash}")  # fmt: skip
+    out(
+        f"position {state.position}"
+        + (f" (at {state.at.isoformat()})" if state.at else "")
+        + f", {state.events} events, state hash {replayed.state_hash}"
+    )
     runs = [s for s in state.views.get("runs", {}).values() if not s.deleted]
     by_status: dict[str, int] = {}
     for r in runs:
@@ -234,11 +270,14 @@ def cmd_parked(ns: argparse.Namespace) -> None:
     if ns.json:
         out_json(found, order="sorted")  # the bytes of the dicts they were
         return
-    table(msgspec.to_builtins(found),  ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
+    table(msgspec.to_builtins(found), ["view", "position", "stream", "tag", "attempts", "parked_at", "error"])
 
 
-@command("follow", arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"),
-         QUIET)  # fmt: skip
+@command(
+    "follow",
+    arg("--poll", type=float, default=0.2, help="seconds between polls on SQLite (from 0.01 to 3600, default 0.2)"),
+    QUIET,
+)
 def cmd_follow(ns: argparse.Namespace) -> None:
     """Keep every view caught up with the log until interrupted (Ctrl-C, exit 130): polling
     on SQLite, the library's LISTEN/NOTIFY subscription on PostgreSQL.
@@ -256,12 +295,17 @@ def cmd_follow(ns: argparse.Namespace) -> None:
     def report(stats: list[Any]) -> None:
         shown.clear()
         out(", ".join(f"{s.view} +{s.events} -> {s.position}" for s in stats if s.events))
-        shown.show(f"following: views at position {max(s.position for s in stats)}, waiting for events "
-                   "(Ctrl-C to stop)", now=True)  # fmt: skip
+        shown.show(
+            f"following: views at position {max(s.position for s in stats)}, waiting for events (Ctrl-C to stop)",
+            now=True,
+        )
 
     with open_ns(ns) as ledger:
-        shown.show(f"following {ledger.url}, the log at position {ledger.head()}: views caught "
-                   "up as events arrive (Ctrl-C to stop)", now=True)  # fmt: skip
+        shown.show(
+            f"following {ledger.url}, the log at position {ledger.head()}: views caught "
+            "up as events arrive (Ctrl-C to stop)",
+            now=True,
+        )
         try:
             ledger.follow(stop=stop, poll=ns.poll, on_batch=report, progress=shown.views if shown.on else None)
         except KeyboardInterrupt:

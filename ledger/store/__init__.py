@@ -22,8 +22,21 @@ from ledger.store.base import (
 from ledger.store.url import DEFAULT_PATH, PostgresURL, SQLiteURL, parse_url, resolve_url
 
 __all__ = [
-    "DEFAULT_PATH", "EVENTS_TABLE", "READ_BATCH", "Append", "Lines", "Poison", "PostgresURL", "SQLiteURL", "Store",
-    "check_position", "lines_of", "open_store", "parse_url", "resolve_url", "translated",
+    "DEFAULT_PATH",
+    "EVENTS_TABLE",
+    "READ_BATCH",
+    "Append",
+    "Lines",
+    "Poison",
+    "PostgresURL",
+    "SQLiteURL",
+    "Store",
+    "check_position",
+    "lines_of",
+    "open_store",
+    "parse_url",
+    "resolve_url",
+    "translated",
 ]
 
 

@@ -30,7 +30,9 @@ def _driver_error(e: Exception, what: str, store: Any = None) -> LedgerError:
     if state == "57014" and "statement timeout" in str(e):
         return StatementTimeout(what, getattr(store, "statement_timeout", None))
     if state == "42501":  # insufficient_privilege
-        return PermissionDenied(what, getattr(store, "role", None), _first_line(e), getattr(store, "privilege_hint", ""))
+        return PermissionDenied(
+            what, getattr(store, "role", None), _first_line(e), getattr(store, "privilege_hint", "")
+        )
     if state in ("40P01", "40001"):  # deadlock, serialization failure: the transaction rolled back
         return NotCommitted(what, _first_line(e))
     return StoreError(f"{what}: {_first_line(e)}")

@@ -324,8 +324,11 @@ class Store(EventLog, HashChain, ABC):
         landed = _landed(rows, found)
         if landed is not None:
             return landed
-        raise NotCommitted("append", f"the connection failed during the commit ({error}) and the batch is not in "
-                           "the log", streams=list(_versions(rows)))  # fmt: skip
+        raise NotCommitted(
+            "append",
+            f"the connection failed during the commit ({error}) and the batch is not in the log",
+            streams=list(_versions(rows)),
+        )
 
     # backend hooks for append
     @abstractmethod
@@ -370,8 +373,10 @@ class Store(EventLog, HashChain, ABC):
         self._insert_links(cur, chain.link_rows(bytes(last[0]) if last else chain.GENESIS, positions, rows))
 
     def _insert_links(self, cur: Any, made: list[tuple[int, bytes]]) -> None:
-        cur.execute(f"INSERT INTO {self.quote(chain.CHAIN_TABLE)} (position, hash, links) VALUES (?, ?, ?)",
-                    (made[-1][0], made[-1][1], chain.pack(made)))  # fmt: skip
+        cur.execute(
+            f"INSERT INTO {self.quote(chain.CHAIN_TABLE)} (position, hash, links) VALUES (?, ?, ?)",
+            (made[-1][0], made[-1][1], chain.pack(made)),
+        )
 
     def has_chain(self) -> bool:
         """Does the store have its chain table (a store made before rule S1 has not)?"""
@@ -379,8 +384,9 @@ class Store(EventLog, HashChain, ABC):
             self._chained = self.table_exists(chain.CHAIN_TABLE) or None
         return bool(self._chained)
 
-    def check_chain(self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False,
-                    snapshot: bool = True) -> chain.ChainReport:  # fmt: skip
+    def check_chain(
+        self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False, snapshot: bool = True
+    ) -> chain.ChainReport:
         """Walk the whole log against its chain and the digests (older first): the
         report names the first failure (rule S1). Reads only, on one snapshot (a read
         transaction; snapshot=False: the caller's transaction), so appends committing
@@ -390,15 +396,22 @@ class Store(EventLog, HashChain, ABC):
             first = next(self._keyset(self._select_chain_events), None)
             if first is not None or digests:
                 report.failure = chain.Failure(
-                    kind="unchained", position=first[0] if first else 0,
-                    stream=first[1] if first else None, version=first[2] if first else None,
+                    kind="unchained",
+                    position=first[0] if first else 0,
+                    stream=first[1] if first else None,
+                    version=first[2] if first else None,
                     message=f"the store has no hash chain (no table {chain.CHAIN_TABLE}: it was made before "
-                            "rule S1): `epochledger chain --upgrade` seals its events")  # fmt: skip
+                    "rule S1): `epochledger chain --upgrade` seals its events",
+                )
             return report
         if not snapshot:
-            return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
+            return chain.walk(
+                self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail
+            )
         with translated("read the log", self), self.transaction(commit=False):
-            return chain.walk(self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail)
+            return chain.walk(
+                self._keyset(self._select_chain_events), self._links(), digests, stop_at_tail=stop_at_tail
+            )
 
     def upgrade_chain(self, *, only_if_missing: bool = False) -> chain.Sealed:
         """Create the chain table if the store lacks it and link every event past the
@@ -417,8 +430,13 @@ class Store(EventLog, HashChain, ABC):
             report = self.check_chain(stop_at_tail=True, snapshot=False)  # this transaction's own
             failure = report.failure
             if failure is not None and failure.kind != "unchained":
-                raise ChainBroken(failure.kind, failure.position, failure.message + "; nothing was sealed",
-                                  stream=failure.stream, version=failure.version)  # fmt: skip
+                raise ChainBroken(
+                    failure.kind,
+                    failure.position,
+                    failure.message + "; nothing was sealed",
+                    stream=failure.stream,
+                    version=failure.version,
+                )
             sealed = chain.Sealed(created=created, sealed=0, position=report.position, hash=report.hash)
             if failure is None:
                 return sealed
@@ -464,8 +482,10 @@ class Store(EventLog, HashChain, ABC):
         return cur.fetchone() is not None
 
     def _create_chain_table(self, cur: Any) -> None:
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {self.quote(chain.CHAIN_TABLE)} "
-                    f"(position INTEGER PRIMARY KEY, hash {self.blob_type} NOT NULL, links {self.blob_type} NOT NULL)")  # fmt: skip
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.quote(chain.CHAIN_TABLE)} "
+            f"(position INTEGER PRIMARY KEY, hash {self.blob_type} NOT NULL, links {self.blob_type} NOT NULL)"
+        )
 
     @abstractmethod
     def _select_chain_events(self, after: int, limit: int) -> list[chain.ChainEvent]:
@@ -488,8 +508,9 @@ class Store(EventLog, HashChain, ABC):
             rows = self._select_stream(stream, after)
         return _contiguous(stream, _decode_rows([(pos, stream, ver, state) for pos, ver, state in rows]), after)
 
-    def read_streams(self, streams: Sequence[str],
-                     after: Mapping[str, int] | None = None) -> dict[str, list[Recorded | Poison]]:  # fmt: skip
+    def read_streams(
+        self, streams: Sequence[str], after: Mapping[str, int] | None = None
+    ) -> dict[str, list[Recorded | Poison]]:
         """Several streams in one query per `streams_per_read` (group commit's
         prefetch): each stream's events in version order, as read_stream gives them,
         after its version in `after` (0 if absent); a stream with no events (after
@@ -504,11 +525,11 @@ class Store(EventLog, HashChain, ABC):
         step = self.streams_per_read
         for i in range(0, len(whole), self.whole_streams_per_read):
             with translated("read streams"):
-                rows = self._select_whole_streams(whole[i:i + self.whole_streams_per_read])
+                rows = self._select_whole_streams(whole[i : i + self.whole_streams_per_read])
             for rec in _decode_rows(rows):
                 found[rec.stream].append(rec)
         for i in range(0, len(rest), step):
-            chunk = rest[i:i + step]
+            chunk = rest[i : i + step]
             with translated("read streams"):
                 rows = self._select_streams(chunk, [since[s] for s in chunk])
             for rec in _decode_rows(rows):
@@ -531,8 +552,9 @@ class Store(EventLog, HashChain, ABC):
                     raise DecodeError(rec.position, rec.tag, rec.error)
                 yield rec
 
-    def read_batches(self, after: int = 0, upto: int | None = None,
-                     batch: int = READ_BATCH) -> Iterator[list[Recorded | Poison]]:  # fmt: skip
+    def read_batches(
+        self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH
+    ) -> Iterator[list[Recorded | Poison]]:
         """The log after `after` (up to `upto`) as lists of decoded records, one list per
         keyset batch. An undecodable event is a Poison in its place, never an abort
         (rule T4). Equal to the library's select_notifications + decode
@@ -540,8 +562,9 @@ class Store(EventLog, HashChain, ABC):
         for rows in self.read_raw(after, upto, batch):
             yield _decode_rows(rows)
 
-    def read_raw(self, after: int = 0, upto: int | None = None,
-                 batch: int = READ_BATCH) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip
+    def read_raw(
+        self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH
+    ) -> Iterator[list[tuple[int, str, int, bytes]]]:
         """The stored rows (position, stream, version, state bytes) with after < position
         <= upto, in log order, one keyset batch per list, NOT decoded. For exports that
         must carry the bytes as stored (docs/audit.md): a typed decode would drop fields
@@ -565,8 +588,9 @@ class Store(EventLog, HashChain, ABC):
             check_position(upto, "upto")
         return self._batches(lambda a, n: self._select_lines_after(a, n, upto), after, batch)
 
-    def library_read(self, after: int = 0, upto: int | None = None,
-                     batch: int = READ_BATCH) -> Iterator[tuple[int, str, int, str, Any]]:  # fmt: skip
+    def library_read(
+        self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH
+    ) -> Iterator[tuple[int, str, int, str, Any]]:
         """The library's own read path, the reference the fast path is checked and
         benchmarked against: select_notifications, then each payload decoded by the
         library's JSONTranscoder. Yields (position, stream, version, topic, decoded
@@ -662,8 +686,9 @@ class Store(EventLog, HashChain, ABC):
         finally:
             cur.execute(f"PRAGMA secure_delete={int(was)}")
 
-    def upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
-                    upsert: str) -> None:  # fmt: skip
+    def upsert_many(
+        self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]], upsert: str
+    ) -> None:
         """Run `upsert` (an INSERT .. ON CONFLICT with qmarks) for every row."""
         cur.executemany(upsert, rows)
 

@@ -68,18 +68,27 @@ def event_link(prev: bytes, ev: ChainEvent) -> bytes:
     """`link` of a row as stored. The write path's rows are typed (int, str, int, str,
     bytes); a row read back may hold whatever a hand edit left in its columns."""
     position, stream, version, topic, state = ev
-    if type(position) is not int or type(version) is not int or type(state) is not bytes or \
-            type(stream) is not str or type(topic) is not str or not 0 <= position < 1 << 63 or \
-            not 0 <= version < 1 << 63:  # fmt: skip
+    if (
+        type(position) is not int
+        or type(version) is not int
+        or type(state) is not bytes
+        or type(stream) is not str
+        or type(topic) is not str
+        or not 0 <= position < 1 << 63
+        or not 0 <= version < 1 << 63
+    ):
         s, t, b = _bytes(stream), _bytes(topic), _bytes(state)
         position, version = _int(position), _int(version)
     else:
         s, t, b = stream.encode("utf-8", "surrogatepass"), topic.encode("utf-8", "surrogatepass"), state
-    return _sha256(b"".join((_DOMAIN, _HEAD(prev, position, len(s)), s, _MID(version, len(t)), t,
-                             _LEN(len(b)), b))).digest()  # fmt: skip
+    return _sha256(
+        b"".join((_DOMAIN, _HEAD(prev, position, len(s)), s, _MID(version, len(t)), t, _LEN(len(b)), b))
+    ).digest()
 
 
-def link_rows(prev: bytes, positions: Sequence[int], rows: Sequence[tuple[str, int, str, bytes]]) -> list[tuple[int, bytes]]:
+def link_rows(
+    prev: bytes, positions: Sequence[int], rows: Sequence[tuple[str, int, str, bytes]]
+) -> list[tuple[int, bytes]]:
     """The write path's `links`: rows (stream, version, topic, state) as the store is
     appending them, typed, at `positions`. The same links as `event_link` gives, in a
     tight loop (this is the chain's whole CPU cost on append: docs/benchmarks.md)."""
@@ -92,8 +101,9 @@ def link_rows(prev: bytes, positions: Sequence[int], rows: Sequence[tuple[str, i
         t = topics.get(topic)
         if t is None:
             t = topics[topic] = topic.encode("utf-8", "surrogatepass")
-        prev = sha(join((head(domain, prev, position, len(s)), s, mid(version, len(t)), t, length(len(state)),
-                         state))).digest()  # fmt: skip
+        prev = sha(
+            join((head(domain, prev, position, len(s)), s, mid(version, len(t)), t, length(len(state)), state))
+        ).digest()
         append((position, prev))
     return out
 
@@ -183,8 +193,13 @@ def _where(stream: str, version: int) -> str:
     return f"{stream} version {version}"
 
 
-def walk(events: Iterator[ChainEvent], chained: Iterator[tuple[int, bytes]],
-         digests: Sequence[Digest] = (), *, stop_at_tail: bool = False) -> ChainReport:  # fmt: skip
+def walk(
+    events: Iterator[ChainEvent],
+    chained: Iterator[tuple[int, bytes]],
+    digests: Sequence[Digest] = (),
+    *,
+    stop_at_tail: bool = False,
+) -> ChainReport:
     """Check `events` (every stored event, by position) against `chained` (every link,
     by position) and the digests, in order given (older first); stop at the first
     failure. stop_at_tail: an unchained event after the last link ends the walk with
@@ -195,9 +210,14 @@ def walk(events: Iterator[ChainEvent], chained: Iterator[tuple[int, bytes]],
     wanted = {d.position for d in digests}
     for older, newer in zip(digests, digests[1:], strict=False):
         if newer.position < older.position:
-            report.failure = Failure(kind="order", position=newer.position, message=(
-                f"the newer digest (position {newer.position}, {newer.at}) is behind the older one (position "
-                f"{older.position}, {older.at}): the log was truncated or rewritten between them"))
+            report.failure = Failure(
+                kind="order",
+                position=newer.position,
+                message=(
+                    f"the newer digest (position {newer.position}, {newer.at}) is behind the older one (position "
+                    f"{older.position}, {older.at}): the log was truncated or rewritten between them"
+                ),
+            )
             return report
     ev = next(events, None)
     ln = next(chained, None)
@@ -206,23 +226,45 @@ def walk(events: Iterator[ChainEvent], chained: Iterator[tuple[int, bytes]],
             assert ev is not None
             where = f"event at position {ev[0]} ({_where(ev[1], ev[2])}) has no link in the chain"
             if ln is None:  # the tail: no link after it
-                report.failure = Failure(kind="unchained", position=ev[0], stream=ev[1], version=ev[2], message=(
-                    f"{where}: written around the ledger (a forged row), or by a version without the chain "
-                    "(then `epochledger chain --upgrade` seals it)"))
+                report.failure = Failure(
+                    kind="unchained",
+                    position=ev[0],
+                    stream=ev[1],
+                    version=ev[2],
+                    message=(
+                        f"{where}: written around the ledger (a forged row), or by a version without the chain "
+                        "(then `epochledger chain --upgrade` seals it)"
+                    ),
+                )
             else:
-                report.failure = Failure(kind="inserted", position=ev[0], stream=ev[1], version=ev[2], message=(
-                    f"{where}, and chained events follow it: a row inserted around the ledger"))
+                report.failure = Failure(
+                    kind="inserted",
+                    position=ev[0],
+                    stream=ev[1],
+                    version=ev[2],
+                    message=(f"{where}, and chained events follow it: a row inserted around the ledger"),
+                )
             break
         if ev is None or ln[0] < ev[0]:
-            report.failure = Failure(kind="removed", position=ln[0], message=(
-                f"event at position {ln[0]} was removed: its link is in the chain, the event is not"))
+            report.failure = Failure(
+                kind="removed",
+                position=ln[0],
+                message=(f"event at position {ln[0]} was removed: its link is in the chain, the event is not"),
+            )
             break
         position, stream, version = ev[0], ev[1], ev[2]
         expected = event_link(prev, ev)
         if expected != bytes(ln[1]):
-            report.failure = Failure(kind="altered", position=position, stream=stream, version=version, message=(
-                f"event at position {position} ({_where(stream, version)}) does not match its link: it was altered, "
-                f"moved or reordered, or an event after position {report.position} was removed"))
+            report.failure = Failure(
+                kind="altered",
+                position=position,
+                stream=stream,
+                version=version,
+                message=(
+                    f"event at position {position} ({_where(stream, version)}) does not match its link: it was altered, "
+                    f"moved or reordered, or an event after position {report.position} was removed"
+                ),
+            )
             break
         prev = expected
         report.events += 1
@@ -238,11 +280,19 @@ def walk(events: Iterator[ChainEvent], chained: Iterator[tuple[int, bytes]],
     for d in digests:
         got = at.get(d.position)
         if got is None or got.hex() != d.hash:
-            why = ("the log's chain ends before it" if d.position > report.position
-                   else "no chained event there has that hash")  # fmt: skip
-            report.failure = Failure(kind="digest", position=d.position, message=(
-                f"the digest of {d.at} (position {d.position}, hash {d.hash[:16]}...) does not match: {why}; the "
-                "log was truncated or rewritten after that digest"))
+            why = (
+                "the log's chain ends before it"
+                if d.position > report.position
+                else "no chained event there has that hash"
+            )
+            report.failure = Failure(
+                kind="digest",
+                position=d.position,
+                message=(
+                    f"the digest of {d.at} (position {d.position}, hash {d.hash[:16]}...) does not match: {why}; the "
+                    "log was truncated or rewritten after that digest"
+                ),
+            )
             return report
         report.digests.append(d)
     return report

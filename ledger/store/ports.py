@@ -39,8 +39,9 @@ class EventLog(ABC):
         (a gap is a StreamGap); an event that does not decode is a Poison in its place."""
 
     @abstractmethod
-    def read_streams(self, streams: Sequence[str],
-                     after: Mapping[str, int] | None = None) -> dict[str, list[Recorded | Poison]]:  # fmt: skip
+    def read_streams(
+        self, streams: Sequence[str], after: Mapping[str, int] | None = None
+    ) -> dict[str, list[Recorded | Poison]]:
         """read_stream for several streams at once, each after its own version."""
 
     @abstractmethod
@@ -53,13 +54,15 @@ class EventLog(ABC):
         keyset batches; an event that does not decode raises DecodeError."""
 
     @abstractmethod
-    def read_batches(self, after: int = 0, upto: int | None = None,
-                     batch: int = 10_000) -> Iterator[list[Recorded | Poison]]:  # fmt: skip
+    def read_batches(
+        self, after: int = 0, upto: int | None = None, batch: int = 10_000
+    ) -> Iterator[list[Recorded | Poison]]:
         """read_all in its batches, an undecodable event as a Poison in place (rule T4)."""
 
     @abstractmethod
-    def read_raw(self, after: int = 0, upto: int | None = None,
-                 batch: int = 10_000) -> Iterator[list[tuple[int, str, int, bytes]]]:  # fmt: skip
+    def read_raw(
+        self, after: int = 0, upto: int | None = None, batch: int = 10_000
+    ) -> Iterator[list[tuple[int, str, int, bytes]]]:
         """The rows themselves, undecoded: (position, stream, version, stored bytes)."""
 
     @abstractmethod
@@ -100,8 +103,9 @@ class HashChain(ABC):
         """Does the store keep a chain (a store made before rule S1 has none until sealed)?"""
 
     @abstractmethod
-    def check_chain(self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False,
-                    snapshot: bool = True) -> chain.ChainReport:  # fmt: skip
+    def check_chain(
+        self, digests: Sequence[chain.Digest] = (), *, stop_at_tail: bool = False, snapshot: bool = True
+    ) -> chain.ChainReport:
         """Walk the log against its chain (and the digests, older first): the first
         event altered, removed, inserted or reordered is the report's failure."""
 

@@ -62,8 +62,12 @@ def binary_array(values: Sequence[bytes], oid: int) -> bytes:
     PostgreSQL's binary format (array_send)."""
     if not values:
         return _EMPTY_HEAD(0, 0, oid)
-    return b"".join((_ARRAY_HEAD(1, 0, oid, len(values), 1),
-                     *itertools.chain.from_iterable(zip(map(_LEN, map(len, values)), values, strict=True))))  # fmt: skip
+    return b"".join(
+        (
+            _ARRAY_HEAD(1, 0, oid, len(values), 1),
+            *itertools.chain.from_iterable(zip(map(_LEN, map(len, values)), values, strict=True)),
+        )
+    )
 
 
 def binary_int8_array(values: Sequence[int]) -> bytes:
@@ -71,8 +75,9 @@ def binary_int8_array(values: Sequence[int]) -> bytes:
     n = len(values)
     if not n:
         return _EMPTY_HEAD(0, 0, INT8_OID)
-    return _ARRAY_HEAD(1, 0, INT8_OID, n, 1) + struct.pack(">" + "iq" * n, *itertools.chain.from_iterable(
-        zip(itertools.repeat(8, n), values, strict=True)))  # fmt: skip
+    return _ARRAY_HEAD(1, 0, INT8_OID, n, 1) + struct.pack(
+        ">" + "iq" * n, *itertools.chain.from_iterable(zip(itertools.repeat(8, n), values, strict=True))
+    )
 
 
 @functools.cache
@@ -140,7 +145,9 @@ class PostgresStore(Store):
             import psycopg  # noqa: F401
             from psycopg.sql import SQL, Identifier
         except ImportError as e:  # pragma: no cover - depends on the install
-            raise StoreError(f"PostgreSQL support is not installed ({e}): pip install 'epochledger[postgres]'") from None
+            raise StoreError(
+                f"PostgreSQL support is not installed ({e}): pip install 'epochledger[postgres]'"
+            ) from None
         self.url = url.url
         self._parse(url)
         self._local = threading.local()
@@ -157,8 +164,10 @@ class PostgresStore(Store):
         # DELETE or TRUNCATE). Its key is derived from schema and table: one ledger,
         # one lock, visible in pg_locks (docs/operations.md).
         self.writer_lock_key = int.from_bytes(
-            hashlib.blake2b(f"epochledger:{self.schema}.{EVENTS_TABLE}".encode(), digest_size=8).digest(), "big",
-            signed=True)  # fmt: skip
+            hashlib.blake2b(f"epochledger:{self.schema}.{EVENTS_TABLE}".encode(), digest_size=8).digest(),
+            "big",
+            signed=True,
+        )
         self.writer_lock = f"the writers' lock of {self._events} (pg_advisory_xact_lock({self.writer_lock_key}))"
         self._insert_sql = (
             f"INSERT INTO {self._events} (originator_id, originator_version, topic, state) "
@@ -170,12 +179,14 @@ class PostgresStore(Store):
         # The transaction's start, in one round trip (no parameters: one simple query):
         # the writers' lock, and the NOTIFY delivered at commit that wakes `follow` and
         # the library's subscription (its channel is the table's name).
-        self._begin_sql = (f"BEGIN; SELECT pg_advisory_xact_lock({self.writer_lock_key}), "
-                           f"pg_notify('{EVENTS_TABLE}', '')")  # fmt: skip
+        self._begin_sql = (
+            f"BEGIN; SELECT pg_advisory_xact_lock({self.writer_lock_key}), pg_notify('{EVENTS_TABLE}', '')"
+        )
         # The chain's head (rule S1), read by the INSERT itself: its snapshot is taken
         # after the writers' lock was granted, so it sees the last committed link.
         self._insert_chained_sql = self._insert_sql + (
-            f", (SELECT hash FROM {self.quote(CHAIN_TABLE)} ORDER BY position DESC LIMIT 1)")
+            f", (SELECT hash FROM {self.quote(CHAIN_TABLE)} ORDER BY position DESC LIMIT 1)"
+        )
         self.chain_upgrade: Sealed | None = None
         exists = self._exists()
         if not exists and not create:
@@ -197,8 +208,9 @@ class PostgresStore(Store):
             except ValueError:
                 value = float("nan")
             if not math.isfinite(value) or value < least or value > 86_400:
-                raise InvalidInput(f"{name} must be a number of seconds in [{least:g}, 86400], got {raw!r}",
-                                   where=WHERE)  # fmt: skip
+                raise InvalidInput(
+                    f"{name} must be a number of seconds in [{least:g}, 86400], got {raw!r}", where=WHERE
+                )
             return value
 
         self.connect_timeout = int(seconds("connect_timeout", self.CONNECT_TIMEOUT, 2))
@@ -208,19 +220,27 @@ class PostgresStore(Store):
         self._where = f"{self.host}:{self.port}/{self.dbname}"
         self._conninfo: dict[str, Any] = {
             **{k: v for k, v in query.items() if k not in self._OWN_PARAMS},  # sslmode, application_name, ...
-            "dbname": self.dbname, "host": self.host, "port": self.port, "user": self.role,
+            "dbname": self.dbname,
+            "host": self.host,
+            "port": self.port,
+            "user": self.role,
             "connect_timeout": self.connect_timeout,
             # A peer that vanished without a FIN (a lost host, a dropped route): a sent
             # query unacknowledged this long fails instead of hanging for the kernel's
             # ~15 minutes of retransmissions. Keepalives find it on an idle connection.
             "tcp_user_timeout": self.connect_timeout * 1000,
-            "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 5, "keepalives_count": 3,
-        }  # fmt: skip
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+        }
         if url.password:
             self._conninfo["password"] = url.password
 
-    privilege_hint = ("docs/operations.md, PostgreSQL roles: the owner runs `epochledger init`; a writer appends "
-                      "and keeps views; a read-only role reads views with --no-catch-up")  # fmt: skip
+    privilege_hint = (
+        "docs/operations.md, PostgreSQL roles: the owner runs `epochledger init`; a writer appends "
+        "and keeps views; a read-only role reads views with --no-catch-up"
+    )
 
     # ---------------------------------------------------------- connections
     def _connect(self) -> Any:
@@ -231,11 +251,16 @@ class PostgresStore(Store):
         except psycopg.ProgrammingError as e:  # a bad option in the URL's query
             raise InvalidInput(f"{_first_line(e)} in {self.url!r}", where=WHERE) from None
         except psycopg.Error as e:
-            raise StoreError(f"connect to {self._where} (connect_timeout={self.connect_timeout} s): {_first_line(e)}") from None
+            raise StoreError(
+                f"connect to {self._where} (connect_timeout={self.connect_timeout} s): {_first_line(e)}"
+            ) from None
         try:
             ms = [f"{int(t * 1000)}ms" for t in (self.lock_timeout, self.statement_timeout, self.idle_timeout)]
-            conn.execute("SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false), "
-                         "set_config('idle_in_transaction_session_timeout', %s, false)", ms)  # fmt: skip
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', %s, false), "
+                "set_config('idle_in_transaction_session_timeout', %s, false)",
+                ms,
+            )
         except psycopg.Error as e:
             conn.close()
             raise _driver_error(e, f"connect to {self._where}", self) from None
@@ -290,11 +315,17 @@ class PostgresStore(Store):
 
             with translated(f"connect to {self._where}", self):
                 datastore = PostgresDatastore(
-                    dbname=self.dbname, host=self.host, port=self.port, user=self.role,
+                    dbname=self.dbname,
+                    host=self.host,
+                    port=self.port,
+                    user=self.role,
                     password=self._conninfo.get("password") or "unused",  # required even under trust auth
-                    schema=self.schema, originator_id_type="text", pool_size=1, max_overflow=2,
+                    schema=self.schema,
+                    originator_id_type="text",
+                    pool_size=1,
+                    max_overflow=2,
                     connect_timeout=self.connect_timeout,
-                )  # fmt: skip
+                )
                 recorder = PostgresApplicationRecorder(datastore, events_table_name=EVENTS_TABLE)
             self._library_parts = (datastore, recorder)
         return self._library_parts
@@ -332,14 +363,23 @@ class PostgresStore(Store):
         schema_exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
         if not schema_exists:
             if not conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]:
-                raise PermissionDenied(what, self.role, f"schema {self.schema!r} does not exist and this role may not "
-                                       "create it", "create it as its owner (docs/operations.md, PostgreSQL roles)")
+                raise PermissionDenied(
+                    what,
+                    self.role,
+                    f"schema {self.schema!r} does not exist and this role may not create it",
+                    "create it as its owner (docs/operations.md, PostgreSQL roles)",
+                )
             conn.execute(sql("CREATE SCHEMA IF NOT EXISTS {}").format(ident(self.schema)))
-        elif not self._exists_now(conn) and not conn.execute(
-                "SELECT has_schema_privilege(%s, 'CREATE')", (self.schema,)).fetchone()[0]:  # fmt: skip
-            raise PermissionDenied(what, self.role, f"there is no epochledger store in schema {self.schema!r} and this "
-                                   "role may not create one", "the owner runs `epochledger init` first "
-                                   "(docs/operations.md, PostgreSQL roles)")  # fmt: skip
+        elif (
+            not self._exists_now(conn)
+            and not conn.execute("SELECT has_schema_privilege(%s, 'CREATE')", (self.schema,)).fetchone()[0]
+        ):
+            raise PermissionDenied(
+                what,
+                self.role,
+                f"there is no epochledger store in schema {self.schema!r} and this role may not create one",
+                "the owner runs `epochledger init` first (docs/operations.md, PostgreSQL roles)",
+            )
         self._library()[1].create_table()
         with self.transaction() as cur:
             # The database refuses UPDATE, DELETE and TRUNCATE of events for everyone,
@@ -350,12 +390,16 @@ class PostgresStore(Store):
                 'epochledger: % on %.% refused: the event log is append-only', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
                 USING ERRCODE = 'insufficient_privilege',
                 HINT = 'a migration disables trigger {APPEND_ONLY_TRIGGER} in its own transaction (docs/operations.md)';
-                END $$""")  # fmt: skip
-            cur.execute("SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(?) AND tgname = ?",
-                        (self._events, APPEND_ONLY_TRIGGER))  # fmt: skip
+                END $$""")
+            cur.execute(
+                "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(?) AND tgname = ?",
+                (self._events, APPEND_ONLY_TRIGGER),
+            )
             if cur.fetchone() is None:
-                cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {self._events} "
-                            f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
+                cur.execute(
+                    f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {self._events} "
+                    f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()'
+                )
         # The hash chain (rule S1): made, and every event already in the log linked, in
         # one transaction under the writers' lock. Only where the table is missing: init
         # never walks a chained log (`epochledger chain --upgrade` does).
@@ -370,10 +414,14 @@ class PostgresStore(Store):
 
     def _create_chain_table(self, cur: Any) -> None:
         chain = self.quote(CHAIN_TABLE)
-        cur.execute(f"CREATE TABLE IF NOT EXISTS {chain} (position bigint PRIMARY KEY, hash bytea NOT NULL, "
-                    "links bytea NOT NULL)")  # fmt: skip
-        cur.execute(f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {chain} "
-                    f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()')  # fmt: skip
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {chain} (position bigint PRIMARY KEY, hash bytea NOT NULL, "
+            "links bytea NOT NULL)"
+        )
+        cur.execute(
+            f"CREATE TRIGGER {APPEND_ONLY_TRIGGER} BEFORE UPDATE OR DELETE OR TRUNCATE ON {chain} "
+            f'FOR EACH STATEMENT EXECUTE FUNCTION "{self.schema}".epochledger_append_only()'
+        )
 
     def _exists_now(self, conn: Any) -> bool:
         return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (self._events,)).fetchone()[0])
@@ -398,10 +446,12 @@ class PostgresStore(Store):
             chained = self._chained  # the chain table is known to exist: its head comes back with the ids
             head: list[bytes | None] = []
             for i in range(0, len(rows), self.CHUNK):
-                chunk = rows[i:i + self.CHUNK]
+                chunk = rows[i : i + self.CHUNK]
                 ids_of, versions, topics, states = zip(*chunk, strict=True)
-                cur = conn.execute(self._insert_chained_sql if chained and not i else self._insert_sql,
-                                   [_Texts(ids_of), _Int8s(versions), _Texts(topics), _Bytes(states)])
+                cur = conn.execute(
+                    self._insert_chained_sql if chained and not i else self._insert_sql,
+                    [_Texts(ids_of), _Int8s(versions), _Texts(topics), _Bytes(states)],
+                )
                 got = cur.fetchall()
                 ids.extend(r[0] for r in got)
                 head = head or [got[0][1] if chained else None]
@@ -412,8 +462,10 @@ class PostgresStore(Store):
             commit = "COMMIT"
             if chained:
                 made = link_rows(head[0] if head[0] is not None else GENESIS, ids, rows)
-                commit = (f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash, links) VALUES ({made[-1][0]}, "
-                          f"'\\x{made[-1][1].hex()}'::bytea, '\\x{pack(made).hex()}'::bytea); COMMIT")  # fmt: skip
+                commit = (
+                    f"INSERT INTO {self.quote(CHAIN_TABLE)} (position, hash, links) VALUES ({made[-1][0]}, "
+                    f"'\\x{made[-1][1].hex()}'::bytea, '\\x{pack(made).hex()}'::bytea); COMMIT"
+                )
             else:
                 self._link_rows(_QmarkCursor(conn.cursor()), ids, rows)  # a store from before the chain?
             phase = "commit"
@@ -446,22 +498,27 @@ class PostgresStore(Store):
     def _existing(self, pairs: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
         found: set[tuple[str, int]] = set()
         for i in range(0, len(pairs), self.CHUNK):
-            chunk = pairs[i:i + self.CHUNK]
+            chunk = pairs[i : i + self.CHUNK]
             got = self._rows(
-                self._sql("SELECT e.originator_id, e.originator_version FROM {} e JOIN unnest(%b::text[], %b::bigint[]) "
-                          "AS w(s, v) ON e.originator_id = w.s AND e.originator_version = w.v").format(self._table),
-                (_Texts(p[0] for p in chunk), _Int8s(p[1] for p in chunk)), prepare=True)  # fmt: skip
+                self._sql(
+                    "SELECT e.originator_id, e.originator_version FROM {} e JOIN unnest(%b::text[], %b::bigint[]) "
+                    "AS w(s, v) ON e.originator_id = w.s AND e.originator_version = w.v"
+                ).format(self._table),
+                (_Texts(p[0] for p in chunk), _Int8s(p[1] for p in chunk)),
+                prepare=True,
+            )
             found.update((stream, version) for stream, version in got)
         return found
 
     def _rows_at(self, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         found: dict[tuple[str, int], tuple[int, str, bytes]] = {}
         for i in range(0, len(rows), self.CHUNK):
-            chunk = rows[i:i + self.CHUNK]
+            chunk = rows[i : i + self.CHUNK]
             got = self._rows(
                 f"SELECT e.originator_id, e.originator_version, e.notification_id, e.topic, e.state FROM {self._events} e "
                 "JOIN unnest(%b::text[], %b::bigint[]) AS w(s, v) ON e.originator_id = w.s AND e.originator_version = w.v",
-                (_Texts(r[0] for r in chunk), _Int8s(r[1] for r in chunk)))  # fmt: skip
+                (_Texts(r[0] for r in chunk), _Int8s(r[1] for r in chunk)),
+            )
             for stream, version, pos, topic, state in got:
                 found[(stream, version)] = (pos, topic, state)
         return found
@@ -495,8 +552,9 @@ class PostgresStore(Store):
                 silent = 0
                 while not stop.is_set():
                     if silent == 0:
-                        head = int(conn.execute(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._events}")
-                                   .fetchone()[0])  # fmt: skip
+                        head = int(
+                            conn.execute(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._events}").fetchone()[0]
+                        )
                         if last is None or head > max(last, after):
                             last = head
                             yield head
@@ -517,8 +575,9 @@ class PostgresStore(Store):
         # LOCK takes no snapshot; the SELECT after it does (view_rows).
         cur.execute(f"LOCK TABLE {self.quote(table)} IN ACCESS SHARE MODE")
 
-    def upsert_many(self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]],
-                     upsert: str) -> None:  # fmt: skip
+    def upsert_many(
+        self, cur: Any, table: str, names: Sequence[str], rows: Sequence[tuple[Any, ...]], upsert: str
+    ) -> None:
         if len(rows) < 200:
             cur.executemany(upsert, rows)
             return
@@ -529,8 +588,10 @@ class PostgresStore(Store):
         with raw.copy(f'COPY "_upsert_{table}" ({", ".join(names)}) FROM STDIN') as copy:
             for row in rows:
                 copy.write_row(row)
-        raw.execute(f'INSERT INTO {self.quote(table)} ({", ".join(names)}) SELECT {", ".join(names)} FROM "_upsert_{table}" '
-                    "ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:]))  # fmt: skip
+        raw.execute(
+            f'INSERT INTO {self.quote(table)} ({", ".join(names)}) SELECT {", ".join(names)} FROM "_upsert_{table}" '
+            "ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:])
+        )
 
     for_update = " FOR UPDATE"
 
@@ -573,43 +634,59 @@ class PostgresStore(Store):
 
     def _select_stream(self, stream: str, after: int = 0) -> list[tuple[int, int, bytes]]:
         return self._rows(
-            self._sql("SELECT notification_id, originator_version, state FROM {} "
-                      "WHERE originator_id=%s AND originator_version>%s ORDER BY originator_version").format(self._table),
-            (stream, after), prepare=True,
+            self._sql(
+                "SELECT notification_id, originator_version, state FROM {} "
+                "WHERE originator_id=%s AND originator_version>%s ORDER BY originator_version"
+            ).format(self._table),
+            (stream, after),
+            prepare=True,
         )
 
     def _select_streams(self, streams: Sequence[str], after: Sequence[int]) -> list[tuple[int, str, int, bytes]]:
         return self._rows(
-            self._sql("SELECT e.notification_id, e.originator_id, e.originator_version, e.state "
-                      "FROM unnest(%b::text[], %b::bigint[]) AS w(s, v) JOIN {} e "
-                      "ON e.originator_id = w.s AND e.originator_version > w.v "
-                      "ORDER BY e.originator_id, e.originator_version").format(self._table),
-            (_Texts(streams), _Int8s(after)), prepare=True,
+            self._sql(
+                "SELECT e.notification_id, e.originator_id, e.originator_version, e.state "
+                "FROM unnest(%b::text[], %b::bigint[]) AS w(s, v) JOIN {} e "
+                "ON e.originator_id = w.s AND e.originator_version > w.v "
+                "ORDER BY e.originator_id, e.originator_version"
+            ).format(self._table),
+            (_Texts(streams), _Int8s(after)),
+            prepare=True,
         )
 
     def _stream_version(self, stream: str) -> int:
-        rows = self._rows(self._sql("SELECT MAX(originator_version) FROM {} WHERE originator_id=%s").format(self._table),
-                          (stream,), prepare=True)  # fmt: skip
+        rows = self._rows(
+            self._sql("SELECT MAX(originator_version) FROM {} WHERE originator_id=%s").format(self._table),
+            (stream,),
+            prepare=True,
+        )
         return rows[0][0] or 0
 
     def _select_after(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str, int, bytes]]:
         return self._rows(
-            self._sql("SELECT notification_id, originator_id, originator_version, state FROM {} "
-                      "WHERE notification_id>%s AND notification_id<=%s ORDER BY notification_id LIMIT %s").format(self._table),
-            (after, _MAX_POS if upto is None else upto, limit), prepare=True,
+            self._sql(
+                "SELECT notification_id, originator_id, originator_version, state FROM {} "
+                "WHERE notification_id>%s AND notification_id<=%s ORDER BY notification_id LIMIT %s"
+            ).format(self._table),
+            (after, _MAX_POS if upto is None else upto, limit),
+            prepare=True,
         )
 
     def _select_chain_events(self, after: int, limit: int) -> list[ChainEvent]:
         return self._rows(
-            self._sql("SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
-                      "WHERE notification_id>%s ORDER BY notification_id LIMIT %s").format(self._table),
-            (after, limit), prepare=True,
+            self._sql(
+                "SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+                "WHERE notification_id>%s ORDER BY notification_id LIMIT %s"
+            ).format(self._table),
+            (after, limit),
+            prepare=True,
         )
 
     def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
         return self._rows(
             f"SELECT position, hash, links FROM {self.quote(CHAIN_TABLE)} WHERE position>%s ORDER BY position LIMIT %s",
-            (after, limit), prepare=True,
+            (after, limit),
+            prepare=True,
         )
 
 
@@ -655,5 +732,3 @@ class _QmarkCursor:
     @property
     def rowcount(self) -> int:
         return int(self._cur.rowcount)
-
-

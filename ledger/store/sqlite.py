@@ -50,11 +50,14 @@ class SQLiteStore(Store):
         self._readers: list[sqlite3.Connection] = []
         self._library_parts: tuple[SQLiteDatastore, SQLiteApplicationRecorder] | None = None
         self._write_lock = threading.Lock()  # this process's writers take turns here, not in SQLite's busy wait
-        self._insert_sql = (f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) "
-                            "VALUES (?, ?, ?, ?)")  # fmt: skip
+        self._insert_sql = (
+            f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)"
+        )
         self._head_sql = f"SELECT COALESCE(MAX(rowid), 0), NULL FROM {EVENTS_TABLE}"
-        self._head_chained_sql = (f"SELECT COALESCE(MAX(rowid), 0), (SELECT hash FROM {CHAIN_TABLE} "
-                                  f"ORDER BY position DESC LIMIT 1) FROM {EVENTS_TABLE}")  # fmt: skip
+        self._head_chained_sql = (
+            f"SELECT COALESCE(MAX(rowid), 0), (SELECT hash FROM {CHAIN_TABLE} "
+            f"ORDER BY position DESC LIMIT 1) FROM {EVENTS_TABLE}"
+        )
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise NoSuchStore(self.url, f"directory {parent} does not exist")
@@ -63,8 +66,9 @@ class SQLiteStore(Store):
         if exists:
             _require_sqlite_ledger(self.path, immutable=self._immutable())  # a foreign file is refused untouched
         elif not create:
-            raise NoSuchStore(self.url, f"there is no file {self.path}" if not os.path.exists(self.path)
-                              else f"{self.path} is empty")  # fmt: skip
+            raise NoSuchStore(
+                self.url, f"there is no file {self.path}" if not os.path.exists(self.path) else f"{self.path} is empty"
+            )
         if not exists:
             if self.read_only:
                 raise NoSuchStore(self.url, f"directory {parent} is not writable, so no ledger can be created there")
@@ -120,8 +124,9 @@ class SQLiteStore(Store):
             if self.read_only:
                 conn = _read_only_connection(self.path, immutable=self._immutable())
             else:
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                       timeout=SQLITE_BUSY_TIMEOUT)  # fmt: skip
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT
+                )
             self._local.conn = conn
             self._readers.append(conn)
         return conn
@@ -180,8 +185,9 @@ class SQLiteStore(Store):
             if not (library_error(e, "PersistenceError") or isinstance(e, sqlite3.Error)):
                 raise
             if "database is locked" in str(e) or "database is busy" in str(e):
-                raise LockTimeout("append", f"the write lock of {self.path}", SQLITE_BUSY_TIMEOUT,
-                                  streams=list(_versions(rows))) from None
+                raise LockTimeout(
+                    "append", f"the write lock of {self.path}", SQLITE_BUSY_TIMEOUT, streams=list(_versions(rows))
+                ) from None
             raise _Unsure(_first_line(e)) from None
 
     def _transact(self, conn: sqlite3.Connection, rows: list[_Row]) -> list[int]:
@@ -285,10 +291,13 @@ class SQLiteStore(Store):
         found: set[tuple[str, int]] = set()
         with self._cursor() as cur:
             for i in range(0, len(pairs), 400):
-                chunk = pairs[i:i + 400]
+                chunk = pairs[i : i + 400]
                 if len(chunk) == 1:  # the hot path (one transition): a plain point lookup
-                    cur.execute(f"SELECT originator_id, originator_version FROM {EVENTS_TABLE} "
-                                "WHERE originator_id=? AND originator_version=?", chunk[0])  # fmt: skip
+                    cur.execute(
+                        f"SELECT originator_id, originator_version FROM {EVENTS_TABLE} "
+                        "WHERE originator_id=? AND originator_version=?",
+                        chunk[0],
+                    )
                 else:
                     cur.execute(
                         f"SELECT originator_id, originator_version FROM {EVENTS_TABLE} "
@@ -305,7 +314,7 @@ class SQLiteStore(Store):
     def _rows_at_on(self, cur: Any, rows: Sequence[_Row]) -> dict[tuple[str, int], tuple[int, str, bytes]]:
         found: dict[tuple[str, int], tuple[int, str, bytes]] = {}
         for i in range(0, len(rows), 400):
-            chunk = rows[i:i + 400]
+            chunk = rows[i : i + 400]
             cur.execute(
                 f"SELECT originator_id, originator_version, rowid, topic, state FROM {EVENTS_TABLE} "
                 f"WHERE (originator_id, originator_version) IN (VALUES {', '.join(['(?, ?)'] * len(chunk))})",
@@ -408,8 +417,10 @@ class SQLiteStore(Store):
 
     def _select_links(self, after: int, limit: int) -> list[tuple[int, bytes, bytes]]:
         with self._cursor() as cur:
-            cur.execute(f"SELECT position, hash, links FROM {CHAIN_TABLE} WHERE position>? ORDER BY position LIMIT ?",
-                        (after, limit))  # fmt: skip
+            cur.execute(
+                f"SELECT position, hash, links FROM {CHAIN_TABLE} WHERE position>? ORDER BY position LIMIT ?",
+                (after, limit),
+            )
             return cur.fetchall()
 
 
@@ -443,7 +454,9 @@ def _require_sqlite_ledger(path: str, *, immutable: bool = False) -> None:
     try:
         conn = _read_only_connection(path, immutable=immutable)
         try:
-            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (EVENTS_TABLE,)).fetchone()
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (EVENTS_TABLE,)
+            ).fetchone()
         finally:
             conn.close()
     except sqlite3.Error as e:

@@ -48,8 +48,11 @@ def resolve_url(url: str | None) -> str:
     if not isinstance(url, str):
         raise InvalidInput(f"a store URL is a string, got {type(url).__name__}", where=WHERE)
     if not url.strip():
-        raise InvalidInput("the store URL is empty; name a store (sqlite:///file.db, postgresql://...) or leave it "
-                           f"out for $EPOCHLEDGER_STORE, then ./{DEFAULT_PATH}", where=WHERE)  # fmt: skip
+        raise InvalidInput(
+            "the store URL is empty; name a store (sqlite:///file.db, postgresql://...) or leave it "
+            f"out for $EPOCHLEDGER_STORE, then ./{DEFAULT_PATH}",
+            where=WHERE,
+        )
     return url
 
 
@@ -68,7 +71,9 @@ def parse_url(url: str | None) -> SQLiteURL | PostgresURL:
             parts = urlsplit(url)
             port = parts.port or 5432
         except ValueError as e:
-            raise InvalidInput(f"not a valid PostgreSQL URL ({e}): postgresql://user@host:port/db", where=WHERE) from None
+            raise InvalidInput(
+                f"not a valid PostgreSQL URL ({e}): postgresql://user@host:port/db", where=WHERE
+            ) from None
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         return PostgresURL(
             url=url,
@@ -81,16 +86,23 @@ def parse_url(url: str | None) -> SQLiteURL | PostgresURL:
             query=query,
         )
     if scheme == "sqlite":
-        path = url[len("sqlite:///"):] if url.lower().startswith("sqlite:///") else ""
+        path = url[len("sqlite:///") :] if url.lower().startswith("sqlite:///") else ""
         if not path:
-            raise InvalidInput(f"SQLite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}", where=WHERE)
+            raise InvalidInput(
+                f"SQLite URL needs a path: sqlite:///relative.db or sqlite:////abs.db, got {url!r}", where=WHERE
+            )
     elif scheme:
         raise InvalidInput(f"unsupported store URL scheme {scheme!r} (use sqlite:/// or postgresql://)", where=WHERE)
     elif "://" in url:  # not a path anyone means: "://" alone made a file named ':' in the working directory
-        raise InvalidInput(f"a store URL needs a scheme before '://' (sqlite:/// or postgresql://), got {url!r}", where=WHERE)
+        raise InvalidInput(
+            f"a store URL needs a scheme before '://' (sqlite:/// or postgresql://), got {url!r}", where=WHERE
+        )
     else:
         path = url
     if path == ":memory:":  # SQLite's name for a private in-memory database; here it would be a file so named
-        raise InvalidInput("an in-memory SQLite store is not supported: the ledger's connections would each see "
-                           "their own empty database; name a file (sqlite:///runs.db)", where=WHERE)  # fmt: skip
+        raise InvalidInput(
+            "an in-memory SQLite store is not supported: the ledger's connections would each see "
+            "their own empty database; name a file (sqlite:///runs.db)",
+            where=WHERE,
+        )
     return SQLiteURL(os.path.abspath(path))

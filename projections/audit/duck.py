@@ -89,11 +89,13 @@ SYNC_THREADS = 1
 # cannot shadow it.
 _SOURCES = {
     ".tsv": "read_csv(?, delim = '\t', quote = '', escape = '', header = false, auto_detect = false, "
-            "strict_mode = true, new_line = '\\n', "
-            "columns = {'position': 'BIGINT', 'stream': 'VARCHAR', 'version': 'BIGINT', 'payload': 'VARCHAR'})",
+    "strict_mode = true, new_line = '\\n', "
+    "columns = {'position': 'BIGINT', 'stream': 'VARCHAR', 'version': 'BIGINT', 'payload': 'VARCHAR'})",
     ".ndjson": "read_ndjson(?, columns = {position: 'BIGINT', stream: 'VARCHAR', version: 'BIGINT', payload: 'VARCHAR'}, "
-               "format = 'newline_delimited')",
-}  # fmt: skip
+    "format = 'newline_delimited')",
+}
+
+
 # What DuckDB raises for a chunk it cannot take as it is (a payload that is not JSON or
 # not UTF-8, an empty one): the chunk is then rewritten the checked way.
 @functools.cache
@@ -167,7 +169,7 @@ def default_path(store_url: str | None) -> str:
     url = resolve_url(store_url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite" and url.lower().startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
+        path = url[len("sqlite:///") :]
     elif not scheme:
         path = url
     else:
@@ -183,12 +185,13 @@ def _sql(name: str) -> str:
 def report_names() -> list[str]:
     """Every canned report: one projections/audit/report_<name>.sql file each."""
     names = [p.name for p in resources.files("projections.audit").iterdir()]
-    return sorted(n[len("report_"):-len(".sql")] for n in names if n.startswith("report_") and n.endswith(".sql"))
+    return sorted(n[len("report_") : -len(".sql")] for n in names if n.startswith("report_") and n.endswith(".sql"))
 
 
 @contextmanager
 def _translated(what: str, path: str) -> Iterator[None]:
     import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
+
     try:
         yield
     except LedgerError:
@@ -206,7 +209,9 @@ def _require_duckdb_file(path: str) -> None:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:  # a non-UTF-8 file name from argv: DuckDB cannot take it (std::bad_cast)
-        raise InvalidInput("DuckDB needs a file name that is valid UTF-8", where=path.encode("utf-8", "backslashreplace").decode()) from None
+        raise InvalidInput(
+            "DuckDB needs a file name that is valid UTF-8", where=path.encode("utf-8", "backslashreplace").decode()
+        ) from None
     if os.path.isdir(path):
         raise InvalidInput("is a directory, not a DuckDB audit file", where=path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
@@ -234,6 +239,7 @@ def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float)
     file (DuckDB allows one writing process, or any number of readers), for up to
     `wait` seconds; then StoreError naming the holder."""
     import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
+
     tries = max(1, math.ceil(wait / _LOCK_RETRY_S) + 1)
     for attempt in range(tries):
         try:
@@ -243,10 +249,14 @@ def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float)
                 raise
             holder = m.group(0) if (m := re.search(r"PID \d+", str(e))) else "another process"
             if attempt == tries - 1:
-                doing = ("holds it open (a query, or DuckDB itself)" if not read_only
-                         else "is writing it (a sync); try again when it is done")  # fmt: skip
-                raise StoreError(f"audit file {path}: {holder} {doing}"
-                                 + (f"; waited {wait:g} s (the sync's wait)" if wait else "")) from None  # fmt: skip
+                doing = (
+                    "holds it open (a query, or DuckDB itself)"
+                    if not read_only
+                    else "is writing it (a sync); try again when it is done"
+                )
+                raise StoreError(
+                    f"audit file {path}: {holder} {doing}" + (f"; waited {wait:g} s (the sync's wait)" if wait else "")
+                ) from None
             time.sleep(_LOCK_RETRY_S)
     raise AssertionError  # pragma: no cover
 
@@ -300,10 +310,17 @@ def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConne
         finally:
             con.close()
         if not ours and anything:
-            raise InvalidInput("a DuckDB database that is not an epochledger audit file (no audit_sync table): "
-                               "refusing to write audit tables into it; give another audit file", where=path)  # fmt: skip
-    con = _connect(path, read_only=False, wait=wait,
-                   config={"autoinstall_known_extensions": False, "temp_directory": os.path.join(scratch_dir(path), "duckdb")})  # fmt: skip
+            raise InvalidInput(
+                "a DuckDB database that is not an epochledger audit file (no audit_sync table): "
+                "refusing to write audit tables into it; give another audit file",
+                where=path,
+            )
+    con = _connect(
+        path,
+        read_only=False,
+        wait=wait,
+        config={"autoinstall_known_extensions": False, "temp_directory": os.path.join(scratch_dir(path), "duckdb")},
+    )
     con.execute("SET TimeZone = 'UTC'")
     # Row order within the table carries no meaning (position does): DuckDB may load
     # the chunk in parallel.
@@ -315,12 +332,14 @@ def _connect_rw(path: str, *, wait: float = SYNC_WAIT_S) -> duckdb.DuckDBPyConne
 _MEMORY = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
 
-def _connect_ro(path: str, *, external_access: bool = False,
-                memory_limit: str | None = QUERY_MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:  # fmt: skip
+def _connect_ro(
+    path: str, *, external_access: bool = False, memory_limit: str | None = QUERY_MEMORY_LIMIT
+) -> duckdb.DuckDBPyConnection:
     """A read-only connection. With `memory_limit` (queries, reports), DuckDB may use
     that much memory and never spills to disk (no temporary directory): a query beyond
     it fails instead of filling the disk or leaving FILE.tmp behind."""
     import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
+
     if not os.path.exists(path) or os.path.getsize(path) == 0:  # an empty file is an absent one (_drop_empty)
         raise InvalidInput("no audit file here; run `epochledger audit sync` first", where=path)
     _require_duckdb_file(path)
@@ -336,12 +355,15 @@ def _connect_ro(path: str, *, external_access: bool = False,
         if memory_limit is None:
             raise
         # "1b" opens and cannot allocate anything; "99999999TB" is out of DuckDB's range
-        raise InvalidInput(f"DuckDB cannot work within {memory_limit!r}: {str(e).splitlines()[0]}", where="memory_limit") from None
+        raise InvalidInput(
+            f"DuckDB cannot work within {memory_limit!r}: {str(e).splitlines()[0]}", where="memory_limit"
+        ) from None
     try:
         con.execute("SET lock_configuration = true")  # no SET can re-enable file access
         if not _is_audit_file(con)[0]:
-            raise InvalidInput("not an epochledger audit file (no audit_sync table); `epochledger audit sync` makes one",
-                               where=path)  # fmt: skip
+            raise InvalidInput(
+                "not an epochledger audit file (no audit_sync table); `epochledger audit sync` makes one", where=path
+            )
     except BaseException:
         con.close()
         raise
@@ -354,21 +376,26 @@ def _check_timeout(timeout: float) -> float:
     return timeout
 
 
-def _bounded(con: duckdb.DuckDBPyConnection, sql: str, params: Any, *, timeout: float, memory_limit: str | None) -> Result:
+def _bounded(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Any, *, timeout: float, memory_limit: str | None
+) -> Result:
     """Run one statement and fetch its rows, interrupted (con.interrupt from a timer)
     once it has run `timeout` seconds: QueryInterrupted, nothing changed."""
     import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
+
     timer = threading.Timer(timeout, con.interrupt)
     timer.daemon = True
     timer.start()
     try:
         return _result(con.execute(sql, params) if params else con.execute(sql))
     except duckdb.InterruptException:
-        raise QueryInterrupted(f"ran longer than {timeout:g} s (its timeout) and was interrupted; nothing was changed",
-                               sql, "timeout") from None  # fmt: skip
+        raise QueryInterrupted(
+            f"ran longer than {timeout:g} s (its timeout) and was interrupted; nothing was changed", sql, "timeout"
+        ) from None
     except duckdb.OutOfMemoryException as e:
-        raise QueryInterrupted(f"needs more memory than {memory_limit} (its memory limit): {str(e).splitlines()[0]}",
-                               sql, "memory") from None  # fmt: skip
+        raise QueryInterrupted(
+            f"needs more memory than {memory_limit} (its memory limit): {str(e).splitlines()[0]}", sql, "memory"
+        ) from None
     finally:
         timer.cancel()
 
@@ -385,8 +412,16 @@ def _predicate_rows(status: str, code: str) -> list[list[Any]]:
         s = Status(status)
     except ValueError:
         return []  # a status this version does not know: its predicates stay NULL
-    return [[status, code, fenced_end, lifecycle.is_failure(s, code),
-             *lifecycle.predicates(s, code, fenced_end=fenced_end).values()] for fenced_end in (False, True)]  # fmt: skip
+    return [
+        [
+            status,
+            code,
+            fenced_end,
+            lifecycle.is_failure(s, code),
+            *lifecycle.predicates(s, code, fenced_end=fenced_end).values(),
+        ]
+        for fenced_end in (False, True)
+    ]
 
 
 def _predicate_signature() -> str:
@@ -399,8 +434,10 @@ def _predicate_signature() -> str:
 def _create_predicates(con: duckdb.DuckDBPyConnection) -> None:
     cols = ", ".join(f"{c} BOOLEAN" for c in _predicate_columns())
     con.execute("DROP TABLE IF EXISTS lifecycle_predicates")
-    con.execute(f"CREATE TABLE lifecycle_predicates (status VARCHAR NOT NULL, code VARCHAR NOT NULL, "
-                f"fenced_end BOOLEAN NOT NULL, {cols}, PRIMARY KEY (status, code, fenced_end))")  # fmt: skip
+    con.execute(
+        f"CREATE TABLE lifecycle_predicates (status VARCHAR NOT NULL, code VARCHAR NOT NULL, "
+        f"fenced_end BOOLEAN NOT NULL, {cols}, PRIMARY KEY (status, code, fenced_end))"
+    )
 
 
 def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
@@ -413,7 +450,7 @@ def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
     rows = [r for s, c in pairs for r in _predicate_rows(s, c)]
     width = 3 + len(_predicate_columns())
     for i in range(0, len(rows), 500):
-        part = rows[i:i + 500]
+        part = rows[i : i + 500]
         marks = ", ".join("(" + ", ".join("?" * width) + ")" for _ in part)
         con.execute(f"INSERT INTO lifecycle_predicates VALUES {marks}", [v for r in part for v in r])
 
@@ -431,11 +468,16 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
     store, position, version, predicates = row[0]
     if store != store_url:
         con.execute("ROLLBACK")
-        raise InvalidInput(f"this audit file mirrors {store}, not {store_url}; use another audit file", where=AUDIT_FILE)
+        raise InvalidInput(
+            f"this audit file mirrors {store}, not {store_url}; use another audit file", where=AUDIT_FILE
+        )
     if version != SCHEMA_VERSION:
         con.execute("ROLLBACK")
-        raise InvalidInput(f"audit schema version {version}, this epochledger writes {SCHEMA_VERSION}: "
-                           "the file is derived, delete it and sync again", where=AUDIT_FILE)  # fmt: skip
+        raise InvalidInput(
+            f"audit schema version {version}, this epochledger writes {SCHEMA_VERSION}: "
+            "the file is derived, delete it and sync again",
+            where=AUDIT_FILE,
+        )
     if predicates != signature:
         # lifecycle changed (or first sync): recompute every pair seen so far.
         _create_predicates(con)
@@ -457,7 +499,12 @@ def _checked_line(row: tuple[int, str, int, Any]) -> bytes:
         text = bytes(state).decode("utf-8")  # JSON, so UTF-8
     except msgspec.DecodeError:
         text = _encode({"undecodable": bytes(state).decode("utf-8", "replace")}).decode()
-    return b'{"position":%d,"stream":%b,"version":%d,"payload":%b}\n' % (position, _encode(stream), version, _encode(text))
+    return b'{"position":%d,"stream":%b,"version":%d,"payload":%b}\n' % (
+        position,
+        _encode(stream),
+        version,
+        _encode(text),
+    )
 
 
 def _chunk_files(stem: str) -> list[str]:
@@ -532,8 +579,14 @@ def _load(con: duckdb.DuckDBPyConnection, path: str, chunk: _Chunk, before: int)
     return chunk.last
 
 
-def sync(store: Store, path: str, *, chunk: int = CHUNK, progress: Callable[[int, int], None] | None = None,
-         wait: float = SYNC_WAIT_S) -> SyncResult:  # fmt: skip
+def sync(
+    store: Store,
+    path: str,
+    *,
+    chunk: int = CHUNK,
+    progress: Callable[[int, int], None] | None = None,
+    wait: float = SYNC_WAIT_S,
+) -> SyncResult:
     """Copy every event after the file's sync position into `path`. Reads the store only.
     If other processes hold the file (queries), waits up to `wait` seconds for them."""
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < math.inf:
@@ -626,8 +679,16 @@ _PARAM = re.compile(r"\$([a-z_]+)")
 PERIODS = ("hour", "day", "week", "month", "quarter", "year")
 
 
-def report(path: str, name: str, *, as_of: datetime | None = None, period: str = "day", label: str | None = None,
-           timeout: float = QUERY_TIMEOUT_S, memory_limit: str = QUERY_MEMORY_LIMIT) -> Result:  # fmt: skip
+def report(
+    path: str,
+    name: str,
+    *,
+    as_of: datetime | None = None,
+    period: str = "day",
+    label: str | None = None,
+    timeout: float = QUERY_TIMEOUT_S,
+    memory_limit: str = QUERY_MEMORY_LIMIT,
+) -> Result:
     """Run one canned report (projections/audit/report_<name>.sql) as of an instant.
     Without `as_of`, the instant of the newest synced event: the report depends on the
     data alone, never on the wall clock. `label`: the label key of failures_by_label
@@ -646,7 +707,9 @@ def report(path: str, name: str, *, as_of: datetime | None = None, period: str =
         con = _connect_ro(path, memory_limit=memory_limit)
         try:
             if as_of is None:
-                (as_of,) = con.execute("SELECT coalesce(max(occurred_at), TIMESTAMPTZ '1970-01-01 00:00:00+00') FROM events").fetchone()  # type: ignore[misc]
+                (as_of,) = con.execute(
+                    "SELECT coalesce(max(occurred_at), TIMESTAMPTZ '1970-01-01 00:00:00+00') FROM events"
+                ).fetchone()  # type: ignore[misc]
             values = {"as_of": as_of, "period": period, "label": label}
             params = {k: values[k] for k in sorted(set(_PARAM.findall(sql)))}
             return _bounded(con, sql, params, timeout=timeout, memory_limit=memory_limit)
@@ -670,6 +733,7 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
     Two bounds: interrupted after `timeout` seconds, and at most `memory_limit` of
     memory with no spilling to disk (QueryInterrupted, exit 3)."""
     import duckdb  # on first use: the audit's one import of DuckDB, never at module load (rule W2)
+
     _check_timeout(timeout)
     with _translated("audit file", path):
         try:
@@ -689,9 +753,14 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
                 raise QueryRefused(f"{kind.name} statements are refused: the audit query is read-only", sql)
             try:
                 return _bounded(con, sql, None, timeout=timeout, memory_limit=memory_limit)
-            except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
-                    duckdb.PermissionException, duckdb.InvalidInputException,
-                    duckdb.ConversionException) as e:  # fmt: skip
+            except (
+                duckdb.ParserException,
+                duckdb.BinderException,
+                duckdb.CatalogException,
+                duckdb.PermissionException,
+                duckdb.InvalidInputException,
+                duckdb.ConversionException,
+            ) as e:
                 raise QueryRefused(str(e).splitlines()[0], sql) from None
         finally:
             con.close()
@@ -713,15 +782,19 @@ def export_parquet(path: str, directory: str) -> ParquetExport:
         raise InvalidInput(f"cannot create: {getattr(e, 'strerror', None) or e}", where=directory) from None
     events_dir = os.path.join(directory, "events")
     with _translated("audit file", path):
-        con = _connect_ro(path, external_access=True, memory_limit=None)  # streams, and may spill: histories larger than memory
+        con = _connect_ro(
+            path, external_access=True, memory_limit=None
+        )  # streams, and may spill: histories larger than memory
         try:
             con.execute(
                 "COPY (SELECT *, CAST(occurred_at AS DATE) AS event_date FROM events ORDER BY position) "
                 "TO ? (FORMAT parquet, PARTITION_BY (event_date), COMPRESSION zstd)",
                 [events_dir],
             )
-            con.execute("COPY lifecycle_predicates TO ? (FORMAT parquet)",
-                        [os.path.join(directory, "lifecycle_predicates.parquet")])  # fmt: skip
+            con.execute(
+                "COPY lifecycle_predicates TO ? (FORMAT parquet)",
+                [os.path.join(directory, "lifecycle_predicates.parquet")],
+            )
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()
