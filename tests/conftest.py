@@ -11,11 +11,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,16 +53,40 @@ def need_pg() -> None:
         pytest.skip(problem)
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A PostgreSQL store URL in a fresh schema, dropped afterwards."""
+def new_pg_store(cleanups: list[Callable[[], Any]]) -> str:
+    """The URL of a new, empty PostgreSQL store in a schema of its own; its drop is
+    appended to `cleanups` (the contract suites' create_store, and the `pg_url` fixture)."""
     need_pg()
     import psycopg
 
     schema = "t_" + uuid.uuid4().hex[:16]
-    yield f"{PG_BASE}?schema={schema}"
-    with psycopg.connect(PG_BASE, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    def drop() -> None:
+        with psycopg.connect(PG_BASE, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    cleanups.append(drop)
+    return f"{PG_BASE}?schema={schema}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL store URL in a fresh schema, dropped afterwards."""
+    cleanups: list[Callable[[], Any]] = []
+    yield new_pg_store(cleanups)
+    for undo in cleanups:
+        undo()
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The OS processes a test starts: each killed if still running, and reaped, at teardown."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
 
 
 @pytest.fixture

@@ -9,11 +9,8 @@ one backend lacks fails there.
 from __future__ import annotations
 
 import threading
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,22 +21,11 @@ from ledger.store.ports import EventLog, HashChain
 from projections.tables import ViewTables
 from tests.conftest import T0
 from tests.engine_helpers import corrupt
+from tests.store_contract import NewStores
 
 
-class PortContract(ABC):
-    @abstractmethod
-    def create_store(self) -> str:
-        """The URL of a new, empty store of this backend; undo with self.cleanups."""
-
-    tmp_path: Path
-    cleanups: list[Callable[[], Any]]
-
-    @pytest.fixture(autouse=True)
-    def _fresh(self, tmp_path: Path) -> Iterator[None]:
-        self.tmp_path, self.cleanups = tmp_path, []
-        yield
-        for undo in reversed(self.cleanups):
-            undo()
+class PortContract(NewStores):
+    """A port's suite: a fresh store of the backend per test (NewStores)."""
 
     @pytest.fixture
     def url(self) -> str:

@@ -98,8 +98,11 @@ class Faults:
             self.proxy.close()
 
 
-class StoreContract(ABC):
-    """Everything a store promises. A backend's test class implements `create_store`."""
+class NewStores(ABC):
+    """What every contract suite of a store needs: `create_store()`, which a backend's
+    test class implements, and a fresh `tmp_path` and `cleanups` per test (run in
+    reverse at teardown). The store contract and the port contracts
+    (tests/port_contracts.py) share it."""
 
     @abstractmethod
     def create_store(self) -> str:
@@ -115,6 +118,10 @@ class StoreContract(ABC):
         yield
         for undo in reversed(self.cleanups):
             undo()
+
+
+class StoreContract(NewStores):
+    """Everything a store promises. A backend's test class implements `create_store`."""
 
     @pytest.fixture
     def store_url(self) -> str:

@@ -24,13 +24,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="th
 
 
 @pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+def workers(children: list[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
+    """The worker processes a test starts: killed if still running and reaped at teardown (conftest `children`)."""
+    return children
 
 
 def spawn(workers: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:

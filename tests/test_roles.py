@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -266,13 +266,9 @@ with open_ledger(url) as lg:
 
 
 @pytest.fixture
-def drivers() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+def drivers(children: list[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
+    """The driver processes a test starts: killed if still running and reaped at teardown (conftest `children`)."""
+    return children
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
