@@ -14,12 +14,14 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 import msgspec
 
 from epochledger import sweep as sweep_mod
+from epochledger.probe import ProbeReport, exits_at_startup, probe
 from epochledger.reports import Reports
+from epochledger.retire import retire
 from epochledger.sweep import SweepReport
 from ledger import passes as passes_mod
 from ledger import process as process_stream_mod
@@ -80,9 +82,6 @@ from ledger.process import EpochRef, EpochState, HostState
 from ledger.store import Append, Poison, Store, open_store
 from projections import orphans as orphans_mod
 from projections.orphans import MARGIN
-
-if TYPE_CHECKING:
-    from epochledger.probe import ProbeReport
 
 RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
@@ -1124,9 +1123,6 @@ class Ledger(Commands, Reports):
         the epoch's state and the sweep report. A bad margin is refused before the boot
         is appended; so is a slot the ledger has never seen with `new_slot=False`
         (UnknownSlot: a hand sweep of a mistyped name)."""
-        from epochledger.probe import exits_at_startup
-        from epochledger.retire import retire
-
         orphans_mod.as_margin(margin)
         sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
         booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
@@ -1143,8 +1139,6 @@ class Ledger(Commands, Reports):
         `probe@<host>` with the evidence), then sweep: with `epoch` (the caller's own
         live epoch) or an epoch of slot `probe@<host>` booted for it (rules O7, O8;
         epochledger/probe.py)."""
-        from epochledger.probe import probe
-
         return probe(self, epoch=epoch, sweep=sweep)
 
     def keep_fenced(self, refusal: StaleEpoch) -> None:

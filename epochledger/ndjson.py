@@ -228,12 +228,12 @@ def _duplicate_key(line: bytes, raw: dict[str, Any]) -> str | None:
     """The first key that occurs twice in one JSON object of `line`, if any: msgspec
     keeps the last value silently.
 
-    Fast path (~0.5 us): re-encode the decoded line and count colons. Outside strings
-    a colon ends a key; inside strings colons survive the re-encoding, which only
-    drops duplicate keys (and their values) and may turn an escaped colon (\\u003a)
-    into a plain one. So without that escape in the line, equal counts prove there is
-    no duplicate; otherwise Python's json module, which shows every pair, names it
-    (~4 us)."""
+    Fast path (docs/benchmarks.md, "NDJSON import"): re-encode the decoded line and
+    count colons. Outside strings a colon ends a key; inside strings colons survive
+    the re-encoding, which only drops duplicate keys (and their values) and may turn
+    an escaped colon (\\u003a) into a plain one. So without that escape in the line,
+    equal counts prove there is no duplicate; otherwise Python's json module, which
+    shows every pair, names it (the slow path, for those lines alone)."""
     if b"\\u003" not in line and line.count(b":") == _encode(raw).count(b":"):
         return None
     found: list[str] = []

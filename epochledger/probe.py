@@ -23,24 +23,62 @@ slot `probe@<host>`, booted for the purpose and stopped cleanly afterwards (boot
 when there is something to recover, so a probe on a timer that finds nothing appends
 nothing). The probe judges only its own host: it cannot see another host's pids, and
 another machine that shares its name is another host.
+
+It takes a ProbeTarget, never the application facade: the application imports the
+probe, not the other way round (the import-linter contract in pyproject.toml).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 
-from epochledger.retire import retire
+from epochledger.retire import RetireBatch, RetireTarget, retire
 from epochledger.sweep import SweepReport
 from ledger.codec import check_value
 from ledger.errors import ConflictError, InvalidInput, StoreError
-from ledger.events import Name, ProcessExited
-from ledger.process import EpochRef, EpochState
+from ledger.events import Name, ProcessExited, Recorded
+from ledger.host import Host
+from ledger.process import EpochRef, EpochState, ProcessState
+from ledger.run import RunState
+from projections.orphans import Verdict
 
-if TYPE_CHECKING:
-    from epochledger.app import Ledger
+
+class ProbeBatch(RetireBatch, Protocol):
+    """What the probe needs of a group commit (epochledger.app.Batch): retiring's, and
+    the events it appended, to count the exits."""
+
+    @property
+    def recorded(self) -> Sequence[Recorded]: ...
+
+    def __enter__(self) -> ProbeBatch: ...
+
+
+class ProbeTarget(RetireTarget, Protocol):
+    """What the probe needs of a ledger (epochledger.app.Ledger is one): retiring's, the
+    host-facts port, the liveness and orphan reads, the epoch lookup, and the boot,
+    sweep and stop of the epoch it sweeps with."""
+
+    @property
+    def host(self) -> Host: ...
+
+    def batch(self) -> ProbeBatch: ...
+
+    def epoch(self, epoch: EpochRef | str) -> EpochState: ...
+
+    def liveness(self) -> Sequence[tuple[EpochState, tuple[str, str] | None]]: ...
+
+    def orphans(self) -> Sequence[tuple[RunState, Verdict]]: ...
+
+    def boot(self, process: str, *, actor: str | None = None) -> EpochState: ...
+
+    def sweep(self, epoch: EpochRef | str) -> SweepReport: ...
+
+    def stop(self, epoch: EpochRef | str, *, actor: str | None = None, reason: str | None = None) -> ProcessState: ...
+
 
 ALIVE = "alive"  # the pid runs with the recorded start time
 EXITED = "exited"  # the probe recorded process.exited for it
@@ -78,7 +116,7 @@ def observer(host: str) -> str:
     return f"probe@{host}"
 
 
-def judge(ledger: Ledger, epoch: EpochState, host_boot: str | None) -> Finding:
+def judge(ledger: ProbeTarget, epoch: EpochState, host_boot: str | None) -> Finding:
     """One live epoch of this host, judged by the kernel's facts about its pid."""
 
     def found(verdict: str, evidence: str | None = None) -> Finding:
@@ -104,7 +142,7 @@ def judge(ledger: Ledger, epoch: EpochState, host_boot: str | None) -> Finding:
     return found(ALIVE)
 
 
-def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = True) -> ProbeReport:
+def probe(ledger: ProbeTarget, *, epoch: EpochRef | str | None = None, sweep: bool = True) -> ProbeReport:
     """Probe this host's live epochs, record an exit for each dead one, then sweep.
 
     `epoch`: the caller's own live epoch (a scheduler probing from its timer): its sweep
@@ -186,7 +224,7 @@ def probe(ledger: Ledger, *, epoch: EpochRef | str | None = None, sweep: bool = 
     return report
 
 
-def exits_at_startup(ledger: Ledger) -> ProbeReport | None:
+def exits_at_startup(ledger: ProbeTarget) -> ProbeReport | None:
     """The probe without its sweep, for `Ledger.startup` (rules O5, O7): after the new
     epoch's boot and before its sweep, record the exits of this host's live epochs
     whose pids are gone, so that sweep recovers their runs. Epochs of an earlier boot

@@ -15,27 +15,53 @@ the audit keep every retired slot.
 `Ledger.startup` retires after its sweep, with its own epoch as the actor. It is
 housekeeping: a race lost every round, or a store error, is logged and left to the
 next startup, never raised into the caller's start-up.
+
+It takes a RetireTarget, never the application facade: the application imports this
+module, not the other way round (the import-linter contract in pyproject.toml).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
+from ledger.clock import Clock
 from ledger.errors import ConflictError, StoreError
-from ledger.events import ProcessRetired
-from ledger.process import EpochRef
+from ledger.events import ProcessEventBase, ProcessRetired
+from ledger.process import EpochRef, ProcessState
 from projections import orphans
 
-if TYPE_CHECKING:
-    from epochledger.app import Ledger
+
+class RetireBatch(Protocol):
+    """What retiring needs of a group commit (epochledger.app.Batch): submit a slot's
+    event, append on a clean exit."""
+
+    def submit(self, command: ProcessEventBase) -> ProcessState: ...
+
+    def __enter__(self) -> RetireBatch: ...
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None: ...
+
+
+class RetireTarget(Protocol):
+    """What retiring needs of a ledger (epochledger.app.Ledger is one): the orphan
+    rule's view of the slots, the clock port and one write path."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def orphan_view(self, *, candidates_only: bool = False, slots: Sequence[str] = ()) -> orphans.View: ...
+
+    def batch(self) -> RetireBatch: ...
+
 
 log = logging.getLogger("epochledger.retire")
 
 CONFLICT_ROUNDS = 4
 
 
-def retire(ledger: Ledger, by: EpochRef) -> list[str]:
+def retire(ledger: RetireTarget, by: EpochRef) -> list[str]:
     """Retire every slot `orphans.retirable` names now, in one batch; returns their
     names (sorted). `by`: the epoch that retires them (the actor)."""
     for _round in range(CONFLICT_ROUNDS):

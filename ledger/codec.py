@@ -57,8 +57,8 @@ def checked(event: Event, where: str | None = None) -> bytes:
     - the write-time rules hold: `Pattern` (characters), `Bounds` (instants) and the
       cause chain's depth, checked on the decoded event.
 
-    Costs a struct comparison (~0.1 us) on top of the encode and validating decode
-    (docs/benchmarks.md)."""
+    Costs a struct comparison on top of the encode and validating decode
+    (docs/benchmarks.md, "The write-time round trip")."""
     try:
         data = _encoder.encode(event)
     except (TypeError, ValueError, OverflowError, RecursionError) as e:  # UnicodeEncodeError is a ValueError
@@ -203,14 +203,15 @@ _BRACKETS = re.compile(rb"[\[\]{}]")
 Check = typing.Callable[[Any, str], "str | None"]
 
 # A cheap test that a string holds a catalogue's character rule, tried before its
-# regex: `str.isprintable()` (one C loop, ~40 ns against ~190 ns for a `fullmatch` call)
-# is False for every control character (category Cc: \x00-\x1f, \x7f-\x9f) and every
-# whitespace character but the ASCII space (\s matches what str.isspace() says: Cc,
-# Zs, Zl, Zp). So a printable string holds "no control characters", and a non-empty
-# printable string without " " holds "no whitespace or control characters". Only ever
-# a sufficient test: anything it does not accept goes to the regex, which decides
-# (and names the value). Keyed by the exact regex of ledger/events.py: a rule changed
-# there loses its fast test, never its check (tests/test_hostile_input.py).
+# regex: `str.isprintable()` (one C loop, cheaper than a `fullmatch` call:
+# docs/benchmarks.md, "The hot path, second round") is False for every control
+# character (category Cc: \x00-\x1f, \x7f-\x9f) and every whitespace character but
+# the ASCII space (\s matches what str.isspace() says: Cc, Zs, Zl, Zp). So a printable
+# string holds "no control characters", and a non-empty printable string without " "
+# holds "no whitespace or control characters". Only ever a sufficient test: anything
+# it does not accept goes to the regex, which decides (and names the value). Keyed by
+# the exact regex of ledger/events.py: a rule changed there loses its fast test, never
+# its check (tests/test_hostile_input.py).
 # printable also rules out every format character (category Cf, which ids and label
 # values refuse): str.isprintable() is False for Cf too.
 NO_SPACE, SPACE_OK = 2, 1

@@ -23,8 +23,8 @@ import msgspec
 # every write (API and import alike) by decoding the encoded event (ledger.codec).
 #
 # Character rules are a `Pattern` marker, not msgspec's `Meta(pattern=...)`: msgspec
-# would re-run the regex on every string of every event read (3.4 us an event instead
-# of 1.0 us, docs/benchmarks.md), re-proving on read what every write already proved.
+# would re-run the regex on every string of every event read (docs/benchmarks.md, "The
+# hot path, second round"), re-proving on read what every write already proved.
 # ledger.codec.checked applies the markers at write time, for the API and import alike.
 
 
@@ -512,8 +512,8 @@ _TAG_OF_TYPE: dict[type, str] = {cls: tag for tag, cls in TAGS.items()}
 
 def tag_of(event: Event | type[Event]) -> str:
     # By the event's class first: `__struct_config__` builds an object on every access
-    # (~0.25 us, once per appended event). A class given, or one outside the catalogue,
-    # takes the config's tag as before.
+    # (once per appended event: docs/benchmarks.md, "The hot path, third round"). A
+    # class given, or one outside the catalogue, takes the config's tag as before.
     return _TAG_OF_TYPE.get(type(event)) or event.__struct_config__.tag  # type: ignore[return-value]
 
 

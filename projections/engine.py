@@ -259,7 +259,7 @@ class Runner:
             encode, columns = _encoder.encode, module.columns
             # In key order: the table's B-tree (and, at a rebuild's swap, its index) is
             # then filled left to right, page after page, not split at random places
-            # (~0.1 s of a 40,000-run rebuild, docs/benchmarks.md).
+            # (docs/benchmarks.md, "Rebuild", rows written in random order).
             for k in sorted(dirty):
                 v = view.get(k)
                 if v is None:
@@ -866,7 +866,8 @@ def read_runs(
             for s in found.values()
             if (not statuses or str(s.status) in wanted) and all(runs.predicates_of(s)[p] for p in predicates)
         ]
-    else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key: ~0.1 s at 143k)
+    else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key)
+        # (docs/benchmarks.md, "The lean listing").
         # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
         # the predicate columns; its rows are not the view and are dropped below anyway.
         asked = predicates if catch_up_first or not predicates or is_current(store, runs) else ()

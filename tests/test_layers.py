@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("epochledger", "ledger", "projections", "replay")
 
@@ -63,6 +65,24 @@ def test_O5_the_sweep_never_imports_the_application(tmp_path: Path) -> None:
     sweep.write_text(sweep.read_text() + "\nif TYPE_CHECKING:\n    from epochledger.app import Ledger\n")
     done = _lint(tmp_path)
     assert done.returncode != 0 and "epochledger.sweep -> epochledger.app" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("module", ["probe", "retire"])
+def test_O7_O8_the_probe_and_retirement_never_import_the_application(tmp_path: Path, module: str) -> None:
+    """Guards the guard: the probe takes a ProbeTarget and retirement a RetireTarget
+    (epochledger/probe.py, epochledger/retire.py), so a back-import of the Ledger, even
+    one only for the type checker, is a circle app <-> probe or app <-> retire and
+    breaks the contract."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    source = tmp_path / "epochledger" / f"{module}.py"
+    source.write_text(
+        source.read_text()
+        + "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from epochledger.app import Ledger\n"
+    )
+    done = _lint(tmp_path)
+    assert done.returncode != 0 and f"epochledger.{module} -> epochledger.app" in done.stdout, done.stdout
 
 
 def test_H1_the_cli_never_reaches_past_the_facade(tmp_path: Path) -> None:

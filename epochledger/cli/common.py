@@ -114,7 +114,8 @@ def cells_table(cells: Sequence[tuple[str, ...]], columns: Sequence[str]) -> Non
     widths = [max(len(c), max(map(len, col))) for c, col in zip(columns, zip(*cells, strict=True), strict=True)]
     line = "  ".join(f"%-{w}s" for w in widths)  # one `%` a row (a cell is an argument, never a format)
     out((line % tuple(columns)).rstrip())
-    out("\n".join([(line % row).rstrip() for row in cells]))  # listings of 143k runs: ~0.4 us a row
+    # One write for the whole listing (of up to 143k runs): docs/benchmarks.md, "The lean listing".
+    out("\n".join([(line % row).rstrip() for row in cells]))
 
 
 @cache

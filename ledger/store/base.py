@@ -194,8 +194,8 @@ class Store(EventLog, HashChain, ABC):
     _local: threading.local  # per-thread state of a backend (its connection, ...)
     # Streams per query of `read_streams`. SQLite binds two parameters a stream (500:
     # under the 999 of older builds); PostgreSQL two arrays, whatever their length, and
-    # each query costs ~1 ms of its own (1,000 new streams: 2.8 us a stream in chunks
-    # of 500, 1.8 us in one query; docs/benchmarks.md).
+    # each query has a fixed cost of its own, so fewer, longer queries are cheaper there
+    # (docs/benchmarks.md, "The hot path, second round").
     streams_per_read = 500
     whole_streams_per_read = 500  # the same, for streams read from their start (_select_whole_streams)
 
@@ -581,8 +581,9 @@ class Store(EventLog, HashChain, ABC):
         """read_raw's batches as text: each batch is `lines_of` its rows, byte for byte
         (tests/store_contract.py), with its row count and last position. For the audit
         copy, which hands DuckDB the lines as they are: a backend may build them in SQL,
-        with no Python object per row (SQLite does: ~0.9 us an event instead of 1.3-1.7 for
-        read_raw and formatting, docs/benchmarks.md). Positions as read_raw."""
+        with no Python object per row (SQLite does: what it saves over read_raw and the
+        formatting is in docs/benchmarks.md, "Audit: `audit sync`, end to end").
+        Positions as read_raw."""
         check_position(after, "after")
         if upto is not None:
             check_position(upto, "upto")
@@ -675,10 +676,10 @@ class Store(EventLog, HashChain, ABC):
         """`DROP TABLE IF EXISTS` of a view's table (a rebuild's swap, a shadow's reset).
         SQLite: with secure_delete FAST for the drop alone (then as it was). This build's
         default, ON, zeroes every freed page: the old table's whole size written to the
-        WAL and checkpointed, ~0.19 s of CPU for a 40,000-run runs view out of a
-        rebuild's ~1.5 s (docs/benchmarks.md). FAST still clears what it can without
-        more I/O; the freed pages keep rows of a view, which the log in the same file
-        holds anyway (nothing is ever deleted from the log)."""
+        WAL and checkpointed, on every rebuild (docs/benchmarks.md, "Rebuild": the
+        swap's DROP). FAST still clears what it can without more I/O; the freed pages
+        keep rows of a view, which the log in the same file holds anyway (nothing is
+        ever deleted from the log)."""
         was = cur.execute("PRAGMA secure_delete").fetchone()[0]
         cur.execute("PRAGMA secure_delete=FAST")
         try:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # imported where used: psycopg loads only when a PostgreSQL s
 
 # The write path's arrays, dumped to PostgreSQL's binary array format here rather than
 # by psycopg's list dumper, which looks a dumper up and packs a header per element in
-# Python (~0.5 us of a group commit's event for the INSERT's four arrays, ~a quarter of
-# the client's CPU in the INSERT: docs/benchmarks.md, "The hot path, third round").
+# Python, for every element of a group commit's INSERT (its share of the client's CPU:
+# docs/benchmarks.md, "The hot path, third round").
 # Only lists the store builds itself, of exactly one element type and no None: a
 # stream or topic (str, sent as UTF-8: registered only on a connection whose client
 # encoding is UTF-8, else psycopg's dumper runs), a version (int, 8 bytes), a payload

@@ -110,8 +110,8 @@ class SQLiteStore(Store):
     def _cursor(self) -> Iterator[sqlite3.Cursor]:
         # Reads use a plain connection per thread, in autocommit mode: each read is one
         # SELECT, which SQLite runs on a consistent snapshot (WAL). Going through the
-        # library's pool and an explicit BEGIN/ROLLBACK cost ~100 us per read, most of
-        # a group commit's time (docs/benchmarks.md).
+        # library's pool and an explicit BEGIN/ROLLBACK cost most of a group commit's
+        # time (docs/benchmarks.md, "The hot path and group commit").
         cur = self._reader().cursor()
         try:
             yield cur
@@ -247,9 +247,10 @@ class SQLiteStore(Store):
         """(connection, the data_version of `token`, total_changes after the append) if
         `token` is this connection's and nothing was written through it between the
         token and the append's transaction. Its data_version is not read again (a
-        PRAGMA under the write lock cost ~4 us an append): if another connection
-        committed at any moment since `token` was taken, during the append included,
-        every later log_token differs from this one, so it proves nothing it should not."""
+        PRAGMA under the write lock made every append dearer: docs/benchmarks.md, "The
+        hot path, second round"): if another connection committed at any moment since
+        `token` was taken, during the append included, every later log_token differs
+        from this one, so it proves nothing it should not."""
         last = getattr(self._local, "last_append", None)
         if last is None or token is None:
             return None
@@ -264,7 +265,8 @@ class SQLiteStore(Store):
         process) commits, and never for the connection's own commits: those are
         counted by its total_changes (every row it inserted, updated or deleted, the
         ledger's appends and anything else written through it). Equal tokens: nothing
-        was written between them. One PRAGMA (~3 us), where the read it saves is ~20 us."""
+        was written between them. One PRAGMA, cheaper than the read of a stream it saves
+        (docs/benchmarks.md, "The hot path, second round")."""
         if self.read_only:
             return None
         conn = self._reader()
@@ -349,11 +351,11 @@ class SQLiteStore(Store):
 
     def _select_whole_streams(self, streams: Sequence[str]) -> list[tuple[int, str, int, bytes]]:
         """The streams' ids as one JSON array (json_each): one statement, one parameter,
-        whatever their number, against two parameters a stream in a VALUES list (1,000
-        new streams: ~0.23 against ~0.75 us a stream, docs/benchmarks.md, "The hot path,
-        third round"). Only ids that are printable text: a JSON string holds any str,
-        but what SQLite's JSON makes of a NUL or a lone surrogate is not the bound
-        text's; those keep the VALUES list, which binds them as they are."""
+        whatever their number, against two parameters a stream in a VALUES list (cheaper
+        per stream: docs/benchmarks.md, "The hot path, third round"). Only ids that are
+        printable text: a JSON string holds any str, but what SQLite's JSON makes of a
+        NUL or a lone surrogate is not the bound text's; those keep the VALUES list,
+        which binds them as they are."""
         if not all(map(str.isprintable, streams)):
             return super()._select_whole_streams(streams)
         with self._cursor() as cur:
