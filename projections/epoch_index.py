@@ -8,7 +8,7 @@ so a lookup reads one row; materialized by projections/engine.py as
 
 An epoch id names one boot of one slot. `boot()` generates a fresh id; a caller that
 names its own ids must keep them unique across slots. Should two slots ever have booted
-the same id, both are listed and a lookup refuses to guess (epochledger/app.py).
+the same id, both are listed and a lookup refuses to guess (epochledger/epochs_lookup.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ epoch that booted on the host before it, whatever its slot: a later boot on the 
 machine that carries another host boot id ends them all. That fact is not in any one slot's stream, so it is folded here
 (`ledger.process.evolve_host`) and handed to the one liveness definition,
 `ledger.process.end_of(epoch, host)`, by the orphan rule (projections/orphans.py),
-the fence (epochledger/app.py) and the sweep alike. Materialized by
+the fence (epochledger/writes.py) and the sweep alike. Materialized by
 projections/engine.py as table `view_hosts`, one row per machine.
 """
 

@@ -472,7 +472,7 @@ def test_I1_F1_a_stale_epochs_report_sent_twice_is_kept_once_and_then_a_duplicat
     duplicates = lines, and a second import of the file appends nothing and rejects
     the same line, kept as the same evidence. The evidence's `report` is the line as submitted, not the start the ledger
     would have stamped with the epoch's slot.
-    Mutations caught: the fence judging the stamped start (app.py `Batch._decide_run`
+    Mutations caught: the fence judging the stamped start (writes.py `Batch._decide_run`
     calling `fence` after the slot is stamped: the report states a `process` the line
     does not); `_Known.holds` not consulting kept evidence (the second line is rejected,
     not a duplicate); `_kept` without the stamped fields (`or k in wild`: the evidence

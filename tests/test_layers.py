@@ -85,6 +85,22 @@ def test_O7_O8_the_probe_and_retirement_never_import_the_application(tmp_path: P
     assert done.returncode != 0 and f"epochledger.{module} -> epochledger.app" in done.stdout, done.stdout
 
 
+def test_O5_the_sweep_never_imports_the_facades_pieces(tmp_path: Path) -> None:
+    """Guards the guard: the write path, the state cache and the epoch lookup moved
+    out of epochledger/app.py (the facade by job), and the sweep may import them no
+    more than the facade, so the contract names each. The state cache imports nothing
+    of the facade, so only that name catches it (the write path and the epoch lookup
+    name the Ledger for the type checker: a back-import of either is also a chain to
+    epochledger.app)."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    sweep = tmp_path / "epochledger" / "sweep.py"
+    sweep.write_text(sweep.read_text() + "\nif TYPE_CHECKING:\n    from epochledger.cache import StateCache\n")
+    done = _lint(tmp_path)
+    assert done.returncode != 0 and "epochledger.sweep -> epochledger.cache" in done.stdout, done.stdout
+
+
 def test_H1_the_cli_never_reaches_past_the_facade(tmp_path: Path) -> None:
     """Guards the guard: a CLI command is parse, one facade call, render (rule H1), so a
     command importing the projection engine (as `rebuild` did, to time its own rebuild

@@ -3,7 +3,7 @@
 An epoch stops being live when a later boot of its slot supersedes it, it records a
 clean stop, someone records `process.exited` for it, or a later boot on its host
 carries another host boot id. The same answer must come out of the fold, the orphan
-rule (projections/orphans.py), the fence (ledger/run.py via epochledger/app.py) and the
+rule (projections/orphans.py), the fence (ledger/run.py via epochledger/writes.py) and the
 sweep (epochledger/sweep.py), on both stores.
 """
 

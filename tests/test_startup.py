@@ -31,6 +31,9 @@ HEAVY = (
     "projections.audit",
     "projections.engine",
     "epochledger.app",
+    "epochledger.writes",
+    "epochledger.cache",
+    "epochledger.epochs_lookup",
     "epochledger.sweep",
     "epochledger.tick",
 )
