@@ -21,7 +21,6 @@ from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import msgspec
 
-from epochledger.files import atomic_write
 from epochledger.sweep import SweepReport
 from epochledger.sweep import preview as sweep_preview
 from ledger import lifecycle
@@ -40,9 +39,8 @@ from projections.orphans import MARGIN, Unjudged, Verdict
 from projections.runs import predicates_of
 from replay import canonical_bytes, state_at, state_hash
 from replay.pointintime import FleetState
-from replay.timeline import page
 from replay.verify import Verification
-from replay.whatif import Policy, WhatIf, resolve, whatif
+from replay.whatif import Policy, WhatIf, resolve
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
@@ -490,6 +488,8 @@ class Reports:
 
     def whatif(self, policy: str | Policy, *, at: datetime | None = None, name: str | None = None) -> WhatIf:
         """The recorded history replayed under another orphan policy (rule R4)."""
+        from replay.whatif import whatif
+
         return whatif(self.store, policy, at=at, name=name)
 
     def timeline(
@@ -503,6 +503,9 @@ class Reports:
     ) -> TimelineWritten:
         """Write the incident's page (rule V1) to `output`, atomically, never over the
         ledger's own files."""
+        from epochledger.files import atomic_write
+        from replay.timeline import page
+
         text = page(self.store, start=start, end=end, cursor=cursor, runs=runs).encode()
         with atomic_write(output, protected=self.store.local_files()) as f:
             f.write(text)
