@@ -79,6 +79,8 @@ __all__ = [
     "check_policy",
     "gc_paused",
     "predicates_of",
+    "read_tick_health",
+    "run_tick_health",
     "shown_code",
 ]
 
@@ -352,19 +354,15 @@ class Reports:
 
     def tick_health_summary(self) -> TickHealth:
         """Fleet tick health from the tick-health view, caught up first (docs/tick.md)."""
-        from epochledger import tick  # tick imports the Ledger, which inherits this class
-
-        s = tick_health_view.summary(tick.tick_health(self._ledger))
+        s = tick_health_view.summary(read_tick_health(self.store))
         return TickHealth(**s)
 
     # ------------------------------------------------------------------- runs
     def run_view(self, run: str, *, catch_up_first: bool = True) -> RunView:
         """One run from the runs view (one road to a run's state, rule P4) with the lag
         and its tick health."""
-        from epochledger import tick
-
         state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
-        health = tick.run_tick_health(self._ledger, run, catch_up_first=catch_up_first)
+        health = run_tick_health(self.store, run, catch_up_first=catch_up_first)
         return RunView(state=state, lag=lag, tick_health=health)
 
     def list_runs(
@@ -407,12 +405,10 @@ class Reports:
     ) -> tuple[list[Streaking], int]:
         """The listed runs with an open tick streak, oldest streak first, with its age in
         ledger time (docs/tick.md), and the runs view's lag."""
-        from epochledger import tick
-
         listing = self.list_runs(
             statuses=statuses, predicates=predicates, codes=codes, labels=labels, catch_up_first=catch_up_first
         )
-        view = tick.tick_health(self._ledger, catch_up_first=catch_up_first)
+        view = read_tick_health(self.store, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
         rows = [
             Streaking(state=by_run[st["run"]], streak=st)
@@ -600,6 +596,26 @@ class Reports:
     def audit_status(self, path: str) -> AuditStatus:
         """How far the audit file at `path` has synced, and how far behind the ledger it is."""
         return audit.status(path, self.store)
+
+
+# ------------------------------------------------------------ the tick's health
+# Reads of the tick-health view: here, not in epochledger/tick.py (the tick's write
+# side, which re-exports them), so that `show RUN` reads a run's tick health without
+# importing the tick (rule W2).
+def read_tick_health(store: Store, *, catch_up_first: bool = True) -> tick_health_view.View:
+    """The tick-health view (projections.tick_health), read from its materialized
+    table, caught up first unless told not to: an event that does not decode is parked
+    there, never a reason for this read to fail (rule T4)."""
+    found, _lag = engine.read_view(store, tick_health_view, catch_up_first=catch_up_first)
+    assert isinstance(found, tick_health_view.View)  # the view is stored whole: its state itself
+    return found
+
+
+def run_tick_health(store: Store, run: str, *, catch_up_first: bool = True) -> tick_health_view.RunTickHealth:
+    """One run's tick health for `show`: its open streak with its age in ledger time
+    (the `at` of the last event the view has seen) and its dead-letters, from the
+    tick-health view."""
+    return tick_health_view.run_health(read_tick_health(store, catch_up_first=catch_up_first), run)
 
 
 def chain_error(report: ChainReport) -> ChainBroken | None:
