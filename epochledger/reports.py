@@ -600,8 +600,8 @@ class Reports:
 
 # ------------------------------------------------------------ the tick's health
 # Reads of the tick-health view: here, not in epochledger/tick.py (the tick's write
-# side, which re-exports them), so that `show RUN` reads a run's tick health without
-# importing the tick (rule W2).
+# side, whose tick_health and run_tick_health call these), so that `show RUN` reads a
+# run's tick health without importing the tick (rule W2).
 def read_tick_health(store: Store, *, catch_up_first: bool = True) -> tick_health_view.View:
     """The tick-health view (projections.tick_health), read from its materialized
     table, caught up first unless told not to: an event that does not decode is parked
