@@ -1,8 +1,8 @@
 """The audit edge: the ledger's whole history as a DuckDB file (rule A1, docs/audit.md).
 
 Everything a caller uses, from one place; the code is in projections/audit/duck.py
-(files, connections, the lifecycle predicates table, sync and the reads), the SQL
-beside it (schema.sql, views.sql, report_*.sql).
+(files, connections, the lifecycle predicates table, sync and the reads), its result
+types in results.py, the SQL beside it (schema.sql, views.sql, report_*.sql).
 """
 
 from __future__ import annotations
