@@ -21,7 +21,6 @@ from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import msgspec
 
-from epochledger.files import atomic_write
 from epochledger.sweep import SweepReport
 from epochledger.sweep import preview as sweep_preview
 from ledger import lifecycle
@@ -40,9 +39,8 @@ from projections.orphans import MARGIN, Unjudged, Verdict
 from projections.runs import predicates_of
 from replay import canonical_bytes, state_at, state_hash
 from replay.pointintime import FleetState
-from replay.timeline import page
 from replay.verify import Verification
-from replay.whatif import Policy, WhatIf, resolve, whatif
+from replay.whatif import Policy, WhatIf, resolve
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
@@ -81,6 +79,8 @@ __all__ = [
     "check_policy",
     "gc_paused",
     "predicates_of",
+    "read_tick_health",
+    "run_tick_health",
     "shown_code",
 ]
 
@@ -354,19 +354,15 @@ class Reports:
 
     def tick_health_summary(self) -> TickHealth:
         """Fleet tick health from the tick-health view, caught up first (docs/tick.md)."""
-        from epochledger import tick  # tick imports the Ledger, which inherits this class
-
-        s = tick_health_view.summary(tick.tick_health(self._ledger))
+        s = tick_health_view.summary(read_tick_health(self.store))
         return TickHealth(**s)
 
     # ------------------------------------------------------------------- runs
     def run_view(self, run: str, *, catch_up_first: bool = True) -> RunView:
         """One run from the runs view (one road to a run's state, rule P4) with the lag
         and its tick health."""
-        from epochledger import tick
-
         state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
-        health = tick.run_tick_health(self._ledger, run, catch_up_first=catch_up_first)
+        health = run_tick_health(self.store, run, catch_up_first=catch_up_first)
         return RunView(state=state, lag=lag, tick_health=health)
 
     def list_runs(
@@ -409,12 +405,10 @@ class Reports:
     ) -> tuple[list[Streaking], int]:
         """The listed runs with an open tick streak, oldest streak first, with its age in
         ledger time (docs/tick.md), and the runs view's lag."""
-        from epochledger import tick
-
         listing = self.list_runs(
             statuses=statuses, predicates=predicates, codes=codes, labels=labels, catch_up_first=catch_up_first
         )
-        view = tick.tick_health(self._ledger, catch_up_first=catch_up_first)
+        view = read_tick_health(self.store, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
         rows = [
             Streaking(state=by_run[st["run"]], streak=st)
@@ -490,6 +484,8 @@ class Reports:
 
     def whatif(self, policy: str | Policy, *, at: datetime | None = None, name: str | None = None) -> WhatIf:
         """The recorded history replayed under another orphan policy (rule R4)."""
+        from replay.whatif import whatif
+
         return whatif(self.store, policy, at=at, name=name)
 
     def timeline(
@@ -503,6 +499,9 @@ class Reports:
     ) -> TimelineWritten:
         """Write the incident's page (rule V1) to `output`, atomically, never over the
         ledger's own files."""
+        from epochledger.files import atomic_write
+        from replay.timeline import page
+
         text = page(self.store, start=start, end=end, cursor=cursor, runs=runs).encode()
         with atomic_write(output, protected=self.store.local_files()) as f:
             f.write(text)
@@ -597,6 +596,26 @@ class Reports:
     def audit_status(self, path: str) -> AuditStatus:
         """How far the audit file at `path` has synced, and how far behind the ledger it is."""
         return audit.status(path, self.store)
+
+
+# ------------------------------------------------------------ the tick's health
+# Reads of the tick-health view: here, not in epochledger/tick.py (the tick's write
+# side, whose tick_health and run_tick_health call these), so that `show RUN` reads a
+# run's tick health without importing the tick (rule W2).
+def read_tick_health(store: Store, *, catch_up_first: bool = True) -> tick_health_view.View:
+    """The tick-health view (projections.tick_health), read from its materialized
+    table, caught up first unless told not to: an event that does not decode is parked
+    there, never a reason for this read to fail (rule T4)."""
+    found, _lag = engine.read_view(store, tick_health_view, catch_up_first=catch_up_first)
+    assert isinstance(found, tick_health_view.View)  # the view is stored whole: its state itself
+    return found
+
+
+def run_tick_health(store: Store, run: str, *, catch_up_first: bool = True) -> tick_health_view.RunTickHealth:
+    """One run's tick health for `show`: its open streak with its age in ledger time
+    (the `at` of the last event the view has seen) and its dead-letters, from the
+    tick-health view."""
+    return tick_health_view.run_health(read_tick_health(store, catch_up_first=catch_up_first), run)
 
 
 def chain_error(report: ChainReport) -> ChainBroken | None:

@@ -61,6 +61,7 @@ from typing import Any, Literal
 import msgspec
 
 from epochledger import passes as passes_mod
+from epochledger import reports
 from epochledger.app import Ledger
 from epochledger.passes import CrossRunPass, ItemFailure
 from ledger import lifecycle
@@ -959,19 +960,11 @@ class TickDriver:
 
 # ------------------------------------------------------------------- reads
 def tick_health(ledger: Ledger, *, catch_up_first: bool = True) -> tick_health_view.View:
-    """The tick-health view (projections.tick_health), read from its materialized
-    table, caught up first unless told not to: an event that does not decode is parked
-    there, never a reason for this read to fail (rule T4)."""
-    from projections import engine
-    from projections import tick_health as view
-
-    found, _lag = engine.read_view(ledger.store, view, catch_up_first=catch_up_first)
-    assert isinstance(found, tick_health_view.View)  # the view is stored whole: its state itself
-    return found
+    """The tick-health view, read as the facade reads it (epochledger/reports.py,
+    read_tick_health: the one home of the read)."""
+    return reports.read_tick_health(ledger.store, catch_up_first=catch_up_first)
 
 
 def run_tick_health(ledger: Ledger, run: str, *, catch_up_first: bool = True) -> tick_health_view.RunTickHealth:
-    """One run's tick health for `show`: its open streak with its age in ledger time
-    (the `at` of the last event the view has seen) and its dead-letters, from the
-    tick-health view."""
-    return tick_health_view.run_health(tick_health(ledger, catch_up_first=catch_up_first), run)
+    """One run's tick health for `show` (epochledger/reports.py, run_tick_health)."""
+    return reports.run_tick_health(ledger.store, run, catch_up_first=catch_up_first)

@@ -37,8 +37,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from importlib import metadata
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -63,6 +62,9 @@ from ledger.run import RunState
 from ledger.store import Store, check_position
 from projections import orphans
 from projections.orphans import Verdict, View
+
+if TYPE_CHECKING:  # importlib.metadata (~10 ms of a traced start) is imported where a policy is looked up (W2)
+    from importlib import metadata
 
 ENTRY_POINT_GROUP = "epochledger.policies"
 
@@ -277,6 +279,8 @@ BUILTIN: dict[str, Factory] = {
 def installed() -> dict[str, metadata.EntryPoint]:
     """Third-party policies: entry points in the group `epochledger.policies`, each
     naming a factory `(arg: str | None) -> Policy`."""
+    from importlib import metadata
+
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 

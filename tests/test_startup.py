@@ -92,10 +92,14 @@ def test_W2_import_epochledger_loads_none_of_its_names_until_one_is_used() -> No
 
 def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path) -> None:
     """`show RUN` on SQLite: the store, the facade and the views it reads; never DuckDB,
-    the audit, psycopg, the library (eventsourcing: a read goes straight to the table),
-    or the catalogue's event decoder when no event is read. Mutations caught: the
-    library imported at the top of ledger/store/base.py or sqlite.py again; the decoder
-    built when ledger/codec.py is imported."""
+    the audit's code, psycopg, the library (eventsourcing: a read goes straight to the
+    table), the tick, the forensics a report runs (the incident page, what-if's policy
+    lookup), or the catalogue's event decoder when no event is read. Mutations caught:
+    the library imported at the top of ledger/store/base.py or sqlite.py again; the
+    decoder built when ledger/codec.py is imported; `from replay.timeline import page`,
+    `from epochledger.files import atomic_write` or `from epochledger import tick` back
+    at the top of epochledger/reports.py; `from importlib import metadata` at the top of
+    replay/whatif.py; projections/audit/__init__.py importing duck.py eagerly."""
     store = str(tmp_path / "l.db")
     assert main(["--store", store, "init"]) == 0
     with epochledger.open_ledger(store) as ledger:
@@ -103,9 +107,12 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     assert main(["--store", store, "show", "r1"]) == 0  # the views caught up: the next show reads no event
     modules = loaded("--store", store, "show", "r1", "--json")
     assert "ledger.store.sqlite" in modules and "projections.engine" in modules  # it did read the run
-    # The facade's module names the audit's result types, so projections.audit loads with
-    # it; DuckDB itself only where the audit is used (projections/audit/duck.py).
-    assert heavy(modules, ("duckdb", "psycopg", "psycopg_pool", "ledger.store.postgres", "eventsourcing")) == []
+    # The facade's module names the audit's result types, so projections.audit and its
+    # results module load with it; the audit's code (duck.py) and DuckDB only where used.
+    assert "projections.audit.results" in modules
+    unused = ("duckdb", "psycopg", "psycopg_pool", "ledger.store.postgres", "eventsourcing", "projections.audit.duck")
+    unused += ("epochledger.tick", "epochledger.passes", "epochledger.files", "replay.timeline", "importlib.metadata")
+    assert heavy(modules, unused) == []
     code = PROBE.replace("print(", "from ledger import codec; print(json.dumps('decode' in vars(codec)));print(")
     done = subprocess.run(
         [sys.executable, "-c", code, "--store", store, "show", "r1"],

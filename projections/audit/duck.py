@@ -59,6 +59,7 @@ from ledger.codes import KNOWN_CODES
 from ledger.errors import InvalidInput, LedgerError, QueryInterrupted, QueryRefused, StoreError
 from ledger.events import Status
 from ledger.store import Store, resolve_url
+from projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "epochledger.duckdb"
@@ -124,43 +125,6 @@ FROM (
 
 _INSERTS = {source: _insert(source) for source in _SOURCES}
 _encode = msgspec.json.Encoder().encode
-
-
-class SyncResult(NamedTuple):
-    duckdb: str
-    appended: int
-    position: int  # the sync position after this sync
-    events: int  # rows in the events table
-
-
-# The fields of these two are in alphabetical order: their JSON is the bytes of the
-# dicts they replaced (tests/test_cli_golden.py, rule C1).
-class AuditStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """How far the audit file has synced; given the ledger's store, how far behind it."""
-
-    behind: int | None = None  # positions, not events, on PostgreSQL (gaps); None: no store given
-    duckdb: str  # the audit file, absolute
-    events: int  # rows in the events table
-    latest: datetime | None  # the newest synced event's time
-    ledger_position: int | None = None  # None: no store given
-    position: int  # the sync position
-    store: str  # the store the file mirrors
-
-
-class ParquetExport(msgspec.Struct, frozen=True, kw_only=True):
-    """What export_parquet wrote."""
-
-    directory: str  # absolute
-    events: int
-    files: int  # Parquet files under it
-
-
-class Result(NamedTuple):
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-
-    def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
 
 # ------------------------------------------------------------------ files
