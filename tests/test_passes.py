@@ -245,3 +245,53 @@ def test_T6_a_failure_below_the_ceiling_keeps_its_error_on_the_event(ledger: Led
     (event,) = pass_events(ledger)
     assert isinstance(event, PassItemFailed) and (event.error, event.actor) == (failure.error, "sched-7")
     assert event.error != ""
+
+
+class _Contended(Exception):
+    """An item's failure whose message is read (by the tick's `describe`, between the
+    pass's read and its commit) while another writer records on the same pass stream:
+    a real second commit on the real store, `rounds` times."""
+
+    def __init__(self, ledger: Ledger, epoch: str, rounds: int) -> None:
+        super().__init__()
+        self.ledger, self.epoch, self.rounds = ledger, epoch, rounds
+
+    def __str__(self) -> str:
+        if self.rounds > 0:
+            self.rounds -= 1
+            with self.ledger.batch() as b:
+                b.submit(
+                    PassItemFailed(
+                        at=self.ledger.clock.now(),
+                        name="teardowns",
+                        item=f"other-{self.rounds}",
+                        tick="elsewhere",
+                        epoch=self.epoch,
+                        error_class="E",
+                        deliveries=0,
+                    )
+                )
+        return "contended"
+
+
+@pytest.mark.parametrize("rounds", [1, 100])
+def test_T6_a_pass_that_loses_its_commit_race_decides_again_up_to_five_rounds(ledger: Ledger, rounds: int) -> None:
+    """Another writer on the pass's stream between its read and its commit: the pass
+    reads again and records its item (one lost round); losing five rounds in a row is
+    the tick's fatal "record" error, never a silent loss. Mutations caught: the first
+    conflict raised, a conflict ending the retries with nothing recorded, a sixth
+    round, no round raising."""
+    driver = make_driver(ledger, [("advance", advance)])
+
+    def handle(item: str, payload: bytes) -> None:
+        raise _Contended(ledger, driver.epoch or "", rounds)
+
+    driver.passes["teardowns"] = CrossRunPass(items=lambda: [("t1", b"")], handle=handle)
+    report = driver.tick()
+    items = [e.item for e in pass_events(ledger)]
+    if rounds == 1:
+        assert report.fatal is None and [(f.item, f.recorded) for f in report.item_failures] == [("t1", True)]
+        assert items == ["other-0", "t1"]
+    else:
+        assert report.fatal is not None and report.fatal.stage == "record"
+        assert report.fatal.error_class.endswith("ConflictError") and "t1" not in items and len(items) == 5
