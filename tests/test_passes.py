@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 
 from epochledger import ManualClock
 from epochledger.app import Ledger
-from epochledger.passes import CrossRunPass
+from epochledger.passes import CrossRunPass, list_items
+from ledger.errors import InvalidInput
 from ledger.events import PassItemFailed, PassItemRecovered, PassItemRetired, RunEventBase, pass_stream, tag_of
 from ledger.run import RunState
 from tests.tick_helpers import make_driver
@@ -165,3 +167,131 @@ def test_T6_F1_an_items_event_for_an_epoch_that_ended_meanwhile_is_refused(ledge
     report = driver.tick()
     assert report.fatal is not None and report.fatal.stage == "stale_epoch"
     assert pass_events(ledger) == []
+
+
+def test_T6_a_pass_with_no_callable_items_or_handle_or_a_bad_ceiling_is_refused_naming_it() -> None:
+    """InvalidInput, with `where` and the message, when either callable is missing (not
+    only both), and for a ceiling below 1, a bool or a non-number; 1 is the least
+    accepted. Mutations caught: `or` -> `and` in each check, `<` -> `<=`, the bound 2."""
+    for items, handle in ((None, print), (list, None)):
+        with pytest.raises(InvalidInput) as bad:
+            CrossRunPass(items=items, handle=handle)  # type: ignore[arg-type]
+        assert (bad.value.where, bad.value.message) == ("passes", "a pass needs callable items and handle")
+    assert CrossRunPass(items=list, handle=print, max_deliveries=1).max_deliveries == 1
+    for ceiling in (0, -1, True, 2.0):
+        with pytest.raises(InvalidInput) as bad:
+            CrossRunPass(items=list, handle=print, max_deliveries=ceiling)  # type: ignore[arg-type]
+        assert (bad.value.where, bad.value.message) == (
+            "max_deliveries",
+            f"must be a whole number of at least 1, got {ceiling!r}",
+        )
+
+
+def test_T6_an_item_id_that_is_no_name_is_refused_naming_the_pass() -> None:
+    spec = CrossRunPass(items=lambda: [("", b"{}")], handle=print)
+    with pytest.raises(InvalidInput) as bad:
+        list_items(spec, "teardowns")
+    assert bad.value.where == "passes['teardowns'] item"
+
+
+def test_T6_each_item_after_a_healthy_or_a_retired_one_is_still_delivered_and_reported_in_full(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """A retired item is skipped, not the end of the pass; a failing item after a
+    healthy one is reported, with every field of its ItemFailure, and its event carries
+    the driver's actor and the error. Mutations caught: `continue` -> `break` in the
+    delivery and in the report loops, a field of the ItemFailure or of the event lost."""
+    box = outbox(("t-bad", b"not json"))
+    done: list[str] = []
+    driver = make_driver(
+        ledger,
+        [("advance", advance)],
+        passes={
+            "teardowns": CrossRunPass(
+                items=lambda: list(box.items()), handle=teardowns(box, done).handle, max_deliveries=1
+            )
+        },
+        actor="sched-7",
+    )
+    first = driver.tick()
+    assert [(f.item, f.retired) for f in first.item_failures] == [("t-bad", True)]
+    box["t-late"] = b"still not json"
+    clock.advance(1)
+    second = driver.tick()
+    (failure,) = second.item_failures
+    assert (failure.name, failure.item, failure.error_class, failure.deliveries, failure.retired, failure.recorded) == (
+        "teardowns",
+        "t-late",
+        "msgspec.DecodeError",
+        1,
+        True,
+        True,
+    )
+    assert isinstance(failure.exception, msgspec.DecodeError) and failure.error == str(failure.exception)
+    box.clear()
+    box.update({"t-ok": b'{"run": "r1", "worker": "w1"}', "t-third": b"nope"})
+    third = driver.tick()
+    assert [f.item for f in third.item_failures] == ["t-third"] and done == ["t-ok:w1"]
+    events = pass_events(ledger)
+    assert {e.actor for e in events} == {"sched-7"}
+    late = events[1]
+    assert isinstance(late, PassItemRetired) and (late.item, late.error) == ("t-late", failure.error)
+
+
+def test_T6_a_failure_below_the_ceiling_keeps_its_error_on_the_event(ledger: Ledger) -> None:
+    box = outbox(("t1", b"not json"))
+    driver = make_driver(ledger, [("advance", advance)], passes={"teardowns": teardowns(box, [])}, actor="sched-7")
+    (failure,) = driver.tick().item_failures
+    (event,) = pass_events(ledger)
+    assert isinstance(event, PassItemFailed) and (event.error, event.actor) == (failure.error, "sched-7")
+    assert event.error != ""
+
+
+class _Contended(Exception):
+    """An item's failure whose message is read (by the tick's `describe`, between the
+    pass's read and its commit) while another writer records on the same pass stream:
+    a real second commit on the real store, `rounds` times."""
+
+    def __init__(self, ledger: Ledger, epoch: str, rounds: int) -> None:
+        super().__init__()
+        self.ledger, self.epoch, self.rounds = ledger, epoch, rounds
+
+    def __str__(self) -> str:
+        if self.rounds > 0:
+            self.rounds -= 1
+            with self.ledger.batch() as b:
+                b.submit(
+                    PassItemFailed(
+                        at=self.ledger.clock.now(),
+                        name="teardowns",
+                        item=f"other-{self.rounds}",
+                        tick="elsewhere",
+                        epoch=self.epoch,
+                        error_class="E",
+                        deliveries=0,
+                    )
+                )
+        return "contended"
+
+
+@pytest.mark.parametrize("rounds", [1, 100])
+def test_T6_a_pass_that_loses_its_commit_race_decides_again_up_to_five_rounds(ledger: Ledger, rounds: int) -> None:
+    """Another writer on the pass's stream between its read and its commit: the pass
+    reads again and records its item (one lost round); losing five rounds in a row is
+    the tick's fatal "record" error, never a silent loss. Mutations caught: the first
+    conflict raised, a conflict ending the retries with nothing recorded, a sixth
+    round, no round raising."""
+    driver = make_driver(ledger, [("advance", advance)])
+
+    def handle(item: str, payload: bytes) -> None:
+        raise _Contended(ledger, driver.epoch or "", rounds)
+
+    driver.passes["teardowns"] = CrossRunPass(items=lambda: [("t1", b"")], handle=handle)
+    report = driver.tick()
+    items = [e.item for e in pass_events(ledger)]
+    if rounds == 1:
+        assert report.fatal is None and [(f.item, f.recorded) for f in report.item_failures] == [("t1", True)]
+        assert items == ["other-0", "t1"]
+    else:
+        assert report.fatal is not None and report.fatal.stage == "record"
+        assert report.fatal.error_class.endswith("ConflictError") and "t1" not in items and len(items) == 5
