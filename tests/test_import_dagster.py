@@ -315,7 +315,8 @@ def test_I3_O7_a_max_runtime_kill_is_a_timeout_not_the_workers_exit(histories: H
     reason) while the worker lived on and then wrote SUCCESS. Imported: failed, TIMEOUT;
     the worker's epoch gets no exit fact (nobody saw it exit) and stops cleanly after
     its own late success, which is kept as evidence. Mutation caught: the failure taken
-    as the worker's exit (PROCESS_EXITED and a false process.exited, the redteam's #14)."""
+    as the worker's exit (PROCESS_EXITED and a false process.exited: rule O7's exit facts come
+    only from whoever saw the process die)."""
     run = "dagster:" + histories.runs["timeout"]
     with open_ledger(imported.url) as ledger:
         state = ledger.get_run(run)
@@ -772,7 +773,7 @@ def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_othe
     Rejected (line: its storage id in Dagster's run storage) and written to the rejects
     file; every other run is imported as from a clean instance. A second import appends
     nothing and rejects the same runs. Mutation caught: one bad run aborting the whole
-    import (the redteam's NaN, inf, non-string tag and lone surrogate)."""
+    import (a NaN or infinite time, a non-string tag, a lone-surrogate id: rules I3, L4)."""
     import json
 
     from epochledger.import_dagster import import_dagster
