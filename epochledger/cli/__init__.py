@@ -29,10 +29,12 @@ from epochledger.cli import (
     epochs,  # noqa: F401
     forensics,  # noqa: F401
     runs,  # noqa: F401 - each module registers its commands, in this order
+    service,  # noqa: F401
     views,  # noqa: F401
 )
 from epochledger.cli.audit import GROUPS
 from epochledger.cli.common import COMMANDS, Later, clear_progress, err
+from epochledger.plain import error_fields, plain
 from ledger.errors import (
     ChainBroken,
     CommitUnknown,
@@ -178,39 +180,13 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(self.format_usage(), self.prog, message)
 
 
-def _plain(value: Any) -> Any:
-    """`value` as JSON data (strings escaped as err() shows them), or _NOT_PLAIN: an
-    error's field that is an object (a kept command, a batch) is not repeated."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, list | tuple):
-        items = [_plain(v) for v in value]
-        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in items) else items
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        pairs = {_plain(k): _plain(v) for k, v in value.items()}
-        return _NOT_PLAIN if any(v is _NOT_PLAIN for v in pairs.values()) else pairs
-    return _NOT_PLAIN
-
-
-_NOT_PLAIN = object()
-
-
-def error_fields(error: LedgerError) -> dict[str, Any]:
-    """The structured attributes a library error carries (run, status, streams,
-    position, where, ...), those that are plain data."""
-    fields = {name: _plain(v) for name, v in vars(error).items() if not name.startswith("_")}
-    return {name: v for name, v in fields.items() if v is not _NOT_PLAIN}
-
-
 def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_json: bool) -> None:
     """The one way the command line says an error: `epochledger: KIND: MESSAGE`, or with
     --json one JSON object on one line of stderr, {"error", "message", "exit_code",
     "fields"}, so that `jq` reads it (docs/cli.md)."""
     if as_json:
         clear_progress()
-        record = {"error": kind, "message": _plain(message), "exit_code": code, "fields": fields}
+        record = {"error": kind, "message": plain(message), "exit_code": code, "fields": fields}
         sys.stderr.write(msgspec.json.encode(record).decode("utf-8") + "\n")
         sys.stderr.flush()
     else:
@@ -247,6 +223,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "epochledger.cli.views",
         "epochledger.cli.forensics",
         "epochledger.cli.audit",
+        "epochledger.cli.service",
     ]
     for name, handler, args in sorted(
         COMMANDS, key=lambda c: areas.index(c[1].__module__)

@@ -1,0 +1,81 @@
+"""The ASGI application: Litestar routes over the process's one `Ledger` (rule H1).
+
+Litestar was chosen by reading its source (docs/architecture.md, "The service"): it
+decodes and validates request bodies with msgspec and encodes msgspec Structs natively,
+and builds its OpenAPI 3.1 document from the same Structs, so the event catalogue's
+types are the service's schema with no second model layer.
+
+One `Ledger` per server process, shared by its request threads in turn (`Service.use`):
+a Ledger's cache and views are not made for threads, and its store serialises the
+process's writers anyway (ledger/store/sqlite.py). Several server processes share one
+ledger through its store, PostgreSQL for scale-out (rule H6).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.openapi import OpenAPIConfig
+
+from epochledger.service.config import ServiceConfig
+
+if TYPE_CHECKING:
+    from epochledger.app import Ledger
+
+
+class Service:
+    """The server process's ledger, opened once (never created: `epochledger init`
+    makes a store) and used by one request at a time."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        from epochledger.app import open_ledger
+
+        self.config = config
+        self.ledger: Ledger = open_ledger(config.store, create=False)
+        self.lock = threading.Lock()
+
+    @contextmanager
+    def use(self) -> Iterator[Ledger]:
+        with self.lock:
+            yield self.ledger
+
+    def close(self) -> None:
+        with self.lock:
+            self.ledger.close()
+
+
+def create_app(config: ServiceConfig, *, service: Service | None = None) -> Litestar:
+    """The application for `config`; `service`: an opened one (tests), else opened here."""
+    from epochledger.service import auth, metrics, problems, reads, stream, writes
+
+    svc = service if service is not None else Service(config)
+    return Litestar(
+        route_handlers=[*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES],
+        guards=[auth.guard],
+        exception_handlers=problems.HANDLERS,
+        state=State({"service": svc}),
+        request_max_body_size=config.max_body_bytes,
+        on_shutdown=[svc.close],
+        openapi_config=OpenAPIConfig(
+            title="epochledger",
+            version=_version(),
+            description="The run ledger over HTTP (docs/service.md). Every write goes through the same rules as "
+            "the Python API; errors are RFC 9457 problem documents.",
+            path="/openapi",
+        ),
+        debug=False,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("epochledger")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        return "0"

@@ -1,0 +1,18 @@
+"""The service's settings and their documented defaults (rule H8, docs/service.md)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ServiceConfig(msgspec.Struct, frozen=True, kw_only=True):
+    store: str | None = None  # the ledger's URL (ledger/store/url.py); None: $EPOCHLEDGER_STORE, then ./epochledger.db
+    host: str = "127.0.0.1"
+    port: int = 8750
+    max_body_bytes: int = 4 * 1024 * 1024  # a request body larger than this is refused (413)
+    max_batch: int = 10_000  # commands in one group commit (/v1/batch); more: 422
+    request_timeout_s: float = 30.0  # a request still running then is answered 503
+    max_streams: int = 64  # concurrent live streams (/v1/stream); more: 503 with Retry-After
+    idle_timeout_s: float = 5.0  # keep-alive connections idle this long are closed
+    grace_s: float = 10.0  # SIGTERM: in-flight requests have this long to finish
+    max_connections: int = 1024  # open connections; more are refused by the server (503)

@@ -1,0 +1,119 @@
+"""Ledger errors as RFC 9457 problem documents (rule H2): one table, one encoder.
+
+The most specific class of an error decides (its MRO is walked, as the command line's
+EXIT_CODES does), so StaleEpoch (an IllegalTransition) has its own type and status. A
+document is `application/problem+json`:
+
+    {"type": "urn:epochledger:problem:illegal-transition", "title": "illegal transition",
+     "status": 409, "detail": "<the error's message>", "error": "IllegalTransition",
+     "fields": {"run": ..., "status": ..., "attempted": ...}}
+
+`fields` are the error's own structured fields, as `epochledger --json` prints them
+(epochledger/plain.py). A `type` is a URN: stable, and never a link that could go dead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+from epochledger.plain import error_fields, plain
+from ledger import errors as e
+
+MEDIA_TYPE = "application/problem+json"
+RETRY_AFTER_S = 1  # a store that is down: try again after this many seconds
+
+# (class, HTTP status, type slug, title): every class of ledger/errors.py (a test checks).
+TABLE: tuple[tuple[type[e.LedgerError], int, str, str], ...] = (
+    (e.LedgerError, 500, "ledger-error", "ledger error"),
+    (e.InvalidInput, 422, "invalid-input", "invalid input"),
+    (e.BadPolicy, 422, "bad-policy", "unknown what-if policy or a bad argument to one"),
+    (e.ImportRejected, 422, "import-rejected", "an import line was rejected; nothing was appended"),
+    (e.ForeignRunRejected, 422, "foreign-run-rejected", "a foreign run was refused"),
+    (e.UnknownEpoch, 422, "unknown-epoch", "no slot booted this epoch"),
+    (e.UnknownSlot, 422, "unknown-slot", "no such process slot"),
+    (e.EpochNotLive, 422, "epoch-not-live", "the epoch is not live"),
+    (e.QueryRefused, 422, "query-refused", "audit query refused"),
+    (e.QueryInterrupted, 422, "query-interrupted", "audit query stopped by its time or memory bound"),
+    (e.RunNotFound, 404, "run-not-found", "run not found"),
+    (e.IllegalTransition, 409, "illegal-transition", "illegal transition"),
+    (e.StaleEpoch, 409, "stale-epoch", "stale epoch: the report was refused and kept as run.fenced evidence"),
+    (e.ConflictError, 409, "conflict", "write conflict: another writer appended first; nothing was appended"),
+    (e.RoleHeld, 409, "role-held", "the role is held by another holder"),
+    (e.StoreError, 503, "store-unavailable", "store unavailable"),
+    (e.ReadOnlyStore, 503, "read-only-store", "the store is read-only"),
+    (e.DiskFull, 507, "disk-full", "the store's disk is full"),
+    (e.NotCommitted, 503, "not-committed", "the write was not committed; nothing was appended: retry it"),
+    (e.LockTimeout, 503, "lock-timeout", "the write waited too long for the writer lock; nothing was appended"),
+    (e.StatementTimeout, 503, "statement-timeout", "the store stopped the statement; nothing was appended"),
+    (e.CommitUnknown, 503, "commit-unknown", "commit outcome unknown: check the named streams before retrying"),
+    (e.PermissionDenied, 503, "store-permission-denied", "the store refused a privilege"),
+    (e.SweepFailed, 503, "sweep-failed", "the sweep gave up"),
+    (e.DamagedLog, 500, "damaged-log", "the log is damaged"),
+    (e.DecodeError, 500, "undecodable-event", "an event does not decode"),
+    (e.StreamGap, 500, "stream-gap", "a stream has a gap"),
+    (e.DamagedRuns, 500, "damaged-runs", "runs with damaged streams"),
+    (e.ViewMismatch, 500, "view-mismatch", "a live view differs from its replay from zero"),
+    (e.ChainBroken, 500, "chain-broken", "hash chain failure"),
+)
+_BY_CLASS = {cls: (status, slug, title) for cls, status, slug, title in TABLE}
+# A retry helps only where the store was away and nothing was written (rule H3):
+# an unknown commit is checked first, never retried blind.
+_RETRY = (e.StoreError,)
+_NO_RETRY = (e.CommitUnknown, e.DiskFull, e.PermissionDenied, e.ReadOnlyStore)
+
+
+def type_uri(slug: str) -> str:
+    return f"urn:epochledger:problem:{slug}"
+
+
+def classify(error: e.LedgerError) -> tuple[int, str, str]:
+    """(status, type slug, title) of a ledger error: its most specific class in TABLE."""
+    for cls in type(error).__mro__:
+        if cls in _BY_CLASS:
+            return _BY_CLASS[cls]
+    raise AssertionError("unreachable: LedgerError is in TABLE")  # pragma: no cover
+
+
+def document(status: int, slug: str, title: str, detail: str, **extra: Any) -> Response[dict[str, Any]]:
+    body: dict[str, Any] = {"type": type_uri(slug), "title": title, "status": status, "detail": plain(detail)}
+    retry = extra.pop("retry_after", None)
+    body.update(extra)
+    headers = {"Retry-After": str(retry)} if retry is not None else {}
+    return Response(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def ledger_error(request: Request[Any, Any, Any], error: e.LedgerError) -> Response[dict[str, Any]]:
+    status, slug, title = classify(error)
+    extra: dict[str, Any] = {"error": type(error).__name__, "fields": error_fields(error)}
+    if isinstance(error, _RETRY) and not isinstance(error, _NO_RETRY):
+        extra["retry_after"] = RETRY_AFTER_S
+    return document(status, slug, title, str(error), **extra)
+
+
+def validation_error(request: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
+    """A body or parameter Litestar's msgspec decoding refused: 422, naming where."""
+    where = [plain(x) for x in (error.extra if isinstance(error.extra, list) else [])]
+    return document(422, "invalid-input", "invalid input", error.detail, error="InvalidInput", fields={"errors": where})
+
+
+def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
+    """Litestar's own refusals (404 route, 405, 413, 401, 403, ...) in the same shape."""
+    slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+    status = error.status_code
+    return document(
+        status,
+        slug.get(status, f"http-{status}"),
+        error.detail if status < 500 else "server error",
+        error.detail,
+        **({"retry_after": RETRY_AFTER_S} if status == 503 else {}),
+    )
+
+
+HANDLERS: dict[int | type[Exception], Any] = {
+    e.LedgerError: ledger_error,
+    ValidationException: validation_error,
+    HTTPException: http_error,
+}

@@ -1,0 +1,7 @@
+"""reads routes (being written)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ROUTES: list[Any] = []
