@@ -7,10 +7,13 @@ token. Until tokens exist (issue H4's work lands here), the service serves loopb
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
+
+if TYPE_CHECKING:
+    from epochledger.app import Ledger
 
 ROUTES: list[Any] = []
 
@@ -21,3 +24,7 @@ def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHand
 
 def check_slot(connection: ASGIConnection[Any, Any, Any, Any], slot: str) -> None:
     """Refuse a writer token bound to other slots acting for `slot` (403)."""
+
+
+def check_epoch(connection: ASGIConnection[Any, Any, Any, Any], ledger: Ledger, epoch: str) -> None:
+    """Refuse a writer token bound to other slots acting for `epoch` (its slot's, 403)."""
