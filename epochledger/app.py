@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from epochledger import sweep as sweep_mod
@@ -201,10 +201,13 @@ class Ledger(Commands, Reports):
         host_boot: str | None = None,
         pid_start: int | None = None,
         machine: str | None = None,
+        booted_at: datetime | None = None,
     ) -> EpochState:
         """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
         return its state. The boot instant is now - monotonic uptime, from the clock
-        port. The returned state is what every later report names (`epoch=`).
+        port, or `booted_at`: the instant a process that runs elsewhere says it started,
+        by its own clock (a foreign scheduler booting over HTTP, rule H2). The returned
+        state is what every later report names (`epoch=`).
 
         Liveness facts (rules O7, O10), from the host port (ledger/host.py) unless
         given: the host's name, machine id and boot id, the pid and its start time. A
@@ -231,7 +234,7 @@ class Ledger(Commands, Reports):
             at=self.clock.now(),
             process=process,
             epoch=epoch or uuid.uuid4().hex,
-            booted_at=boot_instant(self.clock),
+            booted_at=booted_at if booted_at is not None else boot_instant(self.clock),
             host=host if host is not None else here,
             pid=pid,
             actor=actor,
@@ -310,6 +313,10 @@ class Ledger(Commands, Reports):
         pid: int | None = None,
         actor: str | None = None,
         new_slot: bool = True,
+        booted_at: datetime | None = None,
+        host_boot: str | None = None,
+        pid_start: int | None = None,
+        machine: str | None = None,
     ) -> tuple[EpochState, SweepReport]:
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
@@ -321,10 +328,21 @@ class Ledger(Commands, Reports):
         that have no run left running retire (rule O8, epochledger/retire.py). Returns
         the epoch's state and the sweep report. A bad margin is refused before the boot
         is appended; so is a slot the ledger has never seen with `new_slot=False`
-        (UnknownSlot: a hand sweep of a mistyped name)."""
+        (UnknownSlot: a hand sweep of a mistyped name). `booted_at`, `host_boot`,
+        `pid_start`, `machine`: as for `boot()` (a process booting from elsewhere)."""
         orphans_mod.as_margin(margin)
         sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
-        booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
+        booted = self.boot(
+            process,
+            epoch=epoch,
+            host=host,
+            pid=pid,
+            actor=actor,
+            booted_at=booted_at,
+            host_boot=host_boot,
+            pid_start=pid_start,
+            machine=machine,
+        )
         if host is None or host == self.host.name():  # another host's pids are not ours to judge
             exits_at_startup(self)
         report = self.sweep(booted, margin=margin)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import msgspec
 
 from epochledger.epochs_lookup import EpochLookup
+from ledger import idempotency as idempotency_mod
 from ledger import passes as passes_mod
 from ledger import process as process_stream_mod
 from ledger import role as role_mod
@@ -26,6 +27,8 @@ from ledger.errors import CommitUnknown, IllegalTransition, InvalidInput, StaleE
 from ledger.events import (
     RUN_EVENT_TYPES,
     Cause,
+    IdempotencyEventBase,
+    IdempotencyKept,
     LedgerEventBase,
     Name,
     PassEvent,
@@ -52,6 +55,7 @@ from ledger.events import (
     RunStarted,
     Status,
     StreamEvent,
+    idempotency_stream,
     ledger_stream,
     pass_stream,
     process_stream,
@@ -78,6 +82,8 @@ def stream_of(event: StreamEvent) -> str:
         return role_stream(event.role)
     if isinstance(event, PassEventBase):
         return pass_stream(event.name)
+    if isinstance(event, IdempotencyEventBase):
+        return idempotency_stream(event.key)
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -99,6 +105,8 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         evolve = role_mod.evolve
     elif stream.startswith(pass_stream("")):
         evolve = passes_mod.evolve
+    elif stream.startswith(idempotency_stream("")):
+        evolve = idempotency_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -167,14 +175,29 @@ class Commands:
     @overload
     def submit(self, command: PassEventBase) -> passes_mod.PassState: ...
 
+    @overload
+    def submit(self, command: IdempotencyEventBase) -> idempotency_mod.KeptOutcome: ...
+
     def submit(
         self, command: StreamEvent
-    ) -> RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState:
+    ) -> (
+        RunState
+        | ProcessState
+        | settings_mod.Settings
+        | role_mod.RoleState
+        | passes_mod.PassState
+        | idempotency_mod.KeptOutcome
+    ):
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
-        result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState = (
-            self._submit(command)
-        )
+        result: (
+            RunState
+            | ProcessState
+            | settings_mod.Settings
+            | role_mod.RoleState
+            | passes_mod.PassState
+            | idempotency_mod.KeptOutcome
+        ) = self._submit(command)
         return result
 
     def _submit(self, command: StreamEvent) -> Any:
@@ -544,6 +567,9 @@ class Batch(Commands, EpochLookup):
         elif isinstance(command, PassEventBase):
             events = self._decide_pass(command, state)  # type: ignore[arg-type] # a PassEvent member
             new_state = passes_mod.fold(events, state)
+        elif isinstance(command, IdempotencyKept):
+            events = list(idempotency_mod.decide(command, state))
+            new_state = idempotency_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)

@@ -487,22 +487,49 @@ class PassItemRetired(PassEventBase, frozen=True, kw_only=True, tag="pass.item_r
 
 PassEvent = PassItemFailed | PassItemRecovered | PassItemRetired
 
-AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent
+
+# ------------------------------------------------------------ idempotency keys
+KeptBody = Annotated[str, msgspec.Meta(max_length=64 * 1024 * 1024)]
+
+
+class IdempotencyEventBase(Event, frozen=True, kw_only=True):
+    """A write's first outcome kept under the client's Idempotency-Key (rule H3), on
+    the key's own stream (`idempotency_stream(key)`). Never a run's or a slot's event:
+    no view reads it."""
+
+    key: Name
+
+
+class IdempotencyKept(IdempotencyEventBase, frozen=True, kw_only=True, tag="idempotency.kept"):
+    """The outcome of the request first sent with `key`: its `fingerprint` (a digest
+    of the operation, its path and its body), the HTTP `status` and the response `body`
+    it got. A retry with the same key and fingerprint is answered with them."""
+
+    fingerprint: Name
+    status: int
+    body: KeptBody
+
+
+IdempotencyEvent = IdempotencyKept  # one event so far; a second joins as a union
+
+AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent | IdempotencyEvent
 # The base class of each stream family: what a write path dispatches on and an
 # `isinstance` check names. A new family joins here, once.
-StreamEvent = RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase
+StreamEvent = RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase | IdempotencyEventBase
 
 RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
 PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
 LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
 ROLE_EVENT_TYPES: tuple[type[RoleEventBase], ...] = (RoleGranted,)
 PASS_EVENT_TYPES: tuple[type[PassEventBase], ...] = PassEvent.__args__
+IDEMPOTENCY_EVENT_TYPES: tuple[type[IdempotencyEventBase], ...] = (IdempotencyKept,)
 EVENT_TYPES: tuple[type[Event], ...] = (
     *RUN_EVENT_TYPES,
     *PROCESS_EVENT_TYPES,
     *LEDGER_EVENT_TYPES,
     *ROLE_EVENT_TYPES,
     *PASS_EVENT_TYPES,
+    *IDEMPOTENCY_EVENT_TYPES,
 )
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
@@ -542,6 +569,12 @@ def role_stream(role: str) -> str:
 def pass_stream(name: str) -> str:
     """Stream id of a cross-run pass (rule T6). Prefixed: collides with no run or slot."""
     return "pass:" + name
+
+
+def idempotency_stream(key: str) -> str:
+    """Stream id of an Idempotency-Key's kept outcome (rule H3). Prefixed: collides with
+    no run or slot."""
+    return "idempotency:" + key
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event
