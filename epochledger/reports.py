@@ -12,6 +12,8 @@ its timing, the run listing's filters and the shapes it decodes, a history's
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import threading
 import time
@@ -25,8 +27,9 @@ from epochledger.sweep import SweepReport
 from epochledger.sweep import preview as sweep_preview
 from ledger import lifecycle
 from ledger.codes import show_code
-from ledger.errors import ChainBroken
+from ledger.errors import ChainBroken, InvalidInput
 from ledger.events import AnyEvent
+from ledger.process import EpochState
 from ledger.run import RunState
 from ledger.store import Poison, Store
 from ledger.store.chain import ChainReport, Digest, Sealed
@@ -51,7 +54,9 @@ __all__ = [
     "VIEW_NAMES",
     "AuditResult",
     "AuditStatus",
+    "AuditTable",
     "ChainReport",
+    "EpochLiveness",
     "HistoryEntry",
     "ListedRun",
     "Orphaned",
@@ -59,12 +64,15 @@ __all__ = [
     "ParquetExport",
     "Rebuilt",
     "Replayed",
+    "ReplayedDocument",
     "Reports",
+    "RunPage",
     "RunRow",
     "RunView",
     "Runs",
     "Sealed",
     "Streaking",
+    "StreakingRuns",
     "SweepReport",
     "SyncResult",
     "TickHealth",
@@ -77,7 +85,11 @@ __all__ = [
     "audit_report",
     "chain_error",
     "check_policy",
+    "decode_cursor",
+    "encode_cursor",
     "gc_paused",
+    "label_pair",
+    "parse_digest",
     "predicates_of",
     "read_tick_health",
     "run_tick_health",
@@ -132,6 +144,19 @@ class Replayed(msgspec.Struct, kw_only=True):
     canonical: bytes
     state_hash: str
 
+    def document(self) -> bytes:
+        """`{"state": ..., "state_hash": ...}` with the state's canonical bytes verbatim,
+        keys in sorted order: the hash covers exactly the bytes between the braces of
+        "state" (`replay --json`, GET /v1/replay)."""
+        return b'{"state":' + self.canonical + b',"state_hash":"' + self.state_hash.encode() + b'"}'
+
+
+class ReplayedDocument(msgspec.Struct, kw_only=True):
+    """The schema of Replayed.document(): the fleet's state and its state hash."""
+
+    state: FleetState
+    state_hash: str
+
 
 class TimelineWritten(msgspec.Struct, kw_only=True):
     """The incident page written (rule V1): where, and how many bytes."""
@@ -153,11 +178,16 @@ class TickHealth(msgspec.Struct, kw_only=True):
 
 class RunView(msgspec.Struct, kw_only=True):
     """One run as `show` presents it: its state from the runs view, how far that view
-    was behind, and the run's tick health."""
+    was behind, and the run's tick health; its shown code, every lifecycle predicate
+    (one evaluation: predicates_of, rule P4) and its children, the live runs whose
+    parent it is (rule I2), by run id."""
 
     state: RunState
     lag: int
     tick_health: tick_health_view.RunTickHealth
+    code_shown: str = ""
+    predicates: dict[str, bool] = {}
+    children: list[str] = []
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True):
@@ -219,12 +249,64 @@ _SHAPES: dict[str, Any] = {"state": RunState, "listed": ListedRun, "row": RunRow
 
 
 class Runs(msgspec.Struct, kw_only=True):
-    """A listing of runs (sorted by run id) and how far the runs view was behind.
-    shape "state": RunStates; "listed": ListedRuns with their shown code and
-    predicates; "row": RunRows (the table's fields)."""
+    """A listing of runs (sorted by run id; a page: in the store's key order) and how
+    far the runs view was behind. shape "state": RunStates; "listed": ListedRuns with
+    their shown code and predicates; "row": RunRows (the table's fields). `next`: a
+    page's cursor, for `after=` of the next page; None on the last page or unpaged."""
 
     runs: list[Any]
     lag: int
+    next: str | None = None
+
+
+class RunPage(msgspec.Struct, kw_only=True):
+    """A page of runs as ListedRuns (the `runs --json` record: every RunState field
+    but the last event, the shown code, every predicate), the runs view's lag, and the
+    cursor of the next page (None: the last page). The schema of a listing over HTTP."""
+
+    runs: list[ListedRun]  # type: ignore[valid-type]  # ListedRun is made by defstruct from RunState's fields
+    lag: int
+    next: str | None = None
+
+
+_CURSOR_TAG = b"run:"
+
+
+def encode_cursor(run: str) -> str:
+    """The opaque cursor of a page that ends at `run`: the key itself, tagged and in
+    URL-safe base64, so a client passes it back and never builds one."""
+    return base64.urlsafe_b64encode(_CURSOR_TAG + run.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, where: str = "after") -> str:
+    """The run key a cursor of encode_cursor holds; InvalidInput naming `where` for
+    anything else (a cursor from elsewhere, a hand edit, a truncated copy)."""
+    from ledger.codec import check_value
+    from ledger.events import Name
+
+    bad = InvalidInput(f"not a cursor of this listing: {cursor[:80]!r} (pass back the `next` of a page)", where=where)
+    key: str | None = None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = raw[len(_CURSOR_TAG) :].decode() if raw.startswith(_CURSOR_TAG) else None
+    except (ValueError, binascii.Error, UnicodeDecodeError):  # not base64, or not UTF-8 inside
+        key = None
+    if key is None or encode_cursor(key) != cursor:  # one cursor per key: no other spelling passes
+        raise bad
+    try:
+        found: str = check_value(key, Name, where)
+    except InvalidInput:
+        raise bad from None
+    return found
+
+
+def label_pair(text: str, where: str = "label") -> tuple[str, str]:
+    """`KEY=VALUE` as a label filter (rule I2): (key, value), split at the first `=`
+    (a value may hold `=`); InvalidInput naming `where` otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InvalidInput(f"expected KEY=VALUE, got {text!r}", where=where)
+    return key, value
 
 
 class Streaking(msgspec.Struct, kw_only=True):
@@ -232,6 +314,36 @@ class Streaking(msgspec.Struct, kw_only=True):
 
     state: RunState
     streak: dict[str, Any]
+
+
+class StreakingRuns(msgspec.Struct, kw_only=True):
+    """The listed runs with an open tick streak, oldest streak first, and the runs
+    view's lag (`runs --streaking`)."""
+
+    runs: list[Streaking]
+    lag: int
+
+
+class EpochLiveness(msgspec.Struct, kw_only=True):
+    """An epoch with its liveness facts (rule O7): live, or the rule that ended it
+    (`ended`) and its evidence in words (`why`)."""
+
+    epoch: EpochState
+    live: bool
+    ended: str | None = None
+    why: str | None = None
+
+
+class AuditTable(msgspec.Struct, kw_only=True):
+    """An audit result as data: its columns and its rows (each a list, in columns'
+    order), the values as DuckDB returned them."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+
+    @classmethod
+    def of(cls, result: AuditResult) -> AuditTable:
+        return cls(columns=list(result.columns), rows=[list(r) for r in result.rows])
 
 
 class Orphaned(msgspec.Struct, kw_only=True):
@@ -363,7 +475,15 @@ class Reports:
         and its tick health."""
         state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
         health = run_tick_health(self.store, run, catch_up_first=catch_up_first)
-        return RunView(state=state, lag=lag, tick_health=health)
+        children, _ = engine.read_runs(self.store, catch_up_first=False, shape=RunRow, parents=[state.run])
+        return RunView(
+            state=state,
+            lag=lag,
+            tick_health=health,
+            code_shown=shown_code(state.status, state.code),
+            predicates=dict(predicates_of(state)),
+            children=[c.run for c in children],
+        )
 
     def list_runs(
         self,
@@ -372,27 +492,46 @@ class Reports:
         predicates: Sequence[str] = (),
         codes: Sequence[str] = (),
         labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
+        parents: Sequence[str] = (),
         catch_up_first: bool = True,
         shape: Shape = "state",
+        after: str | None = None,
+        limit: int | None = None,
     ) -> Runs:
-        """Live runs from the runs view, filtered: `statuses` and `predicates` in SQL
-        (the columns the view stored from the one evaluation of each predicate, rule
-        P4), `codes` (shown: UNKNOWN for the empty one) and `labels` (rule I2) as read.
-        Each shape decodes only what it holds (docs/benchmarks.md, "Fleet size")."""
+        """Live runs from the runs view, filtered: `statuses`, `predicates` (the
+        columns the view stored from the one evaluation of each predicate, rule P4),
+        `processes` (slots) and `parents` (rule I2) in SQL, `codes` (shown: UNKNOWN for
+        the empty one) and `labels` (rule I2) as read. Each shape decodes only what it
+        holds (docs/benchmarks.md, "Fleet size").
+
+        `limit`: one page of at most that many runs, in the store's key order, from
+        the one after the cursor `after` (a page's `next`; decode_cursor refuses any
+        other, naming `after`), selected in SQL by key range (engine.read_runs_page):
+        a page costs its own rows at a million runs. Without `limit`, every run."""
         keep = _keep(codes, labels) if codes or labels else None
+        filters: dict[str, Any] = {
+            "catch_up_first": catch_up_first,
+            "statuses": statuses,
+            "shape": _SHAPES[shape],
+            "predicates": predicates,
+            "processes": processes,
+            "parents": parents,
+        }
+        cursor = decode_cursor(after) if after is not None else None
+        if cursor is not None and limit is None:
+            raise InvalidInput("a cursor reads one page: give the page's size too", where="limit")
+        following: str | None = None
         with engine.gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-            found, lag = engine.read_runs(
-                self.store,
-                keep,
-                catch_up_first=catch_up_first,
-                statuses=statuses,
-                shape=_SHAPES[shape],
-                predicates=predicates,
-            )
+            if limit is not None:
+                found, lag, last = engine.read_runs_page(self.store, keep, after=cursor, limit=limit, **filters)
+                following = encode_cursor(last) if last is not None else None
+            else:
+                found, lag = engine.read_runs(self.store, keep, **filters)
             if shape == "listed":
                 for s in found:
                     s.code_shown, s.predicates = shown_code(s.status, s.code), predicates_of(s)
-        return Runs(runs=found, lag=lag)
+        return Runs(runs=found, lag=lag, next=following)
 
     def streaking(
         self,
@@ -401,12 +540,18 @@ class Reports:
         predicates: Sequence[str] = (),
         codes: Sequence[str] = (),
         labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
         catch_up_first: bool = True,
-    ) -> tuple[list[Streaking], int]:
+    ) -> StreakingRuns:
         """The listed runs with an open tick streak, oldest streak first, with its age in
         ledger time (docs/tick.md), and the runs view's lag."""
         listing = self.list_runs(
-            statuses=statuses, predicates=predicates, codes=codes, labels=labels, catch_up_first=catch_up_first
+            statuses=statuses,
+            predicates=predicates,
+            codes=codes,
+            labels=labels,
+            processes=processes,
+            catch_up_first=catch_up_first,
         )
         view = read_tick_health(self.store, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
@@ -415,7 +560,21 @@ class Reports:
             for st in tick_health_view.open_streaks(view)
             if st["run"] in by_run
         ]
-        return rows, listing.lag
+        return StreakingRuns(runs=rows, lag=listing.lag)
+
+    def epoch_liveness(
+        self, *, process: str | None = None, live_only: bool = False, retired: bool = False
+    ) -> list[EpochLiveness]:
+        """Every epoch (of one slot: `process`) with its liveness facts (rule O7:
+        Ledger.liveness), in slot and boot order; `live_only`: the live ones; of
+        retired slots (rule O8) only with `retired=True`."""
+        return [
+            EpochLiveness(
+                epoch=e, live=ended is None, ended=ended[0] if ended else None, why=ended[1] if ended else None
+            )
+            for e, ended in self._ledger.liveness(retired=retired)
+            if process in (None, e.process) and not (live_only and ended)
+        ]
 
     def orphaned(
         self,
@@ -616,6 +775,14 @@ def run_tick_health(store: Store, run: str, *, catch_up_first: bool = True) -> t
     (the `at` of the last event the view has seen) and its dead-letters, from the
     tick-health view."""
     return tick_health_view.run_health(read_tick_health(store, catch_up_first=catch_up_first), run)
+
+
+def parse_digest(text: str, where: str = "digest") -> Digest:
+    """A digest as `epochledger digest` writes it ({"position", "hash", "at"}), given
+    as text (a query parameter); InvalidInput naming `where` otherwise."""
+    from epochledger.digests import parse_digest as parse
+
+    return parse(text.encode("utf-8", "surrogateescape"), where)
 
 
 def chain_error(report: ChainReport) -> ChainBroken | None:

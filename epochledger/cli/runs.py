@@ -353,16 +353,22 @@ def cmd_show(ns: argparse.Namespace) -> None:
             f"{'cancelled':>12}: from {was}"
             + (f"; caused by {describe_cause(prior['cause'])}" if prior.get("cause") else "")
         )
+    if view.children:  # the runs that re-execute this one (rule I2)
+        out(f"{'children':>12}: " + ", ".join(view.children))
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
 
 
 def label_filter(text: str) -> tuple[str, str]:
-    """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
+    """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`):
+    the facade's label_pair, as argparse wants its refusal."""
+    from epochledger.reports import label_pair
+    from ledger.errors import InvalidInput
+
+    try:
+        return label_pair(text)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 @command(
@@ -390,6 +396,15 @@ def label_filter(text: str) -> tuple[str, str]:
         type=label_filter,
         help="only runs with this label (repeatable: every one must match; rule I2)",
     ),
+    arg("--process", action="append", metavar="SLOT", help="only runs of this process slot (repeatable)"),
+    arg("--parent", action="append", metavar="RUN", help="only runs that re-execute this run (repeatable; rule I2)"),
+    arg(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="one page of at most N runs, in the store's key order; the next page's cursor goes to standard error",
+    ),
+    arg("--after", metavar="CURSOR", help="with --limit: the page after this cursor (the `next` a page printed)"),
     JSON,
     NO_CATCH_UP,
 )
@@ -404,30 +419,54 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     epoch nor a process, and no default slot: `init --default-slot`) is listed too,
     with rule O9-no-slot and `orphan` null (rule O9).
 
+    --limit N lists one page of at most N runs (the order is the store's, by run id);
+    when more follow, standard error says `next page: --after CURSOR`, and the same
+    command with that --after lists the next page. Runs recorded meanwhile appear on a
+    later page or not at all (they sort before the cursor), never twice.
+
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
              epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
              epochledger runs --orphaned --json
              epochledger runs --label team=data --label env=prod   (both labels; rule I2)
+             epochledger runs --status running --limit 500   (then --after CURSOR for the next 500)
     """
     from epochledger.reports import gc_paused
 
     filters = {"statuses": ns.status or (), "codes": ns.code or (), "labels": ns.label or ()}
+    paged = ns.limit is not None or ns.after is not None
+    if (ns.orphaned or ns.streaking) and (paged or ns.parent) or (ns.orphaned and ns.process):
+        from ledger.errors import InvalidInput
+
+        raise InvalidInput(
+            "--limit, --after and --parent page a listing: --orphaned and --streaking take none of them, "
+            "and --orphaned no --process",
+            where="runs",
+        )
     with open_ns(ns) as ledger:
         if ns.orphaned:
             return _orphaned(ns, ledger.orphaned(predicates=ns.where or (), **filters))
         if ns.streaking:
-            streaking, lag = ledger.streaking(predicates=ns.where or (), catch_up_first=not ns.no_catch_up, **filters)
+            found = ledger.streaking(
+                predicates=ns.where or (), processes=ns.process or (), catch_up_first=not ns.no_catch_up, **filters
+            )
+            streaking, lag = found.runs, found.lag
         else:
             # Each output decodes from the runs view only what it shows: the table RunRow's
             # few fields, --json every field but the last event, in one encode
             # (docs/benchmarks.md, "Fleet size").
             listing = ledger.list_runs(
                 predicates=ns.where or (),
+                processes=ns.process or (),
+                parents=ns.parent or (),
                 catch_up_first=not ns.no_catch_up,
                 shape="listed" if ns.json else "row",
+                after=ns.after,
+                limit=ns.limit,
                 **filters,
             )
             lag = listing.lag
+            if listing.next is not None:
+                err(f"epochledger: next page: --after {listing.next}")
     say_lag(lag)
     with gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
         if ns.streaking:
