@@ -17,7 +17,7 @@ import binascii
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
@@ -25,7 +25,7 @@ import msgspec
 
 from epochledger.sweep import SweepReport
 from epochledger.sweep import preview as sweep_preview
-from ledger import lifecycle
+from ledger import codec, lifecycle
 from ledger.codes import show_code
 from ledger.errors import ChainBroken, InvalidInput
 from ledger.events import AnyEvent
@@ -58,6 +58,8 @@ __all__ = [
     "ChainReport",
     "EpochLiveness",
     "HistoryEntry",
+    "LogEntry",
+    "LogPage",
     "ListedRun",
     "Orphaned",
     "Parked",
@@ -78,6 +80,7 @@ __all__ = [
     "TickHealth",
     "TimelineWritten",
     "Verification",
+    "ViewLag",
     "WhatIf",
     "audit_export_parquet",
     "audit_path",
@@ -174,6 +177,36 @@ class TickHealth(msgspec.Struct, kw_only=True):
     dead_letters: int
     dead_letters_by_step: dict[str, int]
     dead_letters_by_error_class: dict[str, int]
+
+
+class LogEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One event of the log as a reader outside the process receives it: its position,
+    its type (tag) and its JSON, the bytes `epochledger export` writes for it (one
+    encoder). An event that does not decode (rule T4) is `decoded=False`, its JSON the
+    Poison's fields (position, stream, version, tag, error), so a reader sees it and
+    goes past it."""
+
+    position: int
+    type: str
+    data: bytes
+    decoded: bool = True
+
+
+class LogPage(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of the log after a position, filtered: `entries` in log order, and `upto`,
+    the last position read (filtered-out events included): where the next page starts."""
+
+    entries: list[LogEntry]
+    upto: int
+
+
+class ViewLag(msgspec.Struct, frozen=True, kw_only=True):
+    """A live view's tracking position and how many positions it lags the log's head
+    (the whole log when it was never built at its VERSION), read without catching up."""
+
+    view: str
+    position: int
+    lag: int
 
 
 class RunView(msgspec.Struct, kw_only=True):
@@ -464,9 +497,74 @@ class Reports:
         """Keep every view caught up until `stop` is set (projections/engine.py, follow)."""
         engine.follow(self.store, stop=stop, poll=poll, on_batch=on_batch, progress=progress)
 
-    def tick_health_summary(self) -> TickHealth:
-        """Fleet tick health from the tick-health view, caught up first (docs/tick.md)."""
-        s = tick_health_view.summary(read_tick_health(self.store))
+    def heads(self, *, stop: threading.Event, poll: float = 0.02) -> Iterator[int]:
+        """The log's head each time it moved, until `stop` is set: the follow machinery's
+        wake-ups (projections/engine.py, heads; LISTEN/NOTIFY on PostgreSQL, a poll on
+        SQLite), for readers of the log itself (the live stream, rule H5). Reads the
+        store alone (its connections are per thread), so any thread may call it."""
+        return engine.heads(self.store, stop=stop, poll=poll)
+
+    def log_page(
+        self,
+        after: int,
+        limit: int,
+        *,
+        runs: Sequence[str] = (),
+        slots: Sequence[str] = (),
+        types: Sequence[str] = (),
+    ) -> LogPage:
+        """Up to `limit` events after position `after` that pass the filters, read in one
+        batch of the log's reader (Store.read_batches, the one `export` reads with): the
+        streams of `runs` and of `slots` (a slot's own events: boots, stops, exits,
+        sweeps skipped or failed; a run's events are filtered by run), and event `types`
+        (tags, each refused by name unless known). Empty filters pass everything. Reads
+        the store alone, so any thread may call it (rule H5)."""
+        from ledger.codec import check_value
+        from ledger.errors import InvalidInput
+        from ledger.events import EVENT_TYPES, Name, process_stream, run_stream
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}", where="limit")
+        known = _event_tags(EVENT_TYPES)
+        for t in types:
+            if t not in known:
+                raise InvalidInput(f"unknown event type {t!r} (known: {', '.join(sorted(known))})", where="type")
+        streams = {run_stream(check_value(r, Name, "run")) for r in runs}
+        streams |= {process_stream(check_value(p, Name, "slot")) for p in slots}
+        wanted = frozenset(types)
+        batch = next(iter(self.store.read_batches(after, None, limit)), [])
+        entries: list[LogEntry] = []
+        for rec in batch:
+            if streams and rec.stream not in streams:
+                continue
+            if isinstance(rec, Poison):
+                if wanted and rec.tag not in wanted:
+                    continue
+                entries.append(
+                    LogEntry(position=rec.position, type=rec.tag or "", data=msgspec.json.encode(rec), decoded=False)
+                )
+                continue
+            tag = _tag(rec.event)
+            if wanted and tag not in wanted:
+                continue
+            entries.append(LogEntry(position=rec.position, type=tag, data=codec.encode(rec.event)))
+        return LogPage(entries=entries, upto=batch[-1].position if batch else after)
+
+    def view_lags(self) -> list[ViewLag]:
+        """Every live view's tracking position and lag behind the head, read only (no
+        catch-up): what a health check and the metrics report (rule H7)."""
+        head = self.store.max_position()
+        out = []
+        for v in registry.VIEWS:
+            tracking = engine.status(self.store, v)
+            position = tracking[1] if tracking is not None and tracking[0] == v.VERSION else 0
+            out.append(ViewLag(view=v.NAME, position=position, lag=max(0, head - position)))
+        return out
+
+    def tick_health_summary(self, *, catch_up_first: bool = True) -> TickHealth:
+        """Fleet tick health from the tick-health view, caught up first unless told not
+        to (a metrics scrape reads what the view holds, rule H7; docs/tick.md)."""
+        s = tick_health_view.summary(read_tick_health(self.store, catch_up_first=catch_up_first))
         return TickHealth(**s)
 
     # ------------------------------------------------------------------- runs
@@ -761,6 +859,15 @@ class Reports:
 # Reads of the tick-health view: here, not in epochledger/tick.py (the tick's write
 # side, whose tick_health and run_tick_health call these), so that `show RUN` reads a
 # run's tick health without importing the tick (rule W2).
+@functools.cache
+def _event_tags(types: tuple[type[msgspec.Struct], ...]) -> frozenset[str]:
+    return frozenset(str(t.__struct_config__.tag) for t in types)
+
+
+def _tag(event: msgspec.Struct) -> str:
+    return str(type(event).__struct_config__.tag)
+
+
 def read_tick_health(store: Store, *, catch_up_first: bool = True) -> tick_health_view.View:
     """The tick-health view (projections.tick_health), read from its materialized
     table, caught up first unless told not to: an event that does not decode is parked

@@ -702,6 +702,57 @@ def follow(
                 return
 
 
+def heads(
+    store: Store,
+    *,
+    stop: threading.Event,
+    poll: float = 0.02,
+    on_error: Callable[[StoreError, float], None] | None = None,
+    backoff: Sequence[float] = RECONNECT_BACKOFF,
+) -> Iterator[int]:
+    """The log's head each time it moved, until `stop` is set: follow's wake-ups for a
+    reader of the log itself rather than of the views (the service's live stream and its
+    metrics, rule H5). The first value is the head when called. PostgreSQL: woken by the
+    store's LISTEN/NOTIFY (Store.wake_ups), reconnecting with follow's backoff after the
+    server went away; SQLite, which has no subscription: polled every `poll` seconds
+    (POLL_BOUNDS). Never yields a head lower than one it yielded, nor the same twice.
+    A StoreError goes to `on_error` (error, seconds until the next attempt; default: a
+    warning on logger `epochledger.follow`) and is waited out, as follow does."""
+    low, high = POLL_BOUNDS
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or not low <= poll <= high:
+        raise InvalidInput(f"poll must be from {low:g} to {high:g} seconds, got {poll!r}", where="poll")
+    last = -1
+    failures = 0
+    while not stop.is_set():
+        try:
+            if store.kind == "postgresql":
+                for head in store.wake_ups(max(last, 0), stop):
+                    failures = 0
+                    if head > last:
+                        last = head
+                        yield head
+                return  # stop was set
+            while True:
+                head = store.max_position()
+                failures = 0
+                if head > last:
+                    last = head
+                    yield head
+                if stop.wait(poll):
+                    return
+        except StoreError as e:
+            delay = backoff[min(failures, len(backoff) - 1)]
+            failures += 1
+            if on_error is not None:
+                on_error(e, delay)
+            else:
+                import logging
+
+                logging.getLogger("epochledger.follow").warning("heads: %s; trying again in %g s", e, delay)
+            if stop.wait(delay):
+                return
+
+
 # ---------------------------------------------------------------- fleet reads
 def read_view(
     store: Store,

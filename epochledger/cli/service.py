@@ -15,6 +15,21 @@ from epochledger.cli.common import JSON, arg, cells_table, command, err, open_ns
         default="127.0.0.1:8750",
         help="address to serve on (default: 127.0.0.1:8750); an address other than loopback needs tokens (rule H4)",
     ),
+    arg("--max-streams", type=int, metavar="N", default=None, help="live streams served at once (default: 64)"),
+    arg(
+        "--stream-stall",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="drop a live stream's client that reads nothing this long with events waiting (default: 10)",
+    ),
+    arg(
+        "--heartbeat",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="an idle live stream sends a comment this often, for proxies (default: 15)",
+    ),
 )
 def cmd_serve(ns: argparse.Namespace) -> int:
     """Serve the ledger over HTTP: every write and read of the Python API, with the same
@@ -33,7 +48,20 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     from ledger.errors import InvalidInput
 
     host, port = listen_address(ns.listen)
-    config = ServiceConfig(store=ns.store, host=host, port=port)
+    bounds = {
+        name: value
+        for name, value in (
+            ("max_streams", ns.max_streams),
+            ("stream_stall_s", ns.stream_stall),
+            ("heartbeat_s", ns.heartbeat),
+        )
+        if value is not None
+    }
+    for name, value in bounds.items():
+        if not value > 0:
+            flag = {"max_streams": "--max-streams", "stream_stall_s": "--stream-stall", "heartbeat_s": "--heartbeat"}
+            raise InvalidInput(f"must be more than 0, got {value!r}", where=flag[name])
+    config = ServiceConfig(store=ns.store, host=host, port=port, **bounds)
     service = Service(config)
     try:
         tokens = len(service.ledger.token_registry().tokens)
