@@ -47,6 +47,7 @@ from replay.whatif import Policy, WhatIf, resolve
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
+    from epochledger.import_dagster import FollowRound as FollowRound  # a skin names it from here (rule H1)
     from epochledger.import_dagster import ImportReport
     from epochledger.ndjson import ClockSteps, ImportResult, OnError
 
@@ -815,6 +816,31 @@ class Reports:
             on_error=on_error,
             rejects=rejects,
             dagster_tags=dagster_tags,
+        )
+
+    def follow_dagster(
+        self,
+        home: str,
+        *,
+        stop: threading.Event,
+        interval: float = 1.0,
+        local_workers: bool = False,
+        dagster_tags: bool = False,
+        on_round: Callable[[FollowRound], None] | None = None,
+    ) -> int:
+        """Keep the ledger current from a live Dagster instance until `stop` is set: a
+        round of what changed every `interval` seconds, with the probe in the loop
+        (rules I3, I4; epochledger/import_dagster.py, follow_dagster). The rounds run."""
+        from epochledger.import_dagster import follow_dagster
+
+        return follow_dagster(
+            self._ledger,
+            home,
+            stop=stop,
+            interval=interval,
+            local_workers=local_workers,
+            dagster_tags=dagster_tags,
+            on_round=on_round,
         )
 
     def take_digest(self) -> Digest:

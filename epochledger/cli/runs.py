@@ -30,7 +30,7 @@ from ledger.codes import show_code
 from ledger.events import Status
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
-    from epochledger.reports import Orphaned
+    from epochledger.reports import FollowRound, Orphaned
 
 
 @command(
@@ -230,6 +230,22 @@ def _rejects_usage(ns: argparse.Namespace) -> int | None:
         "(line: the run's storage id in Dagster, reason, raw: the record as read); written atomically, "
         "replaced on every import",
     ),
+    arg(
+        "--follow",
+        action="store_true",
+        help="keep importing until interrupted (Ctrl-C: exit 130; SIGTERM: exit 0 after the round): a round "
+        "every --interval seconds of what Dagster changed since the last, and with --local-workers the "
+        "probe after each (a worker that died without a word is an orphan at the next round); a line per "
+        "round that appended something (--json: one JSON object per line)",
+    ),
+    arg(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --follow: seconds from the start of one round to the start of the next (from 0.05 to "
+        "3600, default 1)",
+    ),
     JSON,
 )
 def cmd_import_dagster(ns: argparse.Namespace) -> int:
@@ -249,11 +265,23 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     FILE: every other run is imported, each rejected run goes to FILE with its reason,
     and the command exits 11 if any run was rejected.
 
+    --follow keeps the ledger current from a live instance until interrupted: the
+    first round imports every run, each later one only the run records Dagster updated
+    since (one query of its runs table), and with --local-workers each round ends with
+    `epochledger probe`'s judgement of this host's live workers, so a SIGKILLed worker
+    is an orphan, and its run recovered, within about one --interval (docs/import-dagster.md,
+    "Following"). A store error or Dagster's own failed read ends only its round (a
+    line on standard error); the next round tries again. Strict only: a Dagster run the
+    ledger cannot record stops the follow (exit 3).
+
     Example: epochledger import-dagster --instance ~/dagster_home --local-workers
              epochledger import-dagster --instance ~/dagster_home --on-error skip --rejects rejected.ndjson
+             epochledger import-dagster --instance ~/dagster_home --local-workers --follow --interval 2
     """
     if (usage := _rejects_usage(ns)) is not None:
         return usage
+    if ns.follow:
+        return _follow_dagster(ns)
     with open_ns(ns) as ledger:
         report = ledger.import_dagster(
             ns.instance,
@@ -278,6 +306,62 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     for j in report.rejected:
         out(f"rejected (run storage id {j.line}): {j.reason}")
     return 11 if rejected else 0
+
+
+def _follow_dagster(ns: argparse.Namespace) -> int:
+    """`import-dagster --follow`: rounds until SIGINT (KeyboardInterrupt: main exits 130)
+    or SIGTERM (the round in progress ends, then exit 0)."""
+    import signal
+    import threading
+
+    if ns.on_error != "stop":
+        err(
+            "epochledger: --follow is strict only (--on-error skip would replace its rejects file every "
+            "round); a Dagster run the ledger cannot record stops it"
+        )
+        return 2
+    stop = threading.Event()
+
+    def on_round(r: FollowRound) -> None:
+        if r.error is not None:
+            err(f"epochledger: round {r.round}: {r.error} (the next round tries again)")
+        if r.quiet and r.round > 1:
+            return
+        if ns.json:
+            sys.stdout.buffer.write(msgspec.json.encode(r) + b"\n")
+            sys.stdout.flush()
+            return
+        i = r.imported
+        line = (
+            f"round {r.round} ({r.seconds:.2f} s): read {i.read} of {i.runs} Dagster runs listed "
+            f"({i.events} Dagster events); appended {i.appended} events"
+        )
+        exited = (r.probe.exited if r.probe else 0) + (r.swept.exited if r.swept else 0)
+        last = r.swept or r.probe
+        sweep = last.sweep if last is not None else None
+        if exited:
+            line += f"; probe: {exited} workers exited"
+        if sweep is not None and sweep.recovered:
+            line += f"; swept: {len(sweep.recovered)} runs recovered"
+        out(line)
+        for f in i.refused:
+            out(f"refused {f.run} Dagster event {f.storage_id} ({f.kind}), kept as {f.kept_as}: {f.error}")
+        sys.stdout.flush()
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with open_ns(ns) as ledger:
+            ledger.follow_dagster(
+                ns.instance,
+                stop=stop,
+                interval=ns.interval,
+                local_workers=ns.local_workers,
+                dagster_tags=ns.dagster_tags,
+                on_round=on_round,
+            )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
 
 
 @command(
