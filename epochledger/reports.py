@@ -348,11 +348,14 @@ class AuditTable(msgspec.Struct, kw_only=True):
 
 class Orphaned(msgspec.Struct, kw_only=True):
     """A running run the ledger's events say is an orphan (`verdict`), or one no slot
-    can judge (`unjudged`, rule O9)."""
+    can judge (`unjudged`, rule O9), with the rule that applies and why, in words
+    (`runs --orphaned`'s `rule` and `why`)."""
 
     state: RunState
     verdict: Verdict | None = None
     unjudged: Unjudged | None = None
+    rule: str = ""
+    why: str = ""
 
 
 class _Filtered(Protocol):
@@ -590,12 +593,12 @@ class Reports:
         keep = _keep(codes, labels)
         wanted = set(statuses)
         found = [
-            Orphaned(state=s, verdict=v)
+            Orphaned(state=s, verdict=v, rule=v.rule, why=v.explain())
             for s, v in self._ledger.orphans()
             if (not wanted or s.status in wanted) and keep(s) and all(predicates_of(s)[p] for p in predicates)
         ]
         found += [
-            Orphaned(state=s, unjudged=u)
+            Orphaned(state=s, unjudged=u, rule=u.rule, why=u.explain())
             for s, u in self._ledger.unjudged()
             if (not wanted or s.status in wanted) and keep(s)
         ]
