@@ -473,3 +473,27 @@ def test_H2_every_read_route_is_one_facade_call_named_by_its_op() -> None:
         assert facade_calls == {op}, (route.paths, calls)
         assert route.sync_to_thread and route.http_methods == {"GET"}
     assert len(ops) == len(set(ops))
+
+
+def test_H2_a_filter_without_a_column_reads_a_bounded_scan_per_page(
+    small: Small, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A label filter keeps few runs: a page reads at most engine.PAGE_SCAN rows, then
+    ends short with the cursor of the last row read (rule H8: a request's cost is
+    bounded at any fleet size); walking on still lists exactly the runs the unpaged
+    listing has. Mutation caught: a page that reads until it is full (no bound) has
+    no short page with a cursor; a cursor at the last kept run instead of the last
+    read row walks the same rows again forever."""
+    from projections import engine
+
+    monkeypatch.setattr(engine, "PAGE_SCAN", 6)
+    with facade(small) as lg:
+        wanted = [r.run for r in lg.list_runs(labels=[("team", "ml")]).runs]
+        got, short, after = [], 0, None
+        for _ in range(200):
+            page = lg.list_runs(labels=[("team", "ml")], limit=2, after=after)
+            got += [r.run for r in page.runs]
+            short += len(page.runs) < 2 and page.next is not None
+            if (after := page.next) is None:
+                break
+    assert got == wanted == ["child-b"] and short > 0
