@@ -56,6 +56,7 @@ __all__ = [
     "AuditStatus",
     "AuditTable",
     "ChainReport",
+    "Digest",
     "EpochLiveness",
     "HistoryEntry",
     "ListedRun",

@@ -460,7 +460,7 @@ def test_H2_every_read_route_is_one_facade_call_named_by_its_op() -> None:
     for route in reads.ROUTES:
         op = route.opt["op"]
         ops.append(op)
-        tree = ast.parse(inspect.getsource(route.fn).split(")", 0)[0].lstrip())
+        tree = ast.parse(inspect.getsource(route.fn))
         calls = {
             n.func.attr
             for n in ast.walk(tree)
