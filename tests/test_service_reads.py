@@ -497,3 +497,20 @@ def test_H2_a_filter_without_a_column_reads_a_bounded_scan_per_page(
             if (after := page.next) is None:
                 break
     assert got == wanted == ["child-b"] and short > 0
+
+
+def test_H2_the_cli_refuses_paging_what_is_not_a_listing(small: Small, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--limit`, `--after` and `--parent` page or filter a listing; `--orphaned` and
+    `--streaking` are other reports, so the flags are refused (exit 3, naming the
+    command), never silently ignored; a cursor needs its page size, a bad cursor is
+    named, and a page holds at least one run."""
+    for args, named in (
+        (["--orphaned", "--limit", "5"], "runs"),
+        (["--streaking", "--parent", "parent"], "runs"),
+        (["--orphaned", "--process", "w1"], "runs"),
+        (["--after", reports.encode_cursor("q-001")], "limit"),
+        (["--limit", "5", "--after", "forged"], "after"),
+        (["--limit", "0"], "limit"),
+    ):
+        assert main(["--store", small.url, "runs", *args]) == 3, args
+        assert f"{named}:" in capsys.readouterr().err, args
