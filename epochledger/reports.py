@@ -243,6 +243,7 @@ class RunRow(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = {}
     deleted: bool = False
     fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
+    parent: str | None = None  # read where a listing filters by parent in memory (a read-only store, rule I2)
 
 
 Shape = Literal["state", "listed", "row"]

@@ -902,7 +902,7 @@ def _columns_match(
     return (
         (not statuses or str(s.status) in {str(x) for x in statuses})
         and (not processes or s.process in processes)
-        and (not parents or getattr(s, "parent", None) in parents)
+        and (not parents or s.parent in parents)
         and all(runs.predicates_of(s)[p] for p in predicates)
     )
 
@@ -920,8 +920,8 @@ def _run_terms(
 
     # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
     # the predicate and parent columns; its rows are not the view and are dropped anyway.
-    current = catch_up_first or is_current(store, runs)
-    asked = predicates if current or not predicates else ()
+    current = catch_up_first or not (predicates or parents) or is_current(store, runs)
+    asked = predicates if current else ()
     return [
         *([("status", tuple(str(s) for s in statuses))] if statuses else ()),
         *((p, 1) for p in asked),

@@ -514,3 +514,34 @@ def test_H2_the_cli_refuses_paging_what_is_not_a_listing(small: Small, capsys: p
     ):
         assert main(["--store", small.url, "runs", *args]) == 3, args
         assert f"{named}:" in capsys.readouterr().err, args
+
+
+def test_H2_a_read_only_copy_pages_as_the_live_ledger(
+    small: Small, tmp_path: Any, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """A backup on a read-only mount folds the view in memory (nothing can be written),
+    then cuts the same pages: the same runs, the same cursors, for the column filters
+    too (the parent, a slot), as `runs --limit --after` on the live ledger."""
+    from pathlib import Path
+
+    from tests.conftest import read_only_backup
+
+    with facade(small) as lg:
+        lg.queue("after-the-view", parent="parent", process="w2")  # in the log, not yet in the stored view
+    live = Path(small.url[len("sqlite:///") :])
+    with read_only_backup(live, tmp_path / "backup") as backup:
+        for filters in ([], ["--parent", "parent"], ["--process", "w2", "--status", "queued"]):
+            pages: dict[str, list[tuple[list[str], str]]] = {}
+            for store in (small.url, f"sqlite:///{backup}"):
+                after: list[str] = []
+                walked = pages.setdefault(store, [])
+                while True:
+                    assert main(["--store", store, "runs", *filters, "--limit", "97", *after, "--json"]) == 0
+                    out = capsysbinary.readouterr()
+                    cursor = out.err.decode().rpartition("next page: --after ")[2].strip()
+                    walked.append(([r["run"] for r in msgspec.json.decode(out.out)], cursor))
+                    if not cursor:
+                        break
+                    after = ["--after", cursor]
+            assert pages[small.url] == pages[f"sqlite:///{backup}"], filters
+            assert "after-the-view" in {r for runs, _ in pages[small.url] for r in runs}  # it matches every filter
