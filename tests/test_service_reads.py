@@ -404,33 +404,35 @@ def test_H2_whatif_is_the_facade_s_replay_under_the_policy(small: Small) -> None
 
 
 def test_H2_digest_and_verify_and_a_broken_chain_is_a_report_not_a_500(
-    sqlite_url: str, capsysbinary: pytest.CaptureFixture[bytes]
+    small: Small, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
+    """The digest is the chain's head (`chain --json`), verify checks the log against
+    it; an event altered in the store makes verify's report name it (200, not a
+    server error) and the digest refused. The event's bytes are put back after."""
     from ledger import codec
     from tests.test_chain import DB
 
-    clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(sqlite_url, clock=clock, init=True) as lg:
-        lg.queue("a")
-        lg.start("a")
-        lg.finish("a")
-        lg.queue("b")
-    with served(sqlite_url) as base:
-        digest = HTTP.get(base + "/v1/digest", timeout=30).json()
-        assert main(["--store", sqlite_url, "chain", "--json"]) == 0
-        assert digest["hash"] == msgspec.json.decode(capsysbinary.readouterr().out)["hash"]
-        report = HTTP.get(base + "/v1/verify", params={"digest": msgspec.json.encode(digest).decode()}, timeout=30)
-        assert report.status_code == 200 and report.json()["chain"]["failure"] is None
-        assert [d["position"] for d in report.json()["chain"]["digests"]] == [digest["position"]]
-        db = DB(sqlite_url)
-        forged = codec.encode(msgspec.structs.replace(codec.decode(db.row(3)[3]), status=Status.FAILED))
-        db.sql("UPDATE {events} SET state=? WHERE {pos}=?", forged, 3)
-        broken = HTTP.get(base + "/v1/verify", timeout=30)
+    digest = ok(small, "/v1/digest")
+    assert main(["--store", small.url, "chain", "--json"]) == 0
+    assert digest["hash"] == msgspec.json.decode(capsysbinary.readouterr().out)["hash"]
+    report = ok(small, "/v1/verify", digest=msgspec.json.encode(digest).decode())
+    assert report["chain"]["failure"] is None and all(v["difference"] is None for v in report["views"])
+    assert [d["position"] for d in report["chain"]["digests"]] == [digest["position"]]
+    db = DB(small.url)
+    at = 5
+    original = db.row(at)[3]
+    forged = codec.encode(msgspec.structs.replace(codec.decode(original), at=T0.replace(year=2030)))
+    db.sql("UPDATE {events} SET state=? WHERE {pos}=?", forged, at)
+    try:
+        broken = get(small, "/v1/verify")
         assert broken.status_code == 200, broken.text  # the report says what is wrong; it is no server error
         failure = broken.json()["chain"]["failure"]
-        assert (failure["kind"], failure["position"]) == ("altered", 3)
-        refused = HTTP.get(base + "/v1/digest", timeout=30)  # no digest of a tampered log
+        assert (failure["kind"], failure["position"]) == ("altered", at)
+        refused = get(small, "/v1/digest")  # no digest of a tampered log
         assert refused.json()["type"] == "urn:epochledger:problem:chain-broken"
+    finally:
+        db.sql("UPDATE {events} SET state=? WHERE {pos}=?", original, at)
+    assert ok(small, "/v1/verify")["chain"]["failure"] is None
 
 
 # -------------------------------------------------------------------- audit
