@@ -57,6 +57,7 @@ __all__ = [
     "AuditStatus",
     "AuditTable",
     "ChainReport",
+    "Digest",
     "EpochLiveness",
     "HistoryEntry",
     "LogEntry",
@@ -276,6 +277,7 @@ class RunRow(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = {}
     deleted: bool = False
     fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
+    parent: str | None = None  # read where a listing filters by parent in memory (a read-only store, rule I2)
 
 
 Shape = Literal["state", "listed", "row"]
@@ -382,11 +384,14 @@ class AuditTable(msgspec.Struct, kw_only=True):
 
 class Orphaned(msgspec.Struct, kw_only=True):
     """A running run the ledger's events say is an orphan (`verdict`), or one no slot
-    can judge (`unjudged`, rule O9)."""
+    can judge (`unjudged`, rule O9), with the rule that applies and why, in words
+    (`runs --orphaned`'s `rule` and `why`)."""
 
     state: RunState
     verdict: Verdict | None = None
     unjudged: Unjudged | None = None
+    rule: str = ""
+    why: str = ""
 
 
 class _Filtered(Protocol):
@@ -689,12 +694,12 @@ class Reports:
         keep = _keep(codes, labels)
         wanted = set(statuses)
         found = [
-            Orphaned(state=s, verdict=v)
+            Orphaned(state=s, verdict=v, rule=v.rule, why=v.explain())
             for s, v in self._ledger.orphans()
             if (not wanted or s.status in wanted) and keep(s) and all(predicates_of(s)[p] for p in predicates)
         ]
         found += [
-            Orphaned(state=s, unjudged=u)
+            Orphaned(state=s, unjudged=u, rule=u.rule, why=u.explain())
             for s, u in self._ledger.unjudged()
             if (not wanted or s.status in wanted) and keep(s)
         ]

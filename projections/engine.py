@@ -953,7 +953,7 @@ def _columns_match(
     return (
         (not statuses or str(s.status) in {str(x) for x in statuses})
         and (not processes or s.process in processes)
-        and (not parents or getattr(s, "parent", None) in parents)
+        and (not parents or s.parent in parents)
         and all(runs.predicates_of(s)[p] for p in predicates)
     )
 
@@ -971,14 +971,19 @@ def _run_terms(
 
     # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
     # the predicate and parent columns; its rows are not the view and are dropped anyway.
-    current = catch_up_first or is_current(store, runs)
-    asked = predicates if current or not predicates else ()
+    current = catch_up_first or not (predicates or parents) or is_current(store, runs)
+    asked = predicates if current else ()
     return [
         *([("status", tuple(str(s) for s in statuses))] if statuses else ()),
         *((p, 1) for p in asked),
         *([("process", tuple(processes))] if processes else ()),
         *([("parent", tuple(parents))] if parents and current else ()),
     ]
+
+
+# The most rows of the runs view one page reads (read_runs_page): a filter that no
+# column holds reads at most this many, then the page ends short with its cursor.
+PAGE_SCAN = 10_000
 
 
 def read_runs_page(
@@ -1001,7 +1006,9 @@ def read_runs_page(
     a page costs its own rows at any fleet size, and a run appended between two pages
     is either on a later page or before the cursor, never twice, and no run present
     throughout is skipped. Filters without a column (`where`) read further until the
-    page is full. On a read-only store the view is folded in memory, then sliced."""
+    page is full or PAGE_SCAN rows were read: such a page may hold fewer than `limit`
+    runs and still have a cursor; only a None cursor means the end. On a read-only
+    store the view is folded in memory, then sliced."""
     from projections import runs
 
     if limit < 1:
@@ -1024,9 +1031,10 @@ def read_runs_page(
         return ordered[:limit], lag, (ordered[limit - 1].run if more else None)
     terms = [*_run_terms(store, catch_up_first, statuses, predicates, processes, parents), ("deleted", 0)]
     kept: list[Any] = []
-    cursor, first, lag = after, True, 0
+    cursor, first, lag, scanned = after, True, 0, 0
     batch = limit + 1  # one more than the page: whether another page follows
-    while len(kept) <= limit:
+    decode = _decoder(runs, shape)
+    while True:
         rows, position, head = _stored_rows(
             store, runs, key=None, catch_up_first=catch_up_first and first, where=terms, after=cursor, limit=batch
         )
@@ -1035,11 +1043,17 @@ def read_runs_page(
             first = False
         if position is None or not rows:
             break
-        decode = _decoder(runs, shape)
         kept.extend(s for s in map(decode, map(itemgetter(-1), rows)) if not s.deleted and (where is None or where(s)))
-        if len(rows) < batch:
-            break  # the last rows of the view
+        scanned += len(rows)
+        if len(kept) > limit or len(rows) < batch:
+            break  # the page is full, or these were the view's last rows
         cursor = rows[-1][0]
-        batch = max(batch, 256)  # a filter kept few: read on in larger steps
-    more = len(kept) > limit
-    return kept[:limit], lag, (kept[limit - 1].run if more else None)
+        if scanned >= PAGE_SCAN:
+            # A filter without a column (a code, a label) that keeps few runs: the page
+            # ends short at the bound, and its cursor is the last key read, so each
+            # request costs at most PAGE_SCAN rows whatever the fleet (rule H8).
+            return kept, lag, cursor
+        batch = min(max(batch * 4, 256), PAGE_SCAN)  # a filter kept few: read on in larger steps
+    if len(kept) > limit:
+        return kept[:limit], lag, kept[limit - 1].run
+    return kept, lag, None

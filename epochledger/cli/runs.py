@@ -681,19 +681,16 @@ def _show_tick_health(health: dict[str, Any]) -> None:
 
 
 def _orphaned(ns: argparse.Namespace, found: list[Orphaned]) -> None:
-    rows = []
-    for o in found:
-        if o.verdict is not None:
-            rows.append(
-                {
-                    **run_record(o.state),
-                    "orphan": msgspec.to_builtins(o.verdict),
-                    "rule": o.verdict.rule,
-                    "why": o.verdict.explain(),
-                }
-            )
-        elif o.unjudged is not None:  # rule O9: listed, never passed over
-            rows.append({**run_record(o.state), "orphan": None, "rule": o.unjudged.rule, "why": o.unjudged.explain()})
+    # an unjudged run (rule O9) is listed with `orphan` null, never passed over
+    rows = [
+        {
+            **run_record(o.state),
+            "orphan": msgspec.to_builtins(o.verdict) if o.verdict is not None else None,
+            "rule": o.rule,
+            "why": o.why,
+        }
+        for o in found
+    ]
     if ns.json:
         out_json(rows)
         return

@@ -25,6 +25,7 @@ from litestar.params import Parameter
 from epochledger import reports
 from epochledger.reports import (
     AuditTable,
+    Digest,
     EpochLiveness,
     HistoryEntry,
     Orphaned,
@@ -39,7 +40,6 @@ from epochledger.reports import (
 from epochledger.service.app import Service
 from ledger.codec import instant
 from ledger.events import Status
-from ledger.store.chain import Digest
 
 # A listing's page (docs/service.md "Reads"): the size when none is asked, and the
 # largest a request may ask (rule H8: a response is bounded like a request).
