@@ -38,6 +38,7 @@ import msgspec
 from litestar import Request, delete, get, post
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
+from litestar.params import FromPath, JSONBody
 
 from epochledger.service.problems import AccessRefused
 from ledger import access
@@ -217,7 +218,7 @@ def _actor(who: Caller) -> str | None:
 
 
 @post("/v1/tokens", opt={"op": "token_create"}, status_code=201, sync_to_thread=True)
-def create_token(request: Request[Any, Any, Any], data: TokenRequest) -> IssuedToken:
+def create_token(request: Request[Any, Any, Any], data: JSONBody[TokenRequest]) -> IssuedToken:
     """Issue a token (admin). Its `secret` is in this response only: the store keeps
     its SHA-256 digest."""
     service: Service = request.app.state.service
@@ -236,7 +237,7 @@ def list_tokens(request: Request[Any, Any, Any]) -> list[Token]:
 
 
 @delete("/v1/tokens/{token:str}", opt={"op": "token_revoke"}, status_code=200, sync_to_thread=True)
-def revoke_token(request: Request[Any, Any, Any], token: str) -> Token:
+def revoke_token(request: Request[Any, Any, Any], token: FromPath[str]) -> Token:
     """Revoke a token by its id (admin): refused by every server on the store from its
     next request on."""
     service: Service = request.app.state.service
