@@ -150,3 +150,10 @@ def test_H4_bad_token_input_is_refused_by_name_and_appends_nothing(sqlite_url: s
         with pytest.raises(TokenNotFound):
             lg.revoke_token("nope")
         assert lg.tokens() == [] and lg.store.read_stream(token_stream()) == []
+
+
+def test_H4_the_service_page_shows_the_role_table_as_the_code_has_it() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "service.md").read_text()
+    assert access.render() in page, "docs/service.md 'Roles' differs from ledger/access.py: paste access.render()"

@@ -23,8 +23,9 @@ no problem document names it or any part of the header.
 Handlers that act for a slot call `check_slot` (a boot, an exit, a sweep, a probe, a
 tick report naming its slot) or `check_epoch` (a report naming the epoch it is written
 for); handlers whose operation holds an operator's act (a resume `by="operator"`, a
-cancel whose actor names an operator) call `check_act`. All three read the caller the
-guard stored (`caller`).
+cancel whose actor names an operator) call `check_act`; a route that makes several
+operations in one request (the group commit) calls `require` for each. All read the
+caller the guard stored (`caller`).
 """
 
 from __future__ import annotations
@@ -157,15 +158,21 @@ def _refuse(who: Caller, op: str, **fields: Any) -> None:
     )
 
 
+def require(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> None:
+    """Refuse `op` to a caller whose role may not call it (403): for a route that makes
+    several operations in one request, e.g. each command of a group commit (`batch`),
+    which must not let a writer slip in an operator's act."""
+    who = caller(connection)
+    if not access.allows(who.role, op):
+        _refuse(who, op)
+
+
 def check_act(
     connection: ASGIConnection[Any, Any, Any, Any], op: str, *, by: str | None = None, actor: str | None = None
 ) -> None:
     """Refuse an operator's act (access.act: a resume by the operator, a cancel whose
     actor names one) to a caller whose role may call `op` but not make that act (403)."""
-    made = access.act(op, by=by, actor=actor)
-    who = caller(connection)
-    if not access.allows(who.role, made):
-        _refuse(who, made)
+    require(connection, access.act(op, by=by, actor=actor))
 
 
 def check_slot(connection: ASGIConnection[Any, Any, Any, Any], slot: str) -> None:
