@@ -122,14 +122,18 @@ def app_for(store: str) -> Any:
 
 
 @contextmanager
-def served(store: str, *, ready_timeout: float = 30) -> Iterator[Served]:
-    """This application in a real server process on loopback (as tests/server.py)."""
+def served(store: str, *, host: str = "127.0.0.1", ready_timeout: float = 30) -> Iterator[Served]:
+    """This application in a real server process (as tests/server.py), on loopback
+    unless `host` says otherwise; `epochledger serve`'s refusal of a non-loopback
+    address without tokens is its command line's, which this launcher skips."""
     import socket
     import subprocess
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.auth_app", store, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "tests.auth_app", store, str(port), host],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     server = Served(f"http://127.0.0.1:{port}", process)
     deadline = time.monotonic() + ready_timeout
@@ -154,6 +158,6 @@ def served(store: str, *, ready_timeout: float = 30) -> Iterator[Served]:
 
 
 if __name__ == "__main__":
-    store, port = sys.argv[1], int(sys.argv[2])
-    config = ServiceConfig(store=store, port=port)
+    store, port, host = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    config = ServiceConfig(store=store, port=port, host=host)
     run(config, app=app_for(store))

@@ -314,7 +314,7 @@ def test_H4_a_ledger_without_tokens_serves_loopback_only_and_says_so(sqlite_url:
         pass
     refused = _serve(sqlite_url, f"0.0.0.0:{free_port()}")
     _, errs = refused.communicate(timeout=60)
-    assert refused.returncode != 0 and b"--listen" in errs and b"loopback" in errs, errs
+    assert refused.returncode == 3 and b"--listen" in errs and b"loopback" in errs, errs
     with served(sqlite_url) as base:
         with httpx.Client(base_url=base, timeout=10) as c:
             assert c.get("/v1/tokens").status_code == 200  # the local caller is admin
@@ -338,6 +338,35 @@ def test_H4_a_ledger_without_tokens_serves_loopback_only_and_says_so(sqlite_url:
         wide.terminate()
         _, errs = wide.communicate(timeout=30)
     assert b"1 tokens issued: every request needs one" in errs, errs
+
+
+def _outside_address() -> str | None:
+    """An address of this machine that is not loopback, if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: no packet is sent by a UDP connect
+            address = str(s.getsockname()[0])
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_H4_without_tokens_a_caller_from_another_address_is_refused(sqlite_url: str) -> None:
+    """Defence in depth: a server of a ledger without tokens that is reached from another
+    address all the same (served on every address by other means than `serve`) takes
+    only its loopback callers as admin; any other is refused (401)."""
+    outside = _outside_address()
+    if outside is None:
+        pytest.skip("this machine has no address but loopback")
+    with open_ledger(sqlite_url, create=True):
+        pass
+    with auth_app.served(sqlite_url, host="0.0.0.0") as s:
+        port = s.base.rsplit(":", 1)[1]
+        with httpx.Client(timeout=10) as c:
+            assert c.get(f"http://127.0.0.1:{port}/v1/tokens").status_code == 200
+            far = c.get(f"http://{outside}:{port}/v1/tokens")
+            assert far.status_code == 401 and "loopback callers only" in far.json()["detail"], far.text
+            assert c.get(f"http://{outside}:{port}/openapi/openapi.json").status_code == 200
 
 
 def test_H4_H6_a_token_revoked_on_one_server_is_refused_by_another_at_once(pg_url: str) -> None:
