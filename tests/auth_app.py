@@ -23,6 +23,7 @@ from typing import Any, Literal
 import msgspec
 from litestar import Request, get, post
 from litestar.params import FromPath, JSONBody
+from litestar.response import Stream
 
 from epochledger.service import auth
 from epochledger.service.app import Service, create_app
@@ -100,6 +101,22 @@ def run_view(request: Request[Any, Any, Any], run: FromPath[str]) -> dict[str, s
     return {"run": view.state.run, "status": str(view.state.status)}
 
 
+@get("/test/stream", opt={"op": "stream"}, sync_to_thread=False)
+def stream(request: Request[Any, Any, Any]) -> Stream:
+    """A line every 20 ms while the caller is still allowed (at most 250: 5 s), then the
+    end: a stand-in for the live stream's use of `auth.still_allowed`."""
+
+    def lines() -> Iterator[bytes]:
+        for _ in range(250):
+            if not auth.still_allowed(request):
+                yield b"refused\n"
+                return
+            yield b"ok\n"
+            time.sleep(0.02)
+
+    return Stream(lines(), media_type="text/plain")
+
+
 @get("/test/undeclared", opt={"op": "not_in_the_table"}, sync_to_thread=False)
 def undeclared() -> str:
     return "served"  # never: the guard refuses an operation the table does not know
@@ -110,7 +127,7 @@ def no_op() -> str:
     return "served"  # never: a route that declares no operation is refused to every caller
 
 
-EXTRA = [boot, start, finish, resume, cancel, run_view, undeclared, no_op]
+EXTRA = [boot, start, finish, resume, cancel, run_view, stream, undeclared, no_op]
 
 
 def app_for(store: str) -> Any:

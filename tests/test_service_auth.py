@@ -195,6 +195,26 @@ def test_H4_an_operators_resume_and_cancel_need_the_operator_role(server: Any, t
         assert c.post("/test/runs/r3/resume", headers=bearer(tokens.by_role["reader"]), json={}).status_code == 403
 
 
+def test_H4_a_revocation_ends_a_response_that_outlives_its_check(server: Any, tokens: Tokens, sqlite_url: str) -> None:
+    """A streaming response checked at its start asks `still_allowed` as it goes: the
+    token revoked meanwhile (by another process, on the same store), it ends."""
+    with open_ledger(sqlite_url) as lg:
+        made = lg.issue_token("reader", name="watcher")
+    with httpx.Client(base_url=server.base, timeout=10) as c:
+        with c.stream("GET", "/test/stream", headers=bearer(made.secret)) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            assert next(lines) == "ok"
+            with open_ledger(sqlite_url) as lg:
+                lg.revoke_token(made.token.id)
+            t0 = time.monotonic()
+            rest = list(lines)
+        assert rest[-1] == "refused" and len(rest) < 100, rest[-3:]
+        assert time.monotonic() - t0 < 3
+        with c.stream("GET", "/test/stream", headers=bearer(tokens.by_role["reader"])) as other:
+            assert other.status_code == 200 and next(other.iter_lines()) == "ok"  # the other tokens still stream
+
+
 MALFORMED = [
     b"Bearer",
     b"Bearer ",

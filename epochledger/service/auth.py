@@ -25,7 +25,8 @@ tick report naming its slot) or `check_epoch` (a report naming the epoch it is w
 for); handlers whose operation holds an operator's act (a resume `by="operator"`, a
 cancel whose actor names an operator) call `check_act`; a route that makes several
 operations in one request (the group commit) calls `require` for each. All read the
-caller the guard stored (`caller`).
+caller the guard stored (`caller`). A response that outlives its request's check (the
+live stream) asks `still_allowed` between events.
 """
 
 from __future__ import annotations
@@ -156,6 +157,22 @@ def _refuse(who: Caller, op: str, **fields: Any) -> None:
         token=who.token,
         **fields,
     )
+
+
+def still_allowed(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """Whether the caller the guard let through would still be let through now: its
+    token is not revoked (and, for a loopback caller of a ledger without tokens, the
+    ledger still has none). For a response that outlives its request's check (the live
+    stream, rule H5): it asks between events and ends when this turns False, so a
+    revocation cuts an open stream too. Reads the store: call it off the event loop."""
+    who = caller(connection)
+    service: Service = connection.app.state.service
+    with service.use() as ledger:
+        registry = ledger.token_registry()
+    if who.token is None:
+        return not registry.tokens
+    found = registry.tokens.get(who.token)
+    return found is not None and not found.revoked
 
 
 def require(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> None:
