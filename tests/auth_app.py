@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 from litestar import Request, get, post
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.response import Stream
 
 from epochledger.service import auth
@@ -102,19 +102,20 @@ def run_view(request: Request[Any, Any, Any], run: FromPath[str]) -> dict[str, s
 
 
 @get("/test/stream", opt={"op": "stream"}, sync_to_thread=False)
-def stream(request: Request[Any, Any, Any]) -> Stream:
-    """A line every 20 ms while the caller is still allowed (at most 250: 5 s), then the
-    end: a stand-in for the live stream's use of `auth.still_allowed`."""
+def stream(request: Request[Any, Any, Any], lines: FromQuery[int] = 1) -> Stream:
+    """A line every 20 ms while the caller is still allowed (`lines` of them, at most
+    250: 5 s), then the end: a stand-in for the live stream's use of
+    `auth.still_allowed`."""
 
-    def lines() -> Iterator[bytes]:
-        for _ in range(250):
+    def body() -> Iterator[bytes]:
+        for _ in range(min(lines, 250)):
             if not auth.still_allowed(request):
                 yield b"refused\n"
                 return
             yield b"ok\n"
             time.sleep(0.02)
 
-    return Stream(lines(), media_type="text/plain")
+    return Stream(body(), media_type="text/plain")
 
 
 @get("/test/undeclared", opt={"op": "not_in_the_table"}, sync_to_thread=False)

@@ -76,7 +76,25 @@ def tokens(sqlite_url: str) -> Tokens:
 
 @pytest.fixture
 def server(sqlite_url: str, tokens: Tokens) -> Iterator[auth_app.Served]:
+    """A server of its own, for a test that stops it to read what it logged."""
     with auth_app.served(sqlite_url) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def shared_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('auth') / 'ledger.db'}"
+
+
+@pytest.fixture(scope="module")
+def shared_tokens(shared_url: str) -> Tokens:
+    return Tokens(shared_url)
+
+
+@pytest.fixture(scope="module")
+def shared(shared_url: str, shared_tokens: Tokens) -> Iterator[auth_app.Served]:
+    """One server for the tests that only talk to it (each on runs and slots of its own)."""
+    with auth_app.served(shared_url) as s:
         yield s
 
 
@@ -150,12 +168,12 @@ def test_H4_the_matrix_every_route_with_every_role_and_none(sqlite_url: str, tok
     _secrets_absent(errs.decode(errors="replace"), tokens)
 
 
-def test_H4_a_writer_bound_to_slots_acts_only_for_them(server: Any, tokens: Tokens) -> None:
+def test_H4_a_writer_bound_to_slots_acts_only_for_them(shared: Any, shared_tokens: Tokens) -> None:
     """A writer bound to `mine-*` boots, starts and finishes for its slots; for another
     slot, or an epoch of another slot, 403 naming the slot, and nothing appended. An
     unbound writer may act for any slot."""
-    writer, bound = bearer(tokens.by_role["writer"]), bearer(tokens.bound)
-    with httpx.Client(base_url=server.base, timeout=10) as c:
+    writer, bound = bearer(shared_tokens.by_role["writer"]), bearer(shared_tokens.bound)
+    with httpx.Client(base_url=shared.base, timeout=10) as c:
         refused = c.post(f"/test/slots/{OTHER_SLOT}/boot", headers=bound, json={"epoch": "e-other"})
         assert refused.status_code == 403, refused.text
         assert refused.json()["fields"]["slot"] == OTHER_SLOT and OTHER_SLOT in refused.json()["detail"]
@@ -172,17 +190,19 @@ def test_H4_a_writer_bound_to_slots_acts_only_for_them(server: Any, tokens: Toke
         assert (r.status_code, r.json()["status"]) == (201, "finished")
 
 
-def test_H4_an_operators_resume_and_cancel_need_the_operator_role(server: Any, tokens: Tokens, sqlite_url: str) -> None:
+def test_H4_an_operators_resume_and_cancel_need_the_operator_role(
+    shared: Any, shared_tokens: Tokens, shared_url: str
+) -> None:
     """A writer resumes with by=auto and cancels as itself; a resume by="operator" or a
     cancel whose actor names an operator is the operator's act: 403 for the writer,
     allowed for the operator (and admin)."""
-    with open_ledger(sqlite_url) as lg:
+    with open_ledger(shared_url) as lg:
         for run in ("r1", "r2", "r3"):
             lg.queue(run)
             lg.start(run)
             lg.pause(run, "operator")
-    writer, operator = bearer(tokens.by_role["writer"]), bearer(tokens.by_role["operator"])
-    with httpx.Client(base_url=server.base, timeout=10) as c:
+    writer, operator = bearer(shared_tokens.by_role["writer"]), bearer(shared_tokens.by_role["operator"])
+    with httpx.Client(base_url=shared.base, timeout=10) as c:
         r = c.post("/test/runs/r1/resume", headers=writer, json={"by": "operator"})
         assert r.status_code == 403 and r.json()["fields"]["op"] == "resume.operator", r.text
         assert r.json()["fields"]["needed"] == ["operator", "admin"]
@@ -192,26 +212,30 @@ def test_H4_an_operators_resume_and_cancel_need_the_operator_role(server: Any, t
             assert r.status_code == 403 and r.json()["fields"]["op"] == "cancel.operator", r.text
         assert c.post("/test/runs/r2/cancel", headers=writer, json={"actor": "scheduler"}).status_code == 201
         assert c.post("/test/runs/r3/cancel", headers=operator, json={"actor": "operator:bob"}).status_code == 201
-        assert c.post("/test/runs/r3/resume", headers=bearer(tokens.by_role["reader"]), json={}).status_code == 403
+        assert (
+            c.post("/test/runs/r3/resume", headers=bearer(shared_tokens.by_role["reader"]), json={}).status_code == 403
+        )
 
 
-def test_H4_a_revocation_ends_a_response_that_outlives_its_check(server: Any, tokens: Tokens, sqlite_url: str) -> None:
+def test_H4_a_revocation_ends_a_response_that_outlives_its_check(
+    shared: Any, shared_tokens: Tokens, shared_url: str
+) -> None:
     """A streaming response checked at its start asks `still_allowed` as it goes: the
     token revoked meanwhile (by another process, on the same store), it ends."""
-    with open_ledger(sqlite_url) as lg:
+    with open_ledger(shared_url) as lg:
         made = lg.issue_token("reader", name="watcher")
-    with httpx.Client(base_url=server.base, timeout=10) as c:
-        with c.stream("GET", "/test/stream", headers=bearer(made.secret)) as r:
+    with httpx.Client(base_url=shared.base, timeout=10) as c:
+        with c.stream("GET", "/test/stream?lines=250", headers=bearer(made.secret)) as r:
             assert r.status_code == 200
             lines = r.iter_lines()
             assert next(lines) == "ok"
-            with open_ledger(sqlite_url) as lg:
+            with open_ledger(shared_url) as lg:
                 lg.revoke_token(made.token.id)
             t0 = time.monotonic()
             rest = list(lines)
         assert rest[-1] == "refused" and len(rest) < 100, rest[-3:]
         assert time.monotonic() - t0 < 3
-        with c.stream("GET", "/test/stream", headers=bearer(tokens.by_role["reader"])) as other:
+        with c.stream("GET", "/test/stream", headers=bearer(shared_tokens.by_role["reader"])) as other:
             assert other.status_code == 200 and next(other.iter_lines()) == "ok"  # the other tokens still stream
 
 
@@ -297,11 +321,13 @@ def test_H4_malformed_and_injected_authorization_headers_are_401_problems_never_
     assert b"Traceback" not in errs, errs.decode(errors="replace")[-2000:]
 
 
-def test_H4_token_admin_over_http_is_the_admins_and_the_secret_is_shown_once(server: Any, tokens: Tokens) -> None:
+def test_H4_token_admin_over_http_is_the_admins_and_the_secret_is_shown_once(
+    shared: Any, shared_tokens: Tokens
+) -> None:
     """An admin issues a token (its secret in that response only), lists tokens (no
     secret, no digest), revokes it: refused at once. Bad input is a 422 naming the field."""
-    admin = bearer(tokens.by_role["admin"])
-    with httpx.Client(base_url=server.base, timeout=10) as c:
+    admin = bearer(shared_tokens.by_role["admin"])
+    with httpx.Client(base_url=shared.base, timeout=10) as c:
         made = c.post("/v1/tokens", headers=admin, json={"role": "reader", "name": "dash"})
         assert made.status_code == 201, made.text
         secret, tid = made.json()["secret"], made.json()["token"]["id"]
