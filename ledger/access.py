@@ -153,10 +153,13 @@ def slot_allowed(slots: Iterable[str], slot: str) -> bool:
 
 
 def render() -> str:
-    """The table as docs/service.md shows it, one row a role (tests/test_tokens.py keeps
-    the page equal to it)."""
-    lines = ["| role | may call |", "|---|---|"]
-    for role, ops in ROLES.items():
-        lines.append(f"| {role} | {', '.join(f'`{op}`' for op in sorted(ops))} |")
-    lines.append(f"| (anyone, no token needed) | {', '.join(f'`{op}`' for op in sorted(PUBLIC))} |")
-    return "\n".join(lines) + "\n"
+    """The table as docs/service.md shows it: the reads every role has, then what each
+    role has besides (tests/test_tokens.py keeps the page equal to it)."""
+
+    def ops(names: Iterable[str]) -> str:
+        return ", ".join(f"`{op}`" for op in sorted(names)) or "nothing else"
+
+    lines = ["| role | may call, besides the reads |", "|---|---|"]
+    lines += [f"| {role} | {ops(names - READS)} |" for role, names in ROLES.items()]
+    lines.append(f"| (anyone, no token needed) | {ops(PUBLIC)} |")
+    return f"The reads, every role's: {ops(READS)}.\n\n" + "\n".join(lines) + "\n"
