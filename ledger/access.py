@@ -22,19 +22,34 @@ from typing import Final
 READS: Final = frozenset(
     {
         "run_view",
+        "get_run",
         "list_runs",
+        "runs",
+        "history",
         "history_of",
+        "labels",
+        "status",
+        "epoch",
         "epochs",
         "liveness",
         "orphaned",
+        "orphans",
         "unjudged",
-        "tick_health",
+        "preview_sweep",
+        "tick_health_summary",
+        "streaking",
+        "settings",
+        "role",
+        "head",
+        "parked",
         "replay",
         "whatif",
         "timeline",
         "verify",
+        "chain",
         "take_digest",
         "events",
+        "follow",
         "stream",
         "metrics",
     }
@@ -60,6 +75,7 @@ SCHEDULER_WRITES: Final = frozenset(
         "startup",
         "probe",
         "tick_report",
+        "acquire_role",
         "batch",
     }
 )
@@ -67,10 +83,23 @@ SCHEDULER_WRITES: Final = frozenset(
 # or cancel made by an operator (`act`), which automation must not make in its name
 # (rule P1: automation never overrides an operator's stop).
 OPERATOR_ACTS: Final = frozenset({"correct", "resume.operator", "cancel.operator", "rewind", "delete"})
-# The audit's SQL over the whole history (rule A1) and its reports.
-AUDIT: Final = frozenset({"audit_report", "audit_query", "audit_status"})
-# Token administration (rule H4).
-TOKEN_ADMIN: Final = frozenset({"token_create", "token_list", "token_revoke"})
+# The audit's SQL over the whole history (rule A1), its reports, its file and exports.
+AUDIT: Final = frozenset({"audit_report", "audit_query", "audit_status", "audit_sync", "export_ndjson"})
+# The ledger's own administration: its tokens (rule H4), its settings, an import (whose
+# lines may hold any event of the catalogue, tokens' included), a rebuild, the chain.
+ADMINISTRATION: Final = frozenset(
+    {
+        "token_create",
+        "token_list",
+        "token_revoke",
+        "set_default_slot",
+        "import_ndjson",
+        "import_dagster",
+        "rebuild",
+        "upgrade_chain",
+        "write_digest",
+    }
+)
 # Served to anyone, with or without a token: they disclose nothing of the ledger
 # (liveness and readiness probes, the OpenAPI document).
 PUBLIC: Final = frozenset({"healthz", "readyz", "openapi"})
@@ -80,7 +109,7 @@ ROLES: Final[dict[str, frozenset[str]]] = {
     "writer": READS | SCHEDULER_WRITES,
     "operator": READS | {"pause", "resume", "cancel", "exited", "sweep"} | OPERATOR_ACTS,
     "auditor": READS | AUDIT,
-    "admin": READS | SCHEDULER_WRITES | OPERATOR_ACTS | AUDIT | TOKEN_ADMIN,
+    "admin": READS | SCHEDULER_WRITES | OPERATOR_ACTS | AUDIT | ADMINISTRATION,
 }
 ADMIN: Final = "admin"  # the role every loopback caller has while a ledger has no token
 
@@ -121,3 +150,16 @@ def slot_allowed(slots: Iterable[str], slot: str) -> bool:
     binding allows every slot."""
     patterns = list(slots)
     return not patterns or any(fnmatchcase(slot, p) for p in patterns)
+
+
+def render() -> str:
+    """The table as docs/service.md shows it: the reads every role has, then what each
+    role has besides (tests/test_tokens.py keeps the page equal to it)."""
+
+    def ops(names: Iterable[str]) -> str:
+        return ", ".join(f"`{op}`" for op in sorted(names)) or "nothing else"
+
+    lines = ["| role | may call, besides the reads |", "|---|---|"]
+    lines += [f"| {role} | {ops(names - READS)} |" for role, names in ROLES.items()]
+    lines.append(f"| (anyone, no token needed) | {ops(PUBLIC)} |")
+    return f"The reads, every role's: {ops(READS)}.\n\n" + "\n".join(lines) + "\n"

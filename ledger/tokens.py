@@ -57,6 +57,10 @@ class TokenRegistry(msgspec.Struct, frozen=True, kw_only=True):
     digests: dict[str, str] = {}  # id -> SHA-256 hex of the token
     version: int = 0
 
+    def find(self, token: str) -> Token | None:
+        """The live token `token` is, or None (`matches`)."""
+        return matches(self, token)
+
 
 def digest(token: str) -> str:
     """The SHA-256 of the token's text, hex: what the store keeps."""

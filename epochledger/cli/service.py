@@ -74,7 +74,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     except BaseException:
         service.close()
         raise
-    where = config.store or "the default store"
+    where = ns.store or "the default store"
     if tokens:
         err(f"epochledger: serving {where} on http://{ns.listen} ({tokens} tokens issued: every request needs one)")
     else:

@@ -23,8 +23,10 @@ no problem document names it or any part of the header.
 Handlers that act for a slot call `check_slot` (a boot, an exit, a sweep, a probe, a
 tick report naming its slot) or `check_epoch` (a report naming the epoch it is written
 for); handlers whose operation holds an operator's act (a resume `by="operator"`, a
-cancel whose actor names an operator) call `check_act`. All three read the caller the
-guard stored (`caller`).
+cancel whose actor names an operator) call `check_act`; a route that makes several
+operations in one request (the group commit) calls `require` for each. All read the
+caller the guard stored (`caller`). A response that outlives its request's check (the
+live stream) asks `still_allowed` between events.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import msgspec
 from litestar import Request, delete, get, post
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
+from litestar.params import FromPath, JSONBody
 
 from epochledger.service.problems import AccessRefused
 from ledger import access
@@ -104,7 +107,7 @@ def _identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Caller:
     service: Service = connection.app.state.service
     with service.use() as ledger:
         registry = ledger.token_registry()
-        found = ledger.authenticate(secret) if secret is not None and registry.tokens else None
+    found = registry.find(secret) if secret is not None else None
     if found is not None:
         return Caller(role=found.role, token=found.id, name=found.name, slots=tuple(found.slots))
     if secret is not None:
@@ -156,15 +159,37 @@ def _refuse(who: Caller, op: str, **fields: Any) -> None:
     )
 
 
+def still_allowed(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """Whether the caller the guard let through would still be let through now: its
+    token is not revoked (and, for a loopback caller of a ledger without tokens, the
+    ledger still has none). For a response that outlives its request's check (the live
+    stream, rule H5): it asks between events and ends when this turns False, so a
+    revocation cuts an open stream too. Reads the store: call it off the event loop."""
+    who = caller(connection)
+    service: Service = connection.app.state.service
+    with service.use() as ledger:
+        registry = ledger.token_registry()
+    if who.token is None:
+        return not registry.tokens
+    found = registry.tokens.get(who.token)
+    return found is not None and not found.revoked
+
+
+def require(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> None:
+    """Refuse `op` to a caller whose role may not call it (403): for a route that makes
+    several operations in one request, e.g. each command of a group commit (`batch`),
+    which must not let a writer slip in an operator's act."""
+    who = caller(connection)
+    if not access.allows(who.role, op):
+        _refuse(who, op)
+
+
 def check_act(
     connection: ASGIConnection[Any, Any, Any, Any], op: str, *, by: str | None = None, actor: str | None = None
 ) -> None:
     """Refuse an operator's act (access.act: a resume by the operator, a cancel whose
     actor names one) to a caller whose role may call `op` but not make that act (403)."""
-    made = access.act(op, by=by, actor=actor)
-    who = caller(connection)
-    if not access.allows(who.role, made):
-        _refuse(who, made)
+    require(connection, access.act(op, by=by, actor=actor))
 
 
 def check_slot(connection: ASGIConnection[Any, Any, Any, Any], slot: str) -> None:
@@ -217,7 +242,7 @@ def _actor(who: Caller) -> str | None:
 
 
 @post("/v1/tokens", opt={"op": "token_create"}, status_code=201, sync_to_thread=True)
-def create_token(request: Request[Any, Any, Any], data: TokenRequest) -> IssuedToken:
+def create_token(request: Request[Any, Any, Any], data: JSONBody[TokenRequest]) -> IssuedToken:
     """Issue a token (admin). Its `secret` is in this response only: the store keeps
     its SHA-256 digest."""
     service: Service = request.app.state.service
@@ -236,7 +261,7 @@ def list_tokens(request: Request[Any, Any, Any]) -> list[Token]:
 
 
 @delete("/v1/tokens/{token:str}", opt={"op": "token_revoke"}, status_code=200, sync_to_thread=True)
-def revoke_token(request: Request[Any, Any, Any], token: str) -> Token:
+def revoke_token(request: Request[Any, Any, Any], token: FromPath[str]) -> Token:
     """Revoke a token by its id (admin): refused by every server on the store from its
     next request on."""
     service: Service = request.app.state.service
