@@ -60,7 +60,7 @@ class Metrics:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.live: Live | None = None
-        disable_created_metrics()  # no *_created series: nothing here needs them, and they double the exposition
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated; no *_created series
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         # ledger-wide, from the log (the watcher)

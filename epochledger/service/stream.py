@@ -25,6 +25,7 @@ proxies from closing an idle stream.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterable
@@ -48,8 +49,11 @@ if TYPE_CHECKING:
     from epochledger.reports import LogEntry, LogPage
     from epochledger.service.app import Service
 
-STREAM_QUEUE = 1000  # events a stream holds for its client; full for stream_stall_s: the client is dropped
-PAGE = 500  # events read from the log at a time (at most a queue's worth is ever held beside the queue)
+# A stream holds at most STREAM_QUEUE events and STREAM_QUEUE_BYTES of them for its client
+# (one larger event alone may pass); full for stream_stall_s: the client is dropped.
+STREAM_QUEUE = 1000
+STREAM_QUEUE_BYTES = 1 << 20
+PAGE = 200  # events read from the log at a time: at most this many are held beside the queue
 POLL_S = 0.02  # SQLite has no subscription: the head is polled this often (PostgreSQL: LISTEN/NOTIFY)
 FOLLOW_POLL_S = 0.5  # SQLite: the views are caught up this often (PostgreSQL: woken by NOTIFY)
 RETRY_MS = 1000  # the reconnect delay an EventSource is told
@@ -178,8 +182,21 @@ class _Stream:
         self.first: LogPage | None = first
         self.scanned = first.upto
         self.filters: dict[str, Any] = {"runs": runs, "slots": slots, "types": types}
-        self.queue: asyncio.Queue[_Frame] = asyncio.Queue(maxsize=STREAM_QUEUE)
+        self.frames: collections.deque[_Frame] = collections.deque()
+        self.queued = 0  # bytes in `frames`
+        self.room = asyncio.Event()  # set when the sender took a frame
+        self.ready = asyncio.Event()  # set when the producer added one
         self.handed = -1  # the last event position handed to the connection
+
+    def _full(self, frame: _Frame) -> bool:
+        return len(self.frames) >= STREAM_QUEUE or (
+            bool(self.frames) and self.queued + len(frame.body) > STREAM_QUEUE_BYTES
+        )
+
+    def _put(self, frame: _Frame) -> None:
+        self.frames.append(frame)
+        self.queued += len(frame.body)
+        self.ready.set()
 
     def _read(self) -> LogPage:
         return self.live.service.ledger.log_page(self.scanned, PAGE, **self.filters)
@@ -192,8 +209,8 @@ class _Stream:
                 page, self.first = self.first, None
             else:
                 if self.scanned >= self.live.head and not await self.live.wait_past(self.scanned, config.heartbeat_s):
-                    if self.queue.empty():
-                        self.queue.put_nowait(_HEARTBEAT)
+                    if not self.frames:
+                        self._put(_HEARTBEAT)
                     continue
                 try:
                     page = await anyio.to_thread.run_sync(self._read)
@@ -203,16 +220,25 @@ class _Stream:
                 frame = _event_frame(entry.position, entry.data, None if entry.decoded else "undecodable")
                 try:
                     with anyio.fail_after(config.stream_stall_s):
-                        await self.queue.put(frame)
+                        while self._full(frame):
+                            self.room.clear()
+                            await self.room.wait()
                 except TimeoutError:
                     return "slow-reader", (
-                        f"the client read nothing for {config.stream_stall_s:g} s with {STREAM_QUEUE} events waiting"
+                        f"the client read nothing for {config.stream_stall_s:g} s with {len(self.frames)} events "
+                        f"({self.queued} bytes) waiting"
                     )
+                self._put(frame)
             self.scanned = page.upto
 
     async def _send(self, send: Send) -> None:
         while True:
-            frame = await self.queue.get()
+            while not self.frames:
+                self.ready.clear()
+                await self.ready.wait()
+            frame = self.frames.popleft()
+            self.queued -= len(frame.body)
+            self.room.set()
             if frame is _END:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
@@ -231,11 +257,11 @@ class _Stream:
                 sender.cancel()
                 raise
             self.live.count_drop(reason)
-            while not self.queue.empty():  # events not handed over: the client resumes after `handed`
-                self.queue.get_nowait()
+            self.frames.clear()  # events not handed over: the client resumes after `handed`
+            self.queued = 0
             resume = self.handed if self.handed >= 0 else self.start
-            self.queue.put_nowait(_end_frame(reason, detail, resume))
-            self.queue.put_nowait(_END)
+            self._put(_end_frame(reason, detail, resume))
+            self._put(_END)
             # The final event gets as long again to go out; a client that still reads
             # nothing is cut off (the connection is closed under it).
             done, _ = await asyncio.wait({sender}, timeout=self.live.config.stream_stall_s)
@@ -279,7 +305,9 @@ class EventStream(Response[bytes]):
         super().__init__(
             b"",
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            # Connection: close: a stream that ends (dropped, or the server stopping)
+            # leaves no idle keep-alive connection behind; a client reconnects anew.
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Connection": "close"},
         )
         self.stream = stream
 
