@@ -5,12 +5,16 @@ serve` processes (tests/server.py), the events appended through the Python API."
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -270,6 +274,8 @@ def test_H7_metrics_after_writes_a_sweep_and_a_tick_failure(ledger: Ledger, sqli
         assert metric(base, "epochledger_http_requests_total", 'method="GET",route="/healthz",status="200"') == 1
         ready = httpx.get(f"{base}/readyz", timeout=5)
         assert ready.status_code == 200 and ready.json()["head"] == head
+        exposed = set(re.findall(r"^(epochledger_[a-z_]+)", httpx.get(f"{base}/metrics", timeout=5).text, re.M))
+        assert alert_metrics() - exposed == set()  # every metric an alert reads is one the server exposes
 
 
 def test_H7_readyz_is_503_while_the_store_is_away_and_healthz_stays_up(pg_url: str) -> None:
@@ -327,3 +333,30 @@ def test_H6_two_servers_on_one_postgresql_stream_the_same_order(pg_url: str) -> 
     finally:
         a.stop()
         b.stop()
+
+
+# ------------------------------------------------------------------- H7 alerts
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def alert_metrics() -> set[str]:
+    """The epochledger metrics docs/alerts.yml reads (a counter by its exposed name)."""
+    return set(re.findall(r"\bepochledger_[a-z_]+", (DOCS / "alerts.yml").read_text()))
+
+
+def need_promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("EPOCHLEDGER_TEST_PROMTOOL") == "require":
+            pytest.fail("EPOCHLEDGER_TEST_PROMTOOL=require but promtool is not installed (Debian: prometheus)")
+        pytest.skip("promtool is not installed (Debian's prometheus package; make test installs it as root)")
+    return found
+
+
+@pytest.mark.parametrize("check", ["check", "test"])
+def test_H7_alerting_rules_pass_promtool(check: str) -> None:
+    promtool = need_promtool()
+    target = DOCS / ("alerts.yml" if check == "check" else "alerts.test.yml")
+    done = subprocess.run([promtool, check, "rules", str(target)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout + done.stderr
