@@ -65,6 +65,6 @@ def cmd_serve(ns: argparse.Namespace) -> int:
             flag = {"max_streams": "--max-streams", "stream_stall_s": "--stream-stall", "heartbeat_s": "--heartbeat"}
             raise InvalidInput(f"must be more than 0, got {value!r}", where=flag[name])
     config = ServiceConfig(store=ns.store, host=host, port=port, **bounds)
-    err(f"epochledger: serving {config.store or 'the default store'} on http://{ns.listen} (loopback only, no tokens)")
+    err(f"epochledger: serving {ns.store or 'the default store'} on http://{ns.listen} (loopback only, no tokens)")
     run(config)
     return 0
