@@ -109,6 +109,9 @@ class Live:
         ledger = self.service.ledger
         counted: int | None = None
         for head in ledger.heads(stop=self._stop, poll=POLL_S):
+            if self._loop is not None:  # the streams first: the counters can wait, a client's delay cannot
+                with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+                    self._loop.call_soon_threadsafe(self._moved, head)
             if counted is None:
                 counted = head  # start at the head
             while counted < head and self.on_events is not None and not self._stop.is_set():
@@ -120,9 +123,6 @@ class Live:
                 if page.upto <= counted:
                     break
                 counted = page.upto
-            if self._loop is not None:
-                with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-                    self._loop.call_soon_threadsafe(self._moved, head)
 
     def _moved(self, head: int) -> None:
         self.head = max(self.head, head)
