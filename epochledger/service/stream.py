@@ -36,12 +36,14 @@ import msgspec
 from litestar import Request, Response, get
 from litestar.datastructures import Cookie
 from litestar.enums import MediaType
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
 from epochledger.service import problems
-from ledger.errors import LedgerError
+from epochledger.service.metrics import Problem
+from ledger.errors import LedgerError, ReadOnlyStore
 
 if TYPE_CHECKING:
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
@@ -99,6 +101,8 @@ class Live:
             try:
                 self.service.ledger.follow(stop=self._stop, poll=FOLLOW_POLL_S)
                 return
+            except ReadOnlyStore:
+                return  # a backup copy: its views are folded in memory when read, never written
             except LedgerError as e:
                 import logging
 
@@ -344,6 +348,15 @@ class EventStream(Response[bytes]):
     "its position, `data:` its JSON as `epochledger export` writes it. Without either, from the head. A client "
     "too slow to read is dropped with a final `event: dropped` naming the position to resume after. At most "
     "max_streams at once: 503 with Retry-After past it.",
+    responses={
+        503: ResponseSpec(
+            Problem,
+            generate_examples=False,
+            description="This server serves max_streams streams already (too-many-streams), or the store does not "
+            "answer (store-unavailable); with Retry-After",
+            media_type=problems.MEDIA_TYPE,
+        )
+    },
 )
 async def stream(
     request: Request[Any, Any, Any],
@@ -356,7 +369,7 @@ async def stream(
     types: Annotated[list[str] | None, Parameter(query="type", description="only events of these types")] = None,
 ) -> Response[Any]:
     live: Live = request.app.state["live"]
-    start = last_event_id if last_event_id is not None else after
+    start = last_event_id if last_event_id is not None else after  # an EventSource reconnecting sends both
     filters = {"runs": run or [], "slots": slot or [], "types": types or []}
     ledger = live.service.ledger
     # The first page is read before the response starts, so a bad filter, a bad
@@ -365,7 +378,7 @@ async def stream(
         start = await anyio.to_thread.run_sync(ledger.head)
     first = await anyio.to_thread.run_sync(lambda: ledger.log_page(start, PAGE, **filters))
     if not live.admit():
-        return problems.document(
+        return problems.document(  # the 503 the route declares
             503,
             "too-many-streams",
             "too many live streams",
