@@ -2,10 +2,10 @@
 commit returning to its event arriving at a client of /v1/stream, at a steady append
 rate, against a real `epochledger serve` on loopback. Prints one JSON line.
 
-A writer thread commits through the Python API at `--rate` events/s (a group commit of
+The writer commits through the Python API at `--rate` events/s (a group commit of
 `--batch` events every batch/rate seconds) and notes, per position, when its commit
-returned; a reader thread holds one stream open and notes when each event arrived.
-The delay is arrival - commit return, both on this process's monotonic clock. The
+returned; a reader process holds one stream open and notes when each event arrived.
+The delay is arrival - commit return, both on the machine's monotonic clock. The
 anchor, measured in the same run: the commits' own latency (the writer's side), and the
 server's idle RSS beside its RSS under this load.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import socket
@@ -24,9 +25,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
+from multiprocessing.connection import Connection
 
 import httpx
 
@@ -67,6 +68,19 @@ def _serve(url: str) -> tuple[subprocess.Popen[bytes], str]:
         time.sleep(0.1)
 
 
+def _read(base: str, total: int, out: Connection) -> None:
+    """Hold one stream open; send back when each of `total` events arrived."""
+    arrived: dict[int, float] = {}
+    with httpx.stream("GET", f"{base}/v1/stream", timeout=60) as r:
+        out.send("ready")
+        for line in r.iter_lines():
+            if line.startswith("id: "):
+                arrived[int(line[4:])] = time.monotonic()
+                if len(arrived) >= total:
+                    break
+    out.send(arrived)
+
+
 def _pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -82,24 +96,15 @@ def main(kind: str, rate: int, seconds: float, batch: int) -> dict[str, object]:
         time.sleep(1.0)
         res["idle_rss_kb"] = _rss_kb(proc.pid)
         committed: dict[int, float] = {}
-        arrived: dict[int, float] = {}
         commit_s: list[float] = []
         total = int(rate * seconds)
-        ready = threading.Event()
-
-        def read() -> None:
-            with httpx.stream("GET", f"{base}/v1/stream", timeout=30) as r:
-                lines = r.iter_lines()
-                ready.set()
-                for line in lines:
-                    if line.startswith("id: "):
-                        arrived[int(line[4:])] = time.monotonic()
-                        if len(arrived) >= total:
-                            return
-
-        reader = threading.Thread(target=read, daemon=True)
+        # The reader is a process of its own, so the writer's work does not delay its
+        # clock readings (one interpreter lock); CLOCK_MONOTONIC is the machine's.
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        reader = ctx.Process(target=_read, args=(base, total, child), daemon=True)
         reader.start()
-        ready.wait(30)
+        assert parent.poll(60) and parent.recv() == "ready"
         time.sleep(0.5)  # the stream is past its first page: it waits at the head
         peak_rss = 0
         with open_ledger(url) as lg:
@@ -120,6 +125,7 @@ def main(kind: str, rate: int, seconds: float, batch: int) -> dict[str, object]:
                 if k % 50 == 0:
                     peak_rss = max(peak_rss, _rss_kb(proc.pid))
             res["achieved_rate"] = round(total / (time.monotonic() - start))
+        arrived: dict[int, float] = parent.recv() if parent.poll(60) else {}
         reader.join(30)
         delays = [(arrived[p] - t) * 1000 for p, t in committed.items() if p in arrived]
         res["events"] = len(committed)
