@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -360,3 +361,25 @@ def test_H7_alerting_rules_pass_promtool(check: str) -> None:
     done = subprocess.run([promtool, check, "rules", str(target)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
+
+
+def test_H5_a_stopping_server_ends_its_streams_with_a_final_event(ledger: Ledger, sqlite_url: str) -> None:
+    fill(ledger, 3)
+    served = server.start(sqlite_url)
+    try:
+        with sse(served.base, {"after": 0}) as s:
+            got = s.take(3)
+            t0 = time.monotonic()
+            served.process.send_signal(signal.SIGTERM)
+            _, event, data = s.next()
+            assert event == "dropped"
+            end = json.loads(data)
+            assert end["reason"] == "server-stopping" and end["resume_after"] == got[-1][0]
+            with pytest.raises(EOFError):
+                s.next()
+        served.process.wait(timeout=8)  # the grace period (10 s) waited for no stream
+        assert time.monotonic() - t0 < 8
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+            served.process.wait()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from types import FrameType
 
 from epochledger.service.config import ServiceConfig
 from ledger.errors import InvalidInput
@@ -46,7 +47,13 @@ def run(config: ServiceConfig) -> None:
     from epochledger.service.app import create_app
 
     app = create_app(config)
-    server = uvicorn.Server(
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            app.state["live"].drain()  # live streams end now, with their final event (rule H5)
+
+    server = Server(
         uvicorn.Config(
             app,
             host=config.host,

@@ -78,6 +78,7 @@ class Live:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.draining = False  # the server is stopping: streams end (drain)
 
     # ------------------------------------------------------------ the watcher
     async def start(self) -> None:
@@ -128,6 +129,19 @@ class Live:
                     break
                 counted = page.upto
 
+    def drain(self) -> None:
+        """The server is stopping (SIGTERM, serve.py): every stream ends now with its
+        final event, so the grace period waits for no stream (rule H8). Safe from a
+        signal handler or another thread."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self.draining = True
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     def _moved(self, head: int) -> None:
         self.head = max(self.head, head)
         changed, self._changed = self._changed, asyncio.Event()
@@ -136,7 +150,7 @@ class Live:
     async def wait_past(self, position: int, timeout: float) -> bool:
         """Wait until the head is past `position` (True) or `timeout` passed (False)."""
         with anyio.move_on_after(timeout):
-            while self.head <= position:
+            while self.head <= position and not self.draining:
                 await self._changed.wait()
             return True
         return self.head > position
@@ -209,6 +223,8 @@ class _Stream:
         """Fill the queue until the client is too slow or the store fails: (reason, detail)."""
         config = self.live.config
         while True:
+            if self.live.draining:
+                return "server-stopping", "the server is stopping: reconnect (to another server, or to this one later)"
             if self.first is not None:
                 page, self.first = self.first, None
             else:
