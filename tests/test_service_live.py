@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from epochledger.app import Ledger, open_ledger
+from ledger.errors import InvalidInput
 from ledger.events import RunTickFailed
 from tests import server
 from tests.pg_proxy import Proxy
@@ -383,3 +384,49 @@ def test_H5_a_stopping_server_ends_its_streams_with_a_final_event(ledger: Ledger
         if served.process.poll() is None:
             served.process.kill()
             served.process.wait()
+
+
+# ------------------------------------------------- H5 the facade's part, both stores
+def test_H5_log_page_reads_what_export_writes_and_filters(store_url: str) -> None:
+    with open_ledger(store_url, init=True) as lg:
+        booted = lg.boot("api-1")
+        fill(lg, 3)
+        lg.start("r1", epoch=booted)
+        exported = events(lg)
+        page = lg.log_page(0, 100)
+        assert [(e.position, e.data) for e in page.entries] == exported and page.upto == exported[-1][0]
+        assert all(e.decoded for e in page.entries)
+        two = lg.log_page(0, 2)
+        assert [e.position for e in two.entries] == [p for p, _ in exported[:2]] and two.upto == exported[1][0]
+        assert [e.type for e in lg.log_page(0, 100, runs=["r1"]).entries] == ["run.queued", "run.started"]
+        assert [e.type for e in lg.log_page(0, 100, slots=["api-1"]).entries] == ["process.booted"]
+        assert len(lg.log_page(0, 100, types=["run.queued"]).entries) == 3
+        # Filtered out, a page still moves on: `upto` is the last position read.
+        none = lg.log_page(0, 100, runs=["nobody"])
+        assert none.entries == [] and none.upto == exported[-1][0]
+        assert lg.log_page(exported[-1][0], 100) == type(page)(entries=[], upto=exported[-1][0])
+        for kwargs, where in [({"types": ["run.nosuch"]}, "type"), ({"runs": ["a b"]}, "run")]:
+            with pytest.raises(InvalidInput) as refused:
+                lg.log_page(0, 10, **kwargs)  # type: ignore[arg-type]
+            assert refused.value.where == where
+        with pytest.raises(InvalidInput):
+            lg.log_page(-1, 10)
+        with pytest.raises(InvalidInput):
+            lg.log_page(0, 0)
+
+
+def test_H5_heads_yield_each_new_head_once_until_stopped(store_url: str) -> None:
+    with open_ledger(store_url, init=True) as lg:
+        fill(lg, 1)
+        stop = threading.Event()
+        seen: list[int] = []
+        follower = threading.Thread(target=lambda: seen.extend(lg.heads(stop=stop, poll=0.01)))
+        follower.start()
+        wait_for(lambda: seen == [lg.head()], 10, "the first head")
+        for i in range(3):
+            lg.queue(f"h{i}")
+            wait_for(lambda: seen[-1] == lg.head(), 10, "the new head")
+        stop.set()
+        follower.join(10)
+        assert not follower.is_alive()
+        assert seen == sorted(set(seen)) and seen[-1] == lg.head() and len(seen) >= 2
