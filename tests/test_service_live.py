@@ -24,6 +24,7 @@ from epochledger.app import Ledger, open_ledger
 from ledger.errors import InvalidInput
 from ledger.events import RunTickFailed
 from tests import server
+from tests.engine_helpers import corrupt
 from tests.pg_proxy import Proxy
 
 
@@ -430,3 +431,18 @@ def test_H5_heads_yield_each_new_head_once_until_stopped(store_url: str) -> None
         follower.join(10)
         assert not follower.is_alive()
         assert seen == sorted(set(seen)) and seen[-1] == lg.head() and len(seen) >= 2
+
+
+def test_H5_an_undecodable_event_is_streamed_in_its_place_and_the_stream_goes_on(
+    ledger: Ledger, sqlite_url: str
+) -> None:
+    fill(ledger, 3)
+    corrupt(sqlite_url, 2, b'{"type":"run.nosuch","at":"2026-01-01T00:00:00Z","run":"r1"}')
+    page = ledger.log_page(0, 10)
+    assert [(e.position, e.decoded) for e in page.entries] == [(1, True), (2, False), (3, True)]
+    with server.served(sqlite_url) as base, sse(base, {"after": 0}) as s:
+        got = s.take(3)
+    assert [(i, e) for i, e, _ in got] == [(1, None), (2, "undecodable"), (3, None)]
+    poison = json.loads(got[1][2])
+    assert poison["position"] == 2 and poison["tag"] == "run.nosuch" and poison["stream"] == "run:r1"
+    assert got[2][2].encode() == page.entries[2].data
