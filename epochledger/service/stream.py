@@ -79,11 +79,19 @@ class Live:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.draining = False  # the server is stopping: streams end (drain)
+        self._counted: int | None = None
 
     # ------------------------------------------------------------ the watcher
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        # Counting starts at the head as the server starts, before it listens: an event
+        # appended once it answers is counted, whenever the watcher first wakes.
+        try:
+            self._counted = await anyio.to_thread.run_sync(self.service.ledger.head)
+        except LedgerError:
+            self._counted = None  # the store is away: counting starts at the first head seen
+        self.head = self._counted or 0
         for target, name in ((self._watch, "epochledger-live"), (self._follow, "epochledger-follow")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -112,7 +120,7 @@ class Live:
 
     def _watch(self) -> None:
         ledger = self.service.ledger
-        counted: int | None = None
+        counted = self._counted
         for head in ledger.heads(stop=self._stop, poll=POLL_S):
             if self._loop is not None:  # the streams first: the counters can wait, a client's delay cannot
                 with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
