@@ -24,12 +24,18 @@ $(VENV)/.dagster: $(BIN)/epochledger
 demo: $(BIN)/epochledger
 	$(BIN)/epochledger demo
 
-# The timeline tests (rule V1) drive Debian's chromium; as root, install it if missing.
+# The timeline tests (rule V1) drive Debian's chromium, and the alerting rules' tests (rule H7)
+# Debian's promtool (package prometheus); as root, install them if missing.
 test: $(BIN)/epochledger $(VENV)/.dagster
 	@if [ "$$(id -u)" = 0 ] && [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
 		echo "make test: installing Debian's chromium for the timeline tests (rule V1)"; \
 		apt-get install -y -q chromium >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && ! command -v promtool >/dev/null && command -v apt-get >/dev/null; then \
+		echo "make test: installing Debian's prometheus for promtool, which checks docs/alerts.yml (rule H7)"; \
+		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; \
 	fi
 	$(BIN)/python -m pytest -n 2 -q
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import msgspec
 from litestar import Request, Response, get
 from litestar.enums import ScopeType
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -60,7 +61,7 @@ class Metrics:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.live: Live | None = None
-        disable_created_metrics()  # no *_created series: nothing here needs them, and they double the exposition
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated; no *_created series
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         # ledger-wide, from the log (the watcher)
@@ -258,23 +259,51 @@ async def healthz() -> Health:
     return Health(status="alive")
 
 
-@get("/readyz", opt={"op": "readyz"}, summary="Ready: the store answers and the views are caught up (rule H7)")
-async def readyz(request: Request[Any, Any, Any]) -> Ready | Response[Any]:
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """The shape of a problem document (problems.py), for the OpenAPI document."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    fields: dict[str, Any] = {}
+
+
+NOT_READY = ResponseSpec(
+    Problem,
+    generate_examples=False,
+    description="Not ready: the store does not answer (store-unavailable) or a view lags the head by more than "
+    "ready_max_lag positions (not-ready); with Retry-After",
+    media_type=problems.MEDIA_TYPE,
+)
+
+
+@get(
+    "/readyz",
+    opt={"op": "readyz"},
+    summary="Ready: the store answers and the views are caught up (rule H7)",
+    responses={503: NOT_READY},
+)
+async def readyz(request: Request[Any, Any, Any]) -> Response[Ready]:
     service: Service = request.app.state["service"]
     bound = service.config.ready_max_lag
     # A LedgerError (the store away: 503 with Retry-After) is a problem document via problems.py.
     head, lags = await anyio.to_thread.run_sync(lambda: (service.ledger.head(), service.ledger.view_lags()))
     worst = max(lags, key=lambda v: v.lag, default=None)
     if worst is not None and worst.lag > bound:
-        return problems.document(
-            503,
-            "not-ready",
-            "not ready: a view lags the log",
-            f"view {worst.view} is {worst.lag} positions behind the head {head} (bound: {bound}, ready_max_lag)",
-            retry_after=problems.RETRY_AFTER_S,
-            fields={"view": worst.view, "lag": worst.lag, "head": head, "bound": bound},
+        # A problem document in place of Ready: the 503 the route declares (NOT_READY).
+        return cast(
+            "Response[Ready]",
+            problems.document(
+                503,
+                "not-ready",
+                "not ready: a view lags the log",
+                f"view {worst.view} is {worst.lag} positions behind the head {head} (bound: {bound}, ready_max_lag)",
+                retry_after=problems.RETRY_AFTER_S,
+                fields={"view": worst.view, "lag": worst.lag, "head": head, "bound": bound},
+            ),
         )
-    return Ready(status="ready", head=head, max_lag=worst.lag if worst else 0, bound=bound)
+    return Response(Ready(status="ready", head=head, max_lag=worst.lag if worst else 0, bound=bound))
 
 
 ROUTES: list[Any] = [metrics_route, healthz, readyz]

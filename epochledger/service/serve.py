@@ -8,7 +8,9 @@ short by the grace period landed whole or not at all (rule H8: nothing half-appl
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from epochledger.service.config import ServiceConfig
@@ -53,10 +55,19 @@ def run(config: ServiceConfig, *, service: Service | None = None, app: Litestar 
 
     from epochledger.service.app import create_app
 
-    app = app if app is not None else create_app(config, service=service)
-    server = uvicorn.Server(
+    served = app if app is not None else create_app(config, service=service)
+    live = served.state["live"]
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:  # a stop asked for: drained, then exit 0 (rule H8), not the signal raised again
+                self._captured_signals.remove(sig)
+            live.drain()  # live streams end now, with their final event (rule H5)
+
+    server = Server(
         uvicorn.Config(
-            app,
+            served,
             host=config.host,
             port=config.port,
             lifespan="on",

@@ -25,6 +25,7 @@ proxies from closing an idle stream.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterable
@@ -35,12 +36,14 @@ import msgspec
 from litestar import Request, Response, get
 from litestar.datastructures import Cookie
 from litestar.enums import MediaType
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
 from epochledger.service import problems
-from ledger.errors import LedgerError
+from epochledger.service.metrics import Problem
+from ledger.errors import LedgerError, ReadOnlyStore
 
 if TYPE_CHECKING:
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
@@ -48,8 +51,11 @@ if TYPE_CHECKING:
     from epochledger.reports import LogEntry, LogPage
     from epochledger.service.app import Service
 
-STREAM_QUEUE = 1000  # events a stream holds for its client; full for stream_stall_s: the client is dropped
-PAGE = 500  # events read from the log at a time (at most a queue's worth is ever held beside the queue)
+# A stream holds at most STREAM_QUEUE events and STREAM_QUEUE_BYTES of them for its client
+# (one larger event alone may pass); full for stream_stall_s: the client is dropped.
+STREAM_QUEUE = 1000
+STREAM_QUEUE_BYTES = 1 << 20
+PAGE = 200  # events read from the log at a time: at most this many are held beside the queue
 POLL_S = 0.02  # SQLite has no subscription: the head is polled this often (PostgreSQL: LISTEN/NOTIFY)
 FOLLOW_POLL_S = 0.5  # SQLite: the views are caught up this often (PostgreSQL: woken by NOTIFY)
 RETRY_MS = 1000  # the reconnect delay an EventSource is told
@@ -72,11 +78,20 @@ class Live:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.draining = False  # the server is stopping: streams end (drain)
+        self._counted: int | None = None
 
     # ------------------------------------------------------------ the watcher
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        # Counting starts at the head as the server starts, before it listens: an event
+        # appended once it answers is counted, whenever the watcher first wakes.
+        try:
+            self._counted = await anyio.to_thread.run_sync(self.service.ledger.head)
+        except LedgerError:
+            self._counted = None  # the store is away: counting starts at the first head seen
+        self.head = self._counted or 0
         for target, name in ((self._watch, "epochledger-live"), (self._follow, "epochledger-follow")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -95,6 +110,8 @@ class Live:
             try:
                 self.service.ledger.follow(stop=self._stop, poll=FOLLOW_POLL_S)
                 return
+            except ReadOnlyStore:
+                return  # a backup copy: its views are folded in memory when read, never written
             except LedgerError as e:
                 import logging
 
@@ -103,8 +120,11 @@ class Live:
 
     def _watch(self) -> None:
         ledger = self.service.ledger
-        counted: int | None = None
+        counted = self._counted
         for head in ledger.heads(stop=self._stop, poll=POLL_S):
+            if self._loop is not None:  # the streams first: the counters can wait, a client's delay cannot
+                with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+                    self._loop.call_soon_threadsafe(self._moved, head)
             if counted is None:
                 counted = head  # start at the head
             while counted < head and self.on_events is not None and not self._stop.is_set():
@@ -116,9 +136,19 @@ class Live:
                 if page.upto <= counted:
                     break
                 counted = page.upto
-            if self._loop is not None:
-                with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-                    self._loop.call_soon_threadsafe(self._moved, head)
+
+    def drain(self) -> None:
+        """The server is stopping (SIGTERM, serve.py): every stream ends now with its
+        final event, so the grace period waits for no stream (rule H8). Safe from a
+        signal handler or another thread."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self.draining = True
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def _moved(self, head: int) -> None:
         self.head = max(self.head, head)
@@ -128,7 +158,7 @@ class Live:
     async def wait_past(self, position: int, timeout: float) -> bool:
         """Wait until the head is past `position` (True) or `timeout` passed (False)."""
         with anyio.move_on_after(timeout):
-            while self.head <= position:
+            while self.head <= position and not self.draining:
                 await self._changed.wait()
             return True
         return self.head > position
@@ -178,8 +208,21 @@ class _Stream:
         self.first: LogPage | None = first
         self.scanned = first.upto
         self.filters: dict[str, Any] = {"runs": runs, "slots": slots, "types": types}
-        self.queue: asyncio.Queue[_Frame] = asyncio.Queue(maxsize=STREAM_QUEUE)
+        self.frames: collections.deque[_Frame] = collections.deque()
+        self.queued = 0  # bytes in `frames`
+        self.room = asyncio.Event()  # set when the sender took a frame
+        self.ready = asyncio.Event()  # set when the producer added one
         self.handed = -1  # the last event position handed to the connection
+
+    def _full(self, frame: _Frame) -> bool:
+        return len(self.frames) >= STREAM_QUEUE or (
+            bool(self.frames) and self.queued + len(frame.body) > STREAM_QUEUE_BYTES
+        )
+
+    def _put(self, frame: _Frame) -> None:
+        self.frames.append(frame)
+        self.queued += len(frame.body)
+        self.ready.set()
 
     def _read(self) -> LogPage:
         return self.live.service.ledger.log_page(self.scanned, PAGE, **self.filters)
@@ -188,12 +231,14 @@ class _Stream:
         """Fill the queue until the client is too slow or the store fails: (reason, detail)."""
         config = self.live.config
         while True:
+            if self.live.draining:
+                return "server-stopping", "the server is stopping: reconnect (to another server, or to this one later)"
             if self.first is not None:
                 page, self.first = self.first, None
             else:
                 if self.scanned >= self.live.head and not await self.live.wait_past(self.scanned, config.heartbeat_s):
-                    if self.queue.empty():
-                        self.queue.put_nowait(_HEARTBEAT)
+                    if not self.frames:
+                        self._put(_HEARTBEAT)
                     continue
                 try:
                     page = await anyio.to_thread.run_sync(self._read)
@@ -203,16 +248,25 @@ class _Stream:
                 frame = _event_frame(entry.position, entry.data, None if entry.decoded else "undecodable")
                 try:
                     with anyio.fail_after(config.stream_stall_s):
-                        await self.queue.put(frame)
+                        while self._full(frame):
+                            self.room.clear()
+                            await self.room.wait()
                 except TimeoutError:
                     return "slow-reader", (
-                        f"the client read nothing for {config.stream_stall_s:g} s with {STREAM_QUEUE} events waiting"
+                        f"the client read nothing for {config.stream_stall_s:g} s with {len(self.frames)} events "
+                        f"({self.queued} bytes) waiting"
                     )
+                self._put(frame)
             self.scanned = page.upto
 
     async def _send(self, send: Send) -> None:
         while True:
-            frame = await self.queue.get()
+            while not self.frames:
+                self.ready.clear()
+                await self.ready.wait()
+            frame = self.frames.popleft()
+            self.queued -= len(frame.body)
+            self.room.set()
             if frame is _END:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
@@ -231,11 +285,11 @@ class _Stream:
                 sender.cancel()
                 raise
             self.live.count_drop(reason)
-            while not self.queue.empty():  # events not handed over: the client resumes after `handed`
-                self.queue.get_nowait()
+            self.frames.clear()  # events not handed over: the client resumes after `handed`
+            self.queued = 0
             resume = self.handed if self.handed >= 0 else self.start
-            self.queue.put_nowait(_end_frame(reason, detail, resume))
-            self.queue.put_nowait(_END)
+            self._put(_end_frame(reason, detail, resume))
+            self._put(_END)
             # The final event gets as long again to go out; a client that still reads
             # nothing is cut off (the connection is closed under it).
             done, _ = await asyncio.wait({sender}, timeout=self.live.config.stream_stall_s)
@@ -279,7 +333,9 @@ class EventStream(Response[bytes]):
         super().__init__(
             b"",
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            # Connection: close: a stream that ends (dropped, or the server stopping)
+            # leaves no idle keep-alive connection behind; a client reconnects anew.
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", "Connection": "close"},
         )
         self.stream = stream
 
@@ -316,6 +372,15 @@ class EventStream(Response[bytes]):
     "its position, `data:` its JSON as `epochledger export` writes it. Without either, from the head. A client "
     "too slow to read is dropped with a final `event: dropped` naming the position to resume after. At most "
     "max_streams at once: 503 with Retry-After past it.",
+    responses={
+        503: ResponseSpec(
+            Problem,
+            generate_examples=False,
+            description="This server serves max_streams streams already (too-many-streams), or the store does not "
+            "answer (store-unavailable); with Retry-After",
+            media_type=problems.MEDIA_TYPE,
+        )
+    },
 )
 async def stream(
     request: Request[Any, Any, Any],
@@ -328,7 +393,7 @@ async def stream(
     types: Annotated[list[str] | None, Parameter(query="type", description="only events of these types")] = None,
 ) -> Response[Any]:
     live: Live = request.app.state["live"]
-    start = last_event_id if last_event_id is not None else after
+    start = last_event_id if last_event_id is not None else after  # an EventSource reconnecting sends both
     filters = {"runs": run or [], "slots": slot or [], "types": types or []}
     ledger = live.service.ledger
     # The first page is read before the response starts, so a bad filter, a bad
@@ -337,7 +402,7 @@ async def stream(
         start = await anyio.to_thread.run_sync(ledger.head)
     first = await anyio.to_thread.run_sync(lambda: ledger.log_page(start, PAGE, **filters))
     if not live.admit():
-        return problems.document(
+        return problems.document(  # the 503 the route declares
             503,
             "too-many-streams",
             "too many live streams",
