@@ -29,6 +29,12 @@ def add(x: int, y: int) -> int:
 
 
 @app.task
+def touch(path: str) -> None:
+    with open(path, "w"):
+        pass
+
+
+@app.task
 def boom() -> None:
     raise ValueError("bad input")
 

@@ -138,8 +138,8 @@ class CeleryAdapter:
     def _stamp(self) -> datetime:
         return self.clock.now()
 
-    def connect(self) -> CeleryAdapter:
-        for signal, handler in (
+    def _handlers(self) -> tuple[tuple[Any, Any], ...]:
+        return (
             (signals.before_task_publish, self.on_publish),
             (signals.worker_init, self.on_worker_init),
             (signals.worker_ready, self.on_worker_ready),
@@ -150,9 +150,22 @@ class CeleryAdapter:
             (signals.task_success, self.on_success),
             (signals.task_failure, self.on_failure),
             (signals.task_revoked, self.on_revoked),
-        ):
+        )
+
+    def connect(self) -> CeleryAdapter:
+        for signal, handler in self._handlers():
             signal.connect(handler, weak=False)
         return self
+
+    def disconnect(self, timeout: float = CLOSE_S) -> bool:
+        """Stop recording in this process: the handlers go, and this process's spool is
+        drained (bounded by `timeout`) and closed. True if it was drained."""
+        for signal, handler in self._handlers():
+            signal.disconnect(handler)
+        spool, self.spool = self.spool, None
+        if spool is None or self._pid != os.getpid():
+            return True
+        return spool.close(timeout)
 
     # ----------------------------------------------------- the publisher
     def on_publish(self, sender: str | None = None, headers: dict[str, Any] | None = None, **_: Any) -> None:
