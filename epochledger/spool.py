@@ -190,6 +190,9 @@ class Spool:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._held: tuple[int, float] | None = None  # (offset of a refused line, when first refused)
+        self._names: list[str] = []  # the other spools of the directory, listed again every second
+        self._names_at = 0.0
+        self._stalled: dict[str, tuple[int, float]] = {}  # another spool's oldest pending line, since when
         self._when_drained: list[Callable[[Ledger], object]] = []
         self._periodic: tuple[float, Callable[[Ledger], object]] | None = None
         self._abandoned = False
@@ -241,10 +244,10 @@ class Spool:
             self._when_drained.append(action)
         self._wake.set()
 
-    def every(self, seconds: float, action: Callable[[Ledger], object]) -> None:
-        """Run `action(ledger)` in the writer thread every `seconds` (a supervisor's reap
-        of its children's spools)."""
-        self._periodic = (seconds, action)
+    def every(self, seconds: float, action: Callable[[Ledger], object] | None) -> None:
+        """Run `action(ledger)` in the writer thread every `seconds`, whenever the spool
+        is drained (a supervisor's reap of its children's spools); None: no more."""
+        self._periodic = None if action is None else (seconds, action)
         self._wake.set()
 
     def start(self) -> Spool:
@@ -287,7 +290,10 @@ class Spool:
     def close(self, timeout: float = 5.0) -> bool:
         """Flush (bounded by `timeout`), stop the writer, release the lock. A drained
         spool's files are removed (its rejects stay); one that is not keeps its lines
-        for the next owner of the name or a `reap`. True if it was drained."""
+        for the next owner of the name or a `reap`. True if it was drained. Closing a
+        closed spool does nothing (False)."""
+        if self._abandoned:
+            return False
         drained = self.flush(timeout)
         self._stop = True
         self._wake.set()
@@ -394,6 +400,10 @@ class Spool:
                 if size - self._pos >= CHUNK_BYTES:  # a line longer than a chunk: never written by append
                     raise InvalidInput(f"spool {self.path}: a line at byte {self._pos} is too long", where="spool")
                 return True  # a line being written: the rest comes with the next wake-up
+            lines = self._before_others(lines)
+            if not lines:
+                self.last_error = "waiting: another process's spool holds older lines"
+                return False
             ledger = self.ledger()
             if not self._unsure and self._submit(ledger, lines):
                 continue
@@ -418,6 +428,41 @@ class Spool:
             self._held = None
             self._unsure = False
             self.last_error = None
+
+    def _before_others(self, lines: list[bytes]) -> list[bytes]:
+        """The lines stamped before the oldest line still pending in another spool of
+        the directory: across processes, the store gets transitions in the order they
+        happened (one host's clock), even when every spool was held back by an outage
+        and all their writers resume at once (a retry's failure in one pool child, its
+        next attempt in the other). A spool whose oldest pending line has not moved for
+        `hold` seconds (a dead owner not yet reaped, a writer stuck) is not waited for."""
+        oldest = self._oldest_elsewhere()
+        if oldest is None:
+            return lines
+        stamps = [_stamp_decoder.decode(line).at for line in lines]
+        k = next((i for i, at in enumerate(stamps) if at > oldest), len(lines))
+        return lines[:k]
+
+    def _oldest_elsewhere(self) -> datetime | None:
+        now = time.monotonic()
+        if now >= self._names_at:
+            self._names = [n for n in names(self.directory) if n != self.name]
+            self._names_at = now + 1.0
+        oldest: datetime | None = None
+        for name in self._names:
+            head = _head_of(self.directory, name)
+            if head is None:
+                self._stalled.pop(name, None)
+                continue
+            offset, at = head
+            seen = self._stalled.get(name)
+            if seen is None or seen[0] != offset:
+                self._stalled[name] = (offset, now)
+            elif now - seen[1] >= self.hold:
+                continue  # not moving: not waited for
+            if oldest is None or at < oldest:
+                oldest = at
+        return oldest
 
     def _submit(self, ledger: Ledger, lines: list[bytes]) -> bool:
         """The healthy path: the chunk's commands through one batch (the write path's
@@ -475,6 +520,31 @@ class Spool:
             os.ftruncate(self._fd, 0)
             self._pos = 0
             _write_pos(self.pos_path, 0)  # a crash before this: a position past the end reads as 0
+
+
+def _head_of(directory: str, name: str) -> tuple[int, datetime] | None:
+    """Where another spool's oldest pending line starts, and its stamp; None if it has
+    none (or is gone)."""
+    path = os.path.join(directory, name + ".spool")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        pos = _read_pos(os.path.join(directory, name + ".pos"), size)
+        if pos >= size:
+            return None
+        data = os.pread(fd, min(size - pos, 8192), pos)
+    finally:
+        os.close(fd)
+    end = data.find(b"\n")
+    if end < 0:
+        return None  # being written
+    try:
+        return pos, _stamp_decoder.decode(data[:end]).at
+    except msgspec.DecodeError:
+        return None
 
 
 def _pending_of(directory: str, name: str) -> list[bytes]:

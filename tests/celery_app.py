@@ -19,8 +19,9 @@ app.conf.update(
     worker_hijack_root_logger=False,
     worker_redirect_stdouts=False,
 )
+adapter = None
 if os.environ.get("EPOCHLEDGER_TEST_ADAPTER", "1") == "1":
-    install(app, store=os.environ.get("EPOCHLEDGER_STORE"), spool=os.environ.get("EPOCHLEDGER_SPOOL"))
+    adapter = install(app, store=os.environ.get("EPOCHLEDGER_STORE"), spool=os.environ.get("EPOCHLEDGER_SPOOL"))
 
 
 @app.task

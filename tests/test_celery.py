@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 
 from epochledger import open_ledger
+from epochledger.adapters.celery import CODES, code_of
 from epochledger.app import Ledger
+from tests.conftest import need_pg
+from tests.pg_proxy import Proxy
 
 REQUIRE = os.environ.get("EPOCHLEDGER_TEST_CELERY") == "require"
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,13 +92,16 @@ class Worker:
             "PYTHONPATH": str(ROOT),
         }
 
-    def start(self, ledger: Ledger) -> Worker:
+    def start(self, ledger: Ledger | None) -> Worker:
         cmd = [sys.executable, "-m", "celery", "-A", "tests.celery_app", "worker", "--pool", "prefork", "-c", "2",
                "-n", f"{self.node}@%h", "-Q", self.queue, "--without-gossip", "--without-mingle",
                "--without-heartbeat", "-l", "warning"]  # fmt: skip
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(cmd, env=self.env(), cwd=ROOT, stdout=out, stderr=out, start_new_session=True)
-        wait_for(f"worker {self.node} up, with 2 pool children booted", lambda: len(self.live_children(ledger)) >= 2)
+        if ledger is not None:
+            wait_for(
+                f"worker {self.node} up, with 2 pool children booted", lambda: len(self.live_children(ledger)) >= 2
+            )
         return self
 
     def live_children(self, ledger: Ledger) -> list[str]:
@@ -139,6 +145,9 @@ def celery_env(tmp_path: Path) -> Iterator[dict[str, Any]]:
     yield {"tmp": tmp_path, "store": store, "ledger": ledger, "queue": f"q-{uuid.uuid4().hex[:8]}", "workers": workers}
     for w in workers:
         w.stop()
+    capp = sys.modules.get("tests.celery_app")
+    if capp is not None and capp.adapter is not None:
+        capp.adapter.disconnect()  # this test's producer stops recording (signals are process-wide)
     ledger.close()
 
 
@@ -279,3 +288,59 @@ def test_E1_O5_a_sigkilled_whole_worker_is_recovered_by_its_restart(redis_broker
         assert state.code == "PROCESS_ORPHANED"
         assert state.epoch is not None
         assert ledger.epoch(state.epoch).exited_at is not None  # the restart's startup saw its pid gone (O7)
+
+
+def test_E1_failure_codes_come_from_the_exception_class_and_the_user_extends_them() -> None:
+    class QuotaExceeded(RuntimeError):
+        pass
+
+    class TimeLimitExceeded(Exception):  # Celery's, by name: the first class of the MRO in the table wins
+        pass
+
+    assert code_of(ValueError("x")) == "VALUE_ERROR"
+    assert code_of(QuotaExceeded()) == "QUOTA_EXCEEDED"
+    assert code_of(TimeLimitExceeded()) == "TIMEOUT"
+    assert code_of(QuotaExceeded(), {**CODES, "RuntimeError": "ENGINE_ERROR"}) == "ENGINE_ERROR"
+    assert code_of(QuotaExceeded(), {**CODES, "QuotaExceeded": "USAGE_LIMIT_BLOCKED"}) == "USAGE_LIMIT_BLOCKED"
+
+
+def test_E1_a_worker_started_while_its_store_is_away_records_every_transition_once_when_it_is_back(
+    redis_broker, tmp_path, pg_url, monkeypatch
+) -> None:
+    need_pg()
+    proxy = Proxy()
+    proxy.refuse()  # PostgreSQL is away before the worker starts
+    store = proxy.url(pg_url) + "&connect_timeout=2"
+    env = {"tmp": tmp_path, "store": store, "queue": f"q-{uuid.uuid4().hex[:8]}", "workers": []}
+    capp = _app(env, redis_broker, monkeypatch)
+    worker = Worker(tmp_path, redis_broker, store, env["queue"]).start(None)
+    try:
+        q = env["queue"]
+        ok = [capp.add.apply_async((i, i), queue=q).id for i in range(5)]
+        bad = capp.boom.apply_async(queue=q).id
+        retried = capp.flaky.apply_async(queue=q).id
+        time.sleep(3)  # the tasks run meanwhile: Celery never waits on the ledger
+        proxy.forward()
+        ledger = open_ledger(pg_url)
+        wait_for(
+            "every task recorded",
+            lambda: all(ledger.get_run(r).status.value in ("finished", "failed") for r in [*ok, bad, retried]),
+            timeout=30,
+        )
+        for r in ok:
+            assert tags(ledger, r) == ["run.queued", "run.started", "run.finished"]
+        assert (ledger.get_run(bad).status.value, ledger.get_run(bad).code) == ("failed", "VALUE_ERROR")
+        rejected = [p.read_text() for p in (tmp_path / "spool").glob("*.rejected")]
+        assert ledger.get_run(retried).attempt == 3, (tags(ledger, retried), rejected)
+        assert not rejected
+        assert len(worker.live_children(ledger)) == 2
+        assert any(
+            e.process == f"celery:{worker.node}@{socket.gethostname()}:main"
+            for e, end in ledger.liveness()
+            if end is None
+        )
+    finally:
+        worker.stop()
+        if capp.adapter is not None:
+            capp.adapter.disconnect()
+        proxy.close()

@@ -270,7 +270,7 @@ class CeleryAdapter:
         if self.role != "main" or self.spool is None or self.slot is None or self.epoch is None:
             return
         spool = self.spool
-        spool.every(3600.0, lambda ledger: None)  # no reap of its own from the writer now
+        spool.every(0, None)  # the last reap is this one, below
         if spool.flush(CLOSE_S):
             try:
                 self._reap(spool.ledger())
