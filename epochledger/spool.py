@@ -299,8 +299,6 @@ class Spool:
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(timeout, 1.0))
-        if self._abandoned:
-            return False
         _SPOOLS.discard(self)
         if drained:
             for path in (self.path, self.pos_path):
