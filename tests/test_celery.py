@@ -116,10 +116,10 @@ class Worker:
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
 
-    def stop(self) -> None:
+    def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        os.killpg(self.proc.pid, signal.SIGTERM)
+        os.killpg(self.proc.pid, sig)
         try:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
@@ -144,7 +144,7 @@ def celery_env(tmp_path: Path) -> Iterator[dict[str, Any]]:
     workers: list[Worker] = []
     yield {"tmp": tmp_path, "store": store, "ledger": ledger, "queue": f"q-{uuid.uuid4().hex[:8]}", "workers": workers}
     for w in workers:
-        w.stop()
+        w.stop(signal.SIGKILL)  # a clean stop is the first test's subject; here it would only cost seconds
     capp = sys.modules.get("tests.celery_app")
     if capp is not None and capp.adapter is not None:
         capp.adapter.disconnect()  # this test's producer stops recording (signals are process-wide)
@@ -177,7 +177,7 @@ def test_E1_success_failure_and_retry_are_recorded_once_in_order(broker, celery_
     env = celery_env
     ledger: Ledger = env["ledger"]
     capp = _app(env, broker, monkeypatch)
-    _worker(env, broker)
+    worker = _worker(env, broker)
     q = env["queue"]
     ok = capp.add.apply_async((2, 3), queue=q).id
     bad = capp.boom.apply_async(queue=q).id
@@ -204,6 +204,12 @@ def test_E1_success_failure_and_retry_are_recorded_once_in_order(broker, celery_
         "RETRY",
     ]
     assert not list((env["tmp"] / "spool").glob("*.rejected"))
+    # A clean stop (SIGTERM: Celery's warm shutdown) stops every epoch of the worker:
+    # none is left live, none exited (worker_shutdown, worker_process_shutdown).
+    worker.stop()
+    mine = [(e, end) for e, end in ledger.liveness() if e.process.startswith(f"celery:{worker.node}@")]
+    assert len(mine) >= 3 and all(end is not None for _, end in mine)
+    assert all(e.stopped_at is not None and e.exited_at is None for e, _ in mine), mine
 
 
 def test_E1_revoke_is_a_cancel(redis_broker, celery_env, monkeypatch) -> None:
@@ -319,7 +325,7 @@ def test_E1_a_worker_started_while_its_store_is_away_records_every_transition_on
         ok = [capp.add.apply_async((i, i), queue=q).id for i in range(5)]
         bad = capp.boom.apply_async(queue=q).id
         retried = capp.flaky.apply_async(queue=q).id
-        time.sleep(3)  # the tasks run meanwhile: Celery never waits on the ledger
+        time.sleep(2)  # the tasks run meanwhile: Celery never waits on the ledger
         proxy.forward()
         ledger = open_ledger(pg_url)
         wait_for(
@@ -340,7 +346,7 @@ def test_E1_a_worker_started_while_its_store_is_away_records_every_transition_on
             if end is None
         )
     finally:
-        worker.stop()
+        worker.stop(signal.SIGKILL)
         if capp.adapter is not None:
             capp.adapter.disconnect()
         proxy.close()
