@@ -3,7 +3,8 @@
 #   make test  -> the whole suite, with the Dagster extra installed (PostgreSQL tests skip
 #                 unless a server answers, or fail when EPOCHLEDGER_TEST_POSTGRES=require;
 #                 the browser and Dagster tests likewise with EPOCHLEDGER_TEST_BROWSER=require
-#                 and EPOCHLEDGER_TEST_DAGSTER=require)
+#                 and EPOCHLEDGER_TEST_DAGSTER=require; the Celery adapter's tests, which need
+#                 Redis and RabbitMQ on 127.0.0.1, with EPOCHLEDGER_TEST_CELERY=require)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -21,12 +22,17 @@ $(VENV)/.dagster: $(BIN)/epochledger
 	$(BIN)/python -m pip install -q -e '.[postgres,dev,dagster]'
 	touch $@
 
+# The live Celery adapter's extra (docs/adapters.md, "Celery"), for the tests that run a real worker.
+$(VENV)/.celery: $(BIN)/epochledger
+	$(BIN)/python -m pip install -q -e '.[postgres,dev,celery]'
+	touch $@
+
 demo: $(BIN)/epochledger
 	$(BIN)/epochledger demo
 
 # The timeline tests (rule V1) drive Debian's chromium, and the alerting rules' tests (rule H7)
 # Debian's promtool (package prometheus); as root, install them if missing.
-test: $(BIN)/epochledger $(VENV)/.dagster
+test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery
 	@if [ "$$(id -u)" = 0 ] && [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
 		echo "make test: installing Debian's chromium for the timeline tests (rule V1)"; \
 		apt-get install -y -q chromium >/dev/null 2>&1 || \

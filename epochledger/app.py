@@ -12,9 +12,11 @@ The names those modules define are re-exported here (`epochledger.app.Batch`,
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -73,6 +75,7 @@ __all__ = [  # the facade's own names, then what it re-exports from its pieces
     "Ledger",
     "ProcessState",
     "RunState",
+    "boot_event",
     "open_ledger",
     "CACHE_STREAMS",
     "StateCache",
@@ -96,17 +99,71 @@ ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projection
 ProcessState = process_stream_mod.ProcessState
 
 
+# Fork (docs/adapters.md, "Fork"): a Ledger used on both sides of os.fork() (a prefork
+# pool's children inherit the parent's objects) reopens its store in the child, on the
+# child's first use of it (the hook itself does no I/O: a store that is down at the
+# fork fails the child's first call, as it would any call). The parent's connections
+# are kept referenced and never closed in the child: closing an inherited SQLite
+# connection may checkpoint and delete the WAL the parent still uses, and closing an
+# inherited PostgreSQL connection sends the server a Terminate on the parent's own
+# socket. Held here so that garbage collection cannot close them either.
+_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+_INHERITED: list[Store] = []
+_FORK_LOCK = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.RLock()  # another thread may have held it at the fork
+    for ledger in list(_LEDGERS):
+        ledger._forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Ledger(Commands, Reports):
-    """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`."""
+    """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`. A Ledger
+    survives os.fork(): the child reopens its store (docs/adapters.md, "Fork")."""
 
     def __init__(self, store: Store, clock: Clock | None = None, host: Host | None = None):
-        self.store = store
+        self._store = store
+        self._forked = False  # set in a forked child: the store is the parent's (reopened on first use)
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
         self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
         self._host_states = HostStates()  # every host's boots (host_state; epochledger/epochs_lookup.py)
         self.cache = StateCache()  # streams' states between writes (rule W1)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
+        _LEDGERS.add(self)
+
+    @property
+    def store(self) -> Store:
+        """The store this process writes through; in a forked child, a store of its own
+        at the same URL, opened on first use (see _INHERITED)."""
+        if self._forked:
+            self._reopen_in_child()
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+
+    def _reopen_in_child(self) -> None:
+        """A store of the child's own, and fresh in-process state (a lock another
+        thread of the parent held at the fork would never be released here; what the
+        parent had cached is read again)."""
+        with _FORK_LOCK:
+            if not self._forked:
+                return
+            inherited = self._store
+            self._store = open_store(inherited.url, create=False)
+            _INHERITED.append(inherited)  # never closed in the child (see _INHERITED)
+            self._host_states = HostStates()
+            self.cache = StateCache()
+            self._stopping = {}
+            self._stopping_lock = threading.Lock()
+            self._forked = False
 
     @property
     def url(self) -> str:
@@ -220,32 +277,18 @@ class Ledger(Commands, Reports):
         given (without `machine=`, no later boot can prove that host rebooted); a boot
         for another pid on this host (a supervisor booting its worker's slot) reads that
         pid's start time."""
-        facts = self.host
-        here = facts.name()
-        on_this_host = host is None or host == here
-        if pid is None:
-            pid = facts.pid()
-        if on_this_host and host_boot is None:
-            host_boot = facts.boot_id()
-        if on_this_host and machine is None:
-            machine = facts.machine_id()
-        if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
-            try:
-                found = facts.process(pid)
-            except OSError:
-                found = None  # no /proc: no start time to record
-            pid_start = found.start if found is not None else None
-        event = ProcessBooted(
-            at=self.clock.now(),
-            process=process,
-            epoch=epoch or uuid.uuid4().hex,
-            booted_at=booted_at if booted_at is not None else boot_instant(self.clock),
-            host=host if host is not None else here,
+        event = boot_event(
+            self.host,
+            self.clock,
+            process,
+            epoch=epoch,
+            host=host,
             pid=pid,
             actor=actor,
             host_boot=host_boot,
             pid_start=pid_start,
             machine=machine,
+            booted_at=booted_at,
         )
         for attempt in range(5):  # a boot is always legal: a lost race just retries
             try:
@@ -256,6 +299,35 @@ class Ledger(Commands, Reports):
                 if attempt == 4:
                     raise
         raise AssertionError  # pragma: no cover
+
+    def boot_event(
+        self,
+        process: str,
+        *,
+        epoch: str | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        actor: str | None = None,
+        host_boot: str | None = None,
+        pid_start: int | None = None,
+        machine: str | None = None,
+        booted_at: datetime | None = None,
+    ) -> ProcessBooted:
+        """The `process.booted` event `boot()` appends, stamped now and appending
+        nothing (`boot_event` below, with this ledger's host port and clock)."""
+        return boot_event(
+            self.host,
+            self.clock,
+            process,
+            epoch=epoch,
+            host=host,
+            pid=pid,
+            actor=actor,
+            host_boot=host_boot,
+            pid_start=pid_start,
+            machine=machine,
+            booted_at=booted_at,
+        )
 
     # ----------------------------------------------------- epochs, sweep, fencing
     def begin_stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:
@@ -635,6 +707,54 @@ class Ledger(Commands, Reports):
         from projections import engine
 
         return engine.read_runs(self.store, where)[0]
+
+
+def boot_event(
+    facts: Host,
+    clock: Clock,
+    process: str,
+    *,
+    epoch: str | None = None,
+    host: str | None = None,
+    pid: int | None = None,
+    actor: str | None = None,
+    host_boot: str | None = None,
+    pid_start: int | None = None,
+    machine: str | None = None,
+    booted_at: datetime | None = None,
+) -> ProcessBooted:
+    """The `process.booted` event `Ledger.boot()` appends, with the same facts (from
+    the host port `facts` and the clock), stamped now, needing no store: for a writer
+    that records it later (an adapter's spool, epochledger/spool.py), so the boot
+    instant and the pid's start time are those of the moment the process booted, not
+    of the replay, and a process can boot while its store is unreachable."""
+    here = facts.name()
+    on_this_host = host is None or host == here
+    if pid is None:
+        pid = facts.pid()
+    if on_this_host and host_boot is None:
+        host_boot = facts.boot_id()
+    if on_this_host and machine is None:
+        machine = facts.machine_id()
+    if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
+        try:
+            found = facts.process(pid)
+        except OSError:
+            found = None  # no /proc: no start time to record
+        pid_start = found.start if found is not None else None
+    event = ProcessBooted(
+        at=clock.now(),
+        process=process,
+        epoch=epoch or uuid.uuid4().hex,
+        booted_at=booted_at if booted_at is not None else boot_instant(clock),
+        host=host if host is not None else here,
+        pid=pid,
+        actor=actor,
+        host_boot=host_boot,
+        pid_start=pid_start,
+        machine=machine,
+    )
+    return event
 
 
 def open_ledger(
