@@ -7,7 +7,9 @@ and a real `epochledger import-dagster --follow` process.
   follower runs; quiet rounds after it append nothing; SIGTERM stops the follower after
   its round, exit 0; SIGINT exits 130;
 - in-process: a quiet round lists only the records in the overlap and reads none of
-  them; a run Dagster changes is read at the next round, only its new events.
+  them; a run Dagster changes is read at the next round, only its new events; the
+  ledger's PostgreSQL taken away for two rounds ends only those rounds, and the run's
+  end that Dagster wrote meanwhile is recorded once the store is back.
 
 Gate: as tests/test_import_dagster.py (EPOCHLEDGER_TEST_DAGSTER=require fails without Dagster).
 """
@@ -259,3 +261,46 @@ def test_I4_the_interval_is_bounded(home: Home, tmp_path: Path) -> None:
                 follow_dagster(ledger, str(home.path), stop=threading.Event(), interval=bad)
             assert e.value.where == "interval"
         assert ledger.store.max_position() == 0
+
+
+def test_I4_a_store_outage_ends_only_its_rounds_and_nothing_is_skipped(home: Home, worker: Any, pg_url: str) -> None:
+    """The ledger's PostgreSQL goes away (a proxy refuses the port and resets every
+    connection, tests/pg_proxy.py) after the first round; meanwhile the held run ends
+    in Dagster. The rounds during the outage each end with the store error, and the
+    follower goes on; once the store is back, the next round records the run's end,
+    once. Mutations caught: a store error that ends the follow, the watermark moved
+    past a round that failed (the run's end never read), an error round that
+    remembers the records it listed (the same)."""
+    from epochledger.import_dagster import FollowRound, follow_dagster
+    from ledger.events import RunFinished
+    from tests.pg_proxy import Proxy
+
+    with open_ledger(pg_url):
+        pass  # the store exists before the proxy stands in front of it
+    proxy = Proxy()
+    rounds: list[FollowRound] = []
+    stop = threading.Event()
+
+    def on_round(r: FollowRound) -> None:
+        rounds.append(r)
+        if r.round == 1:
+            proxy.refuse()
+            (home.marks / "release").touch()  # the run ends in Dagster during the outage
+            worker.join(30)
+        elif r.round == 3:
+            proxy.forward()
+        elif r.round == 4:
+            stop.set()
+
+    try:
+        with open_ledger(proxy.url(pg_url)) as ledger:
+            follow_dagster(ledger, str(home.path), stop=stop, interval=0.05, on_round=on_round, overlap=0.0)
+    finally:
+        proxy.close()
+    assert rounds[0].error is None and rounds[0].imported.read == 1
+    assert [r.error is not None for r in rounds[1:3]] == [True, True], [r.error for r in rounds]
+    assert rounds[3].error is None and rounds[3].imported.read == 1 and rounds[3].imported.appended > 0
+    [held] = [r.run for r in rounds[0].imported.by_run]
+    with open_ledger(pg_url) as ledger:
+        assert ledger.get_run(held).status == "finished"
+        assert sum(isinstance(r.event, RunFinished) for r in ledger.history(held)) == 1
