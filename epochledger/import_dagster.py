@@ -1102,8 +1102,8 @@ class FollowRound(msgspec.Struct, kw_only=True):
     since: datetime | None  # the records listed were updated after this (None: every record, the first round)
     seconds: float  # the round's wall time, import and probe
     imported: ImportReport
-    probe: ProbeReport | None = None  # local_workers only: this host's workers judged, then the sweep
-    swept: ProbeReport | None = None  # the probe again with its sweep, when the round recorded an exit
+    probe: ProbeReport | None = None  # local_workers only: this host's live epochs judged, the exits recorded
+    swept: ProbeReport | None = None  # the probe again with its sweep, when one was due (_Sweeps)
     error: str | None = None  # a store or Dagster error that ended the round; the next round tries again
 
     @property
@@ -1165,7 +1165,9 @@ def follow_dagster(
             t0 = time.monotonic()
             if t0 - full_at >= full_every:
                 since, full_at = None, t0
-            round_ = FollowRound(round=rounds, since=since, seconds=0.0, imported=ImportReport(instance=home))
+            round_ = FollowRound(
+                round=rounds, since=since, seconds=0.0, imported=ImportReport(instance=str(Path(home)))
+            )
             try:
                 round_.imported = _import(
                     ledger,
