@@ -1089,6 +1089,8 @@ OVERLAP_S = 60.0
 # every record again (the net for a writer whose clock runs more than OVERLAP_S
 # behind); records this follower imported unchanged are still skipped unread.
 FULL_EVERY_S = 600.0
+# The probe's sweep waits this long after a round that recorded an exit (_Sweeps).
+SETTLE_S = 2.0
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.05, 3600.0
 
 
@@ -1100,8 +1102,8 @@ class FollowRound(msgspec.Struct, kw_only=True):
     since: datetime | None  # the records listed were updated after this (None: every record, the first round)
     seconds: float  # the round's wall time, import and probe
     imported: ImportReport
-    probe: ProbeReport | None = None  # local_workers only: this host's workers judged, then the sweep
-    swept: ProbeReport | None = None  # the probe again with its sweep, when the round recorded an exit
+    probe: ProbeReport | None = None  # local_workers only: this host's live epochs judged, the exits recorded
+    swept: ProbeReport | None = None  # the probe again with its sweep, when one was due (_Sweeps)
     error: str | None = None  # a store or Dagster error that ended the round; the next round tries again
 
     @property
@@ -1135,7 +1137,8 @@ def follow_dagster(
     seconds, each an import of what changed since the last round and, with
     `local_workers`, the probe in the loop (epochledger/probe.py: this host's live
     epochs against the kernel), so a worker that died without a word is an orphan at the
-    next round and the sweep recovers its run. Returns the number of rounds.
+    next round, and the sweep recovers its run SETTLE_S later unless Dagster's own
+    verdict came meanwhile (_Sweeps). Returns the number of rounds.
 
     The first round imports every run (as `import_dagster`); each later round lists only
     the run records Dagster updated since the newest one listed (less `overlap`), skips
@@ -1155,13 +1158,16 @@ def follow_dagster(
     newest: datetime | None = None
     rounds = 0
     full_at = time.monotonic()  # when the last full listing was made
+    sweeps = _Sweeps()
     with open_instance(home) as instance:
         while not stop.is_set():
             rounds += 1
             t0 = time.monotonic()
             if t0 - full_at >= full_every:
                 since, full_at = None, t0
-            round_ = FollowRound(round=rounds, since=since, seconds=0.0, imported=ImportReport(instance=home))
+            round_ = FollowRound(
+                round=rounds, since=since, seconds=0.0, imported=ImportReport(instance=str(Path(home)))
+            )
             try:
                 round_.imported = _import(
                     ledger,
@@ -1176,7 +1182,7 @@ def follow_dagster(
                     remembered=remembered,
                 )
                 if local_workers:
-                    _probe_in_the_loop(ledger, round_, first=since is None)
+                    sweeps.round(ledger, round_)
             except (StoreError, ConflictError) as e:
                 round_.error = f"{type(e).__name__}: {e}"
             except ForeignRunRejected as e:
@@ -1197,18 +1203,33 @@ def follow_dagster(
     return rounds
 
 
-def _probe_in_the_loop(ledger: Ledger, round_: FollowRound, *, first: bool) -> None:
-    """The probe after the round's import: this host's live epochs judged against the
-    kernel, the exits recorded (rule O7). Its sweep (and the orphan read it needs) runs
-    on the first round, and on a round that appended anything: an exit the probe or the
-    import recorded makes an orphan for it to recover (rule O5); on a quiet round there
-    is none, so a quiet round costs the judgement of the live epochs only."""
-    if first:
-        round_.probe = ledger.probe()
-        return
-    round_.probe = ledger.probe(sweep=False)
-    if round_.probe.exited or round_.imported.appended:
-        round_.swept = ledger.probe()
+class _Sweeps:
+    """When the probe in the loop sweeps (epochledger/probe.py; rule O5).
+
+    The probe judges this host's live epochs every round and records the exits at once
+    (the run is an `O2-exited` orphan from that round on). Its sweep, which recovers
+    the orphans, waits SETTLE_S after the round that recorded an exit or appended
+    anything: a code server that launched the worker reports its death within 0.5 s
+    (its cleanup tick), and a round after that imports Dagster's failure (failed,
+    `PROCESS_EXITED`, with the signal), so Dagster's verdict, where it has one, is the
+    one recorded, and the sweep recovers only the runs that nobody else will end. A
+    quiet round with no sweep due costs the judgement of the live epochs only (no
+    orphan read)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.due: float | None = 0.0  # the first round sweeps at once (what earlier runs left)
+
+    def round(self, ledger: Ledger, round_: FollowRound) -> None:
+        round_.probe = ledger.probe(sweep=False)
+        now = self.clock()
+        if round_.probe.exited:
+            self.due = now + SETTLE_S  # this exit's settle, from now
+        elif self.due is None and round_.imported.appended:
+            self.due = now + SETTLE_S
+        if self.due is not None and now >= self.due:
+            self.due = None
+            round_.swept = ledger.probe()
 
 
 Stamp = tuple[str, str]  # a run record's update time and status, as Dagster listed them

@@ -7,7 +7,9 @@ and a real `epochledger import-dagster --follow` process.
   follower runs; quiet rounds after it append nothing; SIGTERM stops the follower after
   its round, exit 0; SIGINT exits 130;
 - in-process: a quiet round lists only the records in the overlap and reads none of
-  them; a run Dagster changes is read at the next round, only its new events.
+  them; a run Dagster changes is read at the next round, only its new events; the
+  ledger's PostgreSQL taken away for two rounds ends only those rounds, and the run's
+  end that Dagster wrote meanwhile is recorded once the store is back.
 
 Gate: as tests/test_import_dagster.py (EPOCHLEDGER_TEST_DAGSTER=require fails without Dagster).
 """
@@ -29,12 +31,13 @@ from typing import Any
 import pytest
 
 from epochledger import open_ledger
+from epochledger.import_dagster import SETTLE_S
 from ledger.errors import InvalidInput
 from tests.test_import_dagster import QUIET, _instance, _need_dagster
 
 pytestmark = pytest.mark.xdist_group("dagster")
 INTERVAL = 0.5  # the follower's --interval in these tests
-ORPHAN_WITHIN_S = 5.0  # a SIGKILLed worker is an orphan, its run recovered, within this of the kill
+ORPHAN_WITHIN_S = 5.0  # a SIGKILLed worker is an orphan within this of the kill (its run recovered SETTLE_S later)
 
 
 class Home:
@@ -125,8 +128,8 @@ def test_I4_a_sigkilled_worker_is_an_orphan_within_seconds_while_the_follower_ru
     finds the pid gone and records the exit, and its sweep recovers the run, within
     ORPHAN_WITHIN_S of the kill. Then quiet rounds append nothing, and SIGTERM stops the
     follower after its round (exit 0). Mutations caught: no probe in the loop (the run
-    stays running), the probe without its sweep on a round that recorded an exit (the
-    run stays an unrecovered orphan), a quiet round that re-imports (appends)."""
+    stays running), no sweep after an exit (the run stays an unrecovered orphan), a
+    quiet round that re-imports (appends)."""
     with open_ledger(sqlite_url):
         pass
     follower = _follower(sqlite_url, home, "--local-workers")
@@ -146,22 +149,32 @@ def test_I4_a_sigkilled_worker_is_an_orphan_within_seconds_while_the_follower_ru
         killed = time.monotonic()
         worker.join(10)
 
-        def recovered() -> bool:
-            return str(ledger.get_run(run).status) == "failed_resumable"
+        def exited() -> bool:
+            slot = ledger.process(run)
+            return slot is not None and slot.current is not None and slot.current.exited_by is not None
 
-        delay = _wait("the killed worker's run recovered", recovered, ORPHAN_WITHIN_S)
-        print(f"SIGKILL to recovered: {time.monotonic() - killed:.2f} s (polled {delay:.2f} s)")
-        state = ledger.get_run(run)
-        assert state.code == "PROCESS_ORPHANED"
+        _wait("the killed worker's exit recorded", exited, ORPHAN_WITHIN_S)
+        print(f"SIGKILL to the exit fact: {time.monotonic() - killed:.2f} s")
+        # An orphan from that round on (O2-exited), until the sweep's settle is over.
+        assert [(r.run, v.rule) for r, v in ledger.orphans()] == [(run, "O2-exited")]
         slot = ledger.process(run)
         assert slot is not None and slot.current is not None
         assert slot.current.exited_by is not None and slot.current.exited_by.startswith("probe@")
         assert "not running" in (slot.current.exit_evidence or "")
+
+        def recovered() -> bool:
+            return str(ledger.get_run(run).status) == "failed_resumable"
+
+        _wait("the killed worker's run recovered", recovered, ORPHAN_WITHIN_S + SETTLE_S)
+        print(f"SIGKILL to recovered: {time.monotonic() - killed:.2f} s")
+        assert ledger.get_run(run).code == "PROCESS_ORPHANED"
         with _instance(home.path) as instance:
             assert instance.get_run_by_id(run_id).status.value == "STARTED"  # type: ignore[union-attr]
-        # The round that recorded it said so; then quiet rounds, which append nothing.
+        # The round that recorded the exit said so, without a sweep; a later one swept.
         said = next(r for r in lines if r["probe"] and r["probe"]["exited"])
-        assert said["swept"]["sweep"]["recovered"][0]["run"] == run
+        assert said["swept"] is None
+        swept = next(r for r in lines if r["swept"])
+        assert [v["run"] for v in swept["swept"]["sweep"]["recovered"]] == [run]
         head = ledger.store.max_position()
         time.sleep(4 * INTERVAL)
         assert ledger.store.max_position() == head
@@ -174,13 +187,17 @@ def test_I4_ctrl_c_stops_the_follower_with_130(
     home: Home, sqlite_url: str, children: list[subprocess.Popen[bytes]]
 ) -> None:
     """SIGINT (Ctrl-C) ends the follow as every command ends on it: exit 130, one line
-    on standard error. Mutation caught: the interrupt swallowed (exit 0) or a traceback."""
-    _run_ok(home)
+    on standard error. The first round is always printed, even when it found nothing
+    (here: an instance with no runs). Mutation caught: the interrupt swallowed (exit 0)
+    or a traceback."""
+    with _instance(home.path):  # an instance with no runs yet
+        pass
     with open_ledger(sqlite_url):
         pass
     follower = _follower(sqlite_url, home)
     children.append(follower)
-    assert next(_lines(follower))["imported"]["appended"] > 0
+    first = next(_lines(follower))
+    assert (first["round"], first["imported"]["runs"], first["probe"]) == (1, 0, None)  # no --local-workers
     follower.send_signal(signal.SIGINT)
     assert follower.wait(30) == 130
     errs = follower.stderr.read().decode() if follower.stderr else ""
@@ -255,3 +272,97 @@ def test_I4_the_interval_is_bounded(home: Home, tmp_path: Path) -> None:
                 follow_dagster(ledger, str(home.path), stop=threading.Event(), interval=bad)
             assert e.value.where == "interval"
         assert ledger.store.max_position() == 0
+
+
+def test_I4_a_store_outage_ends_only_its_rounds_and_nothing_is_skipped(home: Home, worker: Any, pg_url: str) -> None:
+    """The ledger's PostgreSQL goes away (a proxy refuses the port and resets every
+    connection, tests/pg_proxy.py) after the first round; meanwhile the held run ends
+    in Dagster. The rounds during the outage each end with the store error, and the
+    follower goes on; once the store is back, the next round records the run's end,
+    once. Mutations caught: a store error that ends the follow, the watermark moved
+    past a round that failed (the run's end never read), an error round that
+    remembers the records it listed (the same)."""
+    from epochledger.import_dagster import FollowRound, follow_dagster
+    from ledger.events import RunFinished
+    from tests.pg_proxy import Proxy
+
+    with open_ledger(pg_url):
+        pass  # the store exists before the proxy stands in front of it
+    proxy = Proxy()
+    rounds: list[FollowRound] = []
+    stop = threading.Event()
+
+    def on_round(r: FollowRound) -> None:
+        rounds.append(r)
+        if r.round == 1:
+            proxy.refuse()
+            (home.marks / "release").touch()  # the run ends in Dagster during the outage
+            worker.join(30)
+        elif r.round == 3:
+            proxy.forward()
+        elif r.round == 4:
+            stop.set()
+
+    try:
+        with open_ledger(proxy.url(pg_url)) as ledger:
+            follow_dagster(ledger, str(home.path), stop=stop, interval=0.05, on_round=on_round, overlap=0.0)
+    finally:
+        proxy.close()
+    assert rounds[0].error is None and rounds[0].imported.read == 1
+    assert [r.error is not None for r in rounds[1:3]] == [True, True], [r.error for r in rounds]
+    assert rounds[3].error is None and rounds[3].imported.read == 1 and rounds[3].imported.appended > 0
+    [held] = [r.run for r in rounds[0].imported.by_run]
+    with open_ledger(pg_url) as ledger:
+        assert ledger.get_run(held).status == "finished"
+        assert sum(isinstance(r.event, RunFinished) for r in ledger.history(held)) == 1
+
+
+def test_I4_dagsters_own_report_of_a_death_wins_over_the_probes_sweep(home: Home, worker: Any, tmp_path: Path) -> None:
+    """The worker is SIGKILLed; the probe records its exit at the next round, but the
+    sweep waits SETTLE_S. Meanwhile Dagster reports the death as its code server does
+    (an engine event with the crash explanation, then a failure from outside the
+    worker: Dagster's own calls, as in tests/test_import_dagster.py). The next round
+    imports that failure: the run is failed, PROCESS_EXITED, Dagster's verdict, and the
+    sweep, when due, has nothing to recover. Mutation caught: the sweep at once after
+    the exit (the run failed_resumable, PROCESS_ORPHANED, and Dagster's failure refused)."""
+    from dagster._utils import get_run_crash_explanation
+
+    from epochledger.import_dagster import FollowRound, follow_dagster
+    from ledger.events import RunRecovered
+
+    rounds: list[FollowRound] = []
+    stop = threading.Event()
+    with _instance(home.path) as instance:
+        [run_id] = instance.get_run_ids()
+
+        def on_round(r: FollowRound) -> None:
+            rounds.append(r)
+            if r.round == 1:
+                os.kill(worker.pid, signal.SIGKILL)
+                worker.join(10)
+            elif r.probe is not None and r.probe.exited:
+                dagster_run = instance.get_run_by_id(run_id)
+                instance.report_engine_event(
+                    get_run_crash_explanation(prefix=f"Run execution process for {run_id}", exit_code=-9),
+                    dagster_run,
+                )
+                instance.report_run_failed(dagster_run)
+            if r.swept is not None and r.round > 1:
+                stop.set()
+            assert r.round < 400, "no sweep came"
+
+        with open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as ledger:
+            follow_dagster(ledger, str(home.path), stop=stop, interval=0.05, local_workers=True, on_round=on_round)
+            run = "dagster:" + run_id
+            state = ledger.get_run(run)
+            assert (state.status, state.code) == ("failed", "PROCESS_EXITED")
+            assert state.error is not None and "terminated by signal 9" in state.error
+            slot = ledger.process(run)
+            assert slot is not None and slot.current is not None
+            assert slot.current.exited_by is not None and slot.current.exited_by.startswith("probe@")
+            assert not any(isinstance(r.event, RunRecovered) for r in ledger.history(run))
+    [exit_round] = [r for r in rounds if r.probe is not None and r.probe.exited]
+    assert exit_round.swept is None
+    last = rounds[-1]
+    assert last.swept is not None and last.swept.sweep is None  # no orphan left: nothing to sweep
+    assert not any(r.imported.refused for r in rounds)
