@@ -20,18 +20,19 @@ The mapping, in one place:
   scheduler) -> `PROCESS_EXITED`, with no exit fact: Airflow saw no process die, and
   liveness is a fact (rule O7). The exit fact comes from the probe (below).
 - A DAG run is a run `airflow/<dag_id>/<run_id>`: running -> queued and started, owned
-  by no epoch (a DAG run outlives any scheduler process; it is listed as a run no slot
-  can judge, rule O9); success -> finished; failed -> failed (`task_failure`:
-  ENGINE_ERROR, `all_tasks_deadlocked`: JOIN_FAILED, `timed_out`: TIMEOUT). When it
-  ends, the tries the scheduler ended without running them are recorded:
-  upstream_failed -> queued, then failed JOIN_FAILED; skipped -> queued, then
+  by no epoch and naming the slot `airflow/dag-runs` that no process boots (`DAG_RUNS`:
+  a DAG run outlives every scheduler process); success -> finished; failed -> failed
+  (`task_failure`: ENGINE_ERROR, `all_tasks_deadlocked`: JOIN_FAILED, `timed_out`:
+  TIMEOUT). When it ends, the tries the scheduler ended without running them are
+  recorded: upstream_failed -> queued, then failed JOIN_FAILED; skipped -> queued, then
   cancelled with the reason.
-- Processes are slots (rule O8): each task runner process `airflow/<host>/task-runner/<pid>`
-  (booted at `on_starting`, stopped at `before_stopping`), each scheduler
-  `airflow/<host>/scheduler/<pid>` (`startup()`: boot, exits nobody reported, sweep),
-  which then probes its host every `probe_interval` seconds: a task runner that died
-  unseen (SIGKILL, OOM) gets its `process.exited` from the probe, and the sweep
-  recovers its try (PROCESS_ORPHANED).
+- Processes are slots (rule O8): each task runner process
+  `airflow/<host>/task-runner/<pid>` (booted at `on_starting`, stopped at
+  `before_stopping`), and each scheduler `airflow/<host>/scheduler/<pid>`, started up
+  by the scheduler's watcher (`watch`: a child process, for the reason in
+  `Recorder._start_watcher`), which then probes the host every `probe_interval`
+  seconds: a task runner that died unseen (SIGKILL, OOM) gets its `process.exited`
+  from the probe, and the sweep recovers its try (PROCESS_ORPHANED).
 
 Every write crosses `Recorder.write`, the one seam a spool routes through: a write the
 store refuses or cannot take is logged and dropped there, never raised into Airflow
