@@ -243,3 +243,28 @@ def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_record
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_E1_L2_a_users_mark_by_hand_is_recorded_as_the_operators_and_a_second_word_appends_nothing(store: str) -> None:
+    rec = Recorder(store, host="h")
+    rec.component_started("task-runner")
+    for task in ("a", "b"):
+        rec.task_running(_t(task))
+    api = Recorder(store, host="h")  # the API server's process: no epoch of its own
+    api.task_marked(_t("a"), "failed", note="TaskInstance's state was manually set to `failed`.")
+    api.task_marked(_t("b"), "success")
+    rec.task_failed(_t("a"), retry=False, error=AirflowTaskTerminatedLike("killed"))  # the task runner, after
+    api.task_marked(_t("never"), "success")  # a try the ledger never saw: nothing to move
+    with open_ledger(store) as led:
+        a, b = led.get_run(_t("a").run), led.get_run(_t("b").run)
+        assert (str(a.status), a.code, a.actor) == ("failed", "CANCELLED", "airflow-api")
+        assert (str(b.status), b.actor) == ("finished", "airflow-api")
+        assert [r.run for r in led.runs()] == [_t("a").run, _t("b").run]
+    rec.dag_run_running("d", "m")
+    api.dag_run_ended("d", "m", success=False, msg="Dag Run's state was manually set to `failed`.")
+    with open_ledger(store) as led:
+        assert led.get_run(ledger_id("d", "m")).code == "CANCELLED"
+
+
+class AirflowTaskTerminatedLike(Exception):
+    pass

@@ -56,7 +56,7 @@ from typing import Literal, TypeVar
 import msgspec
 
 from epochledger.app import Ledger, open_ledger
-from ledger.codes import ENGINE_ERROR, FAIL_NODE, INTERRUPTED, JOIN_FAILED, PROCESS_EXITED, TIMEOUT
+from ledger.codes import CANCELLED, ENGINE_ERROR, FAIL_NODE, INTERRUPTED, JOIN_FAILED, PROCESS_EXITED, TIMEOUT
 from ledger.errors import LedgerError, RunNotFound
 from ledger.events import Cause, Status
 from ledger.process import EpochState
@@ -79,6 +79,8 @@ FAILURE_CODES: dict[str, str] = {
     "AirflowTaskTerminated": INTERRUPTED,  # Airflow itself stopped the task (marked failed, shut down)
 }
 
+# How Airflow's API says a user set a DAG run's state by hand (its failure is CANCELLED).
+MARKED = "state was manually set"
 # A DAG run's failure by the scheduler's own reason (models/dagrun.py, scheduler_job_runner.py).
 DAG_RUN_FAILURES: dict[str, str] = {
     "task_failure": ENGINE_ERROR,
@@ -326,6 +328,27 @@ class Recorder:
 
         self.write(f"scheduler's failure of {t.run}", call)
 
+    def task_marked(self, t: TaskTry, state: str, *, note: str | None = None) -> None:
+        """A user set the try's state by hand (Airflow's API: mark success, failed or
+        skipped). Failed: `failed` CANCELLED (an operator's decision, rule L2); success
+        and skipped: `finished` (skipped from queued: `cancelled`). A try the ledger
+        ended already, or never saw, is left as it is (the ledger has no way from
+        queued to finished: that mark is logged, not recorded)."""
+        actor, reason = "airflow-api", f"airflow: marked {state} by hand"
+
+        def call(led: Ledger) -> None:
+            status = led.get_run(t.run).status
+            if status not in (Status.QUEUED, Status.RUNNING):
+                return
+            if state == "failed":
+                led.fail(t.run, CANCELLED, resumable=False, error=note, actor=actor, reason=reason)
+            elif state == "skipped" and status == Status.QUEUED:
+                led.cancel(t.run, actor=actor, reason=reason)
+            else:
+                led.finish(t.run, actor=actor, reason=reason)
+
+        self.write(f"{state} by hand of {t.run}", call)
+
     # ----------------------------------------------------------- DAG runs
     def dag_run_running(self, dag_id: str, run_id: str) -> None:
         run = ledger_id(dag_id, run_id)
@@ -354,7 +377,7 @@ class Recorder:
         if success:
             self.write(f"finish of {run}", lambda led: led.finish(run, actor=ACTOR, reason=msg or None))
             return
-        code = DAG_RUN_FAILURES.get(msg or "", ENGINE_ERROR)
+        code = CANCELLED if MARKED in (msg or "") else DAG_RUN_FAILURES.get(msg or "", ENGINE_ERROR)
         self.write(
             f"failure of {run}",
             lambda led: led.fail(run, code, resumable=False, error=f"airflow: {msg}" if msg else None, actor=ACTOR),

@@ -113,15 +113,25 @@ class Listener:
         if (rec := recorder()) is not None:
             rec.task_running(task_try(task_instance))
 
+    # The task runner hands its RuntimeTaskInstance; the API server (a user's mark, with
+    # previous_state None) and the scheduler (handle_failure) hand the ORM model.
     @hookimpl
     def on_task_instance_success(self, previous_state: Any, task_instance: Any) -> None:
-        if (rec := recorder()) is not None:
+        if (rec := recorder()) is None:
+            return
+        if _in_task_runner(task_instance):
             rec.task_succeeded(task_try(task_instance))
+        else:
+            rec.task_marked(task_try(task_instance), "success")
 
     @hookimpl
     def on_task_instance_skipped(self, previous_state: Any, task_instance: Any) -> None:
-        if (rec := recorder()) is not None:
+        if (rec := recorder()) is None:
+            return
+        if _in_task_runner(task_instance):
             rec.task_skipped(task_try(task_instance))
+        else:
+            rec.task_marked(task_try(task_instance), "skipped")
 
     @hookimpl
     def on_task_instance_failed(self, previous_state: Any, task_instance: Any, error: Any) -> None:
@@ -130,6 +140,8 @@ class Listener:
         t, retry = task_try(task_instance), _state(task_instance) == "up_for_retry"
         if _in_task_runner(task_instance):
             rec.task_failed(t, retry=retry, error=error)
+        elif previous_state is None:
+            rec.task_marked(t, "failed", note=None if error is None else str(error))
         else:
             rec.task_failed_by_scheduler(t, retry=retry, error=error)
 
