@@ -7,4 +7,6 @@ and an outage loses nothing. An adapter imports its orchestrator, an optional ex
 (`pip install 'epochledger[celery]'`); importing this package imports none of them.
 
 - `epochledger.adapters.celery`: Celery's signals (`install(app, store=..., spool=...)`).
+- `epochledger.adapters.airflow`: Airflow's listeners; Airflow loads them from
+  epochledger/adapters/airflow_plugin.py, the one module that imports Airflow.
 """
