@@ -107,12 +107,22 @@ def test_T5_T2_a_run_whose_step_still_hangs_is_charged_without_waiting_and_dead_
     calls: list[str] = []
     driver = make_driver(ledger, [("advance", hanging(ledger, {"hung"}, release, calls))], step_deadline=HANG)
     threads = threading.active_count()
-    tick_within(driver, 10)
+    first, _ = tick_within(driver, 10)
     for _ in range(3):
         clock.advance(120)
         report, took = tick_within(driver, 10)
         assert took < HANG, "a run whose abandoned step still runs is charged without waiting for it"
         assert report.advanced == ("ok",)
+        [charged] = report.failures
+        exc = charged.exception
+        assert isinstance(exc, StepDeadlineExceeded)
+        assert (exc.run, exc.step, exc.deadline, exc.abandoned_by) == (
+            "hung",
+            "advance",
+            timedelta(seconds=HANG),
+            first.tick,
+        ), "the charge names the run, the step, its deadline and the tick that abandoned it"
+        assert charged.error.startswith(f"step 'advance', abandoned by tick {first.tick} past its deadline of 0.2s")
     assert calls.count("hung") == 1, "the hung step is never started again while it runs"
     assert threading.active_count() <= threads + 2  # the one hung step's thread (and the worker)
     assert ledger.get_run("hung").status == Status.FAILED and ledger.get_run("hung").code == TICK_DEADLINE_EXCEEDED
