@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -25,6 +25,9 @@ from litestar.openapi import OpenAPIConfig
 from epochledger.service.config import ServiceConfig
 
 if TYPE_CHECKING:
+    from litestar.handlers import HTTPRouteHandler
+    from litestar.types import Method
+
     from epochledger.app import Ledger
 
 
@@ -67,9 +70,17 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
             description="The run ledger over HTTP (docs/service.md). Every write goes through the same rules as "
             "the Python API; errors are RFC 9457 problem documents.",
             path="/openapi",
+            operation_id_creator=operation_id,
         ),
         debug=False,
     )
+
+
+def operation_id(handler: HTTPRouteHandler, method: Method, components: list[Any]) -> str:
+    """A route's operationId: its handler's name in camelCase (`queue_run` -> `queueRun`),
+    the method name the clients are generated with (clients/typescript)."""
+    first, *rest = handler.handler_name.split("_")
+    return first + "".join(word.title() for word in rest)
 
 
 def _version() -> str:
