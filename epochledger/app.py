@@ -12,10 +12,11 @@ The names those modules define are re-exported here (`epochledger.app.Batch`,
 
 from __future__ import annotations
 
+import secrets
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from epochledger import sweep as sweep_mod
@@ -41,9 +42,10 @@ from ledger import process as process_stream_mod
 from ledger import role as role_mod
 from ledger import run as run_mod
 from ledger import settings as settings_mod
+from ledger import tokens as tokens_mod
 from ledger.clock import Clock, boot_instant, checked_clock
 from ledger.codec import check_value
-from ledger.errors import ConflictError, RunNotFound, StaleEpoch
+from ledger.errors import ConflictError, InvalidInput, RunNotFound, StaleEpoch
 from ledger.events import (
     LedgerDefaultSlot,
     Name,
@@ -52,10 +54,13 @@ from ledger.events import (
     RoleGranted,
     RunFenced,
     StreamEvent,
+    TokenIssued,
+    TokenRevoked,
     ledger_stream,
     process_stream,
     role_stream,
     run_stream,
+    token_stream,
 )
 from ledger.host import Host, SystemHost
 from ledger.process import EpochState, HostState
@@ -201,10 +206,13 @@ class Ledger(Commands, Reports):
         host_boot: str | None = None,
         pid_start: int | None = None,
         machine: str | None = None,
+        booted_at: datetime | None = None,
     ) -> EpochState:
         """Start a new epoch of `process`, superseding its previous epoch (rule O1), and
         return its state. The boot instant is now - monotonic uptime, from the clock
-        port. The returned state is what every later report names (`epoch=`).
+        port, or `booted_at`: the instant a process that runs elsewhere says it started,
+        by its own clock (a foreign scheduler booting over HTTP, rule H2). The returned
+        state is what every later report names (`epoch=`).
 
         Liveness facts (rules O7, O10), from the host port (ledger/host.py) unless
         given: the host's name, machine id and boot id, the pid and its start time. A
@@ -231,7 +239,7 @@ class Ledger(Commands, Reports):
             at=self.clock.now(),
             process=process,
             epoch=epoch or uuid.uuid4().hex,
-            booted_at=boot_instant(self.clock),
+            booted_at=booted_at if booted_at is not None else boot_instant(self.clock),
             host=host if host is not None else here,
             pid=pid,
             actor=actor,
@@ -310,6 +318,10 @@ class Ledger(Commands, Reports):
         pid: int | None = None,
         actor: str | None = None,
         new_slot: bool = True,
+        booted_at: datetime | None = None,
+        host_boot: str | None = None,
+        pid_start: int | None = None,
+        machine: str | None = None,
     ) -> tuple[EpochState, SweepReport]:
         """The documented way to start a scheduler process: `boot()` a new epoch, then
         `sweep()` with it, before serving anything (never on first query; rule O5).
@@ -321,10 +333,21 @@ class Ledger(Commands, Reports):
         that have no run left running retire (rule O8, epochledger/retire.py). Returns
         the epoch's state and the sweep report. A bad margin is refused before the boot
         is appended; so is a slot the ledger has never seen with `new_slot=False`
-        (UnknownSlot: a hand sweep of a mistyped name)."""
+        (UnknownSlot: a hand sweep of a mistyped name). `booted_at`, `host_boot`,
+        `pid_start`, `machine`: as for `boot()` (a process booting from elsewhere)."""
         orphans_mod.as_margin(margin)
         sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
-        booted = self.boot(process, epoch=epoch, host=host, pid=pid, actor=actor)
+        booted = self.boot(
+            process,
+            epoch=epoch,
+            host=host,
+            pid=pid,
+            actor=actor,
+            booted_at=booted_at,
+            host_boot=host_boot,
+            pid_start=pid_start,
+            machine=machine,
+        )
         if host is None or host == self.host.name():  # another host's pids are not ours to judge
             exits_at_startup(self)
         report = self.sweep(booted, margin=margin)
@@ -457,6 +480,72 @@ class Ledger(Commands, Reports):
         role = check_value(role, Name, "role")
         found: role_mod.RoleState | None = _fold_stream(role_stream(role), self.store.read_stream(role_stream(role)))
         return found
+
+    # ------------------------------------------------------------- tokens (rule H4)
+    def issue_token(
+        self,
+        role: str,
+        *,
+        name: str | None = None,
+        slots: Sequence[str] = (),
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> tokens_mod.IssuedToken:
+        """Issue a bearer token of `role` (ledger/access.py), for the HTTP service (rule
+        H4): 256 random bits, returned once in `IssuedToken.secret` and stored only as
+        its SHA-256 digest (`token.issued`; ledger/tokens.py says why that hash is
+        enough). `slots`: a writer token's process slots (names or fnmatch patterns)."""
+        if isinstance(slots, str):  # a lone slot name would be read as its characters
+            raise InvalidInput("expected a list of slot names or patterns, got one string", where="slots")
+        token_id = secrets.token_hex(8)
+        secret = f"{tokens_mod.PREFIX}.{token_id}.{secrets.token_urlsafe(32)}"
+        command = TokenIssued(
+            at=self.clock.now(),
+            token=token_id,
+            role=role,
+            digest=tokens_mod.digest(secret),
+            name=name,
+            slots=list(slots),
+            actor=actor,
+            reason=reason,
+        )
+        for attempt in range(5):  # the one token stream: a rival issue or revoke landed first
+            try:
+                registry = self.submit(command)
+                return tokens_mod.IssuedToken(secret=secret, token=registry.tokens[token_id])
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def revoke_token(self, token: str, *, actor: str | None = None, reason: str | None = None) -> tokens_mod.Token:
+        """Revoke token `token` (its id, as `tokens()` lists it): refused from the next
+        request on, by every server on this store (rule H4). Revoked already: appends
+        nothing. Never issued: TokenNotFound."""
+        command = TokenRevoked(at=self.clock.now(), token=token, actor=actor, reason=reason)
+        for attempt in range(5):
+            try:
+                return self.submit(command).tokens[command.token]
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def token_registry(self) -> tokens_mod.TokenRegistry:
+        """Every token ever issued, as of the log now: the cached registry plus the token
+        events after its version (Ledger.read_state; on SQLite no read at all while the
+        log is unchanged). What the service checks each request against (rule H4)."""
+        found: tokens_mod.TokenRegistry | None = self.read_state(token_stream())
+        return found if found is not None else tokens_mod.TokenRegistry()
+
+    def tokens(self) -> list[tokens_mod.Token]:
+        """Every token ever issued, revoked ones included, oldest first: never a token's
+        text or digest."""
+        return sorted(self.token_registry().tokens.values(), key=lambda t: (t.issued_at, t.id))
+
+    def authenticate(self, secret: str) -> tokens_mod.Token | None:
+        """The live token `secret` is, or None (unknown, revoked, or not a token)."""
+        return tokens_mod.matches(self.token_registry(), secret)
 
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
         """Every running run no slot can judge (rule O9: no owner epoch, no process, and

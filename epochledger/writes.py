@@ -15,17 +15,21 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import msgspec
 
 from epochledger.epochs_lookup import EpochLookup
+from ledger import idempotency as idempotency_mod
 from ledger import passes as passes_mod
 from ledger import process as process_stream_mod
 from ledger import role as role_mod
 from ledger import run as run_mod
 from ledger import settings as settings_mod
+from ledger import tokens as tokens_mod
 from ledger.clock import Clock
 from ledger.codec import check_value, checked
 from ledger.errors import CommitUnknown, IllegalTransition, InvalidInput, StaleEpoch
 from ledger.events import (
     RUN_EVENT_TYPES,
     Cause,
+    IdempotencyEventBase,
+    IdempotencyKept,
     LedgerEventBase,
     Name,
     PassEvent,
@@ -52,12 +56,15 @@ from ledger.events import (
     RunStarted,
     Status,
     StreamEvent,
+    TokenEventBase,
+    idempotency_stream,
     ledger_stream,
     pass_stream,
     process_stream,
     role_stream,
     run_stream,
     tag_of,
+    token_stream,
 )
 from ledger.process import EpochRef, HostState, ProcessState
 from ledger.run import RunState
@@ -78,6 +85,10 @@ def stream_of(event: StreamEvent) -> str:
         return role_stream(event.role)
     if isinstance(event, PassEventBase):
         return pass_stream(event.name)
+    if isinstance(event, IdempotencyEventBase):
+        return idempotency_stream(event.key)
+    if isinstance(event, TokenEventBase):
+        return token_stream()
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -99,6 +110,10 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         evolve = role_mod.evolve
     elif stream.startswith(pass_stream("")):
         evolve = passes_mod.evolve
+    elif stream.startswith(idempotency_stream("")):
+        evolve = idempotency_mod.evolve
+    elif stream == token_stream():
+        evolve = tokens_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -167,14 +182,34 @@ class Commands:
     @overload
     def submit(self, command: PassEventBase) -> passes_mod.PassState: ...
 
+    @overload
+    def submit(self, command: IdempotencyEventBase) -> idempotency_mod.KeptOutcome: ...
+
+    @overload
+    def submit(self, command: TokenEventBase) -> tokens_mod.TokenRegistry: ...
+
     def submit(
         self, command: StreamEvent
-    ) -> RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState:
+    ) -> (
+        RunState
+        | ProcessState
+        | settings_mod.Settings
+        | role_mod.RoleState
+        | passes_mod.PassState
+        | idempotency_mod.KeptOutcome
+        | tokens_mod.TokenRegistry
+    ):
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
-        result: RunState | ProcessState | settings_mod.Settings | role_mod.RoleState | passes_mod.PassState = (
-            self._submit(command)
-        )
+        result: (
+            RunState
+            | ProcessState
+            | settings_mod.Settings
+            | role_mod.RoleState
+            | passes_mod.PassState
+            | idempotency_mod.KeptOutcome
+            | tokens_mod.TokenRegistry
+        ) = self._submit(command)
         return result
 
     def _submit(self, command: StreamEvent) -> Any:
@@ -544,6 +579,12 @@ class Batch(Commands, EpochLookup):
         elif isinstance(command, PassEventBase):
             events = self._decide_pass(command, state)  # type: ignore[arg-type] # a PassEvent member
             new_state = passes_mod.fold(events, state)
+        elif isinstance(command, IdempotencyKept):
+            events = list(idempotency_mod.decide(command, state))
+            new_state = idempotency_mod.fold(events, state)
+        elif isinstance(command, TokenEventBase):
+            events = tokens_mod.decide(command, state)  # type: ignore[arg-type] # a TokenEvent member
+            new_state = tokens_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)

@@ -3,7 +3,8 @@
 WARNING: tags and field names below ARE the storage format, the NDJSON import/export
 format and the audit schema. Never rename a tag or a field, never change a field's
 type, and give every new field a default. Adding an event is local: define the class,
-add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent` / `PassEvent`, and
+add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent` / `PassEvent` /
+`TokenEvent`, and
 the type checker (via `assert_never` in the folds) names every fold that must learn
 it. See docs/events.md.
 
@@ -487,22 +488,93 @@ class PassItemRetired(PassEventBase, frozen=True, kw_only=True, tag="pass.item_r
 
 PassEvent = PassItemFailed | PassItemRecovered | PassItemRetired
 
-AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent
+
+# ------------------------------------------------------------ idempotency keys
+KeptBody = Annotated[str, msgspec.Meta(max_length=64 * 1024 * 1024)]
+
+
+class IdempotencyEventBase(Event, frozen=True, kw_only=True):
+    """A write's first outcome kept under the client's Idempotency-Key (rule H3), on
+    the key's own stream (`idempotency_stream(key)`). Never a run's or a slot's event:
+    no view reads it."""
+
+    key: Name
+
+
+class IdempotencyKept(IdempotencyEventBase, frozen=True, kw_only=True, tag="idempotency.kept"):
+    """The outcome of the request first sent with `key`: its `fingerprint` (a digest
+    of the operation, its path and its body), the HTTP `status` and the response `body`
+    it got. A retry with the same key and fingerprint is answered with them."""
+
+    fingerprint: Name
+    status: int
+    body: KeptBody
+
+
+IdempotencyEvent = IdempotencyKept  # one event so far; a second joins as a union
+
+
+# ------------------------------------------------------------------ the token stream
+# Bearer tokens of the HTTP service (rule H4, docs/service.md "Tokens and roles"). One
+# stream holds every token (`token_stream()`): "is there any token?", the listing and a
+# server's check of a request are one read of it, and a revocation is seen by every
+# server on the store at its next request. The token itself is never stored: only its
+# SHA-256 digest, which names it without revealing it (ledger/tokens.py says why a fast
+# hash is enough for a random token).
+class TokenEventBase(Event, frozen=True, kw_only=True):
+    """A fact about one bearer token, on the ledger's one token stream."""
+
+    token: Name  # the token's id: the public part of the token, as `token list` shows it
+
+
+MAX_TOKEN_SLOTS = 64
+
+
+class TokenIssued(TokenEventBase, frozen=True, kw_only=True, tag="token.issued"):
+    """Token `token` was issued with `role` (ledger/access.py); `digest` is the SHA-256 of
+    the whole token, hex. `slots`: a writer token's process slots (names or fnmatch
+    patterns); empty: every slot. `name`: what it is for ("rust-tick", "alice")."""
+
+    role: Name
+    digest: Annotated[str, msgspec.Meta(min_length=64, max_length=64), Pattern(r"[0-9a-f]{64}", "64 hex digits")]
+    name: Name | None = None
+    slots: Annotated[list[Name], msgspec.Meta(max_length=MAX_TOKEN_SLOTS)] = []
+
+
+class TokenRevoked(TokenEventBase, frozen=True, kw_only=True, tag="token.revoked"):
+    """Token `token` is refused from here on, by every server on the store."""
+
+
+TokenEvent = TokenIssued | TokenRevoked
+
+AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent | IdempotencyEvent | TokenEvent
 # The base class of each stream family: what a write path dispatches on and an
 # `isinstance` check names. A new family joins here, once.
-StreamEvent = RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase
+StreamEvent = (
+    RunEventBase
+    | ProcessEventBase
+    | LedgerEventBase
+    | RoleEventBase
+    | PassEventBase
+    | IdempotencyEventBase
+    | TokenEventBase
+)
 
 RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
 PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
 LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
 ROLE_EVENT_TYPES: tuple[type[RoleEventBase], ...] = (RoleGranted,)
 PASS_EVENT_TYPES: tuple[type[PassEventBase], ...] = PassEvent.__args__
+IDEMPOTENCY_EVENT_TYPES: tuple[type[IdempotencyEventBase], ...] = (IdempotencyKept,)
+TOKEN_EVENT_TYPES: tuple[type[TokenEventBase], ...] = TokenEvent.__args__
 EVENT_TYPES: tuple[type[Event], ...] = (
     *RUN_EVENT_TYPES,
     *PROCESS_EVENT_TYPES,
     *LEDGER_EVENT_TYPES,
     *ROLE_EVENT_TYPES,
     *PASS_EVENT_TYPES,
+    *IDEMPOTENCY_EVENT_TYPES,
+    *TOKEN_EVENT_TYPES,
 )
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
@@ -542,6 +614,20 @@ def role_stream(role: str) -> str:
 def pass_stream(name: str) -> str:
     """Stream id of a cross-run pass (rule T6). Prefixed: collides with no run or slot."""
     return "pass:" + name
+
+
+def idempotency_stream(key: str) -> str:
+    """Stream id of an Idempotency-Key's kept outcome (rule H3). Prefixed: collides with
+    no run or slot."""
+    return "idempotency:" + key
+
+
+TOKEN_STREAM = "tokens"  # every bearer token's events (rule H4): collides with no prefixed stream
+
+
+def token_stream() -> str:
+    """Stream id of the service's bearer tokens (rule H4): one stream for all of them."""
+    return TOKEN_STREAM
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event

@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither
 
 # Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
 GROUPS: dict[str, str] = {
-    "audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."
+    "audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md).",
+    "token": "The HTTP service's bearer tokens and their roles: create, list, revoke (docs/service.md).",
 }
 DUCKDB = arg(
     "--duckdb",

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 
@@ -57,13 +57,19 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
     from epochledger.service import auth, metrics, problems, reads, stream, writes
 
     svc = service if service is not None else Service(config)
+    watch = metrics.Metrics(svc)
+    live = stream.Live(svc, on_events=watch.on_events)
+    watch.live = live
     return Litestar(
         route_handlers=[*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES],
         guards=[auth.guard],
         exception_handlers=problems.HANDLERS,
-        state=State({"service": svc}),
+        state=State({"service": svc, "live": live, "metrics": watch}),
+        middleware=[metrics.middleware],
+        after_exception=[metrics.after_exception],
+        on_startup=[live.start],
         request_max_body_size=config.max_body_bytes,
-        on_shutdown=[svc.close],
+        on_shutdown=[live.stop, svc.close],
         openapi_config=OpenAPIConfig(
             title="epochledger",
             version=_version(),
@@ -71,6 +77,9 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
             "the Python API; errors are RFC 9457 problem documents.",
             path="/openapi",
             operation_id_creator=operation_id,
+            # The document's own routes declare their operation like every route (rule H4):
+            # public, as the schema discloses nothing of the ledger.
+            openapi_router=Router("/openapi", route_handlers=[], opt={"op": "openapi"}),
         ),
         debug=False,
     )

@@ -38,6 +38,7 @@ TABLE: tuple[tuple[type[e.LedgerError], int, str, str], ...] = (
     (e.QueryRefused, 422, "query-refused", "audit query refused"),
     (e.QueryInterrupted, 422, "query-interrupted", "audit query stopped by its time or memory bound"),
     (e.RunNotFound, 404, "run-not-found", "run not found"),
+    (e.TokenNotFound, 404, "token-not-found", "no such token"),
     (e.IllegalTransition, 409, "illegal-transition", "illegal transition"),
     (e.StaleEpoch, 409, "stale-epoch", "stale epoch: the report was refused and kept as run.fenced evidence"),
     (e.ConflictError, 409, "conflict", "write conflict: another writer appended first; nothing was appended"),
@@ -93,6 +94,29 @@ def ledger_error(request: Request[Any, Any, Any], error: e.LedgerError) -> Respo
     return document(status, slug, title, str(error), **extra)
 
 
+class AccessRefused(Exception):
+    """A caller the guard refused (rule H4, epochledger/service/auth.py): 401 without a
+    valid token (with `WWW-Authenticate: Bearer`), 403 out of role or out of its slots.
+    `fields` name the operation, the caller's role, the roles that may, the slot; never
+    the token, nor any part of the Authorization header."""
+
+    SLUGS = {401: ("unauthorized", "a bearer token is required"), 403: ("forbidden", "not allowed for this token")}
+
+    def __init__(self, status: int, detail: str, **fields: Any):
+        self.status = status
+        self.detail = detail
+        self.fields = fields
+        super().__init__(detail)
+
+
+def access_refused(request: Request[Any, Any, Any], error: AccessRefused) -> Response[dict[str, Any]]:
+    slug, title = AccessRefused.SLUGS[error.status]
+    response = document(error.status, slug, title, error.detail, error="AccessRefused", fields=error.fields)
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="epochledger"'
+    return response
+
+
 def validation_error(request: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
     """A body or parameter Litestar's msgspec decoding refused: 422, naming where."""
     where = [plain(x) for x in (error.extra if isinstance(error.extra, list) else [])]
@@ -114,6 +138,7 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
 
 HANDLERS: dict[int | type[Exception], Any] = {
     e.LedgerError: ledger_error,
+    AccessRefused: access_refused,
     ValidationException: validation_error,
     HTTPException: http_error,
 }

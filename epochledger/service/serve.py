@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 
 from epochledger.service.config import ServiceConfig
 from ledger.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from epochledger.service.app import Service
 
 
 def is_loopback(host: str) -> bool:
@@ -39,13 +45,15 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def run(config: ServiceConfig) -> None:
-    """Serve until SIGTERM or SIGINT, then drain and return."""
+def run(config: ServiceConfig, *, service: Service | None = None, app: Litestar | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then drain and return. `service`: the ledger the
+    caller opened already (`serve` reads its tokens first); `app`: an application built
+    already (a test's, with routes of its own)."""
     import uvicorn
 
     from epochledger.service.app import create_app
 
-    app = create_app(config)
+    app = app if app is not None else create_app(config, service=service)
     server = uvicorn.Server(
         uvicorn.Config(
             app,

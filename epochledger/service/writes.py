@@ -1,7 +1,529 @@
-"""writes routes (being written)"""
+"""The writes over HTTP (rules H2, H3): one route per write of the Python API, and the
+group commit.
+
+Each route parses its body (a msgspec Struct: Litestar decodes and validates it, and the
+OpenAPI document shows it), makes one facade call and encodes the typed state it returns.
+A run's or a slot's write is submitted to one `Batch` (epochledger/writes.py), the facade's
+write path, so the response can say whether it appended anything: `recorded` is false
+and `already` true when the decider found its effect already held (a retried delivery,
+rule H3). With an `Idempotency-Key` header the first outcome is kept in the same
+transaction as the write (epochledger/service/idempotency.py) and returned again.
+
+The ids and fields are plain strings here: the facade checks them (rule L4) and refuses
+bad input by name, so no rule is restated in the service.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-ROUTES: list[Any] = []
+import msgspec
+from litestar import Request, Response, post
+from litestar.params import Parameter
+
+from epochledger.app import ORPHAN_MARGIN_S
+from epochledger.probe import ProbeReport
+from epochledger.service import auth
+from epochledger.service.idempotency import KEY_HEADER, kept, written
+from epochledger.sweep import SweepReport
+from ledger.events import Cause, Status
+from ledger.process import EpochState
+from ledger.run import RunState
+
+if TYPE_CHECKING:
+    from epochledger.app import Batch, Ledger
+    from epochledger.service.app import Service
+
+Req = Request[Any, Any, Any]
+IdemKey = Annotated[
+    str | None,
+    Parameter(
+        header=KEY_HEADER,
+        required=False,
+        description="Keep this write's first outcome under this key and answer a retry with it (rule H3)",
+    ),
+]
+
+
+class Body(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A write's request body: fields as the Python API names them."""
+
+
+# ----------------------------------------------------------------- responses
+class RunWritten(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's state after the write. `recorded`: this request appended its event;
+    `already`: nothing was appended because the effect already held (the same write
+    again, or the same Idempotency-Key: rule H3)."""
+
+    run: RunState
+    recorded: bool
+    already: bool
+
+
+class EpochWritten(msgspec.Struct, frozen=True, kw_only=True):
+    """An epoch's state after the write (boot, begin-stop, stop, exited); `recorded`
+    and `already` as for a run."""
+
+    epoch: EpochState
+    recorded: bool
+    already: bool
+
+
+class StartupWritten(msgspec.Struct, frozen=True, kw_only=True):
+    """The booted epoch and its sweep's report (Ledger.startup, rule O5)."""
+
+    epoch: EpochState
+    report: SweepReport
+
+
+# ------------------------------------------------------------- run commands
+class RunBody(Body, frozen=True, kw_only=True):
+    actor: str | None = None
+    reason: str | None = None
+    at: datetime | None = None  # when it happened; default: the server's clock now
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        raise NotImplementedError  # each command below says its one facade call
+
+    def slots(self) -> tuple[str, ...]:
+        """The process slots this write acts for (auth.check_slot)."""
+        return ()
+
+    def epochs(self) -> tuple[str, ...]:
+        """The epochs this write reports on behalf of (auth.check_epoch)."""
+        return ()
+
+
+class ReportBody(RunBody, frozen=True, kw_only=True):
+    """A report written on behalf of an epoch (fenced: rule F1)."""
+
+    epoch: str | None = None
+
+    def epochs(self) -> tuple[str, ...]:
+        return (self.epoch,) if self.epoch is not None else ()
+
+
+class QueueBody(RunBody, frozen=True, kw_only=True):
+    workflow: str | None = None
+    process: str | None = None
+    labels: dict[str, str] | None = None
+    parent: str | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.queue(
+            run,
+            workflow=self.workflow,
+            process=self.process,
+            actor=self.actor,
+            reason=self.reason,
+            at=self.at,
+            labels=self.labels,
+            parent=self.parent,
+        )
+
+    def slots(self) -> tuple[str, ...]:
+        return (self.process,) if self.process is not None else ()
+
+
+class StartBody(ReportBody, frozen=True, kw_only=True):
+    process: str | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.start(run, epoch=self.epoch, process=self.process, actor=self.actor, reason=self.reason, at=self.at)
+
+    def slots(self) -> tuple[str, ...]:
+        return (self.process,) if self.process is not None else ()
+
+
+class CheckpointBody(ReportBody, frozen=True, kw_only=True):
+    node: str
+    ref: str
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.checkpoint(
+            run, self.node, self.ref, epoch=self.epoch, actor=self.actor, reason=self.reason, at=self.at
+        )
+
+
+class PauseBody(ReportBody, frozen=True, kw_only=True):
+    kind: Literal["operator", "waiting_human"]
+    interaction: str | None = None
+    questions: list[str] | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.pause(
+            run,
+            self.kind,
+            interaction=self.interaction,
+            questions=self.questions,
+            epoch=self.epoch,
+            actor=self.actor,
+            reason=self.reason,
+            at=self.at,
+        )
+
+
+class ResumeBody(RunBody, frozen=True, kw_only=True):
+    by: Literal["operator", "auto"]
+    answers: dict[str, str] | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.resume(run, self.by, answers=self.answers, actor=self.actor, reason=self.reason, at=self.at)
+
+
+class FailBody(ReportBody, frozen=True, kw_only=True):
+    code: str
+    resumable: bool
+    error: str | None = None
+    cause: Cause | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.fail(
+            run,
+            self.code,
+            resumable=self.resumable,
+            error=self.error,
+            cause=self.cause,
+            epoch=self.epoch,
+            actor=self.actor,
+            reason=self.reason,
+            at=self.at,
+        )
+
+
+class FinishBody(ReportBody, frozen=True, kw_only=True):
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.finish(run, epoch=self.epoch, actor=self.actor, reason=self.reason, at=self.at)
+
+
+class CancelBody(RunBody, frozen=True, kw_only=True):
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.cancel(run, actor=self.actor, reason=self.reason, at=self.at)
+
+
+class CorrectBody(Body, frozen=True, kw_only=True):
+    to: Status
+    actor: str
+    reason: str
+    code: str = ""
+    error: str | None = None
+    at: datetime | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.correct(
+            run, self.to, actor=self.actor, reason=self.reason, code=self.code, error=self.error, at=self.at
+        )
+
+    def slots(self) -> tuple[str, ...]:
+        return ()
+
+    def epochs(self) -> tuple[str, ...]:
+        return ()
+
+
+class RewindBody(RunBody, frozen=True, kw_only=True):
+    to_ref: str | None = None
+
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.rewind(run, to_ref=self.to_ref, actor=self.actor, reason=self.reason, at=self.at)
+
+
+class DeleteBody(RunBody, frozen=True, kw_only=True):
+    def apply(self, b: Batch, run: str) -> RunState:
+        return b.delete(run, actor=self.actor, reason=self.reason, at=self.at)
+
+
+# ------------------------------------------------------------ slot commands
+class BootBody(Body, frozen=True, kw_only=True):
+    """A boot of a process that runs elsewhere: it states its own facts. `booted_at`
+    is the instant the process started, by its own clock (rule O1); the sweeps of its
+    epoch judge with it (O3)."""
+
+    booted_at: datetime
+    host: str
+    pid: int
+    epoch: str | None = None  # default: a fresh id
+    actor: str | None = None
+    host_boot: str | None = None
+    pid_start: int | None = None
+    machine: str | None = None
+
+
+class StartupBody(BootBody, frozen=True, kw_only=True):
+    margin: float | None = None  # the O3 margin in seconds; default: the facade's
+    new_slot: bool = True
+
+
+class StopBody(Body, frozen=True, kw_only=True):
+    actor: str | None = None
+    reason: str | None = None
+
+
+class ExitedBody(Body, frozen=True, kw_only=True):
+    observed_by: str
+    exit_code: int | None = None
+    signal: int | None = None
+    evidence: str | None = None
+    actor: str | None = None
+    reason: str | None = None
+    at: datetime | None = None
+
+
+class SweepBody(Body, frozen=True, kw_only=True):
+    """Sweep with an epoch the caller booted itself (as `epochledger sweep --as-epoch`),
+    judged with its recorded boot instant; an epoch no longer live is refused (422)."""
+
+    margin: float | None = None
+
+
+class ProbeBody(Body, frozen=True, kw_only=True):
+    epoch: str | None = None  # the caller's own live epoch to sweep with
+    sweep: bool = True
+
+
+# ------------------------------------------------------------------ helpers
+def service(request: Req) -> Service:
+    svc: Service = request.app.state.service
+    return svc
+
+
+def _epoch_state(b: Batch, epoch: str) -> EpochState:
+    """The state of `epoch` as the batch now sees it (after its own writes)."""
+    found: EpochState = b.find_epoch(epoch)
+    return found
+
+
+def run_write(request: Req, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
+    for slot in body.slots():
+        auth.check_slot(request, slot)
+    with service(request).use() as ledger:
+        for epoch in body.epochs():
+            auth.check_epoch(request, ledger, epoch)
+
+        def apply(b: Batch) -> Callable[[bool], RunWritten]:
+            state = body.apply(b, run)
+            return lambda appended: RunWritten(run=state, recorded=appended, already=not appended)
+
+        return written(ledger, request, key, body, apply)
+
+
+def epoch_write(
+    request: Req, body: Body, key: str | None, epoch: str, act: Callable[[Batch], object], *, slot: str | None = None
+) -> Response[Any]:
+    if slot is not None:
+        auth.check_slot(request, slot)
+    with service(request).use() as ledger:
+        auth.check_epoch(request, ledger, epoch)
+
+        def apply(b: Batch) -> Callable[[bool], EpochWritten]:
+            act(b)
+            state = _epoch_state(b, epoch)
+            return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
+
+        return written(ledger, request, key, body, apply)
+
+
+def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledger], msgspec.Struct]) -> Response[Any]:
+    """A write the facade makes in transactions of its own (boot, startup, sweep, probe,
+    a tick report): its Idempotency-Key outcome is kept after it (idempotency.kept)."""
+    with service(request).use() as ledger:
+        return kept(ledger, request, key, body, lambda: call(ledger))
+
+
+# ------------------------------------------------------------------- routes
+def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody], summary: str) -> Any:
+    def handler(request: Req, run: str, data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
+        return run_write(request, run, data, idempotency_key)
+
+    handler.__annotations__ = {**handler.__annotations__, "data": body_type}
+    handler.__name__ = handler.__qualname__ = f"run_{op}"
+    return post(
+        f"/v1/runs/{{run:str}}/{path}",
+        sync_to_thread=True,
+        status_code=200,
+        opt={"op": op},
+        summary=summary,
+        operation_id=op,
+        tags=["runs"],
+    )(handler)
+
+
+RUN_ROUTES = [
+    _run_route("queue", "queue", QueueBody, "Queue a new run"),
+    _run_route("start", "start", StartBody, "Start a run on behalf of an epoch"),
+    _run_route("checkpoint", "checkpoint", CheckpointBody, "Record a checkpoint"),
+    _run_route("pause", "pause", PauseBody, "Pause a run (operator, or waiting on a human)"),
+    _run_route("resume", "resume", ResumeBody, "Resume a paused or resumable run"),
+    _run_route("fail", "fail", FailBody, "Record a failure with its code"),
+    _run_route("finish", "finish", FinishBody, "Record that a run finished"),
+    _run_route("cancel", "cancel", CancelBody, "Cancel a run"),
+    _run_route("correct", "correct", CorrectBody, "Correct a final run's verdict (audited)"),
+    _run_route("rewind", "rewind", RewindBody, "Rewind a run to a checkpoint"),
+    _run_route("delete", "delete", DeleteBody, "Delete a run (its history stays)"),
+]
+
+
+@post(
+    "/v1/processes/{process:str}/boot",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "boot"},
+    operation_id="boot",
+    tags=["processes"],
+    summary="Boot a new epoch of a process slot (rule O1)",
+)
+def boot(request: Req, process: str, data: BootBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+    auth.check_slot(request, process)
+
+    def call(ledger: Ledger) -> EpochWritten:
+        state = ledger.boot(
+            process,
+            epoch=data.epoch,
+            host=data.host,
+            pid=data.pid,
+            actor=data.actor,
+            host_boot=data.host_boot,
+            pid_start=data.pid_start,
+            machine=data.machine,
+            booted_at=data.booted_at,
+        )
+        return EpochWritten(epoch=state, recorded=True, already=False)
+
+    return ledger_call(request, idempotency_key, data, call)
+
+
+@post(
+    "/v1/processes/{process:str}/startup",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "startup"},
+    operation_id="startup",
+    tags=["processes"],
+    summary="Boot a new epoch and sweep with it, before serving anything (rule O5)",
+)
+def startup(request: Req, process: str, data: StartupBody, idempotency_key: IdemKey = None) -> Response[StartupWritten]:
+    auth.check_slot(request, process)
+
+    def call(ledger: Ledger) -> StartupWritten:
+        state, report = ledger.startup(
+            process,
+            epoch=data.epoch,
+            host=data.host,
+            pid=data.pid,
+            actor=data.actor,
+            new_slot=data.new_slot,
+            booted_at=data.booted_at,
+            host_boot=data.host_boot,
+            pid_start=data.pid_start,
+            machine=data.machine,
+            margin=ORPHAN_MARGIN_S if data.margin is None else data.margin,
+        )
+        return StartupWritten(epoch=state, report=report)
+
+    return ledger_call(request, idempotency_key, data, call)
+
+
+@post(
+    "/v1/epochs/{epoch:str}/begin-stop",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "begin_stop"},
+    operation_id="begin_stop",
+    tags=["processes"],
+    summary="Record that an epoch has begun to stop (process.stopping)",
+)
+def begin_stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+    return epoch_write(
+        request, data, idempotency_key, epoch, lambda b: b.begin_stop(epoch, actor=data.actor, reason=data.reason)
+    )
+
+
+@post(
+    "/v1/epochs/{epoch:str}/stop",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "stop"},
+    operation_id="stop",
+    tags=["processes"],
+    summary="Record a clean stop of an epoch (process.stopping, process.stopped)",
+)
+def stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+    return epoch_write(
+        request, data, idempotency_key, epoch, lambda b: b.stop(epoch, actor=data.actor, reason=data.reason)
+    )
+
+
+@post(
+    "/v1/processes/{process:str}/epochs/{epoch:str}/exited",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "exited"},
+    operation_id="exited",
+    tags=["processes"],
+    summary="Record that an epoch's process exited, as whoever saw it (rule O7)",
+)
+def exited(
+    request: Req, process: str, epoch: str, data: ExitedBody, idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
+    return epoch_write(
+        request,
+        data,
+        idempotency_key,
+        epoch,
+        lambda b: b.exited(
+            process,
+            epoch,
+            observed_by=data.observed_by,
+            exit_code=data.exit_code,
+            signal=data.signal,
+            evidence=data.evidence,
+            actor=data.actor,
+            reason=data.reason,
+            at=data.at,
+        ),
+        slot=process,
+    )
+
+
+@post(
+    "/v1/epochs/{epoch:str}/sweep",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "sweep"},
+    operation_id="sweep",
+    tags=["processes"],
+    summary="Sweep with a live epoch the caller booted, judged by its boot instant (rule O5)",
+)
+def sweep(request: Req, epoch: str, data: SweepBody, idempotency_key: IdemKey = None) -> Response[SweepReport]:
+    with service(request).use() as ledger:
+        auth.check_epoch(request, ledger, epoch)
+
+    def call(ledger: Ledger) -> SweepReport:
+        return ledger.sweep(epoch, require_live=True, margin=ORPHAN_MARGIN_S if data.margin is None else data.margin)
+
+    return ledger_call(request, idempotency_key, data, call)
+
+
+@post(
+    "/v1/probe",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "probe"},
+    operation_id="probe",
+    tags=["processes"],
+    summary="Probe this server's host's live epochs against its kernel, then sweep (rules O7, O8)",
+)
+def probe(request: Req, data: ProbeBody, idempotency_key: IdemKey = None) -> Response[ProbeReport]:
+    if data.epoch is not None:
+        with service(request).use() as ledger:
+            auth.check_epoch(request, ledger, data.epoch)
+
+    def call(ledger: Ledger) -> ProbeReport:
+        return ledger.probe(epoch=data.epoch, sweep=data.sweep)
+
+    return ledger_call(request, idempotency_key, data, call)
+
+
+ROUTES: list[Any] = [*RUN_ROUTES, boot, startup, begin_stop, stop, exited, sweep, probe]
