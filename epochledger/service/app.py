@@ -88,6 +88,10 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
 def operation_id(handler: HTTPRouteHandler, method: Method, components: list[Any]) -> str:
     """A route's operationId: its handler's name in camelCase (`queue_run` -> `queueRun`),
     the method name the clients are generated with (clients/typescript)."""
+    if handler.handler_name.startswith("_"):  # Litestar's own (the document's routes)
+        from litestar._openapi.utils import default_operation_id_creator
+
+        return default_operation_id_creator(handler, method, components)
     first, *rest = handler.handler_name.split("_")
     return first + "".join(word.title() for word in rest)
 

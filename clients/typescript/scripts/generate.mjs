@@ -35,7 +35,7 @@ function type(schema) {
       if (schema.prefixItems) return `[${schema.prefixItems.map(type).join(", ")}]`;
       return `${paren(type(schema.items))}[]`;
     case "object":
-      return objectType(schema, "");
+      return objectType(schema, "  ");
     default:
       return "unknown";
   }
@@ -55,6 +55,7 @@ function objectType(schema, indent) {
   const extra = schema.additionalProperties;
   if (extra && extra !== false) lines.push(`${indent}  [key: string]: ${extra === true ? "unknown" : type(extra)};`);
   if (lines.length === 0) return "Record<string, unknown>";
+  if (lines.length === 1 && !schema.properties) return `{ ${lines[0].trim()} }`;
   return `{\n${lines.join("\n")}\n${indent}}`;
 }
 
