@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
 
 from epochledger.service.config import ServiceConfig
 
@@ -60,8 +61,10 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
     watch = metrics.Metrics(svc)
     live = stream.Live(svc, on_events=watch.on_events)
     watch.live = live
+    handlers = [*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES]
+    problems.document_routes(handlers)
     return Litestar(
-        route_handlers=[*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES],
+        route_handlers=handlers,
         guards=[auth.guard],
         exception_handlers=problems.HANDLERS,
         state=State({"service": svc, "live": live, "metrics": watch}),
@@ -78,8 +81,10 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
             path="/openapi",
             operation_id_creator=operation_id,
             # The document's own routes declare their operation like every route (rule H4):
-            # public, as the schema discloses nothing of the ledger.
-            openapi_router=Router("/openapi", route_handlers=[], opt={"op": "openapi"}),
+            # public, as the schema discloses nothing of the ledger. The document alone,
+            # as JSON: no rendered page, as those load their scripts from other hosts.
+            openapi_router=Router("/openapi", route_handlers=[], opt={"op": "openapi"}, include_in_schema=False),
+            render_plugins=[JsonRenderPlugin()],
         ),
         debug=False,
     )
