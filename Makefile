@@ -12,7 +12,7 @@ BIN     = $(VENV)/bin
 # of its own, which tests/airflow_instance.py runs Airflow from (docs/adapters.md, "Airflow").
 AIRFLOW_VENV ?= .venv-airflow
 
-.PHONY: demo test check bench mutation clean
+.PHONY: demo serve test ts-client ts-test check bench mutation clean
 
 $(BIN)/epochledger: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,31 @@ $(AIRFLOW_VENV)/.installed: pyproject.toml
 demo: $(BIN)/epochledger
 	$(BIN)/epochledger demo
 
+# The service on the demo's ledger (docs/service.md): http://127.0.0.1:8750, loopback only.
+serve: $(BIN)/epochledger
+	@[ -e epochledger-demo.db ] || $(BIN)/epochledger demo
+	$(BIN)/epochledger --store epochledger-demo.db serve
+
+# The TypeScript client (clients/typescript): its types are generated from the committed
+# OpenAPI document (docs/openapi.json); ts-test fails when they are stale, then runs its
+# tests with Node's own runner against a real server. Node and npm: Debian's, when missing.
+TS = clients/typescript
+$(TS)/node_modules/.installed: $(TS)/package.json $(TS)/package-lock.json
+	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing Debian's nodejs and npm for the TypeScript client's tests"; \
+		apt-get install -y -q nodejs npm >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q nodejs npm >/dev/null; }; \
+	fi
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+ts-client: $(TS)/node_modules/.installed
+	cd $(TS) && node scripts/generate.mjs ../../docs/openapi.json src/api.ts
+
+ts-test: $(BIN)/epochledger $(TS)/node_modules/.installed
+	cd $(TS) && node scripts/generate.mjs ../../docs/openapi.json src/api.ts --check
+	cd $(TS) && npx tsc -p tsconfig.json && EPOCHLEDGER_PYTHON=$(abspath $(BIN))/python node --test dist/test/
+
 # The timeline tests (rule V1) drive Debian's chromium, and the alerting rules' tests (rule H7)
 # Debian's promtool (package prometheus); as root, install them if missing.
 test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery $(AIRFLOW_VENV)/.installed
@@ -54,6 +79,7 @@ test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery $(AIRFLOW_VENV)/.insta
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; \
 	fi
 	$(BIN)/python -m pytest -n 2 -q
+	$(MAKE) ts-test
 
 # Static checks: lint, format (ruff format; the truth tables keep their fmt: off blocks), types (strict),
 # the layer contracts.

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.handlers import HTTPRouteHandler
+from litestar.openapi.datastructures import ResponseSpec
 
 from epochledger.plain import error_fields, plain
 from ledger import errors as e
@@ -142,3 +145,43 @@ HANDLERS: dict[int | type[Exception], Any] = {
     ValidationException: validation_error,
     HTTPException: http_error,
 }
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """An RFC 9457 problem document as this service sends it (the OpenAPI document's
+    schema of every error answer)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    error: str | None = None  # the ledger error's class, e.g. "IllegalTransition"
+    fields: dict[str, Any] | None = None  # the error's own fields, as `epochledger --json` prints them
+
+
+# What any route may answer besides its success (the document says so for every route,
+# so a client or schemathesis knows the shape of each error).
+_ANSWERS = {
+    400: "malformed request (a body that is not JSON)",
+    401: "no token, or an unknown or revoked one (rule H4)",
+    403: "the token's role or slots do not allow this (rule H4)",
+    404: "no such run, epoch or route",
+    409: "illegal transition, stale epoch, lost race or a held role",
+    413: "the body is larger than the bound (rule H8)",
+    422: "invalid input: the field or parameter is named",
+    500: "the log is damaged (an event does not decode, a stream has a gap, a chain break)",
+    503: "the store is unreachable or the write was not committed (Retry-After), or its outcome is unknown",
+    507: "the store's disk is full",
+}
+RESPONSES: dict[int, ResponseSpec] = {
+    status: ResponseSpec(data_container=Problem, description=text, media_type=MEDIA_TYPE, generate_examples=False)
+    for status, text in _ANSWERS.items()
+}
+
+
+def document_routes(handlers: list[Any]) -> None:
+    """Give every route the problem answers (RESPONSES) beside its own, before the
+    application is built (Litestar documents them from `responses`)."""
+    for handler in handlers:
+        if isinstance(handler, HTTPRouteHandler):
+            handler.responses = {**RESPONSES, **(handler.responses or {})}
