@@ -132,6 +132,30 @@ def test_H5_stream_wakes_for_new_events_and_starts_at_the_head(ledger: Ledger, s
         ledger.queue("last")
         assert json.loads(s.next()[2])["run"] == "last"
         assert s.comments >= 1  # heartbeats while idle
+        # A filter that passes nothing on a log that moves still sends its heartbeats.
+        stop = threading.Event()
+
+        def busy() -> None:
+            with open_ledger(sqlite_url) as w:
+                i = 0
+                while not stop.wait(0.02):
+                    w.queue(f"busy{i}")
+                    i += 1
+
+        writer = threading.Thread(target=busy)
+        with sse(base, {"run": "nobody"}) as quiet:
+            writer.start()
+            try:
+                beats = 0
+                for line in quiet.lines:
+                    assert not line.startswith(("id:", "data:")), line
+                    beats += line == ": heartbeat"
+                    if beats == 3:
+                        break
+            finally:
+                stop.set()
+                writer.join(10)
+        assert ledger.head() > position + 10  # the log moved meanwhile
 
 
 def test_H5_filters_by_run_slot_and_type(ledger: Ledger, sqlite_url: str) -> None:

@@ -28,6 +28,7 @@ import asyncio
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -213,6 +214,7 @@ class _Stream:
         self.room = asyncio.Event()  # set when the sender took a frame
         self.ready = asyncio.Event()  # set when the producer added one
         self.handed = -1  # the last event position handed to the connection
+        self.last_put = time.monotonic()
 
     def _full(self, frame: _Frame) -> bool:
         return len(self.frames) >= STREAM_QUEUE or (
@@ -222,7 +224,11 @@ class _Stream:
     def _put(self, frame: _Frame) -> None:
         self.frames.append(frame)
         self.queued += len(frame.body)
+        self.last_put = time.monotonic()
         self.ready.set()
+
+    def _heartbeat_due(self) -> bool:
+        return not self.frames and time.monotonic() - self.last_put >= self.live.config.heartbeat_s
 
     def _read(self) -> LogPage:
         return self.live.service.ledger.log_page(self.scanned, PAGE, **self.filters)
@@ -258,6 +264,8 @@ class _Stream:
                     )
                 self._put(frame)
             self.scanned = page.upto
+            if self._heartbeat_due():  # a filter that passed nothing for a while, on a log that moves
+                self._put(_HEARTBEAT)
 
     async def _send(self, send: Send) -> None:
         while True:
