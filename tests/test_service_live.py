@@ -472,3 +472,24 @@ def test_H5_an_undecodable_event_is_streamed_in_its_place_and_the_stream_goes_on
     poison = json.loads(got[1][2])
     assert poison["position"] == 2 and poison["tag"] == "run.nosuch" and poison["stream"] == "run:r1"
     assert got[2][2].encode() == page.entries[2].data
+
+
+def test_H7_record_verify_sets_the_verify_gauges(ledger: Ledger, sqlite_url: str) -> None:
+    """The function the verify route calls (in process: the route is another rule's)."""
+    from litestar.testing import TestClient
+
+    from epochledger.service.app import create_app
+    from epochledger.service.config import ServiceConfig
+
+    fill(ledger, 3)
+    app = create_app(ServiceConfig(store=sqlite_url))
+    with TestClient(app) as client:
+        metrics = app.state["metrics"]
+        assert metric("", "epochledger_chain_verify_ok", text=client.get("/metrics").text) is None
+        metrics.record_verify(ledger.verify())
+        assert metric("", "epochledger_chain_verify_ok", text=client.get("/metrics").text) == 1
+        corrupt(sqlite_url, 2, b'{"type":"run.queued","at":"2026-01-01T00:00:00Z","run":"forged"}')
+        metrics.record_verify(ledger.verify())
+        scrape = client.get("/metrics").text
+        assert metric("", "epochledger_chain_verify_ok", text=scrape) == 0
+        assert (metric("", "epochledger_chain_verify_timestamp_seconds", text=scrape) or 0) > time.time() - 60

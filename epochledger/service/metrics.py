@@ -231,6 +231,11 @@ def middleware(app: ASGIApp) -> ASGIApp:
     return observe
 
 
+def record_verify(request: Request[Any, Any, Any], verification: Verification) -> None:
+    """For the verify route: record what `Ledger.verify` returned in this server's metrics."""
+    request.app.state["metrics"].record_verify(verification)
+
+
 async def after_exception(exception: BaseException, scope: Scope) -> None:
     if isinstance(exception, ConflictError):
         scope["app"].state["metrics"].conflicts.inc()

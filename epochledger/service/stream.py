@@ -38,7 +38,7 @@ from litestar import Request, Response, get
 from litestar.datastructures import Cookie
 from litestar.enums import MediaType
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter, QueryParameter
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
@@ -394,11 +394,11 @@ async def stream(
     request: Request[Any, Any, Any],
     after: Annotated[int | None, Parameter(ge=0, description="start after this log position")] = None,
     last_event_id: Annotated[
-        int | None, Parameter(header="Last-Event-ID", ge=0, description="resume after this position (wins)")
+        int | None, HeaderParameter(name="Last-Event-ID", ge=0, description="resume after this position (wins)")
     ] = None,
     run: Annotated[list[str] | None, Parameter(description="only these runs' events")] = None,
     slot: Annotated[list[str] | None, Parameter(description="only these process slots' own events")] = None,
-    types: Annotated[list[str] | None, Parameter(query="type", description="only events of these types")] = None,
+    types: Annotated[list[str] | None, QueryParameter(name="type", description="only events of these types")] = None,
 ) -> Response[Any]:
     live: Live = request.app.state["live"]
     start = last_event_id if last_event_id is not None else after  # an EventSource reconnecting sends both
