@@ -493,3 +493,41 @@ def test_H7_record_verify_sets_the_verify_gauges(ledger: Ledger, sqlite_url: str
         scrape = client.get("/metrics").text
         assert metric("", "epochledger_chain_verify_ok", text=scrape) == 0
         assert (metric("", "epochledger_chain_verify_timestamp_seconds", text=scrape) or 0) > time.time() - 60
+
+
+def test_H7_write_latency_requests_and_conflicts_are_counted_per_process(ledger: Ledger, sqlite_url: str) -> None:
+    """The hooks every route passes (in process: the write routes are other rules'), on
+    a write that lands and one that loses a race."""
+    from litestar import Litestar, post
+    from litestar.datastructures import State
+    from litestar.testing import TestClient
+
+    from epochledger.service import metrics, problems
+    from epochledger.service.app import Service
+    from epochledger.service.config import ServiceConfig
+    from ledger.errors import ConflictError
+
+    @post("/v1/runs/{run:str}/queue", opt={"op": "queue"}, status_code=201)
+    async def queue(run: str, lost: bool = False) -> dict[str, str]:
+        if lost:
+            raise ConflictError([f"run:{run}"])
+        return {"run": run}
+
+    service = Service(ServiceConfig(store=sqlite_url))
+    app = Litestar(
+        route_handlers=[queue, *metrics.ROUTES],
+        middleware=[metrics.middleware],
+        after_exception=[metrics.after_exception],
+        exception_handlers=problems.HANDLERS,
+        state=State({"service": service, "metrics": metrics.Metrics(service)}),
+    )
+    with TestClient(app) as client:
+        assert client.post("/v1/runs/a/queue").status_code == 201
+        assert client.post("/v1/runs/b/queue", params={"lost": True}).status_code == 409
+        scrape = client.get("/metrics").text
+    service.close()
+    route = 'method="POST",route="/v1/runs/{run}/queue"'  # the route's template, never the run id
+    assert metric("", "epochledger_http_requests_total", route + ',status="201"', scrape) == 1
+    assert metric("", "epochledger_http_requests_total", route + ',status="409"', scrape) == 1
+    assert metric("", "epochledger_conflicts_total", "", scrape) == 1
+    assert metric("", "epochledger_append_latency_seconds_count", 'op="queue"', scrape) == 2
