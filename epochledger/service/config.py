@@ -1,8 +1,13 @@
-"""The service's settings and their documented defaults (rule H8, docs/service.md)."""
+"""The service's settings and their documented defaults (rule H8, docs/service.md,
+"Bounds and shutdown": a test keeps that table equal to these)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+
+from ledger.errors import InvalidInput
 
 
 class ServiceConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -11,8 +16,21 @@ class ServiceConfig(msgspec.Struct, frozen=True, kw_only=True):
     port: int = 8750
     max_body_bytes: int = 4 * 1024 * 1024  # a request body larger than this is refused (413)
     max_batch: int = 10_000  # commands in one group commit (/v1/batch); more: 422
-    request_timeout_s: float = 30.0  # a request still running then is answered 503
+    request_timeout_s: float = 30.0  # a request waiting this long for the ledger is answered 503
     max_streams: int = 64  # concurrent live streams (/v1/stream); more: 503 with Retry-After
     idle_timeout_s: float = 5.0  # keep-alive connections idle this long are closed
     grace_s: float = 10.0  # SIGTERM: in-flight requests have this long to finish
     max_connections: int = 1024  # open connections; more are refused by the server (503)
+
+    @classmethod
+    def checked(cls, **given: Any) -> ServiceConfig:
+        """A config whose bounds are all positive; InvalidInput naming the one that is not."""
+        config = cls(**given)
+        for name in ("max_body_bytes", "max_batch", "request_timeout_s", "max_streams", "idle_timeout_s"):
+            value = getattr(config, name)
+            if not value > 0:
+                raise InvalidInput(f"must be positive, got {value!r}", where=name)
+        if not config.grace_s >= 0 or not config.max_connections > 0:
+            bad = "grace_s" if not config.grace_s >= 0 else "max_connections"
+            raise InvalidInput(f"must be positive, got {getattr(config, bad)!r}", where=bad)
+        return config

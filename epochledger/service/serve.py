@@ -7,8 +7,11 @@ short by the grace period landed whole or not at all (rule H8: nothing half-appl
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import math
 import socket
+from collections.abc import Iterator
 
 from epochledger.service.config import ServiceConfig
 from ledger.errors import InvalidInput
@@ -45,8 +48,19 @@ def run(config: ServiceConfig) -> None:
 
     from epochledger.service.app import create_app
 
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises the signal once it has drained, so the process would die
+            # of SIGTERM (exit -15); a drained server's stop is the clean exit of rule H8.
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()
+
     app = create_app(config)
-    server = uvicorn.Server(
+    server = Server(
         uvicorn.Config(
             app,
             host=config.host,
@@ -55,8 +69,8 @@ def run(config: ServiceConfig) -> None:
             log_level="warning",
             access_log=False,  # a request line may carry a token in a query; nothing of it is logged (rule H4)
             limit_concurrency=config.max_connections,
-            timeout_keep_alive=int(config.idle_timeout_s),
-            timeout_graceful_shutdown=int(config.grace_s),
+            timeout_keep_alive=math.ceil(config.idle_timeout_s),  # uvicorn takes whole seconds
+            timeout_graceful_shutdown=math.ceil(config.grace_s),
             server_header=False,
         )
     )

@@ -28,6 +28,8 @@ from epochledger.probe import ProbeReport
 from epochledger.service import auth
 from epochledger.service.idempotency import KEY_HEADER, kept, written
 from epochledger.sweep import SweepReport
+from epochledger.tick import TickOutcome, TickReport
+from ledger.errors import InvalidInput, LedgerError
 from ledger.events import Cause, Status
 from ledger.process import EpochState
 from ledger.run import RunState
@@ -526,4 +528,297 @@ def probe(request: Req, data: ProbeBody, idempotency_key: IdemKey = None) -> Res
     return ledger_call(request, idempotency_key, data, call)
 
 
-ROUTES: list[Any] = [*RUN_ROUTES, boot, startup, begin_stop, stop, exited, sweep, probe]
+# ------------------------------------------------------------- tick reports
+class TickReportBody(Body, frozen=True, kw_only=True):
+    """A tick the scheduler ran itself: each run's outcome (rules T1-T3). `tick` names
+    it (unique per tick; the same report again with the same `tick` appends nothing);
+    `tick_failure_deadline_s`: the T2 bound, default the tick driver's."""
+
+    outcomes: list[TickOutcome]
+    tick: str | None = None
+    tick_failure_deadline_s: float | None = None
+
+
+class TickFailed(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: datetime  # the streak's first failure
+    failures: int  # in the streak, this one included
+    dead_lettered: bool
+    recorded: bool
+
+
+class TickDeadLetter(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    step: str
+    reason: str
+    failing_since: datetime
+    failures: int
+    recorded: bool  # False: the store refused it; the next failing report dead-letters it again
+
+
+class TickUnrecorded(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    event: str
+    error: str
+
+
+class TickReported(msgspec.Struct, frozen=True, kw_only=True):
+    """What the ledger recorded for a reported tick: the runs that advanced, the streaks
+    that closed, the failures, and the runs it dead-lettered (release what they held)."""
+
+    tick: str
+    active: int
+    advanced: list[str]
+    recovered: list[str]
+    failures: list[TickFailed]
+    dead_letters: list[TickDeadLetter]
+    unrecorded: list[TickUnrecorded]
+    appended: int
+
+
+def tick_reported(report: TickReport) -> TickReported:
+    return TickReported(
+        tick=report.tick,
+        active=report.active,
+        advanced=list(report.advanced),
+        recovered=list(report.recovered),
+        failures=[
+            TickFailed(
+                run=f.run,
+                step=f.step,
+                error_class=f.error_class,
+                error=f.error,
+                failing_since=f.failing_since,
+                failures=f.failures,
+                dead_lettered=f.dead_lettered,
+                recorded=f.recorded,
+            )
+            for f in report.failures
+        ],
+        dead_letters=[
+            TickDeadLetter(
+                run=d.run,
+                step=d.step,
+                reason=d.reason,
+                failing_since=d.failing_since,
+                failures=d.failures,
+                recorded=d.recorded,
+            )
+            for d in report.dead_letters
+        ],
+        unrecorded=[
+            TickUnrecorded(run=u.run, event=u.event, error=f"{type(u.error).__name__}: {u.error}")
+            for u in report.unrecorded
+        ],
+        appended=report.appended,
+    )
+
+
+@post(
+    "/v1/epochs/{epoch:str}/tick",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "tick_report"},
+    operation_id="tick_report",
+    tags=["processes"],
+    summary="Report a tick's per-run outcomes; the ledger applies T1-T3 and names the dead-lettered runs",
+)
+def tick_report(
+    request: Req, epoch: str, data: TickReportBody, idempotency_key: IdemKey = None
+) -> Response[TickReported]:
+    with service(request).use() as ledger:
+        auth.check_epoch(request, ledger, epoch)
+
+    def call(ledger: Ledger) -> TickReported:
+        report = ledger.tick_report(
+            epoch, data.outcomes, tick=data.tick, tick_failure_deadline=data.tick_failure_deadline_s
+        )
+        return tick_reported(report)
+
+    return ledger_call(request, idempotency_key, data, call)
+
+
+# -------------------------------------------------------------- group commit
+# Each command is a route's body with its run (or epoch) inside and `op` as its tag.
+class QueueCommand(QueueBody, frozen=True, kw_only=True, tag_field="op", tag="queue"):
+    run: str
+
+
+class StartCommand(StartBody, frozen=True, kw_only=True, tag_field="op", tag="start"):
+    run: str
+
+
+class CheckpointCommand(CheckpointBody, frozen=True, kw_only=True, tag_field="op", tag="checkpoint"):
+    run: str
+
+
+class PauseCommand(PauseBody, frozen=True, kw_only=True, tag_field="op", tag="pause"):
+    run: str
+
+
+class ResumeCommand(ResumeBody, frozen=True, kw_only=True, tag_field="op", tag="resume"):
+    run: str
+
+
+class FailCommand(FailBody, frozen=True, kw_only=True, tag_field="op", tag="fail"):
+    run: str
+
+
+class FinishCommand(FinishBody, frozen=True, kw_only=True, tag_field="op", tag="finish"):
+    run: str
+
+
+class CancelCommand(CancelBody, frozen=True, kw_only=True, tag_field="op", tag="cancel"):
+    run: str
+
+
+class CorrectCommand(CorrectBody, frozen=True, kw_only=True, tag_field="op", tag="correct"):
+    run: str
+
+
+class RewindCommand(RewindBody, frozen=True, kw_only=True, tag_field="op", tag="rewind"):
+    run: str
+
+
+class DeleteCommand(DeleteBody, frozen=True, kw_only=True, tag_field="op", tag="delete"):
+    run: str
+
+
+class BeginStopCommand(StopBody, frozen=True, kw_only=True, tag_field="op", tag="begin_stop"):
+    epoch: str
+
+
+class StopCommand(StopBody, frozen=True, kw_only=True, tag_field="op", tag="stop"):
+    epoch: str
+
+
+class ExitedCommand(ExitedBody, frozen=True, kw_only=True, tag_field="op", tag="exited"):
+    process: str
+    epoch: str
+
+
+RunCommand = (
+    QueueCommand
+    | StartCommand
+    | CheckpointCommand
+    | PauseCommand
+    | ResumeCommand
+    | FailCommand
+    | FinishCommand
+    | CancelCommand
+    | CorrectCommand
+    | RewindCommand
+    | DeleteCommand
+)
+Command = RunCommand | BeginStopCommand | StopCommand | ExitedCommand
+
+
+class BatchBody(Body, frozen=True, kw_only=True):
+    """Commands appended together in one transaction, all or nothing (rules L5, H2):
+    each decided against the batch's own view (a run queued and started in one batch).
+    At most the server's max_batch (422 past it)."""
+
+    commands: list[Command]
+
+
+class BatchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One command's outcome: the run's or the epoch's state after it, and whether it
+    appended anything (`already`: its effect held)."""
+
+    op: str
+    run: RunState | None = None
+    epoch: EpochState | None = None
+    recorded: bool
+    already: bool
+
+
+class BatchWritten(msgspec.Struct, frozen=True, kw_only=True):
+    results: list[BatchResult]
+    appended: int  # events the batch appended
+    recorded: bool
+    already: bool  # every command's effect already held: nothing appended
+
+
+def _apply(b: Batch, command: Command) -> BatchResult:
+    before = b.pending
+    run: RunState | None = None
+    epoch: EpochState | None = None
+    if isinstance(command, BeginStopCommand):
+        b.begin_stop(command.epoch, actor=command.actor, reason=command.reason)
+        epoch = _epoch_state(b, command.epoch)
+    elif isinstance(command, StopCommand):
+        b.stop(command.epoch, actor=command.actor, reason=command.reason)
+        epoch = _epoch_state(b, command.epoch)
+    elif isinstance(command, ExitedCommand):
+        b.exited(
+            command.process,
+            command.epoch,
+            observed_by=command.observed_by,
+            exit_code=command.exit_code,
+            signal=command.signal,
+            evidence=command.evidence,
+            actor=command.actor,
+            reason=command.reason,
+            at=command.at,
+        )
+        epoch = _epoch_state(b, command.epoch)
+    else:
+        run = command.apply(b, command.run)
+    appended = b.pending > before
+    op: str = command.__struct_config__.tag  # type: ignore[assignment] # every Command has a str tag
+    return BatchResult(op=op, run=run, epoch=epoch, recorded=appended, already=not appended)
+
+
+@post(
+    "/v1/batch",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "batch"},
+    operation_id="batch",
+    tags=["runs"],
+    summary="A group commit: every command in one transaction, all or nothing",
+)
+def batch(request: Req, data: BatchBody, idempotency_key: IdemKey = None) -> Response[BatchWritten]:
+    svc = service(request)
+    if len(data.commands) > svc.config.max_batch:
+        raise InvalidInput(
+            f"{len(data.commands)} commands; a batch holds at most {svc.config.max_batch} (the server's max_batch)",
+            where="commands",
+        )
+    for command in data.commands:
+        if isinstance(command, ExitedCommand):
+            auth.check_slot(request, command.process)
+        elif not isinstance(command, BeginStopCommand | StopCommand):
+            for slot in command.slots():
+                auth.check_slot(request, slot)
+    with svc.use() as ledger:
+        for command in data.commands:
+            epochs = (
+                (command.epoch,)
+                if isinstance(command, BeginStopCommand | StopCommand | ExitedCommand)
+                else command.epochs()
+            )
+            for epoch in epochs:
+                auth.check_epoch(request, ledger, epoch)
+
+        def apply(b: Batch) -> Callable[[bool], BatchWritten]:
+            before = b.pending
+            results = []
+            for i, command in enumerate(data.commands):
+                try:
+                    results.append(_apply(b, command))
+                except LedgerError as e:
+                    e.command = i  # type: ignore[attr-defined] # the problem document names the refused command
+                    raise
+            appended = b.pending - before
+            return lambda any_appended: BatchWritten(
+                results=results, appended=appended, recorded=any_appended, already=not any_appended
+            )
+
+        return written(ledger, request, idempotency_key, data, apply)
+
+
+ROUTES: list[Any] = [*RUN_ROUTES, boot, startup, begin_stop, stop, exited, sweep, probe, tick_report, batch]
