@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 
 from epochledger.plain import error_fields, plain
 from ledger import errors as e
@@ -29,6 +31,7 @@ RETRY_AFTER_S = 1  # a store that is down: try again after this many seconds
 TABLE: tuple[tuple[type[e.LedgerError], int, str, str], ...] = (
     (e.LedgerError, 500, "ledger-error", "ledger error"),
     (e.InvalidInput, 422, "invalid-input", "invalid input"),
+    (e.NoSuchStore, 503, "no-such-store", "the store does not exist (no file, table or schema): nothing was created"),
     (e.BadPolicy, 422, "bad-policy", "unknown what-if policy or a bad argument to one"),
     (e.ImportRejected, 422, "import-rejected", "an import line was rejected; nothing was appended"),
     (e.ForeignRunRejected, 422, "foreign-run-rejected", "a foreign run was refused"),
@@ -63,6 +66,38 @@ _BY_CLASS = {cls: (status, slug, title) for cls, status, slug, title in TABLE}
 # an unknown commit is checked first, never retried blind.
 _RETRY = (e.StoreError,)
 _NO_RETRY = (e.CommitUnknown, e.DiskFull, e.PermissionDenied, e.ReadOnlyStore)
+
+
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    """An RFC 9457 problem document, as every refusal is answered (the OpenAPI
+    document's shape of them; `document` below makes them)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    error: str | None = None  # the ledger error's class
+    fields: dict[str, Any] | None = None  # its structured fields, as `epochledger --json` prints them
+
+
+def responses(*statuses: int) -> dict[int, ResponseSpec]:
+    """The problem documents a route may answer with, for the OpenAPI document."""
+    what = {
+        404: "no such run (a read), or no such route",
+        409: "an illegal transition, a stale epoch (fenced), or a lost race (conflict)",
+        413: "the request body is larger than the server's max_body_bytes",
+        422: "bad input: names the field",
+        503: "the store is unavailable (Retry-After), or the commit's outcome is unknown (commit-unknown)",
+    }
+    return {
+        s: ResponseSpec(
+            Problem, description=what.get(s, "a problem document"), media_type=MEDIA_TYPE, generate_examples=False
+        )
+        for s in statuses
+    }
+
+
+WRITE_RESPONSES = responses(404, 409, 413, 422, 503)
 
 
 def type_uri(slug: str) -> str:

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, post
-from litestar.params import Parameter
+from litestar.params import FromPath, HeaderParameter, JSONBody
 
 from epochledger.app import ORPHAN_MARGIN_S
 from epochledger.probe import ProbeReport
-from epochledger.service import auth
+from epochledger.service import auth, problems
 from epochledger.service.idempotency import KEY_HEADER, kept, written
 from epochledger.sweep import SweepReport
 from epochledger.tick import TickOutcome, TickReport
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 Req = Request[Any, Any, Any]
 IdemKey = Annotated[
     str | None,
-    Parameter(
-        header=KEY_HEADER,
+    HeaderParameter(
+        name=KEY_HEADER,
         required=False,
         description="Keep this write's first outcome under this key and answer a retry with it (rule H3)",
     ),
@@ -336,15 +336,22 @@ def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledge
 
 # ------------------------------------------------------------------- routes
 def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody], summary: str) -> Any:
-    def handler(request: Req, run: str, data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
+    def handler(request: Req, run: FromPath[str], data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
         return run_write(request, run, data, idempotency_key)
 
-    handler.__annotations__ = {**handler.__annotations__, "data": body_type}
+    # The body's and the answer's types, for Litestar's decoding and the OpenAPI document,
+    # written as annotations are (strings, resolved in this module).
+    handler.__annotations__ = {
+        **handler.__annotations__,
+        "data": f"JSONBody[{body_type.__name__}]",
+        "return": "Response[RunWritten]",
+    }
     handler.__name__ = handler.__qualname__ = f"run_{op}"
     return post(
         f"/v1/runs/{{run:str}}/{path}",
         sync_to_thread=True,
         status_code=200,
+        responses=problems.WRITE_RESPONSES,
         opt={"op": op},
         summary=summary,
         operation_id=op,
@@ -371,12 +378,15 @@ RUN_ROUTES = [
     "/v1/processes/{process:str}/boot",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "boot"},
     operation_id="boot",
     tags=["processes"],
     summary="Boot a new epoch of a process slot (rule O1)",
 )
-def boot(request: Req, process: str, data: BootBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+def boot(
+    request: Req, process: FromPath[str], data: JSONBody[BootBody], idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
     auth.check_slot(request, process)
 
     def call(ledger: Ledger) -> EpochWritten:
@@ -400,12 +410,15 @@ def boot(request: Req, process: str, data: BootBody, idempotency_key: IdemKey = 
     "/v1/processes/{process:str}/startup",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "startup"},
     operation_id="startup",
     tags=["processes"],
     summary="Boot a new epoch and sweep with it, before serving anything (rule O5)",
 )
-def startup(request: Req, process: str, data: StartupBody, idempotency_key: IdemKey = None) -> Response[StartupWritten]:
+def startup(
+    request: Req, process: FromPath[str], data: JSONBody[StartupBody], idempotency_key: IdemKey = None
+) -> Response[StartupWritten]:
     auth.check_slot(request, process)
 
     def call(ledger: Ledger) -> StartupWritten:
@@ -431,12 +444,15 @@ def startup(request: Req, process: str, data: StartupBody, idempotency_key: Idem
     "/v1/epochs/{epoch:str}/begin-stop",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "begin_stop"},
     operation_id="begin_stop",
     tags=["processes"],
     summary="Record that an epoch has begun to stop (process.stopping)",
 )
-def begin_stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+def begin_stop(
+    request: Req, epoch: FromPath[str], data: JSONBody[StopBody], idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
     return epoch_write(
         request, data, idempotency_key, epoch, lambda b: b.begin_stop(epoch, actor=data.actor, reason=data.reason)
     )
@@ -446,12 +462,15 @@ def begin_stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKe
     "/v1/epochs/{epoch:str}/stop",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "stop"},
     operation_id="stop",
     tags=["processes"],
     summary="Record a clean stop of an epoch (process.stopping, process.stopped)",
 )
-def stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+def stop(
+    request: Req, epoch: FromPath[str], data: JSONBody[StopBody], idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
     return epoch_write(
         request, data, idempotency_key, epoch, lambda b: b.stop(epoch, actor=data.actor, reason=data.reason)
     )
@@ -461,13 +480,18 @@ def stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = No
     "/v1/processes/{process:str}/epochs/{epoch:str}/exited",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "exited"},
     operation_id="exited",
     tags=["processes"],
     summary="Record that an epoch's process exited, as whoever saw it (rule O7)",
 )
 def exited(
-    request: Req, process: str, epoch: str, data: ExitedBody, idempotency_key: IdemKey = None
+    request: Req,
+    process: FromPath[str],
+    epoch: FromPath[str],
+    data: JSONBody[ExitedBody],
+    idempotency_key: IdemKey = None,
 ) -> Response[EpochWritten]:
     return epoch_write(
         request,
@@ -493,12 +517,15 @@ def exited(
     "/v1/epochs/{epoch:str}/sweep",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "sweep"},
     operation_id="sweep",
     tags=["processes"],
     summary="Sweep with a live epoch the caller booted, judged by its boot instant (rule O5)",
 )
-def sweep(request: Req, epoch: str, data: SweepBody, idempotency_key: IdemKey = None) -> Response[SweepReport]:
+def sweep(
+    request: Req, epoch: FromPath[str], data: JSONBody[SweepBody], idempotency_key: IdemKey = None
+) -> Response[SweepReport]:
     with service(request).use() as ledger:
         auth.check_epoch(request, ledger, epoch)
 
@@ -512,12 +539,13 @@ def sweep(request: Req, epoch: str, data: SweepBody, idempotency_key: IdemKey = 
     "/v1/probe",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "probe"},
     operation_id="probe",
     tags=["processes"],
     summary="Probe this server's host's live epochs against its kernel, then sweep (rules O7, O8)",
 )
-def probe(request: Req, data: ProbeBody, idempotency_key: IdemKey = None) -> Response[ProbeReport]:
+def probe(request: Req, data: JSONBody[ProbeBody], idempotency_key: IdemKey = None) -> Response[ProbeReport]:
     if data.epoch is not None:
         with service(request).use() as ledger:
             auth.check_epoch(request, ledger, data.epoch)
@@ -621,13 +649,14 @@ def tick_reported(report: TickReport) -> TickReported:
     "/v1/epochs/{epoch:str}/tick",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "tick_report"},
     operation_id="tick_report",
     tags=["processes"],
     summary="Report a tick's per-run outcomes; the ledger applies T1-T3 and names the dead-lettered runs",
 )
 def tick_report(
-    request: Req, epoch: str, data: TickReportBody, idempotency_key: IdemKey = None
+    request: Req, epoch: FromPath[str], data: JSONBody[TickReportBody], idempotency_key: IdemKey = None
 ) -> Response[TickReported]:
     with service(request).use() as ledger:
         auth.check_epoch(request, ledger, epoch)
@@ -776,12 +805,13 @@ def _apply(b: Batch, command: Command) -> BatchResult:
     "/v1/batch",
     sync_to_thread=True,
     status_code=200,
+    responses=problems.WRITE_RESPONSES,
     opt={"op": "batch"},
     operation_id="batch",
     tags=["runs"],
     summary="A group commit: every command in one transaction, all or nothing",
 )
-def batch(request: Req, data: BatchBody, idempotency_key: IdemKey = None) -> Response[BatchWritten]:
+def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = None) -> Response[BatchWritten]:
     svc = service(request)
     if len(data.commands) > svc.config.max_batch:
         raise InvalidInput(
