@@ -92,6 +92,7 @@ __all__ = [  # the facade's own names, then what it re-exports from its pieces
 RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
 ProcessState = process_stream_mod.ProcessState
+BOOT_ATTEMPTS = 5  # a boot is always legal: one that loses a race to another boot is decided again
 
 
 class Ledger(Commands, Reports):
@@ -218,6 +219,44 @@ class Ledger(Commands, Reports):
         given (without `machine=`, no later boot can prove that host rebooted); a boot
         for another pid on this host (a supervisor booting its worker's slot) reads that
         pid's start time."""
+        event = self.boot_event(
+            process,
+            epoch=epoch,
+            host=host,
+            pid=pid,
+            actor=actor,
+            host_boot=host_boot,
+            pid_start=pid_start,
+            machine=machine,
+            booted_at=booted_at,
+        )
+        for attempt in range(BOOT_ATTEMPTS):  # a boot is always legal: a lost race just retries
+            try:
+                state = self.submit(event).epoch(event.epoch)
+                assert state is not None
+                return state
+            except ConflictError:
+                if attempt == BOOT_ATTEMPTS - 1:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def boot_event(
+        self,
+        process: str,
+        *,
+        epoch: str | None = None,
+        host: str | None = None,
+        pid: int | None = None,
+        actor: str | None = None,
+        host_boot: str | None = None,
+        pid_start: int | None = None,
+        machine: str | None = None,
+        booted_at: datetime | None = None,
+    ) -> ProcessBooted:
+        """The `process.booted` a `boot()` with these arguments appends, with the host's
+        facts filled in as `boot()` documents, appending nothing: for a caller that
+        submits it in a batch of its own (the service keeps a boot's Idempotency-Key
+        outcome in the boot's transaction, rule H3)."""
         facts = self.host
         here = facts.name()
         on_this_host = host is None or host == here
@@ -233,7 +272,7 @@ class Ledger(Commands, Reports):
             except OSError:
                 found = None  # no /proc: no start time to record
             pid_start = found.start if found is not None else None
-        event = ProcessBooted(
+        return ProcessBooted(
             at=self.clock.now(),
             process=process,
             epoch=epoch or uuid.uuid4().hex,
@@ -245,15 +284,6 @@ class Ledger(Commands, Reports):
             pid_start=pid_start,
             machine=machine,
         )
-        for attempt in range(5):  # a boot is always legal: a lost race just retries
-            try:
-                state = self.submit(event).epoch(event.epoch)
-                assert state is not None
-                return state
-            except ConflictError:
-                if attempt == 4:
-                    raise
-        raise AssertionError  # pragma: no cover
 
     # ----------------------------------------------------- epochs, sweep, fencing
     def begin_stop(self, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None) -> ProcessState:

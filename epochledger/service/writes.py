@@ -23,7 +23,7 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.params import FromPath, HeaderParameter, JSONBody
 
-from epochledger.app import ORPHAN_MARGIN_S
+from epochledger.app import BOOT_ATTEMPTS, ORPHAN_MARGIN_S
 from epochledger.probe import ProbeReport
 from epochledger.service import auth, problems
 from epochledger.service.idempotency import KEY_HEADER, kept, written
@@ -31,7 +31,7 @@ from epochledger.sweep import SweepReport
 from epochledger.tick import TickOutcome, TickReport
 from ledger.errors import InvalidInput, LedgerError
 from ledger.events import Cause, Status
-from ledger.process import EpochState
+from ledger.process import EpochState, ProcessState
 from ledger.run import RunState
 
 if TYPE_CHECKING:
@@ -291,9 +291,10 @@ def service(request: Req) -> Service:
     return svc
 
 
-def _epoch_state(b: Batch, epoch: str) -> EpochState:
-    """The state of `epoch` as the batch now sees it (after its own writes)."""
-    found: EpochState = b.find_epoch(epoch)
+def _epoch_state(b: Batch | ProcessState, epoch: str) -> EpochState:
+    """The state of `epoch` as the batch (or the slot's state after a write) now sees it."""
+    found = b.epoch(epoch) if isinstance(b, ProcessState) else b.find_epoch(epoch)
+    assert found is not None  # just written or found (find_epoch raises UnknownEpoch)
     return found
 
 
@@ -328,8 +329,8 @@ def epoch_write(
 
 
 def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledger], msgspec.Struct]) -> Response[Any]:
-    """A write the facade makes in transactions of its own (boot, startup, sweep, probe,
-    a tick report): its Idempotency-Key outcome is kept after it (idempotency.kept)."""
+    """A write the facade makes in transactions of its own (startup, sweep, probe, a
+    tick report): its Idempotency-Key outcome is kept after it (idempotency.kept)."""
     with service(request).use() as ledger:
         return kept(ledger, request, key, body, lambda: call(ledger))
 
@@ -388,22 +389,24 @@ def boot(
     request: Req, process: FromPath[str], data: JSONBody[BootBody], idempotency_key: IdemKey = None
 ) -> Response[EpochWritten]:
     auth.check_slot(request, process)
+    with service(request).use() as ledger:
 
-    def call(ledger: Ledger) -> EpochWritten:
-        state = ledger.boot(
-            process,
-            epoch=data.epoch,
-            host=data.host,
-            pid=data.pid,
-            actor=data.actor,
-            host_boot=data.host_boot,
-            pid_start=data.pid_start,
-            machine=data.machine,
-            booted_at=data.booted_at,
-        )
-        return EpochWritten(epoch=state, recorded=True, already=False)
+        def apply(b: Batch) -> Callable[[bool], EpochWritten]:
+            event = ledger.boot_event(
+                process,
+                epoch=data.epoch,
+                host=data.host,
+                pid=data.pid,
+                actor=data.actor,
+                host_boot=data.host_boot,
+                pid_start=data.pid_start,
+                machine=data.machine,
+                booted_at=data.booted_at,
+            )
+            state = _epoch_state(b.submit(event), event.epoch)
+            return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
 
-    return ledger_call(request, idempotency_key, data, call)
+        return written(ledger, request, idempotency_key, data, apply, attempts=BOOT_ATTEMPTS)
 
 
 @post(
