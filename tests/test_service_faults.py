@@ -8,7 +8,6 @@ import http.client
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -31,14 +30,18 @@ def boot(base: str, process: str, epoch: str) -> None:
     assert got.status_code == 200, got.text
 
 
-def together(*calls: Callable[[], httpx.Response]) -> list[httpx.Response]:
-    """Each call in a thread of its own, released at once."""
+Call = tuple[str, str, dict[str, Any], dict[str, str]]  # base, path, body, headers
+
+
+def together(*calls: Call) -> list[httpx.Response]:
+    """Each request in a thread of its own, released at once."""
     gate = threading.Barrier(len(calls))
     out: list[httpx.Response | None] = [None] * len(calls)
 
     def run(i: int) -> None:
         gate.wait()
-        out[i] = calls[i]()
+        base, path, body, headers = calls[i]
+        out[i] = post(base, path, body, headers=headers)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     for t in threads:
@@ -72,8 +75,8 @@ def test_H6_two_servers_on_one_store_racing_one_transition_land_it_once(store_ur
         seen: dict[str, int] = {}
         for i in range(RUNS):
             got = together(
-                lambda: post(a, f"/v1/runs/r{i}/start", {"epoch": "ea"}),
-                lambda: post(b, f"/v1/runs/r{i}/start", {"epoch": "eb"}),
+                (a, f"/v1/runs/r{i}/start", {"epoch": "ea"}, {}),
+                (b, f"/v1/runs/r{i}/start", {"epoch": "eb"}, {}),
             )
             kinds = sorted(kind(r) for r in got)
             assert kinds.count("landed") == 1, kinds
@@ -87,8 +90,8 @@ def test_H6_two_servers_on_one_store_racing_one_transition_land_it_once(store_ur
         for i in range(RUNS):
             epoch = owner[f"r{i}"]
             got = together(
-                lambda: post(a, f"/v1/runs/r{i}/finish", {"epoch": epoch}),
-                lambda: post(b, f"/v1/runs/r{i}/finish", {"epoch": epoch}),
+                (a, f"/v1/runs/r{i}/finish", {"epoch": epoch}, {}),
+                (b, f"/v1/runs/r{i}/finish", {"epoch": epoch}, {}),
             )
             kinds = sorted(kind(r) for r in got)
             assert kinds.count("landed") == 1 and kinds[0] in ("already", "conflict"), kinds
@@ -105,8 +108,8 @@ def test_H3_H6_one_idempotency_key_raced_on_two_servers_is_one_boot(store_url: s
         for n in range(4):
             key = {"Idempotency-Key": f"boot-{n}"}
             got = together(
-                lambda: post(a, f"/v1/processes/w{n}/boot", body, headers=key),
-                lambda: post(b, f"/v1/processes/w{n}/boot", body, headers=key),
+                (a, f"/v1/processes/w{n}/boot", body, key),
+                (b, f"/v1/processes/w{n}/boot", body, key),
             )
             assert [r.status_code for r in got] == [200, 200], [r.text for r in got]
             assert got[0].json()["epoch"] == got[1].json()["epoch"]
