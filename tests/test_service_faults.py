@@ -58,7 +58,7 @@ def kind(r: httpx.Response) -> str:
     return str(r.json()["type"]).rsplit(":", 1)[1]
 
 
-RUNS = 12
+RUNS = 8
 
 
 def test_H6_two_servers_on_one_store_racing_one_transition_land_it_once(store_url: str) -> None:
@@ -242,3 +242,24 @@ def test_H8_sigterm_lets_an_in_flight_batch_finish_and_exits_0(sqlite_url: str) 
             server.process.kill()
     with open_ledger(sqlite_url, create=False) as ledger:
         assert len(ledger.runs()) == 10_000  # all of it, never half
+
+
+def test_H8_a_request_waiting_past_the_request_timeout_is_503_and_began_nothing(sqlite_url: str) -> None:
+    open_ledger(sqlite_url, init=True).close()
+    with served(sqlite_url, args=["--request-timeout", "0.3"]) as base:
+        commands = [{"op": "queue", "run": f"b{i}"} for i in range(10_000)]
+        done_at: list[float] = []
+        sender = threading.Thread(
+            target=lambda: (post(base, "/v1/batch", {"commands": commands}), done_at.append(time.monotonic()))
+        )
+        sender.start()
+        time.sleep(0.2)
+        waited = post(base, "/v1/runs/late/queue")
+        refused_at = time.monotonic()
+        sender.join(60)
+        assert done_at and done_at[0] > refused_at, "the batch finished first: nothing held the ledger"
+        assert waited.status_code == 503, waited.text
+        assert waited.json()["type"] == "urn:epochledger:problem:lock-timeout"
+        assert waited.headers["retry-after"] == "1"
+    with open_ledger(sqlite_url, create=False) as ledger:
+        assert "late" not in {r.run for r in ledger.runs()}

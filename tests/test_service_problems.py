@@ -27,3 +27,20 @@ def test_H2_the_most_specific_class_decides() -> None:
     unknown = errors.CommitUnknown({"run:r1": (2, 2)}, "connection lost")
     assert problems.classify(unknown)[:2] == (503, "commit-unknown")
     assert problems.classify(errors.LockTimeout("append", "the lock", 1.0))[:2] == (503, "lock-timeout")
+
+
+def test_H8_the_documented_bounds_are_the_configs_defaults() -> None:
+    """docs/service.md, "Bounds and shutdown", lists every bound with its default."""
+    import re
+    from pathlib import Path
+
+    from epochledger.service.config import ServiceConfig
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "service.md").read_text()
+    section = doc.split("## Bounds and shutdown", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", section, re.M))
+    config = ServiceConfig()
+    bounds = ("max_body_bytes", "max_batch", "request_timeout_s", "idle_timeout_s", "max_connections", "grace_s")
+    assert set(bounds) <= set(rows), f"undocumented: {sorted(set(bounds) - set(rows))}"
+    for name in bounds:
+        assert float(rows[name]) == float(getattr(config, name)), name
