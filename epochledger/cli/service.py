@@ -60,6 +60,6 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     config = ServiceConfig.checked(
         store=ns.store, host=host, port=port, **{k: v for k, v in given.items() if v is not None}
     )
-    err(f"epochledger: serving {config.store or 'the default store'} on http://{ns.listen} (loopback only, no tokens)")
+    err(f"epochledger: serving {ns.store or 'the default store'} on http://{ns.listen} (loopback only, no tokens)")
     run(config)
     return 0
