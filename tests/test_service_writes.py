@@ -90,6 +90,10 @@ def test_H2_every_write_of_the_python_api_over_http_with_the_same_rules(base: st
     # Bad input: 422 naming the field, whether msgspec's decoding or the ledger's checks refuse it.
     unknown = problem(post(base, "/v1/runs/r9/queue", {"bogus": 1}), 422, "invalid-input")
     assert "bogus" in unknown["fields"]["errors"][0]["message"]
+    malformed = httpx.post(
+        f"{base}/v1/runs/r9/queue", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert "malformed" in problem(malformed, 400, "bad-request")["detail"]
     bad_id = problem(post(base, "/v1/runs/r%20x/queue", {}), 422, "invalid-input")
     assert "`$.run`" in bad_id["detail"]
     bad_status = problem(

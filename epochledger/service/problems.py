@@ -136,7 +136,14 @@ def validation_error(request: Request[Any, Any, Any], error: ValidationException
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
     """Litestar's own refusals (404 route, 405, 413, 401, 403, ...) in the same shape."""
-    slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+    slug = {
+        400: "bad-request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not-found",
+        405: "method-not-allowed",
+        413: "too-large",
+    }
     status = error.status_code
     return document(
         status,
