@@ -12,8 +12,11 @@ The names those modules define are re-exported here (`epochledger.app.Batch`,
 
 from __future__ import annotations
 
+import os
+import secrets
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -41,9 +44,10 @@ from ledger import process as process_stream_mod
 from ledger import role as role_mod
 from ledger import run as run_mod
 from ledger import settings as settings_mod
+from ledger import tokens as tokens_mod
 from ledger.clock import Clock, boot_instant, checked_clock
 from ledger.codec import check_value
-from ledger.errors import ConflictError, LedgerError, RunNotFound, StaleEpoch
+from ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
 from ledger.events import (
     LedgerDefaultSlot,
     Name,
@@ -52,10 +56,13 @@ from ledger.events import (
     RoleGranted,
     RunFenced,
     StreamEvent,
+    TokenIssued,
+    TokenRevoked,
     ledger_stream,
     process_stream,
     role_stream,
     run_stream,
+    token_stream,
 )
 from ledger.host import Host, SystemHost
 from ledger.process import EpochState, HostState
@@ -71,6 +78,7 @@ __all__ = [  # the facade's own names, then what it re-exports from its pieces
     "Ledger",
     "ProcessState",
     "RunState",
+    "boot_event",
     "open_ledger",
     "CACHE_STREAMS",
     "StateCache",
@@ -95,17 +103,71 @@ ProcessState = process_stream_mod.ProcessState
 BOOT_ATTEMPTS = 5  # a boot is always legal: one that loses a race to another boot is decided again
 
 
+# Fork (docs/adapters.md, "Fork"): a Ledger used on both sides of os.fork() (a prefork
+# pool's children inherit the parent's objects) reopens its store in the child, on the
+# child's first use of it (the hook itself does no I/O: a store that is down at the
+# fork fails the child's first call, as it would any call). The parent's connections
+# are kept referenced and never closed in the child: closing an inherited SQLite
+# connection may checkpoint and delete the WAL the parent still uses, and closing an
+# inherited PostgreSQL connection sends the server a Terminate on the parent's own
+# socket. Held here so that garbage collection cannot close them either.
+_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+_INHERITED: list[Store] = []
+_FORK_LOCK = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.RLock()  # another thread may have held it at the fork
+    for ledger in list(_LEDGERS):
+        ledger._forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Ledger(Commands, Reports):
-    """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`."""
+    """The embedded API. Open one with `ledger.open_ledger(url, clock=...)`. A Ledger
+    survives os.fork(): the child reopens its store (docs/adapters.md, "Fork")."""
 
     def __init__(self, store: Store, clock: Clock | None = None, host: Host | None = None):
-        self.store = store
+        self._store = store
+        self._forked = False  # set in a forked child: the store is the parent's (reopened on first use)
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
         self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
         self._host_states = HostStates()  # every host's boots (host_state; epochledger/epochs_lookup.py)
         self.cache = StateCache()  # streams' states between writes (rule W1)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
+        _LEDGERS.add(self)
+
+    @property
+    def store(self) -> Store:
+        """The store this process writes through; in a forked child, a store of its own
+        at the same URL, opened on first use (see _INHERITED)."""
+        if self._forked:
+            self._reopen_in_child()
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+
+    def _reopen_in_child(self) -> None:
+        """A store of the child's own, and fresh in-process state (a lock another
+        thread of the parent held at the fork would never be released here; what the
+        parent had cached is read again)."""
+        with _FORK_LOCK:
+            if not self._forked:
+                return
+            inherited = self._store
+            self._store = open_store(inherited.url, create=False)
+            _INHERITED.append(inherited)  # never closed in the child (see _INHERITED)
+            self._host_states = HostStates()
+            self.cache = StateCache()
+            self._stopping = {}
+            self._stopping_lock = threading.Lock()
+            self._forked = False
 
     @property
     def url(self) -> str:
@@ -219,7 +281,9 @@ class Ledger(Commands, Reports):
         given (without `machine=`, no later boot can prove that host rebooted); a boot
         for another pid on this host (a supervisor booting its worker's slot) reads that
         pid's start time."""
-        event = self.boot_event(
+        event = boot_event(
+            self.host,
+            self.clock,
             process,
             epoch=epoch,
             host=host,
@@ -253,36 +317,20 @@ class Ledger(Commands, Reports):
         machine: str | None = None,
         booted_at: datetime | None = None,
     ) -> ProcessBooted:
-        """The `process.booted` a `boot()` with these arguments appends, with the host's
-        facts filled in as `boot()` documents, appending nothing: for a caller that
-        submits it in a batch of its own (the service keeps a boot's Idempotency-Key
-        outcome in the boot's transaction, rule H3)."""
-        facts = self.host
-        here = facts.name()
-        on_this_host = host is None or host == here
-        if pid is None:
-            pid = facts.pid()
-        if on_this_host and host_boot is None:
-            host_boot = facts.boot_id()
-        if on_this_host and machine is None:
-            machine = facts.machine_id()
-        if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
-            try:
-                found = facts.process(pid)
-            except OSError:
-                found = None  # no /proc: no start time to record
-            pid_start = found.start if found is not None else None
-        return ProcessBooted(
-            at=self.clock.now(),
-            process=process,
-            epoch=epoch or uuid.uuid4().hex,
-            booted_at=booted_at if booted_at is not None else boot_instant(self.clock),
-            host=host if host is not None else here,
+        """The `process.booted` event `boot()` appends, stamped now and appending
+        nothing (`boot_event` below, with this ledger's host port and clock)."""
+        return boot_event(
+            self.host,
+            self.clock,
+            process,
+            epoch=epoch,
+            host=host,
             pid=pid,
             actor=actor,
             host_boot=host_boot,
             pid_start=pid_start,
             machine=machine,
+            booted_at=booted_at,
         )
 
     # ----------------------------------------------------- epochs, sweep, fencing
@@ -535,6 +583,72 @@ class Ledger(Commands, Reports):
         found: role_mod.RoleState | None = _fold_stream(role_stream(role), self.store.read_stream(role_stream(role)))
         return found
 
+    # ------------------------------------------------------------- tokens (rule H4)
+    def issue_token(
+        self,
+        role: str,
+        *,
+        name: str | None = None,
+        slots: Sequence[str] = (),
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> tokens_mod.IssuedToken:
+        """Issue a bearer token of `role` (ledger/access.py), for the HTTP service (rule
+        H4): 256 random bits, returned once in `IssuedToken.secret` and stored only as
+        its SHA-256 digest (`token.issued`; ledger/tokens.py says why that hash is
+        enough). `slots`: a writer token's process slots (names or fnmatch patterns)."""
+        if isinstance(slots, str):  # a lone slot name would be read as its characters
+            raise InvalidInput("expected a list of slot names or patterns, got one string", where="slots")
+        token_id = secrets.token_hex(8)
+        secret = f"{tokens_mod.PREFIX}.{token_id}.{secrets.token_urlsafe(32)}"
+        command = TokenIssued(
+            at=self.clock.now(),
+            token=token_id,
+            role=role,
+            digest=tokens_mod.digest(secret),
+            name=name,
+            slots=list(slots),
+            actor=actor,
+            reason=reason,
+        )
+        for attempt in range(5):  # the one token stream: a rival issue or revoke landed first
+            try:
+                registry = self.submit(command)
+                return tokens_mod.IssuedToken(secret=secret, token=registry.tokens[token_id])
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def revoke_token(self, token: str, *, actor: str | None = None, reason: str | None = None) -> tokens_mod.Token:
+        """Revoke token `token` (its id, as `tokens()` lists it): refused from the next
+        request on, by every server on this store (rule H4). Revoked already: appends
+        nothing. Never issued: TokenNotFound."""
+        command = TokenRevoked(at=self.clock.now(), token=token, actor=actor, reason=reason)
+        for attempt in range(5):
+            try:
+                return self.submit(command).tokens[command.token]
+            except ConflictError:
+                if attempt == 4:
+                    raise
+        raise AssertionError  # pragma: no cover
+
+    def token_registry(self) -> tokens_mod.TokenRegistry:
+        """Every token ever issued, as of the log now: the cached registry plus the token
+        events after its version (Ledger.read_state; on SQLite no read at all while the
+        log is unchanged). What the service checks each request against (rule H4)."""
+        found: tokens_mod.TokenRegistry | None = self.read_state(token_stream())
+        return found if found is not None else tokens_mod.TokenRegistry()
+
+    def tokens(self) -> list[tokens_mod.Token]:
+        """Every token ever issued, revoked ones included, oldest first: never a token's
+        text or digest."""
+        return sorted(self.token_registry().tokens.values(), key=lambda t: (t.issued_at, t.id))
+
+    def authenticate(self, secret: str) -> tokens_mod.Token | None:
+        """The live token `secret` is, or None (unknown, revoked, or not a token)."""
+        return tokens_mod.matches(self.token_registry(), secret)
+
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
         """Every running run no slot can judge (rule O9: no owner epoch, no process, and
         no default slot), with why; the sweep reports list them too. Reads only."""
@@ -623,6 +737,54 @@ class Ledger(Commands, Reports):
         from projections import engine
 
         return engine.read_runs(self.store, where)[0]
+
+
+def boot_event(
+    facts: Host,
+    clock: Clock,
+    process: str,
+    *,
+    epoch: str | None = None,
+    host: str | None = None,
+    pid: int | None = None,
+    actor: str | None = None,
+    host_boot: str | None = None,
+    pid_start: int | None = None,
+    machine: str | None = None,
+    booted_at: datetime | None = None,
+) -> ProcessBooted:
+    """The `process.booted` event `Ledger.boot()` appends, with the same facts (from
+    the host port `facts` and the clock), stamped now, needing no store: for a writer
+    that records it later (an adapter's spool, epochledger/spool.py), so the boot
+    instant and the pid's start time are those of the moment the process booted, not
+    of the replay, and a process can boot while its store is unreachable."""
+    here = facts.name()
+    on_this_host = host is None or host == here
+    if pid is None:
+        pid = facts.pid()
+    if on_this_host and host_boot is None:
+        host_boot = facts.boot_id()
+    if on_this_host and machine is None:
+        machine = facts.machine_id()
+    if on_this_host and pid_start is None and type(pid) is int:  # a bad pid is refused by checked()
+        try:
+            found = facts.process(pid)
+        except OSError:
+            found = None  # no /proc: no start time to record
+        pid_start = found.start if found is not None else None
+    event = ProcessBooted(
+        at=clock.now(),
+        process=process,
+        epoch=epoch or uuid.uuid4().hex,
+        booted_at=booted_at if booted_at is not None else boot_instant(clock),
+        host=host if host is not None else here,
+        pid=pid,
+        actor=actor,
+        host_boot=host_boot,
+        pid_start=pid_start,
+        machine=machine,
+    )
+    return event
 
 
 def open_ledger(

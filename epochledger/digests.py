@@ -49,12 +49,18 @@ def read_digest(path: str) -> Digest:
             raw = f.read(MAX_DIGEST_BYTES + 1)
     except (OSError, ValueError) as e:
         raise InvalidInput(f"cannot read the digest: {getattr(e, 'strerror', None) or e}", where=path) from None
+    return parse_digest(raw, path)
+
+
+def parse_digest(raw: bytes, where: str) -> Digest:
+    """A digest's bytes as `epochledger digest` wrote them (a file's, a query
+    parameter's); InvalidInput naming `where` and what is wrong otherwise."""
     if len(raw) > MAX_DIGEST_BYTES:
-        raise InvalidInput(f"not a digest: larger than {MAX_DIGEST_BYTES} bytes", where=path)
+        raise InvalidInput(f"not a digest: larger than {MAX_DIGEST_BYTES} bytes", where=where)
     try:
         digest = msgspec.json.decode(raw, type=Digest)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
-        raise InvalidInput(f"not a digest ({{position, hash, at}}): {e}", where=path) from None
+        raise InvalidInput(f"not a digest ({{position, hash, at}}): {e}", where=where) from None
     if digest.position < 0 or len(digest.hash) != 64 or any(c not in "0123456789abcdef" for c in digest.hash):
-        raise InvalidInput("not a digest: position must be >= 0 and hash 64 lowercase hex digits", where=path)
+        raise InvalidInput("not a digest: position must be >= 0 and hash 64 lowercase hex digits", where=where)
     return digest

@@ -34,20 +34,30 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from threading import Event
 from typing import Any
 
 import msgspec
 
 from epochledger.app import Batch, Ledger
 from epochledger.ndjson import OnError, Rejected, with_rejects
+from epochledger.probe import ProbeReport
 from ledger import codes
 from ledger import run as run_mod
 from ledger.clock import Clock, SystemClock
 from ledger.codec import check_value
-from ledger.errors import ConflictError, ForeignRunRejected, IllegalTransition, InvalidInput, StaleEpoch
+from ledger.errors import (
+    ConflictError,
+    ForeignRunRejected,
+    IllegalTransition,
+    InvalidInput,
+    StaleEpoch,
+    StoreError,
+)
 from ledger.events import (
     MAX_CAUSE_DEPTH,
     MAX_LABELS,
@@ -130,6 +140,7 @@ HIDDEN_TAGS = ".dagster/"
 CRASH = re.compile(
     r"Run execution process for \S+ (?:was terminated by signal (\d+)|unexpectedly exited with code (-?\d+))"
 )
+UNREADABLE = "Dagster could not read"  # the reason of a run whose record or events Dagster's own read failed on
 PAGE = 1000  # events read per call
 CHUNK = 100  # runs per transaction
 MAX_TEXT = 4000  # characters kept of a message in a Text field (4096)
@@ -190,6 +201,7 @@ class ImportReport(msgspec.Struct, kw_only=True):
     dropped_labels: list[str] = []  # "run: tag" of tags that do not fit a label (named in run.queued's reason)
     rejected: list[Rejected] = []  # runs the ledger cannot record (on_error="skip"; strict raises at the first)
     by_run: list[RunReport] = []
+    newest: datetime | None = None  # the latest update time of the run records listed (Dagster's)
 
 
 # ------------------------------------------------------------------ reading Dagster
@@ -319,9 +331,7 @@ def source_events(instance: Any, run_id: str, after: int) -> Iterator[SourceEven
         try:
             conn = instance.get_records_for_run(run_id, cursor=cursor, of_type=kinds, limit=PAGE)
         except Exception as e:  # noqa: BLE001 - Dagster's own error on a row it cannot read rejects this run, not the import
-            raise Malformed(
-                "events", f"Dagster could not read them: {type(e).__name__}: {ascii(str(e))[:300]}"
-            ) from None
+            raise Malformed("events", f"{UNREADABLE} them: {type(e).__name__}: {ascii(str(e))[:300]}") from None
         for rec in conn.records:
             entry = rec.event_log_entry
             ev = entry.dagster_event
@@ -959,14 +969,33 @@ def import_dagster(
 
 
 def _import(
-    ledger: Ledger, home: str, local_workers: bool, host: Host | None, attempts: int, tolerant: bool, dagster_tags: bool
+    ledger: Ledger,
+    home: str,
+    local_workers: bool,
+    host: Host | None,
+    attempts: int,
+    tolerant: bool,
+    dagster_tags: bool,
+    *,
+    instance: Any = None,
+    since: datetime | None = None,
+    remembered: dict[str, Stamp] | None = None,
 ) -> ImportReport:
+    """One import round. `instance`: an open Dagster instance (a follower's, kept across
+    rounds; else opened and closed here). `since`: list only the run records Dagster
+    updated after it (a follower's later rounds). `remembered`: each run's record stamp
+    as this process last imported it; a record listed with the same stamp is skipped
+    (nothing in the ledger is read for it), and every run imported is remembered."""
     _require_dagster()
     local = LocalHost(host or ledger.host, ledger.clock) if local_workers else None
     report = ImportReport(instance=str(Path(home)))
-    with open_instance(home) as instance:
-        records, unreadable = _run_records(instance)
+    with nullcontext(instance) if instance is not None else open_instance(home) as instance:
+        records, unreadable = _run_records(instance, since)
         report.runs = len(records) + len(unreadable)
+        report.newest = max((u for r in records if (u := _updated(r)) is not None), default=None)
+        stamps = {run_id_of(r): _stamp(r) for r in records}
+        if remembered is not None:
+            records = [r for r in records if remembered.get(run_id_of(r)) != stamps[run_id_of(r)]]
         for run_id, why in unreadable:
             error = ForeignRunRejected(SOURCE, _printable(run_id), "record", why)
             if not tolerant:
@@ -1008,6 +1037,8 @@ def _import(
                 if attempt == attempts - 1:
                     raise
                 continue
+            if remembered is not None:
+                remembered.update((r.src.run_id, stamps[r.src.run_id]) for r in part_reads)
             report.read += part.read
             report.events += part.events
             report.appended += part.appended
@@ -1018,28 +1049,203 @@ def _import(
     return report
 
 
-def _run_records(instance: Any) -> tuple[list[Any], list[tuple[Any, str]]]:
-    """Every run record in storage order, and the runs Dagster cannot read (run id, why).
-    Dagster lists its runs in one query, and one record it cannot read (a tag value
-    that is not a string fails its own type check) fails the whole listing: then each
-    run is read by its id, so one bad record rejects one run, not the import."""
+def _run_records(instance: Any, since: datetime | None = None) -> tuple[list[Any], list[tuple[Any, str]]]:
+    """Every run record in storage order (`since`: only those Dagster updated after it,
+    one indexed query on its runs table), and the runs Dagster cannot read (run id,
+    why). Dagster lists its runs in one query, and one record it cannot read (a tag
+    value that is not a string fails its own type check) fails the whole listing: then
+    each run is read by its id, so one bad record rejects one run, not the import."""
+    from dagster import RunsFilter
+
+    filters = RunsFilter(updated_after=since) if since is not None else None
     try:
-        listed: list[Any] = instance.get_run_records()
+        listed: list[Any] = instance.get_run_records(filters=filters)
     except Exception:  # noqa: BLE001 - Dagster's own error on a record; read run by run to find which
         listed = []
     else:
         return sorted(listed, key=lambda r: r.storage_id), []
     records: list[Any] = []
     unreadable: list[tuple[Any, str]] = []
-    for run_id in instance.get_run_ids():
+    for run_id in instance.get_run_ids(filters=filters):
         try:
             record = instance.get_run_record_by_id(run_id)
         except Exception as e:  # noqa: BLE001 - Dagster's own error on this record rejects this run only
-            unreadable.append((run_id, f"Dagster could not read it: {type(e).__name__}: {ascii(str(e))[:300]}"))
+            unreadable.append((run_id, f"{UNREADABLE} it: {type(e).__name__}: {ascii(str(e))[:300]}"))
             continue
         if record is not None:
             records.append(record)
     return sorted(records, key=lambda r: r.storage_id), unreadable
+
+
+# ------------------------------------------------------------------- following
+# A follower's later rounds list only the run records Dagster updated after the newest
+# one it listed, less OVERLAP_S: Dagster stamps a record with its event's time (the
+# writer's clock), and writes it after the event, so a record can land stamped a little
+# earlier than one already listed (another writer's clock, a slow commit). Records in
+# the overlap that this follower imported with the same stamp are skipped unread.
+OVERLAP_S = 60.0
+# The watermark never passes this host's clock (a writer whose clock runs ahead would
+# move it past records the others stamp later), and every FULL_EVERY_S a round lists
+# every record again (the net for a writer whose clock runs more than OVERLAP_S
+# behind); records this follower imported unchanged are still skipped unread.
+FULL_EVERY_S = 600.0
+# The probe's sweep waits this long after a round that recorded an exit (_Sweeps).
+SETTLE_S = 2.0
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.05, 3600.0
+
+
+class FollowRound(msgspec.Struct, kw_only=True):
+    """One round of `follow_dagster`: what the import read and appended, and what the
+    probe in the loop found and recovered."""
+
+    round: int  # 1, 2, ...
+    since: datetime | None  # the records listed were updated after this (None: every record, the first round)
+    seconds: float  # the round's wall time, import and probe
+    imported: ImportReport
+    probe: ProbeReport | None = None  # local_workers only: this host's live epochs judged, the exits recorded
+    swept: ProbeReport | None = None  # the probe again with its sweep, when one was due (_Sweeps)
+    error: str | None = None  # a store or Dagster error that ended the round; the next round tries again
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing appended, nothing exited, no error: a round not worth a line."""
+        return (
+            self.error is None
+            and self.imported.appended == 0
+            and not self.imported.refused
+            and (self.probe is None or self.probe.exited == 0)
+            and self.swept is None
+        )
+
+
+def follow_dagster(
+    ledger: Ledger,
+    home: str,
+    *,
+    stop: Event,
+    interval: float = 1.0,
+    local_workers: bool = False,
+    host: Host | None = None,
+    dagster_tags: bool = False,
+    on_round: Callable[[FollowRound], None] | None = None,
+    attempts: int = 3,
+    overlap: float = OVERLAP_S,
+    full_every: float = FULL_EVERY_S,
+) -> int:
+    """Keep the ledger current from the Dagster instance in `home` until `stop` is set
+    (rules I3, I4; docs/import-dagster.md, "Following"): a round every `interval`
+    seconds, each an import of what changed since the last round and, with
+    `local_workers`, the probe in the loop (epochledger/probe.py: this host's live
+    epochs against the kernel), so a worker that died without a word is an orphan at the
+    next round, and the sweep recovers its run SETTLE_S later unless Dagster's own
+    verdict came meanwhile (_Sweeps). Returns the number of rounds.
+
+    The first round imports every run (as `import_dagster`); each later round lists only
+    the run records Dagster updated since the newest one listed (less `overlap`), skips
+    those this follower imported unchanged, and reads the events of the rest after their
+    cursors: a quiet instance costs one query of Dagster's runs table and one probe.
+    Strict: a Dagster run the ledger cannot record ends the follow (ForeignRunRejected),
+    as it ends an import. A store error or Dagster's own read error ends only its round
+    (`FollowRound.error`); the next round tries again from the same watermark, so
+    nothing is skipped. The watermark never passes this host's clock, and every
+    `full_every` seconds a round lists every record again (OVERLAP_S, FULL_EVERY_S).
+    `on_round` is called after every round."""
+    if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+        raise InvalidInput(f"from {MIN_INTERVAL_S} to {MAX_INTERVAL_S:g} seconds", where="interval")
+    _require_dagster()
+    remembered: dict[str, Stamp] = {}
+    since: datetime | None = None  # None: list every record (the first round, and until one succeeds)
+    newest: datetime | None = None
+    rounds = 0
+    full_at = time.monotonic()  # when the last full listing was made
+    sweeps = _Sweeps()
+    with open_instance(home) as instance:
+        while not stop.is_set():
+            rounds += 1
+            t0 = time.monotonic()
+            if t0 - full_at >= full_every:
+                since, full_at = None, t0
+            round_ = FollowRound(
+                round=rounds, since=since, seconds=0.0, imported=ImportReport(instance=str(Path(home)))
+            )
+            try:
+                round_.imported = _import(
+                    ledger,
+                    home,
+                    local_workers,
+                    host,
+                    attempts,
+                    False,
+                    dagster_tags,
+                    instance=instance,
+                    since=since,
+                    remembered=remembered,
+                )
+                if local_workers:
+                    sweeps.round(ledger, round_)
+            except (StoreError, ConflictError) as e:
+                round_.error = f"{type(e).__name__}: {e}"
+            except ForeignRunRejected as e:
+                if e.field != "events" or not e.reason.startswith(UNREADABLE):
+                    raise  # a value the ledger cannot record: strict, as an import
+                # Dagster's own read of a run's events failed (a locked SQLite file, a
+                # dropped connection): the next round reads them again.
+                round_.error = _said(e)
+            else:
+                listed = round_.imported.newest
+                if listed is not None and (newest is None or listed > newest):
+                    newest = min(listed, ledger.clock.now())
+                since = (newest or datetime.fromtimestamp(0, UTC)) - timedelta(seconds=overlap)
+            round_.seconds = time.monotonic() - t0
+            if on_round is not None:
+                on_round(round_)
+            stop.wait(max(0.0, interval - round_.seconds))
+    return rounds
+
+
+class _Sweeps:
+    """When the probe in the loop sweeps (epochledger/probe.py; rule O5).
+
+    The probe judges this host's live epochs every round and records the exits at once
+    (the run is an `O2-exited` orphan from that round on). Its sweep, which recovers
+    the orphans, waits SETTLE_S after the round that recorded an exit or appended
+    anything: a code server that launched the worker reports its death within 0.5 s
+    (its cleanup tick), and a round after that imports Dagster's failure (failed,
+    `PROCESS_EXITED`, with the signal), so Dagster's verdict, where it has one, is the
+    one recorded, and the sweep recovers only the runs that nobody else will end. A
+    quiet round with no sweep due costs the judgement of the live epochs only (no
+    orphan read)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.due: float | None = 0.0  # the first round sweeps at once (what earlier runs left)
+
+    def round(self, ledger: Ledger, round_: FollowRound) -> None:
+        round_.probe = ledger.probe(sweep=False)
+        now = self.clock()
+        if round_.probe.exited:
+            self.due = now + SETTLE_S  # this exit's settle, from now
+        elif self.due is None and round_.imported.appended:
+            self.due = now + SETTLE_S
+        if self.due is not None and now >= self.due:
+            self.due = None
+            round_.swept = ledger.probe()
+
+
+Stamp = tuple[str, str]  # a run record's update time and status, as Dagster listed them
+
+
+def _updated(record: Any) -> datetime | None:
+    """The record's update time as an aware UTC instant (Dagster's own), None if it is not one."""
+    ts = record.update_timestamp
+    if not isinstance(ts, datetime):
+        return None
+    return ts.astimezone(UTC) if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def _stamp(record: Any) -> Stamp:
+    run = record.dagster_run
+    return (ascii(record.update_timestamp), ascii(getattr(run.status, "value", run.status)))
 
 
 def _printable(value: Any) -> str:

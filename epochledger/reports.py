@@ -12,10 +12,12 @@ its timing, the run listing's filters and the shapes it decodes, a history's
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
@@ -23,10 +25,11 @@ import msgspec
 
 from epochledger.sweep import SweepReport
 from epochledger.sweep import preview as sweep_preview
-from ledger import lifecycle
+from ledger import codec, lifecycle
 from ledger.codes import show_code
-from ledger.errors import ChainBroken
+from ledger.errors import ChainBroken, InvalidInput
 from ledger.events import AnyEvent
+from ledger.process import EpochState
 from ledger.run import RunState
 from ledger.store import Poison, Store
 from ledger.store.chain import ChainReport, Digest, Sealed
@@ -44,6 +47,7 @@ from replay.whatif import Policy, WhatIf, resolve
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
+    from epochledger.import_dagster import FollowRound as FollowRound  # a skin names it from here (rule H1)
     from epochledger.import_dagster import ImportReport
     from epochledger.ndjson import ClockSteps, ImportResult, OnError
 
@@ -51,25 +55,34 @@ __all__ = [
     "VIEW_NAMES",
     "AuditResult",
     "AuditStatus",
+    "AuditTable",
     "ChainReport",
+    "Digest",
+    "EpochLiveness",
     "HistoryEntry",
+    "LogEntry",
+    "LogPage",
     "ListedRun",
     "Orphaned",
     "Parked",
     "ParquetExport",
     "Rebuilt",
     "Replayed",
+    "ReplayedDocument",
     "Reports",
+    "RunPage",
     "RunRow",
     "RunView",
     "Runs",
     "Sealed",
     "Streaking",
+    "StreakingRuns",
     "SweepReport",
     "SyncResult",
     "TickHealth",
     "TimelineWritten",
     "Verification",
+    "ViewLag",
     "WhatIf",
     "audit_export_parquet",
     "audit_path",
@@ -77,7 +90,11 @@ __all__ = [
     "audit_report",
     "chain_error",
     "check_policy",
+    "decode_cursor",
+    "encode_cursor",
     "gc_paused",
+    "label_pair",
+    "parse_digest",
     "predicates_of",
     "read_tick_health",
     "run_tick_health",
@@ -132,6 +149,19 @@ class Replayed(msgspec.Struct, kw_only=True):
     canonical: bytes
     state_hash: str
 
+    def document(self) -> bytes:
+        """`{"state": ..., "state_hash": ...}` with the state's canonical bytes verbatim,
+        keys in sorted order: the hash covers exactly the bytes between the braces of
+        "state" (`replay --json`, GET /v1/replay)."""
+        return b'{"state":' + self.canonical + b',"state_hash":"' + self.state_hash.encode() + b'"}'
+
+
+class ReplayedDocument(msgspec.Struct, kw_only=True):
+    """The schema of Replayed.document(): the fleet's state and its state hash."""
+
+    state: FleetState
+    state_hash: str
+
 
 class TimelineWritten(msgspec.Struct, kw_only=True):
     """The incident page written (rule V1): where, and how many bytes."""
@@ -151,13 +181,48 @@ class TickHealth(msgspec.Struct, kw_only=True):
     dead_letters_by_error_class: dict[str, int]
 
 
+class LogEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One event of the log as a reader outside the process receives it: its position,
+    its type (tag) and its JSON, the bytes `epochledger export` writes for it (one
+    encoder). An event that does not decode (rule T4) is `decoded=False`, its JSON the
+    Poison's fields (position, stream, version, tag, error), so a reader sees it and
+    goes past it."""
+
+    position: int
+    type: str
+    data: bytes
+    decoded: bool = True
+
+
+class LogPage(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of the log after a position, filtered: `entries` in log order, and `upto`,
+    the last position read (filtered-out events included): where the next page starts."""
+
+    entries: list[LogEntry]
+    upto: int
+
+
+class ViewLag(msgspec.Struct, frozen=True, kw_only=True):
+    """A live view's tracking position and how many positions it lags the log's head
+    (the whole log when it was never built at its VERSION), read without catching up."""
+
+    view: str
+    position: int
+    lag: int
+
+
 class RunView(msgspec.Struct, kw_only=True):
     """One run as `show` presents it: its state from the runs view, how far that view
-    was behind, and the run's tick health."""
+    was behind, and the run's tick health; its shown code, every lifecycle predicate
+    (one evaluation: predicates_of, rule P4) and its children, the live runs whose
+    parent it is (rule I2), by run id."""
 
     state: RunState
     lag: int
     tick_health: tick_health_view.RunTickHealth
+    code_shown: str = ""
+    predicates: dict[str, bool] = {}
+    children: list[str] = []
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True):
@@ -212,6 +277,7 @@ class RunRow(msgspec.Struct, kw_only=True):
     labels: dict[str, str] = {}
     deleted: bool = False
     fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
+    parent: str | None = None  # read where a listing filters by parent in memory (a read-only store, rule I2)
 
 
 Shape = Literal["state", "listed", "row"]
@@ -219,12 +285,64 @@ _SHAPES: dict[str, Any] = {"state": RunState, "listed": ListedRun, "row": RunRow
 
 
 class Runs(msgspec.Struct, kw_only=True):
-    """A listing of runs (sorted by run id) and how far the runs view was behind.
-    shape "state": RunStates; "listed": ListedRuns with their shown code and
-    predicates; "row": RunRows (the table's fields)."""
+    """A listing of runs (sorted by run id; a page: in the store's key order) and how
+    far the runs view was behind. shape "state": RunStates; "listed": ListedRuns with
+    their shown code and predicates; "row": RunRows (the table's fields). `next`: a
+    page's cursor, for `after=` of the next page; None on the last page or unpaged."""
 
     runs: list[Any]
     lag: int
+    next: str | None = None
+
+
+class RunPage(msgspec.Struct, kw_only=True):
+    """A page of runs as ListedRuns (the `runs --json` record: every RunState field
+    but the last event, the shown code, every predicate), the runs view's lag, and the
+    cursor of the next page (None: the last page). The schema of a listing over HTTP."""
+
+    runs: list[ListedRun]  # type: ignore[valid-type]  # ListedRun is made by defstruct from RunState's fields
+    lag: int
+    next: str | None = None
+
+
+_CURSOR_TAG = b"run:"
+
+
+def encode_cursor(run: str) -> str:
+    """The opaque cursor of a page that ends at `run`: the key itself, tagged and in
+    URL-safe base64, so a client passes it back and never builds one."""
+    return base64.urlsafe_b64encode(_CURSOR_TAG + run.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, where: str = "after") -> str:
+    """The run key a cursor of encode_cursor holds; InvalidInput naming `where` for
+    anything else (a cursor from elsewhere, a hand edit, a truncated copy)."""
+    from ledger.codec import check_value
+    from ledger.events import Name
+
+    bad = InvalidInput(f"not a cursor of this listing: {cursor[:80]!r} (pass back the `next` of a page)", where=where)
+    key: str | None = None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = raw[len(_CURSOR_TAG) :].decode() if raw.startswith(_CURSOR_TAG) else None
+    except (ValueError, binascii.Error, UnicodeDecodeError):  # not base64, or not UTF-8 inside
+        key = None
+    if key is None or encode_cursor(key) != cursor:  # one cursor per key: no other spelling passes
+        raise bad
+    try:
+        found: str = check_value(key, Name, where)
+    except InvalidInput:
+        raise bad from None
+    return found
+
+
+def label_pair(text: str, where: str = "label") -> tuple[str, str]:
+    """`KEY=VALUE` as a label filter (rule I2): (key, value), split at the first `=`
+    (a value may hold `=`); InvalidInput naming `where` otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InvalidInput(f"expected KEY=VALUE, got {text!r}", where=where)
+    return key, value
 
 
 class Streaking(msgspec.Struct, kw_only=True):
@@ -234,13 +352,46 @@ class Streaking(msgspec.Struct, kw_only=True):
     streak: dict[str, Any]
 
 
+class StreakingRuns(msgspec.Struct, kw_only=True):
+    """The listed runs with an open tick streak, oldest streak first, and the runs
+    view's lag (`runs --streaking`)."""
+
+    runs: list[Streaking]
+    lag: int
+
+
+class EpochLiveness(msgspec.Struct, kw_only=True):
+    """An epoch with its liveness facts (rule O7): live, or the rule that ended it
+    (`ended`) and its evidence in words (`why`)."""
+
+    epoch: EpochState
+    live: bool
+    ended: str | None = None
+    why: str | None = None
+
+
+class AuditTable(msgspec.Struct, kw_only=True):
+    """An audit result as data: its columns and its rows (each a list, in columns'
+    order), the values as DuckDB returned them."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+
+    @classmethod
+    def of(cls, result: AuditResult) -> AuditTable:
+        return cls(columns=list(result.columns), rows=[list(r) for r in result.rows])
+
+
 class Orphaned(msgspec.Struct, kw_only=True):
     """A running run the ledger's events say is an orphan (`verdict`), or one no slot
-    can judge (`unjudged`, rule O9)."""
+    can judge (`unjudged`, rule O9), with the rule that applies and why, in words
+    (`runs --orphaned`'s `rule` and `why`)."""
 
     state: RunState
     verdict: Verdict | None = None
     unjudged: Unjudged | None = None
+    rule: str = ""
+    why: str = ""
 
 
 class _Filtered(Protocol):
@@ -352,9 +503,74 @@ class Reports:
         """Keep every view caught up until `stop` is set (projections/engine.py, follow)."""
         engine.follow(self.store, stop=stop, poll=poll, on_batch=on_batch, progress=progress)
 
-    def tick_health_summary(self) -> TickHealth:
-        """Fleet tick health from the tick-health view, caught up first (docs/tick.md)."""
-        s = tick_health_view.summary(read_tick_health(self.store))
+    def heads(self, *, stop: threading.Event, poll: float = 0.02) -> Iterator[int]:
+        """The log's head each time it moved, until `stop` is set: the follow machinery's
+        wake-ups (projections/engine.py, heads; LISTEN/NOTIFY on PostgreSQL, a poll on
+        SQLite), for readers of the log itself (the live stream, rule H5). Reads the
+        store alone (its connections are per thread), so any thread may call it."""
+        return engine.heads(self.store, stop=stop, poll=poll)
+
+    def log_page(
+        self,
+        after: int,
+        limit: int,
+        *,
+        runs: Sequence[str] = (),
+        slots: Sequence[str] = (),
+        types: Sequence[str] = (),
+    ) -> LogPage:
+        """Up to `limit` events after position `after` that pass the filters, read in one
+        batch of the log's reader (Store.read_batches, the one `export` reads with): the
+        streams of `runs` and of `slots` (a slot's own events: boots, stops, exits,
+        sweeps skipped or failed; a run's events are filtered by run), and event `types`
+        (tags, each refused by name unless known). Empty filters pass everything. Reads
+        the store alone, so any thread may call it (rule H5)."""
+        from ledger.codec import check_value
+        from ledger.errors import InvalidInput
+        from ledger.events import EVENT_TYPES, Name, process_stream, run_stream
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}", where="limit")
+        known = _event_tags(EVENT_TYPES)
+        for t in types:
+            if t not in known:
+                raise InvalidInput(f"unknown event type {t!r} (known: {', '.join(sorted(known))})", where="type")
+        streams = {run_stream(check_value(r, Name, "run")) for r in runs}
+        streams |= {process_stream(check_value(p, Name, "slot")) for p in slots}
+        wanted = frozenset(types)
+        batch = next(iter(self.store.read_batches(after, None, limit)), [])
+        entries: list[LogEntry] = []
+        for rec in batch:
+            if streams and rec.stream not in streams:
+                continue
+            if isinstance(rec, Poison):
+                if wanted and rec.tag not in wanted:
+                    continue
+                entries.append(
+                    LogEntry(position=rec.position, type=rec.tag or "", data=msgspec.json.encode(rec), decoded=False)
+                )
+                continue
+            tag = _tag(rec.event)
+            if wanted and tag not in wanted:
+                continue
+            entries.append(LogEntry(position=rec.position, type=tag, data=codec.encode(rec.event)))
+        return LogPage(entries=entries, upto=batch[-1].position if batch else after)
+
+    def view_lags(self) -> list[ViewLag]:
+        """Every live view's tracking position and lag behind the head, read only (no
+        catch-up): what a health check and the metrics report (rule H7)."""
+        head = self.store.max_position()
+        out = []
+        for v in registry.VIEWS:
+            tracking = engine.status(self.store, v)
+            position = tracking[1] if tracking is not None and tracking[0] == v.VERSION else 0
+            out.append(ViewLag(view=v.NAME, position=position, lag=max(0, head - position)))
+        return out
+
+    def tick_health_summary(self, *, catch_up_first: bool = True) -> TickHealth:
+        """Fleet tick health from the tick-health view, caught up first unless told not
+        to (a metrics scrape reads what the view holds, rule H7; docs/tick.md)."""
+        s = tick_health_view.summary(read_tick_health(self.store, catch_up_first=catch_up_first))
         return TickHealth(**s)
 
     # ------------------------------------------------------------------- runs
@@ -363,7 +579,15 @@ class Reports:
         and its tick health."""
         state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
         health = run_tick_health(self.store, run, catch_up_first=catch_up_first)
-        return RunView(state=state, lag=lag, tick_health=health)
+        children, _ = engine.read_runs(self.store, catch_up_first=False, shape=RunRow, parents=[state.run])
+        return RunView(
+            state=state,
+            lag=lag,
+            tick_health=health,
+            code_shown=shown_code(state.status, state.code),
+            predicates=dict(predicates_of(state)),
+            children=[c.run for c in children],
+        )
 
     def list_runs(
         self,
@@ -372,27 +596,46 @@ class Reports:
         predicates: Sequence[str] = (),
         codes: Sequence[str] = (),
         labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
+        parents: Sequence[str] = (),
         catch_up_first: bool = True,
         shape: Shape = "state",
+        after: str | None = None,
+        limit: int | None = None,
     ) -> Runs:
-        """Live runs from the runs view, filtered: `statuses` and `predicates` in SQL
-        (the columns the view stored from the one evaluation of each predicate, rule
-        P4), `codes` (shown: UNKNOWN for the empty one) and `labels` (rule I2) as read.
-        Each shape decodes only what it holds (docs/benchmarks.md, "Fleet size")."""
+        """Live runs from the runs view, filtered: `statuses`, `predicates` (the
+        columns the view stored from the one evaluation of each predicate, rule P4),
+        `processes` (slots) and `parents` (rule I2) in SQL, `codes` (shown: UNKNOWN for
+        the empty one) and `labels` (rule I2) as read. Each shape decodes only what it
+        holds (docs/benchmarks.md, "Fleet size").
+
+        `limit`: one page of at most that many runs, in the store's key order, from
+        the one after the cursor `after` (a page's `next`; decode_cursor refuses any
+        other, naming `after`), selected in SQL by key range (engine.read_runs_page):
+        a page costs its own rows at a million runs. Without `limit`, every run."""
         keep = _keep(codes, labels) if codes or labels else None
+        filters: dict[str, Any] = {
+            "catch_up_first": catch_up_first,
+            "statuses": statuses,
+            "shape": _SHAPES[shape],
+            "predicates": predicates,
+            "processes": processes,
+            "parents": parents,
+        }
+        cursor = decode_cursor(after) if after is not None else None
+        if cursor is not None and limit is None:
+            raise InvalidInput("a cursor reads one page: give the page's size too", where="limit")
+        following: str | None = None
         with engine.gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
-            found, lag = engine.read_runs(
-                self.store,
-                keep,
-                catch_up_first=catch_up_first,
-                statuses=statuses,
-                shape=_SHAPES[shape],
-                predicates=predicates,
-            )
+            if limit is not None:
+                found, lag, last = engine.read_runs_page(self.store, keep, after=cursor, limit=limit, **filters)
+                following = encode_cursor(last) if last is not None else None
+            else:
+                found, lag = engine.read_runs(self.store, keep, **filters)
             if shape == "listed":
                 for s in found:
                     s.code_shown, s.predicates = shown_code(s.status, s.code), predicates_of(s)
-        return Runs(runs=found, lag=lag)
+        return Runs(runs=found, lag=lag, next=following)
 
     def streaking(
         self,
@@ -401,12 +644,18 @@ class Reports:
         predicates: Sequence[str] = (),
         codes: Sequence[str] = (),
         labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
         catch_up_first: bool = True,
-    ) -> tuple[list[Streaking], int]:
+    ) -> StreakingRuns:
         """The listed runs with an open tick streak, oldest streak first, with its age in
         ledger time (docs/tick.md), and the runs view's lag."""
         listing = self.list_runs(
-            statuses=statuses, predicates=predicates, codes=codes, labels=labels, catch_up_first=catch_up_first
+            statuses=statuses,
+            predicates=predicates,
+            codes=codes,
+            labels=labels,
+            processes=processes,
+            catch_up_first=catch_up_first,
         )
         view = read_tick_health(self.store, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
@@ -415,7 +664,21 @@ class Reports:
             for st in tick_health_view.open_streaks(view)
             if st["run"] in by_run
         ]
-        return rows, listing.lag
+        return StreakingRuns(runs=rows, lag=listing.lag)
+
+    def epoch_liveness(
+        self, *, process: str | None = None, live_only: bool = False, retired: bool = False
+    ) -> list[EpochLiveness]:
+        """Every epoch (of one slot: `process`) with its liveness facts (rule O7:
+        Ledger.liveness), in slot and boot order; `live_only`: the live ones; of
+        retired slots (rule O8) only with `retired=True`."""
+        return [
+            EpochLiveness(
+                epoch=e, live=ended is None, ended=ended[0] if ended else None, why=ended[1] if ended else None
+            )
+            for e, ended in self._ledger.liveness(retired=retired)
+            if process in (None, e.process) and not (live_only and ended)
+        ]
 
     def orphaned(
         self,
@@ -431,12 +694,12 @@ class Reports:
         keep = _keep(codes, labels)
         wanted = set(statuses)
         found = [
-            Orphaned(state=s, verdict=v)
+            Orphaned(state=s, verdict=v, rule=v.rule, why=v.explain())
             for s, v in self._ledger.orphans()
             if (not wanted or s.status in wanted) and keep(s) and all(predicates_of(s)[p] for p in predicates)
         ]
         found += [
-            Orphaned(state=s, unjudged=u)
+            Orphaned(state=s, unjudged=u, rule=u.rule, why=u.explain())
             for s, u in self._ledger.unjudged()
             if (not wanted or s.status in wanted) and keep(s)
         ]
@@ -560,6 +823,31 @@ class Reports:
             dagster_tags=dagster_tags,
         )
 
+    def follow_dagster(
+        self,
+        home: str,
+        *,
+        stop: threading.Event,
+        interval: float = 1.0,
+        local_workers: bool = False,
+        dagster_tags: bool = False,
+        on_round: Callable[[FollowRound], None] | None = None,
+    ) -> int:
+        """Keep the ledger current from a live Dagster instance until `stop` is set: a
+        round of what changed every `interval` seconds, with the probe in the loop
+        (rules I3, I4; epochledger/import_dagster.py, follow_dagster). The rounds run."""
+        from epochledger.import_dagster import follow_dagster
+
+        return follow_dagster(
+            self._ledger,
+            home,
+            stop=stop,
+            interval=interval,
+            local_workers=local_workers,
+            dagster_tags=dagster_tags,
+            on_round=on_round,
+        )
+
     def take_digest(self) -> Digest:
         """The chain's head now, after checking the whole log against it (rule S1)."""
         from epochledger.digests import take_digest
@@ -602,6 +890,15 @@ class Reports:
 # Reads of the tick-health view: here, not in epochledger/tick.py (the tick's write
 # side, whose tick_health and run_tick_health call these), so that `show RUN` reads a
 # run's tick health without importing the tick (rule W2).
+@functools.cache
+def _event_tags(types: tuple[type[msgspec.Struct], ...]) -> frozenset[str]:
+    return frozenset(str(t.__struct_config__.tag) for t in types)
+
+
+def _tag(event: msgspec.Struct) -> str:
+    return str(type(event).__struct_config__.tag)
+
+
 def read_tick_health(store: Store, *, catch_up_first: bool = True) -> tick_health_view.View:
     """The tick-health view (projections.tick_health), read from its materialized
     table, caught up first unless told not to: an event that does not decode is parked
@@ -616,6 +913,14 @@ def run_tick_health(store: Store, run: str, *, catch_up_first: bool = True) -> t
     (the `at` of the last event the view has seen) and its dead-letters, from the
     tick-health view."""
     return tick_health_view.run_health(read_tick_health(store, catch_up_first=catch_up_first), run)
+
+
+def parse_digest(text: str, where: str = "digest") -> Digest:
+    """A digest as `epochledger digest` writes it ({"position", "hash", "at"}), given
+    as text (a query parameter); InvalidInput naming `where` otherwise."""
+    from epochledger.digests import parse_digest as parse
+
+    return parse(text.encode("utf-8", "surrogateescape"), where)
 
 
 def chain_error(report: ChainReport) -> ChainBroken | None:

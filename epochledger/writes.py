@@ -21,6 +21,7 @@ from ledger import process as process_stream_mod
 from ledger import role as role_mod
 from ledger import run as run_mod
 from ledger import settings as settings_mod
+from ledger import tokens as tokens_mod
 from ledger.clock import Clock
 from ledger.codec import check_value, checked
 from ledger.errors import CommitUnknown, IllegalTransition, InvalidInput, StaleEpoch
@@ -55,6 +56,7 @@ from ledger.events import (
     RunStarted,
     Status,
     StreamEvent,
+    TokenEventBase,
     idempotency_stream,
     ledger_stream,
     pass_stream,
@@ -62,6 +64,7 @@ from ledger.events import (
     role_stream,
     run_stream,
     tag_of,
+    token_stream,
 )
 from ledger.process import EpochRef, HostState, ProcessState
 from ledger.run import RunState
@@ -84,6 +87,8 @@ def stream_of(event: StreamEvent) -> str:
         return pass_stream(event.name)
     if isinstance(event, IdempotencyEventBase):
         return idempotency_stream(event.key)
+    if isinstance(event, TokenEventBase):
+        return token_stream()
     assert isinstance(event, ProcessEventBase)
     return process_stream(event.process)
 
@@ -107,6 +112,8 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: Any = Non
         evolve = passes_mod.evolve
     elif stream.startswith(idempotency_stream("")):
         evolve = idempotency_mod.evolve
+    elif stream == token_stream():
+        evolve = tokens_mod.evolve
     else:
         evolve = process_stream_mod.evolve
     for rec in history:
@@ -178,6 +185,9 @@ class Commands:
     @overload
     def submit(self, command: IdempotencyEventBase) -> idempotency_mod.KeptOutcome: ...
 
+    @overload
+    def submit(self, command: TokenEventBase) -> tokens_mod.TokenRegistry: ...
+
     def submit(
         self, command: StreamEvent
     ) -> (
@@ -187,6 +197,7 @@ class Commands:
         | role_mod.RoleState
         | passes_mod.PassState
         | idempotency_mod.KeptOutcome
+        | tokens_mod.TokenRegistry
     ):
         """Decide `command` against its stream and append what it decides: the one
         write path (rule L1). Returns the stream's state after it."""
@@ -197,6 +208,7 @@ class Commands:
             | role_mod.RoleState
             | passes_mod.PassState
             | idempotency_mod.KeptOutcome
+            | tokens_mod.TokenRegistry
         ) = self._submit(command)
         return result
 
@@ -570,6 +582,9 @@ class Batch(Commands, EpochLookup):
         elif isinstance(command, IdempotencyKept):
             events = list(idempotency_mod.decide(command, state))
             new_state = idempotency_mod.fold(events, state)
+        elif isinstance(command, TokenEventBase):
+            events = tokens_mod.decide(command, state)  # type: ignore[arg-type] # a TokenEvent member
+            new_state = tokens_mod.fold(events, state)
         else:
             events = process_stream_mod.decide(command, state)  # type: ignore[arg-type] # a ProcessEvent member
             new_state = process_stream_mod.fold(events, state)

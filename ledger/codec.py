@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 
 from ledger.errors import InvalidInput
-from ledger.events import EVENT_TYPES, FORMAT_CHARS, MAX_CAUSE_DEPTH, MAX_NESTING, AnyEvent, Bounds, Event, Pattern
+from ledger.events import (
+    EVENT_TYPES,
+    FORMAT_CHARS,
+    MAX_CAUSE_DEPTH,
+    MAX_NESTING,
+    AnyEvent,
+    Bounds,
+    Event,
+    Instant,
+    Pattern,
+)
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 encode = _encoder.encode
@@ -377,3 +387,25 @@ def _plain_rule(tp: Any) -> tuple[re.Pattern[str], str, int] | Bounds | None:
 def _pattern_violation(value: Any, tp: Any, path: str) -> str | None:
     check = _checker(tp)
     return check(value, path) if check is not None else None
+
+
+def instant(text: str | None, where: str) -> datetime | None:
+    """An RFC 3339 instant with a time zone, within the catalogue's instants (rule L4: from
+    1970 to before 9000 UTC), or None; InvalidInput naming `where` (a flag, a query
+    parameter) otherwise. The one check of an instant a person types, for both skins."""
+
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"not an RFC 3339 instant: {text!r} (e.g. 2026-09-09T14:29:19Z)", where=where) from None
+    if t.tzinfo is None:
+        raise InvalidInput(f"the instant needs a time zone: {text!r} (e.g. 2026-09-09T14:29:19Z)", where=where)
+    try:
+        check_value(t, Instant, where)  # the catalogue's bounds, one definition
+    except InvalidInput:
+        raise InvalidInput(
+            f"out of range: {text!r} (the ledger's instants are from 1970 to before 9000 UTC)", where=where
+        ) from None
+    return t

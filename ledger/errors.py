@@ -402,3 +402,11 @@ class ChainBroken(LedgerError):
         self.stream = stream
         self.version = version
         super().__init__(message)
+
+
+class TokenNotFound(InvalidInput):
+    """No token with this id was ever issued on this ledger (rule H4): nothing to revoke."""
+
+    def __init__(self, token: str):
+        self.token = token
+        super().__init__(f"no token {token!r} was issued on this ledger", where="token")

@@ -3,7 +3,8 @@
 WARNING: tags and field names below ARE the storage format, the NDJSON import/export
 format and the audit schema. Never rename a tag or a field, never change a field's
 type, and give every new field a default. Adding an event is local: define the class,
-add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent` / `PassEvent`, and
+add it to `RunEvent` / `ProcessEvent` / `LedgerEvent` / `RoleEvent` / `PassEvent` /
+`TokenEvent`, and
 the type checker (via `assert_never` in the folds) names every fold that must learn
 it. See docs/events.md.
 
@@ -512,10 +513,52 @@ class IdempotencyKept(IdempotencyEventBase, frozen=True, kw_only=True, tag="idem
 
 IdempotencyEvent = IdempotencyKept  # one event so far; a second joins as a union
 
-AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent | IdempotencyEvent
+
+# ------------------------------------------------------------------ the token stream
+# Bearer tokens of the HTTP service (rule H4, docs/service.md "Tokens and roles"). One
+# stream holds every token (`token_stream()`): "is there any token?", the listing and a
+# server's check of a request are one read of it, and a revocation is seen by every
+# server on the store at its next request. The token itself is never stored: only its
+# SHA-256 digest, which names it without revealing it (ledger/tokens.py says why a fast
+# hash is enough for a random token).
+class TokenEventBase(Event, frozen=True, kw_only=True):
+    """A fact about one bearer token, on the ledger's one token stream."""
+
+    token: Name  # the token's id: the public part of the token, as `token list` shows it
+
+
+MAX_TOKEN_SLOTS = 64
+
+
+class TokenIssued(TokenEventBase, frozen=True, kw_only=True, tag="token.issued"):
+    """Token `token` was issued with `role` (ledger/access.py); `digest` is the SHA-256 of
+    the whole token, hex. `slots`: a writer token's process slots (names or fnmatch
+    patterns); empty: every slot. `name`: what it is for ("rust-tick", "alice")."""
+
+    role: Name
+    digest: Annotated[str, msgspec.Meta(min_length=64, max_length=64), Pattern(r"[0-9a-f]{64}", "64 hex digits")]
+    name: Name | None = None
+    slots: Annotated[list[Name], msgspec.Meta(max_length=MAX_TOKEN_SLOTS)] = []
+
+
+class TokenRevoked(TokenEventBase, frozen=True, kw_only=True, tag="token.revoked"):
+    """Token `token` is refused from here on, by every server on the store."""
+
+
+TokenEvent = TokenIssued | TokenRevoked
+
+AnyEvent = RunEvent | ProcessEvent | LedgerEvent | RoleEvent | PassEvent | IdempotencyEvent | TokenEvent
 # The base class of each stream family: what a write path dispatches on and an
 # `isinstance` check names. A new family joins here, once.
-StreamEvent = RunEventBase | ProcessEventBase | LedgerEventBase | RoleEventBase | PassEventBase | IdempotencyEventBase
+StreamEvent = (
+    RunEventBase
+    | ProcessEventBase
+    | LedgerEventBase
+    | RoleEventBase
+    | PassEventBase
+    | IdempotencyEventBase
+    | TokenEventBase
+)
 
 RUN_EVENT_TYPES: tuple[type[RunEventBase], ...] = RunEvent.__args__
 PROCESS_EVENT_TYPES: tuple[type[ProcessEventBase], ...] = ProcessEvent.__args__
@@ -523,6 +566,7 @@ LEDGER_EVENT_TYPES: tuple[type[LedgerEventBase], ...] = (LedgerDefaultSlot,)
 ROLE_EVENT_TYPES: tuple[type[RoleEventBase], ...] = (RoleGranted,)
 PASS_EVENT_TYPES: tuple[type[PassEventBase], ...] = PassEvent.__args__
 IDEMPOTENCY_EVENT_TYPES: tuple[type[IdempotencyEventBase], ...] = (IdempotencyKept,)
+TOKEN_EVENT_TYPES: tuple[type[TokenEventBase], ...] = TokenEvent.__args__
 EVENT_TYPES: tuple[type[Event], ...] = (
     *RUN_EVENT_TYPES,
     *PROCESS_EVENT_TYPES,
@@ -530,6 +574,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     *ROLE_EVENT_TYPES,
     *PASS_EVENT_TYPES,
     *IDEMPOTENCY_EVENT_TYPES,
+    *TOKEN_EVENT_TYPES,
 )
 TAGS: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}  # type: ignore[misc]
 
@@ -575,6 +620,14 @@ def idempotency_stream(key: str) -> str:
     """Stream id of an Idempotency-Key's kept outcome (rule H3). Prefixed: collides with
     no run or slot."""
     return "idempotency:" + key
+
+
+TOKEN_STREAM = "tokens"  # every bearer token's events (rule H4): collides with no prefixed stream
+
+
+def token_stream() -> str:
+    """Stream id of the service's bearer tokens (rule H4): one stream for all of them."""
+    return TOKEN_STREAM
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):  # gc=False: as Event

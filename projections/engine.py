@@ -702,6 +702,57 @@ def follow(
                 return
 
 
+def heads(
+    store: Store,
+    *,
+    stop: threading.Event,
+    poll: float = 0.02,
+    on_error: Callable[[StoreError, float], None] | None = None,
+    backoff: Sequence[float] = RECONNECT_BACKOFF,
+) -> Iterator[int]:
+    """The log's head each time it moved, until `stop` is set: follow's wake-ups for a
+    reader of the log itself rather than of the views (the service's live stream and its
+    metrics, rule H5). The first value is the head when called. PostgreSQL: woken by the
+    store's LISTEN/NOTIFY (Store.wake_ups), reconnecting with follow's backoff after the
+    server went away; SQLite, which has no subscription: polled every `poll` seconds
+    (POLL_BOUNDS). Never yields a head lower than one it yielded, nor the same twice.
+    A StoreError goes to `on_error` (error, seconds until the next attempt; default: a
+    warning on logger `epochledger.follow`) and is waited out, as follow does."""
+    low, high = POLL_BOUNDS
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or not low <= poll <= high:
+        raise InvalidInput(f"poll must be from {low:g} to {high:g} seconds, got {poll!r}", where="poll")
+    last = -1
+    failures = 0
+    while not stop.is_set():
+        try:
+            if store.kind == "postgresql":
+                for head in store.wake_ups(max(last, 0), stop):
+                    failures = 0
+                    if head > last:
+                        last = head
+                        yield head
+                return  # stop was set
+            while True:
+                head = store.max_position()
+                failures = 0
+                if head > last:
+                    last = head
+                    yield head
+                if stop.wait(poll):
+                    return
+        except StoreError as e:
+            delay = backoff[min(failures, len(backoff) - 1)]
+            failures += 1
+            if on_error is not None:
+                on_error(e, delay)
+            else:
+                import logging
+
+                logging.getLogger("epochledger.follow").warning("heads: %s; trying again in %g s", e, delay)
+            if stop.wait(delay):
+                return
+
+
 # ---------------------------------------------------------------- fleet reads
 def read_view(
     store: Store,
@@ -757,11 +808,19 @@ def _decoder(module: View, shape: Any) -> Callable[[bytes], Any]:
 
 
 def _stored_rows(
-    store: Store, module: View, *, key: str | None, catch_up_first: bool, where: Sequence[tuple[str, Any]]
+    store: Store,
+    module: View,
+    *,
+    key: str | None,
+    catch_up_first: bool,
+    where: Sequence[tuple[str, Any]],
+    after: str | None = None,
+    limit: int | None = None,
 ) -> tuple[list[tuple[Any, ...]], int | None, int]:
     """The view's stored rows as read_view reads them (caught up first unless told not
     to), its tracking position (None if never built or of another VERSION: the rows are
-    then not the view) and the log's head, read after the rows."""
+    then not the view) and the log's head, read after the rows. `after`, `limit`: one
+    page of them in key order (tables.rows_query)."""
     module = spec(module)
     if catch_up_first and not store.read_only:
         catch_up(store, module)
@@ -770,7 +829,9 @@ def _stored_rows(
         raise InvalidInput("a column filter cannot be folded in memory; filter the entries instead", where="where")
     where = [*([("k", key)] if key is not None else ()), *where]
     with gc_paused():
-        tracking, rows = tables.view_rows(store, module.NAME, table_of(module.NAME), [], where=where)
+        tracking, rows = tables.view_rows(
+            store, module.NAME, table_of(module.NAME), [], where=where, after=after, limit=limit
+        )
         head = store.max_position()
     current = tracking is not None and tracking[0] == module.VERSION
     return rows, (tracking[1] if current and tracking is not None else None), head
@@ -839,6 +900,8 @@ def read_runs(
     statuses: Sequence[str] = (),
     shape: Any = None,
     predicates: Sequence[str] = (),
+    processes: Sequence[str] = (),
+    parents: Sequence[str] = (),
 ) -> tuple[list[Any], int]:
     """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
     `statuses`: only runs in one of these, selected by the view's status column, so
@@ -848,30 +911,18 @@ def read_runs(
     (projections.runs.predicates_of, rule P4). `shape`: the msgspec Struct each run is
     decoded into (default the whole RunState; read_view): it must have the RunState
     fields `run`, `status`, `deleted` (and `code`, `fenced_end` with `predicates`), and
-    `where` sees it."""
-    from ledger import lifecycle
+    `where` sees it. `processes`, `parents`: only runs of one of these slots, or
+    re-executing one of these runs (rule I2), selected by the view's columns."""
     from projections import runs
 
-    for p in predicates:  # a column name in SQL: only a known predicate's
-        if p not in lifecycle.PREDICATES:
-            raise InvalidInput(
-                f"unknown predicate {p!r} (known: {', '.join(lifecycle.PREDICATES)})", where="predicates"
-            )
+    _check_predicates(predicates)
     listed: Iterable[Any]
     if catch_up_first and store.read_only:  # a backup copy: read_view folds the rest in memory
         found, lag = read_view(store, runs, catch_up_first=True, shape=shape)
-        wanted = {str(s) for s in statuses}
-        listed = [
-            s
-            for s in found.values()
-            if (not statuses or str(s.status) in wanted) and all(runs.predicates_of(s)[p] for p in predicates)
-        ]
+        listed = [s for s in found.values() if _columns_match(s, statuses, predicates, processes, parents)]
     else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key)
         # (docs/benchmarks.md, "The lean listing").
-        # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
-        # the predicate columns; its rows are not the view and are dropped below anyway.
-        asked = predicates if catch_up_first or not predicates or is_current(store, runs) else ()
-        terms = [*([("status", tuple(str(s) for s in statuses))] if statuses else ()), *((p, 1) for p in asked)]
+        terms = _run_terms(store, catch_up_first, statuses, predicates, processes, parents)
         rows, position, head = _stored_rows(store, runs, key=None, catch_up_first=catch_up_first, where=terms)
         with gc_paused():
             listed = list(map(_decoder(runs, shape), map(itemgetter(-1), rows))) if position is not None else []
@@ -882,3 +933,127 @@ def read_runs(
         # database's collation, Python's sort the code points (and a sorted list is one pass).
         kept.sort(key=attrgetter("run"))
     return kept, lag
+
+
+def _check_predicates(predicates: Sequence[str]) -> None:
+    from ledger import lifecycle
+
+    for p in predicates:  # a column name in SQL: only a known predicate's
+        if p not in lifecycle.PREDICATES:
+            raise InvalidInput(f"unknown predicate {p!r} (known: {', '.join(lifecycle.PREDICATES)})", where="predicate")
+
+
+def _columns_match(
+    s: Any, statuses: Sequence[str], predicates: Sequence[str], processes: Sequence[str], parents: Sequence[str]
+) -> bool:
+    """A run folded in memory (a read-only store) against the filters the SQL path
+    selects by the view's columns (_run_terms): the same values, read from the state."""
+    from projections import runs
+
+    return (
+        (not statuses or str(s.status) in {str(x) for x in statuses})
+        and (not processes or s.process in processes)
+        and (not parents or s.parent in parents)
+        and all(runs.predicates_of(s)[p] for p in predicates)
+    )
+
+
+def _run_terms(
+    store: Store,
+    catch_up_first: bool,
+    statuses: Sequence[str],
+    predicates: Sequence[str],
+    processes: Sequence[str],
+    parents: Sequence[str],
+) -> list[tuple[str, Any]]:
+    """The column filters of a runs listing, for the view's SQL (tables.rows_query)."""
+    from projections import runs
+
+    # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
+    # the predicate and parent columns; its rows are not the view and are dropped anyway.
+    current = catch_up_first or not (predicates or parents) or is_current(store, runs)
+    asked = predicates if current else ()
+    return [
+        *([("status", tuple(str(s) for s in statuses))] if statuses else ()),
+        *((p, 1) for p in asked),
+        *([("process", tuple(processes))] if processes else ()),
+        *([("parent", tuple(parents))] if parents and current else ()),
+    ]
+
+
+# The most rows of the runs view one page reads (read_runs_page): a filter that no
+# column holds reads at most this many, then the page ends short with its cursor.
+PAGE_SCAN = 10_000
+
+
+def read_runs_page(
+    store: Store,
+    where: Callable[[Any], bool] | None = None,
+    *,
+    after: str | None,
+    limit: int,
+    catch_up_first: bool = True,
+    statuses: Sequence[str] = (),
+    shape: Any = None,
+    predicates: Sequence[str] = (),
+    processes: Sequence[str] = (),
+    parents: Sequence[str] = (),
+) -> tuple[list[Any], int, str | None]:
+    """One page of read_runs: at most `limit` live runs whose key comes after `after`
+    (None: from the first), in the store's key order, the lag, and the key of the
+    page's last run if another run follows it (None on the last page). Keyset
+    pagination in SQL (tables.rows_query): each read is a range of the primary key, so
+    a page costs its own rows at any fleet size, and a run appended between two pages
+    is either on a later page or before the cursor, never twice, and no run present
+    throughout is skipped. Filters without a column (`where`) read further until the
+    page is full or PAGE_SCAN rows were read: such a page may hold fewer than `limit`
+    runs and still have a cursor; only a None cursor means the end. On a read-only
+    store the view is folded in memory, then sliced."""
+    from projections import runs
+
+    if limit < 1:
+        raise InvalidInput(f"a page holds at least one run: {limit}", where="limit")
+    _check_predicates(predicates)
+    if catch_up_first and store.read_only:  # a backup copy: folded in memory, then the page cut from it
+        found, lag = read_view(store, runs, catch_up_first=True, shape=shape)
+        ordered = sorted(
+            (
+                s
+                for k, s in found.items()
+                if (after is None or k > after)
+                and not s.deleted
+                and _columns_match(s, statuses, predicates, processes, parents)
+                and (where is None or where(s))
+            ),
+            key=attrgetter("run"),
+        )
+        more = len(ordered) > limit
+        return ordered[:limit], lag, (ordered[limit - 1].run if more else None)
+    terms = [*_run_terms(store, catch_up_first, statuses, predicates, processes, parents), ("deleted", 0)]
+    kept: list[Any] = []
+    cursor, first, lag, scanned = after, True, 0, 0
+    batch = limit + 1  # one more than the page: whether another page follows
+    decode = _decoder(runs, shape)
+    while True:
+        rows, position, head = _stored_rows(
+            store, runs, key=None, catch_up_first=catch_up_first and first, where=terms, after=cursor, limit=batch
+        )
+        if first:
+            lag = max(0, head - position) if position is not None else head
+            first = False
+        if position is None or not rows:
+            break
+        kept.extend(s for s in map(decode, map(itemgetter(-1), rows)) if not s.deleted and (where is None or where(s)))
+        scanned += len(rows)
+        if len(kept) > limit or len(rows) < batch:
+            break  # the page is full, or these were the view's last rows
+        cursor = rows[-1][0]
+        if scanned >= PAGE_SCAN:
+            # A filter without a column (a code, a label) that keeps few runs: the page
+            # ends short at the bound, and its cursor is the last key read, so each
+            # request costs at most PAGE_SCAN rows whatever the fleet (rule H8).
+            return kept, lag, cursor
+        batch = min(max(batch * 4, 256), PAGE_SCAN)  # a filter kept few: read on in larger steps
+    if len(kept) > limit:
+        return kept[:limit], lag, kept[limit - 1].run
+    return kept, lag, None

@@ -22,8 +22,9 @@ from projections.view import ViewSpec
 NAME = "runs"
 # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;
 # 5: a column per lifecycle predicate (rule P4); 6: cancelled_from, a cancel clears the
-# interaction (rules L2, L7), queued_process (L1), attempt; 7: source, source_status (rule I3)
-VERSION = 7
+# interaction (rules L2, L7), queued_process (L1), attempt; 7: source, source_status (rule I3);
+# 8: a parent column and its index (a run's children, `runs --parent`: rule I2)
+VERSION = 8
 
 KEY = "run"  # keys(rec) is (rec.event.run,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on
@@ -37,6 +38,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("epoch", "text"),
     ("updated_at", "text"),
     ("deleted", "int"),
+    ("parent", "text"),  # the run this one re-executes (rule I2): a run's children are selected by it
     # Each lifecycle predicate's value (0/1), computed by predicates_of, the one
     # evaluation: `runs --where P` selects on these columns (read_runs `predicates`), so
     # a filter cannot re-derive a predicate from status and code alone (rule P4).
@@ -47,7 +49,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 # orphan candidates (tables.orphan_candidates), whose filter reads only status, deleted,
 # process and epoch: decided from the index, the table is read for the candidates
 # alone. Without it both scanned the whole table (0.77 s of a sweep among 100k runs).
-INDEXES = {"status": ("status", "k", "deleted", "process", "epoch")}
+# The parent index: a run's children (`show`, GET /v1/runs/{run}) are an index range,
+# not a scan of the fleet.
+INDEXES = {"status": ("status", "k", "deleted", "process", "epoch"), "parent": ("parent", "k")}
 
 
 def initial() -> View:
@@ -101,6 +105,7 @@ def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
         s.epoch,
         s.updated_at.isoformat(),
         int(s.deleted),
+        s.parent,
         *_predicate_columns(status, s.code, s.fenced_end is not None),
     )
 

@@ -210,17 +210,42 @@ def load_states(store: ViewTables, table: str, keys: Sequence[str]) -> dict[str,
 
 
 def rows_query(
-    store: ViewTables, table: str, columns: Sequence[str], where: Sequence[tuple[str, Any]] = ()
+    store: ViewTables,
+    table: str,
+    columns: Sequence[str],
+    where: Sequence[tuple[str, Any]] = (),
+    *,
+    after: str | None = None,
+    limit: int | None = None,
 ) -> tuple[str, list[Any]]:
-    """view_rows' SELECT and its parameters."""
+    """view_rows' SELECT and its parameters. `after`, `limit`: a page in key order, the
+    keys after `after` (the primary key's range: a page of a million rows reads its
+    own rows, not the table)."""
     terms = [f"{c} IN ({', '.join('?' * len(v))})" if isinstance(v, tuple) else f"{c}=?" for c, v in where]
     params = [x for _, v in where for x in (v if isinstance(v, tuple) else (v,))]
-    cond = (" WHERE " + " AND ".join(terms)) if where else ""
-    return f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} ORDER BY k", params
+    if after is not None:
+        terms.append("k > ?")
+        params.append(after)
+    cond = (" WHERE " + " AND ".join(terms)) if terms else ""
+    page = ""
+    if limit is not None:
+        page = " LIMIT ?"
+        params.append(limit)
+    return (
+        f"SELECT k, {''.join(c + ', ' for c in columns)}state FROM {store.quote(table)}{cond} ORDER BY k{page}",
+        params,
+    )
 
 
 def view_rows(
-    store: ViewTables, view: str, table: str, columns: Sequence[str], where: Sequence[tuple[str, Any]] = ()
+    store: ViewTables,
+    view: str,
+    table: str,
+    columns: Sequence[str],
+    where: Sequence[tuple[str, Any]] = (),
+    *,
+    after: str | None = None,
+    limit: int | None = None,
 ) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:
     """(tracking, rows sorted by key) read in one snapshot, so the rows are exactly
     the view as of its tracking position. `where`: (column, value) equalities.
@@ -230,10 +255,11 @@ def view_rows(
     its snapshot (repeatable read), at the first SELECT. A SELECT first would take
     the snapshot before its lock, and a swap committing during the wait would pair
     the old view's tracking with the new table's rows (tests/test_pg_locks.py).
-    A value that is a tuple means any of its members (`IN`)."""
+    A value that is a tuple means any of its members (`IN`). `after`, `limit`: one page
+    in key order (rows_query)."""
     if _absent(store):
         return None, []
-    sql, params = rows_query(store, table, columns, where)
+    sql, params = rows_query(store, table, columns, where, after=after, limit=limit)
     for attempt in (1, 2):
         try:
             with translated(f"read {table}", store), store.transaction(commit=False) as cur:

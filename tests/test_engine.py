@@ -401,7 +401,10 @@ def test_R3_view_indexes_exist_after_every_rebuild_and_swap(ledger, monkeypatch)
     from tests.engine_helpers import view_indexes
 
     want = {tables.index_name("view_runs", n): cols for n, cols in runs.INDEXES.items()}
-    assert want == {"view_runs__status": ("status", "k", "deleted", "process", "epoch")}
+    assert want == {
+        "view_runs__status": ("status", "k", "deleted", "process", "epoch"),
+        "view_runs__parent": ("parent", "k"),
+    }
     random_history(ledger, 5, runs=8, ops=120)
     engine.catch_up(ledger.store, runs)  # first build: a rebuild from zero and its swap
     assert view_indexes(ledger.store, "view_runs") == want

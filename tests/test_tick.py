@@ -86,7 +86,7 @@ def test_T1_T2_poison_run_dead_letters_after_the_deadline_while_healthy_runs_adv
     every tick; the poison run gets tick_failed until its streak is older than the
     deadline, then exactly one dead-letter, not before and not never.
 
-    Mutations caught: `?`-style propagation restored in `_run_steps` (the poison run
+    Mutations caught: `?`-style propagation restored in `run_batch` (the poison run
     sorts first, so the healthy runs stop advancing); `>=` for `>` at the bound (fires at
     exactly 300 s); the streak's start reset on each failure (never fires)."""
     healthy = [f"h-{i}" for i in range(5)]

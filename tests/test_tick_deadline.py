@@ -9,6 +9,9 @@ a broken deadline fails the test instead of hanging it.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -104,12 +107,22 @@ def test_T5_T2_a_run_whose_step_still_hangs_is_charged_without_waiting_and_dead_
     calls: list[str] = []
     driver = make_driver(ledger, [("advance", hanging(ledger, {"hung"}, release, calls))], step_deadline=HANG)
     threads = threading.active_count()
-    tick_within(driver, 10)
+    first, _ = tick_within(driver, 10)
     for _ in range(3):
         clock.advance(120)
         report, took = tick_within(driver, 10)
         assert took < HANG, "a run whose abandoned step still runs is charged without waiting for it"
         assert report.advanced == ("ok",)
+        [charged] = report.failures
+        exc = charged.exception
+        assert isinstance(exc, StepDeadlineExceeded)
+        assert (exc.run, exc.step, exc.deadline, exc.abandoned_by) == (
+            "hung",
+            "advance",
+            timedelta(seconds=HANG),
+            first.tick,
+        ), "the charge names the run, the step, its deadline and the tick that abandoned it"
+        assert charged.error.startswith(f"step 'advance', abandoned by tick {first.tick} past its deadline of 0.2s")
     assert calls.count("hung") == 1, "the hung step is never started again while it runs"
     assert threading.active_count() <= threads + 2  # the one hung step's thread (and the worker)
     assert ledger.get_run("hung").status == Status.FAILED and ledger.get_run("hung").code == TICK_DEADLINE_EXCEEDED
@@ -122,7 +135,14 @@ def test_T5_an_abandoned_step_that_returns_frees_its_run(ledger: Ledger, clock: 
     queued(ledger, "slow")
     gate = threading.Event()
     calls: list[str] = []
-    driver = make_driver(ledger, [("advance", hanging(ledger, {"slow"}, gate, calls))], step_deadline=HANG)
+    advance = hanging(ledger, {"slow"}, gate, calls)
+    ran_in: list[threading.Thread] = []
+
+    def step(s: RunState) -> None:
+        ran_in.append(threading.current_thread())
+        advance(s)
+
+    driver = make_driver(ledger, [("advance", step)], step_deadline=HANG)
     first, _ = tick_within(driver, 10)
     assert [f.run for f in first.failures] == ["slow"]
     gate.set()  # the dependency answers at last: the abandoned step returns, its result dropped
@@ -130,6 +150,8 @@ def test_T5_an_abandoned_step_that_returns_frees_its_run(ledger: Ledger, clock: 
     while driver._threads.leaked and time.monotonic() < deadline:
         time.sleep(0.01)
     assert driver._threads.leaked == 0
+    ran_in[0].join(5)
+    assert not ran_in[0].is_alive(), "the thread of an abandoned step exits once the step returns"
     second, _ = tick_within(driver, 10)
     assert calls == ["slow", "slow"], "the run is driven again once its step returned"
     assert second.recovered == ("slow",)
@@ -219,3 +241,84 @@ def test_T5_bad_deadline_configuration_is_refused_by_name(
     with pytest.raises(InvalidInput) as refused:
         make_driver(ledger, [("a", print)], **options)
     assert refused.value.where == where
+
+
+def test_T5_a_step_without_a_deadline_is_never_abandoned_beside_steps_with_one(
+    ledger: Ledger, release: threading.Event
+) -> None:
+    """The driver wakes at the shortest deadline while a step with none runs on: that
+    step is waited for, however long, and the bounded step after it is still abandoned
+    at its own deadline."""
+    queued(ledger, "a-slow", "b")
+
+    def unbounded(s: RunState) -> None:
+        if s.run == "a-slow":
+            time.sleep(3 * HANG)
+
+    def bounded(s: RunState) -> None:
+        if s.run == "a-slow":
+            release.wait()
+
+    driver = make_driver(
+        ledger, [("unbounded", unbounded), ("bounded", bounded)], step_deadline=None, step_deadlines={"bounded": HANG}
+    )
+    report, took = tick_within(driver, 10)
+    assert [(f.run, f.step) for f in report.failures] == [("a-slow", "bounded")]
+    assert report.advanced == ("b",) and report.fatal is None
+    assert took >= 3 * HANG, "the step with no deadline ran to its end"
+
+
+def test_T5_a_step_is_abandoned_only_past_its_own_deadline_not_at_an_earlier_wake(ledger: Ledger) -> None:
+    """The driver wakes at the shortest deadline of all steps (here `quick`'s) and
+    then at least once a second; a step with a longer deadline that returns in time
+    is not abandoned at those wakes, even within a second of its deadline."""
+    queued(ledger, "r")
+
+    def slow(s: RunState) -> None:
+        time.sleep(2.5 * HANG)
+
+    driver = make_driver(
+        ledger,
+        [("quick", lambda s: None), ("slow", slow)],
+        step_deadline=None,
+        step_deadlines={"quick": 1.25 * HANG, "slow": 6 * HANG},
+    )
+    report, _ = tick_within(driver, 10)
+    assert report.failures == () and report.advanced == ("r",)
+
+
+DAEMON = r"""
+import json, sys, threading
+from epochledger import open_ledger
+from epochledger.tick import TickDriver
+
+with open_ledger(sys.argv[1], init=True) as lg:
+    epoch = lg.boot("scheduler")
+    with lg.batch() as b:
+        b.queue("hung", workflow="wf")
+        b.start("hung", process="worker-1")
+    seen = {}
+
+    def hang(run):
+        seen["thread"] = threading.current_thread().name
+        threading.Event().wait()  # forever
+
+    report = TickDriver(lg, [("advance", hang)], epoch=epoch, step_deadline=0.2).tick()
+    print(json.dumps({"thread": seen["thread"], "failed": [f.run for f in report.failures]}), flush=True)
+"""
+
+
+def test_T5_a_step_hung_forever_never_keeps_the_scheduler_process_from_exiting(
+    sqlite_url: str, children: list[subprocess.Popen[bytes]]
+) -> None:
+    """A real OS process ticks once with a step that never returns, from its main
+    thread, and then leaves: it exits (the step's thread is a daemon), and the thread
+    is named `epochledger-tick-steps` so that a thread dump shows it."""
+    proc = subprocess.Popen([sys.executable, "-c", DAEMON, sqlite_url], stdout=subprocess.PIPE)
+    children.append(proc)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the process did not exit: a hung step's thread kept it alive (rule T5)") from None
+    assert proc.returncode == 0
+    assert json.loads(out) == {"thread": "epochledger-tick-steps", "failed": ["hung"]}

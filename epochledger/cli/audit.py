@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from epochledger.cli.common import JSON, QUIET, Progress, arg, command, open_ns, out, out_json, table
+from epochledger.cli.common import JSON, QUIET, Progress, arg, command, instant, open_ns, out, out_json, table
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
     from epochledger.reports import AuditResult
 
 # Grouped commands: a registry name "audit sync" becomes `epochledger audit sync`.
 GROUPS: dict[str, str] = {
-    "audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md)."
+    "audit": "The history in DuckDB: sync, canned reports, read-only SQL, Parquet (docs/audit.md).",
+    "token": "The HTTP service's bearer tokens and their roles: create, list, revoke (docs/service.md).",
 }
 DUCKDB = arg(
     "--duckdb",
@@ -154,16 +155,7 @@ def cmd_audit_report(ns: argparse.Namespace) -> None:
     """
     from epochledger.reports import audit_report
 
-    as_of = None
-    if ns.as_of is not None:
-        try:
-            from ledger.events import Instant
-
-            as_of = msgspec.json.decode(msgspec.json.encode(ns.as_of), type=Instant)
-        except (msgspec.ValidationError, UnicodeEncodeError) as e:
-            from ledger.errors import InvalidInput
-
-            raise InvalidInput(f"not an RFC 3339 instant: {e}", where="--as-of") from None
+    as_of = instant(ns.as_of, "--as-of")  # the one check of a typed instant, as the service's (ledger.codec)
     result = audit_report(
         ns.store,
         ns.name,

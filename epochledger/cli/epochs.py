@@ -44,17 +44,8 @@ def cmd_epochs(ns: argparse.Namespace) -> None:
              epochledger epochs --live   (what the ledger holds as running now)
     """
     with open_ns(ns) as ledger:
-        epochs = ledger.liveness(retired=ns.retired)
-    rows = [
-        {
-            **msgspec.to_builtins(e),
-            "live": ended is None,
-            "ended": ended[0] if ended else None,
-            "why": ended[1] if ended else None,
-        }
-        for e, ended in epochs
-        if ns.process in (None, e.process) and not (ns.live and ended)
-    ]
+        epochs = ledger.epoch_liveness(process=ns.process, live_only=ns.live, retired=ns.retired)
+    rows = [{**msgspec.to_builtins(e.epoch), "live": e.live, "ended": e.ended, "why": e.why} for e in epochs]
     if ns.json:
         out_json(rows)
         return

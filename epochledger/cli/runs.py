@@ -30,7 +30,7 @@ from ledger.codes import show_code
 from ledger.events import Status
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
-    from epochledger.reports import Orphaned
+    from epochledger.reports import FollowRound, Orphaned
 
 
 @command(
@@ -230,6 +230,22 @@ def _rejects_usage(ns: argparse.Namespace) -> int | None:
         "(line: the run's storage id in Dagster, reason, raw: the record as read); written atomically, "
         "replaced on every import",
     ),
+    arg(
+        "--follow",
+        action="store_true",
+        help="keep importing until interrupted (Ctrl-C: exit 130; SIGTERM: exit 0 after the round): a round "
+        "every --interval seconds of what Dagster changed since the last, and with --local-workers the "
+        "probe after each (a worker that died without a word is an orphan at the next round); a line per "
+        "round that appended something (--json: one JSON object per line)",
+    ),
+    arg(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --follow: seconds from the start of one round to the start of the next (from 0.05 to "
+        "3600, default 1)",
+    ),
     JSON,
 )
 def cmd_import_dagster(ns: argparse.Namespace) -> int:
@@ -249,11 +265,23 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     FILE: every other run is imported, each rejected run goes to FILE with its reason,
     and the command exits 11 if any run was rejected.
 
+    --follow keeps the ledger current from a live instance until interrupted: the
+    first round imports every run, each later one only the run records Dagster updated
+    since (one query of its runs table), and with --local-workers each round ends with
+    `epochledger probe`'s judgement of this host's live workers, so a SIGKILLed worker
+    is an orphan, and its run recovered, within about one --interval (docs/import-dagster.md,
+    "Following"). A store error or Dagster's own failed read ends only its round (a
+    line on standard error); the next round tries again. Strict only: a Dagster run the
+    ledger cannot record stops the follow (exit 3).
+
     Example: epochledger import-dagster --instance ~/dagster_home --local-workers
              epochledger import-dagster --instance ~/dagster_home --on-error skip --rejects rejected.ndjson
+             epochledger import-dagster --instance ~/dagster_home --local-workers --follow --interval 2
     """
     if (usage := _rejects_usage(ns)) is not None:
         return usage
+    if ns.follow:
+        return _follow_dagster(ns)
     with open_ns(ns) as ledger:
         report = ledger.import_dagster(
             ns.instance,
@@ -278,6 +306,62 @@ def cmd_import_dagster(ns: argparse.Namespace) -> int:
     for j in report.rejected:
         out(f"rejected (run storage id {j.line}): {j.reason}")
     return 11 if rejected else 0
+
+
+def _follow_dagster(ns: argparse.Namespace) -> int:
+    """`import-dagster --follow`: rounds until SIGINT (KeyboardInterrupt: main exits 130)
+    or SIGTERM (the round in progress ends, then exit 0)."""
+    import signal
+    import threading
+
+    if ns.on_error != "stop":
+        err(
+            "epochledger: --follow is strict only (--on-error skip would replace its rejects file every "
+            "round); a Dagster run the ledger cannot record stops it"
+        )
+        return 2
+    stop = threading.Event()
+
+    def on_round(r: FollowRound) -> None:
+        if r.error is not None:
+            err(f"epochledger: round {r.round}: {r.error} (the next round tries again)")
+        if r.quiet and r.round > 1:
+            return
+        if ns.json:
+            sys.stdout.buffer.write(msgspec.json.encode(r) + b"\n")
+            sys.stdout.flush()
+            return
+        i = r.imported
+        line = (
+            f"round {r.round} ({r.seconds:.2f} s): read {i.read} of {i.runs} Dagster runs listed "
+            f"({i.events} Dagster events); appended {i.appended} events"
+        )
+        exited = (r.probe.exited if r.probe else 0) + (r.swept.exited if r.swept else 0)
+        last = r.swept or r.probe
+        sweep = last.sweep if last is not None else None
+        if exited:
+            line += f"; probe: {exited} workers exited"
+        if sweep is not None and sweep.recovered:
+            line += f"; swept: {len(sweep.recovered)} runs recovered"
+        out(line)
+        for f in i.refused:
+            out(f"refused {f.run} Dagster event {f.storage_id} ({f.kind}), kept as {f.kept_as}: {f.error}")
+        sys.stdout.flush()
+
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with open_ns(ns) as ledger:
+            ledger.follow_dagster(
+                ns.instance,
+                stop=stop,
+                interval=ns.interval,
+                local_workers=ns.local_workers,
+                dagster_tags=ns.dagster_tags,
+                on_round=on_round,
+            )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
 
 
 @command(
@@ -353,16 +437,22 @@ def cmd_show(ns: argparse.Namespace) -> None:
             f"{'cancelled':>12}: from {was}"
             + (f"; caused by {describe_cause(prior['cause'])}" if prior.get("cause") else "")
         )
+    if view.children:  # the runs that re-execute this one (rule I2)
+        out(f"{'children':>12}: " + ", ".join(view.children))
     out(f"{'predicates':>12}: " + ", ".join(k for k, v in preds.items() if v))
     _show_tick_health(health)
 
 
 def label_filter(text: str) -> tuple[str, str]:
-    """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
+    """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`):
+    the facade's label_pair, as argparse wants its refusal."""
+    from epochledger.reports import label_pair
+    from ledger.errors import InvalidInput
+
+    try:
+        return label_pair(text)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 @command(
@@ -390,6 +480,15 @@ def label_filter(text: str) -> tuple[str, str]:
         type=label_filter,
         help="only runs with this label (repeatable: every one must match; rule I2)",
     ),
+    arg("--process", action="append", metavar="SLOT", help="only runs of this process slot (repeatable)"),
+    arg("--parent", action="append", metavar="RUN", help="only runs that re-execute this run (repeatable; rule I2)"),
+    arg(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="one page of at most N runs, in the store's key order; the next page's cursor goes to standard error",
+    ),
+    arg("--after", metavar="CURSOR", help="with --limit: the page after this cursor (the `next` a page printed)"),
     JSON,
     NO_CATCH_UP,
 )
@@ -404,30 +503,54 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     epoch nor a process, and no default slot: `init --default-slot`) is listed too,
     with rule O9-no-slot and `orphan` null (rule O9).
 
+    --limit N lists one page of at most N runs (the order is the store's, by run id);
+    when more follow, standard error says `next page: --after CURSOR`, and the same
+    command with that --after lists the next page. Runs recorded meanwhile appear on a
+    later page or not at all (they sort before the cursor), never twice.
+
     Example: epochledger runs --where can_auto_resume --code TIMEOUT
              epochledger runs --streaking   (runs whose tick keeps failing; docs/tick.md)
              epochledger runs --orphaned --json
              epochledger runs --label team=data --label env=prod   (both labels; rule I2)
+             epochledger runs --status running --limit 500   (then --after CURSOR for the next 500)
     """
     from epochledger.reports import gc_paused
 
     filters = {"statuses": ns.status or (), "codes": ns.code or (), "labels": ns.label or ()}
+    paged = ns.limit is not None or ns.after is not None
+    if (ns.orphaned or ns.streaking) and (paged or ns.parent) or (ns.orphaned and ns.process):
+        from ledger.errors import InvalidInput
+
+        raise InvalidInput(
+            "--limit, --after and --parent page a listing: --orphaned and --streaking take none of them, "
+            "and --orphaned no --process",
+            where="runs",
+        )
     with open_ns(ns) as ledger:
         if ns.orphaned:
             return _orphaned(ns, ledger.orphaned(predicates=ns.where or (), **filters))
         if ns.streaking:
-            streaking, lag = ledger.streaking(predicates=ns.where or (), catch_up_first=not ns.no_catch_up, **filters)
+            found = ledger.streaking(
+                predicates=ns.where or (), processes=ns.process or (), catch_up_first=not ns.no_catch_up, **filters
+            )
+            streaking, lag = found.runs, found.lag
         else:
             # Each output decodes from the runs view only what it shows: the table RunRow's
             # few fields, --json every field but the last event, in one encode
             # (docs/benchmarks.md, "Fleet size").
             listing = ledger.list_runs(
                 predicates=ns.where or (),
+                processes=ns.process or (),
+                parents=ns.parent or (),
                 catch_up_first=not ns.no_catch_up,
                 shape="listed" if ns.json else "row",
+                after=ns.after,
+                limit=ns.limit,
                 **filters,
             )
             lag = listing.lag
+            if listing.next is not None:
+                err(f"epochledger: next page: --after {listing.next}")
     say_lag(lag)
     with gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
         if ns.streaking:
@@ -558,19 +681,16 @@ def _show_tick_health(health: dict[str, Any]) -> None:
 
 
 def _orphaned(ns: argparse.Namespace, found: list[Orphaned]) -> None:
-    rows = []
-    for o in found:
-        if o.verdict is not None:
-            rows.append(
-                {
-                    **run_record(o.state),
-                    "orphan": msgspec.to_builtins(o.verdict),
-                    "rule": o.verdict.rule,
-                    "why": o.verdict.explain(),
-                }
-            )
-        elif o.unjudged is not None:  # rule O9: listed, never passed over
-            rows.append({**run_record(o.state), "orphan": None, "rule": o.unjudged.rule, "why": o.unjudged.explain()})
+    # an unjudged run (rule O9) is listed with `orphan` null, never passed over
+    rows = [
+        {
+            **run_record(o.state),
+            "orphan": msgspec.to_builtins(o.verdict) if o.verdict is not None else None,
+            "rule": o.rule,
+            "why": o.why,
+        }
+        for o in found
+    ]
     if ns.json:
         out_json(rows)
         return

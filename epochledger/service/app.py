@@ -16,16 +16,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
 
 from epochledger.service.config import ServiceConfig
 from ledger.errors import LockTimeout
 
 if TYPE_CHECKING:
+    from litestar.handlers import HTTPRouteHandler
+    from litestar.types import Method
+
     from epochledger.app import Ledger
 
 
@@ -63,22 +67,47 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
     from epochledger.service import auth, metrics, problems, reads, stream, writes
 
     svc = service if service is not None else Service(config)
+    watch = metrics.Metrics(svc)
+    live = stream.Live(svc, on_events=watch.on_events)
+    watch.live = live
+    handlers = [*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES]
+    problems.document_routes(handlers)
     return Litestar(
-        route_handlers=[*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES],
+        route_handlers=handlers,
         guards=[auth.guard],
         exception_handlers=problems.HANDLERS,
-        state=State({"service": svc}),
+        state=State({"service": svc, "live": live, "metrics": watch}),
+        middleware=[metrics.middleware],
+        after_exception=[metrics.after_exception],
+        on_startup=[live.start],
         request_max_body_size=config.max_body_bytes,
-        on_shutdown=[svc.close],
+        on_shutdown=[live.stop, svc.close],
         openapi_config=OpenAPIConfig(
             title="epochledger",
             version=_version(),
             description="The run ledger over HTTP (docs/service.md). Every write goes through the same rules as "
             "the Python API; errors are RFC 9457 problem documents.",
             path="/openapi",
+            operation_id_creator=operation_id,
+            # The document's own routes declare their operation like every route (rule H4):
+            # public, as the schema discloses nothing of the ledger. The document alone,
+            # as JSON: no rendered page, as those load their scripts from other hosts.
+            openapi_router=Router("/openapi", route_handlers=[], opt={"op": "openapi"}, include_in_schema=False),
+            render_plugins=[JsonRenderPlugin()],
         ),
         debug=False,
     )
+
+
+def operation_id(handler: HTTPRouteHandler, method: Method, components: list[Any]) -> str:
+    """A route's operationId: its handler's name in camelCase (`queue_run` -> `queueRun`),
+    the method name the clients are generated with (clients/typescript)."""
+    if handler.handler_name.startswith("_"):  # Litestar's own (the document's routes)
+        from litestar._openapi.utils import default_operation_id_creator
+
+        return default_operation_id_creator(handler, method, components)
+    first, *rest = handler.handler_name.split("_")
+    return first + "".join(word.title() for word in rest)
 
 
 def _version() -> str:

@@ -24,6 +24,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 def document() -> dict[str, Any]:
     """The document the application serves at /openapi/openapi.json, built over a
     throwaway store (the schema depends on the routes, never on a ledger's contents)."""
+    from litestar.serialization import encode_json
+
     from epochledger.app import open_ledger
     from epochledger.service.app import Service, create_app
     from epochledger.service.config import ServiceConfig
@@ -35,7 +37,8 @@ def document() -> dict[str, Any]:
         service = Service(config)
         try:
             app = create_app(config, service=service)
-            built: dict[str, Any] = app.openapi_schema.to_schema()
+            # As Litestar serves it: its encoder turns the Structs an example holds into JSON.
+            built: dict[str, Any] = json.loads(encode_json(app.openapi_schema.to_schema()))
         finally:
             service.close()
     return built

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 
 from epochledger.plain import error_fields, plain
@@ -41,6 +42,7 @@ TABLE: tuple[tuple[type[e.LedgerError], int, str, str], ...] = (
     (e.QueryRefused, 422, "query-refused", "audit query refused"),
     (e.QueryInterrupted, 422, "query-interrupted", "audit query stopped by its time or memory bound"),
     (e.RunNotFound, 404, "run-not-found", "run not found"),
+    (e.TokenNotFound, 404, "token-not-found", "no such token"),
     (e.IllegalTransition, 409, "illegal-transition", "illegal transition"),
     (e.StaleEpoch, 409, "stale-epoch", "stale epoch: the report was refused and kept as run.fenced evidence"),
     (e.ConflictError, 409, "conflict", "write conflict: another writer appended first; nothing was appended"),
@@ -66,38 +68,6 @@ _BY_CLASS = {cls: (status, slug, title) for cls, status, slug, title in TABLE}
 # an unknown commit is checked first, never retried blind.
 _RETRY = (e.StoreError,)
 _NO_RETRY = (e.CommitUnknown, e.DiskFull, e.PermissionDenied, e.ReadOnlyStore)
-
-
-class Problem(msgspec.Struct, frozen=True, kw_only=True):
-    """An RFC 9457 problem document, as every refusal is answered (the OpenAPI
-    document's shape of them; `document` below makes them)."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    error: str | None = None  # the ledger error's class
-    fields: dict[str, Any] | None = None  # its structured fields, as `epochledger --json` prints them
-
-
-def responses(*statuses: int) -> dict[int, ResponseSpec]:
-    """The problem documents a route may answer with, for the OpenAPI document."""
-    what = {
-        404: "no such run (a read), or no such route",
-        409: "an illegal transition, a stale epoch (fenced), or a lost race (conflict)",
-        413: "the request body is larger than the server's max_body_bytes",
-        422: "bad input: names the field",
-        503: "the store is unavailable (Retry-After), or the commit's outcome is unknown (commit-unknown)",
-    }
-    return {
-        s: ResponseSpec(
-            Problem, description=what.get(s, "a problem document"), media_type=MEDIA_TYPE, generate_examples=False
-        )
-        for s in statuses
-    }
-
-
-WRITE_RESPONSES = responses(404, 409, 413, 422, 503)
 
 
 def type_uri(slug: str) -> str:
@@ -128,6 +98,29 @@ def ledger_error(request: Request[Any, Any, Any], error: e.LedgerError) -> Respo
     return document(status, slug, title, str(error), **extra)
 
 
+class AccessRefused(Exception):
+    """A caller the guard refused (rule H4, epochledger/service/auth.py): 401 without a
+    valid token (with `WWW-Authenticate: Bearer`), 403 out of role or out of its slots.
+    `fields` name the operation, the caller's role, the roles that may, the slot; never
+    the token, nor any part of the Authorization header."""
+
+    SLUGS = {401: ("unauthorized", "a bearer token is required"), 403: ("forbidden", "not allowed for this token")}
+
+    def __init__(self, status: int, detail: str, **fields: Any):
+        self.status = status
+        self.detail = detail
+        self.fields = fields
+        super().__init__(detail)
+
+
+def access_refused(request: Request[Any, Any, Any], error: AccessRefused) -> Response[dict[str, Any]]:
+    slug, title = AccessRefused.SLUGS[error.status]
+    response = document(error.status, slug, title, error.detail, error="AccessRefused", fields=error.fields)
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="epochledger"'
+    return response
+
+
 def validation_error(request: Request[Any, Any, Any], error: ValidationException) -> Response[dict[str, Any]]:
     """A body or parameter Litestar's msgspec decoding refused: 422, naming where."""
     where = [plain(x) for x in (error.extra if isinstance(error.extra, list) else [])]
@@ -156,6 +149,47 @@ def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Respons
 
 HANDLERS: dict[int | type[Exception], Any] = {
     e.LedgerError: ledger_error,
+    AccessRefused: access_refused,
     ValidationException: validation_error,
     HTTPException: http_error,
 }
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """An RFC 9457 problem document as this service sends it (the OpenAPI document's
+    schema of every error answer)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    error: str | None = None  # the ledger error's class, e.g. "IllegalTransition"
+    fields: dict[str, Any] | None = None  # the error's own fields, as `epochledger --json` prints them
+
+
+# What any route may answer besides its success (the document says so for every route,
+# so a client or schemathesis knows the shape of each error).
+_ANSWERS = {
+    400: "malformed request (a body that is not JSON)",
+    401: "no token, or an unknown or revoked one (rule H4)",
+    403: "the token's role or slots do not allow this (rule H4)",
+    404: "no such run, epoch or route",
+    409: "illegal transition, stale epoch, lost race or a held role",
+    413: "the body is larger than the bound (rule H8)",
+    422: "invalid input: the field or parameter is named",
+    500: "the log is damaged (an event does not decode, a stream has a gap, a chain break)",
+    503: "the store is unreachable or the write was not committed (Retry-After), or its outcome is unknown",
+    507: "the store's disk is full",
+}
+RESPONSES: dict[int, ResponseSpec] = {
+    status: ResponseSpec(data_container=Problem, description=text, media_type=MEDIA_TYPE, generate_examples=False)
+    for status, text in _ANSWERS.items()
+}
+
+
+def document_routes(handlers: list[Any]) -> None:
+    """Give every route the problem answers (RESPONSES) beside its own, before the
+    application is built (Litestar documents them from `responses`)."""
+    for handler in handlers:
+        if isinstance(handler, HTTPRouteHandler):
+            handler.responses = {**RESPONSES, **(handler.responses or {})}

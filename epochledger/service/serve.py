@@ -7,14 +7,20 @@ short by the grace period landed whole or not at all (rule H8: nothing half-appl
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import math
+import signal
 import socket
-from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from epochledger.service.config import ServiceConfig
 from ledger.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from epochledger.service.app import Service
 
 
 def is_loopback(host: str) -> bool:
@@ -42,27 +48,27 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def run(config: ServiceConfig) -> None:
-    """Serve until SIGTERM or SIGINT, then drain and return."""
+def run(config: ServiceConfig, *, service: Service | None = None, app: Litestar | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then drain and return. `service`: the ledger the
+    caller opened already (`serve` reads its tokens first); `app`: an application built
+    already (a test's, with routes of its own)."""
     import uvicorn
 
     from epochledger.service.app import create_app
 
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # uvicorn re-raises the signal once it has drained, so the process would die
-            # of SIGTERM (exit -15); a drained server's stop is the clean exit of rule H8.
-            with super().capture_signals():
-                try:
-                    yield
-                finally:
-                    self._captured_signals.clear()
+    served = app if app is not None else create_app(config, service=service)
+    live = served.state["live"]
 
-    app = create_app(config)
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:  # a stop asked for: drained, then exit 0 (rule H8), not the signal raised again
+                self._captured_signals.remove(sig)
+            live.drain()  # live streams end now, with their final event (rule H5)
+
     server = Server(
         uvicorn.Config(
-            app,
+            served,
             host=config.host,
             port=config.port,
             lifespan="on",

@@ -25,7 +25,7 @@ from litestar.params import FromPath, HeaderParameter, JSONBody
 
 from epochledger.app import BOOT_ATTEMPTS, ORPHAN_MARGIN_S
 from epochledger.probe import ProbeReport
-from epochledger.service import auth, problems
+from epochledger.service import auth
 from epochledger.service.idempotency import KEY_HEADER, kept, written
 from epochledger.sweep import SweepReport
 from epochledger.tick import TickOutcome, TickReport
@@ -352,7 +352,6 @@ def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody],
         f"/v1/runs/{{run:str}}/{path}",
         sync_to_thread=True,
         status_code=200,
-        responses=problems.WRITE_RESPONSES,
         opt={"op": op},
         summary=summary,
         operation_id=op,
@@ -379,7 +378,6 @@ RUN_ROUTES = [
     "/v1/processes/{process:str}/boot",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "boot"},
     operation_id="boot",
     tags=["processes"],
@@ -413,7 +411,6 @@ def boot(
     "/v1/processes/{process:str}/startup",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "startup"},
     operation_id="startup",
     tags=["processes"],
@@ -447,7 +444,6 @@ def startup(
     "/v1/epochs/{epoch:str}/begin-stop",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "begin_stop"},
     operation_id="begin_stop",
     tags=["processes"],
@@ -465,7 +461,6 @@ def begin_stop(
     "/v1/epochs/{epoch:str}/stop",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "stop"},
     operation_id="stop",
     tags=["processes"],
@@ -483,7 +478,6 @@ def stop(
     "/v1/processes/{process:str}/epochs/{epoch:str}/exited",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "exited"},
     operation_id="exited",
     tags=["processes"],
@@ -520,7 +514,6 @@ def exited(
     "/v1/epochs/{epoch:str}/sweep",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "sweep"},
     operation_id="sweep",
     tags=["processes"],
@@ -542,7 +535,6 @@ def sweep(
     "/v1/probe",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "probe"},
     operation_id="probe",
     tags=["processes"],
@@ -652,7 +644,6 @@ def tick_reported(report: TickReport) -> TickReported:
     "/v1/epochs/{epoch:str}/tick",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "tick_report"},
     operation_id="tick_report",
     tags=["processes"],
@@ -808,7 +799,6 @@ def _apply(b: Batch, command: Command) -> BatchResult:
     "/v1/batch",
     sync_to_thread=True,
     status_code=200,
-    responses=problems.WRITE_RESPONSES,
     opt={"op": "batch"},
     operation_id="batch",
     tags=["runs"],

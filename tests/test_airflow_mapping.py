@@ -1,0 +1,270 @@
+"""The Airflow adapter's mapping and its Recorder, without Airflow (rule E1; docs/adapters.md,
+"Airflow"). The hooks' sequence is replayed on a real SQLite ledger as the plugin
+(epochledger/adapters/airflow_plugin.py) calls it; the scheduler's watcher runs as the
+real process it is. tests/test_airflow_adapter.py runs the same against a real Airflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from epochledger import open_ledger
+from epochledger.adapters import airflow as adapter
+from epochledger.adapters.airflow import DAG_RUNS, Recorder, TaskTry, failure_code, ledger_id
+from ledger.events import tag_of
+
+HOST = socket.gethostname()
+
+
+def _t(
+    task: str = "t", try_number: int = 1, dag: str = "d", run_id: str = "manual__2024-01-01T00:00:00+00:00"
+) -> TaskTry:
+    return TaskTry(dag_id=dag, run_id=run_id, task_id=task, try_number=try_number)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+def _tags(store: str, run: str) -> list[str]:
+    with open_ledger(store) as led:
+        return [tag_of(r.event) for r in led.history(run)]
+
+
+def test_E1_I2_a_try_is_a_run_named_by_its_parts_and_its_retry_names_it_as_parent() -> None:
+    first, second = _t(try_number=1), _t(try_number=2)
+    assert first.run == "airflow/d/manual__2024-01-01T00:00:00+00:00/t/-1/1"
+    assert first.parent is None and second.parent == first.run
+    assert first.dag_run == "airflow/d/manual__2024-01-01T00:00:00+00:00"
+    assert second.labels["airflow.try_number"] == "2" and second.labels["airflow.dag_run"] == first.dag_run
+    # Past the ledger's id bound, a hash; the labels keep the parts whole.
+    long = _t(task="x" * 250)
+    assert long.run.startswith("airflow/h/") and len(long.run) == len("airflow/h/") + 40
+    assert long.labels["airflow.task_id"] == "x" * 250
+
+
+class AirflowTaskTimeout(Exception):  # Airflow's classes are matched by name, along the MRO
+    pass
+
+
+class AirflowSensorTimeoutLike(AirflowTaskTimeout):
+    pass
+
+
+class AirflowFailException(Exception):
+    pass
+
+
+def test_E1_failure_codes_follow_the_exception_class_and_the_user_can_extend_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert failure_code(AirflowTaskTimeout("late"))[0] == "TIMEOUT"
+    assert failure_code(AirflowSensorTimeoutLike("late"))[0] == "TIMEOUT"  # a subclass gets its code
+    assert failure_code(AirflowFailException("no"))[0] == "FAIL_NODE"
+    code, cause = failure_code(ValueError("bad"))
+    assert code == "ENGINE_ERROR" and cause is not None and (cause.code, cause.message) == ("ValueError", "bad")
+    assert failure_code("a message") == ("ENGINE_ERROR", None) and failure_code(None) == ("ENGINE_ERROR", None)
+    monkeypatch.setitem(adapter.FAILURE_CODES, "ValueError", "USAGE_LIMIT_BLOCKED")
+    assert failure_code(ValueError("quota"))[0] == "USAGE_LIMIT_BLOCKED"
+
+
+def test_E1_a_try_that_fails_then_succeeds_on_retry_is_two_runs_under_two_task_runner_epochs(store: str) -> None:
+    rec = Recorder(store, host="h")
+    epoch = rec.component_started("task-runner")
+    assert epoch is not None and epoch.process == ledger_id("h", "task-runner", str(os.getpid()))
+    rec.task_running(_t(try_number=1))
+    rec.task_failed(_t(try_number=1), retry=True, error=ValueError("first"))
+    rec.component_stopping()
+    rec.component_started("task-runner")  # the retry runs in another task runner (here: the same pid again)
+    rec.task_running(_t(try_number=2))
+    rec.task_succeeded(_t(try_number=2))
+    with open_ledger(store) as led:
+        one, two = led.get_run(_t(try_number=1).run), led.get_run(_t(try_number=2).run)
+        assert (str(one.status), one.code, one.epoch) == ("failed_resumable", "ENGINE_ERROR", epoch.epoch)
+        assert str(two.status) == "finished" and two.parent == one.run and two.epoch != epoch.epoch
+    assert _tags(store, _t(try_number=1).run) == ["run.queued", "run.started", "run.failed"]
+
+
+def test_E1_a_last_try_that_fails_is_failed_and_a_skip_is_finished_with_its_reason(store: str) -> None:
+    rec = Recorder(store, host="h")
+    rec.component_started("task-runner")
+    rec.task_running(_t("a"))
+    rec.task_failed(_t("a"), retry=False, error=AirflowTaskTimeout("execution_timeout"))
+    rec.task_running(_t("b"))
+    rec.task_skipped(_t("b"))
+    with open_ledger(store) as led:
+        a, b = led.get_run(_t("a").run), led.get_run(_t("b").run)
+        assert (str(a.status), a.code) == ("failed", "TIMEOUT")
+        assert (str(b.status), b.reason) == ("finished", "skipped by the task")
+
+
+def test_E1_O7_the_schedulers_failure_of_a_running_try_is_process_exited_with_no_exit_fact(store: str) -> None:
+    rec = Recorder(store, host="h")
+    epoch = rec.component_started("task-runner")
+    assert epoch is not None
+    rec.task_running(_t())
+    Recorder(store, host="h").task_failed_by_scheduler(_t(), retry=False, error="heartbeat timed out")
+    with open_ledger(store) as led:
+        run = led.get_run(_t().run)
+        assert (str(run.status), run.code, run.actor) == ("failed", "PROCESS_EXITED", "airflow-scheduler")
+        assert led.epoch(epoch.epoch).exited_at is None  # Airflow saw no process die: no exit fact (O7)
+
+
+def test_E1_the_schedulers_failure_of_a_try_the_ledger_ended_already_appends_nothing(store: str) -> None:
+    rec = Recorder(store, host="h")
+    rec.component_started("task-runner")
+    rec.task_running(_t())
+    rec.task_failed(_t(), retry=False, error=ValueError("x"))
+    before = _tags(store, _t().run)
+    Recorder(store, host="h").task_failed_by_scheduler(_t(), retry=False, error="executor says failed")
+    assert _tags(store, _t().run) == before
+
+
+def test_E1_a_try_the_scheduler_failed_before_it_ever_ran_is_queued_then_failed(store: str) -> None:
+    Recorder(store, host="h").task_failed_by_scheduler(_t(), retry=True, error="could not start")
+    assert _tags(store, _t().run) == ["run.queued", "run.failed"]
+    with open_ledger(store) as led:
+        assert str(led.get_run(_t().run).status) == "failed_resumable"
+
+
+def test_E1_a_dag_run_is_a_run_of_the_nominal_slot_and_its_unrun_tries_are_recorded_at_its_end(store: str) -> None:
+    rec = Recorder(store, host="h")
+    rec.component_started("task-runner")
+    rec.dag_run_running("d", "r1")
+    rec.task_running(_t("up", run_id="r1"))
+    rec.task_failed(_t("up", run_id="r1"), retry=False, error=ValueError("x"))
+    not_run = {_t("down", 0, run_id="r1"): "upstream_failed", _t("branch", 0, run_id="r1"): "skipped"}
+    rec.dag_run_ended("d", "r1", success=False, msg="task_failure", not_run=not_run)
+    rec.dag_run_ended("d", "r1", success=False, msg="task_failure", not_run=not_run)  # said twice: nothing new
+    with open_ledger(store) as led:
+        dag_run = led.get_run(ledger_id("d", "r1"))
+        assert (str(dag_run.status), dag_run.code, dag_run.process, dag_run.epoch) == (
+            "failed",
+            "ENGINE_ERROR",
+            DAG_RUNS,
+            None,
+        )
+        down = led.get_run(_t("down", 0, run_id="r1").run)
+        assert (str(down.status), down.code) == ("failed", "JOIN_FAILED")
+        assert str(led.get_run(_t("branch", 0, run_id="r1").run).status) == "cancelled"
+        assert led.unjudged() == []  # a running DAG run names a slot: never a run no slot names (O9)
+    assert _tags(store, ledger_id("d", "r1")) == ["run.queued", "run.started", "run.failed"]
+    for msg, code in (("all_tasks_deadlocked", "JOIN_FAILED"), ("timed_out", "TIMEOUT")):
+        rec.dag_run_running("d", msg)
+        rec.dag_run_ended("d", msg, success=False, msg=msg)
+        with open_ledger(store) as led:
+            assert led.get_run(ledger_id("d", msg)).code == code
+
+
+def test_E1_a_write_the_ledger_refuses_is_logged_naming_it_and_never_raised_into_airflow(
+    store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec = Recorder(store, host="h")
+    with caplog.at_level(logging.WARNING, logger="epochledger.airflow"):
+        rec.task_succeeded(_t())  # never started: the ledger refuses it
+    assert any(r.getMessage().startswith(f"epochledger: finish of {_t().run} not recorded: ") for r in caplog.records)
+    with open_ledger(store) as led:
+        assert led.runs() == []
+
+
+def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_ledger_and_has_booted_nothing(store: str) -> None:
+    rec = Recorder(store, host="h")
+    parent_epoch = rec.component_started("task-runner")
+    assert parent_epoch is not None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: what Airflow's executor and supervisor forks see
+        os.close(read)
+        ok = rec.epoch is None and rec._ledger is None
+        child = rec.component_started("task-runner")
+        ok = ok and child is not None and child.process == ledger_id("h", "task-runner", str(os.getpid()))
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    assert rec.epoch == parent_epoch
+
+
+def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_records_its_stop(store: str) -> None:
+    """The watcher, a real process whose parent is this test (the scheduler it watches):
+    a task runner SIGKILLed without a word gets its exit from the watcher's probe, its
+    try is recovered, and SIGTERM (the scheduler's before_stopping) stops the slot."""
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        rec = Recorder(store)
+        with open_ledger(store) as led:
+            epoch = led.boot(ledger_id(HOST, "task-runner", str(victim.pid)), pid=victim.pid)
+        rec.epoch = epoch
+        rec.task_running(_t())
+        watcher = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "epochledger.adapters.airflow",
+                "watch",
+                "--store",
+                store,
+                "--pid",
+                str(os.getpid()),
+                "--host",
+                HOST,
+                "--interval",
+                "0.2",
+            ]  # fmt: skip
+        )
+        slot = ledger_id(HOST, "scheduler", str(os.getpid()))
+        with open_ledger(store) as led:
+            deadline = time.monotonic() + 30
+            while led.process(slot) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert led.process(slot) is not None, "the watcher never booted the scheduler's slot"
+            victim.kill()
+            victim.wait()
+            while str(led.get_run(_t().run).status) == "running" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            run = led.get_run(_t().run)
+            assert (str(run.status), run.code) == ("failed_resumable", "PROCESS_ORPHANED")
+            assert led.epoch(epoch.epoch).exited_by == f"probe@{HOST}"
+            watcher.send_signal(signal.SIGTERM)
+            assert watcher.wait(timeout=20) == 0
+            scheduler = [e for e in led.epochs(retired=True) if e.process == slot]
+            assert len(scheduler) == 1 and scheduler[0].stopped_at is not None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_E1_L2_a_users_mark_by_hand_is_recorded_as_the_operators_and_a_second_word_appends_nothing(store: str) -> None:
+    rec = Recorder(store, host="h")
+    rec.component_started("task-runner")
+    for task in ("a", "b"):
+        rec.task_running(_t(task))
+    api = Recorder(store, host="h")  # the API server's process: no epoch of its own
+    api.task_marked(_t("a"), "failed", note="TaskInstance's state was manually set to `failed`.")
+    api.task_marked(_t("b"), "success")
+    rec.task_failed(_t("a"), retry=False, error=AirflowTaskTerminatedLike("killed"))  # the task runner, after
+    api.task_marked(_t("never"), "success")  # a try the ledger never saw: nothing to move
+    with open_ledger(store) as led:
+        a, b = led.get_run(_t("a").run), led.get_run(_t("b").run)
+        assert (str(a.status), a.code, a.actor) == ("failed", "CANCELLED", "airflow-api")
+        assert (str(b.status), b.actor) == ("finished", "airflow-api")
+        assert [r.run for r in led.runs()] == [_t("a").run, _t("b").run]
+    rec.dag_run_running("d", "m")
+    api.dag_run_ended("d", "m", success=False, msg="Dag Run's state was manually set to `failed`.")
+    with open_ledger(store) as led:
+        assert led.get_run(ledger_id("d", "m")).code == "CANCELLED"
+
+
+class AirflowTaskTerminatedLike(Exception):
+    pass
