@@ -31,6 +31,7 @@ READS: Final = frozenset(
         "status",
         "epoch",
         "epochs",
+        "epoch_liveness",
         "liveness",
         "orphaned",
         "orphans",
@@ -103,6 +104,10 @@ ADMINISTRATION: Final = frozenset(
 # Served to anyone, with or without a token: they disclose nothing of the ledger
 # (liveness and readiness probes, the OpenAPI document).
 PUBLIC: Final = frozenset({"healthz", "readyz", "openapi"})
+# Checked against the last token registry read when the store does not answer: the
+# metrics say that the store is away (rule H7), which is when they are needed most. A
+# token revoked during the outage is refused again from the store's return on.
+WHEN_STORE_AWAY: Final = frozenset({"metrics"})
 
 ROLES: Final[dict[str, frozenset[str]]] = {
     "reader": READS,

@@ -54,7 +54,7 @@ def _service(request: Request[Any, Any, Any]) -> Service:
 
 
 @post("/test/slots/{slot:str}/boot", opt={"op": "boot"}, sync_to_thread=True)
-def boot(request: Request[Any, Any, Any], slot: FromPath[str], data: JSONBody[Boot]) -> dict[str, str]:
+def stand_in_boot(request: Request[Any, Any, Any], slot: FromPath[str], data: JSONBody[Boot]) -> dict[str, str]:
     auth.check_slot(request, slot)
     with _service(request).use() as ledger:
         state = ledger.boot(slot, epoch=data.epoch)
@@ -62,7 +62,7 @@ def boot(request: Request[Any, Any, Any], slot: FromPath[str], data: JSONBody[Bo
 
 
 @post("/test/runs/{run:str}/start", opt={"op": "start"}, sync_to_thread=True)
-def start(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Report]) -> dict[str, str]:
+def stand_in_start(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Report]) -> dict[str, str]:
     with _service(request).use() as ledger:
         auth.check_epoch(request, ledger, data.epoch)
         ledger.queue(run)
@@ -71,7 +71,7 @@ def start(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Re
 
 
 @post("/test/runs/{run:str}/finish", opt={"op": "finish"}, sync_to_thread=True)
-def finish(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Report]) -> dict[str, str]:
+def stand_in_finish(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Report]) -> dict[str, str]:
     with _service(request).use() as ledger:
         auth.check_epoch(request, ledger, data.epoch)
         state = ledger.finish(run, epoch=data.epoch)
@@ -79,7 +79,7 @@ def finish(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[R
 
 
 @post("/test/runs/{run:str}/resume", opt={"op": "resume"}, sync_to_thread=True)
-def resume(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Resume]) -> dict[str, str]:
+def stand_in_resume(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Resume]) -> dict[str, str]:
     auth.check_act(request, "resume", by=data.by)
     with _service(request).use() as ledger:
         state = ledger.resume(run, data.by)
@@ -87,7 +87,7 @@ def resume(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[R
 
 
 @post("/test/runs/{run:str}/cancel", opt={"op": "cancel"}, sync_to_thread=True)
-def cancel(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Cancel]) -> dict[str, str]:
+def stand_in_cancel(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Cancel]) -> dict[str, str]:
     auth.check_act(request, "cancel", actor=data.actor)
     with _service(request).use() as ledger:
         state = ledger.cancel(run, actor=data.actor)
@@ -95,14 +95,14 @@ def cancel(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[C
 
 
 @get("/test/runs/{run:str}", opt={"op": "run_view"}, sync_to_thread=True)
-def run_view(request: Request[Any, Any, Any], run: FromPath[str]) -> dict[str, str]:
+def stand_in_run_view(request: Request[Any, Any, Any], run: FromPath[str]) -> dict[str, str]:
     with _service(request).use() as ledger:
         view = ledger.run_view(run)
     return {"run": view.state.run, "status": str(view.state.status)}
 
 
 @get("/test/stream", opt={"op": "stream"}, sync_to_thread=False)
-def stream(request: Request[Any, Any, Any], lines: FromQuery[int] = 1) -> Stream:
+def stand_in_stream(request: Request[Any, Any, Any], lines: FromQuery[int] = 1) -> Stream:
     """A line every 20 ms while the caller is still allowed (`lines` of them, at most
     250: 5 s), then the end: a stand-in for the live stream's use of
     `auth.still_allowed`."""
@@ -119,16 +119,26 @@ def stream(request: Request[Any, Any, Any], lines: FromQuery[int] = 1) -> Stream
 
 
 @get("/test/undeclared", opt={"op": "not_in_the_table"}, sync_to_thread=False)
-def undeclared() -> str:
+def stand_in_undeclared() -> str:
     return "served"  # never: the guard refuses an operation the table does not know
 
 
 @get("/test/no-op", sync_to_thread=False)
-def no_op() -> str:
+def stand_in_no_op() -> str:
     return "served"  # never: a route that declares no operation is refused to every caller
 
 
-EXTRA = [boot, start, finish, resume, cancel, run_view, stream, undeclared, no_op]
+EXTRA = [
+    stand_in_boot,
+    stand_in_start,
+    stand_in_finish,
+    stand_in_resume,
+    stand_in_cancel,
+    stand_in_run_view,
+    stand_in_stream,
+    stand_in_undeclared,
+    stand_in_no_op,
+]
 
 
 def app_for(store: str) -> Any:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from litestar.types import Method
 
     from epochledger.app import Ledger
+    from ledger.tokens import TokenRegistry
 
 
 class Service:
@@ -43,6 +44,7 @@ class Service:
         self.config = config
         self.ledger: Ledger = open_ledger(config.store, create=False)
         self.lock = threading.Lock()
+        self.last_registry: TokenRegistry | None = None  # the last token registry read (auth.py, rule H4)
 
     @contextmanager
     def use(self) -> Iterator[Ledger]:

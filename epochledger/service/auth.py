@@ -44,7 +44,7 @@ from litestar.params import FromPath, JSONBody
 
 from epochledger.service.problems import AccessRefused
 from ledger import access
-from ledger.errors import UnknownEpoch
+from ledger.errors import StoreError, UnknownEpoch
 from ledger.tokens import IssuedToken, Token
 
 if TYPE_CHECKING:
@@ -102,11 +102,18 @@ def _is_loopback(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
         return False
 
 
-def _identify(connection: ASGIConnection[Any, Any, Any, Any]) -> Caller:
+def _identify(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> Caller:
     secret = credentials(connection)
     service: Service = connection.app.state.service
-    with service.use() as ledger:
-        registry = ledger.token_registry()
+    try:
+        with service.use() as ledger:
+            registry = ledger.token_registry()
+    except StoreError:
+        if op not in access.WHEN_STORE_AWAY or service.last_registry is None:
+            raise
+        registry = service.last_registry  # the store is away: the last registry read decides
+    else:
+        service.last_registry = registry
     found = registry.find(secret) if secret is not None else None
     if found is not None:
         return Caller(role=found.role, token=found.id, name=found.name, slots=tuple(found.slots))
@@ -132,7 +139,7 @@ async def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRou
         )
     if op in access.PUBLIC:
         return
-    who = await anyio.to_thread.run_sync(_identify, connection)
+    who = await anyio.to_thread.run_sync(_identify, connection, op)
     connection.state[_STATE_KEY] = who
     if not access.allows(who.role, op):
         _refuse(who, op)
