@@ -247,3 +247,56 @@ def test_L5_H2_a_batch_is_one_transaction_all_or_nothing_and_bounded(base: str, 
     many = {"commands": [{"op": "queue", "run": f"m{i}"} for i in range(10_001)]}
     assert problem(post(base, "/v1/batch", many), 422, "invalid-input")["fields"]["where"] == "commands"
     assert count(store_url) == head + 2
+
+
+def test_H4_the_write_routes_make_the_guards_checks(sqlite_url: str) -> None:
+    """An operator's act, a slot another token's, a command of a batch: each write route
+    asks the guard (epochledger/service/auth.py) before it writes anything."""
+    with open_ledger(sqlite_url, init=True) as ledger:
+        writer = ledger.issue_token("writer", name="tick", slots=["a-*"]).secret
+        operator = ledger.issue_token("operator", name="ops").secret
+        admin = ledger.issue_token("admin", name="root").secret
+
+    def as_(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    with served(sqlite_url) as base:
+        ok(
+            post(
+                base,
+                "/v1/processes/a-1/boot",
+                {"booted_at": BOOTED, "host": "h", "pid": 1, "epoch": "ea"},
+                headers=as_(writer),
+            )
+        )
+        refused = post(
+            base,
+            "/v1/processes/b-1/boot",
+            {"booted_at": BOOTED, "host": "h", "pid": 1, "epoch": "eb"},
+            headers=as_(writer),
+        )
+        assert problem(refused, 403, "forbidden")["fields"]["slot"] == "b-1"
+        ok(
+            post(
+                base,
+                "/v1/processes/b-1/boot",
+                {"booted_at": BOOTED, "host": "h", "pid": 1, "epoch": "eb"},
+                headers=as_(admin),
+            )
+        )
+        ok(post(base, "/v1/runs/r1/queue", {}, headers=as_(writer)))
+        problem(post(base, "/v1/runs/r1/start", {"epoch": "eb"}, headers=as_(writer)), 403, "forbidden")
+        ok(post(base, "/v1/runs/r1/start", {"epoch": "ea"}, headers=as_(writer)))
+        ok(post(base, "/v1/runs/r1/pause", {"kind": "operator"}, headers=as_(writer)))
+        act = post(base, "/v1/runs/r1/resume", {"by": "operator"}, headers=as_(writer))
+        assert problem(act, 403, "forbidden")["fields"]["op"] == "resume.operator"
+        in_batch = post(
+            base, "/v1/batch", {"commands": [{"op": "resume", "run": "r1", "by": "operator"}]}, headers=as_(writer)
+        )
+        assert problem(in_batch, 403, "forbidden")["fields"]["op"] == "resume.operator"
+        assert (
+            ok(post(base, "/v1/runs/r1/resume", {"by": "operator"}, headers=as_(operator)))["run"]["status"] == "queued"
+        )
+        problem(post(base, "/v1/runs/r1/queue", {}), 401, "unauthorized")
+    with open_ledger(sqlite_url, create=False) as ledger:
+        assert [e.process for e in ledger.epochs()] == ["a-1", "b-1"]

@@ -93,6 +93,10 @@ class RunBody(Body, frozen=True, kw_only=True):
         """The process slots this write acts for (auth.check_slot)."""
         return ()
 
+    def act_by(self) -> str | None:
+        """Who a resume says resumes (auth.check_act: `operator` is an operator's act)."""
+        return None
+
     def epochs(self) -> tuple[str, ...]:
         """The epochs this write reports on behalf of (auth.check_epoch)."""
         return ()
@@ -174,6 +178,9 @@ class ResumeBody(RunBody, frozen=True, kw_only=True):
     def apply(self, b: Batch, run: str) -> RunState:
         return b.resume(run, self.by, answers=self.answers, actor=self.actor, reason=self.reason, at=self.at)
 
+    def act_by(self) -> str | None:
+        return self.by
+
 
 class FailBody(ReportBody, frozen=True, kw_only=True):
     code: str
@@ -223,6 +230,9 @@ class CorrectBody(Body, frozen=True, kw_only=True):
 
     def epochs(self) -> tuple[str, ...]:
         return ()
+
+    def act_by(self) -> str | None:
+        return None
 
 
 class RewindBody(RunBody, frozen=True, kw_only=True):
@@ -298,9 +308,16 @@ def _epoch_state(b: Batch | ProcessState, epoch: str) -> EpochState:
     return found
 
 
-def run_write(request: Req, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
+def _check_run_write(request: Req, op: str, body: RunBody | CorrectBody) -> None:
+    """The guard's checks a run's write needs past its route's role: an operator's act
+    (a resume by the operator, a cancel as one; auth.check_act) and its slots."""
+    auth.check_act(request, op, by=body.act_by(), actor=body.actor)
     for slot in body.slots():
         auth.check_slot(request, slot)
+
+
+def run_write(request: Req, op: str, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
+    _check_run_write(request, op, body)
     with service(request).use() as ledger:
         for epoch in body.epochs():
             auth.check_epoch(request, ledger, epoch)
@@ -338,7 +355,7 @@ def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledge
 # ------------------------------------------------------------------- routes
 def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody], summary: str) -> Any:
     def handler(request: Req, run: FromPath[str], data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
-        return run_write(request, run, data, idempotency_key)
+        return run_write(request, op, run, data, idempotency_key)
 
     # The body's and the answer's types, for Litestar's decoding and the OpenAPI document,
     # written as annotations are (strings, resolved in this module).
@@ -811,12 +828,15 @@ def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = No
             f"{len(data.commands)} commands; a batch holds at most {svc.config.max_batch} (the server's max_batch)",
             where="commands",
         )
-    for command in data.commands:
+    for command in data.commands:  # each command is the act of its own route (rule H4)
+        op: str = command.__struct_config__.tag  # type: ignore[assignment] # every Command has a str tag
         if isinstance(command, ExitedCommand):
+            auth.require(request, op)
             auth.check_slot(request, command.process)
-        elif not isinstance(command, BeginStopCommand | StopCommand):
-            for slot in command.slots():
-                auth.check_slot(request, slot)
+        elif isinstance(command, BeginStopCommand | StopCommand):
+            auth.require(request, op)
+        else:
+            _check_run_write(request, op, command)
     with svc.use() as ledger:
         for command in data.commands:
             epochs = (
