@@ -24,6 +24,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from epochledger.service.config import ServiceConfig
+from ledger.errors import LockTimeout
 
 if TYPE_CHECKING:
     from litestar.handlers import HTTPRouteHandler
@@ -47,8 +48,16 @@ class Service:
 
     @contextmanager
     def use(self) -> Iterator[Ledger]:
-        with self.lock:
+        """The ledger, once the requests before this one are done with it. A request
+        that waits longer than the request timeout (rule H8) is refused with LockTimeout
+        (503 with Retry-After): it began nothing, so nothing of it was appended."""
+        timeout = self.config.request_timeout_s
+        if not self.lock.acquire(timeout=timeout):
+            raise LockTimeout("request", "the server's ledger (its requests take turns)", timeout)
+        try:
             yield self.ledger
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         with self.lock:

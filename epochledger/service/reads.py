@@ -171,7 +171,11 @@ def tick_health_summary(state: State) -> TickHealth:
     opt={"op": "replay"},
     sync_to_thread=True,
     summary="The fleet at a position or an instant, with its state hash",
-    responses={200: ResponseSpec(data_container=ReplayedDocument, description="the state and its hash")},
+    responses={
+        200: ResponseSpec(
+            data_container=ReplayedDocument, description="the state and its hash", generate_examples=False
+        )
+    },
 )
 def replay(
     state: State,
