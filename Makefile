@@ -78,6 +78,11 @@ test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery $(AIRFLOW_VENV)/.insta
 		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; \
 	fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v curl >/dev/null || ! command -v jq >/dev/null; } && command -v apt-get >/dev/null; then \
+		echo "make test: installing Debian's curl and jq for docs/service.md's HTTP loops (rule H2)"; \
+		apt-get install -y -q curl jq >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q curl jq >/dev/null; }; \
+	fi
 	$(BIN)/python -m pytest -n 2 -q
 	$(MAKE) ts-test
 

@@ -102,14 +102,15 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
 
 
 def operation_id(handler: HTTPRouteHandler, method: Method, components: list[Any]) -> str:
-    """A route's operationId: its handler's name in camelCase (`queue_run` -> `queueRun`),
-    the method name the clients are generated with (clients/typescript)."""
-    if handler.handler_name.startswith("_"):  # Litestar's own (the document's routes)
-        from litestar._openapi.utils import default_operation_id_creator
+    """A route's operationId: its operation (`opt["op"]`, the facade method it calls, which
+    the role table keys on, rule H4), one name per route; the clients are generated with it
+    (clients/typescript)."""
+    op = handler.opt.get("op")
+    if isinstance(op, str) and handler.handler_name and not handler.handler_name.startswith("_"):
+        return op
+    from litestar._openapi.utils import default_operation_id_creator  # Litestar's own routes
 
-        return default_operation_id_creator(handler, method, components)
-    first, *rest = handler.handler_name.split("_")
-    return first + "".join(word.title() for word in rest)
+    return default_operation_id_creator(handler, method, components)
 
 
 def _version() -> str:

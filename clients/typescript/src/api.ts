@@ -1229,22 +1229,15 @@ export interface whatif_Difference {
 
 /** Every operation of the service: what it takes (`args`) and what it answers. */
 export interface Operations {
-  /** Asynccallable: POST /v1/tokens */
-  AsyncCallable: {
-    args: {
-    body: TokenRequest;
-    };
-    answer: IssuedToken;
-  };
   /** Read-only audit SQL: GET /v1/audit/query */
-  auditQuery: {
+  audit_query: {
     args: {
     query: { sql: string; timeout?: number | null; memory_limit?: string | null };
     };
     answer: AuditTable;
   };
   /** A canned audit report: GET /v1/audit/reports/{name} */
-  auditReport: {
+  audit_report: {
     args: {
     path: { name: string };
     query?: { as_of?: string | null; period?: string; label?: string | null; timeout?: number | null; memory_limit?: string | null };
@@ -1307,7 +1300,7 @@ export interface Operations {
     answer: RunWritten;
   };
   /** Epochs with their liveness facts: GET /v1/epochs */
-  epochLiveness: {
+  epoch_liveness: {
     args: {
     query?: { process?: string | null; live?: boolean; retired?: boolean };
     };
@@ -1343,26 +1336,21 @@ export interface Operations {
     answer: Health;
   };
   /** A run's history: GET /v1/runs/{run}/history */
-  historyOf: {
+  history_of: {
     args: {
     path: { run: string };
     };
     answer: HistoryEntry[];
   };
   /** Runs, filtered, one page: GET /v1/runs */
-  listRuns: {
+  list_runs: {
     args: {
     query?: { status?: Status[] | null; predicate?: string[] | null; code?: string[] | null; label?: string[] | null; process?: string[] | null; parent?: string[] | null; after?: string | null; limit?: number };
     };
     answer: RunPage;
   };
-  /** ListTokens: GET /v1/tokens */
-  listTokens: {
-    args: { };
-    answer: Token[];
-  };
   /** Prometheus metrics (rule H7): GET /metrics */
-  metricsRoute: {
+  metrics: {
     args: { };
     answer: string;
   };
@@ -1416,13 +1404,6 @@ export interface Operations {
     };
     answer: RunWritten;
   };
-  /** RevokeToken: DELETE /v1/tokens/{token} */
-  revokeToken: {
-    args: {
-    path: { token: string };
-    };
-    answer: Token;
-  };
   /** Rewind a run to a checkpoint: POST /v1/runs/{run}/rewind */
   rewind: {
     args: {
@@ -1432,7 +1413,7 @@ export interface Operations {
     answer: RunWritten;
   };
   /** One run: GET /v1/runs/{run} */
-  runView: {
+  run_view: {
     args: {
     path: { run: string };
     };
@@ -1485,9 +1466,14 @@ export interface Operations {
     answer: SweepReport;
   };
   /** The chain's head, to keep elsewhere: GET /v1/digest */
-  takeDigest: {
+  take_digest: {
     args: { };
     answer: Digest;
+  };
+  /** Fleet tick health: GET /v1/tick-health */
+  tick_health_summary: {
+    args: { };
+    answer: TickHealth;
   };
   /** Report a tick's per-run outcomes; the ledger applies T1-T3 and names the dead-lettered runs: POST /v1/epochs/{epoch}/tick */
   tick_report: {
@@ -1497,10 +1483,24 @@ export interface Operations {
     };
     answer: TickReported;
   };
-  /** Fleet tick health: GET /v1/tick-health */
-  tickHealthSummary: {
+  /** Asynccallable: POST /v1/tokens */
+  token_create: {
+    args: {
+    body: TokenRequest;
+    };
+    answer: IssuedToken;
+  };
+  /** ListTokens: GET /v1/tokens */
+  token_list: {
     args: { };
-    answer: TickHealth;
+    answer: Token[];
+  };
+  /** RevokeToken: DELETE /v1/tokens/{token} */
+  token_revoke: {
+    args: {
+    path: { token: string };
+    };
+    answer: Token;
   };
   /** The chain and every view checked: GET /v1/verify */
   verify: {
@@ -1520,9 +1520,8 @@ export interface Operations {
 
 /** Where each operation is served. */
 export const ROUTES: { readonly [K in keyof Operations]: { readonly method: string; readonly path: string } } = {
-  AsyncCallable: { method: "POST", path: "/v1/tokens" },
-  auditQuery: { method: "GET", path: "/v1/audit/query" },
-  auditReport: { method: "GET", path: "/v1/audit/reports/{name}" },
+  audit_query: { method: "GET", path: "/v1/audit/query" },
+  audit_report: { method: "GET", path: "/v1/audit/reports/{name}" },
   batch: { method: "POST", path: "/v1/batch" },
   begin_stop: { method: "POST", path: "/v1/epochs/{epoch}/begin-stop" },
   boot: { method: "POST", path: "/v1/processes/{process}/boot" },
@@ -1530,15 +1529,14 @@ export const ROUTES: { readonly [K in keyof Operations]: { readonly method: stri
   checkpoint: { method: "POST", path: "/v1/runs/{run}/checkpoint" },
   correct: { method: "POST", path: "/v1/runs/{run}/correct" },
   delete: { method: "POST", path: "/v1/runs/{run}/delete" },
-  epochLiveness: { method: "GET", path: "/v1/epochs" },
+  epoch_liveness: { method: "GET", path: "/v1/epochs" },
   exited: { method: "POST", path: "/v1/processes/{process}/epochs/{epoch}/exited" },
   fail: { method: "POST", path: "/v1/runs/{run}/fail" },
   finish: { method: "POST", path: "/v1/runs/{run}/finish" },
   healthz: { method: "GET", path: "/healthz" },
-  historyOf: { method: "GET", path: "/v1/runs/{run}/history" },
-  listRuns: { method: "GET", path: "/v1/runs" },
-  listTokens: { method: "GET", path: "/v1/tokens" },
-  metricsRoute: { method: "GET", path: "/metrics" },
+  history_of: { method: "GET", path: "/v1/runs/{run}/history" },
+  list_runs: { method: "GET", path: "/v1/runs" },
+  metrics: { method: "GET", path: "/metrics" },
   orphaned: { method: "GET", path: "/v1/orphans" },
   pause: { method: "POST", path: "/v1/runs/{run}/pause" },
   probe: { method: "POST", path: "/v1/probe" },
@@ -1546,18 +1544,20 @@ export const ROUTES: { readonly [K in keyof Operations]: { readonly method: stri
   readyz: { method: "GET", path: "/readyz" },
   replay: { method: "GET", path: "/v1/replay" },
   resume: { method: "POST", path: "/v1/runs/{run}/resume" },
-  revokeToken: { method: "DELETE", path: "/v1/tokens/{token}" },
   rewind: { method: "POST", path: "/v1/runs/{run}/rewind" },
-  runView: { method: "GET", path: "/v1/runs/{run}" },
+  run_view: { method: "GET", path: "/v1/runs/{run}" },
   start: { method: "POST", path: "/v1/runs/{run}/start" },
   startup: { method: "POST", path: "/v1/processes/{process}/startup" },
   stop: { method: "POST", path: "/v1/epochs/{epoch}/stop" },
   streaking: { method: "GET", path: "/v1/streaking" },
   stream: { method: "GET", path: "/v1/stream" },
   sweep: { method: "POST", path: "/v1/epochs/{epoch}/sweep" },
-  takeDigest: { method: "GET", path: "/v1/digest" },
+  take_digest: { method: "GET", path: "/v1/digest" },
+  tick_health_summary: { method: "GET", path: "/v1/tick-health" },
   tick_report: { method: "POST", path: "/v1/epochs/{epoch}/tick" },
-  tickHealthSummary: { method: "GET", path: "/v1/tick-health" },
+  token_create: { method: "POST", path: "/v1/tokens" },
+  token_list: { method: "GET", path: "/v1/tokens" },
+  token_revoke: { method: "DELETE", path: "/v1/tokens/{token}" },
   verify: { method: "GET", path: "/v1/verify" },
   whatif: { method: "GET", path: "/v1/whatif" },
 };
