@@ -44,3 +44,15 @@ def test_H8_the_documented_bounds_are_the_configs_defaults() -> None:
     assert set(bounds) <= set(rows), f"undocumented: {sorted(set(bounds) - set(rows))}"
     for name in bounds:
         assert float(rows[name]) == float(getattr(config, name)), name
+
+
+def test_H2_a_missing_store_is_said_without_its_url() -> None:
+    """NoSuchStore names the server's store URL (which may hold a password); its problem
+    document says the store is missing and names nothing of where it is."""
+    import msgspec
+
+    secret = "postgresql://writer:s3cret@db.internal/ledger"
+    response = problems.ledger_error(None, errors.NoSuchStore(secret, "no schema"))  # type: ignore[arg-type]
+    body = msgspec.json.encode(response.content).decode()
+    assert response.status_code == 503 and "s3cret" not in body and "db.internal" not in body
+    assert msgspec.json.decode(body)["type"] == "urn:epochledger:problem:no-such-store"

@@ -92,6 +92,10 @@ def document(status: int, slug: str, title: str, detail: str, **extra: Any) -> R
 
 def ledger_error(request: Request[Any, Any, Any], error: e.LedgerError) -> Response[dict[str, Any]]:
     status, slug, title = classify(error)
+    if isinstance(error, e.NoSuchStore):
+        # Its message and fields name the server's store URL, which may hold a password:
+        # a client is told that the store is missing, never where it is.
+        return document(status, slug, title, title, error=type(error).__name__, fields={})
     extra: dict[str, Any] = {"error": type(error).__name__, "fields": error_fields(error)}
     if isinstance(error, _RETRY) and not isinstance(error, _NO_RETRY):
         extra["retry_after"] = RETRY_AFTER_S
