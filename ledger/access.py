@@ -52,6 +52,8 @@ READS: Final = frozenset(
         "follow",
         "stream",
         "metrics",
+        "fleet",
+        "epoch_liveness",
     }
 )
 # What a scheduler writes: its runs' transitions, its slots' boots, stops, exits and
@@ -101,8 +103,9 @@ ADMINISTRATION: Final = frozenset(
     }
 )
 # Served to anyone, with or without a token: they disclose nothing of the ledger
-# (liveness and readiness probes, the OpenAPI document).
-PUBLIC: Final = frozenset({"healthz", "readyz", "openapi"})
+# (liveness and readiness probes, the OpenAPI document), and the console's login page and
+# its own style sheet and script (the package's files).
+PUBLIC: Final = frozenset({"healthz", "readyz", "openapi", "console_login", "console_static"})
 
 ROLES: Final[dict[str, frozenset[str]]] = {
     "reader": READS,
