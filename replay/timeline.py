@@ -688,9 +688,7 @@ def render(
 
 
 def _legend() -> str:
-    items = [
-        f'<span class="item status" data-status="{s}"><i class="s-{s}"></i>{s}</span>' for s in Status
-    ]
+    items = [f'<span class="item status" data-status="{s}"><i class="s-{s}"></i>{s}</span>' for s in Status]
     for kind, (_, _, text) in MARKS.items():
         items.append(
             f'<span class="item mark" data-kind="{kind}"><svg width="16" height="16" viewBox="0 0 16 16">'

@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 from urllib.parse import quote, urlencode
 
 import msgspec
@@ -33,7 +33,7 @@ from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
 
-from epochledger.reports import HistoryEntry, RunView
+from epochledger.reports import EpochLiveness, HistoryEntry, RunPage, RunView
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 from ledger import access
@@ -155,7 +155,9 @@ def _secure(request: Req) -> bool:
 
 
 def _new_csrf(request: Req) -> str:
-    token: str = request.scope.setdefault("epochledger_csrf", secrets.token_urlsafe(32))
+    token = request.state.get("epochledger_csrf")
+    if not isinstance(token, str):
+        token = request.state["epochledger_csrf"] = secrets.token_urlsafe(32)
     return token
 
 
@@ -166,9 +168,7 @@ def csrf_of(request: Req) -> str:
 
 
 def _csrf_cookie(request: Req, value: str) -> Cookie:
-    return Cookie(
-        key=CSRF_COOKIE, value=value, path="/", httponly=True, samesite="strict", secure=_secure(request)
-    )
+    return Cookie(key=CSRF_COOKIE, value=value, path="/", httponly=True, samesite="strict", secure=_secure(request))
 
 
 def check_csrf(request: Req, form: Mapping[str, str]) -> None:
@@ -203,7 +203,10 @@ def fleet(request: Req) -> Response[str]:
         for s, n in now.by_status.items()
     ]
     parts.append("<h2>Runs by status</h2>" + table(["status", "runs"], statuses, empty="no runs"))
-    slots = [[_cell(slot or "(no slot)"), f"<td>{' '.join(run_link(r) for r in runs)}</td>"] for slot, runs in now.running_by_slot.items()]
+    slots = [
+        [_cell(slot or "(no slot)"), f"<td>{' '.join(run_link(r) for r in runs)}</td>"]
+        for slot, runs in now.running_by_slot.items()
+    ]
     parts.append("<h2>Running runs by slot</h2>" + table(["slot", "running runs"], slots, empty="no run is running"))
     orphans = [[f"<td>{run_link(o.state.run)}</td>", _cell(o.rule), _cell(o.why)] for o in now.orphans]
     parts.append("<h2>Orphans</h2>" + table(["run", "rule", "evidence"], orphans, empty="no orphan"))
@@ -270,19 +273,23 @@ def runs(
             raise InvalidInput(f"unknown status {s!r} (known: {', '.join(sorted(known))})", where="status")
     if not 1 <= limit <= reads.PAGE_MAX:
         raise InvalidInput(f"limit must be from 1 to {reads.PAGE_MAX}, got {limit}", where="limit")
-    found = reads.list_runs.fn(
-        request.app.state,
-        status=[Status(s) for s in chosen["status"]] or None,
-        predicate=chosen["predicate"] or None,
-        code=chosen["code"] or None,
-        label=chosen["label"] or None,
-        process=chosen["process"] or None,
-        parent=chosen["parent"] or None,
-        after=after or None,
-        limit=limit,
+    found = cast(
+        "RunPage",
+        reads.list_runs.fn(
+            request.app.state,
+            status=[Status(s) for s in chosen["status"]] or None,
+            predicate=chosen["predicate"] or None,
+            code=chosen["code"] or None,
+            label=chosen["label"] or None,
+            process=chosen["process"] or None,
+            parent=chosen["parent"] or None,
+            after=after or None,
+            limit=limit,
+        ),
     )
     options = "".join(
-        f'<option value="{esc(s)}"{" selected" if s in chosen["status"] else ""}>{esc(s)}</option>' for s in ("", *Status)
+        f'<option value="{esc(s)}"{" selected" if s in chosen["status"] else ""}>{esc(s)}</option>'
+        for s in ("", *Status)
     )
     fields = [f'<label>status<select name="status">{options}</select></label>']
     for name in RUN_FILTERS[1:]:
@@ -300,7 +307,7 @@ def runs(
             _cell(r.parent),
             _cell(_when(r.updated_at)),
         ]
-        for r in found.runs
+        for r in cast("list[Any]", found.runs)
     ]
     listing = table(["run", "status", "code", "slot", "labels", "parent", "updated"], rows, empty="no run matches")
     more = ""
@@ -393,18 +400,18 @@ def _acts_form(request: Req, run: str) -> str:
 def run_page(request: Req, run: str) -> Response[str]:
     """A run: its facts, every lifecycle predicate, its history (corrections and fenced
     reports stand out), and, for an operator, the acts it may make."""
-    view = reads.run_view.fn(request.app.state, run=run)
-    history = reads.history_of.fn(request.app.state, run=run)
-    body = (
-        f'<div id="run" data-live>{_facts(view)}<h2>History</h2>{_history(history)}</div>{_acts_form(request, run)}'
-    )
+    view = cast("RunView", reads.run_view.fn(request.app.state, run=run))
+    history = cast("list[HistoryEntry]", reads.history_of.fn(request.app.state, run=run))
+    body = f'<div id="run" data-live>{_facts(view)}<h2>History</h2>{_history(history)}</div>{_acts_form(request, run)}'
     return page(request, f"Run {run}", body, current="/runs")
 
 
 @get("/epochs", opt={"op": "epoch_liveness"}, sync_to_thread=True, include_in_schema=False)
 def epochs(request: Req, retired: bool = False) -> Response[str]:
     """Slots and epochs: each slot's epochs with their liveness facts (rule O7)."""
-    found = reads.epoch_liveness.fn(request.app.state, process=None, live=False, retired=retired)
+    found = cast(
+        "list[EpochLiveness]", reads.epoch_liveness.fn(request.app.state, process=None, live=False, retired=retired)
+    )
     by_slot: dict[str, list[str]] = {}
     for x in found:
         e = x.epoch
@@ -414,10 +421,21 @@ def epochs(request: Req, retired: bool = False) -> Response[str]:
             f"{_cell('live' if x.live else x.ended)}{_cell(x.why)}{_cell(e.superseded_by)}{_cell(_when(e.stopped_at))}"
             f"{_cell(exited)}{_cell(e.sweep_skipped)}</tr>"
         )
-    head = ["epoch", "booted", "host", "pid", "liveness", "evidence", "superseded by", "stopped", "exited", "sweep skipped"]
+    head = [
+        "epoch",
+        "booted",
+        "host",
+        "pid",
+        "liveness",
+        "evidence",
+        "superseded by",
+        "stopped",
+        "exited",
+        "sweep skipped",
+    ]
     th = _heads(head)
     parts = [
-        f"<h2>Slot <span class=\"id\">{esc(slot)}</span></h2><table><thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<h2>Slot <span class="id">{esc(slot)}</span></h2><table><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         for slot, rows in by_slot.items()
     ]
     body = f'<div id="epochs" data-live>{"".join(parts) or "<p>no epoch</p>"}</div>'
@@ -487,7 +505,9 @@ def act_correct(request: Req, run: str, data: Form) -> Response[str]:
         raise InvalidInput(f"unknown status {to!r}", where="to")
     service: Any = request.app.state.service
     with service.use() as ledger:
-        ledger.correct(run, Status(to), actor=_operator(request), reason=data.get("reason", ""), code=data.get("code", ""))
+        ledger.correct(
+            run, Status(to), actor=_operator(request), reason=data.get("reason", ""), code=data.get("code", "")
+        )
     return _done(run)
 
 
@@ -545,7 +565,7 @@ def login(request: Req, data: Form) -> Response[str]:
     with service.use() as ledger:
         found = ledger.authenticate(token) if auth.well_formed(token) else None
     if found is None:
-        return _bare(request, "Log in", "<p role=\"alert\">Unknown or revoked token.</p>" + _LOGIN_FORM, 401)
+        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _LOGIN_FORM, 401)
     response: Response[str] = Response("", status_code=303, headers={"Location": "/"})
     response.set_cookie(
         Cookie(
