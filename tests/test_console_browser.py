@@ -19,7 +19,7 @@ import pytest
 from epochledger import open_ledger
 from tests.server import served
 from tests.test_console import HOSTILE_RUN, INCIDENT, Demo
-from tests.test_console import demo as demo  # noqa: F401  (the module's fixture)
+from tests.test_console import demo as demo
 
 CHROMIUM = os.environ.get("EPOCHLEDGER_CHROMIUM", "/usr/bin/chromium")
 AXE = os.path.join(os.path.dirname(__file__), "axe", "node_modules", "axe-core", "axe.min.js")
@@ -47,7 +47,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def base(demo: Demo) -> Iterator[str]:  # noqa: F811
+def base(demo: Demo) -> Iterator[str]:
     with open_ledger(demo.db, create=False) as lg:
         lg.queue(LIVE_RUN, workflow="nightly-etl", actor="api-1")
     with served(demo.db) as url:
@@ -96,7 +96,7 @@ def tab(browser: Any, base: str) -> Iterator[Callable[..., Tab]]:
         c.close()
 
 
-def test_H11_a_responder_opens_the_incident_and_the_run(tab: Callable[..., Tab], demo: Demo) -> None:  # noqa: F811
+def test_H11_a_responder_opens_the_incident_and_the_run(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
     t.page.click("nav >> text=Incident")
@@ -117,7 +117,7 @@ def test_H11_a_responder_opens_the_incident_and_the_run(tab: Callable[..., Tab],
     t.stayed_home()
 
 
-def test_H11_an_operator_corrects_a_run_and_sees_it(tab: Callable[..., Tab], demo: Demo) -> None:  # noqa: F811
+def test_H11_an_operator_corrects_a_run_and_sees_it(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.operator)
     t.go("/runs/hourly-sync-0008")
@@ -134,7 +134,7 @@ def test_H11_an_operator_corrects_a_run_and_sees_it(tab: Callable[..., Tab], dem
     t.stayed_home()
 
 
-def test_H11_a_reader_is_refused_an_operator_act(tab: Callable[..., Tab], demo: Demo) -> None:  # noqa: F811
+def test_H11_a_reader_is_refused_an_operator_act(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
     t.go("/runs/report-0003")
@@ -151,7 +151,7 @@ def test_H11_a_reader_is_refused_an_operator_act(tab: Callable[..., Tab], demo: 
 
 def test_H11_a_live_page_shows_another_process_commit_within_a_second(
     tab: Callable[..., Tab],
-    demo: Demo,  # noqa: F811
+    demo: Demo,
 ) -> None:
     t = tab()
     t.login(demo.reader)
@@ -170,7 +170,7 @@ def test_H11_a_live_page_shows_another_process_commit_within_a_second(
     t.stayed_home()
 
 
-def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:  # noqa: F811
+def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
     for path in ("/", "/runs?limit=1000", "/incident", "/runs/" + HOSTILE_RUN.replace("<", "%3C").replace(">", "%3E")):
@@ -181,7 +181,7 @@ def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], de
 
 
 @pytest.mark.parametrize("path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/login"])
-def test_H11_axe_finds_no_serious_violation(tab: Callable[..., Tab], demo: Demo, path: str) -> None:  # noqa: F811
+def test_H11_axe_finds_no_serious_violation(tab: Callable[..., Tab], demo: Demo, path: str) -> None:
     if not os.path.exists(AXE):
         _no_browser(f"axe-core is not installed at {AXE} (make axe)")
     t = tab(bypass_csp=True, extra_http_headers={"Authorization": f"Bearer {demo.reader}"})
