@@ -96,7 +96,7 @@ def tab(browser: Any, base: str) -> Iterator[Callable[..., Tab]]:
         c.close()
 
 
-def test_H11_a_responder_opens_the_incident_and_the_run(tab: Callable[..., Tab], demo: Demo) -> None:
+def test_H9_a_responder_opens_the_incident_and_the_run_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
     t.page.click("nav >> text=Incident")
@@ -117,7 +117,7 @@ def test_H11_a_responder_opens_the_incident_and_the_run(tab: Callable[..., Tab],
     t.stayed_home()
 
 
-def test_H11_an_operator_corrects_a_run_and_sees_it(tab: Callable[..., Tab], demo: Demo) -> None:
+def test_H10_an_operator_corrects_a_run_and_sees_it_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.operator)
     t.go("/runs/hourly-sync-0008")
@@ -134,7 +134,7 @@ def test_H11_an_operator_corrects_a_run_and_sees_it(tab: Callable[..., Tab], dem
     t.stayed_home()
 
 
-def test_H11_a_reader_is_refused_an_operator_act(tab: Callable[..., Tab], demo: Demo) -> None:
+def test_H10_a_reader_is_refused_an_operator_act_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
     t.go("/runs/report-0003")
