@@ -143,11 +143,13 @@ def test_H9_runs_filters_and_cursor(base: str, demo: Demo) -> None:
 
 def test_H10_login_sets_a_session_cookie_the_guard_reads(base: str, demo: Demo) -> None:
     with httpx.Client(base_url=base, timeout=30) as anon:
-        r = anon.get("/")
+        r = anon.get("/", headers={"Accept": "text/html,application/xhtml+xml"})  # a browser's navigation
         assert r.status_code == 303 and r.headers["location"] == "/login"
+        r = anon.get("/")  # a script: the guard's 401 problem (rule H4)
+        assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
         assert anon.get("/v1/runs").status_code == 401  # the JSON routes: a problem, never a redirect
         bad = anon.post("/login", data={"token": "not-a-token"})
-        assert bad.status_code == 401 and pages.esc("not-a-token") not in bad.text
+        assert bad.status_code == 422 and pages.esc("not-a-token") not in bad.text
         assert "epochledger_session" not in bad.headers.get("set-cookie", "")
         r = anon.post("/login", data={"token": demo.reader})
         cookie = [c for c in r.headers.get_list("set-cookie") if c.startswith("epochledger_session=")]

@@ -559,13 +559,14 @@ async def login_form(request: Req) -> Response[str]:
 @post("/login", opt={"op": "console_login"}, sync_to_thread=True, include_in_schema=False)
 def login(request: Req, data: Form) -> Response[str]:
     """A token for a session cookie (rule H10): Secure over https (or behind a proxy
-    that says so), HttpOnly, SameSite=Strict. An unknown token: 401, no cookie."""
+    that says so), HttpOnly, SameSite=Strict. An unknown token: the form again (422),
+    no cookie; the login route is public, so never a 401 (rule H4)."""
     token = data.get("token", "").strip()
     service: Any = request.app.state.service
     with service.use() as ledger:
         found = ledger.authenticate(token) if auth.well_formed(token) else None
     if found is None:
-        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _LOGIN_FORM, 401)
+        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _LOGIN_FORM, 422)
     response: Response[str] = Response("", status_code=303, headers={"Location": "/"})
     response.set_cookie(
         Cookie(
@@ -591,9 +592,11 @@ async def logout(request: Req) -> Response[str]:
 
 
 def refused(request: Req, error: AccessRefused) -> Response[Any]:
-    """A browser without a session asking for a page goes to the login page (303); every
-    other refusal is the service's problem document (epochledger/service/problems.py)."""
-    if error.status == 401 and request.method == "GET" and not request.headers.get("authorization"):
+    """A browser without a session asking for a page (GET, `Accept: text/html`) goes to
+    the login page (303); every other refusal, a script's included, is the service's
+    problem document (epochledger/service/problems.py)."""
+    browser = "text/html" in request.headers.get("accept", "")
+    if error.status == 401 and request.method == "GET" and browser and not request.headers.get("authorization"):
         return Response("", status_code=303, headers={"Location": "/login"})
     return problems.access_refused(request, error)
 
