@@ -815,12 +815,14 @@ class Reports:
         cursor: datetime | None = None,
         runs: Sequence[str] | None = None,
         assets: str | None = None,
+        header: str = "",
     ) -> str:
         """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
-        style and script from instead of inlining them (replay/timeline.py)."""
+        style and script from instead of inlining them; `header`: the caller's HTML
+        before its title (replay/timeline.py)."""
         from replay.timeline import page
 
-        return page(self.store, start=start, end=end, cursor=cursor, runs=runs, assets=assets)
+        return page(self.store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
 
     # --------------------------------------------------- import, export, digests
     # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which

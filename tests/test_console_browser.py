@@ -101,7 +101,13 @@ def test_H9_a_responder_opens_the_incident_and_the_run_in_chromium(tab: Callable
     t.login(demo.reader)
     t.page.click("nav >> text=Incident")
     t.page.wait_for_selector("svg.timeline")
-    t.go(INCIDENT)
+    # The window of the 14:20 takeover, through the page's own form (no JavaScript needed).
+    t.page.fill("input[name=from]", "2026-09-09T14:15:00Z")
+    t.page.fill("input[name=to]", "2026-09-09T14:30:00Z")
+    t.page.fill("input[name=at]", "2026-09-09T14:20:00Z")
+    t.page.click("text=Show")
+    t.page.wait_for_selector('g.cursor[data-at="2026-09-09T14:20:00Z"]')
+    assert "2026-09-09T14:15:00Z to 2026-09-09T14:30:00Z" in t.page.locator("p.sub").text_content()
     assert t.page.locator("svg.timeline .marker.recovery").count() >= 1
     assert t.page.locator("svg.timeline .marker.fenced").count() >= 1
     # Its style is linked, not inline, and applies under the CSP: the legend's swatches have colour.

@@ -454,9 +454,22 @@ def incident(
     and the cursor `at`, RFC 3339; `run` (repeatable): only those runs. Its style and
     script are linked, never inline; it reads without JavaScript."""
     lo, hi, cursor = instant(start or None, "from"), instant(end or None, "to"), instant(at or None, "at")
+    chosen = _given(run)
+    fields = "".join(
+        f'<label>{label} <input name="{name}" value="{esc(value)}" placeholder="2026-09-09T14:20:00Z"></label> '
+        for label, name, value in (("from", "from", start), ("to", "to", end), ("cursor at", "at", at))
+    )
+    keep = "".join(f'<input type="hidden" name="run" value="{esc(r)}">' for r in chosen)
+    header = (
+        '<nav aria-label="console"><a href="/">Fleet</a> | <a href="/runs">Runs</a> | '
+        '<a href="/epochs">Slots and epochs</a></nav>'
+        f'<form class="window" method="get" action="/incident">{fields}{keep}<button type="submit">Show</button></form>'
+    )
     service: Any = request.app.state.service
     with service.use() as ledger:
-        text = ledger.timeline_page(start=lo, end=hi, cursor=cursor, runs=_given(run) or None, assets=ASSETS)
+        text = ledger.timeline_page(
+            start=lo, end=hi, cursor=cursor, runs=chosen or None, assets=ASSETS, header=f"<header>{header}</header>"
+        )
     return _html(request, text)
 
 
