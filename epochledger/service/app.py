@@ -66,6 +66,7 @@ class Service:
 
 def create_app(config: ServiceConfig, *, service: Service | None = None) -> Litestar:
     """The application for `config`; `service`: an opened one (tests), else opened here."""
+    from epochledger import console
     from epochledger.service import auth, metrics, problems, reads, stream, writes
 
     svc = service if service is not None else Service(config)
@@ -74,6 +75,7 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
     watch.live = live
     handlers = [*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES]
     problems.document_routes(handlers)
+    handlers += console.ROUTES
     return Litestar(
         route_handlers=handlers,
         guards=[auth.guard],
