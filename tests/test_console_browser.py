@@ -17,33 +17,14 @@ from typing import Any
 import pytest
 
 from epochledger import open_ledger
+from tests.browser import browser as browser  # the fixture
+from tests.browser import no_browser
 from tests.server import served
 from tests.test_console import HOSTILE_RUN, INCIDENT, Demo
 from tests.test_console import demo as demo
 
-CHROMIUM = os.environ.get("EPOCHLEDGER_CHROMIUM", "/usr/bin/chromium")
 AXE = os.path.join(os.path.dirname(__file__), "axe", "node_modules", "axe-core", "axe.min.js")
 LIVE_RUN = "live-run"
-
-
-def _no_browser(reason: str) -> None:
-    if os.environ.get("EPOCHLEDGER_TEST_BROWSER") == "require":
-        pytest.fail(f"EPOCHLEDGER_TEST_BROWSER=require but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _no_browser("the python package playwright is not installed (pip install -e '.[dev]')")
-    if not os.access(CHROMIUM, os.X_OK):
-        _no_browser(f"no Chromium at {CHROMIUM} (apt-get install -y chromium, or `make test` as root)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +170,7 @@ def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], de
 @pytest.mark.parametrize("path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/login"])
 def test_H11_axe_finds_no_serious_violation(tab: Callable[..., Tab], demo: Demo, path: str) -> None:
     if not os.path.exists(AXE):
-        _no_browser(f"axe-core is not installed at {AXE} (make axe)")
+        no_browser(f"axe-core is not installed at {AXE} (make axe)")
     t = tab(bypass_csp=True, extra_http_headers={"Authorization": f"Bearer {demo.reader}"})
     t.go(path)
     t.page.add_script_tag(path=AXE)
