@@ -13,11 +13,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from epochledger import open_ledger
+from epochledger import Ledger, open_ledger
 from epochledger.adapters import airflow as adapter
 from epochledger.adapters.airflow import DAG_RUNS, Recorder, TaskTry, failure_code, ledger_id
 from ledger.events import tag_of
@@ -36,8 +38,41 @@ def store(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
+@pytest.fixture
+def spool(tmp_path: Path) -> str:
+    return str(tmp_path / "spool")
+
+
+_RECS: list[Recorder] = []
+
+
+@pytest.fixture(autouse=True)
+def _recorders() -> Iterator[None]:
+    yield
+    for rec in _RECS:
+        if rec.spool is not None:
+            rec.spool.close(1.0)
+            rec.spool = None
+    _RECS.clear()
+
+
+def _rec(store: str, spool: str, **kw: Any) -> Recorder:
+    """A Recorder as the plugin makes one, through a spool in `spool` (a short hold:
+    a refused line is written down in 0.2 s)."""
+    rec = Recorder(store, spool=spool, hold=0.2, **kw)
+    _RECS.append(rec)
+    return rec
+
+
+def _read(store: str) -> Ledger:
+    """The ledger, once every Recorder's spool is in it."""
+    for rec in _RECS:
+        assert rec.flush(30), rec.spool.last_error if rec.spool else None
+    return open_ledger(store)
+
+
 def _tags(store: str, run: str) -> list[str]:
-    with open_ledger(store) as led:
+    with _read(store) as led:
         return [tag_of(r.event) for r in led.history(run)]
 
 
@@ -78,67 +113,80 @@ def test_E1_failure_codes_follow_the_exception_class_and_the_user_can_extend_the
     assert failure_code(ValueError("quota"))[0] == "USAGE_LIMIT_BLOCKED"
 
 
-def test_E1_a_try_that_fails_then_succeeds_on_retry_is_two_runs_under_two_task_runner_epochs(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_a_try_that_fails_then_succeeds_on_retry_is_two_runs_under_two_task_runner_epochs(
+    store: str, spool: str
+) -> None:
+    rec = _rec(store, spool, host="h")
     epoch = rec.component_started("task-runner")
-    assert epoch is not None and epoch.process == ledger_id("h", "task-runner", str(os.getpid()))
+    assert epoch is not None and rec.process == ledger_id("h", "task-runner", str(os.getpid()))
     rec.task_running(_t(try_number=1))
     rec.task_failed(_t(try_number=1), retry=True, error=ValueError("first"))
     rec.component_stopping()
     rec.component_started("task-runner")  # the retry runs in another task runner (here: the same pid again)
     rec.task_running(_t(try_number=2))
     rec.task_succeeded(_t(try_number=2))
-    with open_ledger(store) as led:
+    with _read(store) as led:
         one, two = led.get_run(_t(try_number=1).run), led.get_run(_t(try_number=2).run)
-        assert (str(one.status), one.code, one.epoch) == ("failed_resumable", "ENGINE_ERROR", epoch.epoch)
-        assert str(two.status) == "finished" and two.parent == one.run and two.epoch != epoch.epoch
+        assert (str(one.status), one.code, one.epoch) == ("failed_resumable", "ENGINE_ERROR", epoch)
+        assert str(two.status) == "finished" and two.parent == one.run and two.epoch != epoch
     assert _tags(store, _t(try_number=1).run) == ["run.queued", "run.started", "run.failed"]
 
 
-def test_E1_a_last_try_that_fails_is_failed_and_a_skip_is_finished_with_its_reason(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_a_last_try_that_fails_is_failed_and_a_skip_is_finished_with_its_reason(store: str, spool: str) -> None:
+    rec = _rec(store, spool, host="h")
     rec.component_started("task-runner")
     rec.task_running(_t("a"))
     rec.task_failed(_t("a"), retry=False, error=AirflowTaskTimeout("execution_timeout"))
     rec.task_running(_t("b"))
     rec.task_skipped(_t("b"))
-    with open_ledger(store) as led:
+    with _read(store) as led:
         a, b = led.get_run(_t("a").run), led.get_run(_t("b").run)
         assert (str(a.status), a.code) == ("failed", "TIMEOUT")
         assert (str(b.status), b.reason) == ("finished", "skipped by the task")
 
 
-def test_E1_O7_the_schedulers_failure_of_a_running_try_is_process_exited_with_no_exit_fact(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_O7_the_schedulers_failure_of_a_running_try_is_process_exited_with_no_exit_fact(
+    store: str, spool: str
+) -> None:
+    rec = _rec(store, spool, host="h")
     epoch = rec.component_started("task-runner")
     assert epoch is not None
     rec.task_running(_t())
-    Recorder(store, host="h").task_failed_by_scheduler(_t(), retry=False, error="heartbeat timed out")
-    with open_ledger(store) as led:
+    _rec(store, spool, host="h").task_failed_by_scheduler(_t(), retry=False, error="heartbeat timed out")
+    with _read(store) as led:
         run = led.get_run(_t().run)
         assert (str(run.status), run.code, run.actor) == ("failed", "PROCESS_EXITED", "airflow-scheduler")
-        assert led.epoch(epoch.epoch).exited_at is None  # Airflow saw no process die: no exit fact (O7)
+        assert led.epoch(epoch).exited_at is None  # Airflow saw no process die: no exit fact (O7)
 
 
-def test_E1_the_schedulers_failure_of_a_try_the_ledger_ended_already_appends_nothing(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_F1_the_schedulers_failure_of_a_try_the_ledger_ended_already_leaves_its_verdict_and_is_kept_as_evidence(
+    store: str, spool: str
+) -> None:
+    rec = _rec(store, spool, host="h")
     rec.component_started("task-runner")
     rec.task_running(_t())
     rec.task_failed(_t(), retry=False, error=ValueError("x"))
     before = _tags(store, _t().run)
-    Recorder(store, host="h").task_failed_by_scheduler(_t(), retry=False, error="executor says failed")
-    assert _tags(store, _t().run) == before
+    scheduler = _rec(store, spool, host="h")
+    scheduler.task_failed_by_scheduler(_t(), retry=False, error="executor says failed")
+    assert _tags(store, _t().run) == [*before, "run.fenced"]  # evidence: no transition
+    with _read(store) as led:
+        run = led.get_run(_t().run)
+        assert (str(run.status), run.code, run.actor) == ("failed", "ENGINE_ERROR", "airflow")
+    assert scheduler.spool is not None and scheduler.spool.rejected == 1  # written down, with its reason
 
 
-def test_E1_a_try_the_scheduler_failed_before_it_ever_ran_is_queued_then_failed(store: str) -> None:
-    Recorder(store, host="h").task_failed_by_scheduler(_t(), retry=True, error="could not start")
+def test_E1_a_try_the_scheduler_failed_before_it_ever_ran_is_queued_then_failed(store: str, spool: str) -> None:
+    _rec(store, spool, host="h").task_failed_by_scheduler(_t(), retry=True, error="could not start", ran=False)
     assert _tags(store, _t().run) == ["run.queued", "run.failed"]
-    with open_ledger(store) as led:
+    with _read(store) as led:
         assert str(led.get_run(_t().run).status) == "failed_resumable"
 
 
-def test_E1_a_dag_run_is_a_run_of_the_nominal_slot_and_its_unrun_tries_are_recorded_at_its_end(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_a_dag_run_is_a_run_of_the_nominal_slot_and_its_unrun_tries_are_recorded_at_its_end(
+    store: str, spool: str
+) -> None:
+    rec = _rec(store, spool, host="h")
     rec.component_started("task-runner")
     rec.dag_run_running("d", "r1")
     rec.task_running(_t("up", run_id="r1"))
@@ -146,7 +194,7 @@ def test_E1_a_dag_run_is_a_run_of_the_nominal_slot_and_its_unrun_tries_are_recor
     not_run = {_t("down", 0, run_id="r1"): "upstream_failed", _t("branch", 0, run_id="r1"): "skipped"}
     rec.dag_run_ended("d", "r1", success=False, msg="task_failure", not_run=not_run)
     rec.dag_run_ended("d", "r1", success=False, msg="task_failure", not_run=not_run)  # said twice: nothing new
-    with open_ledger(store) as led:
+    with _read(store) as led:
         dag_run = led.get_run(ledger_id("d", "r1"))
         assert (str(dag_run.status), dag_run.code, dag_run.process, dag_run.epoch) == (
             "failed",
@@ -162,51 +210,63 @@ def test_E1_a_dag_run_is_a_run_of_the_nominal_slot_and_its_unrun_tries_are_recor
     for msg, code in (("all_tasks_deadlocked", "JOIN_FAILED"), ("timed_out", "TIMEOUT")):
         rec.dag_run_running("d", msg)
         rec.dag_run_ended("d", msg, success=False, msg=msg)
-        with open_ledger(store) as led:
+        with _read(store) as led:
             assert led.get_run(ledger_id("d", msg)).code == code
 
 
-def test_E1_a_write_the_ledger_refuses_is_logged_naming_it_and_never_raised_into_airflow(
-    store: str, caplog: pytest.LogCaptureFixture
+def test_E1_a_write_the_ledger_refuses_is_written_down_with_its_reason_and_never_raised_into_airflow(
+    store: str, spool: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    rec = Recorder(store, host="h")
-    with caplog.at_level(logging.WARNING, logger="epochledger.airflow"):
-        rec.task_succeeded(_t())  # never started: the ledger refuses it
-    assert any(r.getMessage().startswith(f"epochledger: finish of {_t().run} not recorded: ") for r in caplog.records)
-    with open_ledger(store) as led:
-        assert led.runs() == []
+    rec = _rec(store, spool, host="h")
+    with caplog.at_level(logging.WARNING, logger="epochledger.spool"):
+        rec.task_succeeded(_t())  # never started: the ledger refuses it, after the hold
+        with _read(store) as led:
+            assert led.runs() == []
+    assert rec.spool is not None and rec.spool.rejected == 1
+    rejected = Path(rec.spool.rejected_path).read_text()
+    assert _t().run in rejected and "run.finished" in rejected
+    assert any("refused for good" in r.getMessage() for r in caplog.records)
 
 
-def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_ledger_and_has_booted_nothing(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_spool_and_has_booted_nothing(
+    store: str, spool: str
+) -> None:
+    rec = _rec(store, spool, host="h")
     parent_epoch = rec.component_started("task-runner")
-    assert parent_epoch is not None
+    assert parent_epoch is not None and rec.flush(30)
+    parent_spool = rec.spool
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: what Airflow's executor and supervisor forks see
         os.close(read)
-        ok = rec.epoch is None and rec._ledger is None
+        ok = rec.epoch is None and rec.spool is None
         child = rec.component_started("task-runner")
-        ok = ok and child is not None and child.process == ledger_id("h", "task-runner", str(os.getpid()))
+        ok = ok and child is not None and rec.process == ledger_id("h", "task-runner", str(os.getpid()))
+        ok = ok and rec.spool is not parent_spool and rec.flush(30)
         os.write(write, b"1" if ok else b"0")
         os._exit(0)
     os.close(write)
     assert os.read(read, 1) == b"1"
     os.waitpid(pid, 0)
-    assert rec.epoch == parent_epoch
+    assert rec.epoch == parent_epoch and rec.spool is parent_spool
+    with _read(store) as led:
+        assert ledger_id("h", "task-runner", str(pid)) in {e.process for e in led.epochs()}
 
 
-def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_records_its_stop(store: str) -> None:
+def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_records_its_stop(
+    store: str, spool: str
+) -> None:
     """The watcher, a real process whose parent is this test (the scheduler it watches):
     a task runner SIGKILLed without a word gets its exit from the watcher's probe, its
     try is recovered, and SIGTERM (the scheduler's before_stopping) stops the slot."""
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        rec = Recorder(store)
-        with open_ledger(store) as led:
+        rec = _rec(store, spool)
+        with _read(store) as led:
             epoch = led.boot(ledger_id(HOST, "task-runner", str(victim.pid)), pid=victim.pid)
-        rec.epoch = epoch
+        rec.epoch, rec.process = epoch.epoch, epoch.process
         rec.task_running(_t())
+        assert rec.flush(30)
         watcher = subprocess.Popen(
             [
                 sys.executable,
@@ -215,6 +275,8 @@ def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_record
                 "watch",
                 "--store",
                 store,
+                "--spool",
+                spool,
                 "--pid",
                 str(os.getpid()),
                 "--host",
@@ -224,7 +286,7 @@ def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_record
             ]  # fmt: skip
         )
         slot = ledger_id(HOST, "scheduler", str(os.getpid()))
-        with open_ledger(store) as led:
+        with _read(store) as led:
             deadline = time.monotonic() + 30
             while led.process(slot) is None and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -245,24 +307,26 @@ def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_record
         victim.wait()
 
 
-def test_E1_L2_a_users_mark_by_hand_is_recorded_as_the_operators_and_a_second_word_appends_nothing(store: str) -> None:
-    rec = Recorder(store, host="h")
+def test_E1_L2_a_users_mark_by_hand_is_recorded_as_the_operators_and_a_second_word_appends_nothing(
+    store: str, spool: str
+) -> None:
+    rec = _rec(store, spool, host="h")
     rec.component_started("task-runner")
     for task in ("a", "b"):
         rec.task_running(_t(task))
-    api = Recorder(store, host="h")  # the API server's process: no epoch of its own
+    api = _rec(store, spool, host="h")  # the API server's process: no epoch of its own
     api.task_marked(_t("a"), "failed", note="TaskInstance's state was manually set to `failed`.")
     api.task_marked(_t("b"), "success")
     rec.task_failed(_t("a"), retry=False, error=AirflowTaskTerminatedLike("killed"))  # the task runner, after
     api.task_marked(_t("never"), "success")  # a try the ledger never saw: nothing to move
-    with open_ledger(store) as led:
+    with _read(store) as led:
         a, b = led.get_run(_t("a").run), led.get_run(_t("b").run)
         assert (str(a.status), a.code, a.actor) == ("failed", "CANCELLED", "airflow-api")
         assert (str(b.status), b.actor) == ("finished", "airflow-api")
         assert [r.run for r in led.runs()] == [_t("a").run, _t("b").run]
     rec.dag_run_running("d", "m")
     api.dag_run_ended("d", "m", success=False, msg="Dag Run's state was manually set to `failed`.")
-    with open_ledger(store) as led:
+    with _read(store) as led:
         assert led.get_run(ledger_id("d", "m")).code == "CANCELLED"
 
 
