@@ -12,8 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from epochledger import Ledger, open_ledger
 from epochledger.adapters import airflow as adapter
 from epochledger.adapters.airflow import DAG_RUNS, Recorder, TaskTry, failure_code, ledger_id
 from ledger.events import tag_of
+from tests.conftest import need_pg
+from tests.pg_proxy import Proxy
 
 HOST = socket.gethostname()
 
@@ -332,3 +335,93 @@ def test_E1_L2_a_users_mark_by_hand_is_recorded_as_the_operators_and_a_second_wo
 
 class AirflowTaskTerminatedLike(Exception):
     pass
+
+
+def test_E1_postgres_taken_away_during_a_burst_of_task_transitions_records_each_once_in_order(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The store goes away (the port closed, live connections reset), comes back with
+    its first commit's answer cut (CommitUnknown), then stops answering for a while,
+    during a burst of 40 tries in one task runner: no hook waits on it, and when it is
+    back every transition is in once, in the order Airflow made them."""
+    need_pg()
+    proxy = Proxy()
+    try:
+        rec = _rec(proxy.url(pg_url) + "&connect_timeout=2", str(tmp_path / "spool"), host="h")
+        epoch = rec.component_started("task-runner")
+        tries = [_t(f"t{i}") for i in range(40)]
+        slowest = 0.0
+        for i, t in enumerate(tries):
+            if i == 8:
+                proxy.refuse()
+            elif i == 24:
+                proxy.arm("after_commit")
+                proxy.forward()
+            elif i == 30:
+                proxy.blackhole()
+            elif i == 36:
+                proxy.forward()
+            for hook in (rec.task_running, rec.task_succeeded if i % 3 else _failing(rec)):
+                began = time.perf_counter()
+                hook(t)
+                slowest = max(slowest, time.perf_counter() - began)
+            time.sleep(0.03)
+        assert rec.flush(60), rec.spool.last_error if rec.spool else None
+        assert rec.spool is not None and rec.spool.failures > 0  # the outage was seen, and waited out
+        assert rec.spool.rejected == 0
+    finally:
+        proxy.close()
+    with open_ledger(pg_url) as led:
+        starts = []
+        for i, t in enumerate(tries):
+            history = led.history(t.run)
+            end = "run.finished" if i % 3 else "run.failed"
+            assert [tag_of(r.event) for r in history] == ["run.queued", "run.started", end]  # type: ignore[union-attr]
+            assert led.get_run(t.run).epoch == epoch
+            starts.append(history[1].position)
+        assert starts == sorted(starts)  # in the order Airflow made them
+        boots = [e for e in led.epochs() if e.epoch == epoch]
+        assert len(boots) == 1
+    assert slowest < 0.05, f"a hook waited {slowest * 1000:.1f} ms"
+
+
+def _failing(rec: Recorder) -> Callable[[TaskTry], None]:
+    return lambda t: rec.task_failed(t, retry=False, error=ValueError("no"))
+
+
+def test_E1_O7_a_dead_task_runners_spool_is_imported_its_exit_recorded_and_its_running_try_recovered(
+    store: str, spool: str
+) -> None:
+    """A task runner whose store never answered (its writer is stuck opening it) finishes
+    one try, starts another and is SIGKILLed: its lines are only in its spool. The
+    watcher's reap imports them, records the exit (its spool's lock came free) and
+    sweeps: the finished try stays finished, the running one is recovered. A second
+    reap finds nothing."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal, time
+        from epochledger.adapters.airflow import Recorder, TaskTry
+        rec = Recorder({store!r}, spool={spool!r}, host={HOST!r}, opener=lambda s: time.sleep(3600))
+        rec.component_started("task-runner")
+        for task in ("done", "busy"):
+            rec.task_running(TaskTry(dag_id="d", run_id="r", task_id=task))
+        rec.task_succeeded(TaskTry(dag_id="d", run_id="r", task_id="done"))
+        print(rec.epoch, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, check=False)
+    epoch = out.stdout.decode().strip()
+    assert out.returncode == -signal.SIGKILL and epoch, out.stderr.decode()
+    with open_ledger(store) as led:
+        assert led.runs() == []  # nothing reached the store
+        scheduler = led.boot(ledger_id(HOST, "scheduler", str(os.getpid())))
+        dead = adapter.reap(led, spool, host=HOST, epoch=scheduler.epoch)
+        assert [(d.owner.epoch, d.owner.stopped) for d in dead] == [(epoch, False)]
+        done = led.get_run(TaskTry(dag_id="d", run_id="r", task_id="done").run)
+        busy = led.get_run(TaskTry(dag_id="d", run_id="r", task_id="busy").run)
+        assert str(done.status) == "finished"
+        assert (str(busy.status), busy.code) == ("failed_resumable", "PROCESS_ORPHANED")
+        assert led.epoch(epoch).exited_by == f"airflow-watcher@{HOST}"
+        assert adapter.reap(led, spool, host=HOST, epoch=scheduler.epoch) == []
+    assert [f for f in os.listdir(spool) if not f.endswith(".rejected")] == []
