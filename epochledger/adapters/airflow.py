@@ -23,22 +23,25 @@ The mapping, in one place:
   by no epoch and naming the slot `airflow/dag-runs` that no process boots (`DAG_RUNS`:
   a DAG run outlives every scheduler process); success -> finished; failed -> failed
   (`task_failure`: ENGINE_ERROR, `all_tasks_deadlocked`: JOIN_FAILED, `timed_out`:
-  TIMEOUT). When it ends, the tries the scheduler ended without running them are
-  recorded: upstream_failed -> queued, then failed JOIN_FAILED; skipped -> queued, then
-  cancelled with the reason.
+  TIMEOUT). When it ends, the tries the scheduler ended without running them (try 0)
+  are recorded: upstream_failed -> queued, then failed JOIN_FAILED; skipped -> queued,
+  then cancelled with the reason.
 - Processes are slots (rule O8): each task runner process
   `airflow/<host>/task-runner/<pid>` (booted at `on_starting`, stopped at
   `before_stopping`), and each scheduler `airflow/<host>/scheduler/<pid>`, started up
   by the scheduler's watcher (`watch`: a child process, for the reason in
   `Recorder._start_watcher`), which then probes the host every `probe_interval`
   seconds: a task runner that died unseen (SIGKILL, OOM) gets its `process.exited`
-  from the probe, and the sweep recovers its try (PROCESS_ORPHANED).
+  from the watcher's reap or the probe, and the sweep recovers its try
+  (PROCESS_ORPHANED).
 
-Every transition crosses `Recorder.append` (or `Recorder.decide`, for the few that
-depend on what the ledger holds), the one seam: it goes to the process's spool
-(epochledger/spool.py) and the hook returns, whatever the store is doing; the spool's
-writer puts it in the store in order, exactly once (rule E1). The scheduler's watcher
-imports what a dead process's spool still holds and records its exit (`reap`).
+Every transition crosses `Recorder.append`, the one seam: its events go to the
+process's spool (epochledger/spool.py) and the hook returns, whatever the store is
+doing; the spool's writer puts them in the store in order, exactly once (rule E1).
+Each is decided from what the hook says (its `previous_state`, the try number), never
+from a read of the ledger; a word the ledger refuses (about a try that is over) is
+written down by the spool with its reason. The scheduler's watcher imports what a dead
+process's spool still holds and records its exit (`reap`), before each probe.
 """
 
 from __future__ import annotations
