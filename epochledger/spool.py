@@ -95,17 +95,50 @@ _stamp_decoder = msgspec.json.Decoder(_Stamp)
 _owner_decoder = msgspec.json.Decoder(Owner)
 _rejected_encoder = msgspec.json.Encoder()
 _SPOOLS: weakref.WeakSet[Spool] = weakref.WeakSet()
+FORK_WAIT_S = 5.0  # the longest a fork() waits for a writer to leave the store
+
+
+class _StoreGuard:
+    """Held by a writer thread while it is inside the store, and taken by `fork()`
+    before it forks (`os.register_at_fork`), so that no process forks while one of its
+    threads is inside SQLite: a child forked then inherits SQLite's process-wide locks
+    as that thread held them, and hangs at its own first open (seen with Airflow's
+    scheduler, which forks its executor's workers while its spool writes). A fork waits
+    for the writer's current transaction, at most FORK_WAIT_S (a store that does not
+    answer: then it forks anyway, the writer being in a socket, not in SQLite)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held = False
+
+    def before(self) -> None:
+        self.held = self.lock.acquire(timeout=FORK_WAIT_S)
+
+    def after_in_parent(self) -> None:
+        if self.held:
+            self.held = False
+            self.lock.release()
+
+
+_guard = _StoreGuard()
 
 
 def _forked_child() -> None:
     """In a forked child, the parent's spools are not the child's: their descriptors are
     closed (never unlocked: the flock is the parent's, and LOCK_UN on a shared open file
-    would release it for the parent too) and they refuse appends. The child opens its own."""
+    would release it for the parent too) and they refuse appends. The child opens its own,
+    with a store guard of its own (the parent's was held across the fork)."""
+    global _guard
+    _guard = _StoreGuard()
     for spool in list(_SPOOLS):
         spool._abandon()
 
 
-os.register_at_fork(after_in_child=_forked_child)
+os.register_at_fork(
+    before=lambda: _guard.before(),
+    after_in_parent=lambda: _guard.after_in_parent(),
+    after_in_child=_forked_child,
+)
 
 
 def _read_pos(path: str, size: int) -> int:
@@ -336,12 +369,13 @@ class Spool:
             self._wake.clear()
             failing = False
             try:
-                drained = self.replay()
-                if drained:
-                    self._drained_actions()
-                if drained and self._periodic is not None and time.monotonic() >= next_periodic:
-                    next_periodic = time.monotonic() + self._periodic[0]
-                    self._periodic[1](self.ledger())
+                with _guard.lock:  # no fork while this thread is inside the store (`_StoreGuard`)
+                    drained = self.replay()
+                    if drained:
+                        self._drained_actions()
+                    if drained and self._periodic is not None and time.monotonic() >= next_periodic:
+                        next_periodic = time.monotonic() + self._periodic[0]
+                        self._periodic[1](self.ledger())
             except Exception as e:  # the writer outlives any one failure, and says what it was
                 if not isinstance(e, (StoreError, ConflictError)):
                     log.exception("spool %s: the writer failed, retrying", self.path)

@@ -92,6 +92,9 @@ def _ended(af: Airflow, dag: str, timeout: float = 90) -> str:
     )
 
 
+WATCHERS = (f"airflow-watcher@{HOST}", f"probe@{HOST}")  # the watcher's reap, or its probe
+
+
 def _figures(af: Airflow, name: str, figures: dict[str, Any]) -> None:
     """The measured figures, printed (pytest -s) and kept beside the instance's logs."""
     print(f"\n{name}: {json.dumps(figures)}")
@@ -173,15 +176,16 @@ def _ledger_gone(af: Airflow, t: TaskTry, timeout: float) -> tuple[Any, Any]:
     return wait_for(f"{t.run} to leave running in the ledger", recovered, timeout, every=0.05)
 
 
-def test_E1_O7_a_sigkilled_task_process_gets_its_exit_from_the_probe_and_its_try_is_recovered(
+def test_E1_O7_a_sigkilled_task_process_gets_its_exit_from_the_watcher_and_its_try_is_recovered(
     airflow: Airflow,
 ) -> None:
     t = _try(airflow, "el_kill", "sleeper")
     task_pid, _, killed = _kill_when_running(airflow, "el_kill", supervisor=False)
     run, epoch = _ledger_gone(airflow, t, timeout=PROBE_INTERVAL_S * 5 + 10)
-    # The probe saw the task runner's pid gone: the exit is a fact (O7), its try an orphan
-    # the sweep recovered (O2, O5), and nothing else was said of it.
-    assert epoch.pid == task_pid and epoch.exited_by == f"probe@{HOST}" and epoch.exited_at is not None
+    # The watcher saw the task runner gone (its spool's lock came free; the probe, if it
+    # was first, its pid): the exit is a fact (O7), its try an orphan the sweep
+    # recovered (O2, O5), and nothing else was said of it.
+    assert epoch.pid == task_pid and epoch.exited_by in WATCHERS and epoch.exited_at is not None
     assert (str(run.status), run.code) == ("failed_resumable", "PROCESS_ORPHANED")
     assert _status(airflow, t.run) == "failed_resumable"
     assert _ended(airflow, "el_kill") == "failed"
@@ -210,16 +214,17 @@ def test_E1_O7_a_sigkilled_task_process_gets_its_exit_from_the_probe_and_its_try
     )
 
 
-def test_E1_O7_a_task_lost_with_its_supervisor_is_seen_by_the_probe_before_airflows_heartbeat_timeout(
+def test_E1_O7_a_task_lost_with_its_supervisor_is_seen_by_the_watcher_before_airflows_heartbeat_timeout(
     airflow: Airflow,
 ) -> None:
     t = _try(airflow, "el_lost", "sleeper")
     task_pid, _, killed = _kill_when_running(airflow, "el_lost", supervisor=True)
     run, epoch = _ledger_gone(airflow, t, timeout=PROBE_INTERVAL_S * 5 + 10)
-    assert epoch.pid == task_pid and epoch.exited_by == f"probe@{HOST}"
+    assert epoch.pid == task_pid and epoch.exited_by in WATCHERS
     assert (str(run.status), run.code) == ("failed_resumable", "PROCESS_ORPHANED")
     # Airflow notices when the heartbeat times out; its failure (the scheduler's
-    # handle_failure) finds the try ended already and records nothing more.
+    # handle_failure) finds the try ended already: it moves nothing, and is kept as
+    # evidence (run.fenced, rule F1) if it came.
     ti = wait_for(
         "Airflow to fail the lost task",
         lambda: r if (r := airflow.ti("el_lost", "sleeper")) is not None and r["state"] != "running" else None,
@@ -234,7 +239,9 @@ def test_E1_O7_a_task_lost_with_its_supervisor_is_seen_by_the_probe_before_airfl
             lambda: _status(airflow, _dag_run(airflow, "el_lost")) == "failed" or None,
             10,
         )
-        assert _tags(led, t.run) == ["run.queued", "run.started", "run.recovered"]
+        tags = _tags(led, t.run)
+        assert tags[:3] == ["run.queued", "run.started", "run.recovered"] and tags[3:] in ([], ["run.fenced"]), tags
+        assert (str(led.get_run(t.run).status), led.get_run(t.run).code) == ("failed_resumable", "PROCESS_ORPHANED")
     _figures(
         airflow,
         "task process and supervisor SIGKILLed",

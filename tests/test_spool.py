@@ -265,3 +265,49 @@ def test_E1_a_ledger_used_across_fork_reopens_in_the_child_and_the_parent_keeps_
     with pytest.raises(InvalidInput):
         Spool(ledger, str(tmp_path), "parent")  # the parent still holds its spool's lock
     spool.close()
+
+
+def test_E1_a_fork_waits_for_the_spool_writer_to_leave_the_store_and_no_longer_than_its_bound(
+    tmp_path, monkeypatch
+) -> None:
+    """A child forked while a writer thread is inside SQLite inherits SQLite's locks as
+    that thread held them and hangs at its own first open (Airflow's scheduler forks
+    while its spool writes). So fork() waits while the writer is in the store (here:
+    held there, opening the ledger), and forks anyway past FORK_WAIT_S."""
+    store = f"sqlite:///{tmp_path / 'ledger.db'}"
+    inside, leave = threading.Event(), threading.Event()
+
+    def opener() -> Ledger:
+        inside.set()
+        leave.wait(30)
+        return open_ledger(store)
+
+    def fork_took() -> float:
+        began = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        took = time.monotonic() - began
+        os.waitpid(pid, 0)
+        return took
+
+    spool = Spool(opener, str(tmp_path / "spool"), "guarded").start()
+    try:
+        spool.append(RunQueued(at=open_ledger(store).clock.now(), run="r", workflow="w"))
+        assert inside.wait(10)
+        threading.Timer(0.4, leave.set).start()
+        assert fork_took() >= 0.3  # it waited for the writer to leave the store
+        assert spool.flush(30)
+        assert fork_took() < 0.3  # an idle writer holds nothing up
+        inside.clear()
+        leave.clear()
+        monkeypatch.setattr(spool_mod, "FORK_WAIT_S", 0.2)
+        spool._ledger = None  # the next replay opens the store again, and is held there
+        spool._open = opener
+        spool.append(RunStarted(at=open_ledger(store).clock.now(), run="r"))
+        assert inside.wait(10)
+        took = fork_took()
+        assert 0.15 <= took < 2.0, took  # a store that does not answer holds a fork up to the bound, no longer
+    finally:
+        leave.set()
+        spool.close(10)

@@ -23,25 +23,32 @@ The mapping, in one place:
   by no epoch and naming the slot `airflow/dag-runs` that no process boots (`DAG_RUNS`:
   a DAG run outlives every scheduler process); success -> finished; failed -> failed
   (`task_failure`: ENGINE_ERROR, `all_tasks_deadlocked`: JOIN_FAILED, `timed_out`:
-  TIMEOUT). When it ends, the tries the scheduler ended without running them are
-  recorded: upstream_failed -> queued, then failed JOIN_FAILED; skipped -> queued, then
-  cancelled with the reason.
+  TIMEOUT). When it ends, the tries the scheduler ended without running them (try 0)
+  are recorded: upstream_failed -> queued, then failed JOIN_FAILED; skipped -> queued,
+  then cancelled with the reason.
 - Processes are slots (rule O8): each task runner process
   `airflow/<host>/task-runner/<pid>` (booted at `on_starting`, stopped at
   `before_stopping`), and each scheduler `airflow/<host>/scheduler/<pid>`, started up
   by the scheduler's watcher (`watch`: a child process, for the reason in
   `Recorder._start_watcher`), which then probes the host every `probe_interval`
   seconds: a task runner that died unseen (SIGKILL, OOM) gets its `process.exited`
-  from the probe, and the sweep recovers its try (PROCESS_ORPHANED).
+  from the watcher's reap or the probe, and the sweep recovers its try
+  (PROCESS_ORPHANED).
 
-Every write crosses `Recorder.write`, the one seam a spool routes through: a write the
-store refuses or cannot take is logged and dropped there, never raised into Airflow
-(an outage loses those transitions until a spool stands in that seam; docs/adapters.md).
+Every transition crosses `Recorder.append`, the one seam: its events go to the
+process's spool (epochledger/spool.py) and the hook returns, whatever the store is
+doing; the spool's writer puts them in the store in order, exactly once (rule E1).
+Each is decided from what the hook says (its `previous_state`, the try number), never
+from a read of the ledger; a word the ledger refuses (about a try that is over) is
+written down by the spool with its reason. The scheduler's watcher imports what a dead
+process's spool still holds and records its exit (`reap`), before each probe.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import itertools
 import logging
 import os
 import signal
@@ -49,21 +56,33 @@ import socket
 import subprocess
 import sys
 import threading
-import time
+import uuid
 from collections.abc import Callable, Mapping
-from typing import Literal, TypeVar
+from datetime import datetime
+from typing import Literal
 
 import msgspec
 
-from epochledger.app import Ledger, open_ledger
+from epochledger import spool as spool_mod
+from epochledger.app import Ledger, boot_event, open_ledger
+from epochledger.spool import Fsync, Owner, Spool
+from ledger.clock import Clock, SystemClock, checked_clock
 from ledger.codes import CANCELLED, ENGINE_ERROR, FAIL_NODE, INTERRUPTED, JOIN_FAILED, PROCESS_EXITED, TIMEOUT
-from ledger.errors import LedgerError, RunNotFound
-from ledger.events import Cause, Status
-from ledger.process import EpochState
+from ledger.errors import ConflictError, LedgerError, StoreError
+from ledger.events import (
+    Cause,
+    ProcessStopped,
+    ProcessStopping,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunQueued,
+    RunStarted,
+    StreamEvent,
+)
+from ledger.host import SystemHost
 
 log = logging.getLogger("epochledger.airflow")
-
-T = TypeVar("T")
 
 SOURCE = "airflow"
 MAX_ID = 200  # a ledger id's bound (ledger/events.py, Name)
@@ -89,7 +108,7 @@ DAG_RUN_FAILURES: dict[str, str] = {
 }
 
 ACTOR = "airflow"
-SLOW_WRITE_S = 0.5  # a write slower than this is logged: Airflow's hook waited on it
+CLOSE_S = 2.0  # how long a process's exit waits for its spool to drain (the rest waits for the watcher)
 # The slot a DAG run names: no process boots it, so no boot judges a DAG run by the time
 # fallback (rule O3: a scheduler's boot must not orphan the DAG runs an earlier one
 # started), and it is not a run no slot names (rule O9). Airflow's schedulers, any of
@@ -167,79 +186,128 @@ def error_text(error: BaseException | str | None) -> str | None:
 
 
 Component = Literal["scheduler", "task-runner"]
+_SPOOL_NUMBERS = itertools.count()
 
 
 class Recorder:
     """Writes Airflow's transitions into one ledger, from whichever Airflow process the
-    hooks run in. Its state belongs to one process: Airflow forks (the executor's
-    workers, each task runner), so a Recorder reached in a child opens its own Ledger
-    and has booted nothing yet. A Ledger inherited across fork is kept, never used or
-    closed (its SQLite connection is the parent's)."""
+    hooks run in, through that process's spool (epochledger/spool.py) in `spool`, a
+    directory local to the host and shared by its Airflow processes. Its state belongs
+    to one process: Airflow forks (the executor's workers, each task runner), so a
+    Recorder reached in a child opens a spool of its own and has booted nothing yet
+    (the parent's spool refuses the child, and is never closed there)."""
 
     def __init__(
         self,
         store: str,
         *,
+        spool: str,
         probe_interval: float = 5.0,
         opener: Callable[[str], Ledger] = open_ledger,
         host: str | None = None,
+        fsync: Fsync = "batch",
+        hold: float = spool_mod.HOLD_S,
+        clock: Clock | None = None,
     ):
         self.store = store
+        self.spool_dir = os.path.abspath(spool)
         self.probe_interval = probe_interval
         self.opener = opener
         self.host = host if host is not None else socket.gethostname()
-        self._ledger: Ledger | None = None
-        self._inherited: list[Ledger] = []
-        self.epoch: EpochState | None = None
+        self.fsync: Fsync = fsync
+        self.hold = hold
+        self.clock = checked_clock(clock or SystemClock())
+        self.facts = SystemHost()
+        self.epoch: str | None = None  # the task runner's epoch, once booted
+        self.process: str | None = None  # and its slot
+        self.spool: Spool | None = None
         self._watcher: subprocess.Popen[bytes] | None = None
         # The hooks of one process may run on two threads (the scheduler's start-up waits
-        # on a thread of its own: epochledger/adapters/airflow_plugin.py): one write at a time.
+        # on a thread of its own: epochledger/adapters/airflow_plugin.py): one append at a time.
         self._lock = threading.RLock()
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
-        """In a forked child: nothing booted here yet, no probe thread, a fresh lock (the
-        parent's may have been held at the fork), and the parent's Ledger kept aside."""
-        if self._ledger is not None:
-            self._inherited.append(self._ledger)
-        self._ledger, self.epoch, self._watcher = None, None, None
+        """In a forked child: nothing booted here yet, no watcher, no spool (the parent's
+        turned itself off: epochledger/spool.py), a fresh lock (the parent's may have
+        been held at the fork)."""
+        self.spool, self.epoch, self.process, self._watcher = None, None, None, None
         self._lock = threading.RLock()
 
     # ----------------------------------------------------------- the seam
-    def ledger(self) -> Ledger:
-        if self._ledger is None:
-            self._ledger = self.opener(self.store)
-        return self._ledger
+    def _open(self) -> Ledger:
+        return self.opener(self.store)
 
-    def write(self, what: str, call: Callable[[Ledger], T]) -> T | None:
-        """The one seam every transition crosses (rule E1). A LedgerError (the store
-        refused it, or could not be reached) is logged, naming the transition, and the
-        hook returns: Airflow's task never fails for the ledger's sake. This is where a
-        durable spool takes the write instead of dropping it."""
+    def _here(self) -> Spool:
+        """This process's spool, opened (and its writer started) on first use."""
+        if self.spool is None:
+            pid = os.getpid()
+            # One Recorder per process in Airflow; a second one (a test's API server
+            # beside its task runner) gets a spool of its own.
+            n = next(_SPOOL_NUMBERS)
+            spool = Spool(
+                self._open,
+                self.spool_dir,
+                f"{SOURCE}.{self.host}.{pid}" + (f".{n}" if n else ""),
+                fsync=self.fsync,
+                hold=self.hold,
+                owner=Owner(pid=pid),
+            )
+            self.spool = spool.start()
+            atexit.register(self._at_exit, pid)
+        return self.spool
+
+    def _at_exit(self, pid: int) -> None:
+        spool = self.spool
+        if os.getpid() == pid and spool is not None and not spool.close(CLOSE_S):
+            log.warning("epochledger: spool %s not drained at exit; its lines wait for the watcher", spool.path)
+
+    def _stamp(self) -> datetime:
+        return self.clock.now()
+
+    def append(self, what: str, *events: StreamEvent) -> None:
+        """The one seam every transition crosses (rule E1): `events`, stamped when
+        Airflow made the transition, are one write to this process's spool, and the hook
+        returns; the spool's writer puts them in the store, in order, exactly once,
+        whenever it can be reached, and a line the ledger refuses is written down with
+        its reason (NAME.rejected: epochledger/spool.py). Nothing is raised into Airflow:
+        a spool that cannot be written (a full disk) is logged, naming the transition."""
         with self._lock:
-            began = time.monotonic()
             try:
-                return call(self.ledger())
-            except LedgerError as error:
+                self._here().append(*events)
+            except (LedgerError, OSError) as error:
                 log.warning("epochledger: %s not recorded: %s: %s", what, type(error).__name__, error)
-                return None
-            finally:
-                if (took := time.monotonic() - began) > SLOW_WRITE_S:
-                    log.warning("epochledger: %s took %.2f s", what, took)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for everything this process recorded to be in
+        the store; True if it is (for tests and a clean exit)."""
+        return True if self.spool is None else self.spool.flush(timeout)
 
     # ---------------------------------------------------------- processes
     def slot(self, component: Component) -> str:
         return ledger_id(self.host, component, str(os.getpid()))
 
-    def component_started(self, component: Component) -> EpochState | None:
-        """A task runner boots its slot. A scheduler starts its watcher (`watch`, a
-        process of its own), which starts the scheduler's slot up and probes the host."""
+    def component_started(self, component: Component) -> str | None:
+        """A task runner boots its slot (the epoch is named here, the boot is spooled
+        and named in the spool's lock file, so whoever finds this process dead records
+        its exit: `watch`). A scheduler starts its watcher (`watch`, a process of its
+        own), which starts the scheduler's slot up and probes the host."""
         slot = self.slot(component)
-        if component == "task-runner":
-            self.epoch = self.write(f"boot of {slot}", lambda led: led.boot(slot, actor=ACTOR))
-            return self.epoch
-        self._start_watcher()
-        return None
+        if component != "task-runner":
+            self._start_watcher()
+            return None
+        epoch = uuid.uuid4().hex
+        boot = boot_event(self.facts, self.clock, slot, epoch=epoch, host=self.host, actor=ACTOR)
+        with self._lock:
+            try:
+                spool = self._here()
+                spool.set_owner(process=slot, epoch=epoch)
+            except (LedgerError, OSError) as error:
+                log.warning("epochledger: boot of %s not recorded: %s: %s", slot, type(error).__name__, error)
+                return None
+        self.epoch, self.process = epoch, slot
+        self.append(f"boot of {slot}", boot)
+        return epoch
 
     def component_stopping(self) -> None:
         watcher, self._watcher = self._watcher, None
@@ -249,9 +317,21 @@ class Recorder:
                 watcher.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 watcher.kill()
-        epoch = self.epoch
-        if epoch is not None:
-            self.write(f"stop of {epoch.process}", lambda led: led.stop(epoch, actor=ACTOR))
+        epoch, spool, slot = self.epoch, self.spool, self.process
+        if epoch is None or spool is None or slot is None:
+            return
+        at = self._stamp()
+        self.append(
+            f"stop of {slot}",
+            ProcessStopping(at=at, process=slot, epoch=epoch, actor=ACTOR),
+            ProcessStopped(at=at, process=slot, epoch=epoch, actor=ACTOR),
+        )
+        self.epoch = self.process = None
+        with self._lock:
+            spool.set_owner(stopped=True)
+            self.spool = None
+            if not spool.close(CLOSE_S):  # bounded: the rest waits for the watcher's reap
+                log.warning("epochledger: spool %s not drained at the task runner's end", spool.path)
 
     def _start_watcher(self) -> None:
         # A process, not a thread: the scheduler forks its executor's workers (each task
@@ -266,6 +346,8 @@ class Recorder:
                 "watch",
                 "--store",
                 self.store,
+                "--spool",
+                self.spool_dir,
                 "--pid",
                 str(os.getpid()),
                 "--host",
@@ -276,89 +358,83 @@ class Recorder:
         )
 
     # -------------------------------------------------------- task tries
+    def _queued(self, t: TaskTry, at: datetime, actor: str = ACTOR) -> RunQueued:
+        return RunQueued(at=at, run=t.run, workflow=t.dag_id, labels=t.labels, parent=t.parent, actor=actor)
+
     def task_running(self, t: TaskTry) -> None:
-        epoch = self.epoch
-
-        def call(led: Ledger) -> None:
-            with led.batch() as b:
-                b.queue(t.run, workflow=t.dag_id, labels=t.labels, parent=t.parent, actor=ACTOR)
-                b.start(t.run, epoch=epoch, actor=ACTOR)
-
-        self.write(f"start of {t.run}", call)
+        at = self._stamp()
+        self.append(
+            f"start of {t.run}",
+            self._queued(t, at),
+            RunStarted(at=at, run=t.run, epoch=self.epoch, process=self.process, actor=ACTOR),
+        )
 
     def task_succeeded(self, t: TaskTry) -> None:
-        epoch = self.epoch
-        self.write(f"finish of {t.run}", lambda led: led.finish(t.run, epoch=epoch, actor=ACTOR))
+        self.append(f"finish of {t.run}", RunFinished(at=self._stamp(), run=t.run, epoch=self.epoch, actor=ACTOR))
 
     def task_skipped(self, t: TaskTry) -> None:
-        epoch = self.epoch
-        self.write(
-            f"skip of {t.run}", lambda led: led.finish(t.run, epoch=epoch, actor=ACTOR, reason="skipped by the task")
+        self.append(
+            f"skip of {t.run}",
+            RunFinished(at=self._stamp(), run=t.run, epoch=self.epoch, actor=ACTOR, reason="skipped by the task"),
         )
 
     def task_failed(self, t: TaskTry, *, retry: bool, error: BaseException | str | None) -> None:
         """The task runner's own report of a failure (it raised)."""
         code, cause = failure_code(error)
-        epoch = self.epoch
-        self.write(
+        self.append(
             f"failure of {t.run}",
-            lambda led: led.fail(
-                t.run, code, resumable=retry, error=error_text(error), cause=cause, epoch=epoch, actor=ACTOR
+            RunFailed(
+                at=self._stamp(),
+                run=t.run,
+                code=code,
+                resumable=retry,
+                error=error_text(error),
+                cause=cause,
+                epoch=self.epoch,
+                actor=ACTOR,
             ),
         )
 
-    def task_failed_by_scheduler(self, t: TaskTry, *, retry: bool, error: BaseException | str | None) -> None:
+    def task_failed_by_scheduler(
+        self, t: TaskTry, *, retry: bool, error: BaseException | str | None, ran: bool = True
+    ) -> None:
         """A failure the scheduler decided for a try whose task runner did not report
         one (its heartbeat stopped, or its executor said it ended): PROCESS_EXITED, as
-        Airflow reported it, and no exit fact. A try the ledger already ended (the probe
-        found its process gone first) is left as it is; a try it never saw start is
-        queued and failed, as Airflow did."""
-
-        def call(led: Ledger) -> None:
-            try:
-                status = led.get_run(t.run).status
-            except RunNotFound:
-                status = None
-            if status not in (None, Status.QUEUED, Status.RUNNING):
-                return
-            with led.batch() as b:
-                if status is None:
-                    b.queue(t.run, workflow=t.dag_id, labels=t.labels, parent=t.parent, actor=ACTOR)
-                b.fail(t.run, PROCESS_EXITED, resumable=retry, error=error_text(error), actor="airflow-scheduler")
-
-        self.write(f"scheduler's failure of {t.run}", call)
+        Airflow reported it, and no exit fact. `ran`: Airflow had the try running (its
+        task runner's start is recorded); a try it failed before it ran is queued, then
+        failed, as Airflow did. A try the ledger ended already (the probe found its
+        process gone first) is left as it is: the ledger refuses the scheduler's later
+        word, and the spool writes it down with that reason."""
+        at, actor = self._stamp(), "airflow-scheduler"
+        failed = RunFailed(at=at, run=t.run, code=PROCESS_EXITED, resumable=retry, error=error_text(error), actor=actor)
+        if ran:
+            self.append(f"scheduler's failure of {t.run}", failed)
+        else:
+            self.append(f"scheduler's failure of {t.run}", self._queued(t, at, actor), failed)
 
     def task_marked(self, t: TaskTry, state: str, *, note: str | None = None) -> None:
         """A user set the try's state by hand (Airflow's API: mark success, failed or
         skipped). Failed: `failed` CANCELLED (an operator's decision, rule L2); success
-        and skipped: `finished` (skipped from queued: `cancelled`). A try the ledger
-        ended already, or never saw, is left as it is (the ledger has no way from
-        queued to finished: that mark is logged, not recorded)."""
-        actor, reason = "airflow-api", f"airflow: marked {state} by hand"
-
-        def call(led: Ledger) -> None:
-            status = led.get_run(t.run).status
-            if status not in (Status.QUEUED, Status.RUNNING):
-                return
-            if state == "failed":
-                led.fail(t.run, CANCELLED, resumable=False, error=note, actor=actor, reason=reason)
-            elif state == "skipped" and status == Status.QUEUED:
-                led.cancel(t.run, actor=actor, reason=reason)
-            else:
-                led.finish(t.run, actor=actor, reason=reason)
-
-        self.write(f"{state} by hand of {t.run}", call)
+        and skipped: `finished` (a try this adapter records is never left queued: its
+        queue and start are one commit). A try the ledger ended already, or never saw,
+        is left as it is: the ledger refuses the mark, and the spool writes it down."""
+        actor, reason, at = "airflow-api", f"airflow: marked {state} by hand", self._stamp()
+        if state == "failed":
+            event: StreamEvent = RunFailed(
+                at=at, run=t.run, code=CANCELLED, resumable=False, error=note, actor=actor, reason=reason
+            )
+        else:
+            event = RunFinished(at=at, run=t.run, actor=actor, reason=reason)
+        self.append(f"{state} by hand of {t.run}", event)
 
     # ----------------------------------------------------------- DAG runs
     def dag_run_running(self, dag_id: str, run_id: str) -> None:
-        run = ledger_id(dag_id, run_id)
-
-        def call(led: Ledger) -> None:
-            with led.batch() as b:
-                b.queue(run, workflow=dag_id, labels=dag_run_labels(dag_id, run_id), actor=ACTOR)
-                b.start(run, process=DAG_RUNS, actor=ACTOR)
-
-        self.write(f"start of {run}", call)
+        run, at = ledger_id(dag_id, run_id), self._stamp()
+        self.append(
+            f"start of {run}",
+            RunQueued(at=at, run=run, workflow=dag_id, labels=dag_run_labels(dag_id, run_id), actor=ACTOR),
+            RunStarted(at=at, run=run, process=DAG_RUNS, actor=ACTOR),
+        )
 
     def dag_run_ended(
         self,
@@ -374,57 +450,109 @@ class Recorder:
         run = ledger_id(dag_id, run_id)
         for t, state in (not_run or {}).items():
             self._not_run(t, state)
+        at = self._stamp()
         if success:
-            self.write(f"finish of {run}", lambda led: led.finish(run, actor=ACTOR, reason=msg or None))
+            self.append(f"finish of {run}", RunFinished(at=at, run=run, actor=ACTOR, reason=msg or None))
             return
         code = CANCELLED if MARKED in (msg or "") else DAG_RUN_FAILURES.get(msg or "", ENGINE_ERROR)
-        self.write(
-            f"failure of {run}",
-            lambda led: led.fail(run, code, resumable=False, error=f"airflow: {msg}" if msg else None, actor=ACTOR),
+        error = f"airflow: {msg}" if msg else None
+        self.append(
+            f"failure of {run}", RunFailed(at=at, run=run, code=code, resumable=False, error=error, actor=ACTOR)
         )
 
     def _not_run(self, t: TaskTry, state: str) -> None:
-        def call(led: Ledger) -> None:
-            try:
-                led.get_run(t.run)
-                return  # it ran (or was recorded already): its own hooks said what it did
-            except RunNotFound:
-                pass
-            with led.batch() as b:
-                b.queue(t.run, workflow=t.dag_id, labels=t.labels, parent=t.parent, actor="airflow-scheduler")
-                if state == "upstream_failed":
-                    b.fail(
-                        t.run, JOIN_FAILED, resumable=False, error="airflow: upstream_failed", actor="airflow-scheduler"
-                    )
-                else:
-                    b.cancel(t.run, actor="airflow-scheduler", reason=f"airflow: {state} by the scheduler")
-
-        self.write(f"{state} of {t.run}", call)
+        """A try the scheduler ended without running it. Airflow numbers a try when it
+        schedules it, so a try that never ran is try 0; a later try in such a state ran
+        (a task that skipped itself, a try cleared and then upstream_failed), and its
+        own hooks said what it did: nothing to add."""
+        if t.try_number != 0:
+            return
+        at, actor = self._stamp(), "airflow-scheduler"
+        end: StreamEvent
+        if state == "upstream_failed":
+            end = RunFailed(
+                at=at, run=t.run, code=JOIN_FAILED, resumable=False, error="airflow: upstream_failed", actor=actor
+            )
+        else:
+            end = RunCancelled(at=at, run=t.run, actor=actor, reason=f"airflow: {state} by the scheduler")
+        self.append(f"{state} of {t.run}", self._queued(t, at, actor), end)
 
 
 NOT_RUN_STATES = frozenset({"upstream_failed", "skipped"})
 
 
+def reap(led: Ledger, spool: str, *, host: str, epoch: str | None) -> list[spool_mod.Dead]:
+    """Import what the spools of dead Airflow processes in `spool` still hold, record
+    the exit of each dead task runner that booted and did not stop (observed by the
+    watcher: its spool's lock came free, so its process is gone), then sweep with the
+    scheduler's `epoch` (their tries are orphans now: rule O7)."""
+
+    def exits(dead: list[spool_mod.Dead]) -> None:
+        ended = [d.owner for d in dead if d.owner.process and d.owner.epoch and not d.owner.stopped]
+        for owner in ended:
+            assert owner.process is not None and owner.epoch is not None
+            led.exited(
+                owner.process,
+                owner.epoch,
+                observed_by=f"airflow-watcher@{host}",
+                evidence=f"pid {owner.pid} is gone: its spool's lock came free",
+                actor=ACTOR,
+            )
+        if ended and epoch is not None:
+            led.sweep(epoch)
+
+    return spool_mod.reap(led, spool, then=exits)
+
+
 def watch(
-    store: str, scheduler_pid: int, *, interval: float, host: str, opener: Callable[[str], Ledger] = open_ledger
+    store: str,
+    scheduler_pid: int,
+    *,
+    interval: float,
+    host: str,
+    spool: str,
+    opener: Callable[[str], Ledger] = open_ledger,
 ) -> int:
-    """The scheduler's watcher, a child process of the scheduler: starts the scheduler's
-    slot up (boot for the scheduler's pid, the host's unreported exits, sweep: rule O5),
-    then probes the host every `interval` seconds (rules O7, O8): a task runner that
-    died unseen gets its `process.exited`, and the sweep recovers its try. SIGTERM (the
-    scheduler's before_stopping) records the scheduler's clean stop; a scheduler that
-    dies unseen (the watcher is reparented) is left to one last probe, which records
-    its exit."""
+    """The scheduler's watcher, a child process of the scheduler: imports what dead
+    processes' spools still hold (`reap`), starts the scheduler's slot up (boot for the
+    scheduler's pid, the host's unreported exits, sweep: rule O5), then every
+    `interval` seconds reaps again and probes the host (rules O7, O8): a task runner
+    that died unseen gets its `process.exited`, and the sweep recovers its try. The
+    reap comes before the probe, so a dead task runner's last reports are in before
+    its exit is. A store that cannot be reached is waited out (its start-up and each
+    round tried again). SIGTERM (the scheduler's before_stopping) records the
+    scheduler's clean stop; a scheduler that dies unseen (the watcher is reparented)
+    is left to one last probe, which records its exit."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     slot = ledger_id(host, "scheduler", str(scheduler_pid))
-    with opener(store) as led:
-        epoch, _ = led.startup(slot, pid=scheduler_pid, actor=ACTOR)
-        while not stop.wait(interval if interval > 0 else None):
-            if os.getppid() != scheduler_pid:
-                led.probe()  # the scheduler is gone: the probe records its exit, the sweep what it left
+    pause = interval if interval > 0 else None
+    led: Ledger | None = None
+    epoch: str | None = None
+    delay = spool_mod.FIRST_RETRY_S
+    while epoch is None:
+        try:
+            led = led or opener(store)
+            reap(led, spool, host=host, epoch=None)
+            epoch = led.startup(slot, pid=scheduler_pid, actor=ACTOR)[0].epoch
+        except (StoreError, ConflictError) as error:
+            log.warning(
+                "epochledger: the scheduler's start-up waits for the store: %s: %s", type(error).__name__, error
+            )
+            if isinstance(error, StoreError):
+                led = None
+            if stop.wait(delay):
                 return 0
+            delay = min(delay * 2, spool_mod.RETRY_MAX_S)
+    assert led is not None
+    with led:
+        while not stop.wait(pause):
             try:
+                if os.getppid() != scheduler_pid:
+                    reap(led, spool, host=host, epoch=epoch)
+                    led.probe()  # the scheduler is gone: the probe records its exit, the sweep what it left
+                    return 0
+                reap(led, spool, host=host, epoch=epoch)
                 led.probe(epoch=epoch)
             except LedgerError as error:
                 log.warning("epochledger: probe failed: %s: %s", type(error).__name__, error)
@@ -439,13 +567,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     w = sub.add_parser("watch", help="the scheduler's watcher (started by the plugin; not for hands)")
     w.add_argument("--store", required=True)
+    w.add_argument("--spool", required=True)
     w.add_argument("--pid", type=int, required=True)
     w.add_argument("--host", required=True)
     w.add_argument("--interval", type=float, default=5.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        return watch(args.store, args.pid, interval=args.interval, host=args.host)
+        return watch(args.store, args.pid, interval=args.interval, host=args.host, spool=args.spool)
     except LedgerError as error:
         log.error("epochledger: the scheduler's watcher stopped: %s: %s", type(error).__name__, error)
         return 1

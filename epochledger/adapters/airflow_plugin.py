@@ -7,11 +7,13 @@ scheduler, each task runner, the API server) loads it.
 
 Inert until configured: `[epochledger] store` in airflow.cfg, or
 `AIRFLOW__EPOCHLEDGER__STORE`, names the ledger (a store URL); `[epochledger]
-probe_interval` (seconds, default 5; 0: no probe) is the scheduler's probe timer.
+probe_interval` (seconds, default 5; 0: no probe) is the scheduler's probe timer;
+`[epochledger] spool` the host's spool directory (default `$AIRFLOW_HOME/epochledger-spool`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -44,7 +46,10 @@ def recorder() -> Recorder | None:
         store = conf.get("epochledger", "store", fallback=None)
         if store:
             interval = conf.getfloat("epochledger", "probe_interval", fallback=5.0)
-            _recorder = Recorder(store, probe_interval=interval)
+            spool = conf.get("epochledger", "spool", fallback=None) or os.path.join(
+                os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "epochledger-spool"
+            )
+            _recorder = Recorder(store, spool=spool, probe_interval=interval)
     return _recorder
 
 
@@ -143,7 +148,8 @@ class Listener:
         elif previous_state is None:
             rec.task_marked(t, "failed", note=None if error is None else str(error))
         else:
-            rec.task_failed_by_scheduler(t, retry=retry, error=error)
+            ran = str(getattr(previous_state, "value", previous_state)) == "running"
+            rec.task_failed_by_scheduler(t, retry=retry, error=error, ran=ran)
 
     @hookimpl
     def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
