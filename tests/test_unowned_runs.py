@@ -125,3 +125,14 @@ def test_O9_clearing_a_default_slot_that_was_never_set_appends_nothing(ledger):
     before = ledger.store.max_position()
     assert ledger.set_default_slot(None).default_slot is None
     assert ledger.store.max_position() == before and ledger.settings() is None
+
+
+def test_O9_a_default_slot_is_stamped_in_UTC_whatever_the_callers_offset() -> None:
+    from datetime import UTC, timedelta, timezone
+
+    from ledger import settings
+    from tests.conftest import T0
+
+    plus2 = timezone(timedelta(hours=2))
+    (event,) = settings.decide(LedgerDefaultSlot(at=T0.astimezone(plus2), slot="api"), None)
+    assert event.at == T0 and event.at.tzinfo is UTC and event.slot == "api"
