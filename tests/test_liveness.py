@@ -943,12 +943,14 @@ class _Retirer:
 
     def __init__(self, lg: Ledger, *, conflicts: int = 0, down: bool = False) -> None:
         self.lg, self.conflicts, self.down, self.rounds = lg, conflicts, down, 0
+        self.reads: list[dict[str, Any]] = []
 
     @property
     def clock(self) -> Clock:
         return self.lg.clock
 
     def orphan_view(self, **options: Any) -> orphans.View:
+        self.reads.append(options)
         if self.down:
             raise StoreError("the store is unreachable")
         return self.lg.orphan_view(**options)
@@ -1025,3 +1027,18 @@ def test_O8_a_retirement_that_keeps_losing_races_or_cannot_read_is_logged_and_le
         f"retiring slots after the sweep of scheduler epoch {sched.epoch} failed: the store is unreachable",
     ]
     assert not lg.process("worker-1").retired  # type: ignore[union-attr]
+
+
+def test_O8_a_retirement_reads_the_orphan_candidates_and_its_own_slot_not_the_fleet(
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
+    """Retirement runs on every startup: its one read is the sweep's (the candidates,
+    whose cost follows the live fleet, docs/benchmarks.md "Fleet size") plus the
+    retiring epoch's own slot, never every run ever recorded."""
+    from epochledger.retire import retire
+
+    lg, host, _clock = fake_ledger
+    sched = _exited_worker(lg, host)
+    target = _Retirer(lg)
+    assert retire(target, sched) == ["worker-1"]
+    assert target.reads == [{"candidates_only": True, "slots": ("scheduler",)}]
