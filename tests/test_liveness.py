@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -22,8 +23,9 @@ from hypothesis import strategies as st
 from epochledger import ManualClock, StaleEpoch, open_ledger
 from epochledger.app import Ledger
 from ledger import process as process_mod
-from ledger.errors import IllegalTransition
-from ledger.events import ProcessBooted, ProcessExited, ProcessStopped
+from ledger.clock import Clock
+from ledger.errors import ConflictError, IllegalTransition, StoreError
+from ledger.events import ProcessBooted, ProcessExited, ProcessRetired, ProcessStopped
 from ledger.host import FakeHost
 from ledger.process import EpochState, HostState, end_of, evolve_host
 from projections import orphans
@@ -932,3 +934,111 @@ def test_O8_O9_the_default_slot_never_retires_while_an_unowned_run_it_judges_run
     assert "api" in lg.orphan_view(candidates_only=True).processes
     _again, report = lg.startup("api")  # its next boot judges the run by O3, after it started
     assert report.recovered == [] and lg.get_run("r").status == "running"
+
+
+class _Retirer:
+    """A RetireTarget over a real ledger (epochledger/retire.py takes the Protocol, not
+    the facade) whose first `conflicts` group commits lose a race, and whose reads fail
+    when `down`: the two ways a retirement is housekeeping, never an error."""
+
+    def __init__(self, lg: Ledger, *, conflicts: int = 0, down: bool = False) -> None:
+        self.lg, self.conflicts, self.down, self.rounds = lg, conflicts, down, 0
+        self.reads: list[dict[str, Any]] = []
+
+    @property
+    def clock(self) -> Clock:
+        return self.lg.clock
+
+    def orphan_view(self, **options: Any) -> orphans.View:
+        self.reads.append(options)
+        if self.down:
+            raise StoreError("the store is unreachable")
+        return self.lg.orphan_view(**options)
+
+    def batch(self) -> Any:
+        self.rounds += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            return _LostRace()
+        return self.lg.batch()
+
+
+class _LostRace:
+    def submit(self, command: object) -> None:
+        pass
+
+    def __enter__(self) -> _LostRace:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            raise ConflictError(["process:worker-1"])
+
+
+def _exited_worker(lg: Ledger, host: FakeHost) -> EpochState:
+    host.spawn(300, 10)
+    w = lg.boot("worker-1", pid=300)
+    lg.exited("worker-1", w, observed_by="supervisor:s")
+    return lg.boot("scheduler")
+
+
+def test_O8_a_retirement_names_the_retiring_epoch_and_why(fake_ledger: tuple[Ledger, FakeHost, ManualClock]) -> None:
+    from epochledger.retire import retire
+
+    lg, host, _clock = fake_ledger
+    sched = _exited_worker(lg, host)
+    assert retire(lg, sched) == ["worker-1"]
+    retired = [r.event for r in lg.events() if isinstance(r.event, ProcessRetired)]
+    [event] = retired
+    assert (event.process, event.actor, event.reason) == (
+        "worker-1",
+        sched.epoch,
+        "its last epoch is over and no run of it is left running",
+    )
+
+
+def test_O8_a_retirement_that_loses_a_race_judges_again_and_retires(
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock], caplog: pytest.LogCaptureFixture
+) -> None:
+    from epochledger.retire import retire
+
+    lg, host, _clock = fake_ledger
+    sched = _exited_worker(lg, host)
+    target = _Retirer(lg, conflicts=1)
+    assert retire(target, sched) == ["worker-1"] and target.rounds == 2
+    assert lg.process("worker-1").retired  # type: ignore[union-attr]
+    assert not caplog.records
+
+
+def test_O8_a_retirement_that_keeps_losing_races_or_cannot_read_is_logged_and_left_to_the_next_startup(
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock], caplog: pytest.LogCaptureFixture
+) -> None:
+    from epochledger.retire import CONFLICT_ROUNDS, retire
+
+    lg, host, _clock = fake_ledger
+    sched = _exited_worker(lg, host)
+    caplog.set_level("WARNING", logger="epochledger.retire")
+    racing = _Retirer(lg, conflicts=100)
+    assert retire(racing, sched) == [] and racing.rounds == CONFLICT_ROUNDS == 4
+    assert retire(_Retirer(lg, down=True), sched) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"retiring slots after the sweep of scheduler epoch {sched.epoch} kept losing races; "
+        "the next startup retires them",
+        f"retiring slots after the sweep of scheduler epoch {sched.epoch} failed: the store is unreachable",
+    ]
+    assert not lg.process("worker-1").retired  # type: ignore[union-attr]
+
+
+def test_O8_a_retirement_reads_the_orphan_candidates_and_its_own_slot_not_the_fleet(
+    fake_ledger: tuple[Ledger, FakeHost, ManualClock],
+) -> None:
+    """Retirement runs on every startup: its one read is the sweep's (the candidates,
+    whose cost follows the live fleet, docs/benchmarks.md "Fleet size") plus the
+    retiring epoch's own slot, never every run ever recorded."""
+    from epochledger.retire import retire
+
+    lg, host, _clock = fake_ledger
+    sched = _exited_worker(lg, host)
+    target = _Retirer(lg)
+    assert retire(target, sched) == ["worker-1"]
+    assert target.reads == [{"candidates_only": True, "slots": ("scheduler",)}]

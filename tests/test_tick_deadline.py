@@ -90,8 +90,13 @@ def test_T5_a_step_that_hangs_forever_is_abandoned_and_the_other_runs_advance(
         "advance",
         "epochledger.tick.StepDeadlineExceeded",
     )
-    assert "did not return within its deadline of 0.2s" in failure.error and failure.recorded
-    assert isinstance(failure.exception, StepDeadlineExceeded) and failure.exception.run == "b-hung"
+    assert (
+        failure.error == "step 'advance' did not return within its deadline of 0.2s: abandoned for this tick (rule T5)"
+    )
+    assert failure.recorded
+    exc = failure.exception
+    assert isinstance(exc, StepDeadlineExceeded)
+    assert (exc.run, exc.step, exc.deadline, exc.abandoned_by) == ("b-hung", "advance", timedelta(seconds=HANG), None)
     last = ledger.history("b-hung")[-1].event
     assert isinstance(last, RunTickFailed) and last.error_class == "epochledger.tick.StepDeadlineExceeded"
     assert ledger.get_run("a-healthy").checkpoint is not None and ledger.get_run("c-healthy").checkpoint is not None
@@ -285,6 +290,25 @@ def test_T5_a_step_is_abandoned_only_past_its_own_deadline_not_at_an_earlier_wak
     )
     report, _ = tick_within(driver, 10)
     assert report.failures == () and report.advanced == ("r",)
+
+
+def test_T5_the_steps_run_in_a_daemon_worker_named_for_thread_dumps(ledger: Ledger, release: threading.Event) -> None:
+    """Ticked from the main thread (a scheduler's loop): the worker is a daemon whatever
+    the ticking thread is, so a step that never returns cannot keep the process alive,
+    and its name says whose thread it is in a dump (docs/tick.md)."""
+    assert threading.current_thread() is threading.main_thread()
+    queued(ledger, "hung")
+    ran_in: list[threading.Thread] = []
+
+    def hang(s: RunState) -> None:
+        ran_in.append(threading.current_thread())
+        release.wait()
+
+    report = make_driver(ledger, [("advance", hang)], step_deadline=HANG).tick()
+    assert [f.run for f in report.failures] == ["hung"]
+    [worker] = ran_in
+    assert worker is not threading.main_thread()
+    assert (worker.daemon, worker.name) == (True, "epochledger-tick-steps")
 
 
 DAEMON = r"""

@@ -125,3 +125,30 @@ def test_O9_clearing_a_default_slot_that_was_never_set_appends_nothing(ledger):
     before = ledger.store.max_position()
     assert ledger.set_default_slot(None).default_slot is None
     assert ledger.store.max_position() == before and ledger.settings() is None
+
+
+def test_O9_a_default_slot_is_stamped_in_UTC_whatever_the_callers_offset() -> None:
+    from datetime import UTC, timedelta, timezone
+
+    from ledger import settings
+    from tests.conftest import T0
+
+    plus2 = timezone(timedelta(hours=2))
+    (event,) = settings.decide(LedgerDefaultSlot(at=T0.astimezone(plus2), slot="api"), None)
+    assert event.at == T0 and event.at.tzinfo is UTC and event.slot == "api"
+
+
+def test_O9_the_settings_fold_and_decider_refuse_an_event_of_another_stream_by_name() -> None:
+    """A row of another stream handed to the settings Decider (a routing bug) fails
+    loudly, naming the event, instead of folding to nothing or deciding nothing."""
+    from ledger import settings
+    from ledger.events import ProcessRetired
+    from tests.conftest import T0
+
+    stray = ProcessRetired(at=T0, process="w", epoch="e1")
+    with pytest.raises(AssertionError, match=r"unreachable, but got: ProcessRetired\(") as folded:
+        settings.evolve(None, stray)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match=r"unreachable, but got: ProcessRetired\(") as decided:
+        settings.decide(stray, None)  # type: ignore[arg-type]
+    assert str(folded.value).startswith("Expected code to be unreachable")
+    assert str(decided.value).startswith("Expected code to be unreachable")
