@@ -81,6 +81,12 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     yield "epochledger/sweep.py", "ATTEMPTS", f"ATTEMPTS {attempts} -> {attempts - 1}", attempts - 1
     yield "epochledger/sweep.py", "GAPS", f"GAPS[0] {first} -> {first * 2}", (first * 2, second)
     yield "epochledger/sweep.py", "GAPS", f"GAPS[1] {second} -> {second * 2}", (first, second * 2)
+    # Rule H3's window, halved and doubled (tests/test_idempotency.py pins the 24 hours).
+    from ledger import idempotency
+
+    window = idempotency.WINDOW
+    yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window / 2}", window / 2
+    yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window * 2}", window * 2
 
 
 def _apply(mutant: str) -> None:
@@ -93,6 +99,7 @@ def _apply(mutant: str) -> None:
         "ledger/lifecycle.py": "ledger.lifecycle",
         "ledger/run.py": "ledger.run",
         "epochledger/sweep.py": "epochledger.sweep",
+        "ledger/idempotency.py": "ledger.idempotency",
     }[module]
     mod = sys.modules.get(target) or __import__(target, fromlist=["_"])
     if name.startswith("TRANSITIONS["):

@@ -69,3 +69,11 @@ def test_H3_decide_stamps_in_UTC_in_a_process_whose_zone_is_not_UTC() -> None:
         else:
             os.environ["TZ"] = saved
         time.tzset()
+
+
+def test_H3_an_outcome_is_kept_for_the_24_hours_the_rule_promises() -> None:
+    """The window's documented length (docs/rules.md, H3), not the constant read back:
+    a window moved either way fails here."""
+    state = idempotency.fold([kept("f1", T0)])
+    assert idempotency.live(state, T0 + timedelta(hours=24)) is state
+    assert idempotency.live(state, T0 + timedelta(hours=24, microseconds=1)) is None
