@@ -5,7 +5,7 @@ CI (tens of minutes on 2 cores); run it when you touch a rule.
    and runs the suites that pin the rules against each mutant.
 2. mutmut does not mutate module-level tables, and the rules' tables are module level:
    the status sets and the transition table of ledger/lifecycle.py, the report types the
-   fence judges (ledger/run.py), the sweep's retry bounds. Here each entry of each table
+   fence judges (ledger/run.py), the sweep's retry bounds, rule H3's window. Here each entry of each table
    is changed on its own (one status added to or removed from a set, one event's sources
    toggled, one report type removed, a bound moved by one) by a pytest plugin at session
    start, and the same suites run against it.
