@@ -5,7 +5,7 @@ CI (tens of minutes on 2 cores); run it when you touch a rule.
    and runs the suites that pin the rules against each mutant.
 2. mutmut does not mutate module-level tables, and the rules' tables are module level:
    the status sets and the transition table of ledger/lifecycle.py, the report types the
-   fence judges (ledger/run.py), the sweep's retry bounds. Here each entry of each table
+   fence judges (ledger/run.py), the sweep's retry bounds, rule H3's window. Here each entry of each table
    is changed on its own (one status added to or removed from a set, one event's sources
    toggled, one report type removed, a bound moved by one) by a pytest plugin at session
    start, and the same suites run against it.
@@ -81,6 +81,12 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     yield "epochledger/sweep.py", "ATTEMPTS", f"ATTEMPTS {attempts} -> {attempts - 1}", attempts - 1
     yield "epochledger/sweep.py", "GAPS", f"GAPS[0] {first} -> {first * 2}", (first * 2, second)
     yield "epochledger/sweep.py", "GAPS", f"GAPS[1] {second} -> {second * 2}", (first, second * 2)
+    # Rule H3's window, halved and doubled (tests/test_idempotency.py pins the 24 hours).
+    from ledger import idempotency
+
+    window = idempotency.WINDOW
+    yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window / 2}", window / 2
+    yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window * 2}", window * 2
 
 
 def _apply(mutant: str) -> None:
@@ -93,6 +99,7 @@ def _apply(mutant: str) -> None:
         "ledger/lifecycle.py": "ledger.lifecycle",
         "ledger/run.py": "ledger.run",
         "epochledger/sweep.py": "epochledger.sweep",
+        "ledger/idempotency.py": "ledger.idempotency",
     }[module]
     mod = sys.modules.get(target) or __import__(target, fromlist=["_"])
     if name.startswith("TRANSITIONS["):

@@ -71,6 +71,69 @@ def test_H4_matches_needs_the_exact_token_of_a_live_id() -> None:
     assert t.matches(None, "elt.a1.s3cret") is None
 
 
+def test_H4_the_fold_keeps_who_issued_and_who_revoked() -> None:
+    """Mutation caught: the issuer or the revoker dropped from the listing."""
+    state = given(issued(actor="alice"), TokenRevoked(at=T0 + timedelta(hours=1), token="a1", actor="bob"))
+    assert state is not None and state.digests == {"a1": DIGEST}
+    token = state.tokens["a1"]
+    assert (token.issued_at, token.issued_by) == (T0, "alice")
+    assert (token.revoked_at, token.revoked_by) == (T0 + timedelta(hours=1), "bob")
+
+
+def test_H4_decide_stamps_in_UTC_in_a_process_whose_zone_is_not_UTC() -> None:
+    """Mutation caught: `astimezone()` without UTC (the machine's zone), which a process
+    running in UTC cannot tell apart: this test runs in another zone."""
+    import os
+    import time
+
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Kolkata"
+    time.tzset()
+    try:
+        cet = timezone(timedelta(hours=1))
+        (event,) = t.decide(TokenIssued(at=T0.astimezone(cet), token="a1", role="admin", digest=DIGEST), None)
+        assert event.at.utcoffset() == timedelta(0) and event.at == T0
+    finally:
+        if saved is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+
+
+def test_H4_refusals_name_the_field_and_the_roles() -> None:
+    """Mutation caught: a taken id refused without `where`, the roles' list garbled."""
+    with pytest.raises(InvalidInput) as taken:
+        t.decide(issued(digest="0" * 64), given(issued()))
+    assert taken.value.where == "token"
+    with pytest.raises(InvalidInput) as bad:
+        t.decide(issued(role="root"), None)
+    assert "one of reader, writer, operator, auditor, admin" in str(bad.value)
+
+
+def test_H4_token_id_reads_only_the_three_part_shape() -> None:
+    """Mutation caught: any one of the shape's four conditions lost."""
+    assert t.token_id("elt.a1.s3cret") == "a1"
+    for wrong in ("elt..s3cret", "elt.a1.", "xyz.a1.s3cret", "elt.a1.s3cret.x", "elt.a1", "a1"):
+        assert t.token_id(wrong) is None, wrong
+
+
+def test_H4_the_digest_is_sha256_of_the_text_even_of_a_lone_surrogate() -> None:
+    """A token's text is a str: one with a lone surrogate (which no HTTP header holds, but
+    a library caller may pass) is digested, never an encoding error, and never matches."""
+    assert t.digest("elt.a1.s3cret") == DIGEST
+    assert t.digest("elt.a1.\udcff") == hashlib.sha256(b"elt.a1.\xed\xb3\xbf").hexdigest()
+    assert t.matches(given(issued()), "elt.a1.\udcff") is None
+
+
+def test_H4_the_registry_finds_a_live_token_by_its_text() -> None:
+    state = given(issued())
+    assert state is not None
+    found = state.find("elt.a1.s3cret")
+    assert found is not None and found.id == "a1"
+    assert state.find("elt.a1.wrong") is None
+
+
 # ------------------------------------------------------------------ the role table
 def test_H4_the_role_table_its_operator_acts_and_deny_by_default() -> None:
     assert list(access.ROLES) == ["reader", "writer", "operator", "auditor", "admin"]
@@ -83,6 +146,7 @@ def test_H4_the_role_table_its_operator_acts_and_deny_by_default() -> None:
     assert access.needed("token_create") == ["admin"]
     assert not any(access.allows(r, "queue") for r in ("reader", "operator", "auditor"))
     assert not any(access.allows(r, "no_such_op") for r in access.ROLES)
+    assert not access.allows("root", "queue") and access.allows("root", "healthz")  # an unknown role: public only
     assert access.needed("no_such_op") == []
     assert all(access.allows(r, "healthz") for r in access.ROLES)
     # every act `act` names is in the table; anything else is the op itself
