@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import quote
+from datetime import timedelta
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
 
-from epochledger import open_ledger
+from epochledger import open_ledger, reports
 from epochledger.console import pages
 from epochledger.demo import run_demo
 from tests.server import served
@@ -27,7 +28,18 @@ HOSTILE_LABEL = "<svg/onload=alert(3)>"
 HOSTILE = (HOSTILE_RUN, HOSTILE_ATTR, HOSTILE_REASON, HOSTILE_LABEL)
 
 INCIDENT = "/incident?from=2026-09-09T14:15:00Z&to=2026-09-09T14:30:00Z&at=2026-09-09T14:20:00Z"
-PAGES = ["/", "/runs", "/runs?status=finished&limit=5", "/runs/nightly-long", "/epochs", INCIDENT, "/login"]
+WHATIF = "/whatif?policy=flat-age:30s"
+PAGES = [
+    "/",
+    "/runs",
+    "/runs?status=finished&limit=5",
+    "/runs/nightly-long",
+    "/epochs",
+    INCIDENT,
+    "/whatif",
+    WHATIF,
+    "/login",
+]
 
 
 class Demo:
@@ -218,3 +230,32 @@ def test_H10_a_form_from_another_site_has_no_csrf_token(base: str, demo: Demo) -
         r = client.post("/runs/hourly-sync-0007/correct", data={"to": "failed", "reason": "x", "csrf": ""})
         assert r.status_code == 403
     assert demo.head() == before
+
+
+def test_R4_H9_whatif_page_shows_every_differing_verdict_of_the_facade(base: str, demo: Demo) -> None:
+    """The what-if page is `/v1/whatif`'s call: each difference the facade finds is a row
+    naming its kind, its run (linked to the run and to the incident picture at the
+    sweep) and its evidence; a bad policy or instant is the 422 problem naming it."""
+    with open_ledger(demo.db, create=False) as lg:
+        whole = lg.whatif(reports.check_policy("flat-age:30s"), name="flat-age:30s")
+        cut = min(d.at for d in whole.differences) - timedelta(seconds=1)
+        early = lg.whatif(reports.check_policy("flat-age:30s"), at=cut, name="flat-age:30s")
+    assert whole.differences and len(early.differences) < len(whole.differences)
+    with httpx.Client(base_url=base, headers=_bearer(demo.reader), timeout=30) as client:
+        empty = client.get("/whatif")
+        assert empty.status_code == 200 and "<tbody>" not in empty.text and 'name="policy"' in empty.text
+        html = client.get("/whatif", params={"policy": "flat-age:30s"}).text
+        assert f"{len(whole.differences)} verdicts differ" in html
+        rows = re.findall(r"<tr><td>([a-z-]+)</td><td><a class=\"id\" href=\"/runs/([^\"]+)\"", html)
+        assert rows == [(d.kind, quote(d.run, safe="")) for d in whole.differences]
+        for d in whole.differences:
+            assert pages.esc(d.message) in html
+            picture = pages.esc("/incident?" + urlencode({"at": pages._when(d.at), "run": d.run}))
+            assert f'href="{picture}"' in html
+            assert client.get(picture.replace("&amp;", "&")).status_code == 200
+        part = client.get("/whatif", params={"policy": "flat-age:30s", "at": cut.isoformat()}).text
+        assert f"{len(early.differences)} verdicts differ" in part
+        bad = client.get("/whatif", params={"policy": "flat-age:soon"})
+        assert bad.status_code == 422 and bad.json()["fields"]["where"] == "policy"
+        bad = client.get("/whatif", params={"policy": "clamp", "at": "yesterday"})
+        assert bad.status_code == 422 and bad.json()["fields"]["where"] == "at"

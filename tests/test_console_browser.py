@@ -18,7 +18,7 @@ import pytest
 
 from epochledger import open_ledger
 from tests.server import served
-from tests.test_console import HOSTILE_RUN, INCIDENT, Demo
+from tests.test_console import HOSTILE_RUN, INCIDENT, WHATIF, Demo
 from tests.test_console import demo as demo
 
 CHROMIUM = os.environ.get("EPOCHLEDGER_CHROMIUM", "/usr/bin/chromium")
@@ -176,6 +176,23 @@ def test_H11_a_live_page_shows_another_process_commit_within_a_second(
     t.stayed_home()
 
 
+def test_R4_H9_a_responder_asks_what_if_and_follows_a_run_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
+    t = tab()
+    t.login(demo.reader)
+    t.go("/whatif")
+    t.page.fill("input[name=policy]", "flat-age:30s")
+    t.page.click("form.filters button[type=submit]")
+    t.page.wait_for_url("**/whatif?policy=flat-age*")
+    assert "verdicts differ" in (t.page.locator("#whatif-summary").text_content() or "")
+    row = t.page.locator("tbody tr").first
+    assert row.locator("td").first.text_content() == "killed-live"
+    run = row.locator("a.id").text_content()
+    row.locator("a.id").click()
+    t.page.wait_for_load_state("load")
+    assert t.page.locator("h1").text_content() == f"Run {run}"
+    t.stayed_home()
+
+
 def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
@@ -186,7 +203,7 @@ def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], de
     t.stayed_home()
 
 
-@pytest.mark.parametrize("path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/login"])
+@pytest.mark.parametrize("path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/whatif", WHATIF, "/login"])
 def test_H11_axe_finds_no_serious_violation(tab: Callable[..., Tab], demo: Demo, path: str) -> None:
     if not os.path.exists(AXE):
         _no_browser(f"axe-core is not installed at {AXE} (make axe)")

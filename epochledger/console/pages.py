@@ -33,7 +33,7 @@ from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
 
-from epochledger.reports import EpochLiveness, HistoryEntry, RunPage, RunView
+from epochledger.reports import EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 from ledger import access
@@ -41,6 +41,7 @@ from ledger.codec import instant
 from ledger.errors import InvalidInput
 from ledger.events import Status
 from replay import timeline
+from replay.whatif import BUILTIN
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -112,7 +113,13 @@ def _when(t: datetime | None) -> str:
     return "" if t is None else t.isoformat().replace("+00:00", "Z")
 
 
-NAV = (("/", "Fleet"), ("/runs", "Runs"), ("/epochs", "Slots and epochs"), ("/incident", "Incident"))
+NAV = (
+    ("/", "Fleet"),
+    ("/runs", "Runs"),
+    ("/epochs", "Slots and epochs"),
+    ("/incident", "Incident"),
+    ("/whatif", "What-if"),
+)
 
 
 def page(request: Req, title: str, body: str, *, current: str) -> Response[str]:
@@ -473,6 +480,73 @@ def incident(
     return _html(request, text)
 
 
+# What a difference says, in the columns of the what-if table (rule R4's evidence).
+WHATIF_HEAD = ("kind", "run", "sweep", "judged at", "owner", "owner live", "age", "verdict", "then", "evidence")
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else _age(value)
+
+
+def _difference(d: Any) -> list[str]:
+    sweep = f"{d.sweep_process} / {d.sweep_epoch} @ {d.position}"
+    owner = "" if d.owner_process is None else f"{d.owner_process} / {d.owner_epoch or ''}"
+    live = "" if d.owner_live is None else ("yes" if d.owner_live else "no")
+    verdict = []
+    if d.alternative is not None:
+        verdict.append(f"alternative: {d.alternative.rule}")
+    if d.recorded_rule is not None:
+        verdict.append(f"recorded: {d.recorded_rule}")
+    then = d.then or ""
+    if d.running_for_s is not None:
+        until = f" until {_when(d.until)} ({d.until_why})" if d.until is not None else ""
+        then = f"running {_seconds(d.running_for_s)} longer{until}"
+    if d.found_at is not None:
+        then += f"; recovered at {_when(d.found_at)} by {d.found_by or ''}"
+    picture = urlencode({"at": _when(d.at), "run": d.run})
+    return [
+        _cell(d.kind),
+        f'<td>{run_link(d.run)} <a href="/incident?{esc(picture)}">on the timeline</a></td>',
+        _cell(sweep),
+        _cell(_when(d.at)),
+        _cell(owner),
+        _cell(live),
+        _cell(_seconds(d.age_s)),
+        _cell("; ".join(verdict)),
+        _cell(then),
+        _cell(d.message),
+    ]
+
+
+@get("/whatif", opt={"op": "whatif"}, sync_to_thread=True, include_in_schema=False)
+def whatif(request: Req, policy: str | None = None, at: str | None = None) -> Response[str]:
+    """What-if (rule R4): a policy NAME[:ARG] and an instant as a GET form; every verdict
+    that differs from the recorded sweeps', with its evidence, each run linked to its
+    page and to the incident picture at the sweep. `/v1/whatif`'s own call."""
+    names = "".join(f'<option value="{esc(n)}"></option>' for n in sorted(BUILTIN))
+    form = (
+        '<form class="filters" method="get" action="/whatif">'
+        f'<label>policy<input name="policy" list="policies" value="{esc(policy)}" placeholder="flat-age:30m" '
+        f'required></label><datalist id="policies">{names}</datalist>'
+        f'<label>up to<input name="at" value="{esc(at)}" placeholder="2026-09-09T14:20:00Z"></label>'
+        '<button type="submit">Replay</button></form>'
+        '<p class="muted">Policies: epoch (the recorded rule), flat-age:D, floor:D, clamp, heartbeat:D, or one '
+        "installed as a plug-in; the instant is RFC 3339 (empty: the whole log).</p>"
+    )
+    chosen = (policy or "").strip()
+    if not chosen:
+        return page(request, "What-if", form, current="/whatif")
+    found = cast("WhatIf", reads.whatif.fn(request.app.state, policy=chosen, at=at or None))
+    summary = (
+        f'<p id="whatif-summary">Policy <strong>{esc(found.policy)}</strong> over {esc(found.sweeps)} sweeps, '
+        f"up to log position {esc(found.position)} ({esc(_when(found.at))}): "
+        f"{esc(len(found.differences))} verdicts differ.</p>"
+    )
+    rows = [_difference(d) for d in found.differences]
+    listing = table(WHATIF_HEAD, rows, empty="no verdict differs from the recorded sweeps'")
+    return page(request, f"What-if: {chosen}", form + summary + listing, current="/whatif")
+
+
 # --------------------------------------------------------------- the acts
 @post("/runs/{run:str}/confirm", opt={"op": "run_view"}, sync_to_thread=True, status_code=200, include_in_schema=False)
 def confirm(request: Req, run: str, data: Form) -> Response[str]:
@@ -623,6 +697,7 @@ ROUTER = Router(
         run_page,
         epochs,
         incident,
+        whatif,
         confirm,
         act_correct,
         act_cancel,
