@@ -29,6 +29,8 @@ HOSTILE = (HOSTILE_RUN, HOSTILE_ATTR, HOSTILE_REASON, HOSTILE_LABEL)
 
 INCIDENT = "/incident?from=2026-09-09T14:15:00Z&to=2026-09-09T14:30:00Z&at=2026-09-09T14:20:00Z"
 WHATIF = "/whatif?policy=flat-age:30s"
+AUDIT = "/audit?report=failure_codes"
+AUDIT_SQL = "/audit/query?sql=SELECT+run,+reason+FROM+events+WHERE+reason+IS+NOT+NULL"
 PAGES = [
     "/",
     "/runs",
@@ -43,8 +45,8 @@ PAGES = [
 
 
 class Demo:
-    def __init__(self, db: str, reader: str, operator: str) -> None:
-        self.db, self.reader, self.operator = db, reader, operator
+    def __init__(self, db: str, reader: str, operator: str, auditor: str) -> None:
+        self.db, self.reader, self.operator, self.auditor = db, reader, operator, auditor
 
     def head(self) -> int:
         with open_ledger(self.db, create=False) as lg:
@@ -63,7 +65,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
         lg.fail(HOSTILE_RUN, "OOM", resumable=False, reason=HOSTILE_REASON)
         reader = lg.issue_token("reader", name="reader-rita").secret
         operator = lg.issue_token("operator", name="ops-alice").secret
-    return Demo(db, reader, operator)
+        auditor = lg.issue_token("auditor", name="audit-ann").secret
+        lg.audit_sync(reports.audit_path(db))
+    return Demo(db, reader, operator, auditor)
 
 
 @pytest.fixture(scope="module")
@@ -259,3 +263,35 @@ def test_R4_H9_whatif_page_shows_every_differing_verdict_of_the_facade(base: str
         assert bad.status_code == 422 and bad.json()["fields"]["where"] == "policy"
         bad = client.get("/whatif", params={"policy": "clamp", "at": "yesterday"})
         assert bad.status_code == 422 and bad.json()["fields"]["where"] == "at"
+
+
+def test_A1_H9_audit_page_shows_the_canned_reports_and_sql_to_the_auditor_only(base: str, demo: Demo) -> None:
+    """The audit page is `/v1/audit/reports`'s and `/v1/audit/query`'s calls: a report's
+    rows are the facade's, escaped; the SQL form is the auditor's, bounded, read-only;
+    a reader's browser gets a 403 page, a script the 403 problem."""
+    expected = reports.audit_report(demo.db, "failure_codes")
+    assert expected.rows
+    with httpx.Client(base_url=base, headers=_bearer(demo.auditor), timeout=30) as client:
+        home = client.get("/audit").text
+        for name in reports.audit_report_names():
+            assert f'<option value="{name}">' in home
+        assert 'action="/audit/query"' in home
+        html = client.get(AUDIT).text
+        assert f"{len(expected.rows)} rows" in html
+        for row in expected.rows:
+            assert "".join(f"<td>{pages.esc(v)}</td>" for v in row) in html
+        _only_own_code(html)
+        sql = client.get(AUDIT_SQL.split("?")[0], params={"sql": "SELECT run, reason FROM events"}).text
+        assert pages.esc(HOSTILE_REASON) in sql and HOSTILE_REASON not in sql
+        _only_own_code(sql)
+        r = client.get("/audit/query", params={"sql": "DROP TABLE events"})
+        assert r.status_code == 422
+        assert client.get("/audit", params={"report": "no_such_report"}).status_code == 422
+    with httpx.Client(base_url=base, headers=_bearer(demo.reader), timeout=30) as client:
+        r = client.get("/audit", headers={"Accept": "text/html"})
+        assert r.status_code == 403 and r.headers["content-type"].startswith("text/html")
+        assert "auditor" in r.text and r.headers["content-security-policy"] == pages.CSP
+        r = client.get("/audit/query", params={"sql": "SELECT 1"})
+        assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json"
+    with httpx.Client(base_url=base, headers=_bearer(demo.operator), timeout=30) as client:
+        assert client.get("/audit/query", params={"sql": "SELECT 1"}).status_code == 403

@@ -33,7 +33,8 @@ from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
 
-from epochledger.reports import EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
+from epochledger import reports as facade
+from epochledger.reports import AuditTable, EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 from ledger import access
@@ -119,6 +120,7 @@ NAV = (
     ("/epochs", "Slots and epochs"),
     ("/incident", "Incident"),
     ("/whatif", "What-if"),
+    ("/audit", "Audit"),
 )
 
 
@@ -547,6 +549,69 @@ def whatif(request: Req, policy: str | None = None, at: str | None = None) -> Re
     return page(request, f"What-if: {chosen}", form + summary + listing, current="/whatif")
 
 
+def _audit_table(found: AuditTable) -> str:
+    rows = [[_cell(v) for v in row] for row in found.rows]
+    return table(found.columns, rows, empty="no rows") + f'<p class="muted">{esc(len(found.rows))} rows</p>'
+
+
+def _options(values: Iterable[str], chosen: str | None) -> str:
+    return "".join(f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v)}</option>' for v in values)
+
+
+def _sql_form(sql: str | None) -> str:
+    return (
+        '<h2>Read-only SQL</h2><form method="get" action="/audit/query">'
+        f'<label>one SELECT (WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)<textarea name="sql" rows="4" cols="80" '
+        f'required>{esc(sql)}</textarea></label> <button type="submit">Run</button></form>'
+        '<p class="muted">Bounded in time and memory as <code>epochledger audit query</code> is (docs/audit.md, '
+        "Bounds); a statement that writes is refused.</p>"
+    )
+
+
+@get("/audit", opt={"op": "audit_report"}, sync_to_thread=True, include_in_schema=False)
+def audit_page(request: Req, report: str | None = None, as_of: str | None = None, period: str = "day") -> Response[str]:
+    """Audit (rule A1): a canned report over the audit file, chosen by a GET form
+    (`/v1/audit/reports/{name}`'s own call), and for a role that may query it, the
+    read-only SQL form (`/audit/query`)."""
+    chosen = report or None
+    form = (
+        '<form class="filters" method="get" action="/audit">'
+        f'<label>report<select name="report">{_options(["", *facade.audit_report_names()], chosen)}</select></label>'
+        f'<label>as of<input name="as_of" value="{esc(as_of)}" placeholder="2026-09-10T00:00:00Z"></label>'
+        f'<label>period<select name="period">{_options(facade.audit_periods(), period)}</select></label>'
+        '<button type="submit">Report</button></form>'
+        '<p class="muted">Over the audit file (<code>epochledger audit sync</code> fills it); as of empty: its '
+        "newest event.</p>"
+    )
+    body = form
+    if chosen is not None:
+        found = cast(
+            "AuditTable",
+            reads.audit_report.fn(
+                request.app.state,
+                name=chosen,
+                as_of=as_of or None,
+                period=period,
+                label=None,
+                timeout=None,
+                memory_limit=None,
+            ),
+        )
+        body += f"<h2>{esc(chosen)}</h2>" + _audit_table(found)
+    if access.allows(auth.caller(request).role, "audit_query"):
+        body += _sql_form(None)
+    return page(request, "Audit", body, current="/audit")
+
+
+@get("/audit/query", opt={"op": "audit_query"}, sync_to_thread=True, include_in_schema=False)
+def audit_sql(request: Req, sql: str) -> Response[str]:
+    """Read-only audit SQL (the auditor's and admin's; `/v1/audit/query`'s own call,
+    with its default bounds): the result as a table, every value escaped."""
+    found = cast("AuditTable", reads.audit_query.fn(request.app.state, sql=sql, timeout=None, memory_limit=None))
+    body = _sql_form(sql) + "<h2>Result</h2>" + _audit_table(found)
+    return page(request, "Audit SQL", body, current="/audit")
+
+
 # --------------------------------------------------------------- the acts
 @post("/runs/{run:str}/confirm", opt={"op": "run_view"}, sync_to_thread=True, status_code=200, include_in_schema=False)
 def confirm(request: Req, run: str, data: Form) -> Response[str]:
@@ -678,13 +743,27 @@ async def logout(request: Req) -> Response[str]:
     return response
 
 
+HEADERS = [
+    ResponseHeader(name="Content-Security-Policy", value=CSP),
+    ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
+    ResponseHeader(name="Referrer-Policy", value="same-origin"),
+]
+
+
 def refused(request: Req, error: AccessRefused) -> Response[Any]:
     """A browser without a session asking for a page (GET, `Accept: text/html`) goes to
-    the login page (303); every other refusal, a script's included, is the service's
-    problem document (epochledger/service/problems.py)."""
+    the login page (303); a browser's page refused to its role (403), a page saying
+    so; every other refusal, a script's included, is the service's problem document
+    (epochledger/service/problems.py)."""
     browser = "text/html" in request.headers.get("accept", "")
     if error.status == 401 and request.method == "GET" and browser and not request.headers.get("authorization"):
         return Response("", status_code=303, headers={"Location": "/login"})
+    if error.status == 403 and request.method == "GET" and browser:
+        body = f'<p role="alert">{esc(error.detail)}</p><p><a href="/">Back to the fleet</a></p>'
+        response = _bare(request, "Refused", body, 403)
+        for header in HEADERS:  # an exception handler's response: the router's headers are not added
+            response.headers[header.name] = header.value or ""
+        return response
     return problems.access_refused(request, error)
 
 
@@ -698,6 +777,8 @@ ROUTER = Router(
         epochs,
         incident,
         whatif,
+        audit_page,
+        audit_sql,
         confirm,
         act_correct,
         act_cancel,
@@ -706,11 +787,7 @@ ROUTER = Router(
         login,
         logout,
     ],
-    response_headers=[
-        ResponseHeader(name="Content-Security-Policy", value=CSP),
-        ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
-        ResponseHeader(name="Referrer-Policy", value="same-origin"),
-    ],
+    response_headers=HEADERS,
     exception_handlers={AccessRefused: refused},
     include_in_schema=False,
 )
