@@ -83,7 +83,7 @@ def _bearer(token: str) -> dict[str, str]:
 @contextmanager
 def _session(base: str, token: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=base, timeout=30) as client:
-        r = client.post("/login", data={"token": token})
+        r = client.post("/login", data={"token": token, "csrf": _csrf(client.get("/login").text)})
         assert r.status_code == 303 and r.headers["location"] == "/", r.text
         yield client
 
@@ -164,15 +164,17 @@ def test_H10_login_sets_a_session_cookie_the_guard_reads(base: str, demo: Demo) 
         r = anon.get("/")  # a script: the guard's 401 problem (rule H4)
         assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
         assert anon.get("/v1/runs").status_code == 401  # the JSON routes: a problem, never a redirect
-        bad = anon.post("/login", data={"token": "not-a-token"})
+        csrf = _csrf(anon.get("/login").text)
+        bad = anon.post("/login", data={"token": "not-a-token", "csrf": csrf})
         assert bad.status_code == 422 and pages.esc("not-a-token") not in bad.text
         assert "epochledger_session" not in bad.headers.get("set-cookie", "")
-        r = anon.post("/login", data={"token": demo.reader})
+        r = anon.post("/login", data={"token": demo.reader, "csrf": csrf})
         cookie = [c for c in r.headers.get_list("set-cookie") if c.startswith("epochledger_session=")]
         assert len(cookie) == 1
         flags = {f.strip().lower() for f in cookie[0].split(";")[1:]}
         assert {"httponly", "samesite=strict", "path=/"} <= flags and "secure" not in flags
-        behind = anon.post("/login", data={"token": demo.reader}, headers={"X-Forwarded-Proto": "https"})
+        csrf = _csrf(anon.get("/login").text)  # the session's new CSRF cookie
+        behind = anon.post("/login", data={"token": demo.reader, "csrf": csrf}, headers={"X-Forwarded-Proto": "https"})
         assert all("Secure" in c for c in behind.headers.get_list("set-cookie"))
     with _session(base, demo.reader) as client:
         page = client.get("/")
@@ -295,3 +297,34 @@ def test_A1_H9_audit_page_shows_the_canned_reports_and_sql_to_the_auditor_only(b
         assert r.status_code == 403 and r.headers["content-type"] == "application/problem+json"
     with httpx.Client(base_url=base, headers=_bearer(demo.operator), timeout=30) as client:
         assert client.get("/audit/query", params={"sql": "SELECT 1"}).status_code == 403
+
+
+def test_H10_login_and_logout_check_their_csrf_token(base: str, demo: Demo) -> None:
+    """A login form posted from another site (login CSRF: the attacker's token in the
+    victim's browser) and a logout posted from one are refused: each form carries the
+    CSRF cookie's token."""
+    with httpx.Client(base_url=base, timeout=30) as anon:
+        r = anon.post("/login", data={"token": demo.reader})  # no CSRF cookie, no field
+        assert r.status_code == 403 and "epochledger_session" not in r.headers.get("set-cookie", "")
+        form = anon.get("/login").text
+        r = anon.post("/login", data={"token": demo.reader, "csrf": "forged"})
+        assert r.status_code == 403 and "epochledger_session" not in r.headers.get("set-cookie", "")
+        assert anon.post("/login", data={"token": demo.reader, "csrf": _csrf(form)}).status_code == 303
+    with _session(base, demo.reader) as client:
+        r = client.post("/logout", data={"csrf": "forged"})
+        assert r.status_code == 403 and "epochledger_session" not in r.headers.get("set-cookie", "")
+        assert client.get("/").status_code == 200  # still logged in
+        r = client.post("/logout", data={"csrf": _csrf(client.get("/").text)})
+        assert r.status_code == 303 and r.headers["location"] == "/login"
+        assert 'epochledger_session=""' in r.headers["set-cookie"] or "Max-Age=0" in r.headers["set-cookie"]
+        assert client.get("/").status_code == 401
+
+
+def test_H9_a_run_id_in_a_title_is_bidi_isolated(base: str, demo: Demo) -> None:
+    run = "\u05e2\u05d1\u05d5\u05d3\u05d4-7"  # right-to-left letters (the id rule refuses format characters)
+    with open_ledger(demo.db, create=False) as lg:
+        lg.queue(run, actor="api-1")
+    with httpx.Client(base_url=base, headers=_bearer(demo.reader), timeout=30) as client:
+        html = client.get(f"/runs/{quote(run, safe='')}").text
+    assert f"<title>Run \u2068{run}\u2069 - epochledger</title>" in html
+    assert f"<h1>Run \u2068{run}\u2069</h1>" in html

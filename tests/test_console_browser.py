@@ -189,7 +189,7 @@ def test_R4_H9_a_responder_asks_what_if_and_follows_a_run_in_chromium(tab: Calla
     run = row.locator("a.id").text_content()
     row.locator("a.id").click()
     t.page.wait_for_load_state("load")
-    assert t.page.locator("h1").text_content() == f"Run {run}"
+    assert t.page.locator("h1").text_content() == f"Run \u2068{run}\u2069"
     t.stayed_home()
 
 
@@ -222,7 +222,7 @@ def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], de
     for path in ("/", "/runs?limit=1000", "/incident", "/runs/" + HOSTILE_RUN.replace("<", "%3C").replace(">", "%3E")):
         response = t.go(path)
         assert response.status == 200, path
-    assert t.page.locator("h1").text_content() == f"Run {HOSTILE_RUN}"  # shown as the text it is
+    assert t.page.locator("h1").text_content() == f"Run \u2068{HOSTILE_RUN}\u2069"  # the text it is, isolated
     t.stayed_home()
 
 

@@ -106,6 +106,13 @@ def _heads(head: Iterable[str]) -> str:
     return "".join(f'<th scope="col">{esc(h)}</th>' for h in head)
 
 
+def isolate(text: str) -> str:
+    """`text` between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE (U+2068, U+2069):
+    in a page's title, where no element (<bdi>) may go, a run id's bidirectional
+    overrides cannot reorder the words around it."""
+    return f"\u2068{text}\u2069"
+
+
 def run_link(run: str) -> str:
     return f'<a class="id" href="/runs/{esc(quote(run, safe=""))}">{esc(run)}</a>'
 
@@ -412,7 +419,7 @@ def run_page(request: Req, run: str) -> Response[str]:
     view = cast("RunView", reads.run_view.fn(request.app.state, run=run))
     history = cast("list[HistoryEntry]", reads.history_of.fn(request.app.state, run=run))
     body = f'<div id="run" data-live>{_facts(view)}<h2>History</h2>{_history(history)}</div>{_acts_form(request, run)}'
-    return page(request, f"Run {run}", body, current="/runs")
+    return page(request, f"Run {isolate(run)}", body, current="/runs")
 
 
 @get("/epochs", opt={"op": "epoch_liveness"}, sync_to_thread=True, include_in_schema=False)
@@ -633,7 +640,7 @@ def confirm(request: Req, run: str, data: Form) -> Response[str]:
         f'<button class="danger" type="submit">Confirm: {esc(act)}</button></form>'
         f"<p>{run_link(run)} (cancel: go back to the run)</p>"
     )
-    return page(request, f"Confirm: {act} {run}", body, current="/runs")
+    return page(request, f"Confirm: {act} {isolate(run)}", body, current="/runs")
 
 
 def _operator(request: Req) -> str:
@@ -687,10 +694,14 @@ def act_resume(request: Req, run: str, data: Form) -> Response[str]:
 
 
 # ------------------------------------------------------------------ sessions
-_LOGIN_FORM = (
-    '<form method="post" action="/login"><label>token<input name="token" type="password" autocomplete="off" required>'
-    '</label> <button type="submit">Log in</button></form>'
-)
+def _login_form(request: Req) -> str:
+    """The login form, with the CSRF token of this browser's cookie (login CSRF: a form
+    on another site cannot log the browser in to the attacker's session)."""
+    return (
+        f'<form method="post" action="/login"><input type="hidden" name="csrf" value="{esc(csrf_of(request))}">'
+        '<label>token<input name="token" type="password" autocomplete="off" required>'
+        '</label> <button type="submit">Log in</button></form>'
+    )
 
 
 def _bare(request: Req, title: str, body: str, status: int = 200) -> Response[str]:
@@ -705,20 +716,22 @@ def _bare(request: Req, title: str, body: str, status: int = 200) -> Response[st
 @get("/login", opt={"op": "console_login"}, include_in_schema=False)
 async def login_form(request: Req) -> Response[str]:
     """The login page: a token, once, for a session cookie."""
-    return _bare(request, "Log in", "<p>Paste a token (epochledger token create).</p>" + _LOGIN_FORM)
+    return _bare(request, "Log in", "<p>Paste a token (epochledger token create).</p>" + _login_form(request))
 
 
 @post("/login", opt={"op": "console_login"}, sync_to_thread=True, include_in_schema=False)
 def login(request: Req, data: Form) -> Response[str]:
     """A token for a session cookie (rule H10): Secure over https (or behind a proxy
     that says so), HttpOnly, SameSite=Strict. An unknown token: the form again (422),
-    no cookie; the login route is public, so never a 401 (rule H4)."""
+    no cookie; the login route is public, so never a 401 (rule H4). The form's CSRF
+    token must be its cookie's, as for an act (a 403 otherwise): no login CSRF."""
+    check_csrf(request, data)
     token = data.get("token", "").strip()
     service: Any = request.app.state.service
     with service.use() as ledger:
         found = ledger.authenticate(token) if auth.well_formed(token) else None
     if found is None:
-        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _LOGIN_FORM, 422)
+        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _login_form(request), 422)
     response: Response[str] = Response("", status_code=303, headers={"Location": "/"})
     response.set_cookie(
         Cookie(
@@ -736,8 +749,10 @@ def login(request: Req, data: Form) -> Response[str]:
 
 
 @post("/logout", opt={"op": "console_login"}, include_in_schema=False)
-async def logout(request: Req) -> Response[str]:
-    """End the session: the cookie is cleared."""
+async def logout(request: Req, data: Form) -> Response[str]:
+    """End the session: the cookie is cleared, if the form's CSRF token is its cookie's
+    (a 403 otherwise: another site cannot log the browser out)."""
+    check_csrf(request, data)
     response: Response[str] = Response("", status_code=303, headers={"Location": "/login"})
     response.delete_cookie(auth.SESSION_COOKIE, path="/")
     return response
