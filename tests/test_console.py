@@ -275,6 +275,7 @@ def test_A1_H9_audit_page_shows_the_canned_reports_and_sql_to_the_auditor_only(b
     assert expected.rows
     with httpx.Client(base_url=base, headers=_bearer(demo.auditor), timeout=30) as client:
         home = client.get("/audit").text
+        assert 'href="/audit"' in home and 'href="/audit"' not in client.get("/", headers=_bearer(demo.reader)).text
         for name in reports.audit_report_names():
             assert f'<option value="{name}">' in home
         assert 'action="/audit/query"' in home

@@ -129,13 +129,16 @@ NAV = (
     ("/whatif", "What-if"),
     ("/audit", "Audit"),
 )
+NAV_OPS = {"/audit": "audit_report"}  # a link shown only to a role that may open it
 
 
 def page(request: Req, title: str, body: str, *, current: str) -> Response[str]:
     """A whole console page: the navigation, who is logged in, `body` (escaped HTML)."""
     who = auth.caller(request)
     nav = "".join(
-        f'<a href="{href}"{" aria-current=page" if href == current else ""}>{esc(text)}</a>' for href, text in NAV
+        f'<a href="{href}"{" aria-current=page" if href == current else ""}>{esc(text)}</a>'
+        for href, text in NAV
+        if href not in NAV_OPS or access.allows(who.role, NAV_OPS[href])
     )
     name = who.name or who.token or "loopback"
     logout = ""
