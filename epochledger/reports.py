@@ -984,6 +984,16 @@ def chain_error(report: ChainReport) -> ChainBroken | None:
 
 
 # ------------------------------------------- the audit file alone (no store opened)
+def audit_report_names() -> list[str]:
+    """The canned audit reports' names (docs/audit.md), in order."""
+    return audit.report_names()
+
+
+def audit_periods() -> tuple[str, ...]:
+    """The periods a canned report groups by (`period=`)."""
+    return tuple(audit.PERIODS)
+
+
 def audit_path(store_url: str | None, duckdb: str | None = None) -> str:
     """The audit file: `duckdb`, else beside the SQLite store `store_url` names as the
     user gave it (runs.db -> runs.duckdb), else ./epochledger.duckdb."""

@@ -21,6 +21,7 @@ SHOTS = [
     ("run.png", "/runs/nightly-long"),
     ("epochs.png", "/epochs"),
     ("incident.png", INCIDENT),
+    ("whatif.png", "/whatif?policy=flat-age:30s"),
     ("login.png", "/login"),
 ]
 

@@ -20,7 +20,7 @@ from epochledger import open_ledger
 from tests.browser import browser as browser  # the fixture
 from tests.browser import no_browser
 from tests.server import served
-from tests.test_console import HOSTILE_RUN, INCIDENT, Demo
+from tests.test_console import AUDIT, AUDIT_SQL, HOSTILE_RUN, INCIDENT, WHATIF, Demo
 from tests.test_console import demo as demo
 
 AXE = os.path.join(os.path.dirname(__file__), "axe", "node_modules", "axe-core", "axe.min.js")
@@ -157,21 +157,64 @@ def test_H11_a_live_page_shows_another_process_commit_within_a_second(
     t.stayed_home()
 
 
+def test_R4_H9_a_responder_asks_what_if_and_follows_a_run_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
+    t = tab()
+    t.login(demo.reader)
+    t.go("/whatif")
+    t.page.fill("input[name=policy]", "flat-age:30s")
+    t.page.click("form.filters button[type=submit]")
+    t.page.wait_for_url("**/whatif?policy=flat-age*")
+    assert "verdicts differ" in (t.page.locator("#whatif-summary").text_content() or "")
+    row = t.page.locator("tbody tr").first
+    assert row.locator("td").first.text_content() == "killed-live"
+    run = row.locator("a.id").text_content()
+    row.locator("a.id").click()
+    t.page.wait_for_load_state("load")
+    assert t.page.locator("h1").text_content() == f"Run \u2068{run}\u2069"
+    t.stayed_home()
+
+
+def test_A1_H9_an_auditor_runs_a_report_and_sql_a_reader_is_refused_in_chromium(
+    tab: Callable[..., Tab], demo: Demo
+) -> None:
+    t = tab()
+    t.login(demo.auditor)
+    t.go("/audit")
+    t.page.select_option("select[name=report]", "failure_codes")
+    t.page.click("form.filters button[type=submit]")
+    t.page.wait_for_url("**/audit?report=failure_codes*")
+    assert t.page.locator("main h2").first.text_content() == "failure_codes"
+    assert t.page.locator("tbody tr").count() >= 1
+    t.page.fill("textarea[name=sql]", "SELECT run, reason FROM events WHERE run = '" + HOSTILE_RUN + "'")
+    t.page.click("textarea[name=sql] ~ button, form[action='/audit/query'] button")
+    t.page.wait_for_url("**/audit/query?sql=*")
+    assert HOSTILE_RUN in (t.page.locator("tbody").text_content() or "")  # shown as the text it is
+    t.stayed_home()
+    r = tab()
+    r.login(demo.reader)
+    response = r.go("/audit")
+    assert response.status == 403 and r.page.locator("h1").text_content() == "Refused"
+    r.stayed_home()
+
+
 def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], demo: Demo) -> None:
     t = tab()
     t.login(demo.reader)
     for path in ("/", "/runs?limit=1000", "/incident", "/runs/" + HOSTILE_RUN.replace("<", "%3C").replace(">", "%3E")):
         response = t.go(path)
         assert response.status == 200, path
-    assert t.page.locator("h1").text_content() == f"Run {HOSTILE_RUN}"  # shown as the text it is
+    assert t.page.locator("h1").text_content() == f"Run \u2068{HOSTILE_RUN}\u2069"  # the text it is, isolated
     t.stayed_home()
 
 
-@pytest.mark.parametrize("path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/login"])
+@pytest.mark.parametrize(
+    "path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/whatif", WHATIF, AUDIT, AUDIT_SQL, "/login"]
+)
 def test_H11_axe_finds_no_serious_violation(tab: Callable[..., Tab], demo: Demo, path: str) -> None:
     if not os.path.exists(AXE):
         no_browser(f"axe-core is not installed at {AXE} (make axe)")
-    t = tab(bypass_csp=True, extra_http_headers={"Authorization": f"Bearer {demo.reader}"})
+    token = demo.auditor if path.startswith("/audit") else demo.reader  # the audit pages are the auditor's
+    t = tab(bypass_csp=True, extra_http_headers={"Authorization": f"Bearer {token}"})
     t.go(path)
     t.page.add_script_tag(path=AXE)
     found = t.page.evaluate(

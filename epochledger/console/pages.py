@@ -33,7 +33,8 @@ from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
 
-from epochledger.reports import EpochLiveness, HistoryEntry, RunPage, RunView
+from epochledger import reports as facade
+from epochledger.reports import AuditTable, EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 from ledger import access
@@ -41,6 +42,7 @@ from ledger.codec import instant
 from ledger.errors import InvalidInput
 from ledger.events import Status
 from replay import timeline
+from replay.whatif import BUILTIN
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -104,6 +106,13 @@ def _heads(head: Iterable[str]) -> str:
     return "".join(f'<th scope="col">{esc(h)}</th>' for h in head)
 
 
+def isolate(text: str) -> str:
+    """`text` between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE (U+2068, U+2069):
+    in a page's title, where no element (<bdi>) may go, a run id's bidirectional
+    overrides cannot reorder the words around it."""
+    return f"\u2068{text}\u2069"
+
+
 def run_link(run: str) -> str:
     return f'<a class="id" href="/runs/{esc(quote(run, safe=""))}">{esc(run)}</a>'
 
@@ -112,14 +121,24 @@ def _when(t: datetime | None) -> str:
     return "" if t is None else t.isoformat().replace("+00:00", "Z")
 
 
-NAV = (("/", "Fleet"), ("/runs", "Runs"), ("/epochs", "Slots and epochs"), ("/incident", "Incident"))
+NAV = (
+    ("/", "Fleet"),
+    ("/runs", "Runs"),
+    ("/epochs", "Slots and epochs"),
+    ("/incident", "Incident"),
+    ("/whatif", "What-if"),
+    ("/audit", "Audit"),
+)
+NAV_OPS = {"/audit": "audit_report"}  # a link shown only to a role that may open it
 
 
 def page(request: Req, title: str, body: str, *, current: str) -> Response[str]:
     """A whole console page: the navigation, who is logged in, `body` (escaped HTML)."""
     who = auth.caller(request)
     nav = "".join(
-        f'<a href="{href}"{" aria-current=page" if href == current else ""}>{esc(text)}</a>' for href, text in NAV
+        f'<a href="{href}"{" aria-current=page" if href == current else ""}>{esc(text)}</a>'
+        for href, text in NAV
+        if href not in NAV_OPS or access.allows(who.role, NAV_OPS[href])
     )
     name = who.name or who.token or "loopback"
     logout = ""
@@ -403,7 +422,7 @@ def run_page(request: Req, run: str) -> Response[str]:
     view = cast("RunView", reads.run_view.fn(request.app.state, run=run))
     history = cast("list[HistoryEntry]", reads.history_of.fn(request.app.state, run=run))
     body = f'<div id="run" data-live>{_facts(view)}<h2>History</h2>{_history(history)}</div>{_acts_form(request, run)}'
-    return page(request, f"Run {run}", body, current="/runs")
+    return page(request, f"Run {isolate(run)}", body, current="/runs")
 
 
 @get("/epochs", opt={"op": "epoch_liveness"}, sync_to_thread=True, include_in_schema=False)
@@ -473,6 +492,136 @@ def incident(
     return _html(request, text)
 
 
+# What a difference says, in the columns of the what-if table (rule R4's evidence).
+WHATIF_HEAD = ("kind", "run", "sweep", "judged at", "owner", "owner live", "age", "verdict", "then", "evidence")
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else _age(value)
+
+
+def _difference(d: Any) -> list[str]:
+    sweep = f"{d.sweep_process} / {d.sweep_epoch} @ {d.position}"
+    owner = "" if d.owner_process is None else f"{d.owner_process} / {d.owner_epoch or ''}"
+    live = "" if d.owner_live is None else ("yes" if d.owner_live else "no")
+    verdict = []
+    if d.alternative is not None:
+        verdict.append(f"alternative: {d.alternative.rule}")
+    if d.recorded_rule is not None:
+        verdict.append(f"recorded: {d.recorded_rule}")
+    then = d.then or ""
+    if d.running_for_s is not None:
+        until = f" until {_when(d.until)} ({d.until_why})" if d.until is not None else ""
+        then = f"running {_seconds(d.running_for_s)} longer{until}"
+    if d.found_at is not None:
+        then += f"; recovered at {_when(d.found_at)} by {d.found_by or ''}"
+    picture = urlencode({"at": _when(d.at), "run": d.run})
+    return [
+        _cell(d.kind),
+        f'<td>{run_link(d.run)} <a href="/incident?{esc(picture)}">on the timeline</a></td>',
+        _cell(sweep),
+        _cell(_when(d.at)),
+        _cell(owner),
+        _cell(live),
+        _cell(_seconds(d.age_s)),
+        _cell("; ".join(verdict)),
+        _cell(then),
+        _cell(d.message),
+    ]
+
+
+@get("/whatif", opt={"op": "whatif"}, sync_to_thread=True, include_in_schema=False)
+def whatif(request: Req, policy: str | None = None, at: str | None = None) -> Response[str]:
+    """What-if (rule R4): a policy NAME[:ARG] and an instant as a GET form; every verdict
+    that differs from the recorded sweeps', with its evidence, each run linked to its
+    page and to the incident picture at the sweep. `/v1/whatif`'s own call."""
+    names = "".join(f'<option value="{esc(n)}"></option>' for n in sorted(BUILTIN))
+    form = (
+        '<form class="filters" method="get" action="/whatif">'
+        f'<label>policy<input name="policy" list="policies" value="{esc(policy)}" placeholder="flat-age:30m" '
+        f'required></label><datalist id="policies">{names}</datalist>'
+        f'<label>up to<input name="at" value="{esc(at)}" placeholder="2026-09-09T14:20:00Z"></label>'
+        '<button type="submit">Replay</button></form>'
+        '<p class="muted">Policies: epoch (the recorded rule), flat-age:D, floor:D, clamp, heartbeat:D, or one '
+        "installed as a plug-in; the instant is RFC 3339 (empty: the whole log).</p>"
+    )
+    chosen = (policy or "").strip()
+    if not chosen:
+        return page(request, "What-if", form, current="/whatif")
+    found = cast("WhatIf", reads.whatif.fn(request.app.state, policy=chosen, at=at or None))
+    summary = (
+        f'<p id="whatif-summary">Policy <strong>{esc(found.policy)}</strong> over {esc(found.sweeps)} sweeps, '
+        f"up to log position {esc(found.position)} ({esc(_when(found.at))}): "
+        f"{esc(len(found.differences))} verdicts differ.</p>"
+    )
+    rows = [_difference(d) for d in found.differences]
+    listing = table(WHATIF_HEAD, rows, empty="no verdict differs from the recorded sweeps'")
+    return page(request, f"What-if: {chosen}", form + summary + listing, current="/whatif")
+
+
+def _audit_table(found: AuditTable) -> str:
+    rows = [[_cell(v) for v in row] for row in found.rows]
+    return table(found.columns, rows, empty="no rows") + f'<p class="muted">{esc(len(found.rows))} rows</p>'
+
+
+def _options(values: Iterable[str], chosen: str | None) -> str:
+    return "".join(f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v)}</option>' for v in values)
+
+
+def _sql_form(sql: str | None) -> str:
+    return (
+        '<h2>Read-only SQL</h2><form method="get" action="/audit/query">'
+        f'<label>one SELECT (WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)<textarea name="sql" rows="4" cols="80" '
+        f'required>{esc(sql)}</textarea></label> <button type="submit">Run</button></form>'
+        '<p class="muted">Bounded in time and memory as <code>epochledger audit query</code> is (docs/audit.md, '
+        "Bounds); a statement that writes is refused.</p>"
+    )
+
+
+@get("/audit", opt={"op": "audit_report"}, sync_to_thread=True, include_in_schema=False)
+def audit_page(request: Req, report: str | None = None, as_of: str | None = None, period: str = "day") -> Response[str]:
+    """Audit (rule A1): a canned report over the audit file, chosen by a GET form
+    (`/v1/audit/reports/{name}`'s own call), and for a role that may query it, the
+    read-only SQL form (`/audit/query`)."""
+    chosen = report or None
+    form = (
+        '<form class="filters" method="get" action="/audit">'
+        f'<label>report<select name="report">{_options(["", *facade.audit_report_names()], chosen)}</select></label>'
+        f'<label>as of<input name="as_of" value="{esc(as_of)}" placeholder="2026-09-10T00:00:00Z"></label>'
+        f'<label>period<select name="period">{_options(facade.audit_periods(), period)}</select></label>'
+        '<button type="submit">Report</button></form>'
+        '<p class="muted">Over the audit file (<code>epochledger audit sync</code> fills it); as of empty: its '
+        "newest event.</p>"
+    )
+    body = form
+    if chosen is not None:
+        found = cast(
+            "AuditTable",
+            reads.audit_report.fn(
+                request.app.state,
+                name=chosen,
+                as_of=as_of or None,
+                period=period,
+                label=None,
+                timeout=None,
+                memory_limit=None,
+            ),
+        )
+        body += f"<h2>{esc(chosen)}</h2>" + _audit_table(found)
+    if access.allows(auth.caller(request).role, "audit_query"):
+        body += _sql_form(None)
+    return page(request, "Audit", body, current="/audit")
+
+
+@get("/audit/query", opt={"op": "audit_query"}, sync_to_thread=True, include_in_schema=False)
+def audit_sql(request: Req, sql: str) -> Response[str]:
+    """Read-only audit SQL (the auditor's and admin's; `/v1/audit/query`'s own call,
+    with its default bounds): the result as a table, every value escaped."""
+    found = cast("AuditTable", reads.audit_query.fn(request.app.state, sql=sql, timeout=None, memory_limit=None))
+    body = _sql_form(sql) + "<h2>Result</h2>" + _audit_table(found)
+    return page(request, "Audit SQL", body, current="/audit")
+
+
 # --------------------------------------------------------------- the acts
 @post("/runs/{run:str}/confirm", opt={"op": "run_view"}, sync_to_thread=True, status_code=200, include_in_schema=False)
 def confirm(request: Req, run: str, data: Form) -> Response[str]:
@@ -494,7 +643,7 @@ def confirm(request: Req, run: str, data: Form) -> Response[str]:
         f'<button class="danger" type="submit">Confirm: {esc(act)}</button></form>'
         f"<p>{run_link(run)} (cancel: go back to the run)</p>"
     )
-    return page(request, f"Confirm: {act} {run}", body, current="/runs")
+    return page(request, f"Confirm: {act} {isolate(run)}", body, current="/runs")
 
 
 def _operator(request: Req) -> str:
@@ -548,10 +697,14 @@ def act_resume(request: Req, run: str, data: Form) -> Response[str]:
 
 
 # ------------------------------------------------------------------ sessions
-_LOGIN_FORM = (
-    '<form method="post" action="/login"><label>token<input name="token" type="password" autocomplete="off" required>'
-    '</label> <button type="submit">Log in</button></form>'
-)
+def _login_form(request: Req) -> str:
+    """The login form, with the CSRF token of this browser's cookie (login CSRF: a form
+    on another site cannot log the browser in to the attacker's session)."""
+    return (
+        f'<form method="post" action="/login"><input type="hidden" name="csrf" value="{esc(csrf_of(request))}">'
+        '<label>token<input name="token" type="password" autocomplete="off" required>'
+        '</label> <button type="submit">Log in</button></form>'
+    )
 
 
 def _bare(request: Req, title: str, body: str, status: int = 200) -> Response[str]:
@@ -566,20 +719,22 @@ def _bare(request: Req, title: str, body: str, status: int = 200) -> Response[st
 @get("/login", opt={"op": "console_login"}, include_in_schema=False)
 async def login_form(request: Req) -> Response[str]:
     """The login page: a token, once, for a session cookie."""
-    return _bare(request, "Log in", "<p>Paste a token (epochledger token create).</p>" + _LOGIN_FORM)
+    return _bare(request, "Log in", "<p>Paste a token (epochledger token create).</p>" + _login_form(request))
 
 
 @post("/login", opt={"op": "console_login"}, sync_to_thread=True, include_in_schema=False)
 def login(request: Req, data: Form) -> Response[str]:
     """A token for a session cookie (rule H10): Secure over https (or behind a proxy
     that says so), HttpOnly, SameSite=Strict. An unknown token: the form again (422),
-    no cookie; the login route is public, so never a 401 (rule H4)."""
+    no cookie; the login route is public, so never a 401 (rule H4). The form's CSRF
+    token must be its cookie's, as for an act (a 403 otherwise): no login CSRF."""
+    check_csrf(request, data)
     token = data.get("token", "").strip()
     service: Any = request.app.state.service
     with service.use() as ledger:
         found = ledger.authenticate(token) if auth.well_formed(token) else None
     if found is None:
-        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _LOGIN_FORM, 422)
+        return _bare(request, "Log in", '<p role="alert">Unknown or revoked token.</p>' + _login_form(request), 422)
     response: Response[str] = Response("", status_code=303, headers={"Location": "/"})
     response.set_cookie(
         Cookie(
@@ -597,20 +752,36 @@ def login(request: Req, data: Form) -> Response[str]:
 
 
 @post("/logout", opt={"op": "console_login"}, include_in_schema=False)
-async def logout(request: Req) -> Response[str]:
-    """End the session: the cookie is cleared."""
+async def logout(request: Req, data: Form) -> Response[str]:
+    """End the session: the cookie is cleared, if the form's CSRF token is its cookie's
+    (a 403 otherwise: another site cannot log the browser out)."""
+    check_csrf(request, data)
     response: Response[str] = Response("", status_code=303, headers={"Location": "/login"})
     response.delete_cookie(auth.SESSION_COOKIE, path="/")
     return response
 
 
+HEADERS = [
+    ResponseHeader(name="Content-Security-Policy", value=CSP),
+    ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
+    ResponseHeader(name="Referrer-Policy", value="same-origin"),
+]
+
+
 def refused(request: Req, error: AccessRefused) -> Response[Any]:
     """A browser without a session asking for a page (GET, `Accept: text/html`) goes to
-    the login page (303); every other refusal, a script's included, is the service's
-    problem document (epochledger/service/problems.py)."""
+    the login page (303); a browser's page refused to its role (403), a page saying
+    so; every other refusal, a script's included, is the service's problem document
+    (epochledger/service/problems.py)."""
     browser = "text/html" in request.headers.get("accept", "")
     if error.status == 401 and request.method == "GET" and browser and not request.headers.get("authorization"):
         return Response("", status_code=303, headers={"Location": "/login"})
+    if error.status == 403 and request.method == "GET" and browser:
+        body = f'<p role="alert">{esc(error.detail)}</p><p><a href="/">Back to the fleet</a></p>'
+        response = _bare(request, "Refused", body, 403)
+        for header in HEADERS:  # an exception handler's response: the router's headers are not added
+            response.headers[header.name] = header.value or ""
+        return response
     return problems.access_refused(request, error)
 
 
@@ -623,6 +794,9 @@ ROUTER = Router(
         run_page,
         epochs,
         incident,
+        whatif,
+        audit_page,
+        audit_sql,
         confirm,
         act_correct,
         act_cancel,
@@ -631,11 +805,7 @@ ROUTER = Router(
         login,
         logout,
     ],
-    response_headers=[
-        ResponseHeader(name="Content-Security-Policy", value=CSP),
-        ResponseHeader(name="X-Content-Type-Options", value="nosniff"),
-        ResponseHeader(name="Referrer-Policy", value="same-origin"),
-    ],
+    response_headers=HEADERS,
     exception_handlers={AccessRefused: refused},
     include_in_schema=False,
 )
