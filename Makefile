@@ -12,7 +12,7 @@ BIN     = $(VENV)/bin
 # of its own, which tests/airflow_instance.py runs Airflow from (docs/adapters.md, "Airflow").
 AIRFLOW_VENV ?= .venv-airflow
 
-.PHONY: demo serve test ts-client ts-test check bench mutation clean
+.PHONY: demo serve test ts-client ts-test check bench mutation clean axe screenshots
 
 $(BIN)/epochledger: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,9 +65,27 @@ ts-test: $(BIN)/epochledger $(TS)/node_modules/.installed
 	cd $(TS) && node scripts/generate.mjs ../../docs/openapi.json src/api.ts --check
 	cd $(TS) && npx tsc -p tsconfig.json && EPOCHLEDGER_PYTHON=$(abspath $(BIN))/python node --test dist/test/
 
-# The timeline tests (rule V1) drive Debian's chromium, and the alerting rules' tests (rule H7)
+# axe-core from the npm registry, pinned by tests/axe/package-lock.json, into tests/axe: the
+# console's accessibility check injects it into the page (rule H11, tests/test_console_browser.py).
+AXE = tests/axe/node_modules/axe-core/axe.min.js
+$(AXE): tests/axe/package.json tests/axe/package-lock.json
+	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing Debian's nodejs and npm for axe-core"; \
+		apt-get install -y -q nodejs npm >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q nodejs npm >/dev/null; }; \
+	fi
+	cd tests/axe && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+axe: $(AXE)
+
+# The console's screenshots in docs/console/ (docs/console.md), in headless Chromium.
+screenshots: $(BIN)/epochledger
+	$(BIN)/python -m tests.console_shots
+
+# The timeline and console tests (rules V1, H11) drive Debian's chromium, and the alerting rules' tests (rule H7)
 # Debian's promtool (package prometheus); as root, install them if missing.
-test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery $(AIRFLOW_VENV)/.installed
+test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery $(AIRFLOW_VENV)/.installed $(AXE)
 	@if [ "$$(id -u)" = 0 ] && [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then \
 		echo "make test: installing Debian's chromium for the timeline tests (rule V1)"; \
 		apt-get install -y -q chromium >/dev/null 2>&1 || \
@@ -77,6 +95,11 @@ test: $(BIN)/epochledger $(VENV)/.dagster $(VENV)/.celery $(AIRFLOW_VENV)/.insta
 		echo "make test: installing Debian's prometheus for promtool, which checks docs/alerts.yml (rule H7)"; \
 		apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && { ! command -v curl >/dev/null || ! command -v jq >/dev/null; } && command -v apt-get >/dev/null; then \
+		echo "make test: installing Debian's curl and jq for docs/service.md's HTTP loops (rule H2)"; \
+		apt-get install -y -q curl jq >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q curl jq >/dev/null; }; \
 	fi
 	$(BIN)/python -m pytest -n 2 -q
 	$(MAKE) ts-test

@@ -19,7 +19,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochledger import sweep as sweep_mod
 from epochledger.cache import CACHE_STREAMS, StateCache, _holds
@@ -47,7 +47,7 @@ from ledger import settings as settings_mod
 from ledger import tokens as tokens_mod
 from ledger.clock import Clock, boot_instant, checked_clock
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, RunNotFound, StaleEpoch
+from ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
 from ledger.events import (
     LedgerDefaultSlot,
     Name,
@@ -69,6 +69,9 @@ from ledger.process import EpochState, HostState
 from ledger.store import Poison, Store, open_store
 from projections import orphans as orphans_mod
 from projections.orphans import MARGIN
+
+if TYPE_CHECKING:
+    from epochledger.tick import TickOutcome, TickReport
 
 __all__ = [  # the facade's own names, then what it re-exports from its pieces
     "ORPHAN_MARGIN_S",
@@ -97,6 +100,7 @@ __all__ = [  # the facade's own names, then what it re-exports from its pieces
 RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
 ProcessState = process_stream_mod.ProcessState
+BOOT_ATTEMPTS = 5  # a boot is always legal: one that loses a race to another boot is decided again
 
 
 # Fork (docs/adapters.md, "Fork"): a Ledger used on both sides of os.fork() (a prefork
@@ -290,13 +294,13 @@ class Ledger(Commands, Reports):
             machine=machine,
             booted_at=booted_at,
         )
-        for attempt in range(5):  # a boot is always legal: a lost race just retries
+        for attempt in range(BOOT_ATTEMPTS):  # a boot is always legal: a lost race just retries
             try:
                 state = self.submit(event).epoch(event.epoch)
                 assert state is not None
                 return state
             except ConflictError:
-                if attempt == 4:
+                if attempt == BOOT_ATTEMPTS - 1:
                     raise
         raise AssertionError  # pragma: no cover
 
@@ -434,6 +438,32 @@ class Ledger(Commands, Reports):
         live epoch) or an epoch of slot `probe@<host>` booted for it (rules O7, O8;
         epochledger/probe.py)."""
         return probe(self, epoch=epoch, sweep=sweep)
+
+    def tick_report(
+        self,
+        epoch: EpochArg,
+        outcomes: Sequence[TickOutcome],
+        *,
+        tick: str | None = None,
+        tick_failure_deadline: timedelta | float | None = None,
+        actor: str = "tick",
+    ) -> TickReport:
+        """Record a tick a scheduler ran itself (a foreign tick loop reporting over HTTP):
+        each run's outcome, judged by the tick driver's rules T1-T3 (epochledger/tick.py,
+        `report_tick`; the deadline defaults to its DEFAULT_TICK_FAILURE_DEADLINE), on
+        behalf of `epoch`. Returns the tick's report, whose `dead_letters` name the runs
+        it dead-lettered. A tick that could not be recorded raises its error: StaleEpoch
+        (the epoch is no longer live; what it reported is kept as run.fenced evidence),
+        RunNotFound (a reported run is unknown: nothing appended), a StoreError (the store
+        failed under the writes: send the same report with the same `tick` again, which
+        appends nothing that already landed)."""
+        from epochledger import tick as tick_mod
+
+        deadline = tick_mod.DEFAULT_TICK_FAILURE_DEADLINE if tick_failure_deadline is None else tick_failure_deadline
+        report = tick_mod.report_tick(self, epoch, outcomes, tick_id=tick, tick_failure_deadline=deadline, actor=actor)
+        if report.fatal is not None and isinstance(report.fatal.exception, LedgerError):
+            raise report.fatal.exception
+        return report
 
     def keep_fenced(self, refusal: StaleEpoch) -> None:
         """Append the run.fenced evidence of a refused stale report (its own

@@ -382,6 +382,23 @@ class AuditTable(msgspec.Struct, kw_only=True):
         return cls(columns=list(result.columns), rows=[list(r) for r in result.rows])
 
 
+class Fleet(msgspec.Struct, kw_only=True):
+    """The fleet now, as the console's first page shows it: live runs by status, the
+    running runs by slot (run ids, sorted), the orphans and unjudged runs with their
+    rule and evidence (`Reports.orphaned`), the runs with an open tick streak
+    (`Reports.streaking`), tick health with its dead-letters, the epochs whose sweep gave
+    up (rule O5), the log's head and every view's lag behind it."""
+
+    by_status: dict[str, int]
+    running_by_slot: dict[str, list[str]]
+    orphans: list[Orphaned]
+    streaking: list[Streaking]
+    tick_health: TickHealth
+    sweep_failed: list[EpochState]
+    head: int
+    lags: list[ViewLag]
+
+
 class Orphaned(msgspec.Struct, kw_only=True):
     """A running run the ledger's events say is an orphan (`verdict`), or one no slot
     can judge (`unjudged`, rule O9), with the rule that applies and why, in words
@@ -666,6 +683,27 @@ class Reports:
         ]
         return StreakingRuns(runs=rows, lag=listing.lag)
 
+    def fleet(self) -> Fleet:
+        """The fleet now (`Fleet`): each part read by the facade's own report, the
+        views caught up once, by the first."""
+        listing = self.list_runs(shape="row")
+        by_status: dict[str, int] = {}
+        running: dict[str, list[str]] = {}
+        for r in listing.runs:
+            by_status[r.status] = by_status.get(r.status, 0) + 1
+            if r.status == "running":
+                running.setdefault(r.process or "", []).append(r.run)
+        return Fleet(
+            by_status=dict(sorted(by_status.items())),
+            running_by_slot={slot: sorted(runs) for slot, runs in sorted(running.items())},
+            orphans=self.orphaned(),
+            streaking=self.streaking(catch_up_first=False).runs,
+            tick_health=self.tick_health_summary(catch_up_first=False),
+            sweep_failed=[e for e in self._ledger.epochs() if e.sweep_failed_at is not None],
+            head=self.head(),
+            lags=self.view_lags(),
+        )
+
     def epoch_liveness(
         self, *, process: str | None = None, live_only: bool = False, retired: bool = False
     ) -> list[EpochLiveness]:
@@ -763,12 +801,28 @@ class Reports:
         """Write the incident's page (rule V1) to `output`, atomically, never over the
         ledger's own files."""
         from epochledger.files import atomic_write
-        from replay.timeline import page
 
-        text = page(self.store, start=start, end=end, cursor=cursor, runs=runs).encode()
+        text = self.timeline_page(start=start, end=end, cursor=cursor, runs=runs).encode()
         with atomic_write(output, protected=self.store.local_files()) as f:
             f.write(text)
         return TimelineWritten(path=output, size=len(text))
+
+    def timeline_page(
+        self,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        cursor: datetime | None = None,
+        runs: Sequence[str] | None = None,
+        assets: str | None = None,
+        header: str = "",
+    ) -> str:
+        """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
+        style and script from instead of inlining them; `header`: the caller's HTML
+        before its title (replay/timeline.py)."""
+        from replay.timeline import page
+
+        return page(self.store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
 
     # --------------------------------------------------- import, export, digests
     # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which

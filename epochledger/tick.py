@@ -67,7 +67,7 @@ from epochledger.passes import CrossRunPass, ItemFailure
 from ledger import lifecycle
 from ledger.clock import elapsed
 from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, LedgerError, RoleHeld, StaleEpoch, StoreError
+from ledger.errors import ConflictError, InvalidInput, LedgerError, RoleHeld, RunNotFound, StaleEpoch, StoreError
 from ledger.events import (
     Name,
     RunDeadLettered,
@@ -400,9 +400,13 @@ _UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
 def error_class(exc: BaseException) -> str:
-    """`module.Qualname` (builtins bare), fitted to the event's Name field."""
+    """`module.Qualname` (builtins bare), fitted to the event's Name field; a failure
+    a foreign tick loop reported keeps the class it named (ReportedFailure)."""
     cls = type(exc)
-    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    if isinstance(exc, ReportedFailure):
+        name = exc.error_class
+    else:
+        name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
     return _UNSAFE.sub("_", name)[:MAX_CLASS] or "Exception"
 
 
@@ -956,6 +960,96 @@ class TickDriver:
             fenced=fenced,
             skipped=tuple(skipped),
         )
+
+
+# ------------------------------------------------- ticks run elsewhere
+class TickOutcome(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One run's outcome in a tick that a scheduler ran itself, in any language (a Rust
+    tick loop over HTTP): every step succeeded (`step` None), or step `step` raised an
+    error of class `error_class` with message `error`."""
+
+    run: str
+    step: str | None = None
+    error_class: str | None = None
+    error: str = ""
+
+
+class ReportedFailure(Exception):
+    """A step failure a foreign tick loop reported (TickOutcome): the class it named and
+    its message, recorded as they were reported."""
+
+    def __init__(self, run: str, step: str, error_class: str, error: str):
+        self.run, self.step, self.error_class = run, step, error_class
+        super().__init__(error)
+
+
+class _ReportedTick(TickDriver):
+    """The driver over the runs of a reported tick: its steps replay each run's reported
+    outcome (the first step a run failed at raises its ReportedFailure), so the streak,
+    the recovery, the dead-letter and the fencing are the driver's own (T1-T3, F1), never
+    a copy. It drives only the reported runs: a run the report leaves out is not judged."""
+
+    def __init__(self, ledger: Ledger, outcomes: Sequence[TickOutcome], **kw: Any):
+        self.outcomes = {o.run: o for o in outcomes}
+        names = list(dict.fromkeys(o.step for o in outcomes if o.step is not None)) or ["reported"]
+        super().__init__(ledger, [(n, self._replay(n)) for n in names], step_deadline=None, **kw)
+
+    def _replay(self, step: str) -> Step:
+        def replay(state: RunState) -> None:
+            o = self.outcomes[state.run]
+            if o.step == step:
+                assert o.error_class is not None
+                raise ReportedFailure(o.run, step, o.error_class, o.error)
+
+        return replay
+
+    def list_active(self) -> list[RunState]:
+        states = self.ledger.read_states([run_stream(r) for r in self.outcomes])
+        found: list[RunState] = []
+        for run in self.outcomes:
+            state = states[run_stream(run)]
+            if state is None or state.deleted:
+                raise RunNotFound(run, deleted=state is not None)
+            if lifecycle.is_active(state.status, state.code):
+                found.append(state)
+        return found
+
+
+def report_tick(
+    ledger: Ledger,
+    epoch: EpochRef | str,
+    outcomes: Sequence[TickOutcome],
+    *,
+    tick_id: str | None = None,
+    tick_failure_deadline: timedelta | float = DEFAULT_TICK_FAILURE_DEADLINE,
+    actor: str = "tick",
+) -> TickReport:
+    """Record a tick that a scheduler ran itself: each reported run's outcome, judged by
+    the driver's rules (T1-T3: `decision`, the streak, a recovery only when one is open,
+    the dead-letter once the streak outlives `tick_failure_deadline`), on behalf of
+    `epoch` (fenced, F1). A run the report names that is unknown or deleted is refused
+    (RunNotFound) before anything is appended; one that is no longer active is not in
+    the tick. The same report again with the same `tick_id` appends nothing (a retried
+    delivery). No cleanup runs here: the scheduler releases what a dead-lettered run held
+    when the report names it (`dead_letters`)."""
+    if not isinstance(outcomes, Sequence) or not all(isinstance(o, TickOutcome) for o in outcomes):
+        raise InvalidInput(f"expected a list of TickOutcome, got {outcomes!r}", where="outcomes")
+    for i, o in enumerate(outcomes):
+        _name(o.run, f"outcomes[{i}].run")
+        if (o.step is None) != (o.error_class is None):
+            raise InvalidInput(
+                "a failed run names both the step and the error class; a run whose steps all succeeded names neither",
+                where=f"outcomes[{i}]",
+            )
+        if o.step is not None and o.error_class is not None:
+            _name(o.step, f"outcomes[{i}].step")
+            _name(o.error_class, f"outcomes[{i}].error_class")
+    runs = [o.run for o in outcomes]
+    if len(set(runs)) != len(runs):
+        twice = sorted({r for r in runs if runs.count(r) > 1})
+        raise InvalidInput(f"a tick reports each run once; reported twice: {twice}", where="outcomes")
+    driver = _ReportedTick(ledger, outcomes, epoch=epoch, tick_failure_deadline=tick_failure_deadline, actor=actor)
+    return driver.tick(tick_id)
 
 
 # ------------------------------------------------------------------- reads

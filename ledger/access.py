@@ -53,6 +53,7 @@ READS: Final = frozenset(
         "follow",
         "stream",
         "metrics",
+        "fleet",
     }
 )
 # What a scheduler writes: its runs' transitions, its slots' boots, stops, exits and
@@ -102,8 +103,9 @@ ADMINISTRATION: Final = frozenset(
     }
 )
 # Served to anyone, with or without a token: they disclose nothing of the ledger
-# (liveness and readiness probes, the OpenAPI document).
-PUBLIC: Final = frozenset({"healthz", "readyz", "openapi"})
+# (liveness and readiness probes, the OpenAPI document), and the console's login page and
+# its own style sheet and script (the package's files).
+PUBLIC: Final = frozenset({"healthz", "readyz", "openapi", "console_login", "console_static"})
 # Checked against the last token registry read when the store does not answer: the
 # metrics say that the store is away (rule H7), which is when they are needed most. A
 # token revoked during the outage is refused again from the store's return on.

@@ -690,15 +690,8 @@ def follow(
                 failures = 0
             return  # stop was set
         except StoreError as e:
-            delay = backoff[min(failures, len(backoff) - 1)]
             failures += 1
-            if on_error is not None:
-                on_error(e, delay)
-            else:
-                import logging
-
-                logging.getLogger("epochledger.follow").warning("follow: %s; trying again in %g s", e, delay)
-            if stop.wait(delay):
+            if _waited_out(e, failures, backoff, on_error, stop, "follow"):
                 return
 
 
@@ -741,16 +734,30 @@ def heads(
                 if stop.wait(poll):
                     return
         except StoreError as e:
-            delay = backoff[min(failures, len(backoff) - 1)]
             failures += 1
-            if on_error is not None:
-                on_error(e, delay)
-            else:
-                import logging
-
-                logging.getLogger("epochledger.follow").warning("heads: %s; trying again in %g s", e, delay)
-            if stop.wait(delay):
+            if _waited_out(e, failures, backoff, on_error, stop, "heads"):
                 return
+
+
+def _waited_out(
+    error: StoreError,
+    failures: int,
+    backoff: Sequence[float],
+    on_error: Callable[[StoreError, float], None] | None,
+    stop: threading.Event,
+    what: str,
+) -> bool:
+    """A store error of follow or heads, the `failures`-th in a row: said (to `on_error`,
+    else a warning on logger `epochledger.follow`) and waited out with the backoff.
+    True when `stop` was set meanwhile."""
+    delay = backoff[min(failures - 1, len(backoff) - 1)]
+    if on_error is not None:
+        on_error(error, delay)
+    else:
+        import logging
+
+        logging.getLogger("epochledger.follow").warning("%s: %s; trying again in %g s", what, error, delay)
+    return stop.wait(delay)
 
 
 # ---------------------------------------------------------------- fleet reads

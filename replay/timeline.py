@@ -532,9 +532,16 @@ def render(
     cursor: datetime | None = None,
     runs: Sequence[str] | None = None,
     title: str = "epochledger timeline",
+    assets: str | None = None,
+    header: str = "",
 ) -> str:
     """The page, as text. `start`/`end`: the window (default: the whole history);
-    `cursor`: the instant under investigation; `runs`: only these runs (and their lanes)."""
+    `cursor`: the instant under investigation; `runs`: only these runs (and their lanes);
+    `assets`: a URL prefix the page links its style and script from (`timeline.css`,
+    `timeline.js`: STYLE and SCRIPT, for a page served under a Content-Security-Policy
+    without inline code, the console's), else both inline (one self-contained file);
+    `header`: HTML the caller made (and escaped) put before the title, the console's
+    navigation and window form."""
     lo = start or h.first or datetime(1970, 1, 1, tzinfo=UTC)
     hi = end or h.last or lo
     if cursor is not None and start is None and end is None:
@@ -680,13 +687,11 @@ def render(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{LEFT + WIDTH + 20}" height="{height}" '
         f'viewBox="0 0 {LEFT + WIDTH + 20} {height}">' + "".join(axis) + "\n".join(body) + cursor_svg + "</svg>"
     )
-    return _page(title, h, lo, hi, cursor, shown_runs, svg)
+    return _page(title, h, lo, hi, cursor, shown_runs, svg, assets, header)
 
 
 def _legend() -> str:
-    items = [
-        f'<span class="item status" data-status="{s}"><i style="background:{COLOURS[s]}"></i>{s}</span>' for s in Status
-    ]
+    items = [f'<span class="item status" data-status="{s}"><i class="s-{s}"></i>{s}</span>' for s in Status]
     for kind, (_, _, text) in MARKS.items():
         items.append(
             f'<span class="item mark" data-kind="{kind}"><svg width="16" height="16" viewBox="0 0 16 16">'
@@ -708,9 +713,13 @@ svg.timeline{display:block} .lane-bg{fill:#f9fafb;stroke:#e5e7eb}
 .seg{stroke:#fff;stroke-width:.5} .run-label,.run-code{font-size:10px;fill:#111827;pointer-events:none}
 .run-code{fill:#991b1b} .run:hover .seg{stroke:#111827;stroke-width:1}
 .cursor line{stroke:#e11d48;stroke-width:2;stroke-dasharray:4 3;pointer-events:none} .cursor text{fill:#e11d48;font-weight:600;font-size:12px}
+header form.window{margin:6px 0 12px} header input{font:inherit;width:15em}
 #tip{position:fixed;display:none;max-width:520px;background:#111827;color:#f9fafb;padding:6px 8px;border-radius:4px;
 font-size:12px;pointer-events:none;z-index:10;white-space:pre-wrap}
 """
+# The legend's swatches by class, not by a style attribute: a page served under a
+# Content-Security-Policy without inline style (the console's) shows them too.
+_CSS += "".join(f".legend i.s-{s}{{background:{c}}}" for s, c in COLOURS.items()) + "\n"
 
 # Hover: the SVG <title> already shows each element's details; this shows the same text at once, styled.
 _SCRIPT = """
@@ -723,16 +732,31 @@ document.addEventListener('mousemove',function(ev){tip.style.left=(ev.clientX+14
 """
 
 
-def _page(title: str, h: History, lo: datetime, hi: datetime, cursor: datetime | None, shown: int, svg: str) -> str:
+def _page(
+    title: str,
+    h: History,
+    lo: datetime,
+    hi: datetime,
+    cursor: datetime | None,
+    shown: int,
+    svg: str,
+    assets: str | None = None,
+    header: str = "",
+) -> str:
     sub = (
         f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
         f"ledger time {_iso(lo)} to {_iso(hi)}" + (f"; cursor at {_iso(cursor)}" if cursor is not None else "")
     )
+    if assets is None:
+        style, script = f"<style>{_CSS}</style>", f"<script>{_SCRIPT}</script>"
+    else:
+        style = f'<link rel="stylesheet" href="{_esc(assets)}timeline.css">'
+        script = f'<script src="{_esc(assets)}timeline.js"></script>'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{_esc(title)}</title>{style}</head><body>{header}"
         f'<h1>{_esc(title)}</h1><p class="sub">{_esc(sub)}</p>{_legend()}{svg}'
-        f'<div id="tip"></div><script>{_SCRIPT}</script></body></html>\n'
+        f'<div id="tip"></div>{script}</body></html>\n'
     )
 
 
@@ -743,6 +767,8 @@ def page(
     end: datetime | None = None,
     cursor: datetime | None = None,
     runs: Sequence[str] | None = None,
+    assets: str | None = None,
+    header: str = "",
 ) -> str:
     """The page of the whole log in `store` (undecodable events are left out, rule T4).
     InvalidInput for a window that ends before it starts or an instant without a time
@@ -756,4 +782,8 @@ def page(
     for run in runs or ():
         if run not in h.bars:
             raise RunNotFound(run)
-    return render(h, start=start, end=end, cursor=cursor, runs=runs)
+    return render(h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
+
+
+STYLE = _CSS  # the page's style and script, for a server that links them (`assets`)
+SCRIPT = _SCRIPT

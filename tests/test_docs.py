@@ -111,9 +111,15 @@ RULE_IDS = [  # in the book's order (docs/rules.md)
     "C2",
     "H1",
     "H2",
+    "H3",
     "H4",
     "H5",
+    "H6",
     "H7",
+    "H8",
+    "H9",
+    "H10",
+    "H11",
 ]
 
 

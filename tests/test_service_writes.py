@@ -90,6 +90,10 @@ def test_H2_every_write_of_the_python_api_over_http_with_the_same_rules(base: st
     # Bad input: 422 naming the field, whether msgspec's decoding or the ledger's checks refuse it.
     unknown = problem(post(base, "/v1/runs/r9/queue", {"bogus": 1}), 422, "invalid-input")
     assert "bogus" in unknown["fields"]["errors"][0]["message"]
+    malformed = httpx.post(
+        f"{base}/v1/runs/r9/queue", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert "malformed" in problem(malformed, 400, "bad-request")["detail"]
     bad_id = problem(post(base, "/v1/runs/r%20x/queue", {}), 422, "invalid-input")
     assert "`$.run`" in bad_id["detail"]
     bad_status = problem(
@@ -172,3 +176,127 @@ def test_H3_a_repeated_write_returns_the_original_outcome_and_says_it_was_alread
     assert count(store_url) == head
     ok(post(base, "/v1/runs/r2/queue", {}))
     assert ok(post(base, "/v1/runs/r2/start", {"epoch": "e1"}, headers=k3))["recorded"] is True
+
+
+def test_T1_T2_T3_H2_a_tick_outcome_report_is_judged_by_the_tick_drivers_rules(base: str, store_url: str) -> None:
+    boot(base, "loop", "e1")
+    for run in ("a", "b", "c"):
+        ok(post(base, f"/v1/runs/{run}/queue", {}))
+        ok(post(base, f"/v1/runs/{run}/start", {"epoch": "e1"}))
+
+    def tick(name: str, outcomes: list[dict[str, Any]], deadline: float = 3600) -> dict[str, Any]:
+        body = {"tick": name, "outcomes": outcomes, "tick_failure_deadline_s": deadline}
+        return ok(post(base, "/v1/epochs/e1/tick", body))
+
+    failed = {"step": "admit", "error_class": "io::Error", "error": "disk gone"}
+    first = tick("t1", [{"run": "a", **failed}, {"run": "b"}, {"run": "c"}])
+    assert first["advanced"] == ["b", "c"] and first["recovered"] == [] and first["appended"] == 1
+    assert [(f["run"], f["error_class"], f["failures"]) for f in first["failures"]] == [("a", "io::Error", 1)]
+    head = count(store_url)
+    assert tick("t1", [{"run": "a", **failed}, {"run": "b"}, {"run": "c"}])["appended"] == 0  # a retried report
+    assert count(store_url) == head
+    # T3: a recovery only where a streak is open; a healthy run appends nothing.
+    second = tick("t2", [{"run": "a"}, {"run": "b"}])
+    assert second["recovered"] == ["a"] and second["appended"] == 1
+    # T2: the streak outlives the deadline: dead-lettered, and the answer names it.
+    tick("t3", [{"run": "c", **failed}], deadline=0.001)
+    dead = tick("t4", [{"run": "c", **failed}], deadline=0.001)
+    assert [d["run"] for d in dead["dead_letters"]] == ["c"] and dead["failures"][0]["dead_lettered"] is True
+    with open_ledger(store_url, create=False) as ledger:
+        c = ledger.get_run("c")
+        assert (c.status, c.code) == ("failed", "TICK_DEADLINE_EXCEEDED")
+        assert ledger.get_run("a").tick_streak is None
+    # Refused whole, nothing appended: an unknown run (404), a half-stated failure (422).
+    head = count(store_url)
+    assert problem(
+        post(base, "/v1/epochs/e1/tick", {"outcomes": [{"run": "b"}, {"run": "nope"}]}), 404, "run-not-found"
+    )
+    half = post(base, "/v1/epochs/e1/tick", {"outcomes": [{"run": "b", "step": "admit"}]})
+    assert problem(half, 422, "invalid-input")["fields"]["where"] == "outcomes[0]"
+    assert count(store_url) == head
+    # F1: a report for an epoch that is no longer live is fenced (409).
+    boot(base, "loop", "e2")
+    problem(post(base, "/v1/epochs/e1/tick", {"outcomes": [{"run": "b", **failed}]}), 409, "stale-epoch")
+
+
+def test_L5_H2_a_batch_is_one_transaction_all_or_nothing_and_bounded(base: str, store_url: str) -> None:
+    boot(base, "w1", "e1")
+    commands = [{"op": "queue", "run": "a"}, {"op": "start", "run": "a", "epoch": "e1"}, {"op": "queue", "run": "b"}]
+    got = ok(post(base, "/v1/batch", {"commands": commands}))
+    assert [(r["op"], r["run"]["status"], r["recorded"]) for r in got["results"]] == [
+        ("queue", "queued", True),
+        ("start", "running", True),
+        ("queue", "queued", True),
+    ]
+    assert got["appended"] == 3
+    again = ok(post(base, "/v1/batch", {"commands": commands[1:]}))
+    assert (again["appended"], again["already"]) == (0, True)
+    head = count(store_url)
+    refused = post(base, "/v1/batch", {"commands": [{"op": "queue", "run": "c"}, {"op": "finish", "run": "zz"}]})
+    assert problem(refused, 409, "illegal-transition")["fields"]["command"] == 1
+    assert count(store_url) == head  # c was not queued either
+    unknown_op = post(base, "/v1/batch", {"commands": [{"op": "explode", "run": "c"}]})
+    problem(unknown_op, 422, "invalid-input")
+    slots = [
+        {"op": "begin_stop", "epoch": "e1"},
+        {"op": "exited", "process": "w1", "epoch": "e1", "observed_by": "k8s"},
+    ]
+    done = ok(post(base, "/v1/batch", {"commands": slots}))
+    assert done["results"][1]["epoch"]["exited_by"] == "k8s"
+    # H8: more than max_batch commands is refused before any is decided.
+    many = {"commands": [{"op": "queue", "run": f"m{i}"} for i in range(10_001)]}
+    assert problem(post(base, "/v1/batch", many), 422, "invalid-input")["fields"]["where"] == "commands"
+    assert count(store_url) == head + 2
+
+
+def test_H4_the_write_routes_make_the_guards_checks(sqlite_url: str) -> None:
+    """An operator's act, a slot another token's, a command of a batch: each write route
+    asks the guard (epochledger/service/auth.py) before it writes anything."""
+    with open_ledger(sqlite_url, init=True) as ledger:
+        writer = ledger.issue_token("writer", name="tick", slots=["a-*"]).secret
+        operator = ledger.issue_token("operator", name="ops").secret
+        admin = ledger.issue_token("admin", name="root").secret
+
+    def as_(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    with served(sqlite_url) as base:
+        ok(
+            post(
+                base,
+                "/v1/processes/a-1/boot",
+                {"booted_at": BOOTED, "host": "h", "pid": 1, "epoch": "ea"},
+                headers=as_(writer),
+            )
+        )
+        refused = post(
+            base,
+            "/v1/processes/b-1/boot",
+            {"booted_at": BOOTED, "host": "h", "pid": 1, "epoch": "eb"},
+            headers=as_(writer),
+        )
+        assert problem(refused, 403, "forbidden")["fields"]["slot"] == "b-1"
+        ok(
+            post(
+                base,
+                "/v1/processes/b-1/boot",
+                {"booted_at": BOOTED, "host": "h", "pid": 1, "epoch": "eb"},
+                headers=as_(admin),
+            )
+        )
+        ok(post(base, "/v1/runs/r1/queue", {}, headers=as_(writer)))
+        problem(post(base, "/v1/runs/r1/start", {"epoch": "eb"}, headers=as_(writer)), 403, "forbidden")
+        ok(post(base, "/v1/runs/r1/start", {"epoch": "ea"}, headers=as_(writer)))
+        ok(post(base, "/v1/runs/r1/pause", {"kind": "operator"}, headers=as_(writer)))
+        act = post(base, "/v1/runs/r1/resume", {"by": "operator"}, headers=as_(writer))
+        assert problem(act, 403, "forbidden")["fields"]["op"] == "resume.operator"
+        in_batch = post(
+            base, "/v1/batch", {"commands": [{"op": "resume", "run": "r1", "by": "operator"}]}, headers=as_(writer)
+        )
+        assert problem(in_batch, 403, "forbidden")["fields"]["op"] == "resume.operator"
+        assert (
+            ok(post(base, "/v1/runs/r1/resume", {"by": "operator"}, headers=as_(operator)))["run"]["status"] == "queued"
+        )
+        problem(post(base, "/v1/runs/r1/queue", {}), 401, "unauthorized")
+    with open_ledger(sqlite_url, create=False) as ledger:
+        assert [e.process for e in ledger.epochs()] == ["a-1", "b-1"]

@@ -21,29 +21,9 @@ from epochledger.ndjson import import_lines
 from ledger.events import Status
 from replay import timeline
 from tests import incident_histories as incidents
+from tests.browser import browser as browser  # the fixture
 
-CHROMIUM = os.environ.get("EPOCHLEDGER_CHROMIUM", "/usr/bin/chromium")
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
-
-
-def _no_browser(reason: str) -> None:
-    if os.environ.get("EPOCHLEDGER_TEST_BROWSER") == "require":
-        pytest.fail(f"EPOCHLEDGER_TEST_BROWSER=require but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _no_browser("the python package playwright is not installed (pip install -e '.[dev]')")
-    if not os.access(CHROMIUM, os.X_OK):
-        _no_browser(f"no Chromium at {CHROMIUM} (apt-get install -y chromium, or `make test` as root)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 class Loaded:

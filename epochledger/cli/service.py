@@ -30,6 +30,38 @@ from epochledger.cli.common import JSON, arg, cells_table, command, err, open_ns
         default=None,
         help="an idle live stream sends a comment this often, for proxies (default: 15)",
     ),
+    # The write path's bounds (rule H8): no default here; ServiceConfig's are their one
+    # home (epochledger/service/config.py), listed in docs/service.md, "Bounds and shutdown".
+    arg("--max-body-bytes", type=int, metavar="N", default=None, help="a larger request body is refused (413)"),
+    arg("--max-batch", type=int, metavar="N", default=None, help="commands in one /v1/batch; more are refused (422)"),
+    arg(
+        "--request-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="a request waiting longer for the ledger is refused (503)",
+    ),
+    arg(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="a keep-alive connection idle this long is closed",
+    ),
+    arg(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        default=None,
+        help="open connections and requests; more are refused (503)",
+    ),
+    arg(
+        "--grace",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="SIGTERM: requests in flight have this long to finish (0: none)",
+    ),
 )
 def cmd_serve(ns: argparse.Namespace) -> int:
     """Serve the ledger over HTTP: every write and read of the Python API, with the same
@@ -37,7 +69,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     /openapi/openapi.json (docs/service.md). The store must exist (`epochledger init`).
     Once a token exists (`epochledger token create`) every request needs one; a ledger
     without tokens serves loopback only, every local caller as admin. SIGTERM stops
-    accepting, lets requests in flight finish within the grace period and exits 0.
+    accepting, lets requests in flight finish within the grace period and exits 0. The
+    bounds' defaults are listed in docs/service.md, "Bounds and shutdown".
 
     Example: epochledger --store sqlite:///runs.db serve
              epochledger --store postgresql://writer@db/ledger serve --listen 0.0.0.0:9000
@@ -53,13 +86,29 @@ def cmd_serve(ns: argparse.Namespace) -> int:
             ("max_streams", ns.max_streams),
             ("stream_stall_s", ns.stream_stall),
             ("heartbeat_s", ns.heartbeat),
+            ("max_body_bytes", ns.max_body_bytes),
+            ("max_batch", ns.max_batch),
+            ("request_timeout_s", ns.request_timeout),
+            ("idle_timeout_s", ns.idle_timeout),
+            ("max_connections", ns.max_connections),
+            ("grace_s", ns.grace),
         )
         if value is not None
     }
+    flags = {
+        "max_streams": "--max-streams",
+        "stream_stall_s": "--stream-stall",
+        "heartbeat_s": "--heartbeat",
+        "max_body_bytes": "--max-body-bytes",
+        "max_batch": "--max-batch",
+        "request_timeout_s": "--request-timeout",
+        "idle_timeout_s": "--idle-timeout",
+        "max_connections": "--max-connections",
+        "grace_s": "--grace",
+    }
     for name, value in bounds.items():
-        if not value > 0:
-            flag = {"max_streams": "--max-streams", "stream_stall_s": "--stream-stall", "heartbeat_s": "--heartbeat"}
-            raise InvalidInput(f"must be more than 0, got {value!r}", where=flag[name])
+        if not (value >= 0 if name == "grace_s" else value > 0):
+            raise InvalidInput(f"must be more than 0, got {value!r}", where=flags[name])
     config = ServiceConfig(store=ns.store, host=host, port=port, **bounds)
     service = open_service(config)
     tokens = service.tokens_issued

@@ -24,6 +24,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
 from epochledger.service.config import ServiceConfig
+from ledger.errors import LockTimeout
 
 if TYPE_CHECKING:
     from litestar.handlers import HTTPRouteHandler
@@ -59,8 +60,16 @@ class Service:
 
     @contextmanager
     def use(self) -> Iterator[Ledger]:
-        with self.lock:
+        """The ledger, once the requests before this one are done with it. A request
+        that waits longer than the request timeout (rule H8) is refused with LockTimeout
+        (503 with Retry-After): it began nothing, so nothing of it was appended."""
+        timeout = self.config.request_timeout_s
+        if not self.lock.acquire(timeout=timeout):
+            raise LockTimeout("request", "the server's ledger (its requests take turns)", timeout)
+        try:
             yield self.ledger
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         with self.lock:
@@ -69,6 +78,7 @@ class Service:
 
 def create_app(config: ServiceConfig, *, service: Service | None = None) -> Litestar:
     """The application for `config`; `service`: an opened one (tests), else opened here."""
+    from epochledger import console
     from epochledger.service import auth, metrics, problems, reads, stream, writes
 
     svc = service if service is not None else Service(config)
@@ -77,6 +87,7 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
     watch.live = live
     handlers = [*writes.ROUTES, *reads.ROUTES, *stream.ROUTES, *metrics.ROUTES, *auth.ROUTES]
     problems.document_routes(handlers)
+    handlers += console.ROUTES
     return Litestar(
         route_handlers=handlers,
         guards=[auth.guard],
@@ -105,14 +116,15 @@ def create_app(config: ServiceConfig, *, service: Service | None = None) -> Lite
 
 
 def operation_id(handler: HTTPRouteHandler, method: Method, components: list[Any]) -> str:
-    """A route's operationId: its handler's name in camelCase (`queue_run` -> `queueRun`),
-    the method name the clients are generated with (clients/typescript)."""
-    if handler.handler_name.startswith("_"):  # Litestar's own (the document's routes)
-        from litestar._openapi.utils import default_operation_id_creator
+    """A route's operationId: its operation (`opt["op"]`, the facade method it calls, which
+    the role table keys on, rule H4), one name per route; the clients are generated with it
+    (clients/typescript)."""
+    op = handler.opt.get("op")
+    if isinstance(op, str) and handler.handler_name and not handler.handler_name.startswith("_"):
+        return op
+    from litestar._openapi.utils import default_operation_id_creator  # Litestar's own routes
 
-        return default_operation_id_creator(handler, method, components)
-    first, *rest = handler.handler_name.split("_")
-    return first + "".join(word.title() for word in rest)
+    return default_operation_id_creator(handler, method, components)
 
 
 def _version() -> str:

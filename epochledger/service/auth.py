@@ -56,7 +56,16 @@ if TYPE_CHECKING:
 # whatever it holds (a second scheme, a comma list, control or non-ASCII characters).
 MAX_TOKEN = 512
 _BEARER = re.compile(r"Bearer +([A-Za-z0-9\-._~+/]+=*)", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _STATE_KEY = "epochledger_caller"
+# The console's session (rule H10): a cookie holding a token, set by `POST /login`
+# (epochledger/console/pages.py), read here as the bearer token's equivalent.
+SESSION_COOKIE = "epochledger_session"
+
+
+def well_formed(token: str) -> bool:
+    """Is `token` an RFC 6750 b64token of at most MAX_TOKEN characters?"""
+    return len(token) <= MAX_TOKEN and _TOKEN.fullmatch(token) is not None
 
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,15 +88,21 @@ LOCAL = Caller(role=access.ADMIN)
 
 def credentials(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     """The bearer token the request carries, or None for none; AccessRefused (401) for a
-    malformed one. The one place a request's credentials are read: the console's session
-    cookie joins here (docs/service.md, "Tokens and roles"), nowhere else."""
+    malformed one. The one place a request's credentials are read: the Authorization
+    header, else the console's session cookie (SESSION_COOKIE, rule H10; docs/service.md,
+    "Tokens and roles"), nowhere else. A header wins over a cookie."""
     values = connection.headers.getall("authorization", [])
     if not values:
-        return None
+        session = connection.cookies.get(SESSION_COOKIE)
+        if session is None:
+            return None
+        if not well_formed(session):
+            raise AccessRefused(401, "malformed session cookie; log in again at /login")
+        return session
     if len(values) > 1:
         raise AccessRefused(401, "more than one Authorization header; send one: Authorization: Bearer <token>")
     found = _BEARER.fullmatch(values[0].strip(" "))
-    if found is None or len(found.group(1)) > MAX_TOKEN:
+    if found is None or not well_formed(found.group(1)):
         raise AccessRefused(401, "malformed Authorization header; expected: Authorization: Bearer <token>")
     return found.group(1)
 

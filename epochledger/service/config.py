@@ -1,4 +1,5 @@
-"""The service's settings and their documented defaults (rule H8, docs/service.md)."""
+"""The service's settings and their documented defaults (rule H8, docs/service.md,
+"Bounds and shutdown": a test keeps that table equal to these)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ class ServiceConfig(msgspec.Struct, frozen=True, kw_only=True):
     port: int = 8750
     max_body_bytes: int = 4 * 1024 * 1024  # a request body larger than this is refused (413)
     max_batch: int = 10_000  # commands in one group commit (/v1/batch); more: 422
-    request_timeout_s: float = 30.0  # a request still running then is answered 503
+    request_timeout_s: float = 30.0  # a request waiting this long for the ledger is answered 503
     max_streams: int = 64  # concurrent live streams (/v1/stream); more: 503 with Retry-After
     stream_stall_s: float = 10.0  # a stream whose queue stays full this long drops its slow client (rule H5)
     heartbeat_s: float = 15.0  # an idle stream sends a comment this often, so proxies keep it open

@@ -3,11 +3,11 @@
 The first outcome of a write sent with a key (its status and body) is kept as
 `idempotency.kept` on the key's own stream (ledger/idempotency.py: the Decider, its
 window and its refusal of a reused key), so every server on one store answers a retry
-with it. A write that is one group commit (a run's write, a slot's stop or exit, the
-batch) keeps its outcome in the same transaction: both land or neither, and two servers
-racing with one key conflict on the key's stream, the loser answering with the winner's
-outcome. A write the facade makes in transactions of its own (boot, startup, sweep,
-probe, a tick report) keeps its outcome after it: a crash in between leaves the write
+with it. A write that is one group commit (a run's write, a boot, a slot's stop or
+exit, the batch) keeps its outcome in the same transaction: both land or neither, and
+two servers racing with one key conflict on the key's stream, the loser answering with
+the winner's outcome. A write the facade makes in transactions of its own (startup,
+sweep, probe, a tick report) keeps its outcome after it: a crash in between leaves the write
 without its kept outcome, and a retry is decided again (docs/service.md, "Safe retries").
 A refused request keeps nothing (nothing is appended from it): its retry is decided again.
 """
@@ -68,32 +68,35 @@ def written(
     key: str | None,
     body: msgspec.Struct,
     apply: Callable[[Batch], Callable[[bool], msgspec.Struct]],
+    *,
+    attempts: int = 1,
 ) -> Response[Any]:
     """One group commit: `apply` submits the write to the batch and says how to encode
     its outcome given whether it appended anything; with a key, the outcome is kept in
-    the same commit (or the kept one answered)."""
-    if key is None:
-        with ledger.batch() as b:
-            encode = apply(b)
-            appended = b.pending > 0
-        return Response(encode(appended))
-    key = _key(key)
-    fp = fingerprint(request, body)
-    stream = idempotency_stream(key)
-    for attempt in range(2):
+    the same commit (or the kept one answered). A lost race (ConflictError) is answered
+    409, except with a key (decided again once: a server racing with the same key kept
+    its outcome first) or where the write is always legal (`attempts`: a boot)."""
+    stream = None
+    fp = ""
+    if key is not None:
+        key = _key(key)
+        fp = fingerprint(request, body)
+        stream = idempotency_stream(key)
+        attempts = max(attempts, 2)
+    for attempt in range(attempts):
         try:
             with ledger.batch() as b:
-                found = idempotency.check(b.state(stream), fp, ledger.clock.now())
-                if found is not None:
-                    return replay(found)
+                if stream is not None:
+                    found = idempotency.check(b.state(stream), fp, ledger.clock.now())
+                    if found is not None:
+                        return replay(found)
                 encode = apply(b)
                 result = encode(b.pending > 0)
-                b.submit(_kept(ledger, key, fp, result))
+                if key is not None:
+                    b.submit(_kept(ledger, key, fp, result))
             return Response(result)
         except ConflictError:
-            # Another writer moved a stream of this batch: if it kept this key's outcome
-            # (a server racing with the same key), the next round answers with it.
-            if attempt == 1:
+            if attempt == attempts - 1:
                 raise
     raise AssertionError  # pragma: no cover
 

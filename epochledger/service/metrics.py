@@ -10,7 +10,7 @@ Two kinds of metric (docs/service.md, "Metrics, health and alerts"):
   and the oldest one's age, each view's position and lag behind the head, the head).
 - Per server process: requests by route and status, write requests' latency, lost
   races (conflicts), live streams open and dropped, and the last chain verify this
-  process ran (`record_verify`, which the verify route calls).
+  process ran (`Metrics.record_verify`, which the verify route calls).
 
 /healthz answers without touching the store (the process is alive); /readyz reads the
 head and every view's lag: 503 (a problem document) when the store is unreachable or a
@@ -259,18 +259,8 @@ async def healthz() -> Health:
     return Health(status="alive")
 
 
-class Problem(msgspec.Struct, frozen=True, kw_only=True):
-    """The shape of a problem document (problems.py), for the OpenAPI document."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    fields: dict[str, Any] = {}
-
-
 NOT_READY = ResponseSpec(
-    Problem,
+    problems.Problem,
     generate_examples=False,
     description="Not ready: the store does not answer (store-unavailable) or a view lags the head by more than "
     "ready_max_lag positions (not-ready); with Retry-After",

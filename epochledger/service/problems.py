@@ -32,6 +32,7 @@ RETRY_AFTER_S = 1  # a store that is down: try again after this many seconds
 TABLE: tuple[tuple[type[e.LedgerError], int, str, str], ...] = (
     (e.LedgerError, 500, "ledger-error", "ledger error"),
     (e.InvalidInput, 422, "invalid-input", "invalid input"),
+    (e.NoSuchStore, 503, "no-such-store", "the store does not exist (no file, table or schema): nothing was created"),
     (e.BadPolicy, 422, "bad-policy", "unknown what-if policy or a bad argument to one"),
     (e.ImportRejected, 422, "import-rejected", "an import line was rejected; nothing was appended"),
     (e.ForeignRunRejected, 422, "foreign-run-rejected", "a foreign run was refused"),
@@ -91,6 +92,10 @@ def document(status: int, slug: str, title: str, detail: str, **extra: Any) -> R
 
 def ledger_error(request: Request[Any, Any, Any], error: e.LedgerError) -> Response[dict[str, Any]]:
     status, slug, title = classify(error)
+    if isinstance(error, e.NoSuchStore):
+        # Its message and fields name the server's store URL, which may hold a password:
+        # a client is told that the store is missing, never where it is.
+        return document(status, slug, title, title, error=type(error).__name__, fields={})
     extra: dict[str, Any] = {"error": type(error).__name__, "fields": error_fields(error)}
     if isinstance(error, _RETRY) and not isinstance(error, _NO_RETRY):
         extra["retry_after"] = RETRY_AFTER_S
@@ -128,7 +133,14 @@ def validation_error(request: Request[Any, Any, Any], error: ValidationException
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[dict[str, Any]]:
     """Litestar's own refusals (404 route, 405, 413, 401, 403, ...) in the same shape."""
-    slug = {401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+    slug = {
+        400: "bad-request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not-found",
+        405: "method-not-allowed",
+        413: "too-large",
+    }
     status = error.status_code
     return document(
         status,

@@ -171,7 +171,11 @@ def tick_health_summary(state: State) -> TickHealth:
     opt={"op": "replay"},
     sync_to_thread=True,
     summary="The fleet at a position or an instant, with its state hash",
-    responses={200: ResponseSpec(data_container=ReplayedDocument, description="the state and its hash")},
+    responses={
+        200: ResponseSpec(
+            data_container=ReplayedDocument, description="the state and its hash", generate_examples=False
+        )
+    },
 )
 def replay(
     state: State,
@@ -214,7 +218,9 @@ def verify(
     its first difference, not an error."""
     digests = [reports.parse_digest(d, "digest") for d in digest or ()]
     with _service(state).use() as ledger:
-        return ledger.verify(digests)
+        found = ledger.verify(digests)
+    state["metrics"].record_verify(found)  # the chain's last verify outcome (rule H7)
+    return found
 
 
 @get("/v1/digest", opt={"op": "take_digest"}, sync_to_thread=True, summary="The chain's head, to keep elsewhere")

@@ -8,6 +8,7 @@ short by the grace period landed whole or not at all (rule H8: nothing half-appl
 from __future__ import annotations
 
 import ipaddress
+import math
 import signal
 import socket
 from types import FrameType
@@ -91,8 +92,8 @@ def run(config: ServiceConfig, *, service: Service | None = None, app: Litestar 
             log_level="warning",
             access_log=False,  # a request line may carry a token in a query; nothing of it is logged (rule H4)
             limit_concurrency=config.max_connections,
-            timeout_keep_alive=int(config.idle_timeout_s),
-            timeout_graceful_shutdown=int(config.grace_s),
+            timeout_keep_alive=math.ceil(config.idle_timeout_s),  # uvicorn takes whole seconds
+            timeout_graceful_shutdown=math.ceil(config.grace_s),
             server_header=False,
         )
     )

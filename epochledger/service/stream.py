@@ -28,6 +28,7 @@ import asyncio
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,12 +38,11 @@ from litestar import Request, Response, get
 from litestar.datastructures import Cookie
 from litestar.enums import MediaType
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, Parameter, QueryParameter
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
 from epochledger.service import problems
-from epochledger.service.metrics import Problem
 from ledger.errors import LedgerError, ReadOnlyStore
 
 if TYPE_CHECKING:
@@ -213,6 +213,7 @@ class _Stream:
         self.room = asyncio.Event()  # set when the sender took a frame
         self.ready = asyncio.Event()  # set when the producer added one
         self.handed = -1  # the last event position handed to the connection
+        self.last_put = time.monotonic()
 
     def _full(self, frame: _Frame) -> bool:
         return len(self.frames) >= STREAM_QUEUE or (
@@ -222,7 +223,11 @@ class _Stream:
     def _put(self, frame: _Frame) -> None:
         self.frames.append(frame)
         self.queued += len(frame.body)
+        self.last_put = time.monotonic()
         self.ready.set()
+
+    def _heartbeat_due(self) -> bool:
+        return not self.frames and time.monotonic() - self.last_put >= self.live.config.heartbeat_s
 
     def _read(self) -> LogPage:
         return self.live.service.ledger.log_page(self.scanned, PAGE, **self.filters)
@@ -258,6 +263,8 @@ class _Stream:
                     )
                 self._put(frame)
             self.scanned = page.upto
+            if self._heartbeat_due():  # a filter that passed nothing for a while, on a log that moves
+                self._put(_HEARTBEAT)
 
     async def _send(self, send: Send) -> None:
         while True:
@@ -374,7 +381,7 @@ class EventStream(Response[bytes]):
     "max_streams at once: 503 with Retry-After past it.",
     responses={
         503: ResponseSpec(
-            Problem,
+            problems.Problem,
             generate_examples=False,
             description="This server serves max_streams streams already (too-many-streams), or the store does not "
             "answer (store-unavailable); with Retry-After",
@@ -386,11 +393,11 @@ async def stream(
     request: Request[Any, Any, Any],
     after: Annotated[int | None, Parameter(ge=0, description="start after this log position")] = None,
     last_event_id: Annotated[
-        int | None, Parameter(header="Last-Event-ID", ge=0, description="resume after this position (wins)")
+        int | None, HeaderParameter(name="Last-Event-ID", ge=0, description="resume after this position (wins)")
     ] = None,
     run: Annotated[list[str] | None, Parameter(description="only these runs' events")] = None,
     slot: Annotated[list[str] | None, Parameter(description="only these process slots' own events")] = None,
-    types: Annotated[list[str] | None, Parameter(query="type", description="only events of these types")] = None,
+    types: Annotated[list[str] | None, QueryParameter(name="type", description="only events of these types")] = None,
 ) -> Response[Any]:
     live: Live = request.app.state["live"]
     start = last_event_id if last_event_id is not None else after  # an EventSource reconnecting sends both

@@ -21,15 +21,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, post
-from litestar.params import Parameter
+from litestar.params import FromPath, HeaderParameter, JSONBody
 
-from epochledger.app import ORPHAN_MARGIN_S
+from epochledger.app import BOOT_ATTEMPTS, ORPHAN_MARGIN_S
 from epochledger.probe import ProbeReport
 from epochledger.service import auth
 from epochledger.service.idempotency import KEY_HEADER, kept, written
 from epochledger.sweep import SweepReport
+from epochledger.tick import TickOutcome, TickReport
+from ledger.errors import InvalidInput, LedgerError
 from ledger.events import Cause, Status
-from ledger.process import EpochState
+from ledger.process import EpochState, ProcessState
 from ledger.run import RunState
 
 if TYPE_CHECKING:
@@ -39,8 +41,8 @@ if TYPE_CHECKING:
 Req = Request[Any, Any, Any]
 IdemKey = Annotated[
     str | None,
-    Parameter(
-        header=KEY_HEADER,
+    HeaderParameter(
+        name=KEY_HEADER,
         required=False,
         description="Keep this write's first outcome under this key and answer a retry with it (rule H3)",
     ),
@@ -90,6 +92,10 @@ class RunBody(Body, frozen=True, kw_only=True):
     def slots(self) -> tuple[str, ...]:
         """The process slots this write acts for (auth.check_slot)."""
         return ()
+
+    def act_by(self) -> str | None:
+        """Who a resume says resumes (auth.check_act: `operator` is an operator's act)."""
+        return None
 
     def epochs(self) -> tuple[str, ...]:
         """The epochs this write reports on behalf of (auth.check_epoch)."""
@@ -172,6 +178,9 @@ class ResumeBody(RunBody, frozen=True, kw_only=True):
     def apply(self, b: Batch, run: str) -> RunState:
         return b.resume(run, self.by, answers=self.answers, actor=self.actor, reason=self.reason, at=self.at)
 
+    def act_by(self) -> str | None:
+        return self.by
+
 
 class FailBody(ReportBody, frozen=True, kw_only=True):
     code: str
@@ -221,6 +230,9 @@ class CorrectBody(Body, frozen=True, kw_only=True):
 
     def epochs(self) -> tuple[str, ...]:
         return ()
+
+    def act_by(self) -> str | None:
+        return None
 
 
 class RewindBody(RunBody, frozen=True, kw_only=True):
@@ -289,15 +301,23 @@ def service(request: Req) -> Service:
     return svc
 
 
-def _epoch_state(b: Batch, epoch: str) -> EpochState:
-    """The state of `epoch` as the batch now sees it (after its own writes)."""
-    found: EpochState = b.find_epoch(epoch)
+def _epoch_state(b: Batch | ProcessState, epoch: str) -> EpochState:
+    """The state of `epoch` as the batch (or the slot's state after a write) now sees it."""
+    found = b.epoch(epoch) if isinstance(b, ProcessState) else b.find_epoch(epoch)
+    assert found is not None  # just written or found (find_epoch raises UnknownEpoch)
     return found
 
 
-def run_write(request: Req, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
+def _check_run_write(request: Req, op: str, body: RunBody | CorrectBody) -> None:
+    """The guard's checks a run's write needs past its route's role: an operator's act
+    (a resume by the operator, a cancel as one; auth.check_act) and its slots."""
+    auth.check_act(request, op, by=body.act_by(), actor=body.actor)
     for slot in body.slots():
         auth.check_slot(request, slot)
+
+
+def run_write(request: Req, op: str, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
+    _check_run_write(request, op, body)
     with service(request).use() as ledger:
         for epoch in body.epochs():
             auth.check_epoch(request, ledger, epoch)
@@ -326,18 +346,24 @@ def epoch_write(
 
 
 def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledger], msgspec.Struct]) -> Response[Any]:
-    """A write the facade makes in transactions of its own (boot, startup, sweep, probe,
-    a tick report): its Idempotency-Key outcome is kept after it (idempotency.kept)."""
+    """A write the facade makes in transactions of its own (startup, sweep, probe, a
+    tick report): its Idempotency-Key outcome is kept after it (idempotency.kept)."""
     with service(request).use() as ledger:
         return kept(ledger, request, key, body, lambda: call(ledger))
 
 
 # ------------------------------------------------------------------- routes
 def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody], summary: str) -> Any:
-    def handler(request: Req, run: str, data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
-        return run_write(request, run, data, idempotency_key)
+    def handler(request: Req, run: FromPath[str], data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
+        return run_write(request, op, run, data, idempotency_key)
 
-    handler.__annotations__ = {**handler.__annotations__, "data": body_type}
+    # The body's and the answer's types, for Litestar's decoding and the OpenAPI document,
+    # written as annotations are (strings, resolved in this module).
+    handler.__annotations__ = {
+        **handler.__annotations__,
+        "data": f"JSONBody[{body_type.__name__}]",
+        "return": "Response[RunWritten]",
+    }
     handler.__name__ = handler.__qualname__ = f"run_{op}"
     return post(
         f"/v1/runs/{{run:str}}/{path}",
@@ -374,24 +400,28 @@ RUN_ROUTES = [
     tags=["processes"],
     summary="Boot a new epoch of a process slot (rule O1)",
 )
-def boot(request: Req, process: str, data: BootBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+def boot(
+    request: Req, process: FromPath[str], data: JSONBody[BootBody], idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
     auth.check_slot(request, process)
+    with service(request).use() as ledger:
 
-    def call(ledger: Ledger) -> EpochWritten:
-        state = ledger.boot(
-            process,
-            epoch=data.epoch,
-            host=data.host,
-            pid=data.pid,
-            actor=data.actor,
-            host_boot=data.host_boot,
-            pid_start=data.pid_start,
-            machine=data.machine,
-            booted_at=data.booted_at,
-        )
-        return EpochWritten(epoch=state, recorded=True, already=False)
+        def apply(b: Batch) -> Callable[[bool], EpochWritten]:
+            event = ledger.boot_event(
+                process,
+                epoch=data.epoch,
+                host=data.host,
+                pid=data.pid,
+                actor=data.actor,
+                host_boot=data.host_boot,
+                pid_start=data.pid_start,
+                machine=data.machine,
+                booted_at=data.booted_at,
+            )
+            state = _epoch_state(b.submit(event), event.epoch)
+            return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
 
-    return ledger_call(request, idempotency_key, data, call)
+        return written(ledger, request, idempotency_key, data, apply, attempts=BOOT_ATTEMPTS)
 
 
 @post(
@@ -403,7 +433,9 @@ def boot(request: Req, process: str, data: BootBody, idempotency_key: IdemKey = 
     tags=["processes"],
     summary="Boot a new epoch and sweep with it, before serving anything (rule O5)",
 )
-def startup(request: Req, process: str, data: StartupBody, idempotency_key: IdemKey = None) -> Response[StartupWritten]:
+def startup(
+    request: Req, process: FromPath[str], data: JSONBody[StartupBody], idempotency_key: IdemKey = None
+) -> Response[StartupWritten]:
     auth.check_slot(request, process)
 
     def call(ledger: Ledger) -> StartupWritten:
@@ -434,7 +466,9 @@ def startup(request: Req, process: str, data: StartupBody, idempotency_key: Idem
     tags=["processes"],
     summary="Record that an epoch has begun to stop (process.stopping)",
 )
-def begin_stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+def begin_stop(
+    request: Req, epoch: FromPath[str], data: JSONBody[StopBody], idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
     return epoch_write(
         request, data, idempotency_key, epoch, lambda b: b.begin_stop(epoch, actor=data.actor, reason=data.reason)
     )
@@ -449,7 +483,9 @@ def begin_stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKe
     tags=["processes"],
     summary="Record a clean stop of an epoch (process.stopping, process.stopped)",
 )
-def stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = None) -> Response[EpochWritten]:
+def stop(
+    request: Req, epoch: FromPath[str], data: JSONBody[StopBody], idempotency_key: IdemKey = None
+) -> Response[EpochWritten]:
     return epoch_write(
         request, data, idempotency_key, epoch, lambda b: b.stop(epoch, actor=data.actor, reason=data.reason)
     )
@@ -465,7 +501,11 @@ def stop(request: Req, epoch: str, data: StopBody, idempotency_key: IdemKey = No
     summary="Record that an epoch's process exited, as whoever saw it (rule O7)",
 )
 def exited(
-    request: Req, process: str, epoch: str, data: ExitedBody, idempotency_key: IdemKey = None
+    request: Req,
+    process: FromPath[str],
+    epoch: FromPath[str],
+    data: JSONBody[ExitedBody],
+    idempotency_key: IdemKey = None,
 ) -> Response[EpochWritten]:
     return epoch_write(
         request,
@@ -496,7 +536,9 @@ def exited(
     tags=["processes"],
     summary="Sweep with a live epoch the caller booted, judged by its boot instant (rule O5)",
 )
-def sweep(request: Req, epoch: str, data: SweepBody, idempotency_key: IdemKey = None) -> Response[SweepReport]:
+def sweep(
+    request: Req, epoch: FromPath[str], data: JSONBody[SweepBody], idempotency_key: IdemKey = None
+) -> Response[SweepReport]:
     with service(request).use() as ledger:
         auth.check_epoch(request, ledger, epoch)
 
@@ -515,7 +557,7 @@ def sweep(request: Req, epoch: str, data: SweepBody, idempotency_key: IdemKey = 
     tags=["processes"],
     summary="Probe this server's host's live epochs against its kernel, then sweep (rules O7, O8)",
 )
-def probe(request: Req, data: ProbeBody, idempotency_key: IdemKey = None) -> Response[ProbeReport]:
+def probe(request: Req, data: JSONBody[ProbeBody], idempotency_key: IdemKey = None) -> Response[ProbeReport]:
     if data.epoch is not None:
         with service(request).use() as ledger:
             auth.check_epoch(request, ledger, data.epoch)
@@ -526,4 +568,300 @@ def probe(request: Req, data: ProbeBody, idempotency_key: IdemKey = None) -> Res
     return ledger_call(request, idempotency_key, data, call)
 
 
-ROUTES: list[Any] = [*RUN_ROUTES, boot, startup, begin_stop, stop, exited, sweep, probe]
+# ------------------------------------------------------------- tick reports
+class TickReportBody(Body, frozen=True, kw_only=True):
+    """A tick the scheduler ran itself: each run's outcome (rules T1-T3). `tick` names
+    it (unique per tick; the same report again with the same `tick` appends nothing);
+    `tick_failure_deadline_s`: the T2 bound, default the tick driver's."""
+
+    outcomes: list[TickOutcome]
+    tick: str | None = None
+    tick_failure_deadline_s: float | None = None
+
+
+class TickFailed(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: datetime  # the streak's first failure
+    failures: int  # in the streak, this one included
+    dead_lettered: bool
+    recorded: bool
+
+
+class TickDeadLetter(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    step: str
+    reason: str
+    failing_since: datetime
+    failures: int
+    recorded: bool  # False: the store refused it; the next failing report dead-letters it again
+
+
+class TickUnrecorded(msgspec.Struct, frozen=True, kw_only=True):
+    run: str
+    event: str
+    error: str
+
+
+class TickReported(msgspec.Struct, frozen=True, kw_only=True):
+    """What the ledger recorded for a reported tick: the runs that advanced, the streaks
+    that closed, the failures, and the runs it dead-lettered (release what they held)."""
+
+    tick: str
+    active: int
+    advanced: list[str]
+    recovered: list[str]
+    failures: list[TickFailed]
+    dead_letters: list[TickDeadLetter]
+    unrecorded: list[TickUnrecorded]
+    appended: int
+
+
+def tick_reported(report: TickReport) -> TickReported:
+    return TickReported(
+        tick=report.tick,
+        active=report.active,
+        advanced=list(report.advanced),
+        recovered=list(report.recovered),
+        failures=[
+            TickFailed(
+                run=f.run,
+                step=f.step,
+                error_class=f.error_class,
+                error=f.error,
+                failing_since=f.failing_since,
+                failures=f.failures,
+                dead_lettered=f.dead_lettered,
+                recorded=f.recorded,
+            )
+            for f in report.failures
+        ],
+        dead_letters=[
+            TickDeadLetter(
+                run=d.run,
+                step=d.step,
+                reason=d.reason,
+                failing_since=d.failing_since,
+                failures=d.failures,
+                recorded=d.recorded,
+            )
+            for d in report.dead_letters
+        ],
+        unrecorded=[
+            TickUnrecorded(run=u.run, event=u.event, error=f"{type(u.error).__name__}: {u.error}")
+            for u in report.unrecorded
+        ],
+        appended=report.appended,
+    )
+
+
+@post(
+    "/v1/epochs/{epoch:str}/tick",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "tick_report"},
+    operation_id="tick_report",
+    tags=["processes"],
+    summary="Report a tick's per-run outcomes; the ledger applies T1-T3 and names the dead-lettered runs",
+)
+def tick_report(
+    request: Req, epoch: FromPath[str], data: JSONBody[TickReportBody], idempotency_key: IdemKey = None
+) -> Response[TickReported]:
+    with service(request).use() as ledger:
+        auth.check_epoch(request, ledger, epoch)
+
+    def call(ledger: Ledger) -> TickReported:
+        report = ledger.tick_report(
+            epoch, data.outcomes, tick=data.tick, tick_failure_deadline=data.tick_failure_deadline_s
+        )
+        return tick_reported(report)
+
+    return ledger_call(request, idempotency_key, data, call)
+
+
+# -------------------------------------------------------------- group commit
+# Each command is a route's body with its run (or epoch) inside and `op` as its tag.
+class QueueCommand(QueueBody, frozen=True, kw_only=True, tag_field="op", tag="queue"):
+    run: str
+
+
+class StartCommand(StartBody, frozen=True, kw_only=True, tag_field="op", tag="start"):
+    run: str
+
+
+class CheckpointCommand(CheckpointBody, frozen=True, kw_only=True, tag_field="op", tag="checkpoint"):
+    run: str
+
+
+class PauseCommand(PauseBody, frozen=True, kw_only=True, tag_field="op", tag="pause"):
+    run: str
+
+
+class ResumeCommand(ResumeBody, frozen=True, kw_only=True, tag_field="op", tag="resume"):
+    run: str
+
+
+class FailCommand(FailBody, frozen=True, kw_only=True, tag_field="op", tag="fail"):
+    run: str
+
+
+class FinishCommand(FinishBody, frozen=True, kw_only=True, tag_field="op", tag="finish"):
+    run: str
+
+
+class CancelCommand(CancelBody, frozen=True, kw_only=True, tag_field="op", tag="cancel"):
+    run: str
+
+
+class CorrectCommand(CorrectBody, frozen=True, kw_only=True, tag_field="op", tag="correct"):
+    run: str
+
+
+class RewindCommand(RewindBody, frozen=True, kw_only=True, tag_field="op", tag="rewind"):
+    run: str
+
+
+class DeleteCommand(DeleteBody, frozen=True, kw_only=True, tag_field="op", tag="delete"):
+    run: str
+
+
+class BeginStopCommand(StopBody, frozen=True, kw_only=True, tag_field="op", tag="begin_stop"):
+    epoch: str
+
+
+class StopCommand(StopBody, frozen=True, kw_only=True, tag_field="op", tag="stop"):
+    epoch: str
+
+
+class ExitedCommand(ExitedBody, frozen=True, kw_only=True, tag_field="op", tag="exited"):
+    process: str
+    epoch: str
+
+
+RunCommand = (
+    QueueCommand
+    | StartCommand
+    | CheckpointCommand
+    | PauseCommand
+    | ResumeCommand
+    | FailCommand
+    | FinishCommand
+    | CancelCommand
+    | CorrectCommand
+    | RewindCommand
+    | DeleteCommand
+)
+Command = RunCommand | BeginStopCommand | StopCommand | ExitedCommand
+
+
+class BatchBody(Body, frozen=True, kw_only=True):
+    """Commands appended together in one transaction, all or nothing (rules L5, H2):
+    each decided against the batch's own view (a run queued and started in one batch).
+    At most the server's max_batch (422 past it)."""
+
+    commands: list[Command]
+
+
+class BatchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One command's outcome: the run's or the epoch's state after it, and whether it
+    appended anything (`already`: its effect held)."""
+
+    op: str
+    run: RunState | None = None
+    epoch: EpochState | None = None
+    recorded: bool
+    already: bool
+
+
+class BatchWritten(msgspec.Struct, frozen=True, kw_only=True):
+    results: list[BatchResult]
+    appended: int  # events the batch appended
+    recorded: bool
+    already: bool  # every command's effect already held: nothing appended
+
+
+def _apply(b: Batch, command: Command) -> BatchResult:
+    before = b.pending
+    run: RunState | None = None
+    epoch: EpochState | None = None
+    if isinstance(command, BeginStopCommand):
+        b.begin_stop(command.epoch, actor=command.actor, reason=command.reason)
+        epoch = _epoch_state(b, command.epoch)
+    elif isinstance(command, StopCommand):
+        b.stop(command.epoch, actor=command.actor, reason=command.reason)
+        epoch = _epoch_state(b, command.epoch)
+    elif isinstance(command, ExitedCommand):
+        b.exited(
+            command.process,
+            command.epoch,
+            observed_by=command.observed_by,
+            exit_code=command.exit_code,
+            signal=command.signal,
+            evidence=command.evidence,
+            actor=command.actor,
+            reason=command.reason,
+            at=command.at,
+        )
+        epoch = _epoch_state(b, command.epoch)
+    else:
+        run = command.apply(b, command.run)
+    appended = b.pending > before
+    op: str = command.__struct_config__.tag  # type: ignore[assignment] # every Command has a str tag
+    return BatchResult(op=op, run=run, epoch=epoch, recorded=appended, already=not appended)
+
+
+@post(
+    "/v1/batch",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "batch"},
+    operation_id="batch",
+    tags=["runs"],
+    summary="A group commit: every command in one transaction, all or nothing",
+)
+def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = None) -> Response[BatchWritten]:
+    svc = service(request)
+    if len(data.commands) > svc.config.max_batch:
+        raise InvalidInput(
+            f"{len(data.commands)} commands; a batch holds at most {svc.config.max_batch} (the server's max_batch)",
+            where="commands",
+        )
+    for command in data.commands:  # each command is the act of its own route (rule H4)
+        op: str = command.__struct_config__.tag  # type: ignore[assignment] # every Command has a str tag
+        if isinstance(command, ExitedCommand):
+            auth.require(request, op)
+            auth.check_slot(request, command.process)
+        elif isinstance(command, BeginStopCommand | StopCommand):
+            auth.require(request, op)
+        else:
+            _check_run_write(request, op, command)
+    with svc.use() as ledger:
+        for command in data.commands:
+            epochs = (
+                (command.epoch,)
+                if isinstance(command, BeginStopCommand | StopCommand | ExitedCommand)
+                else command.epochs()
+            )
+            for epoch in epochs:
+                auth.check_epoch(request, ledger, epoch)
+
+        def apply(b: Batch) -> Callable[[bool], BatchWritten]:
+            before = b.pending
+            results = []
+            for i, command in enumerate(data.commands):
+                try:
+                    results.append(_apply(b, command))
+                except LedgerError as e:
+                    e.command = i  # type: ignore[attr-defined] # the problem document names the refused command
+                    raise
+            appended = b.pending - before
+            return lambda any_appended: BatchWritten(
+                results=results, appended=appended, recorded=any_appended, already=not any_appended
+            )
+
+        return written(ledger, request, idempotency_key, data, apply)
+
+
+ROUTES: list[Any] = [*RUN_ROUTES, boot, startup, begin_stop, stop, exited, sweep, probe, tick_report, batch]

@@ -6,203 +6,302 @@ export interface AuditTable {
   rows: unknown[][];
 }
 
+export interface BatchBody {
+  commands: (QueueCommand | StartCommand | CheckpointCommand | PauseCommand | ResumeCommand | FailCommand | FinishCommand | CancelCommand | CorrectCommand | RewindCommand | DeleteCommand | BeginStopCommand | StopCommand | ExitedCommand)[];
+}
+
+export interface BatchResult {
+  already: boolean;
+  epoch?: EpochState | null;
+  op: string;
+  recorded: boolean;
+  run?: RunState | null;
+}
+
+export interface BatchWritten {
+  already: boolean;
+  appended: number;
+  recorded: boolean;
+  results: BatchResult[];
+}
+
 export interface Beat {
   at: string;
   node: string;
   ref: string;
 }
 
-export interface BootBody {
-  booted_at: string;
-  host: string;
-  pid: number;
-  epoch?: string | null;
+export interface BeginStopCommand {
   actor?: string | null;
+  epoch: string;
+  op: "begin_stop";
+  reason?: string | null;
+}
+
+export interface BootBody {
+  actor?: string | null;
+  booted_at: string;
+  epoch?: string | null;
+  host: string;
   host_boot?: string | null;
-  pid_start?: number | null;
   machine?: string | null;
+  pid: number;
+  pid_start?: number | null;
 }
 
 export interface CancelBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
+  reason?: string | null;
+}
+
+export interface CancelCommand {
+  actor?: string | null;
+  at?: string | null;
+  op: "cancel";
+  reason?: string | null;
+  run: string;
 }
 
 export interface CancelledFrom {
-  status: Status;
+  cause?: Cause | null;
   code?: string;
   error?: string | null;
-  cause?: Cause | null;
   reason?: string | null;
+  status: Status;
 }
 
 export interface Cause {
+  cause?: Cause | null;
   code?: string;
   message?: string | null;
-  cause?: Cause | null;
 }
 
 export interface ChainReport {
   chained: boolean;
+  digests?: Digest[];
   events?: number;
+  failure?: Failure | null;
+  hash?: string;
   links?: number;
   position?: number;
-  hash?: string;
-  digests?: Digest[];
-  failure?: Failure | null;
 }
 
 export interface Checkpoint {
-  ref: string;
   node?: string | null;
+  ref: string;
 }
 
 export interface CheckpointBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
   epoch?: string | null;
   node: string;
+  reason?: string | null;
   ref: string;
 }
 
+export interface CheckpointCommand {
+  actor?: string | null;
+  at?: string | null;
+  epoch?: string | null;
+  node: string;
+  op: "checkpoint";
+  reason?: string | null;
+  ref: string;
+  run: string;
+}
+
 export interface CorrectBody {
-  to: Status;
   actor: string;
-  reason: string;
+  at?: string | null;
   code?: string;
   error?: string | null;
+  reason: string;
+  to: Status;
+}
+
+export interface CorrectCommand {
+  actor: string;
   at?: string | null;
+  code?: string;
+  error?: string | null;
+  op: "correct";
+  reason: string;
+  run: string;
+  to: Status;
 }
 
 export interface DamagedRun {
-  run: string;
-  position: number;
-  tag?: string | null;
   error: string;
+  position: number;
+  run: string;
+  tag?: string | null;
 }
 
 export interface DeadLetterRow {
-  run: string;
   at: string;
-  position: number;
-  tick: string;
-  step: string;
-  error_class: string;
+  cleanup_error?: string | null;
+  deadline_s: number;
   error: string;
+  error_class: string;
   failing_since: string;
   failures: number;
-  deadline_s: number;
-  cleanup_error?: string | null;
+  position: number;
+  run: string;
+  step: string;
+  tick: string;
 }
 
 export interface DeleteBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
+  reason?: string | null;
+}
+
+export interface DeleteCommand {
+  actor?: string | null;
+  at?: string | null;
+  op: "delete";
+  reason?: string | null;
+  run: string;
 }
 
 export interface Digest {
-  position: number;
-  hash: string;
   at: string;
+  hash: string;
+  position: number;
 }
 
 export interface EpochLiveness {
+  ended?: string | null;
   epoch: EpochState;
   live: boolean;
-  ended?: string | null;
   why?: string | null;
 }
 
 export interface EpochState {
-  process: string;
-  epoch: string;
   booted_at: string;
-  recorded_at: string;
-  host?: string | null;
-  pid?: number | null;
-  host_boot?: string | null;
-  pid_start?: number | null;
-  machine?: string | null;
-  superseded_by?: string | null;
-  superseded_at?: string | null;
-  stopping_at?: string | null;
-  stopped_at?: string | null;
+  epoch: string;
+  exit_code?: number | null;
+  exit_evidence?: string | null;
+  exit_signal?: number | null;
   exited_at?: string | null;
   exited_by?: string | null;
-  exit_code?: number | null;
-  exit_signal?: number | null;
-  exit_evidence?: string | null;
-  sweep_skipped?: string | null;
-  sweep_failed_at?: string | null;
+  host?: string | null;
+  host_boot?: string | null;
+  machine?: string | null;
+  pid?: number | null;
+  pid_start?: number | null;
+  process: string;
+  recorded_at: string;
   retired_at?: string | null;
+  stopped_at?: string | null;
+  stopping_at?: string | null;
+  superseded_at?: string | null;
+  superseded_by?: string | null;
+  sweep_failed_at?: string | null;
+  sweep_skipped?: string | null;
 }
 
 export interface EpochWritten {
+  already: boolean;
   epoch: EpochState;
   recorded: boolean;
-  already: boolean;
 }
 
 export interface ExitedBody {
-  observed_by: string;
-  exit_code?: number | null;
-  signal?: number | null;
-  evidence?: string | null;
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
+  evidence?: string | null;
+  exit_code?: number | null;
+  observed_by: string;
+  reason?: string | null;
+  signal?: number | null;
+}
+
+export interface ExitedCommand {
+  actor?: string | null;
+  at?: string | null;
+  epoch: string;
+  evidence?: string | null;
+  exit_code?: number | null;
+  observed_by: string;
+  op: "exited";
+  process: string;
+  reason?: string | null;
+  signal?: number | null;
 }
 
 export interface FailBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
-  epoch?: string | null;
-  code: string;
-  resumable: boolean;
-  error?: string | null;
   cause?: Cause | null;
+  code: string;
+  epoch?: string | null;
+  error?: string | null;
+  reason?: string | null;
+  resumable: boolean;
+}
+
+export interface FailCommand {
+  actor?: string | null;
+  at?: string | null;
+  cause?: Cause | null;
+  code: string;
+  epoch?: string | null;
+  error?: string | null;
+  op: "fail";
+  reason?: string | null;
+  resumable: boolean;
+  run: string;
 }
 
 export interface Failure {
   kind: string;
-  position: number;
   message: string;
+  position: number;
   stream?: string | null;
   version?: number | null;
 }
 
 export interface FencedEnd {
+  at: string;
   epoch: string;
   refused: string;
   reported: Status;
-  at: string;
 }
 
 export interface Finding {
-  process: string;
   epoch: string;
-  verdict: string;
-  pid?: number | null;
   evidence?: string | null;
+  pid?: number | null;
+  process: string;
+  verdict: string;
 }
 
 export interface FinishBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
   epoch?: string | null;
+  reason?: string | null;
+}
+
+export interface FinishCommand {
+  actor?: string | null;
+  at?: string | null;
+  epoch?: string | null;
+  op: "finish";
+  reason?: string | null;
+  run: string;
 }
 
 export interface FleetState {
-  position: number;
   at: string | null;
   events: number;
-  views: { [key: string]: unknown; };
   parked: { [key: string]: number[]; };
+  position: number;
+  views: { [key: string]: unknown; };
 }
 
 export interface Health {
@@ -210,22 +309,22 @@ export interface Health {
 }
 
 export interface HistoryEntry {
-  position: number;
-  version: number;
+  event?: RunQueued | RunStarted | RunCheckpointed | RunPaused | RunResumed | RunFailed | RunCancelled | RunFinished | RunRewound | RunDeleted | RunCorrected | RunTickFailed | RunTickRecovered | RunDeadLettered | RunRecovered | RunFenced | RunImported | ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed | ProcessRetired | LedgerDefaultSlot | RoleGranted | PassItemFailed | PassItemRecovered | PassItemRetired | IdempotencyKept | TokenIssued | TokenRevoked | null;
   from_status: string | null;
   label: string;
-  event?: RunQueued | RunStarted | RunCheckpointed | RunPaused | RunResumed | RunFailed | RunCancelled | RunFinished | RunRewound | RunDeleted | RunCorrected | RunTickFailed | RunTickRecovered | RunDeadLettered | RunRecovered | RunFenced | RunImported | ProcessBooted | ProcessStopping | ProcessStopped | ProcessExited | ProcessSweepSkipped | ProcessSweepFailed | ProcessRetired | LedgerDefaultSlot | RoleGranted | PassItemFailed | PassItemRecovered | PassItemRetired | IdempotencyKept | TokenIssued | TokenRevoked | null;
   poison?: Poison | null;
+  position: number;
+  version: number;
 }
 
 export interface IdempotencyKept {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  key: string;
-  fingerprint: string;
-  status: number;
+  at: string;
   body: string;
+  fingerprint: string;
+  key: string;
+  reason?: string | null;
+  status: number;
   type: "idempotency.kept";
 }
 
@@ -235,47 +334,47 @@ export interface IssuedToken {
 }
 
 export interface LedgerDefaultSlot {
-  at: string;
   actor?: string | null;
+  at: string;
   reason?: string | null;
   slot?: string | null;
   type: "ledger.default_slot";
 }
 
 export interface ListedRun {
-  run: string;
-  status: Status;
-  code?: string;
-  error?: string | null;
-  cause?: Cause | null;
-  workflow?: string | null;
-  process?: string | null;
-  epoch?: string | null;
-  checkpoint?: Checkpoint | null;
-  interaction?: string | null;
-  questions?: string[] | null;
-  answers?: { [key: string]: string; } | null;
-  queued_at: string;
-  started_at?: string | null;
-  updated_at: string;
   actor?: string | null;
-  reason?: string | null;
-  version?: number;
-  deleted?: boolean;
+  answers?: { [key: string]: string; } | null;
+  attempt?: number;
+  cancelled_from?: CancelledFrom | null;
+  cause?: Cause | null;
+  checkpoint?: Checkpoint | null;
+  code?: string;
+  code_shown?: string;
   corrections?: number;
-  tick_streak?: TickStreak | null;
-  slot_epoch?: string | null;
+  deleted?: boolean;
+  epoch?: string | null;
+  error?: string | null;
   fenced?: number;
   fenced_end?: FencedEnd | null;
+  interaction?: string | null;
   labels?: { [key: string]: string; };
   parent?: string | null;
-  cancelled_from?: CancelledFrom | null;
+  predicates?: { [key: string]: boolean; };
+  process?: string | null;
+  questions?: string[] | null;
+  queued_at: string;
   queued_process?: string | null;
-  attempt?: number;
+  reason?: string | null;
+  run: string;
+  slot_epoch?: string | null;
   source?: string | null;
   source_status?: string | null;
-  code_shown?: string;
-  predicates?: { [key: string]: boolean; };
+  started_at?: string | null;
+  status: Status;
+  tick_streak?: TickStreak | null;
+  updated_at: string;
+  version?: number;
+  workflow?: string | null;
 }
 
 export interface OpenStreak {
@@ -291,67 +390,81 @@ export interface OpenStreak {
 }
 
 export interface Orphaned {
+  rule?: string;
   state: RunState;
-  verdict?: Verdict | null;
   unjudged?: Unjudged | null;
+  verdict?: Verdict | null;
+  why?: string;
 }
 
 export interface PassItemFailed {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  name: string;
-  item: string;
-  tick: string;
-  epoch?: string | null;
-  error_class: string;
-  error?: string;
+  at: string;
   deliveries: number;
+  epoch?: string | null;
+  error?: string;
+  error_class: string;
+  item: string;
+  name: string;
+  reason?: string | null;
+  tick: string;
   type: "pass.item_failed";
 }
 
 export interface PassItemRecovered {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  name: string;
-  item: string;
-  tick: string;
+  at: string;
   epoch?: string | null;
+  item: string;
+  name: string;
+  reason?: string | null;
+  tick: string;
   type: "pass.item_recovered";
 }
 
 export interface PassItemRetired {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  name: string;
-  item: string;
-  tick: string;
-  epoch?: string | null;
-  error_class: string;
-  error?: string;
-  deliveries: number;
+  at: string;
   ceiling: number;
+  deliveries: number;
+  epoch?: string | null;
+  error?: string;
+  error_class: string;
+  item: string;
+  name: string;
+  reason?: string | null;
+  tick: string;
   type: "pass.item_retired";
 }
 
 export interface PauseBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
   epoch?: string | null;
-  kind: "operator" | "waiting_human";
   interaction?: string | null;
+  kind: "operator" | "waiting_human";
   questions?: string[] | null;
+  reason?: string | null;
+}
+
+export interface PauseCommand {
+  actor?: string | null;
+  at?: string | null;
+  epoch?: string | null;
+  interaction?: string | null;
+  kind: "operator" | "waiting_human";
+  op: "pause";
+  questions?: string[] | null;
+  reason?: string | null;
+  run: string;
 }
 
 export interface Poison {
+  error: string;
   position: number;
   stream: string;
-  version: number;
   tag: string | null;
-  error: string;
+  version: number;
 }
 
 export interface ProbeBody {
@@ -360,109 +473,130 @@ export interface ProbeBody {
 }
 
 export interface ProbeReport {
+  exited?: number;
+  findings?: Finding[];
   host: string;
   host_boot: string | null;
   observed_by: string;
-  findings?: Finding[];
-  exited?: number;
-  swept_by?: string | null;
-  sweep?: SweepReport | null;
   retired?: string[];
+  sweep?: SweepReport | null;
+  swept_by?: string | null;
+}
+
+export interface Problem {
+  detail: string;
+  error?: string | null;
+  fields?: { [key: string]: unknown; } | null;
+  status: number;
+  title: string;
+  type: string;
 }
 
 export interface ProcessBooted {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
-  epoch: string;
+  at: string;
   booted_at: string;
+  epoch: string;
   host?: string | null;
-  pid?: number | null;
   host_boot?: string | null;
-  pid_start?: number | null;
   machine?: string | null;
+  pid?: number | null;
+  pid_start?: number | null;
+  process: string;
+  reason?: string | null;
   type: "process.booted";
 }
 
 export interface ProcessExited {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
+  at: string;
   epoch: string;
-  observed_by: string;
-  exit_code?: number | null;
-  signal?: number | null;
   evidence?: string | null;
+  exit_code?: number | null;
+  observed_by: string;
+  process: string;
+  reason?: string | null;
+  signal?: number | null;
   type: "process.exited";
 }
 
 export interface ProcessRetired {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
+  at: string;
   epoch: string;
+  process: string;
+  reason?: string | null;
   type: "process.retired";
 }
 
 export interface ProcessStopped {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
+  at: string;
   epoch: string;
+  process: string;
+  reason?: string | null;
   type: "process.stopped";
 }
 
 export interface ProcessStopping {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
+  at: string;
   epoch: string;
+  process: string;
+  reason?: string | null;
   type: "process.stopping";
 }
 
 export interface ProcessSweepFailed {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
-  epoch: string;
+  at: string;
   attempts: number;
+  epoch: string;
   error: string;
+  process: string;
+  reason?: string | null;
   type: "process.sweep_failed";
 }
 
 export interface ProcessSweepSkipped {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  process: string;
-  epoch: string;
-  why: string;
-  now?: string | null;
+  at: string;
   booted_at?: string | null;
+  epoch: string;
+  now?: string | null;
+  process: string;
+  reason?: string | null;
   type: "process.sweep_skipped";
+  why: string;
 }
 
 export interface QueueBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
-  workflow?: string | null;
-  process?: string | null;
   labels?: { [key: string]: string; } | null;
   parent?: string | null;
+  process?: string | null;
+  reason?: string | null;
+  workflow?: string | null;
+}
+
+export interface QueueCommand {
+  actor?: string | null;
+  at?: string | null;
+  labels?: { [key: string]: string; } | null;
+  op: "queue";
+  parent?: string | null;
+  process?: string | null;
+  reason?: string | null;
+  run: string;
+  workflow?: string | null;
 }
 
 export interface Ready {
-  status: string;
+  bound: number;
   head: number;
   max_lag: number;
-  bound: number;
+  status: string;
 }
 
 export interface ReplayedDocument {
@@ -472,303 +606,322 @@ export interface ReplayedDocument {
 
 export interface ResumeBody {
   actor?: string | null;
-  reason?: string | null;
+  answers?: { [key: string]: string; } | null;
   at?: string | null;
   by: "operator" | "auto";
+  reason?: string | null;
+}
+
+export interface ResumeCommand {
+  actor?: string | null;
   answers?: { [key: string]: string; } | null;
+  at?: string | null;
+  by: "operator" | "auto";
+  op: "resume";
+  reason?: string | null;
+  run: string;
 }
 
 export interface RewindBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
+  reason?: string | null;
+  to_ref?: string | null;
+}
+
+export interface RewindCommand {
+  actor?: string | null;
+  at?: string | null;
+  op: "rewind";
+  reason?: string | null;
+  run: string;
   to_ref?: string | null;
 }
 
 export interface RoleGranted {
-  at: string;
   actor?: string | null;
+  at: string;
+  epoch: string;
+  previous_epoch?: string | null;
+  previous_evidence?: string | null;
+  previous_process?: string | null;
+  previous_rule?: string | null;
+  previous_token?: number | null;
+  process: string;
   reason?: string | null;
   role: string;
-  epoch: string;
-  process: string;
   token?: number;
-  previous_epoch?: string | null;
-  previous_process?: string | null;
-  previous_token?: number | null;
-  previous_rule?: string | null;
-  previous_evidence?: string | null;
   type: "role.granted";
 }
 
 export interface RunCancelled {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
   type: "run.cancelled";
 }
 
 export interface RunCheckpointed {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  epoch?: string | null;
+  node: string;
   reason?: string | null;
+  ref: string;
   run: string;
   status?: Status | null;
-  code?: string;
-  node: string;
-  ref: string;
-  epoch?: string | null;
   type: "run.checkpointed";
 }
 
 export interface RunCorrected {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  error?: string | null;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
   to: Status;
-  error?: string | null;
   type: "run.corrected";
 }
 
 export interface RunDeadLettered {
-  at: string;
   actor?: string | null;
+  at: string;
+  cleanup_error?: string | null;
+  code?: string;
+  deadline_s: number;
+  epoch?: string | null;
+  error?: string;
+  error_class: string;
+  failing_since: string;
+  failures: number;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
-  tick: string;
   step: string;
-  error_class: string;
-  error?: string;
-  failing_since: string;
-  failures: number;
-  deadline_s: number;
-  cleanup_error?: string | null;
-  epoch?: string | null;
+  tick: string;
   type: "run.dead_lettered";
 }
 
 export interface RunDeleted {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
   type: "run.deleted";
 }
 
 export interface RunFailed {
-  at: string;
   actor?: string | null;
+  at: string;
+  cause?: Cause | null;
+  code?: string;
+  epoch?: string | null;
+  error?: string | null;
   reason?: string | null;
+  resumable: boolean;
   run: string;
   status?: Status | null;
-  code?: string;
-  resumable: boolean;
-  error?: string | null;
-  cause?: Cause | null;
-  epoch?: string | null;
   type: "run.failed";
 }
 
 export interface RunFenced {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  run: string;
-  status?: Status | null;
+  at: string;
   code?: string;
   epoch: string;
+  reason?: string | null;
   refused: string;
-  why: string;
-  superseded_by?: string | null;
-  stopped_at?: string | null;
   report?: { [key: string]: unknown; };
   reported?: Status | null;
   rule?: string | null;
+  run: string;
+  status?: Status | null;
+  stopped_at?: string | null;
+  superseded_by?: string | null;
   type: "run.fenced";
+  why: string;
 }
 
 export interface RunFinished {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  epoch?: string | null;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
-  epoch?: string | null;
   type: "run.finished";
 }
 
 export interface RunImported {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  cursor: number;
   reason?: string | null;
   run: string;
-  status?: Status | null;
-  code?: string;
   source: string;
-  cursor: number;
   source_status?: string | null;
   source_updated?: string | null;
+  status?: Status | null;
   type: "run.imported";
 }
 
 export interface RunPage {
-  runs: ListedRun[];
   lag: number;
   next?: string | null;
+  runs: ListedRun[];
 }
 
 export interface RunPaused {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  epoch?: string | null;
+  interaction?: string | null;
+  kind: "operator" | "waiting_human";
+  questions?: string[] | null;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
-  kind: "operator" | "waiting_human";
-  interaction?: string | null;
-  questions?: string[] | null;
-  epoch?: string | null;
   type: "run.paused";
 }
 
 export interface RunQueued {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  labels?: { [key: string]: string; };
+  parent?: string | null;
+  process?: string | null;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
-  workflow?: string | null;
-  process?: string | null;
-  labels?: { [key: string]: string; };
-  parent?: string | null;
   type: "run.queued";
+  workflow?: string | null;
 }
 
 export interface RunRecovered {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  run: string;
-  status?: Status | null;
-  code?: string;
-  rule: string;
-  swept_by: string;
-  swept_by_process: string;
-  owner_process?: string | null;
-  owner_epoch?: string | null;
-  superseded_by?: string | null;
-  stopped_at?: string | null;
-  started_at?: string | null;
+  at: string;
   booted_at?: string | null;
+  code?: string;
   cutoff?: string | null;
-  margin?: number | null;
-  exited_at?: string | null;
-  observed_by?: string | null;
+  evidence?: string | null;
   exit_code?: number | null;
-  signal?: number | null;
+  exited_at?: string | null;
   host?: string | null;
   host_boot?: string | null;
-  rebooted_to?: string | null;
+  margin?: number | null;
+  observed_by?: string | null;
+  owner_epoch?: string | null;
+  owner_process?: string | null;
+  reason?: string | null;
   rebooted_by?: string | null;
-  evidence?: string | null;
+  rebooted_to?: string | null;
+  rule: string;
+  run: string;
+  signal?: number | null;
+  started_at?: string | null;
+  status?: Status | null;
+  stopped_at?: string | null;
+  superseded_by?: string | null;
+  swept_by: string;
+  swept_by_process: string;
   type: "run.recovered";
 }
 
 export interface RunResumed {
-  at: string;
   actor?: string | null;
+  answers?: { [key: string]: string; } | null;
+  at: string;
+  by: "operator" | "auto";
+  code?: string;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
-  by: "operator" | "auto";
-  answers?: { [key: string]: string; } | null;
   type: "run.resumed";
 }
 
 export interface RunRewound {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
   to_ref?: string | null;
   type: "run.rewound";
 }
 
 export interface RunStarted {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  run: string;
-  status?: Status | null;
+  at: string;
   code?: string;
   epoch?: string | null;
   process?: string | null;
+  reason?: string | null;
+  run: string;
   slot_epoch?: string | null;
+  status?: Status | null;
   type: "run.started";
 }
 
 export interface RunState {
-  run: string;
-  status: Status;
-  code?: string;
-  error?: string | null;
-  cause?: Cause | null;
-  workflow?: string | null;
-  process?: string | null;
-  epoch?: string | null;
-  checkpoint?: Checkpoint | null;
-  interaction?: string | null;
-  questions?: string[] | null;
-  answers?: { [key: string]: string; } | null;
-  queued_at: string;
-  started_at?: string | null;
-  updated_at: string;
   actor?: string | null;
-  reason?: string | null;
-  version?: number;
-  deleted?: boolean;
+  answers?: { [key: string]: string; } | null;
+  attempt?: number;
+  cancelled_from?: CancelledFrom | null;
+  cause?: Cause | null;
+  checkpoint?: Checkpoint | null;
+  code?: string;
   corrections?: number;
-  last?: RunQueued | RunStarted | RunCheckpointed | RunPaused | RunResumed | RunFailed | RunCancelled | RunFinished | RunRewound | RunDeleted | RunCorrected | RunTickFailed | RunTickRecovered | RunDeadLettered | RunRecovered | RunFenced | RunImported | null;
-  tick_streak?: TickStreak | null;
-  slot_epoch?: string | null;
+  deleted?: boolean;
+  epoch?: string | null;
+  error?: string | null;
   fenced?: number;
   fenced_end?: FencedEnd | null;
+  interaction?: string | null;
   labels?: { [key: string]: string; };
+  last?: RunQueued | RunStarted | RunCheckpointed | RunPaused | RunResumed | RunFailed | RunCancelled | RunFinished | RunRewound | RunDeleted | RunCorrected | RunTickFailed | RunTickRecovered | RunDeadLettered | RunRecovered | RunFenced | RunImported | null;
   parent?: string | null;
-  cancelled_from?: CancelledFrom | null;
+  process?: string | null;
+  questions?: string[] | null;
+  queued_at: string;
   queued_process?: string | null;
-  attempt?: number;
+  reason?: string | null;
+  run: string;
+  slot_epoch?: string | null;
   source?: string | null;
   source_status?: string | null;
+  started_at?: string | null;
+  status: Status;
+  tick_streak?: TickStreak | null;
+  updated_at: string;
+  version?: number;
+  workflow?: string | null;
 }
 
 export interface RunTickFailed {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  epoch?: string | null;
+  error?: string;
+  error_class: string;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
-  tick: string;
   step: string;
-  error_class: string;
-  error?: string;
-  epoch?: string | null;
+  tick: string;
   type: "run.tick_failed";
 }
 
@@ -779,45 +932,61 @@ export interface RunTickHealth {
 }
 
 export interface RunTickRecovered {
-  at: string;
   actor?: string | null;
+  at: string;
+  code?: string;
+  epoch?: string | null;
   reason?: string | null;
   run: string;
   status?: Status | null;
-  code?: string;
   tick: string;
-  epoch?: string | null;
   type: "run.tick_recovered";
 }
 
 export interface RunView {
-  state: RunState;
-  lag: number;
-  tick_health: RunTickHealth;
-  code_shown?: string;
-  predicates?: { [key: string]: boolean; };
   children?: string[];
+  code_shown?: string;
+  lag: number;
+  predicates?: { [key: string]: boolean; };
+  state: RunState;
+  tick_health: RunTickHealth;
+}
+
+export interface RunWritten {
+  already: boolean;
+  recorded: boolean;
+  run: RunState;
 }
 
 export interface StartBody {
   actor?: string | null;
-  reason?: string | null;
   at?: string | null;
   epoch?: string | null;
   process?: string | null;
+  reason?: string | null;
+}
+
+export interface StartCommand {
+  actor?: string | null;
+  at?: string | null;
+  epoch?: string | null;
+  op: "start";
+  process?: string | null;
+  reason?: string | null;
+  run: string;
 }
 
 export interface StartupBody {
-  booted_at: string;
-  host: string;
-  pid: number;
-  epoch?: string | null;
   actor?: string | null;
+  booted_at: string;
+  epoch?: string | null;
+  host: string;
   host_boot?: string | null;
-  pid_start?: number | null;
   machine?: string | null;
   margin?: number | null;
   new_slot?: boolean;
+  pid: number;
+  pid_start?: number | null;
 }
 
 export interface StartupWritten {
@@ -833,14 +1002,21 @@ export interface StopBody {
   reason?: string | null;
 }
 
+export interface StopCommand {
+  actor?: string | null;
+  epoch: string;
+  op: "stop";
+  reason?: string | null;
+}
+
 export interface Streaking {
   state: RunState;
   streak: { [key: string]: unknown; };
 }
 
 export interface StreakingRuns {
-  runs: Streaking[];
   lag: number;
+  runs: Streaking[];
 }
 
 export interface SweepBody {
@@ -848,102 +1024,152 @@ export interface SweepBody {
 }
 
 export interface SweepReport {
-  process: string;
-  epoch: string;
-  outcome: string;
-  recovered?: Verdict[];
-  fallback_skipped?: string | null;
   attempts?: number;
   conflict_rounds?: number;
   damaged?: DamagedRun[];
+  epoch: string;
+  fallback_skipped?: string | null;
+  outcome: string;
+  process: string;
+  recovered?: Verdict[];
   unjudged?: Unjudged[];
 }
 
+export interface TickDeadLetter {
+  failing_since: string;
+  failures: number;
+  reason: string;
+  recorded: boolean;
+  run: string;
+  step: string;
+}
+
+export interface TickFailed {
+  dead_lettered: boolean;
+  error: string;
+  error_class: string;
+  failing_since: string;
+  failures: number;
+  recorded: boolean;
+  run: string;
+  step: string;
+}
+
 export interface TickHealth {
+  dead_letters: number;
+  dead_letters_by_error_class: { [key: string]: number; };
+  dead_letters_by_step: { [key: string]: number; };
   now: string | null;
   open_streaks: { [key: string]: unknown; }[];
-  dead_letters: number;
-  dead_letters_by_step: { [key: string]: number; };
-  dead_letters_by_error_class: { [key: string]: number; };
+}
+
+export interface TickOutcome {
+  error?: string;
+  error_class?: string | null;
+  run: string;
+  step?: string | null;
+}
+
+export interface TickReportBody {
+  outcomes: TickOutcome[];
+  tick?: string | null;
+  tick_failure_deadline_s?: number | null;
+}
+
+export interface TickReported {
+  active: number;
+  advanced: string[];
+  appended: number;
+  dead_letters: TickDeadLetter[];
+  failures: TickFailed[];
+  recovered: string[];
+  tick: string;
+  unrecorded: TickUnrecorded[];
 }
 
 export interface TickStreak {
-  since: string;
+  error?: string;
+  error_class: string;
   failures: number;
   last_at: string;
-  tick: string;
+  since: string;
   step: string;
-  error_class: string;
-  error?: string;
+  tick: string;
+}
+
+export interface TickUnrecorded {
+  error: string;
+  event: string;
+  run: string;
 }
 
 export interface Token {
   id: string;
-  role: string;
-  name?: string | null;
-  slots?: string[];
   issued_at: string;
   issued_by?: string | null;
+  name?: string | null;
   revoked_at?: string | null;
   revoked_by?: string | null;
+  role: string;
+  slots?: string[];
 }
 
 export interface TokenIssued {
-  at: string;
   actor?: string | null;
-  reason?: string | null;
-  token: string;
-  role: string;
+  at: string;
   digest: string;
   name?: string | null;
+  reason?: string | null;
+  role: string;
   slots?: string[];
+  token: string;
   type: "token.issued";
 }
 
 export interface TokenRequest {
-  role: string;
   name?: string | null;
-  slots?: string[];
   reason?: string | null;
+  role: string;
+  slots?: string[];
 }
 
 export interface TokenRevoked {
-  at: string;
   actor?: string | null;
+  at: string;
   reason?: string | null;
   token: string;
   type: "token.revoked";
 }
 
 export interface Unjudged {
-  run: string;
-  rule?: string;
-  started_at?: string | null;
   epoch?: string | null;
+  rule?: string;
+  run: string;
+  started_at?: string | null;
 }
 
 export interface Verdict {
-  run: string;
-  rule: string;
-  owner_process?: string | null;
-  owner_epoch?: string | null;
-  superseded_by?: string | null;
-  stopped_at?: string | null;
-  exited_at?: string | null;
-  observed_by?: string | null;
-  exit_code?: number | null;
-  signal?: number | null;
-  host?: string | null;
-  host_boot?: string | null;
-  rebooted_to?: string | null;
-  rebooted_by?: string | null;
-  evidence?: string | null;
-  started_at?: string | null;
-  relative_to?: string | null;
-  default_slot?: string | null;
   booted_at?: string | null;
   cutoff?: string | null;
+  default_slot?: string | null;
+  evidence?: string | null;
+  exit_code?: number | null;
+  exited_at?: string | null;
+  host?: string | null;
+  host_boot?: string | null;
   margin?: number | null;
+  observed_by?: string | null;
+  owner_epoch?: string | null;
+  owner_process?: string | null;
+  rebooted_by?: string | null;
+  rebooted_to?: string | null;
+  relative_to?: string | null;
+  rule: string;
+  run: string;
+  signal?: number | null;
+  started_at?: string | null;
+  stopped_at?: string | null;
+  superseded_by?: string | null;
 }
 
 export interface Verification {
@@ -952,78 +1178,78 @@ export interface Verification {
 }
 
 export interface Verified {
-  view: string;
-  position: number;
-  rows: number;
-  parked: number;
   built?: boolean;
   difference?: verify_Difference | null;
+  parked: number;
+  position: number;
+  rows: number;
+  view: string;
 }
 
 export interface WhatIf {
+  at: string | null;
+  differences: whatif_Difference[];
   policy: string;
   position: number;
-  at: string | null;
   sweeps: number;
-  differences: whatif_Difference[];
 }
 
 export interface verify_Difference {
-  view: string;
-  key?: string | null;
   column?: string | null;
+  key?: string | null;
   live?: unknown;
-  replay?: unknown;
   message: string;
+  replay?: unknown;
+  view: string;
 }
 
 export interface whatif_Difference {
-  kind: string;
-  run: string;
-  sweep_process: string;
-  sweep_epoch: string;
-  position: number;
-  at: string;
-  owner_process?: string | null;
-  owner_epoch?: string | null;
-  owner_live?: boolean | null;
-  started_at?: string | null;
   age_s?: number | null;
-  last_checkpoint?: Beat | null;
   alternative?: Verdict | null;
-  recorded_rule?: string | null;
+  at: string;
   found_at?: string | null;
   found_by?: string | null;
+  kind: string;
+  last_checkpoint?: Beat | null;
+  message?: string;
+  owner_epoch?: string | null;
+  owner_live?: boolean | null;
+  owner_process?: string | null;
+  position: number;
+  recorded_rule?: string | null;
+  run: string;
   running_for_s?: number | null;
+  started_at?: string | null;
+  sweep_epoch: string;
+  sweep_process: string;
+  then?: string | null;
   until?: string | null;
   until_why?: string | null;
-  then?: string | null;
-  message?: string;
 }
 
 /** Every operation of the service: what it takes (`args`) and what it answers. */
 export interface Operations {
-  /** Asynccallable: POST /v1/tokens */
-  AsyncCallable: {
-    args: {
-    body: TokenRequest;
-    };
-    answer: IssuedToken;
-  };
   /** Read-only audit SQL: GET /v1/audit/query */
-  auditQuery: {
+  audit_query: {
     args: {
     query: { sql: string; timeout?: number | null; memory_limit?: string | null };
     };
     answer: AuditTable;
   };
   /** A canned audit report: GET /v1/audit/reports/{name} */
-  auditReport: {
+  audit_report: {
     args: {
     path: { name: string };
     query?: { as_of?: string | null; period?: string; label?: string | null; timeout?: number | null; memory_limit?: string | null };
     };
     answer: AuditTable;
+  };
+  /** A group commit: every command in one transaction, all or nothing: POST /v1/batch */
+  batch: {
+    args: {
+    body: BatchBody;
+    };
+    answer: BatchWritten;
   };
   /** Record that an epoch has begun to stop (process.stopping): POST /v1/epochs/{epoch}/begin-stop */
   begin_stop: {
@@ -1047,7 +1273,7 @@ export interface Operations {
     path: { run: string };
     body: CancelBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Record a checkpoint: POST /v1/runs/{run}/checkpoint */
   checkpoint: {
@@ -1055,7 +1281,7 @@ export interface Operations {
     path: { run: string };
     body: CheckpointBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Correct a final run's verdict (audited): POST /v1/runs/{run}/correct */
   correct: {
@@ -1063,7 +1289,7 @@ export interface Operations {
     path: { run: string };
     body: CorrectBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Delete a run (its history stays): POST /v1/runs/{run}/delete */
   delete: {
@@ -1071,10 +1297,10 @@ export interface Operations {
     path: { run: string };
     body: DeleteBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Epochs with their liveness facts: GET /v1/epochs */
-  epochLiveness: {
+  epoch_liveness: {
     args: {
     query?: { process?: string | null; live?: boolean; retired?: boolean };
     };
@@ -1094,7 +1320,7 @@ export interface Operations {
     path: { run: string };
     body: FailBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Record that a run finished: POST /v1/runs/{run}/finish */
   finish: {
@@ -1102,14 +1328,7 @@ export interface Operations {
     path: { run: string };
     body: FinishBody;
     };
-    answer: unknown;
-  };
-  /** HandleSchemaPathNotFound: GET /openapi/{path} */
-  handleSchemaPathNotFound: {
-    args: {
-    path: { path: string };
-    };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Alive: answers without touching the store (rule H7): GET /healthz */
   healthz: {
@@ -1117,66 +1336,21 @@ export interface Operations {
     answer: Health;
   };
   /** A run's history: GET /v1/runs/{run}/history */
-  historyOf: {
+  history_of: {
     args: {
     path: { run: string };
     };
     answer: HistoryEntry[];
   };
   /** Runs, filtered, one page: GET /v1/runs */
-  listRuns: {
+  list_runs: {
     args: {
     query?: { status?: Status[] | null; predicate?: string[] | null; code?: string[] | null; label?: string[] | null; process?: string[] | null; parent?: string[] | null; after?: string | null; limit?: number };
     };
     answer: RunPage;
   };
-  /** ListTokens: GET /v1/tokens */
-  listTokens: {
-    args: { };
-    answer: Token[];
-  };
   /** Prometheus metrics (rule H7): GET /metrics */
-  metricsRoute: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/elements */
-  OpenapiElementsHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi */
-  OpenapiHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/openapi.json */
-  OpenapiOpenapiJsonHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/openapi.yaml */
-  OpenapiOpenapiYamlHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/openapi.yml */
-  OpenapiOpenapiYmlHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/rapidoc */
-  OpenapiRapidocHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/redoc */
-  OpenapiRedocHandler: {
-    args: { };
-    answer: string;
-  };
-  /** Handler: GET /openapi/swagger */
-  OpenapiSwaggerHandler: {
+  metrics: {
     args: { };
     answer: string;
   };
@@ -1193,7 +1367,7 @@ export interface Operations {
     path: { run: string };
     body: PauseBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Probe this server's host's live epochs against its kernel, then sweep (rules O7, O8): POST /v1/probe */
   probe: {
@@ -1208,17 +1382,12 @@ export interface Operations {
     path: { run: string };
     body: QueueBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Ready: the store answers and the views are caught up (rule H7): GET /readyz */
   readyz: {
     args: { };
-    answer: Ready | unknown;
-  };
-  /** RenderOauth2Redirect: GET /openapi/oauth2-redirect.html */
-  renderOauth2Redirect: {
-    args: { };
-    answer: string;
+    answer: Ready;
   };
   /** The fleet at a position or an instant, with its state hash: GET /v1/replay */
   replay: {
@@ -1233,14 +1402,7 @@ export interface Operations {
     path: { run: string };
     body: ResumeBody;
     };
-    answer: unknown;
-  };
-  /** RevokeToken: DELETE /v1/tokens/{token} */
-  revokeToken: {
-    args: {
-    path: { token: string };
-    };
-    answer: Token;
+    answer: RunWritten;
   };
   /** Rewind a run to a checkpoint: POST /v1/runs/{run}/rewind */
   rewind: {
@@ -1248,10 +1410,10 @@ export interface Operations {
     path: { run: string };
     body: RewindBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** One run: GET /v1/runs/{run} */
-  runView: {
+  run_view: {
     args: {
     path: { run: string };
     };
@@ -1263,7 +1425,7 @@ export interface Operations {
     path: { run: string };
     body: StartBody;
     };
-    answer: unknown;
+    answer: RunWritten;
   };
   /** Boot a new epoch and sweep with it, before serving anything (rule O5): POST /v1/processes/{process}/startup */
   startup: {
@@ -1304,14 +1466,41 @@ export interface Operations {
     answer: SweepReport;
   };
   /** The chain's head, to keep elsewhere: GET /v1/digest */
-  takeDigest: {
+  take_digest: {
     args: { };
     answer: Digest;
   };
   /** Fleet tick health: GET /v1/tick-health */
-  tickHealthSummary: {
+  tick_health_summary: {
     args: { };
     answer: TickHealth;
+  };
+  /** Report a tick's per-run outcomes; the ledger applies T1-T3 and names the dead-lettered runs: POST /v1/epochs/{epoch}/tick */
+  tick_report: {
+    args: {
+    path: { epoch: string };
+    body: TickReportBody;
+    };
+    answer: TickReported;
+  };
+  /** Asynccallable: POST /v1/tokens */
+  token_create: {
+    args: {
+    body: TokenRequest;
+    };
+    answer: IssuedToken;
+  };
+  /** ListTokens: GET /v1/tokens */
+  token_list: {
+    args: { };
+    answer: Token[];
+  };
+  /** RevokeToken: DELETE /v1/tokens/{token} */
+  token_revoke: {
+    args: {
+    path: { token: string };
+    };
+    answer: Token;
   };
   /** The chain and every view checked: GET /v1/verify */
   verify: {
@@ -1331,52 +1520,44 @@ export interface Operations {
 
 /** Where each operation is served. */
 export const ROUTES: { readonly [K in keyof Operations]: { readonly method: string; readonly path: string } } = {
-  AsyncCallable: { method: "POST", path: "/v1/tokens" },
-  auditQuery: { method: "GET", path: "/v1/audit/query" },
-  auditReport: { method: "GET", path: "/v1/audit/reports/{name}" },
+  audit_query: { method: "GET", path: "/v1/audit/query" },
+  audit_report: { method: "GET", path: "/v1/audit/reports/{name}" },
+  batch: { method: "POST", path: "/v1/batch" },
   begin_stop: { method: "POST", path: "/v1/epochs/{epoch}/begin-stop" },
   boot: { method: "POST", path: "/v1/processes/{process}/boot" },
   cancel: { method: "POST", path: "/v1/runs/{run}/cancel" },
   checkpoint: { method: "POST", path: "/v1/runs/{run}/checkpoint" },
   correct: { method: "POST", path: "/v1/runs/{run}/correct" },
   delete: { method: "POST", path: "/v1/runs/{run}/delete" },
-  epochLiveness: { method: "GET", path: "/v1/epochs" },
+  epoch_liveness: { method: "GET", path: "/v1/epochs" },
   exited: { method: "POST", path: "/v1/processes/{process}/epochs/{epoch}/exited" },
   fail: { method: "POST", path: "/v1/runs/{run}/fail" },
   finish: { method: "POST", path: "/v1/runs/{run}/finish" },
-  handleSchemaPathNotFound: { method: "GET", path: "/openapi/{path}" },
   healthz: { method: "GET", path: "/healthz" },
-  historyOf: { method: "GET", path: "/v1/runs/{run}/history" },
-  listRuns: { method: "GET", path: "/v1/runs" },
-  listTokens: { method: "GET", path: "/v1/tokens" },
-  metricsRoute: { method: "GET", path: "/metrics" },
-  OpenapiElementsHandler: { method: "GET", path: "/openapi/elements" },
-  OpenapiHandler: { method: "GET", path: "/openapi" },
-  OpenapiOpenapiJsonHandler: { method: "GET", path: "/openapi/openapi.json" },
-  OpenapiOpenapiYamlHandler: { method: "GET", path: "/openapi/openapi.yaml" },
-  OpenapiOpenapiYmlHandler: { method: "GET", path: "/openapi/openapi.yml" },
-  OpenapiRapidocHandler: { method: "GET", path: "/openapi/rapidoc" },
-  OpenapiRedocHandler: { method: "GET", path: "/openapi/redoc" },
-  OpenapiSwaggerHandler: { method: "GET", path: "/openapi/swagger" },
+  history_of: { method: "GET", path: "/v1/runs/{run}/history" },
+  list_runs: { method: "GET", path: "/v1/runs" },
+  metrics: { method: "GET", path: "/metrics" },
   orphaned: { method: "GET", path: "/v1/orphans" },
   pause: { method: "POST", path: "/v1/runs/{run}/pause" },
   probe: { method: "POST", path: "/v1/probe" },
   queue: { method: "POST", path: "/v1/runs/{run}/queue" },
   readyz: { method: "GET", path: "/readyz" },
-  renderOauth2Redirect: { method: "GET", path: "/openapi/oauth2-redirect.html" },
   replay: { method: "GET", path: "/v1/replay" },
   resume: { method: "POST", path: "/v1/runs/{run}/resume" },
-  revokeToken: { method: "DELETE", path: "/v1/tokens/{token}" },
   rewind: { method: "POST", path: "/v1/runs/{run}/rewind" },
-  runView: { method: "GET", path: "/v1/runs/{run}" },
+  run_view: { method: "GET", path: "/v1/runs/{run}" },
   start: { method: "POST", path: "/v1/runs/{run}/start" },
   startup: { method: "POST", path: "/v1/processes/{process}/startup" },
   stop: { method: "POST", path: "/v1/epochs/{epoch}/stop" },
   streaking: { method: "GET", path: "/v1/streaking" },
   stream: { method: "GET", path: "/v1/stream" },
   sweep: { method: "POST", path: "/v1/epochs/{epoch}/sweep" },
-  takeDigest: { method: "GET", path: "/v1/digest" },
-  tickHealthSummary: { method: "GET", path: "/v1/tick-health" },
+  take_digest: { method: "GET", path: "/v1/digest" },
+  tick_health_summary: { method: "GET", path: "/v1/tick-health" },
+  tick_report: { method: "POST", path: "/v1/epochs/{epoch}/tick" },
+  token_create: { method: "POST", path: "/v1/tokens" },
+  token_list: { method: "GET", path: "/v1/tokens" },
+  token_revoke: { method: "DELETE", path: "/v1/tokens/{token}" },
   verify: { method: "GET", path: "/v1/verify" },
   whatif: { method: "GET", path: "/v1/whatif" },
 };

@@ -68,13 +68,14 @@ describe("LedgerClient against a real server", () => {
       path: { process: "ts-runs" },
       body: { booted_at: new Date().toISOString(), host: "ts-host", pid: process.pid },
     });
-    const epoch = (booted as { epoch: { epoch: string } }).epoch.epoch;
+    const epoch = booted.epoch.epoch;
     assert.ok(epoch, "boot answers its epoch");
     await ledger.call("queue", { path: { run: "ts-1" }, body: { workflow: "nightly", labels: { team: "ts" } } });
     await ledger.call("start", { path: { run: "ts-1" }, body: { epoch } });
     await ledger.call("finish", { path: { run: "ts-1" }, body: { epoch } });
-    const view = await ledger.call("runView", { path: { run: "ts-1" } });
-    assert.equal((view as { state: { status: string } }).state.status, "finished");
+    const view = await ledger.call("run_view", { path: { run: "ts-1" } });
+    assert.equal(view.state.status, "finished");
+    assert.equal(view.predicates?.is_terminal, true, "the predicates of its one evaluation");
   });
 
   it("throws an illegal transition as a typed 409 problem naming run and status", async () => {
@@ -92,7 +93,7 @@ describe("LedgerClient against a real server", () => {
   });
 
   it("throws an unknown run as 404 and a bad body as 422 naming the field", async () => {
-    await assert.rejects(ledger.call("runView", { path: { run: "no-such-run" } }), (error: unknown) => {
+    await assert.rejects(ledger.call("run_view", { path: { run: "no-such-run" } }), (error: unknown) => {
       assert.ok(error instanceof LedgerProblem);
       assert.equal(error.status, 404);
       assert.equal(error.kind, "run-not-found");
@@ -114,9 +115,8 @@ describe("LedgerClient against a real server", () => {
 
   it("answers a retry with the same Idempotency-Key with the first outcome (rule H3)", async () => {
     const key = "ts-retry-1";
-    type Written = { run: unknown; recorded: boolean; already: boolean };
-    const first = (await ledger.call("queue", { path: { run: "ts-2" }, body: {} }, { idempotencyKey: key })) as Written;
-    const again = (await ledger.call("queue", { path: { run: "ts-2" }, body: {} }, { idempotencyKey: key })) as Written;
+    const first = await ledger.call("queue", { path: { run: "ts-2" }, body: {} }, { idempotencyKey: key });
+    const again = await ledger.call("queue", { path: { run: "ts-2" }, body: {} }, { idempotencyKey: key });
     assert.equal(first.recorded, true);
     assert.deepEqual(again.run, first.run, "the same run state");
     assert.equal(again.recorded, false, "nothing appended the second time");
@@ -127,9 +127,9 @@ describe("LedgerClient against a real server", () => {
     const seen: string[] = [];
     let cursor: string | null | undefined;
     for (let pages = 0; pages < 10; pages++) {
-      const page = (await ledger.call("listRuns", {
+      const page = await ledger.call("list_runs", {
         query: { label: ["page=yes"], limit: 3, ...(cursor ? { after: cursor } : {}) },
-      })) as { runs: { run: string }[]; next?: string | null };
+      });
       seen.push(...page.runs.map((r) => r.run));
       cursor = page.next;
       if (!cursor) break;

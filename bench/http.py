@@ -1,0 +1,187 @@
+"""The service's speed (issue H: docs/benchmarks.md, "The service over HTTP"), against a
+real `epochledger serve` on loopback, beside in-process anchors measured in the same run
+on the same kind of store. Prints one JSON line.
+
+- single: one transition per request (POST /v1/runs/{run}/queue), `--clients` concurrent
+  clients on keep-alive connections, against the in-process rate of the same write, one
+  transaction each (Ledger.queue). Goal: at least 0.5x.
+- paced: requests at `--rate` per second, open loop, from the same clients: p50/p99 latency
+  (goal: p99 under 20 ms at 200 requests/s).
+- batch: POST /v1/batch of `--batch` transitions a request, against the in-process group
+  commit of the same commands (Ledger.batch()). Goal: at least 0.6x.
+- rss: the server's resident memory idle and after the load.
+
+    .venv/bin/python -m bench.http sqlite
+    .venv/bin/python -m bench.http postgresql        # needs the test server
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+
+import httpx
+
+from bench.common import PG_URL, drop_schemas
+from bench.stream import _rss_kb, _serve
+from epochledger import open_ledger
+
+
+def _in_process_single(url: str, n: int) -> float:
+    with open_ledger(url) as ledger:
+        t0 = time.perf_counter()
+        for i in range(n):
+            ledger.queue(f"anchor-{i}", workflow="nightly")
+        return n / (time.perf_counter() - t0)
+
+
+def _in_process_batch(url: str, size: int, rounds: int) -> float:
+    with open_ledger(url) as ledger:
+        took = []
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            with ledger.batch() as b:
+                for i in range(size):
+                    b.queue(f"anchor-b{r}-{i}", workflow="nightly")
+            took.append(time.perf_counter() - t0)
+        return size / statistics.median(took)
+
+
+def _http_single(base: str, clients: int, per_client: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    tag = uuid.uuid4().hex[:6]
+
+    def work(c: int) -> None:
+        mine = []
+        with httpx.Client(base_url=base, timeout=30) as http:
+            for i in range(per_client):
+                t0 = time.perf_counter()
+                r = http.post(f"/v1/runs/h{tag}-{c}-{i}/queue", json={"workflow": "nightly"})
+                mine.append(time.perf_counter() - t0)
+                assert r.status_code == 200, r.text
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return clients * per_client / (time.perf_counter() - t0), latencies
+
+
+def _http_paced(base: str, clients: int, rate: float, seconds: float) -> list[float]:
+    """Open loop: request k is due at k/rate; a client sends its share when due."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    tag = uuid.uuid4().hex[:6]
+    total = int(rate * seconds)
+    start = time.perf_counter() + 0.2
+
+    def work(c: int) -> None:
+        mine = []
+        with httpx.Client(base_url=base, timeout=30) as http:
+            for k in range(c, total, clients):
+                due = start + k / rate
+                pause = due - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
+                t0 = time.perf_counter()
+                r = http.post(f"/v1/runs/p{tag}-{k}/queue", json={})
+                mine.append(time.perf_counter() - max(t0, due))
+                assert r.status_code == 200, r.text
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies
+
+
+def _http_batch(base: str, size: int, rounds: int) -> float:
+    took = []
+    with httpx.Client(base_url=base, timeout=120) as http:
+        for r in range(rounds):
+            body = {"commands": [{"op": "queue", "run": f"hb{r}-{uuid.uuid4().hex[:6]}-{i}"} for i in range(size)]}
+            t0 = time.perf_counter()
+            answer = http.post("/v1/batch", json=body)
+            took.append(time.perf_counter() - t0)
+            assert answer.status_code == 200, answer.text
+    return size / statistics.median(took)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.http")
+    p.add_argument("store", choices=["sqlite", "postgresql"])
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--single", type=int, default=1600, help="requests in the concurrent run (all clients)")
+    p.add_argument("--rate", type=float, default=200.0)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=5)
+    ns = p.parse_args(argv)
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tempfile.mkdtemp()}/bench.db" if ns.store == "sqlite" else f"{PG_URL}?schema={schema}"
+    open_ledger(url, init=True).close()
+    proc, base = _serve(url)
+    try:
+        idle_kb = _rss_kb(proc.pid)
+        anchor_single = _in_process_single(url, ns.single // 2)
+        rate, single_lat = _http_single(base, ns.clients, ns.single // ns.clients)
+        paced = _http_paced(base, ns.clients, ns.rate, ns.seconds)
+        anchor_batch = _in_process_batch(url, ns.batch, ns.rounds)
+        batch_rate = _http_batch(base, ns.batch, ns.rounds)
+        loaded_kb = _rss_kb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if ns.store == "postgresql":
+            drop_schemas([schema])
+    print(
+        json.dumps(
+            {
+                "bench": "http",
+                "store": ns.store,
+                "single": {
+                    "clients": ns.clients,
+                    "requests_per_s": round(rate, 1),
+                    "anchor_in_process_per_s": round(anchor_single, 1),
+                    "ratio": round(rate / anchor_single, 2),
+                    "p50_ms": round(_pct(single_lat, 0.5) * 1000, 2),
+                    "p99_ms": round(_pct(single_lat, 0.99) * 1000, 2),
+                },
+                "paced": {
+                    "rate_per_s": ns.rate,
+                    "requests": len(paced),
+                    "p50_ms": round(_pct(paced, 0.5) * 1000, 2),
+                    "p99_ms": round(_pct(paced, 0.99) * 1000, 2),
+                },
+                "batch": {
+                    "size": ns.batch,
+                    "transitions_per_s": round(batch_rate, 1),
+                    "anchor_group_commit_per_s": round(anchor_batch, 1),
+                    "ratio": round(batch_rate / anchor_batch, 2),
+                },
+                "rss_mb": {"idle": round(idle_kb / 1024, 1), "loaded": round(loaded_kb / 1024, 1)},
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
