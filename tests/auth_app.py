@@ -9,7 +9,9 @@ like the service's own: parse, the guard's checks, one facade call, encode. They
 in for write routes that act for a slot or an epoch, or hold an operator's act, so the
 slot binding and the operator acts are tested over HTTP whatever routes the service has
 yet; and one route declares an operation the access table does not know, which every
-caller must be refused (deny by default).
+caller must be refused (deny by default). None is in the OpenAPI document
+(`include_in_schema=False`): an operationId is its op, and the stand-ins' ops are the
+service's own routes' (rule H2's document is the service's, tested by schemathesis).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _service(request: Request[Any, Any, Any]) -> Service:
     return service
 
 
-@post("/test/slots/{slot:str}/boot", opt={"op": "boot"}, sync_to_thread=True)
+@post("/test/slots/{slot:str}/boot", opt={"op": "boot"}, include_in_schema=False, sync_to_thread=True)
 def stand_in_boot(request: Request[Any, Any, Any], slot: FromPath[str], data: JSONBody[Boot]) -> dict[str, str]:
     auth.check_slot(request, slot)
     with _service(request).use() as ledger:
@@ -61,7 +63,7 @@ def stand_in_boot(request: Request[Any, Any, Any], slot: FromPath[str], data: JS
     return {"process": state.process, "epoch": state.epoch}
 
 
-@post("/test/runs/{run:str}/start", opt={"op": "start"}, sync_to_thread=True)
+@post("/test/runs/{run:str}/start", opt={"op": "start"}, include_in_schema=False, sync_to_thread=True)
 def stand_in_start(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Report]) -> dict[str, str]:
     with _service(request).use() as ledger:
         auth.check_epoch(request, ledger, data.epoch)
@@ -70,7 +72,7 @@ def stand_in_start(request: Request[Any, Any, Any], run: FromPath[str], data: JS
     return {"run": state.run, "status": str(state.status)}
 
 
-@post("/test/runs/{run:str}/finish", opt={"op": "finish"}, sync_to_thread=True)
+@post("/test/runs/{run:str}/finish", opt={"op": "finish"}, include_in_schema=False, sync_to_thread=True)
 def stand_in_finish(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Report]) -> dict[str, str]:
     with _service(request).use() as ledger:
         auth.check_epoch(request, ledger, data.epoch)
@@ -78,7 +80,7 @@ def stand_in_finish(request: Request[Any, Any, Any], run: FromPath[str], data: J
     return {"run": state.run, "status": str(state.status)}
 
 
-@post("/test/runs/{run:str}/resume", opt={"op": "resume"}, sync_to_thread=True)
+@post("/test/runs/{run:str}/resume", opt={"op": "resume"}, include_in_schema=False, sync_to_thread=True)
 def stand_in_resume(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Resume]) -> dict[str, str]:
     auth.check_act(request, "resume", by=data.by)
     with _service(request).use() as ledger:
@@ -86,7 +88,7 @@ def stand_in_resume(request: Request[Any, Any, Any], run: FromPath[str], data: J
     return {"run": state.run, "status": str(state.status)}
 
 
-@post("/test/runs/{run:str}/cancel", opt={"op": "cancel"}, sync_to_thread=True)
+@post("/test/runs/{run:str}/cancel", opt={"op": "cancel"}, include_in_schema=False, sync_to_thread=True)
 def stand_in_cancel(request: Request[Any, Any, Any], run: FromPath[str], data: JSONBody[Cancel]) -> dict[str, str]:
     auth.check_act(request, "cancel", actor=data.actor)
     with _service(request).use() as ledger:
@@ -94,14 +96,14 @@ def stand_in_cancel(request: Request[Any, Any, Any], run: FromPath[str], data: J
     return {"run": state.run, "status": str(state.status)}
 
 
-@get("/test/runs/{run:str}", opt={"op": "run_view"}, sync_to_thread=True)
+@get("/test/runs/{run:str}", opt={"op": "run_view"}, include_in_schema=False, sync_to_thread=True)
 def stand_in_run_view(request: Request[Any, Any, Any], run: FromPath[str]) -> dict[str, str]:
     with _service(request).use() as ledger:
         view = ledger.run_view(run)
     return {"run": view.state.run, "status": str(view.state.status)}
 
 
-@get("/test/stream", opt={"op": "stream"}, sync_to_thread=False)
+@get("/test/stream", opt={"op": "stream"}, include_in_schema=False, sync_to_thread=False)
 def stand_in_stream(request: Request[Any, Any, Any], lines: FromQuery[int] = 1) -> Stream:
     """A line every 20 ms while the caller is still allowed (`lines` of them, at most
     250: 5 s), then the end: a stand-in for the live stream's use of
@@ -118,12 +120,12 @@ def stand_in_stream(request: Request[Any, Any, Any], lines: FromQuery[int] = 1) 
     return Stream(body(), media_type="text/plain")
 
 
-@get("/test/undeclared", opt={"op": "not_in_the_table"}, sync_to_thread=False)
+@get("/test/undeclared", opt={"op": "not_in_the_table"}, include_in_schema=False, sync_to_thread=False)
 def stand_in_undeclared() -> str:
     return "served"  # never: the guard refuses an operation the table does not know
 
 
-@get("/test/no-op", sync_to_thread=False)
+@get("/test/no-op", include_in_schema=False, sync_to_thread=False)
 def stand_in_no_op() -> str:
     return "served"  # never: a route that declares no operation is refused to every caller
 

@@ -16,6 +16,10 @@ from hypothesis import strategies as st
 
 from epochledger.cli import EXIT_CODES, main
 from epochledger.cli.common import COMMANDS as _COMMANDS
+from epochledger.service import serve as serve_mod
+from epochledger.service.app import Service
+from epochledger.service.config import ServiceConfig
+from epochledger.service.serve import is_loopback
 from tests.test_ndjson import GOOD, lines
 
 DOCUMENTED = {code for _, code, _ in EXIT_CODES}  # README.md "Exit codes"
@@ -181,8 +185,38 @@ _TOKENS = [
     "runs.duckdb",
 ]
 # `follow` polls until interrupted and `demo` records a day: both are left to the table
-# (follow's refusals) and their own tests.
+# (follow's refusals) and their own tests. `serve` is fuzzed up to where it would listen
+# (`no_listen`): what it checks before (the address, the bounds, the store, the loopback
+# rule H4) is fuzzed here; serving and stopping are the service tests' (rule H8).
 _FUZZED = [(name, specs) for name, _, specs in _COMMANDS if name not in ("follow", "demo")]
+
+
+class Listened:
+    """What a fuzzed `serve` would have served: the configs it reached `run` with."""
+
+    def __init__(self) -> None:
+        self.configs: list[ServiceConfig] = []
+
+
+@pytest.fixture
+def no_listen(monkeypatch: pytest.MonkeyPatch) -> Listened:
+    """`serve` that passed its checks returns where it would listen, after the checks
+    a listening server relies on: a port it can bind, and on this ledger without tokens
+    a loopback address only (rule H4). The Service it opened is closed."""
+    listened = Listened()
+
+    def run(config: ServiceConfig, *, service: Service | None = None, app: object = None) -> None:
+        assert service is not None, "serve opens its Service before it listens"
+        try:
+            assert 0 < config.port < 65536, config
+            assert is_loopback(config.host), f"a ledger without tokens served on {config.host!r} (rule H4)"
+            assert service.tokens_issued == 0
+        finally:
+            service.close()
+        listened.configs.append(config)
+
+    monkeypatch.setattr(serve_mod, "run", run)
+    return listened
 
 
 @st.composite
@@ -210,13 +244,38 @@ def command_lines(draw: st.DrawFn) -> list[str]:
 )
 @given(argv=command_lines())
 def test_L4_fuzzed_command_lines_exit_with_documented_codes(
-    store: str, capsys: pytest.CaptureFixture[str], argv: list[str]
+    store: str, capsys: pytest.CaptureFixture[str], no_listen: Listened, argv: list[str]
 ) -> None:
     """Law: any command with any arguments exits 0-10 and prints no traceback; an
-    exception other than LedgerError escapes `main` and fails this test."""
+    exception other than LedgerError escapes `main` and fails this test. A `serve`
+    that would listen exits 0 having reached `run` (no_listen), never otherwise."""
+    before = len(no_listen.configs)
     code, err = run_main(["--store", store, *argv], capsys)
     assert code in DOCUMENTED, (argv, code, err)
     assert "Traceback" not in err
+    if argv[0] == "serve":
+        assert (code == 0) == (len(no_listen.configs) == before + 1), (argv, code, err)
+
+
+def test_L4_serve_is_fuzzed_up_to_where_it_listens(
+    store: str, capsys: pytest.CaptureFixture[str], no_listen: Listened
+) -> None:
+    """The fuzz's `serve`: valid arguments reach `run` with what was asked; an address
+    other than loopback on a ledger without tokens, or a bad bound, is refused (exit 3)
+    naming its flag, before anything listens."""
+    code, err = run_main(["--store", store, "serve", "--listen", "127.0.0.1:1", "--max-streams", "2"], capsys)
+    assert code == 0, err
+    [config] = no_listen.configs
+    assert (config.host, config.port, config.max_streams) == ("127.0.0.1", 1, 2)
+    for argv, where in (
+        (["--listen", "0.0.0.0:8750"], "--listen"),
+        (["--listen", "127.0.0.1:0"], "--listen"),
+        (["--heartbeat", "nan"], "--heartbeat"),
+        (["--max-streams", "0"], "--max-streams"),
+    ):
+        code, err = run_main(["--store", store, "serve", *argv], capsys)
+        assert code == 3 and where in err and "Traceback" not in err, (argv, code, err)
+    assert len(no_listen.configs) == 1
 
 
 @pytest.mark.parametrize(

@@ -111,8 +111,9 @@ def test_H1_the_cli_prints_what_the_facade_returns(
 
 def test_H1_no_command_reaches_the_store_through_the_ledger() -> None:
     """The import contract sees imports; a reach through the facade's public `store`
-    (or `cache`) attribute needs no import, so it is caught here: the only `.store` a
-    command reads is its parsed `--store` (ns.store)."""
+    (or `cache`) attribute, or through a server's opened ledger (`service.ledger`),
+    needs no import, so it is caught here: the only `.store` a command reads is its
+    parsed `--store` (ns.store), and `serve` asks the service (rule H1: a skin)."""
     import ast
 
     cli = Path(reports.__file__).parent / "cli"
@@ -121,7 +122,7 @@ def test_H1_no_command_reaches_the_store_through_the_ledger() -> None:
         for path in sorted(cli.glob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute)
-        and node.attr in ("store", "cache")
+        and node.attr in ("store", "cache", "ledger")
         and not (isinstance(node.value, ast.Name) and node.value.id == "ns")
     ]
     assert reaches == []

@@ -75,9 +75,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     Example: epochledger --store sqlite:///runs.db serve
              epochledger --store postgresql://writer@db/ledger serve --listen 0.0.0.0:9000
     """
-    from epochledger.service.app import Service
     from epochledger.service.config import ServiceConfig
-    from epochledger.service.serve import is_loopback, listen_address, run
+    from epochledger.service.serve import listen_address, open_service, run
     from ledger.errors import InvalidInput
 
     host, port = listen_address(ns.listen)
@@ -111,18 +110,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         if not (value >= 0 if name == "grace_s" else value > 0):
             raise InvalidInput(f"must be more than 0, got {value!r}", where=flags[name])
     config = ServiceConfig(store=ns.store, host=host, port=port, **bounds)
-    service = Service(config)
-    try:
-        tokens = len(service.ledger.token_registry().tokens)
-        if not tokens and not is_loopback(host):
-            raise InvalidInput(
-                f"{host} is not a loopback address: a ledger without tokens serves loopback only; "
-                "create one with `epochledger token create ROLE` (rule H4)",
-                where="--listen",
-            )
-    except BaseException:
-        service.close()
-        raise
+    service = open_service(config)
+    tokens = service.tokens_issued
     where = ns.store or "the default store"
     if tokens:
         err(f"epochledger: serving {where} on http://{ns.listen} ({tokens} tokens issued: every request needs one)")

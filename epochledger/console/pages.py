@@ -673,7 +673,7 @@ def act_correct(request: Req, run: str, data: Form) -> Response[str]:
     return _done(run)
 
 
-@post("/runs/{run:str}/cancel", opt={"op": "cancel"}, sync_to_thread=True, include_in_schema=False)
+@post("/runs/{run:str}/cancel", opt={"op": "cancel.operator"}, sync_to_thread=True, include_in_schema=False)
 def act_cancel(request: Req, run: str, data: Form) -> Response[str]:
     """Cancel a run as an operator, from the confirmation page."""
     check_csrf(request, data)
@@ -685,7 +685,7 @@ def act_cancel(request: Req, run: str, data: Form) -> Response[str]:
     return _done(run)
 
 
-@post("/runs/{run:str}/resume", opt={"op": "resume"}, sync_to_thread=True, include_in_schema=False)
+@post("/runs/{run:str}/resume", opt={"op": "resume.operator"}, sync_to_thread=True, include_in_schema=False)
 def act_resume(request: Req, run: str, data: Form) -> Response[str]:
     """Resume a run as an operator (rule P1), from the confirmation page."""
     check_csrf(request, data)

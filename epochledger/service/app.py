@@ -44,7 +44,19 @@ class Service:
         self.config = config
         self.ledger: Ledger = open_ledger(config.store, create=False)
         self.lock = threading.Lock()
-        self.last_registry: TokenRegistry | None = None  # the last token registry read (auth.py, rule H4)
+        # The last token registry read (auth.py, rule H4), read first at the open: a
+        # route the guard checks against it while the store is away (access.WHEN_STORE_AWAY,
+        # the metrics, rule H7) has one even when no request read the store before.
+        try:
+            self.last_registry: TokenRegistry = self.ledger.token_registry()
+        except BaseException:
+            self.ledger.close()
+            raise
+
+    @property
+    def tokens_issued(self) -> int:
+        """Tokens ever issued on this ledger (revoked ones count), as of the last read."""
+        return len(self.last_registry.tokens)
 
     @contextmanager
     def use(self) -> Iterator[Ledger]:

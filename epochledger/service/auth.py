@@ -9,7 +9,7 @@ operation the table does not know is refused to everyone (deny by default).
   malformed `Authorization` header, an unknown or a revoked token: 401 with
   `WWW-Authenticate: Bearer`. Out of role: 403 naming the operation and the roles that
   may call it.
-- A ledger without tokens: `serve` listens on loopback only (epochledger/cli/service.py),
+- A ledger without tokens: `serve` listens on loopback only (serve.py, `open_service`),
   and every loopback caller is admin; a caller from any other address is refused (401),
   so a server that was somehow reached from outside still serves it nothing.
 
@@ -124,7 +124,7 @@ def _identify(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> Caller
         with service.use() as ledger:
             registry = ledger.token_registry()
     except StoreError:
-        if op not in access.WHEN_STORE_AWAY or service.last_registry is None:
+        if op not in access.WHEN_STORE_AWAY:
             raise
         registry = service.last_registry  # the store is away: the last registry read decides
     else:

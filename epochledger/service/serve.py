@@ -48,9 +48,26 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def open_service(config: ServiceConfig) -> Service:
+    """The server's ledger, opened for `config` and held to the loopback rule (rule H4):
+    a ledger without tokens is served on loopback only, so an address other than
+    loopback is refused (InvalidInput naming --listen) until a token exists."""
+    from epochledger.service.app import Service
+
+    service = Service(config)
+    if not service.tokens_issued and not is_loopback(config.host):
+        service.close()
+        raise InvalidInput(
+            f"{config.host} is not a loopback address: a ledger without tokens serves loopback only; "
+            "create one with `epochledger token create ROLE` (rule H4)",
+            where="--listen",
+        )
+    return service
+
+
 def run(config: ServiceConfig, *, service: Service | None = None, app: Litestar | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then drain and return. `service`: the ledger the
-    caller opened already (`serve` reads its tokens first); `app`: an application built
+    caller opened already (`serve` opens it with `open_service`); `app`: an application built
     already (a test's, with routes of its own)."""
     import uvicorn
 
