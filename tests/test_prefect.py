@@ -11,6 +11,7 @@ with EPOCHLEDGER_TEST_PREFECT=require (CI) that is a failure.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -95,6 +96,29 @@ def test_E1_failure_codes_come_from_the_exception_class_and_the_table_is_extensi
     assert install(store="sqlite:///unused.db", spool="s", codes={"QuotaExceeded": "QUOTA"}).codes["QuotaExceeded"] == (
         "QUOTA"
     )
+
+
+def test_E1_the_hooks_pickle_as_their_settings_so_a_runners_flow_process_gets_an_adapter_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """Prefect's runner (`flow.serve()`, a worker) cloudpickles the flow, hooks and all,
+    into the process that runs it: a live spool (a lock, a thread) cannot travel."""
+    adapter = install(store=f"sqlite:///{tmp_path / 'ledger.db'}", spool=str(tmp_path / "spool"), codes={"E": "X"})
+    adapter.flush(0)
+    spool = adapter._here()
+    try:
+        hook = pickle.loads(pickle.dumps(adapter.on_running))
+        other = hook.__self__
+        assert other is not adapter and other.spool is None
+        assert (other.store, other.spool_dir, other.codes, other.fsync) == (
+            adapter.store,
+            adapter.spool_dir,
+            adapter.codes,
+            adapter.fsync,
+        )
+    finally:
+        spool.close(2)
+        adapter.spool = None
 
 
 def test_E1_a_flow_run_is_a_run_and_its_process_an_epoch_of_its_own_slot(prefect_api: str, tmp_path: Path) -> None:

@@ -127,6 +127,12 @@ class PrefectAdapter:
         self._epochs: dict[str, str] = {}  # run -> the epoch of its slot this process booted
         self._attempts: dict[str, int] = {}  # run -> the last run_count this process started
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled (Prefect's runner cloudpickles a flow, its hooks with it, into the
+        process that runs it) as its settings only: the process that unpickles it gets
+        an adapter of its own, with its own spool, this host's clock and facts."""
+        return (_rebuilt, (self.store, self.spool_dir, self.codes, self.fsync, self.hold))
+
     # ------------------------------------------------------------ plumbing
     def _open(self) -> Ledger:
         return open_ledger(self.store, clock=self.clock, host=self.host)
@@ -275,6 +281,10 @@ class PrefectAdapter:
         reason = str(getattr(state, "message", "") or "cancelled")[:_ERROR_CHARS]
         event = RunCancelled(at=self.clock.now(), run=run_id(flow_run), actor="prefect-flow", reason=reason)
         self._end(flow_run, event, "flow run cancelled")
+
+
+def _rebuilt(store: str | None, spool_dir: str, codes: Mapping[str, str], fsync: Fsync, hold: float) -> PrefectAdapter:
+    return PrefectAdapter(store, spool_dir, codes=codes, fsync=fsync, hold=hold)
 
 
 def install(
