@@ -228,3 +228,67 @@ def test_E1_a_sigkilled_flow_process_becomes_an_exit_fact_and_its_run_is_recover
     epoch = ledger.epoch(run.epoch)
     assert epoch.pid == proc.pid and epoch.exited_at is not None
     assert (epoch.exited_by or "").startswith("probe@")
+
+
+CANCELLED_FLOW = """
+import time
+from prefect import flow
+from epochledger.adapters.prefect import install
+
+adapter = install(store={store!r}, spool={spool!r})
+
+
+@flow(name="cancelled", **adapter.hooks())
+def cancelled() -> None:
+    adapter.flush(10)
+    time.sleep(120)
+"""
+
+
+def test_E1_a_flow_run_cancelled_through_prefects_runner_is_a_cancel(
+    prefect_api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled the way Prefect cancels: `Cancelling` set through the API, the runner
+    that started the flow process stops it and runs the flow's `on_cancellation` hooks."""
+    import asyncio
+    import importlib
+
+    from prefect.client.orchestration import get_client
+    from prefect.runner import Runner
+    from prefect.states import Cancelling
+
+    store = f"sqlite:///{tmp_path / 'ledger.db'}"
+    source = tmp_path / "cancelled_flow.py"
+    source.write_text(CANCELLED_FLOW.format(store=store, spool=str(tmp_path / "spool")))
+    monkeypatch.chdir(tmp_path)  # the runner's entrypoint is the flow's file, relative to here
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cancelled_flow", raising=False)
+    module = importlib.import_module("cancelled_flow")
+    ledger = open_ledger(store)
+
+    async def scenario() -> Any:
+        runner = Runner(query_seconds=1)
+        deployment = await runner.aadd_flow(module.cancelled, name="cancelled")
+        async with get_client() as client:
+            flow_run = await client.create_flow_run_from_deployment(deployment)
+            serving = asyncio.create_task(runner.start())
+            try:
+                run = f"prefect:{flow_run.id}"
+                for _ in range(1200):  # 120 s: the flow process imports Prefect first
+                    await asyncio.sleep(0.1)
+                    if any(r.run == run and r.status.value == "running" for r in ledger.runs()):
+                        break
+                else:
+                    raise AssertionError("the flow run never ran")
+                await client.set_flow_run_state(flow_run.id, Cancelling(), force=True)
+                for _ in range(600):
+                    await asyncio.sleep(0.1)
+                    if ledger.get_run(run).status.value == "cancelled":
+                        return ledger.get_run(run)
+                raise AssertionError("not cancelled in the ledger within 60 s")
+            finally:
+                serving.cancel()
+
+    run = asyncio.run(scenario())
+    assert run.status.value == "cancelled" and "cancelled" in (run.reason or "")
+    module.adapter.close()
