@@ -1,8 +1,9 @@
 """The Prefect adapter (rule E1; docs/adapters.md "Prefect") with real Prefect flow runs
 on Prefect's own ephemeral API: one server per test module (a temporary PREFECT_HOME,
 its SQLite database migrated at start, loopback only, no network), started by a module
-fixture with the startup timeout raised. The module takes about a minute and a half on
-a loaded 2-core machine, most of it Prefect's import and its server's start.
+fixture with the startup timeout raised. The module took 53 s at -n 0 on a loaded
+2-core machine (105 s at a higher load), most of it the server's start and Prefect's
+import in each flow process.
 
 Gate: without Prefect (the extra `epochledger[prefect]`) these tests skip and say why;
 with EPOCHLEDGER_TEST_PREFECT=require (CI) that is a failure.
