@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,6 +86,7 @@ def prefect_api() -> Iterator[str]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_E1_failure_codes_come_from_the_exception_class_and_the_table_is_extensible() -> None:
