@@ -199,7 +199,11 @@ def check_csrf(request: Req, form: Mapping[str, str]) -> None:
     cookie = request.cookies.get(CSRF_COOKIE, "")
     given = form.get("csrf", "")
     if not cookie or not hmac.compare_digest(cookie.encode(), given.encode()):
-        raise AccessRefused(403, "the form's CSRF token is missing or stale: reload the page and submit it again")
+        raise AccessRefused(
+            403,
+            "the form's CSRF token is missing or stale: reload the page and submit it again",
+            kind=AccessRefused.CSRF,
+        )
 
 
 # ------------------------------------------------------------------ the pages

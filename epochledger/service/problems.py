@@ -109,16 +109,20 @@ class AccessRefused(Exception):
     the token, nor any part of the Authorization header."""
 
     SLUGS = {401: ("unauthorized", "a bearer token is required"), 403: ("forbidden", "not allowed for this token")}
+    # A form's own refusal (rule H10), not the guard's: a type of its own, so a client (and
+    # the H4 matrix) tells "reload the form" from "this token may not".
+    CSRF = ("csrf-refused", "the form's CSRF token is missing or stale")
 
-    def __init__(self, status: int, detail: str, **fields: Any):
+    def __init__(self, status: int, detail: str, *, kind: tuple[str, str] | None = None, **fields: Any):
         self.status = status
         self.detail = detail
+        self.kind = kind
         self.fields = fields
         super().__init__(detail)
 
 
 def access_refused(request: Request[Any, Any, Any], error: AccessRefused) -> Response[dict[str, Any]]:
-    slug, title = AccessRefused.SLUGS[error.status]
+    slug, title = error.kind or AccessRefused.SLUGS[error.status]
     response = document(error.status, slug, title, error.detail, error="AccessRefused", fields=error.fields)
     if error.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="epochledger"'
