@@ -10,3 +10,18 @@ and an outage loses nothing. An adapter imports its orchestrator, an optional ex
 - `epochledger.adapters.airflow`: Airflow's listeners; Airflow loads them from
   epochledger/adapters/airflow_plugin.py, the one module that imports Airflow.
 """
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+
+def failure_code(exc: BaseException, codes: Mapping[str, str]) -> str:
+    """The failure code of an exception (rule L2's code, for every adapter): the first
+    class of its MRO named in `codes`, else its own class name in upper snake case
+    (`QuotaExceeded` -> `QUOTA_EXCEEDED`)."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ in codes:
+            return codes[cls.__name__]
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(exc).__name__).upper()

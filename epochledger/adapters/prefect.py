@@ -27,13 +27,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from epochledger import spool as spool_mod
+from epochledger.adapters import failure_code
 from epochledger.app import Ledger, boot_event, open_ledger
 from epochledger.probe import ProbeReport
 from epochledger.spool import Fsync, Owner, Spool
@@ -68,12 +68,9 @@ _ERROR_CHARS = 2000
 
 
 def code_of(exc: BaseException, codes: Mapping[str, str] = CODES) -> str:
-    """The failure code of an exception: the first class of its MRO named in `codes`,
-    else its own class name in upper snake case."""
-    for cls in type(exc).__mro__:
-        if cls.__name__ in codes:
-            return codes[cls.__name__]
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(exc).__name__).upper()
+    """The failure code of an exception, by this adapter's CODES unless given
+    (epochledger.adapters.failure_code)."""
+    return failure_code(exc, codes)
 
 
 def run_id(flow_run: Any) -> str:
