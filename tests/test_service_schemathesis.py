@@ -55,7 +55,7 @@ def test_H2_every_operation_holds_against_generated_requests(tmp_path: Path) -> 
                 # strategies at once, whose lambda descriptions call ast.parse, and
                 # CPython 3.11's AST constructor keeps one recursion depth per
                 # interpreter: it fails with "SystemError: AST constructor recursion
-                # depth mismatch" (python/cpython#106905), a crash of the tool's own,
+                # depth mismatch", a crash of the tool's own,
                 # counted as an error. The server is a process of its own either way.
                 "--workers",
                 "1",
