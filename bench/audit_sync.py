@@ -38,8 +38,8 @@ import duckdb
 
 from bench.common import baseline_tree
 from epochledger.app import open_ledger
-from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
-from ledger.store import Append
+from epochledger.ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
+from epochledger.ledger.store import Append
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,8 +102,8 @@ def build(path: str, events: int) -> None:
 # `cutoff` into a new file ("full"), then the rest ("incremental"), then nothing new.
 CHILD = """
 import json, os, sys, time
-from ledger.store import open_store
-from projections import audit
+from epochledger.ledger.store import open_store
+from epochledger.projections import audit
 url, path, cutoff = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = open_store(url, create=False)
 

@@ -30,8 +30,8 @@ from typing import Any
 from bench.common import PG_URL, drop_schemas, emit
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
-from ledger.events import RunQueued, Status, run_stream
-from ledger.store import Append
+from epochledger.ledger.events import RunQueued, Status, run_stream
+from epochledger.ledger.store import Append
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 

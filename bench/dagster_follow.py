@@ -45,7 +45,7 @@ from typing import Any
 
 from epochledger import open_ledger
 from epochledger.import_dagster import OVERLAP_S
-from ledger.errors import RunNotFound
+from epochledger.ledger.errors import RunNotFound
 
 
 def _instance(home: Path) -> Any:

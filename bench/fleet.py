@@ -37,10 +37,10 @@ from typing import Any
 
 from bench.common import baseline_tree, emit, make_history
 from epochledger import ManualClock, open_ledger
-from ledger import lifecycle
-from ledger.events import ProcessBooted, RunQueued, RunStarted, Status, process_stream, run_stream
-from ledger.store import Append, open_store
-from projections import engine, runs, tables
+from epochledger.ledger import lifecycle
+from epochledger.ledger.events import ProcessBooted, RunQueued, RunStarted, Status, process_stream, run_stream
+from epochledger.ledger.store import Append, open_store
+from epochledger.projections import engine, runs, tables
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 

@@ -22,9 +22,9 @@ from datetime import timedelta
 
 from bench.common import T0, run_events
 from epochledger import ManualClock, open_ledger
-from ledger.events import run_stream
-from ledger.store import Append
-from replay import state_at, timeline, whatif
+from epochledger.ledger.events import run_stream
+from epochledger.ledger.store import Append
+from epochledger.replay import state_at, timeline, whatif
 
 
 def _history(path: str, runs: int, boots: int) -> int:

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
+from epochledger.projections import orphans
 from epochledger.sweep import _recovery
-from projections import orphans
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

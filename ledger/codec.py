@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from ledger.errors import InvalidInput
-from ledger.events import (
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import (
     EVENT_TYPES,
     FORMAT_CHARS,
     MAX_CAUSE_DEPTH,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ledger import process as process_mod
-from ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "epochs"
 VERSION = 2  # 2: an epoch keeps its machine id (rule O10); the `retired` column (rule O8)

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from ledger.errors import ConflictError, StoreError
-from ledger.store import translated
+from epochledger.ledger.errors import ConflictError, StoreError
+from epochledger.ledger.store import translated
 
 
 @runtime_checkable

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from ledger.events import Recorded, RunDeadLettered, RunEventBase
-from ledger.run import TickStreak, streak_after
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger.events import Recorded, RunDeadLettered, RunEventBase
+from epochledger.ledger.run import TickStreak, streak_after
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "tick_health"
 VERSION = 1

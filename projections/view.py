@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from ledger.events import Recorded
-from projections import fold_records
+from epochledger.ledger.events import Recorded
+from epochledger.projections import fold_records
 
 S = TypeVar("S")
 

@@ -8,7 +8,7 @@ import sqlite3
 from urllib.parse import parse_qs, urlsplit
 
 from epochledger.app import Ledger
-from ledger.errors import IllegalTransition
+from epochledger.ledger.errors import IllegalTransition
 
 OPS = (
     "queue",
@@ -150,7 +150,7 @@ def canonical(value: object) -> bytes:
     """A view's canonical bytes, as replay encodes them (a slot's state as its ProcessRow)."""
     import msgspec
 
-    from ledger import process as process_mod
+    from epochledger.ledger import process as process_mod
 
     return msgspec.json.encode(value, order="sorted", enc_hook=process_mod.enc_hook)
 

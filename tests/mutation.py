@@ -47,8 +47,8 @@ MODULES: list[str] = _CONFIG["only_mutate"]
 def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     """(module file, name, description, how) for every table entry. `how` is the value to
     put in place of the name (or of one key of it, for the transition table)."""
-    from ledger import lifecycle, run
-    from ledger.events import Status
+    from epochledger.ledger import lifecycle, run
+    from epochledger.ledger.events import Status
 
     for name in sorted(
         n for n in vars(lifecycle) if n.startswith("_") and isinstance(getattr(lifecycle, n), frozenset)
@@ -56,22 +56,22 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
         value = getattr(lifecycle, name)
         for s in Status:
             changed = value - {s} if s in value else value | {s}
-            yield "ledger/lifecycle.py", name, f"{name} {'-' if s in value else '+'}{s.value}", changed
+            yield "epochledger/ledger/lifecycle.py", name, f"{name} {'-' if s in value else '+'}{s.value}", changed
     for tag, sources in lifecycle.TRANSITIONS.items():
         for s in [None, *Status]:
             changed = sources - {s} if s in sources else sources | {s}
             yield (
-                "ledger/lifecycle.py",
+                "epochledger/ledger/lifecycle.py",
                 f"TRANSITIONS[{tag}]",
                 f"TRANSITIONS[{tag}] {'-' if s in sources else '+'}{s}",
                 changed,
             )
     for code in sorted(lifecycle.NO_AUTO_RESUME):
-        yield "ledger/lifecycle.py", "NO_AUTO_RESUME", f"NO_AUTO_RESUME -{code}", lifecycle.NO_AUTO_RESUME - {code}
+        yield "epochledger/ledger/lifecycle.py", "NO_AUTO_RESUME", f"NO_AUTO_RESUME -{code}", lifecycle.NO_AUTO_RESUME - {code}
     for name in ("FENCED_REPORTS", "OUTCOME_REPORTS"):
         value = getattr(run, name)
         for cls in value:
-            yield "ledger/run.py", name, f"{name} -{cls.__name__}", tuple(c for c in value if c is not cls)
+            yield "epochledger/ledger/run.py", name, f"{name} -{cls.__name__}", tuple(c for c in value if c is not cls)
     # Rule O5's bounds, each moved on its own (tests/test_sweep_settings.py pins them).
     from epochledger import sweep
 
@@ -82,29 +82,29 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     yield "epochledger/sweep.py", "GAPS", f"GAPS[0] {first} -> {first * 2}", (first * 2, second)
     yield "epochledger/sweep.py", "GAPS", f"GAPS[1] {second} -> {second * 2}", (first, second * 2)
     # Rule H3's window, halved and doubled (tests/test_idempotency.py pins the 24 hours).
-    from ledger import idempotency
+    from epochledger.ledger import idempotency
 
     window = idempotency.WINDOW
-    yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window / 2}", window / 2
-    yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window * 2}", window * 2
+    yield "epochledger/ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window / 2}", window / 2
+    yield "epochledger/ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window * 2}", window * 2
 
 
 def _apply(mutant: str) -> None:
     """Called by the plugin at session start: put the mutant's value in place."""
-    from ledger import lifecycle
+    from epochledger.ledger import lifecycle
 
     index = int(mutant)
     module, name, _, value = list(table_mutants())[index]
     target = {
-        "ledger/lifecycle.py": "ledger.lifecycle",
-        "ledger/run.py": "ledger.run",
+        "epochledger/ledger/lifecycle.py": "epochledger.ledger.lifecycle",
+        "epochledger/ledger/run.py": "epochledger.ledger.run",
         "epochledger/sweep.py": "epochledger.sweep",
-        "ledger/idempotency.py": "ledger.idempotency",
+        "epochledger/ledger/idempotency.py": "epochledger.ledger.idempotency",
     }[module]
     mod = sys.modules.get(target) or __import__(target, fromlist=["_"])
     if name.startswith("TRANSITIONS["):
         lifecycle.TRANSITIONS[name[len("TRANSITIONS[") : -1]] = value
-    elif target == "ledger.lifecycle" and name.startswith("_"):
+    elif target == "epochledger.ledger.lifecycle" and name.startswith("_"):
         _rerun_with(lifecycle, name, value)
     else:
         old = getattr(mod, name)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ledger import process as process_mod
-from ledger import run as run_mod
-from ledger.events import (
+from epochledger.ledger import process as process_mod
+from epochledger.ledger import run as run_mod
+from epochledger.ledger.events import (
     AnyEvent,
     ProcessBooted,
     ProcessStopped,
@@ -20,7 +20,7 @@ from ledger.events import (
     process_stream,
     run_stream,
 )
-from projections import orphans
+from epochledger.projections import orphans
 
 
 class History:

@@ -14,11 +14,11 @@ from datetime import timedelta
 
 import pytest
 
-from ledger.errors import ConflictError
-from ledger.events import RunFailed, RunQueued, RunStarted, Status
-from ledger.store import Append, Poison, Store, lines_of, open_store
-from ledger.store.ports import EventLog, HashChain
-from projections.tables import ViewTables
+from epochledger.ledger.errors import ConflictError
+from epochledger.ledger.events import RunFailed, RunQueued, RunStarted, Status
+from epochledger.ledger.store import Append, Poison, Store, lines_of, open_store
+from epochledger.ledger.store.ports import EventLog, HashChain
+from epochledger.projections.tables import ViewTables
 from tests.conftest import T0
 from tests.engine_helpers import corrupt
 from tests.store_contract import NewStores

@@ -28,9 +28,9 @@ from epochledger import (
 )
 from epochledger.app import Ledger
 from epochledger.cli import exit_code
-from ledger.errors import CommitUnknown, NotCommitted
-from ledger.events import RunFailed, RunQueued, Status, run_stream
-from ledger.store import Append, Lines, lines_of, open_store
+from epochledger.ledger.errors import CommitUnknown, NotCommitted
+from epochledger.ledger.events import RunFailed, RunQueued, Status, run_stream
+from epochledger.ledger.store import Append, Lines, lines_of, open_store
 from tests.conftest import T0
 from tests.engine_helpers import corrupt, random_history
 
@@ -394,8 +394,8 @@ class StoreContract(NewStores):
         """SQLite reads streams from their start by one JSON list of ids: an id that is
         not printable (a tab, a newline) takes the VALUES form, escapes and non-ASCII
         text still match the stored id exactly, on every backend."""
-        from ledger.events import RunQueued, Status
-        from ledger.store import Append
+        from epochledger.ledger.events import RunQueued, Status
+        from epochledger.ledger.store import Append
         from tests.conftest import T0
 
         odd = ["run:tab\there", "run:line\nbreak", "run:é∂ß", 'run:"quoted"\\', "run:\u2028sep"]

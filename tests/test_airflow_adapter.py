@@ -25,7 +25,7 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.adapters.airflow import DAG_RUNS, TaskTry, ledger_id
-from ledger.events import tag_of
+from epochledger.ledger.events import tag_of
 from tests.airflow_instance import (
     AIRFLOW,
     HEARTBEAT_TIMEOUT_S,

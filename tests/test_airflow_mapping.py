@@ -23,7 +23,7 @@ import pytest
 from epochledger import Ledger, open_ledger
 from epochledger.adapters import airflow as adapter
 from epochledger.adapters.airflow import DAG_RUNS, Recorder, TaskTry, failure_code, ledger_id
-from ledger.events import tag_of
+from epochledger.ledger.events import tag_of
 from tests.conftest import need_pg
 from tests.pg_proxy import Proxy
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Commands, Ledger
+from epochledger.ledger.errors import IllegalTransition, InvalidInput, LedgerError, RunNotFound, StaleEpoch, StoreError
+from epochledger.ledger.events import Cause, Status
 from epochledger.sweep import preview
-from ledger.errors import IllegalTransition, InvalidInput, LedgerError, RunNotFound, StaleEpoch, StoreError
-from ledger.events import Cause, Status
 from tests.conftest import T0
 
 _any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=12)  # lone surrogates too

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput, QueryRefused, RunNotFound, StaleEpoch, StoreError
-from ledger.events import TAGS, Status
-from projections import audit
-from projections.audit import duck
+from epochledger.ledger.errors import InvalidInput, QueryRefused, RunNotFound, StaleEpoch, StoreError
+from epochledger.ledger.events import TAGS, Status
+from epochledger.projections import audit
+from epochledger.projections.audit import duck
 
 GOLDEN = Path(__file__).parent / "golden"
 AS_OF = datetime(2026, 9, 10, 23, 59, 59, tzinfo=UTC)
@@ -409,7 +409,7 @@ def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> No
     batches = list(ledger.store.read_raw(0, batch=4))
     assert [len(b) for b in batches][:-1] == [4] * (len(batches) - 1)
     raw = [r for b in batches for r in b]
-    from ledger import codec
+    from epochledger.ledger import codec
 
     assert [(p, s, v, bytes(b)) for p, s, v, b in raw] == [
         (r.position, r.stream, r.version, codec.encode(r.event)) for r in typed
@@ -429,7 +429,7 @@ def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger
     sqlite_ledger.delete("report-0003")
     path = str(tmp_path / "audit.duckdb")
     audit.sync(sqlite_ledger.store, path)
-    from ledger import lifecycle
+    from epochledger.ledger import lifecycle
 
     fields = [
         "run",
@@ -965,7 +965,7 @@ def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
     """docs/audit.md is part of the feature: each of its SQL examples runs through
     `audit query` on the demo's audit file (the Parquet ones on an export of it)."""
     from epochledger.demo import DAY, record_day
-    from ledger.clock import ManualClock
+    from epochledger.ledger.clock import ManualClock
 
     store = str(tmp_path / "demo.db")
     with open_ledger(store, clock=ManualClock(DAY, uptime=12.0)) as lg:
@@ -1015,9 +1015,9 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(
     """Law: whatever the history and wherever the syncs fall (clock steps back
     included), the events table is the log, position for position, and the runs view
     is Ledger.runs()."""
-    from ledger import lifecycle
-    from ledger.clock import ManualClock
-    from ledger.errors import IllegalTransition
+    from epochledger.ledger import lifecycle
+    from epochledger.ledger.clock import ManualClock
+    from epochledger.ledger.errors import IllegalTransition
 
     tmp = tmp_path_factory.mktemp("law")
     clock = ManualClock(datetime(2026, 9, 9, tzinfo=UTC), uptime=5.0)
@@ -1085,9 +1085,9 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(
 # ------------------------------------------- issue 10 item 16: a killed sync
 KILLED_SYNC = """
 import os, sys, time
-from projections import audit
-from projections.audit import duck
-from ledger.store import open_store
+from epochledger.projections import audit
+from epochledger.projections.audit import duck
+from epochledger.ledger.store import open_store
 real, calls = duck._load, []
 def load(con, file, rows, before):
     calls.append(before)
@@ -1120,7 +1120,7 @@ def test_A1_R3_killed_syncs_leave_nothing_that_accumulates(tmp_path: Path) -> No
     file, and no later sync removed them. Now one scratch directory per audit file,
     emptied by the next sync under DuckDB's write lock, and removed at its end."""
     from bench.common import make_history
-    from ledger.store import open_store
+    from epochledger.ledger.store import open_store
 
     db = tmp_path / "runs.db"
     store = open_store(str(db))
@@ -1213,7 +1213,7 @@ def test_A1_a_duckdb_database_that_is_not_an_audit_file_is_refused_untouched(
 def test_A1_a_query_is_interrupted_at_its_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Repro (before the fix): a query had no time bound (and held the file, so no sync
     could run, for as long as it ran)."""
-    from ledger.errors import QueryInterrupted
+    from epochledger.ledger.errors import QueryInterrupted
 
     store, path = _golden_file(tmp_path, capsys)
     endless = "SELECT count(*) FROM range(1000000000000) a, range(1000) b"
@@ -1230,7 +1230,7 @@ def test_A1_a_query_is_stopped_at_its_memory_limit_and_writes_nothing_to_disk(
 ) -> None:
     """Repro (before the fix): no memory bound, and DuckDB spilled a large sort into
     FILE.tmp beside the audit file (a directory left behind)."""
-    from ledger.errors import QueryInterrupted
+    from epochledger.ledger.errors import QueryInterrupted
 
     store, path = _golden_file(tmp_path, capsys)
     before = sorted(os.listdir(tmp_path))
@@ -1389,9 +1389,9 @@ def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
     not JSON), any chunk size, synced in two parts (the second resuming from the file's
     position) or at once."""
     from epochledger.app import open_ledger as open_
-    from ledger.clock import ManualClock
-    from ledger.store.base import Store
-    from ledger.store.sqlite import SQLiteStore
+    from epochledger.ledger.clock import ManualClock
+    from epochledger.ledger.store.base import Store
+    from epochledger.ledger.store.sqlite import SQLiteStore
     from tests.engine_helpers import random_history
 
     tmp = tmp_path_factory.mktemp("lines")

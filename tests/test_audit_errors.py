@@ -13,9 +13,9 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main, shown
-from ledger.errors import BadPolicy, InvalidInput, QueryInterrupted
-from projections import audit
-from replay import whatif
+from epochledger.ledger.errors import BadPolicy, InvalidInput, QueryInterrupted
+from epochledger.projections import audit
+from epochledger.replay import whatif
 
 FLAG = re.compile(r"(^|\W)--[a-z]")
 

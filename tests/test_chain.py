@@ -25,13 +25,13 @@ import pytest
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger import codec
-from ledger.errors import ChainBroken, ConflictError
-from ledger.events import RunFinished, Status, tag_of
-from ledger.store import Append, open_store
-from ledger.store.chain import CHAIN_TABLE, links, pack, unpack
-from projections import engine, runs
-from replay import verify as verify_mod
+from epochledger.ledger import codec
+from epochledger.ledger.errors import ChainBroken, ConflictError
+from epochledger.ledger.events import RunFinished, Status, tag_of
+from epochledger.ledger.store import Append, open_store
+from epochledger.ledger.store.chain import CHAIN_TABLE, links, pack, unpack
+from epochledger.projections import engine, runs
+from epochledger.replay import verify as verify_mod
 from tests.conftest import T0
 from tests.engine_helpers import tamper_view
 

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from ledger.store.chain import (
+from epochledger.ledger.store.chain import (
     GENESIS,
     ChainReport,
     Digest,

@@ -106,7 +106,7 @@ def test_demo_records_a_day_and_prints_it(capsys, tmp_path, monkeypatch) -> None
 def test_L2_L7_show_keeps_the_cause_a_cancel_overrode_and_drops_a_cancelled_question(ledger, store_url, capsys) -> None:
     """`show` and `show --json` of a cancelled failure name what it was (code, error,
     cause); of a cancelled human wait, no pending question is left in the state."""
-    from ledger.events import Cause
+    from epochledger.ledger.events import Cause
 
     ledger.queue("f")
     ledger.start("f")
@@ -146,7 +146,7 @@ def test_L1_a_retried_queue_of_a_queued_run_appends_nothing(ledger) -> None:
     """The adapter's retry lane: fail, auto resume, re-publish (queue, same fields), on
     each store: the queue returns the run as it is and appends nothing; other fields
     are refused and append nothing either."""
-    from ledger.errors import IllegalTransition
+    from epochledger.ledger.errors import IllegalTransition
 
     ledger.queue("t-1", workflow="add", labels={"queue": "celery"})
     ledger.start("t-1")
@@ -166,7 +166,7 @@ def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(
     """Each start after a resume or retry is the run's next attempt: 0 while never
     started, 1 from the first start. `show`, `runs --json` and the audit's runs view say
     the same; the audit's new column comes after its others."""
-    from projections import audit
+    from epochledger.projections import audit
 
     ledger.queue("t-1")
     ledger.queue("t-0")

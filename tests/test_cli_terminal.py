@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from epochledger.cli import EXIT_CODES, INTERRUPTED, error_fields, exit_code, main
-from ledger import errors
+from epochledger.ledger import errors
 from tests.test_ndjson import GOOD, lines
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from epochledger.app import Ledger
 from epochledger.cli.common import instant
-from ledger.codec import check_value
-from ledger.errors import InvalidInput
-from ledger.events import LATEST, MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Instant, RunFailed, RunFenced
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import LATEST, MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Instant, RunFailed, RunFenced
 
 
 def test_L4_a_control_character_inside_an_optional_cause_is_refused_naming_the_field(ledger: Ledger) -> None:
@@ -69,8 +69,8 @@ def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_where_the_field_and
     caller's place (`where`: an import's line), the innermost field and the encoder's
     reason. Mutations caught: `where` dropped from that refusal, the encoder's error
     not passed on (the message then cannot say why)."""
-    from ledger import codec
-    from ledger.events import RunQueued
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued
     from tests.conftest import T0
 
     with pytest.raises(InvalidInput) as refused:
@@ -97,8 +97,8 @@ def test_L4_every_refusal_of_checked_names_the_callers_where(name: str, event: s
     only on the unencodable one: a structure nested too deep, a value the catalogue's
     constraints refuse, a value that would not be stored as given. Mutations caught:
     `where` dropped from any of those refusals."""
-    from ledger import codec
-    from ledger.events import RunQueued
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued
     from tests.conftest import T0
 
     deep: Any = 1

@@ -10,7 +10,7 @@ import pytest
 from epochledger import IllegalTransition, Status
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.events import Cause, RunCorrected
+from epochledger.ledger.events import Cause, RunCorrected
 
 
 def finished(ledger: Ledger, run: str = "r1") -> None:

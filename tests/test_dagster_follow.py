@@ -32,7 +32,7 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.import_dagster import SETTLE_S
-from ledger.errors import InvalidInput
+from epochledger.ledger.errors import InvalidInput
 from tests.test_import_dagster import QUIET, _instance, _need_dagster
 
 pytestmark = pytest.mark.xdist_group("dagster")
@@ -283,7 +283,7 @@ def test_I4_a_store_outage_ends_only_its_rounds_and_nothing_is_skipped(home: Hom
     past a round that failed (the run's end never read), an error round that
     remembers the records it listed (the same)."""
     from epochledger.import_dagster import FollowRound, follow_dagster
-    from ledger.events import RunFinished
+    from epochledger.ledger.events import RunFinished
     from tests.pg_proxy import Proxy
 
     with open_ledger(pg_url):
@@ -328,7 +328,7 @@ def test_I4_dagsters_own_report_of_a_death_wins_over_the_probes_sweep(home: Home
     from dagster._utils import get_run_crash_explanation
 
     from epochledger.import_dagster import FollowRound, follow_dagster
-    from ledger.events import RunRecovered
+    from epochledger.ledger.events import RunRecovered
 
     rounds: list[FollowRound] = []
     stop = threading.Event()

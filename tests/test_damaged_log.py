@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 
 from epochledger.cli import exit_code, main
+from epochledger.ledger.codes import TICK_DEADLINE_EXCEEDED
+from epochledger.ledger.errors import StreamGap
+from epochledger.ledger.events import Status
+from epochledger.ledger.store import Poison
 from epochledger.tick import TickDriver
-from ledger.codes import TICK_DEADLINE_EXCEEDED
-from ledger.errors import StreamGap
-from ledger.events import Status
-from ledger.store import Poison
 from tests.engine_helpers import corrupt, delete_row
 
 BAD = b"\x00 no longer decodes"

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from ledger.errors import IllegalTransition
-from ledger.events import (
+from epochledger.ledger.errors import IllegalTransition
+from epochledger.ledger.events import (
     RunCancelled,
     RunCheckpointed,
     RunCorrected,
@@ -27,7 +27,7 @@ from ledger.events import (
     RunStarted,
     Status,
 )
-from ledger.run import RunState, decide, evolve, fold
+from epochledger.ledger.run import RunState, decide, evolve, fold
 
 T0 = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)
 RUN = "r-1"
@@ -170,8 +170,8 @@ def test_L2_a_cancel_of_a_pause_or_failure_keeps_the_cause_it_overrides(start: s
     code, error, cause, reason) in the state until the run leaves `cancelled`; a cancel of
     an active run overrides nothing. Repro (before the fix): the cancel dropped the
     earlier cause, which only `history` still showed."""
-    from ledger.events import Cause
-    from ledger.run import CancelledFrom
+    from epochledger.ledger.events import Cause
+    from epochledger.ledger.run import CancelledFrom
 
     state = given(start)
     if start == "failed_resumable":  # a failure with its text and its cause chain
@@ -417,7 +417,7 @@ def test_F1_fenced_evidence_is_kept_from_every_status_and_changes_nothing(start:
     """`run.fenced` is legal from every status and is evidence, not a transition: status,
     code, checkpoint and last actor stay; the count goes up. Mutation caught: run.fenced
     limited to some statuses, or evolved like a transition."""
-    from ledger.events import RunFenced
+    from epochledger.ledger.events import RunFenced
 
     state = given(start)
     assert state is not None
@@ -496,7 +496,7 @@ def test_L1_an_event_is_stamped_in_utc_whatever_zone_the_command_came_in() -> No
 def _fenced_then_failed() -> RunState:
     """A running run whose stale epoch reported it finished (kept as evidence), then
     failed resumably: automation may not resume it (rule F2)."""
-    from ledger.events import RunFenced
+    from epochledger.ledger.events import RunFenced
 
     s = given("running")
     s = evolve(
@@ -606,7 +606,7 @@ def test_I3_an_importers_cursor_is_kept_from_every_status_and_changes_nothing(st
     beside them, so a retried delivery of the last report is still recognised.
     Mutation caught: run.imported limited to some statuses, or evolved like a
     transition (the actor and `last` would change)."""
-    from ledger.events import RunImported
+    from epochledger.ledger.events import RunImported
 
     state = given(start)
     assert state is not None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger import lifecycle
-from ledger.events import TAGS
+from epochledger.ledger import lifecycle
+from epochledger.ledger.events import TAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +54,7 @@ def test_every_library_error_has_an_exit_code_and_the_most_specific_wins() -> No
     import inspect
 
     from epochledger.cli import EXIT_CODES, exit_code
-    from ledger import errors
+    from epochledger.ledger import errors
 
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.LedgerError)]
     assert len(classes) > 15

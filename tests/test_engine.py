@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
-from ledger.errors import ConflictError, RunNotFound
-from projections import engine, failures, registry, runs, tables
-from replay import verify as verify_mod
+from epochledger.ledger.errors import ConflictError, RunNotFound
+from epochledger.projections import engine, failures, registry, runs, tables
+from epochledger.replay import verify as verify_mod
 from tests.conftest import T0
 from tests.engine_helpers import bulk_history, canonical, corrupt, random_history, tamper_view
 
@@ -162,7 +162,7 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     # the failures view parks the undecodable one; the ghost start is no failure
     assert [p[1] for p in tables.parked(ledger.store, "failures")] == [6]
     # repair (e.g. a migration fixed the payload): the next rebuild retries it
-    from ledger import codec
+    from epochledger.ledger import codec
 
     corrupt(store_url, 6, codec.encode(good.event))
     engine.rebuild(ledger.store, runs)
@@ -238,7 +238,7 @@ def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:
     import threading
     import time
 
-    from ledger.store import open_store
+    from epochledger.ledger.store import open_store
 
     ledger.queue("first")
     follower_store = open_store(ledger.url)
@@ -274,8 +274,8 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
     """A view whose state is not a dict (the tick-health view, registered; the orphans
     fold, which the registry covers as runs + epochs instead) is materialized as one row:
     catch-up in slices equals a rebuild and a replay, and verify passes."""
-    from projections import orphans, tick_health
-    from replay import state_at
+    from epochledger.projections import orphans, tick_health
+    from epochledger.replay import state_at
 
     random_history(ledger, 31, runs=8, ops=250)
     head = ledger.store.max_position()
@@ -376,7 +376,7 @@ def test_T4_a_view_that_skips_run_events_parks_with_the_ledger_time_of_the_event
     poison it parks carries the ledger time of the last event before it in the log,
     as the runs view's row does: the same for every view. Mutation: keep `last` to
     the records a view folded (drop `_latest`) and the epochs view's parked_at is None."""
-    from projections import epochs
+    from epochledger.projections import epochs
 
     bulk_history(ledger, 10)
     before = next(ledger.store.read_all(5, 6))
@@ -432,8 +432,8 @@ def test_R3_the_fleet_reads_use_the_status_index_on_sqlite(sqlite_ledger) -> Non
     """`runs --status S` and the sweep's candidates are read through the status index,
     not by scanning the table (docs/benchmarks.md, "Fleet size"): SQLite's plan for the
     engine's own statements names it, with no sort for the key order."""
-    from ledger import lifecycle
-    from ledger.events import Status
+    from epochledger.ledger import lifecycle
+    from epochledger.ledger.events import Status
 
     random_history(sqlite_ledger, 6, runs=8, ops=120)
     store = sqlite_ledger.store

@@ -7,8 +7,8 @@ tests only a two-thread race (tests/test_engine.py) or the PostgreSQL lock soak
 from __future__ import annotations
 
 from epochledger.app import Ledger
-from projections import engine, epochs, runs
-from replay import verify as verify_mod
+from epochledger.projections import engine, epochs, runs
+from epochledger.replay import verify as verify_mod
 
 
 def _four_events(ledger: Ledger) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import msgspec
 
-from ledger import codec
-from ledger.events import Recorded
-from ledger.store import Poison
+from epochledger.ledger import codec
+from epochledger.ledger.events import Recorded
+from epochledger.ledger.store import Poison
 from tests.engine_helpers import corrupt, random_history
 
 

@@ -13,16 +13,16 @@ import time
 
 import pytest
 
-from projections import engine, registry, runs, tables
-from replay import verify as verify_mod
+from epochledger.projections import engine, registry, runs, tables
+from epochledger.replay import verify as verify_mod
 from tests.engine_helpers import bulk_history
 
 # The child applies the log in small batches and sleeps a little between them, so the
 # kill lands mid-way; the sleep is in the child's progress callback, not in the engine.
 CHILD = """
 import sys, time
-from ledger.store import open_store
-from projections import engine, registry
+from epochledger.ledger.store import open_store
+from epochledger.projections import engine, registry
 store = open_store(sys.argv[1])
 def slow(view, position, head):
     time.sleep(0.002)

@@ -15,7 +15,7 @@ import pytest
 
 from epochledger import ManualClock, open_ledger, reports
 from epochledger.cli import main
-from ledger.events import Status
+from epochledger.ledger.events import Status
 
 # Every public report: the mixin's methods and the module's functions.
 REPORTS = [f for name, f in inspect.getmembers(reports.Reports, inspect.isfunction) if not name.startswith("_")]

@@ -9,10 +9,10 @@ import pytest
 
 from epochledger.app import open_ledger
 from epochledger.cli import exit_code
+from epochledger.ledger.codes import PROCESS_ORPHANED
+from epochledger.ledger.errors import IllegalTransition, ImportRejected, StaleEpoch
+from epochledger.ledger.events import RunDeadLettered, RunFenced, RunRecovered, RunTickFailed, RunTickRecovered, Status
 from epochledger.ndjson import export_to, import_lines
-from ledger.codes import PROCESS_ORPHANED
-from ledger.errors import IllegalTransition, ImportRejected, StaleEpoch
-from ledger.events import RunDeadLettered, RunFenced, RunRecovered, RunTickFailed, RunTickRecovered, Status
 
 
 def _setup(ledger, clock):
@@ -97,7 +97,7 @@ FENCED_REPORTS = [
     ("checkpoint", lambda lg: lg.checkpoint("r", "load", "ckpt/2", epoch="w1")),
     ("pause", lambda lg: lg.pause("r", "waiting_human", questions=["ok?"], epoch="w1")),
     # the tick's reports (rules T1-T3), as epochledger/tick.py submits them; mutations
-    # caught (make mutation): any of them dropped from ledger.run.FENCED_REPORTS
+    # caught (make mutation): any of them dropped from epochledger.ledger.run.FENCED_REPORTS
     (
         "tick_failed",
         lambda lg: lg.submit(
@@ -285,8 +285,8 @@ def test_F1_a_run_recorded_before_slots_were_stamped_is_still_fenced(ledger, clo
     """Histories written before the ledger stamped a start's slot: the start names w1's
     epoch, the run's process names another slot. The epoch index finds w1 anyway.
     Mutation caught: the epoch looked up only in `run.process` (or in the hint slot)."""
-    from ledger.events import RunQueued, RunStarted
-    from ledger.store import Append
+    from epochledger.ledger.events import RunQueued, RunStarted
+    from epochledger.ledger.store import Append
 
     ledger.boot("worker-1", epoch="w1")
     ledger.boot("api", epoch="api.e1")
@@ -307,7 +307,7 @@ def test_F1_a_report_naming_an_epoch_no_slot_booted_is_refused_and_appends_nothi
     """An epoch no slot booted has no liveness to judge: the report is refused as bad
     input (UnknownEpoch, exit 3) instead of landing unfenced.
     Mutation caught: an unknown epoch treated as live (`fence` given None passes)."""
-    from ledger.errors import UnknownEpoch
+    from epochledger.ledger.errors import UnknownEpoch
 
     ledger.boot("worker-1", epoch="w1")
     ledger.queue("r", process="worker-1")
@@ -326,7 +326,7 @@ def test_F1_a_report_naming_an_epoch_no_slot_booted_is_refused_and_appends_nothi
 
 
 def test_F1_a_start_naming_one_slot_and_another_slots_epoch_is_refused(ledger, clock):
-    from ledger.errors import UnknownEpoch
+    from epochledger.ledger.errors import UnknownEpoch
 
     ledger.boot("worker-1", epoch="w1")
     ledger.boot("worker-2", epoch="v1")
@@ -340,7 +340,7 @@ def test_F1_an_epoch_id_booted_by_two_slots_is_not_guessed(ledger, clock):
     """Two slots booted the same id (ids chosen by hand): a report that names only the
     epoch is refused rather than fenced against either slot's guess; naming the slot on
     the start resolves it, and later reports find it through the run."""
-    from ledger.errors import UnknownEpoch
+    from epochledger.ledger.errors import UnknownEpoch
 
     ledger.boot("worker-1", epoch="dup")
     ledger.boot("worker-2", epoch="dup")
@@ -369,7 +369,7 @@ def test_F2_a_fenced_finish_after_the_last_start_stops_automation_from_resuming(
     assert (state.status, state.code) == (Status.FAILED_RESUMABLE, PROCESS_ORPHANED)
     assert state.fenced_end is not None and (state.fenced_end.epoch, state.fenced_end.refused) == ("w1", "run.finished")
     assert state.fenced_end.reported is Status.FINISHED
-    from ledger import lifecycle
+    from epochledger.ledger import lifecycle
 
     assert lifecycle.can_auto_resume(state.status, state.code)  # the code alone would allow it
     assert not lifecycle.can_auto_resume(state.status, state.code, fenced_end=True)
@@ -412,7 +412,7 @@ def test_F2_only_outcome_reports_bind(ledger, clock, report, binds):
 
 def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, store_url, tmp_path, capsys):
     from epochledger.cli import main
-    from projections import audit, engine
+    from epochledger.projections import audit, engine
 
     epoch = _setup(ledger, clock)
     with pytest.raises(StaleEpoch) as refused:

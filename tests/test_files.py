@@ -16,7 +16,7 @@ import pytest
 from epochledger import open_ledger
 from epochledger.cli import main
 from epochledger.files import atomic_write
-from ledger.errors import InvalidInput, StoreError
+from epochledger.ledger.errors import InvalidInput, StoreError
 from tests.test_ndjson import GOOD, lines
 
 

@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 
 from epochledger import ConflictError, IllegalTransition, ManualClock, open_ledger
 from epochledger.app import Ledger, _fold_stream
-from ledger import process as process_mod
-from ledger import run as run_mod
-from ledger.errors import StaleEpoch
-from ledger.events import (
+from epochledger.ledger import process as process_mod
+from epochledger.ledger import run as run_mod
+from epochledger.ledger.errors import StaleEpoch
+from epochledger.ledger.events import (
     ProcessBooted,
     ProcessRetired,
     ProcessStopped,
@@ -45,8 +45,8 @@ from ledger.events import (
     process_stream,
     run_stream,
 )
-from ledger.process import EpochState, ProcessState
-from ledger.store import Append
+from epochledger.ledger.process import EpochState, ProcessState
+from epochledger.ledger.store import Append
 from tests.conftest import T0, race
 from tests.engine_helpers import apply_op
 
@@ -590,7 +590,7 @@ def test_runs_by_status_selects_in_sql_exactly_what_the_filter_would_keep(sqlite
     """`runs --status S` reads only the view's rows in S (its status column), and lists
     the same runs as filtering every run; on a read-only copy it filters in memory."""
     from epochledger.cli import main
-    from projections import engine
+    from epochledger.projections import engine
     from tests.engine_helpers import random_history
 
     random_history(sqlite_ledger, 5, runs=15, ops=200)
@@ -614,7 +614,7 @@ def test_O2_O3_O5_the_sweeps_candidate_read_gives_the_verdicts_of_the_whole_flee
     fleet-wide read find exactly the verdicts of the whole runs view. Mutation caught:
     the candidate query without `p.live = 0` (a cleanly stopped current epoch's runs
     are missed)."""
-    from projections import orphans
+    from epochledger.projections import orphans
     from tests.engine_helpers import random_history
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -653,7 +653,7 @@ def test_W1_the_slot_state_hooks_refuse_any_other_type_by_name() -> None:
     """msgspec passes a hook's NotImplementedError on as it is, so its text is what a
     reader of a broken view sees. Mutations caught (make mutation): the messages dropped
     or naming the wrong type."""
-    from ledger import process
+    from epochledger.ledger import process
 
     with pytest.raises(NotImplementedError, match=r"^cannot encode object$"):
         msgspec.json.encode(object(), enc_hook=process.enc_hook)

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from epochledger.app import Ledger
+from epochledger.ledger.errors import ImportRejected, InvalidInput, StaleEpoch
+from epochledger.ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, Pattern, RunFenced
 from epochledger.ndjson import import_lines
 from epochledger.sweep import preview
-from ledger.errors import ImportRejected, InvalidInput, StaleEpoch
-from ledger.events import MAX_CAUSE_DEPTH, MAX_NESTING, Cause, Code, LabelValue, Name, Pattern, RunFenced
 
 
 def chain(depth: int) -> Cause:
@@ -252,7 +252,7 @@ def test_L4_bad_arguments_are_invalid_input_naming_the_argument(
 
 
 def test_R1_replay_refuses_a_position_past_the_databases_range(ledger: Ledger) -> None:
-    from replay import state_at
+    from epochledger.replay import state_at
 
     _booted(ledger)
     with pytest.raises(InvalidInput, match="--position: a position is an integer from 0 to"):
@@ -268,7 +268,7 @@ def test_R3_follow_refuses_a_poll_that_would_spin(sqlite_ledger: Ledger, poll: A
     fails instead of hanging."""
     import threading
 
-    from projections import engine
+    from epochledger.projections import engine
 
     stop = threading.Event()
     timer = threading.Timer(0.5, stop.set)
@@ -291,7 +291,7 @@ def test_L4_the_fast_character_test_accepts_only_what_the_rule_accepts() -> None
     caught: the fast test without `" " not in value` (accepts 'a b' as a Name)."""
     import re
 
-    from ledger import codec
+    from epochledger.ledger import codec
 
     assert set(codec._FAST) == {
         m.regex for tp in (Name, Code, LabelValue) for m in tp.__metadata__ if isinstance(m, Pattern)
@@ -313,8 +313,8 @@ def test_L4_format_characters_are_refused_in_ids_and_label_keys_and_values(sqlit
     Repro (before the fix): all three were accepted and printed raw."""
     import re
 
-    from ledger.errors import InvalidInput
-    from ledger.events import FORMAT_CHARS
+    from epochledger.ledger.errors import InvalidInput
+    from epochledger.ledger.events import FORMAT_CHARS
 
     cf = [c for c in _every_character() if unicodedata.category(c) == "Cf"]
     in_class = re.compile(f"[{FORMAT_CHARS}]")
@@ -347,8 +347,8 @@ def test_L4_the_write_walk_with_its_fast_test_refuses_exactly_what_the_regexes_r
     exactly when the rule's regex does, with the message naming the field."""
     import re
 
-    from ledger import codec
-    from ledger.events import RunQueued
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued
 
     at = datetime(2026, 9, 9, tzinfo=UTC)
     check = codec._checker(RunQueued)

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ledger import idempotency
-from ledger.errors import InvalidInput
-from ledger.events import IdempotencyKept
+from epochledger.ledger import idempotency
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import IdempotencyKept
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

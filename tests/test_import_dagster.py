@@ -31,9 +31,9 @@ import pytest
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.errors import RunNotFound
-from ledger.events import ProcessBooted, ProcessExited, RunFenced, RunImported
-from ledger.host import SystemHost
+from epochledger.ledger.errors import RunNotFound
+from epochledger.ledger.events import ProcessBooted, ProcessExited, RunFenced, RunImported
+from epochledger.ledger.host import SystemHost
 
 pytestmark = pytest.mark.xdist_group("dagster")  # one worker builds the histories (pyproject: --dist loadgroup)
 REQUIRE = os.environ.get("EPOCHLEDGER_TEST_DAGSTER") == "require"
@@ -468,7 +468,7 @@ def test_I3_O8_the_probe_finds_the_sigkilled_worker_and_the_sweep_recovers_its_r
     and start, so `epochledger probe` on the real host finds the pid gone and the sweep
     recovers the run. Mutation caught: --local-workers not recording host_boot (the
     probe cannot judge the epoch, the run stays running)."""
-    from ledger.host import FakeHost
+    from epochledger.ledger.host import FakeHost
 
     run = "dagster:" + histories.runs["kill"]
     pid = histories.pids["kill"]
@@ -500,7 +500,7 @@ def test_I3_O7_a_worker_gone_before_the_first_import_is_its_exit_even_when_its_p
     process. The probe's sweep then recovers the run. Mutation caught: no exit at the
     import (the probe says `unverified` and the run stays running forever)."""
     from epochledger.import_dagster import LocalHost, import_dagster
-    from ledger.host import FakeHost
+    from epochledger.ledger.host import FakeHost
 
     run = "dagster:" + histories.runs["kill"]
     pid = histories.pids["kill"]
@@ -584,7 +584,7 @@ def test_I3_the_cli_imports_and_says_what_it_did(
 def test_I3_L4_not_a_dagster_instance_is_refused_and_appends_nothing(tmp_path: Path) -> None:
     _need_dagster()
     from epochledger.import_dagster import import_dagster
-    from ledger.errors import InvalidInput
+    from epochledger.ledger.errors import InvalidInput
 
     (tmp_path / "empty").mkdir()
     with _ledger(tmp_path) as ledger:
@@ -648,7 +648,7 @@ def test_I3_O7_a_worker_that_ends_its_run_as_it_is_read_is_not_taken_for_dead(
     from dagster._core.events import DagsterEvent
 
     from epochledger.import_dagster import import_dagster
-    from ledger.host import FakeHost, PidFacts
+    from epochledger.ledger.host import FakeHost, PidFacts
 
     home = tmp_path / "home"
     shutil.copytree(histories.home, home)
@@ -753,7 +753,7 @@ def test_I3_I1_a_malformed_dagster_run_rejects_a_strict_import_naming_it_and_app
     refuses the whole import with a typed error naming the run and the field; nothing
     is appended. Mutation caught: the time read without its check (a raw ValueError)."""
     from epochledger.import_dagster import import_dagster
-    from ledger.errors import ForeignRunRejected
+    from epochledger.ledger.errors import ForeignRunRejected
 
     home = tmp_path / "home"
     shutil.copytree(histories.home, home)

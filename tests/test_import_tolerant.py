@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from epochledger import ImportRejected, InvalidInput, open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
+from epochledger.ledger import codec
+from epochledger.ledger.errors import IllegalTransition
+from epochledger.ledger.events import RunFenced, Status, tag_of
 from epochledger.ndjson import export_to, import_events, import_lines, read_lines
-from ledger import codec
-from ledger.errors import IllegalTransition
-from ledger.events import RunFenced, Status, tag_of
 from tests.test_ndjson import GOOD, _mutated, lines
 
 
@@ -418,7 +418,7 @@ def test_I1_an_export_of_a_ledger_whose_clock_stepped_back_comes_back_with_clock
 
 
 def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> None:
-    from projections.audit import query, sync
+    from epochledger.projections.audit import query, sync
 
     path = tmp_path / "l.db"
     with open_ledger(str(path)) as lg:

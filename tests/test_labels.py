@@ -12,9 +12,9 @@ import pytest
 from epochledger import InvalidInput, open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
+from epochledger.ledger import codec
+from epochledger.ledger.events import MAX_LABEL_VALUE, MAX_LABELS
 from epochledger.ndjson import import_lines
-from ledger import codec
-from ledger.events import MAX_LABEL_VALUE, MAX_LABELS
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -149,7 +149,7 @@ def test_I2_show_prints_labels_and_parent(capsys, labelled: str) -> None:
 def test_I2_A1_audit_runs_has_labels_as_a_map_and_parent(ledger: Ledger, tmp_path) -> None:
     """On both stores: the audit's runs view carries labels as a DuckDB MAP (empty, not
     NULL, for a run without any) and parent, from the run.queued payload."""
-    from projections.audit import query, sync
+    from epochledger.projections.audit import query, sync
 
     ledger.queue("a", labels={"team": "data", "env": "prod"})
     ledger.queue("b", parent="a")
@@ -172,7 +172,7 @@ def test_I2_A1_failures_by_label_report(tmp_path, capsys) -> None:
     is refused."""
     from pathlib import Path
 
-    from projections import audit
+    from epochledger.projections import audit
 
     store = str(tmp_path / "g.db")
     main(["--store", store, "init"])

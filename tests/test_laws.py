@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import lifecycle
-from ledger.errors import IllegalTransition
-from ledger.events import (
+from epochledger.ledger import lifecycle
+from epochledger.ledger.errors import IllegalTransition
+from epochledger.ledger.events import (
     RunCancelled,
     RunCheckpointed,
     RunCorrected,
@@ -24,7 +24,7 @@ from ledger.events import (
     RunStarted,
     Status,
 )
-from ledger.run import decide, evolve, fold
+from epochledger.ledger.run import decide, evolve, fold
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 R = "r"

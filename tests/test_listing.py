@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from epochledger import ManualClock, open_ledger, reports
 from epochledger.app import Ledger
 from epochledger.cli import common, main
-from ledger import lifecycle
-from ledger.codes import show_code
-from ledger.errors import StaleEpoch
-from ledger.events import Cause, RunTickFailed, Status
-from ledger.run import RunState
-from projections import engine
+from epochledger.ledger import lifecycle
+from epochledger.ledger.codes import show_code
+from epochledger.ledger.errors import StaleEpoch
+from epochledger.ledger.events import Cause, RunTickFailed, Status
+from epochledger.ledger.run import RunState
+from epochledger.projections import engine
 from tests.conftest import read_only_backup
 from tests.engine_helpers import CODES, random_history
 from tests.test_flat_cost import T0

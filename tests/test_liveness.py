@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 
 from epochledger import ManualClock, StaleEpoch, open_ledger
 from epochledger.app import Ledger
-from ledger import process as process_mod
-from ledger.clock import Clock
-from ledger.errors import ConflictError, IllegalTransition, StoreError
-from ledger.events import ProcessBooted, ProcessExited, ProcessRetired, ProcessStopped
-from ledger.host import FakeHost
-from ledger.process import EpochState, HostState, end_of, evolve_host
-from projections import orphans
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.clock import Clock
+from epochledger.ledger.errors import ConflictError, IllegalTransition, StoreError
+from epochledger.ledger.events import ProcessBooted, ProcessExited, ProcessRetired, ProcessStopped
+from epochledger.ledger.host import FakeHost
+from epochledger.ledger.process import EpochState, HostState, end_of, evolve_host
+from epochledger.projections import orphans
 from tests.conftest import T0
 
 S, P, E, R = process_mod.SUPERSEDED, process_mod.STOPPED, process_mod.EXITED, process_mod.HOST_REBOOTED
@@ -492,7 +492,7 @@ def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
     fake_ledger: tuple[Ledger, FakeHost, ManualClock],
 ) -> None:
     """The orphan rule's fold and the materialized hosts view agree (rule O4)."""
-    from projections import engine, hosts
+    from epochledger.projections import engine, hosts
 
     lg, _host, _clock = fake_ledger
     for i, row in enumerate(TABLE):
@@ -510,7 +510,7 @@ def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_liv
     O2-exited / O2-host-rebooted are not listed by the orphaned_while_live invariant.
     Mutation caught: the exit or reboot conditions dropped from the report (the
     legitimate recoveries are listed as marked under a live owner)."""
-    from projections import audit
+    from epochledger.projections import audit
 
     lg, _host, clock = fake_ledger
     for i, row in enumerate(TABLE):
@@ -558,7 +558,7 @@ def test_O7_R4_whatif_with_the_recorded_rule_finds_no_difference_over_exits_and_
     nowhere: what-if judges by the same liveness. Mutation caught: the orphans view not
     folding host boots (orphans.evolve), so the alternative misses the host-rebooted
     orphan the record holds."""
-    from replay import whatif
+    from epochledger.replay import whatif
 
     lg, host, clock = fake_ledger
     host.spawn(11, 50)
@@ -583,7 +583,7 @@ def test_O7_V1_the_timeline_draws_an_exit(fake_ledger: tuple[Ledger, FakeHost, M
     """The incident picture ends an exited epoch's bar at its exit, with an exit mark
     naming who saw it (rule V1 lists exits); the page says so in the epoch's detail.
     Mutation caught: the timeline's ProcessExited case dropped (the epoch stays open)."""
-    from replay import timeline
+    from epochledger.replay import timeline
 
     lg, _host, clock = fake_ledger
     w = lg.boot("worker")
@@ -609,7 +609,7 @@ def test_O7_V1_the_timeline_ends_an_epoch_where_end_of_does_and_draws_a_host_reb
     Before: the page kept its own fold of supersede, stop and exit, and a rebooted
     epoch stayed live to the end of the page. Mutation caught: the timeline's host
     facts not folded (the reboot rows stay live)."""
-    from replay import timeline
+    from epochledger.replay import timeline
 
     lg, host, clock = fake_ledger
     host.spawn(11, 50)
@@ -650,8 +650,8 @@ def test_O7_O10_the_hosts_view_folds_any_history_and_keeps_only_boots_that_name_
     mutation): `fold` passing the wrong initial, evolve, records or view; `evolve`'s
     guard with `and` turned into `or` (a run event or a machine-less boot reaching
     evolve_host), the view keyed by host name (both machines in one row)."""
-    from ledger.events import Recorded, RunQueued
-    from projections import hosts
+    from epochledger.ledger.events import Recorded, RunQueued
+    from epochledger.projections import hosts
 
     def boot(i: int, epoch: str, machine: str | None, host_boot: str | None) -> Recorded:
         e = ProcessBooted(
@@ -715,8 +715,8 @@ def test_O7_recoveries_and_verdicts_carry_the_exit_and_the_reboot_as_evidence(tm
     boot on a rebooted host (`sweep --dry-run`) sees the reboot by the host facts its
     folded boot carries. Mutations caught: exited_at or evidence dropped from the
     verdict or from run.recovered; the preview's boot without its host or host boot id."""
+    from epochledger.ledger.events import RunRecovered
     from epochledger.sweep import preview
-    from ledger.events import RunRecovered
 
     lg, host, clock = _host_ledger(tmp_path)
     with lg:
@@ -875,7 +875,7 @@ def test_O8_retirement_is_refused_for_an_epoch_that_is_not_the_slots_last_and_sa
     appends nothing, a boot after it brings the slot back. Mutations caught: decide
     accepting an older epoch (a retirement racing a boot would retire a live slot),
     the retired mark kept across a boot."""
-    from ledger.events import ProcessRetired
+    from epochledger.ledger.events import ProcessRetired
 
     first = ProcessBooted(at=_at(0), process="w", epoch="e1", booted_at=_at(0))
     state = process_mod.fold([first])

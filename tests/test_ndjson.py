@@ -366,7 +366,7 @@ def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ledger.events import TAGS  # noqa: E402
+from epochledger.ledger.events import TAGS  # noqa: E402
 
 _KEYS = sorted({f for cls in TAGS.values() for f in cls.__struct_fields__} | {"type", "zzz"})
 _json = st.recursive(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ledger.events import Status
+from epochledger.ledger.events import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["epochledger", "ledger", "projections", "replay", "bench"]

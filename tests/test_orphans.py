@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import lifecycle
-from ledger.errors import InvalidInput
-from ledger.events import Recorded, RunQueued, RunStarted, Status
-from projections import orphans
+from epochledger.ledger import lifecycle
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import Recorded, RunQueued, RunStarted, Status
+from epochledger.projections import orphans
 from tests.conftest import T0
 from tests.orphan_helpers import History
 
@@ -48,7 +48,7 @@ def test_O1_system_clock_uptime_counts_from_process_start_not_import():
         """
         import time
         time.sleep(0.6)
-        from ledger.clock import SystemClock
+        from epochledger.ledger.clock import SystemClock
         print(SystemClock().uptime())
         """
     )
@@ -373,8 +373,8 @@ def test_O3_slot_epoch_orders_a_start_against_each_boot():
 def test_O1_O2_each_boot_supersedes_only_the_epoch_before_it():
     """Mutations caught: a third boot rewriting the first epoch's `superseded_by`; stop,
     stopping and sweep-skip marks applied to every epoch of the slot."""
-    from ledger import process as process_mod
-    from ledger.events import ProcessBooted, ProcessStopped, ProcessStopping, ProcessSweepSkipped
+    from epochledger.ledger import process as process_mod
+    from epochledger.ledger.events import ProcessBooted, ProcessStopped, ProcessStopping, ProcessSweepSkipped
 
     def boot(epoch, t):
         return ProcessBooted(
@@ -485,7 +485,7 @@ def test_O3_an_epoch_whose_sweep_skipped_the_fallback_judges_nothing_by_time():
     """Once a sweep recorded `process.sweep_skipped` for an epoch, reads agree with it:
     no O3 verdict relative to that epoch, even for a run that started well before its
     boot. Mutation caught: the `sweep_skipped` condition weakened in `epoch_policy`."""
-    from ledger.events import ProcessSweepSkipped
+    from epochledger.ledger.events import ProcessSweepSkipped
 
     h = History(T0)
     h.boot("w", "e1", 0)
@@ -503,7 +503,7 @@ def test_O3_a_sweep_judges_by_its_own_epoch_not_the_slots_current_one():
     h = History(T0)
     h.boot("w", "e1", 0)
     h.start("r", "w", 50)  # recorded while e1 was current: not e1's orphan
-    from ledger.events import RunStarted
+    from epochledger.ledger.events import RunStarted
 
     h.records[-1] = Recorded(
         h.records[-1].position,

@@ -17,10 +17,17 @@ import pytest
 
 from epochledger import ManualClock
 from epochledger.app import Ledger
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import (
+    PassItemFailed,
+    PassItemRecovered,
+    PassItemRetired,
+    RunEventBase,
+    pass_stream,
+    tag_of,
+)
+from epochledger.ledger.run import RunState
 from epochledger.passes import CrossRunPass, list_items
-from ledger.errors import InvalidInput
-from ledger.events import PassItemFailed, PassItemRecovered, PassItemRetired, RunEventBase, pass_stream, tag_of
-from ledger.run import RunState
 from tests.tick_helpers import make_driver
 
 

@@ -16,9 +16,9 @@ import threading
 import time
 
 from epochledger import ManualClock, open_ledger
-from ledger.errors import LedgerError
-from projections import engine, runs, tables
-from replay import verify as verify_mod
+from epochledger.ledger.errors import LedgerError
+from epochledger.projections import engine, runs, tables
+from epochledger.replay import verify as verify_mod
 
 SECONDS = 4.0
 

@@ -20,10 +20,10 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
-from ledger.errors import PermissionDenied
-from ledger.store import open_store
-from projections import engine, runs
-from replay import verify as verify_mod
+from epochledger.ledger.errors import PermissionDenied
+from epochledger.ledger.store import open_store
+from epochledger.projections import engine, runs
+from epochledger.replay import verify as verify_mod
 from tests.conftest import PG_BASE, need_pg
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "operations.md"

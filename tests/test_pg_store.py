@@ -16,12 +16,12 @@ import psycopg
 import pytest
 
 from epochledger import ManualClock, open_ledger
-from ledger.errors import ConflictError, LockTimeout, StoreError, SweepFailed
-from ledger.events import RunQueued, Status
-from ledger.store import EVENTS_TABLE, Append, open_store
-from ledger.store.postgres import PostgresStore
-from projections import engine, runs
-from replay import verify as verify_mod
+from epochledger.ledger.errors import ConflictError, LockTimeout, StoreError, SweepFailed
+from epochledger.ledger.events import RunQueued, Status
+from epochledger.ledger.store import EVENTS_TABLE, Append, open_store
+from epochledger.ledger.store.postgres import PostgresStore
+from epochledger.projections import engine, runs
+from epochledger.replay import verify as verify_mod
 from tests.conftest import PG_BASE, T0
 from tests.pg_proxy import Proxy
 
@@ -356,7 +356,7 @@ def test_L5_the_write_paths_binary_arrays_are_what_psycopg_would_send(pg_url: st
     format, not psycopg's list dumper): the server must read back every value as sent,
     including the empty array, the bounds of bigint, empty and non-ASCII text, and
     payload bytes that are not text."""
-    from ledger.store.postgres import _Bytes, _Int8s, _Texts
+    from epochledger.ledger.store.postgres import _Bytes, _Int8s, _Texts
 
     store = open_store(pg_url)
     try:

@@ -28,7 +28,7 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.adapters.prefect import CODES, code_of, install
-from ledger.events import RunFailed
+from epochledger.ledger.events import RunFailed
 
 REQUIRE = os.environ.get("EPOCHLEDGER_TEST_PREFECT") == "require"
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import pytest
 from epochledger import ManualClock, StaleEpoch, open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger.events import ProcessExited
-from ledger.host import FakeHost, SystemHost, read_stat
+from epochledger.ledger.events import ProcessExited
+from epochledger.ledger.host import FakeHost, SystemHost, read_stat
 from tests.conftest import T0
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe reads Linux's /proc")
@@ -198,7 +198,7 @@ def test_O7_probe_with_the_callers_epoch_sweeps_with_it(sqlite_url: str) -> None
 
 
 def test_O7_the_probe_refuses_a_host_without_a_boot_id(sqlite_url: str) -> None:
-    from ledger.errors import InvalidInput
+    from epochledger.ledger.errors import InvalidInput
 
     with open_ledger(sqlite_url, clock=ManualClock(T0), host=FakeHost(boot_id=None)) as lg:
         lg.boot("w")
@@ -256,7 +256,7 @@ def test_L4_probe_with_an_unknown_epoch_is_refused_before_any_exit_is_recorded(s
     the argument is refused first (UnknownEpoch naming it) and nothing is appended.
     Mutation caught: the epoch checked only by the sweep, after the exits were
     appended."""
-    from ledger.errors import UnknownEpoch
+    from epochledger.ledger.errors import UnknownEpoch
 
     host = FakeHost(name="h1", boot_id="b1", pid=10)
     with open_ledger(sqlite_url, clock=ManualClock(T0, uptime=100), host=host) as lg:
@@ -275,7 +275,7 @@ def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> N
     another machine with the same name (rule O10): refused, nothing appended, not a
     false exit recorded for a twin's pid. Mutation caught: the machine id check
     dropped (the probe judges the epochs by name and records their pids as gone)."""
-    from ledger.errors import InvalidInput
+    from epochledger.ledger.errors import InvalidInput
 
     clock = ManualClock(T0)
     with (

@@ -23,11 +23,11 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Batch, Ledger
+from epochledger.ledger.clock import boot_instant
+from epochledger.ledger.errors import ConflictError, InvalidInput
+from epochledger.ledger.events import ProcessBooted, ProcessExited, ProcessStopped, ProcessStopping
+from epochledger.ledger.host import FakeHost, PidFacts, SystemHost
 from epochledger.probe import CONFLICT_ROUNDS, Finding, ProbeReport, probe
-from ledger.clock import boot_instant
-from ledger.errors import ConflictError, InvalidInput
-from ledger.events import ProcessBooted, ProcessExited, ProcessStopped, ProcessStopping
-from ledger.host import FakeHost, PidFacts, SystemHost
 from tests.conftest import T0, losing_batch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe reads Linux's /proc")
@@ -55,8 +55,8 @@ Losing = losing_batch("process-gone")  # a batch that loses its race on this str
 def _legacy_boot(lg: Ledger, process: str, pid: int, host: str, host_boot: str | None) -> str:
     """A boot with a pid the API now refuses (0, negative: rule L4), as a ledger written
     before that bound holds it: appended straight to the store. Its epoch id."""
-    from ledger.events import process_stream
-    from ledger.store import Append
+    from epochledger.ledger.events import process_stream
+    from epochledger.ledger.store import Append
 
     epoch = f"e-{process}"
     machine = lg.host.machine_id() if host == lg.host.name() else None  # as boot() records it (rule O10)

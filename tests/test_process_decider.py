@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from ledger import process as process_mod
-from ledger.errors import IllegalTransition
-from ledger.events import (
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.errors import IllegalTransition
+from epochledger.ledger.events import (
     ProcessBooted,
     ProcessStopped,
     ProcessStopping,
@@ -161,7 +161,7 @@ def test_I1_O10_a_boot_resent_with_another_machine_id_is_another_boot_not_the_sa
     included (rule O10 keys a host by it): a re-send that names another machine is
     refused naming the field, never dropped as a duplicate. Mutation caught: the
     comparison leaving `machine` out."""
-    from ledger.events import ProcessBooted
+    from epochledger.ledger.events import ProcessBooted
 
     at = datetime(2026, 9, 9, 14, tzinfo=UTC)
     boot = ProcessBooted(at=at, process="w", epoch="e1", booted_at=at, host="h", pid=7, host_boot="b1", machine="m1")

@@ -1,6 +1,6 @@
 """Two public paths that docs/mutation.md once argued no test could observe (rules O7,
 P2): the boot instant a dry-run sweep on a rebooted host prints, and the default path of
-`python -m ledger.lifecycle --write`. Each is reached here the way its user reaches it.
+`python -m epochledger.ledger.lifecycle --write`. Each is reached here the way its user reaches it.
 (The third, the "?" of a verdict's explanation, is pinned in tests/test_orphans.py.)"""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from epochledger import ManualClock, open_ledger
+from epochledger.ledger import lifecycle
+from epochledger.ledger.host import FakeHost
 from epochledger.sweep import PREVIEW_EPOCH, preview
-from ledger import lifecycle
-from ledger.host import FakeHost
 from tests.conftest import T0
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ def test_O7_the_dry_run_on_a_rebooted_host_names_the_instant_of_the_boot_it_woul
 def test_P2_python_m_ledger_lifecycle_write_regenerates_docs_lifecycle_md_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The documented regeneration is `python -m ledger.lifecycle --write` from the
+    """The documented regeneration is `python -m epochledger.ledger.lifecycle --write` from the
     repository root, which calls write_doc() with no path. Mutation caught: the default
     path changed (the command then fails with FileNotFoundError)."""
     (tmp_path / "docs").mkdir()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 
 from epochledger import ConflictError, open_ledger
-from ledger.events import RunCheckpointed, RunFinished, RunStarted
-from ledger.run import decide, evolve
+from epochledger.ledger.events import RunCheckpointed, RunFinished, RunStarted
+from epochledger.ledger.run import decide, evolve
 from tests.conftest import race
 
 RUNS = [f"r{i:02d}" for i in range(12)]

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
+from epochledger.ledger.events import Status
 from epochledger.ndjson import export_lines, import_lines
-from ledger.events import Status
-from projections import engine, registry
-from replay import canonical_bytes, state_at, state_hash
+from epochledger.projections import engine, registry
+from epochledger.replay import canonical_bytes, state_at, state_hash
 from tests.conftest import T0
 from tests.engine_helpers import canonical, random_history
 

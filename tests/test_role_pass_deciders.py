@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ledger import passes, role
-from ledger.errors import StaleEpoch
-from ledger.events import PassItemFailed, PassItemRecovered, PassItemRetired, RoleGranted
+from epochledger.ledger import passes, role
+from epochledger.ledger.errors import StaleEpoch
+from epochledger.ledger.events import PassItemFailed, PassItemRecovered, PassItemRetired, RoleGranted
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 PLUS2 = timezone(timedelta(hours=2))

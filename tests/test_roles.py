@@ -25,11 +25,11 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Batch, Ledger
+from epochledger.ledger.errors import ConflictError, RoleHeld, StaleEpoch
+from epochledger.ledger.events import Recorded, RoleGranted, role_stream
+from epochledger.ledger.process import EpochState
+from epochledger.ledger.run import RunState
 from epochledger.tick import TickDriver
-from ledger.errors import ConflictError, RoleHeld, StaleEpoch
-from ledger.events import Recorded, RoleGranted, role_stream
-from ledger.process import EpochState
-from ledger.run import RunState
 from tests.conftest import race
 
 ROLE = "admission"
@@ -348,7 +348,7 @@ def test_T7_O7_two_driver_processes_the_holder_sigkilled_its_role_passes_with_a_
 def test_T7_L4_a_bad_role_name_is_refused_by_name_and_nothing_is_appended(ledger: Ledger, role: Any) -> None:
     """A role is a Name (rule L4): acquire_role and role refuse anything else with
     InvalidInput naming the `role` field, and nothing is appended."""
-    from ledger.errors import InvalidInput
+    from epochledger.ledger.errors import InvalidInput
 
     a = ledger.boot("driver-a")
     head = ledger.store.max_position()
@@ -362,7 +362,7 @@ def test_T7_L4_a_bad_role_name_is_refused_by_name_and_nothing_is_appended(ledger
 def test_T7_L4_an_asker_named_by_nothing_is_refused_by_name_and_appends_nothing(ledger: Ledger) -> None:
     """`acquire_role(role, None)` (an API caller's hole) is refused naming the epoch
     parameter, as `epoch(None)` is, never an assertion. Found by the API fuzz."""
-    from ledger.errors import InvalidInput
+    from epochledger.ledger.errors import InvalidInput
 
     head = ledger.store.max_position()
     for call in (lambda: ledger.acquire_role(ROLE, None), lambda: ledger.epoch(None)):  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from ledger.events import (
+from epochledger.ledger.events import (
     Cause,
     RunCancelled,
     RunCheckpointed,
@@ -38,8 +38,8 @@ from ledger.events import (
     RunTickFailed,
     Status,
 )
-from ledger.process import EpochState
-from ledger.run import Checkpoint, FencedEnd, RunState, decide, evolve, fence, slot_hint
+from epochledger.ledger.process import EpochState
+from epochledger.ledger.run import Checkpoint, FencedEnd, RunState, decide, evolve, fence, slot_hint
 
 T0 = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)
 RUN = "r-1"
@@ -375,7 +375,7 @@ def test_I1_F2_a_refused_report_is_kept_with_its_actor_and_claims_an_outcome_onl
     A report refused for its own fields (a code on a finish, rule L2) is not an
     observation of the run and is not kept. Mutations caught: the actor dropped; every
     report claiming an outcome; the status check asked of no run."""
-    from ledger.run import refused_report
+    from epochledger.ledger.run import refused_report
 
     cancelled = step(queued(), RunCancelled(at=at(1), run=RUN))
     finish = RunFinished(at=at(2), run=RUN, epoch="e1", actor="worker")

@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 from epochledger.app import Ledger, open_ledger
+from epochledger.ledger import access
 from epochledger.service.app import create_app
 from epochledger.service.config import ServiceConfig
-from ledger import access
 from tests import auth_app
 from tests.server import free_port, served
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from epochledger import open_ledger
-from ledger.events import tag_of
+from epochledger.ledger.events import tag_of
 from tests.conftest import PG_BASE, need_pg
 from tests.server import served, start
 

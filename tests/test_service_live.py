@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from epochledger.app import Ledger, open_ledger
-from ledger.errors import InvalidInput
-from ledger.events import RunTickFailed
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import RunTickFailed
 from tests import server
 from tests.engine_helpers import corrupt
 from tests.pg_proxy import Proxy
@@ -494,10 +494,10 @@ def test_H7_write_latency_requests_and_conflicts_are_counted_per_process(ledger:
     from litestar.datastructures import State
     from litestar.testing import TestClient
 
+    from epochledger.ledger.errors import ConflictError
     from epochledger.service import metrics, problems
     from epochledger.service.app import Service
     from epochledger.service.config import ServiceConfig
-    from ledger.errors import ConflictError
 
     @post("/v1/runs/{run:str}/queue", opt={"op": "queue"}, status_code=201)
     async def queue(run: str, lost: bool = False) -> dict[str, str]:

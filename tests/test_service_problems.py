@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import inspect
 
+from epochledger.ledger import errors
 from epochledger.service import problems
-from ledger import errors
 
 
 def test_H2_every_ledger_error_class_is_in_the_table_once_with_a_type_of_its_own() -> None:

@@ -21,9 +21,9 @@ import pytest
 from epochledger import ManualClock, open_ledger, reports
 from epochledger.app import Ledger
 from epochledger.cli import main
+from epochledger.ledger.errors import StaleEpoch
+from epochledger.ledger.events import RunTickFailed, Status
 from epochledger.service import reads
-from ledger.errors import StaleEpoch
-from ledger.events import RunTickFailed, Status
 from tests.server import served
 
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)
@@ -216,7 +216,7 @@ def test_H2_a_page_is_a_key_range_of_the_runs_view_in_sql(small: Small) -> None:
     (SQLite's plan: a SEARCH on the key's index, no sort, no scan of the table), never
     a Python slice of every run. Mutation caught: dropping `after`/`limit` from the
     SQL (rows_query) turns the plan into a SCAN or reads the whole view."""
-    from projections import tables
+    from epochledger.projections import tables
 
     sql, params = tables.rows_query(
         _SqliteQuote(), "view_runs", [], [("status", ("queued",)), ("deleted", 0)], after="q-010", limit=8
@@ -409,7 +409,7 @@ def test_H2_digest_and_verify_and_a_broken_chain_is_a_report_not_a_500(
     """The digest is the chain's head (`chain --json`), verify checks the log against
     it; an event altered in the store makes verify's report name it (200, not a
     server error) and the digest refused. The event's bytes are put back after."""
-    from ledger import codec
+    from epochledger.ledger import codec
     from tests.test_chain import DB
 
     digest = ok(small, "/v1/digest")
@@ -486,7 +486,7 @@ def test_H2_a_filter_without_a_column_reads_a_bounded_scan_per_page(
     listing has. Mutation caught: a page that reads until it is full (no bound) has
     no short page with a cursor; a cursor at the last kept run instead of the last
     read row walks the same rows again forever."""
-    from projections import engine
+    from epochledger.projections import engine
 
     monkeypatch.setattr(engine, "PAGE_SCAN", 6)
     with facade(small) as lg:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from epochledger import open_ledger
-from ledger.events import tag_of
+from epochledger.ledger.events import tag_of
 from tests.server import served
 
 BOOTED = "2026-12-01T10:00:00Z"

@@ -19,9 +19,9 @@ import pytest
 from epochledger import open_ledger
 from epochledger import spool as spool_mod
 from epochledger.app import Ledger
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import RunFinished, RunQueued, RunStarted
 from epochledger.spool import Owner, Spool, reap
-from ledger.errors import InvalidInput
-from ledger.events import RunFinished, RunQueued, RunStarted
 from tests.conftest import need_pg
 from tests.pg_proxy import Proxy
 
@@ -167,7 +167,7 @@ def test_E1_a_dead_owners_spool_is_reaped_with_its_owner_and_reaped_once(tmp_pat
         import os, signal
         from epochledger import open_ledger
         from epochledger.spool import Owner, Spool
-        from ledger.events import RunQueued, RunStarted
+        from epochledger.ledger.events import RunQueued, RunStarted
         ledger = open_ledger({store!r})
         boot = ledger.boot_event("child:1")
         s = Spool(ledger, {directory!r}, "child.1", owner=Owner(process="child:1", epoch=boot.epoch, pid=os.getpid()))

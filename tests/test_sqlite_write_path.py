@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from epochledger import ManualClock, open_ledger
-from ledger.errors import LockTimeout
-from ledger.store import sqlite as sqlite_store
+from epochledger.ledger.errors import LockTimeout
+from epochledger.ledger.store import sqlite as sqlite_store
 from tests.conftest import T0
 
 

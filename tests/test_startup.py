@@ -96,7 +96,7 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     table), the tick, the forensics a report runs (the incident page, what-if's policy
     lookup), or the catalogue's event decoder when no event is read. Mutations caught:
     the library imported at the top of ledger/store/base.py or sqlite.py again; the
-    decoder built when ledger/codec.py is imported; `from replay.timeline import page`,
+    decoder built when ledger/codec.py is imported; `from epochledger.replay.timeline import page`,
     `from epochledger.files import atomic_write` or `from epochledger import tick` back
     at the top of epochledger/reports.py; `from importlib import metadata` at the top of
     replay/whatif.py; projections/audit/__init__.py importing duck.py eagerly."""
@@ -113,7 +113,9 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     unused = ("duckdb", "psycopg", "psycopg_pool", "ledger.store.postgres", "eventsourcing", "projections.audit.duck")
     unused += ("epochledger.tick", "epochledger.passes", "epochledger.files", "replay.timeline", "importlib.metadata")
     assert heavy(modules, unused) == []
-    code = PROBE.replace("print(", "from ledger import codec; print(json.dumps('decode' in vars(codec)));print(")
+    code = PROBE.replace(
+        "print(", "from epochledger.ledger import codec; print(json.dumps('decode' in vars(codec)));print("
+    )
     done = subprocess.run(
         [sys.executable, "-c", code, "--store", store, "show", "r1"],
         capture_output=True,

@@ -13,8 +13,8 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.cli import main
-from ledger.errors import DiskFull, InvalidInput, NoSuchStore, ReadOnlyStore
-from ledger.store import open_store
+from epochledger.ledger.errors import DiskFull, InvalidInput, NoSuchStore, ReadOnlyStore
+from epochledger.ledger.store import open_store
 from tests.conftest import PG_BASE, fill_disk, need_pg, read_only_backup, small_disk
 
 READS = [

@@ -21,8 +21,8 @@ def test_L5_positions_are_read_back_when_the_rowids_reached_the_top(tmp_path) ->
     random: the positions are then read back by (stream, version), still exact."""
     import sqlite3
 
-    from ledger.events import RunQueued, Status
-    from ledger.store import EVENTS_TABLE, Append, open_store
+    from epochledger.ledger.events import RunQueued, Status
+    from epochledger.ledger.store import EVENTS_TABLE, Append, open_store
     from tests.conftest import T0
 
     path = tmp_path / "top.db"
@@ -95,7 +95,7 @@ def test_A1_read_lines_built_by_sqlite_are_lines_of_the_rows_read_raw_gives(
     printf's %s in place of `||`, which ends a value at its first NUL."""
     import sqlite3
 
-    from ledger.store import EVENTS_TABLE, Lines, lines_of, open_store
+    from epochledger.ledger.store import EVENTS_TABLE, Lines, lines_of, open_store
 
     path = tmp_path_factory.mktemp("lines") / "l.db"
     open_store(f"sqlite:///{path}").close()
@@ -118,8 +118,8 @@ def test_A1_read_lines_beyond_sqlites_string_limit_are_built_from_the_rows(tmp_p
     import sqlite3
 
     from epochledger import open_ledger
-    from ledger.clock import ManualClock
-    from ledger.store import Lines, lines_of, open_store
+    from epochledger.ledger.clock import ManualClock
+    from epochledger.ledger.store import Lines, lines_of, open_store
     from tests.conftest import T0
     from tests.engine_helpers import bulk_history
 

@@ -15,16 +15,16 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
-from ledger.codes import PROCESS_ORPHANED
-from ledger.errors import EpochNotLive, InvalidInput, StoreError, SweepFailed, UnknownSlot
-from ledger.events import (
+from epochledger.ledger.codes import PROCESS_ORPHANED
+from epochledger.ledger.errors import EpochNotLive, InvalidInput, StoreError, SweepFailed, UnknownSlot
+from epochledger.ledger.events import (
     ProcessSweepFailed,
     ProcessSweepSkipped,
     RunRecovered,
     Status,
     process_stream,
 )
-from projections import orphans, tables
+from epochledger.projections import orphans, tables
 from tests.conftest import T0
 from tests.test_orphans import MARGIN_TABLE
 
@@ -219,7 +219,7 @@ def test_O5_a_stale_sweeper_recovers_nothing(ledger, clock):
 
 
 def test_O5_sweep_of_an_unbooted_epoch_is_refused(ledger):
-    from ledger.events import ProcessBooted
+    from epochledger.ledger.events import ProcessBooted
 
     ghost = ProcessBooted(at=T0, process="worker-1", epoch="ghost", booted_at=T0)
     with pytest.raises(InvalidInput, match="never booted"):
@@ -453,7 +453,7 @@ def test_O5_scheduler_fleet_done_when(store_url, seed):
 
 
 def lifecycle_running(state) -> bool:
-    from ledger import lifecycle
+    from epochledger.ledger import lifecycle
 
     return lifecycle.can_be_orphaned(state.status, state.code)
 

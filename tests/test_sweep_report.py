@@ -19,9 +19,9 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.app import Batch
+from epochledger.ledger.errors import ConflictError, InvalidInput, StoreError, SweepFailed
+from epochledger.ledger.events import ProcessSweepFailed, ProcessSweepSkipped, RunRecovered, process_stream
 from epochledger.sweep import CONFLICT_ROUNDS, SweepReport, preview
-from ledger.errors import ConflictError, InvalidInput, StoreError, SweepFailed
-from ledger.events import ProcessSweepFailed, ProcessSweepSkipped, RunRecovered, process_stream
 from tests.conftest import losing_batch
 from tests.test_sweep import Flaky, _previous_day, _running
 

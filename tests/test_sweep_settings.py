@@ -10,8 +10,8 @@ import pytest
 
 from epochledger import sweep as sweep_mod
 from epochledger.app import Batch
-from ledger.errors import ConflictError, SweepFailed
-from ledger.events import RunRecovered
+from epochledger.ledger.errors import ConflictError, SweepFailed
+from epochledger.ledger.events import RunRecovered
 from tests.conftest import losing_batch
 from tests.test_sweep import Flaky, _previous_day
 

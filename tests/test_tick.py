@@ -15,12 +15,12 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
+from epochledger.ledger.codes import TICK_DEADLINE_EXCEEDED
+from epochledger.ledger.errors import IllegalTransition, InvalidInput, StaleEpoch, StoreError
+from epochledger.ledger.events import RunDeadLettered, RunFenced, RunTickFailed, RunTickRecovered, Status, tag_of
+from epochledger.ledger.run import RunState, TickStreak, decide
+from epochledger.projections import tables
 from epochledger.tick import TickDriver, decision
-from ledger.codes import TICK_DEADLINE_EXCEEDED
-from ledger.errors import IllegalTransition, InvalidInput, StaleEpoch, StoreError
-from ledger.events import RunDeadLettered, RunFenced, RunTickFailed, RunTickRecovered, Status, tag_of
-from ledger.run import RunState, TickStreak, decide
-from projections import tables
 from tests.tick_helpers import make_driver
 
 DEADLINE = timedelta(minutes=5)
@@ -547,8 +547,8 @@ def test_L4_tick_table_covers_every_status() -> None:
 
 @pytest.mark.parametrize("start", list(TICK_TABLE))
 def test_L1_L4_tick_events_transition_table(start: str) -> None:
-    from ledger.events import RunCancelled, RunFailed, RunFinished, RunPaused, RunQueued, RunStarted
-    from ledger.run import evolve
+    from epochledger.ledger.events import RunCancelled, RunFailed, RunFinished, RunPaused, RunQueued, RunStarted
+    from epochledger.ledger.run import evolve
 
     t = T0
     steps = {
@@ -714,7 +714,7 @@ def test_F1_a_tick_event_of_a_stale_epoch_is_fenced_like_any_report(ledger: Ledg
 
 
 def test_F1_the_driver_needs_an_epoch_some_slot_booted(ledger: Ledger) -> None:
-    from ledger.errors import UnknownEpoch
+    from epochledger.ledger.errors import UnknownEpoch
 
     with pytest.raises(UnknownEpoch) as refused:
         TickDriver(ledger, {"advance": print}, epoch="never-booted")

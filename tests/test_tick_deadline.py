@@ -22,11 +22,11 @@ import pytest
 
 from epochledger import ManualClock
 from epochledger.app import Ledger
+from epochledger.ledger.codes import TICK_DEADLINE_EXCEEDED
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import RunTickFailed, RunTickRecovered, Status, tag_of
+from epochledger.ledger.run import RunState
 from epochledger.tick import DEFAULT_STEP_DEADLINE, StepDeadlineExceeded, TickDriver, TickReport
-from ledger.codes import TICK_DEADLINE_EXCEEDED
-from ledger.errors import InvalidInput
-from ledger.events import RunTickFailed, RunTickRecovered, Status, tag_of
-from ledger.run import RunState
 from tests.tick_helpers import make_driver
 
 HANG = 0.2  # seconds: the deadline these tests give a step

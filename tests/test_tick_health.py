@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
 from epochledger.cli import main
-from ledger import run as run_mod
-from ledger.errors import IllegalTransition
-from ledger.events import (
+from epochledger.ledger import run as run_mod
+from epochledger.ledger.errors import IllegalTransition
+from epochledger.ledger.events import (
     Recorded,
     RunDeadLettered,
     RunFinished,
@@ -29,8 +29,8 @@ from ledger.events import (
     RunTickRecovered,
     run_stream,
 )
-from projections import runs as runs_view
-from projections import tick_health
+from epochledger.projections import runs as runs_view
+from epochledger.projections import tick_health
 from tests.tick_helpers import make_driver
 
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)  # the `clock` fixture's start (tests/conftest.py)
@@ -196,8 +196,8 @@ def test_T2_T3_only_the_streaks_own_events_move_it():
     driver's back; it closes on a recovery, a dead-letter, a deletion or a status the
     tick does not drive. Mutation caught: any other event closing (or restarting) the
     streak in `streak_after`."""
-    from ledger.events import RunCheckpointed, RunFailed, RunFenced, Status
-    from ledger.run import streak_after
+    from epochledger.ledger.events import RunCheckpointed, RunFailed, RunFenced, Status
+    from epochledger.ledger.run import streak_after
 
     t = datetime(2026, 9, 9, 14, 0, tzinfo=UTC)
     failed = RunTickFailed(at=t, run="r", tick="t1", step="advance", error_class="E", status=Status.RUNNING)

@@ -17,9 +17,9 @@ import pytest
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
 from epochledger.demo import run_demo
+from epochledger.ledger.events import Status
 from epochledger.ndjson import import_lines
-from ledger.events import Status
-from replay import timeline
+from epochledger.replay import timeline
 from tests import incident_histories as incidents
 from tests.browser import browser as browser  # the fixture
 

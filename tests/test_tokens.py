@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from epochledger.app import open_ledger
-from ledger import access
-from ledger import tokens as t
-from ledger.errors import InvalidInput, TokenNotFound
-from ledger.events import TokenIssued, TokenRevoked, token_stream
+from epochledger.ledger import access
+from epochledger.ledger import tokens as t
+from epochledger.ledger.errors import InvalidInput, TokenNotFound
+from epochledger.ledger.events import TokenIssued, TokenRevoked, token_stream
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 DIGEST = hashlib.sha256(b"elt.a1.s3cret").hexdigest()

@@ -13,9 +13,9 @@ import pytest
 
 from epochledger import ManualClock, open_ledger, tick
 from epochledger.app import Ledger
-from ledger.store.base import Store
-from projections import audit, orphans
-from projections import tick_health as tick_health_view
+from epochledger.ledger.store.base import Store
+from epochledger.projections import audit, orphans
+from epochledger.projections import tick_health as tick_health_view
 
 PUBLIC = [
     Ledger.orphan_view,

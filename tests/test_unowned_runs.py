@@ -12,9 +12,9 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.cli import main
-from ledger.errors import InvalidInput
-from ledger.events import LedgerDefaultSlot, Status
-from projections import orphans
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import LedgerDefaultSlot, Status
+from epochledger.projections import orphans
 
 
 def _unowned(ledger, run):
@@ -130,7 +130,7 @@ def test_O9_clearing_a_default_slot_that_was_never_set_appends_nothing(ledger):
 def test_O9_a_default_slot_is_stamped_in_UTC_whatever_the_callers_offset() -> None:
     from datetime import UTC, timedelta, timezone
 
-    from ledger import settings
+    from epochledger.ledger import settings
     from tests.conftest import T0
 
     plus2 = timezone(timedelta(hours=2))
@@ -141,8 +141,8 @@ def test_O9_a_default_slot_is_stamped_in_UTC_whatever_the_callers_offset() -> No
 def test_O9_the_settings_fold_and_decider_refuse_an_event_of_another_stream_by_name() -> None:
     """A row of another stream handed to the settings Decider (a routing bug) fails
     loudly, naming the event, instead of folding to nothing or deciding nothing."""
-    from ledger import settings
-    from ledger.events import ProcessRetired
+    from epochledger.ledger import settings
+    from epochledger.ledger.events import ProcessRetired
     from tests.conftest import T0
 
     stray = ProcessRetired(at=T0, process="w", epoch="e1")

@@ -11,7 +11,7 @@ import io
 
 from epochledger import ManualClock, open_ledger
 from epochledger.cli import main
-from projections import engine, registry
+from epochledger.projections import engine, registry
 
 
 def schema(store) -> list[tuple[str, ...]]:

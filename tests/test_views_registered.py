@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from epochledger import ManualClock
 from epochledger.app import Ledger
-from projections import engine, epoch_index, epochs, failures, hosts, orphans, registry, runs, tick_health
-from replay import verify as verify_mod
+from epochledger.projections import engine, epoch_index, epochs, failures, hosts, orphans, registry, runs, tick_health
+from epochledger.replay import verify as verify_mod
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:

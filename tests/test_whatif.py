@@ -18,9 +18,9 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.cli import main
+from epochledger.ledger.errors import BadPolicy
 from epochledger.ndjson import import_lines
-from ledger.errors import BadPolicy
-from replay.whatif import BUILTIN, EARLY, KILLED_LIVE, LATE, MISSED, Difference, whatif
+from epochledger.replay.whatif import BUILTIN, EARLY, KILLED_LIVE, LATE, MISSED, Difference, whatif
 from tests import incident_histories as incidents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -171,7 +171,7 @@ def test_R4_cli_text_and_json(capsys, goldens) -> None:
 def test_R4_builtin_policies_are_the_documented_ones() -> None:
     assert sorted(BUILTIN) == ["clamp", "epoch", "flat-age", "floor", "heartbeat"]
     with pytest.raises(BadPolicy) as refused:
-        from replay.whatif import resolve
+        from epochledger.replay.whatif import resolve
 
         resolve("flat-age:0s")
     assert refused.value.policy == "flat-age:0s" and "more than 0" in str(refused.value)
@@ -182,7 +182,7 @@ def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_p
     importlib.metadata in a fresh interpreter: its policy recovers every running run."""
     (tmp_path / "grim_policy.py").write_text(
         textwrap.dedent("""
-        from projections.orphans import Verdict
+        from epochledger.projections.orphans import Verdict
 
         def make(arg):
             if arg not in (None, "all"):
@@ -226,7 +226,7 @@ def test_R4_an_orphan_found_before_any_recorded_sweep_is_early(sqlite_ledger, cl
     nothing: the recorded rule itself finds the run there, first; a flat age finds it at
     worker-2's sweep. Both `early`, and the record never recovers it. A sweep that gave up
     (process.sweep_failed) judged nothing and is no decision point."""
-    from ledger.events import ProcessSweepFailed
+    from epochledger.ledger.events import ProcessSweepFailed
 
     lg = sqlite_ledger
     lg.boot("worker-1", epoch="w1.e1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
-from replay.whatif import KILLED_LIVE, whatif
+from epochledger.replay.whatif import KILLED_LIVE, whatif
 from tests.conftest import T0
 
 

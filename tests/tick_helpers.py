@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from epochledger.app import Ledger
+from epochledger.ledger.process import EpochState
 from epochledger.tick import Step, TickDriver
-from ledger.process import EpochState
 
 SLOT = "scheduler"
 

@@ -33,8 +33,8 @@ import msgspec
 if TYPE_CHECKING:  # imported where used: a read never loads the library (library_error, rule W2)
     from eventsourcing.persistence import ApplicationRecorder
 
-from ledger import codec
-from ledger.errors import (
+from epochledger.ledger import codec
+from epochledger.ledger.errors import (
     ChainBroken,
     CommitUnknown,
     ConflictError,
@@ -46,10 +46,19 @@ from ledger.errors import (
     StoreError,
     StreamGap,
 )
-from ledger.events import AnyEvent, Recorded, tag_of
-from ledger.store import chain
-from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _landed, _Row, _Unsure, _versions
-from ledger.store.ports import EventLog, HashChain
+from epochledger.ledger.events import AnyEvent, Recorded, tag_of
+from epochledger.ledger.store import chain
+from epochledger.ledger.store._rows import (
+    _MAX_POS,
+    _driver_error,
+    _Duplicate,
+    _first_line,
+    _landed,
+    _Row,
+    _Unsure,
+    _versions,
+)
+from epochledger.ledger.store.ports import EventLog, HashChain
 
 EVENTS_TABLE = "epochledger_events"
 APPEND_ONLY_TRIGGER = "epochledger_append_only"

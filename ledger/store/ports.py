@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ledger.events import Recorded
-from ledger.store import chain
+from epochledger.ledger.events import Recorded
+from epochledger.ledger.store import chain
 
 if TYPE_CHECKING:  # base.py imports this module: its types are named, not imported, at run time
-    from ledger.store.base import Append, Lines, LogToken, Poison
+    from epochledger.ledger.store.base import Append, Lines, LogToken, Poison
 
 
 class EventLog(ABC):

@@ -14,16 +14,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
-from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _Row, _Unsure, _versions
-from ledger.store.base import (
+from epochledger.ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
+from epochledger.ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _Row, _Unsure, _versions
+from epochledger.ledger.store.base import (
     APPEND_ONLY_TRIGGER,
     EVENTS_TABLE,
     Store,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
-from ledger.store.url import WHERE, PostgresURL
+from epochledger.ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
+from epochledger.ledger.store.url import WHERE, PostgresURL
 
 if TYPE_CHECKING:  # imported where used: psycopg loads only when a PostgreSQL store opens
     from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore

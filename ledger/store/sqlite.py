@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
-from ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
-from ledger.store.base import (
+from epochledger.ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
+from epochledger.ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
+from epochledger.ledger.store.base import (
     EVENTS_TABLE,
     SQLITE_BUSY_TIMEOUT,
     Lines,
@@ -21,7 +21,7 @@ from ledger.store.base import (
     library_error,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
+from epochledger.ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
 
 if TYPE_CHECKING:  # imported where used (_library): a read never loads the library (rule W2)
     from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
