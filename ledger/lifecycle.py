@@ -4,7 +4,7 @@ Every policy question a consumer asks of a run (stop polling? launch slot? may
 automation resume it?) is one predicate here over `(status, failure_code)`, and the
 transition table (which event is legal from which status) is here too. The write side
 (ledger.run.decide), the projections, replay and the CLI all ask these functions;
-`tests/test_negative_space.py` fails on a hand-written set of statuses anywhere else.
+`tests/ledger/test_negative_space.py` fails on a hand-written set of statuses anywhere else.
 
 The cells that are not obvious are argued in docs/lifecycle.md, whose tables are
 rendered from this module (`python -m epochledger.ledger.lifecycle`) and checked by a test.

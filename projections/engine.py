@@ -780,7 +780,7 @@ def read_view(
     reading only the fields it names (msgspec skips the others in C): a listing that
     shows a few fields of 143k runs decodes those (docs/benchmarks.md, "Fleet size").
     An entry folded in memory is given the same shape through its stored encoding, so
-    both paths give equal values (tests/test_listing.py)."""
+    both paths give equal values (tests/projections/test_listing.py)."""
     module = spec(module)
     rows, position, head = _stored_rows(store, module, key=key, catch_up_first=catch_up_first, where=where)
     decode = _decoder(module, shape)

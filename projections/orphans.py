@@ -138,7 +138,7 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
 
 
 # As a view (projections/view.py): not registered (the registry covers it as the runs,
-# epochs and hosts views), yet the engine can materialize it whole (tests/test_engine.py).
+# epochs and hosts views), yet the engine can materialize it whole (tests/projections/test_engine.py).
 VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve)
 
 

@@ -67,12 +67,17 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
                 changed,
             )
     for code in sorted(lifecycle.NO_AUTO_RESUME):
-        yield "epochledger/ledger/lifecycle.py", "NO_AUTO_RESUME", f"NO_AUTO_RESUME -{code}", lifecycle.NO_AUTO_RESUME - {code}
+        yield (
+            "epochledger/ledger/lifecycle.py",
+            "NO_AUTO_RESUME",
+            f"NO_AUTO_RESUME -{code}",
+            lifecycle.NO_AUTO_RESUME - {code},
+        )
     for name in ("FENCED_REPORTS", "OUTCOME_REPORTS"):
         value = getattr(run, name)
         for cls in value:
             yield "epochledger/ledger/run.py", name, f"{name} -{cls.__name__}", tuple(c for c in value if c is not cls)
-    # Rule O5's bounds, each moved on its own (tests/test_sweep_settings.py pins them).
+    # Rule O5's bounds, each moved on its own (tests/app/test_sweep_settings.py pins them).
     from epochledger import sweep
 
     rounds, attempts, (first, second) = sweep.CONFLICT_ROUNDS, sweep.ATTEMPTS, sweep.GAPS
@@ -81,7 +86,7 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     yield "epochledger/sweep.py", "ATTEMPTS", f"ATTEMPTS {attempts} -> {attempts - 1}", attempts - 1
     yield "epochledger/sweep.py", "GAPS", f"GAPS[0] {first} -> {first * 2}", (first * 2, second)
     yield "epochledger/sweep.py", "GAPS", f"GAPS[1] {second} -> {second * 2}", (first, second * 2)
-    # Rule H3's window, halved and doubled (tests/test_idempotency.py pins the 24 hours).
+    # Rule H3's window, halved and doubled (tests/ledger/test_idempotency.py pins the 24 hours).
     from epochledger.ledger import idempotency
 
     window = idempotency.WINDOW

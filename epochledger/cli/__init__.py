@@ -151,7 +151,7 @@ def exit_code(error: LedgerError) -> int:
 
 
 def render_exit_codes() -> str:
-    """The README's exit-code table (tests/test_docs.py checks it is current)."""
+    """The README's exit-code table (tests/docs/test_docs.py checks it is current)."""
     lines = ["| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {meaning} |" for _, code, meaning in EXIT_CODES]
     return "\n".join(lines) + "\n"

@@ -564,7 +564,9 @@ def cmd_runs(ns: argparse.Namespace) -> None:
                 ["run", "status", *cols],
             )
         elif ns.json:
-            out_json(listing.runs, order="sorted")  # the bytes of [run_record(s) ...] (tests/test_listing.py)
+            out_json(
+                listing.runs, order="sorted"
+            )  # the bytes of [run_record(s) ...] (tests/projections/test_listing.py)
         else:
             runs_table(listing.runs)
 

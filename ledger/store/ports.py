@@ -4,7 +4,7 @@ chain (`HashChain`, rule S1). `Store` (ledger/store/base.py) implements both ove
 few backend hooks, and each backend (sqlite.py, postgres.py) is a Store. The read
 side's needs of a store are its own port, declared where they are used
 (projections/tables.py, `ViewTables`). Each port has its contract suite, run on both
-backends (tests/port_contracts.py).
+backends (tests/helpers/port_contracts.py).
 """
 
 from __future__ import annotations

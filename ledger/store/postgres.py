@@ -112,7 +112,7 @@ def _array_dumpers() -> list[tuple[type, type]]:
 class PostgresStore(Store):
     """PostgreSQL through psycopg 3 connections of the store's own, in the library's
     table layout (eventsourcing's select_notifications and subscription read what this
-    writes; tests/test_pg_store.py). The library is kept for creating the events
+    writes; tests/ledger/test_pg_store.py). The library is kept for creating the events
     table, and for `library_read`, the reference read path.
 
     Why not the library's recorder for the ledger's paths (docs/operations.md,

@@ -384,7 +384,7 @@ class SQLiteStore(Store):
     # NUL or any other byte of a blob), one row and one bytes object per batch instead
     # of a tuple per event (docs/benchmarks.md). A batch holding a state that is not a
     # blob (a hand edit can leave TEXT) is built by lines_of from read_raw's rows
-    # instead, so the bytes are lines_of's (tests/store_contract.py). A stream or
+    # instead, so the bytes are lines_of's (tests/helpers/store_contract.py). A stream or
     # version of another storage class than the store writes (text, integer), which
     # only a hand edit can leave and lines_of cannot format, comes out as SQLite
     # renders it. group_concat takes the rows in the subquery's order (a LIMIT subquery

@@ -494,7 +494,7 @@ def _write_chunk(data: bytes, chunk: _Chunk, stem: str) -> str:
     lines, one per row, so no payload can split into a line of its own (a forged row).
     A tab in a stream or payload then gives its line more than four fields, and DuckDB's
     strict CSV reader refuses the chunk; a stray CR or NUL, bytes that are not UTF-8 and
-    payloads that are not JSON are refused too (tests/test_audit.py): each sends the
+    payloads that are not JSON are refused too (tests/projections/test_audit.py): each sends the
     chunk the checked way (_load)."""
     for old in _chunk_files(stem):  # this slot's previous chunk, loaded and committed
         if os.path.exists(old):
