@@ -48,7 +48,7 @@ GOAL_EVENTS_PER_S = 300_000  # issue 12
 
 def build(path: str, events: int) -> None:
     with open_ledger(path) as lg:
-        have = lg.store.max_position()
+        have = lg._store.max_position()
         run = have // 4
         while have < events:
             writes = []
@@ -94,7 +94,7 @@ def build(path: str, events: int) -> None:
                     )
                 )
                 run += 1
-            lg.store.append(writes)
+            lg._store.append(writes)
             have += 4000
 
 
@@ -172,14 +172,14 @@ def main() -> None:
     }
     load = []
     with open_ledger(ns.store) as lg:
-        n = lg.store.max_position()
+        n = lg._store.max_position()
         cutoff = n - n // 100
-        url = lg.store.url
+        url = lg._store.url
         sizes = {}
         for i in range(ns.repeat):
             load.append(os.getloadavg()[0])
             t = time.perf_counter()
-            assert sum(len(b) for b in lg.store.read_raw(0)) == n
+            assert sum(len(b) for b in lg._store.read_raw(0)) == n
             times["anchor_raw_read"].append(time.perf_counter() - t)
             t = time.perf_counter()
             assert sum(1 for _ in lg.events()) == n

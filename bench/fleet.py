@@ -99,12 +99,12 @@ def sweep_bench(path: str, running: int, slots: int, repeat: int) -> dict[str, A
             report = lg.sweep(epoch)
             times.append(time.perf_counter() - t0)
             recovered.append(len(report.recovered))
-        anchor, _ = med(lambda: engine.read_view(lg.store, runs, catch_up_first=False), repeat)
+        anchor, _ = med(lambda: engine.read_view(lg._store, runs, catch_up_first=False), repeat)
         statuses = [str(s) for s in Status if lifecycle.can_be_orphaned(s)]
-        sql, params = tables.candidates_query(lg.store, "view_runs", "view_epochs", statuses)
+        sql, params = tables.candidates_query(lg._store, "view_runs", "view_epochs", statuses)
 
         def candidates(sql: str = sql) -> int:
-            with lg.store.transaction(commit=False) as cur:
+            with lg._store.transaction(commit=False) as cur:
                 cur.execute(sql, params)
                 return len(cur.fetchall())
 

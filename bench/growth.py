@@ -238,7 +238,7 @@ def run_store(
         for length in lengths:
             lg = open_sized(urls(f"run{length}"))
             ledgers.append(lg)
-            build_run(lg.store, "long", length)
+            build_run(lg._store, "long", length)
 
             def checkpoint(i: int, lg: Ledger = lg) -> None:
                 lg.checkpoint("long", "step", f"bench/{i}")
@@ -266,8 +266,8 @@ def run_store(
         for n in epochs:
             lg = open_sized(urls(f"slot{n}"))
             ledgers.append(lg)
-            build_slot(lg.store, "worker-1", n)
-            build_slot(lg.store, "boot-1", n)
+            build_slot(lg._store, "worker-1", n)
+            build_slot(lg._store, "boot-1", n)
             live = lg.boot("worker-1", epoch="worker-1.live", host="h", pid=2)
 
             def queue_start(i: int, lg: Ledger = lg, live: Any = live) -> None:

@@ -86,7 +86,7 @@ def main(kind: str, n: int) -> dict:
             states = lg.runs()
             res["anchor_per_run_appends_only_s"] = median_of(3, per_run)
             res["listing_only_s"] = median_of(3, lg.runs)
-            res["events_in_log"] = lg.store.max_position()
+            res["events_in_log"] = lg._store.max_position()
     finally:
         if kind != "sqlite":
             drop_schemas([schema], PG)

@@ -131,27 +131,25 @@ class Ledger(Commands, Reports):
     survives os.fork(): the child reopens its store (docs/adapters.md, "Fork")."""
 
     def __init__(self, store: Store, clock: Clock | None = None, host: Host | None = None):
-        self._store = store
+        self._opened = store  # the store as opened; `_store` is what a write or read uses
         self._forked = False  # set in a forked child: the store is the parent's (reopened on first use)
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
         self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
         self._host_states = HostStates()  # every host's boots (host_state; epochledger/epochs_lookup.py)
-        self.cache = StateCache()  # streams' states between writes (rule W1)
+        self._cache = StateCache()  # streams' states between writes (rule W1)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
         self._stopping_lock = threading.Lock()
         _LEDGERS.add(self)
 
     @property
-    def store(self) -> Store:
+    def _store(self) -> Store:
         """The store this process writes through; in a forked child, a store of its own
-        at the same URL, opened on first use (see _INHERITED)."""
+        at the same URL, opened on first use (see _INHERITED). Private to the facade
+        and the modules behind it: a skin (the CLI, the service, the console, an
+        adapter) makes facade calls, never store calls (rule H1)."""
         if self._forked:
             self._reopen_in_child()
-        return self._store
-
-    @store.setter
-    def store(self, store: Store) -> None:
-        self._store = store
+        return self._opened
 
     def _reopen_in_child(self) -> None:
         """A store of the child's own, and fresh in-process state (a lock another
@@ -160,21 +158,21 @@ class Ledger(Commands, Reports):
         with _FORK_LOCK:
             if not self._forked:
                 return
-            inherited = self._store
-            self._store = open_store(inherited.url, create=False)
+            inherited = self._opened
+            self._opened = open_store(inherited.url, create=False)
             _INHERITED.append(inherited)  # never closed in the child (see _INHERITED)
             self._host_states = HostStates()
-            self.cache = StateCache()
+            self._cache = StateCache()
             self._stopping = {}
             self._stopping_lock = threading.Lock()
             self._forked = False
 
     @property
     def url(self) -> str:
-        return self.store.url
+        return self._store.url
 
     def close(self) -> None:
-        self.store.close()
+        self._store.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -205,20 +203,20 @@ class Ledger(Commands, Reports):
         # marked by its commit (StateCache.committed).
         # Nothing cached (a group commit of new runs): no token, no lookups; an entry put
         # by another thread meanwhile is only not used (the stream is read whole).
-        held = self.cache.holds_any(streams)
-        token = self.store.log_token() if held else None
-        out: dict[str, Any] = self.cache.fresh(streams, token)
+        held = self._cache.holds_any(streams)
+        token = self._store.log_token() if held else None
+        out: dict[str, Any] = self._cache.fresh(streams, token)
         if out:
             if len(out) == len(streams):
                 return out
             streams = [s for s in streams if s not in out]
-        cached = self.cache.get_many(streams) if held else {}
+        cached = self._cache.get_many(streams) if held else {}
         since = {s: state.version - 1 for s, state in cached.items() if state is not None and state.version > 0}
         if len(streams) == 1:
             only = streams[0]
-            read = {only: self.store.read_stream(only, since.get(only, 0))}
+            read = {only: self._store.read_stream(only, since.get(only, 0))}
         else:
-            read = self.store.read_streams(streams, since)
+            read = self._store.read_streams(streams, since)
         got: list[tuple[str, Any]] = []
         again = []
         for stream, history in read.items():
@@ -236,11 +234,11 @@ class Ledger(Commands, Reports):
             out[stream] = state
             got.append((stream, state))
         for stream in again:
-            self.cache.drop(stream)
-            out[stream] = state = _fold_stream(stream, self.store.read_stream(stream))
+            self._cache.drop(stream)
+            out[stream] = state = _fold_stream(stream, self._store.read_stream(stream))
             got.append((stream, state))
         # Read after `token` was taken: each is its stream's latest at that token.
-        self.cache.put_many(got, fresh_at=token)
+        self._cache.put_many(got, fresh_at=token)
         return out
 
     def _submit(self, command: StreamEvent) -> Any:
@@ -506,25 +504,25 @@ class Ledger(Commands, Reports):
         retired or not (the sweeping epoch's own slot); `retired=True`: read them all."""
         from epochledger.projections import engine, epochs, hosts, orphans, runs
 
-        head = self.store.max_position()
+        head = self._store.max_position()
         settings = self.settings()  # the ledger's own stream (rule O9): a few events, read whole
-        if self.store.read_only:  # a backup copy: folded in memory, nothing written
-            by_run, _ = engine.read_view(self.store, runs)
-            by_process, _ = engine.read_view(self.store, epochs)
-            by_host, _ = engine.read_view(self.store, hosts)
+        if self._store.read_only:  # a backup copy: folded in memory, nothing written
+            by_run, _ = engine.read_view(self._store, runs)
+            by_process, _ = engine.read_view(self._store, epochs)
+            by_host, _ = engine.read_view(self._store, hosts)
             if not retired:
                 by_process = {k: p for k, p in by_process.items() if not p.retired or k in slots}
             return orphans.View(
-                processes=by_process, runs=by_run, hosts=by_host, position=self.store.max_position(), settings=settings
+                processes=by_process, runs=by_run, hosts=by_host, position=self._store.max_position(), settings=settings
             )
         for view in (runs, epochs, hosts):
-            engine.catch_up(self.store, view, upto=head)
+            engine.catch_up(self._store, view, upto=head)
         by_process, _ = engine.read_view(
-            self.store, epochs, catch_up_first=False, where=() if retired else [("retired", 0)]
+            self._store, epochs, catch_up_first=False, where=() if retired else [("retired", 0)]
         )
         if not retired and (wanted := tuple(k for k in dict.fromkeys(slots) if k not in by_process)):
-            by_process.update(engine.read_view(self.store, epochs, catch_up_first=False, where=[("k", wanted)])[0])
-        by_host, _ = engine.read_view(self.store, hosts, catch_up_first=False)
+            by_process.update(engine.read_view(self._store, epochs, catch_up_first=False, where=[("k", wanted)])[0])
+        by_host, _ = engine.read_view(self._store, hosts, catch_up_first=False)
         found = orphans.View(processes=by_process, runs={}, hosts=by_host, position=head, settings=settings)
         if candidates_only:
             # The epochs view's `live` column knows the slot's own facts; a host reboot
@@ -535,15 +533,15 @@ class Ledger(Commands, Reports):
                 for p in by_process.values()
                 if (cur := p.current) is not None and cur.live and found.end_of(cur) is not None
             ]
-            found.runs = engine.read_orphan_candidates(self.store, also_slots=rebooted)
+            found.runs = engine.read_orphan_candidates(self._store, also_slots=rebooted)
         else:
-            found.runs, _ = engine.read_view(self.store, runs, catch_up_first=False)
+            found.runs, _ = engine.read_view(self._store, runs, catch_up_first=False)
         return found
 
     def settings(self) -> settings_mod.Settings | None:
         """The ledger's settings (ledger/settings.py), folded from its own stream; None
         if none was ever recorded."""
-        found: settings_mod.Settings | None = _fold_stream(ledger_stream(), self.store.read_stream(ledger_stream()))
+        found: settings_mod.Settings | None = _fold_stream(ledger_stream(), self._store.read_stream(ledger_stream()))
         return found
 
     def set_default_slot(
@@ -580,7 +578,7 @@ class Ledger(Commands, Reports):
         """Who holds `role` (its last grant, rule T7), or None if it was never granted.
         The holder may since have ended: `acquire_role` is what judges that."""
         role = check_value(role, Name, "role")
-        found: role_mod.RoleState | None = _fold_stream(role_stream(role), self.store.read_stream(role_stream(role)))
+        found: role_mod.RoleState | None = _fold_stream(role_stream(role), self._store.read_stream(role_stream(role)))
         return found
 
     # ------------------------------------------------------------- tokens (rule H4)
@@ -687,7 +685,7 @@ class Ledger(Commands, Reports):
         """A run's state, folded from its stream as the write side folds it (an event
         that does not decode is skipped, as the views park it)."""
         run = check_value(run, Name, "run")
-        state = _fold_stream(run_stream(run), self.store.read_stream(run_stream(run)))
+        state = _fold_stream(run_stream(run), self._store.read_stream(run_stream(run)))
         if state is None:
             raise RunNotFound(run)
         if state.deleted:
@@ -698,14 +696,14 @@ class Ledger(Commands, Reports):
         """Every event of a run in order; an event that does not decode is a Poison in
         its place (position, version, tag and error), so a history always shows."""
         run = check_value(run, Name, "run")
-        history = self.store.read_stream(run_stream(run))
+        history = self._store.read_stream(run_stream(run))
         if not history:
             raise RunNotFound(run)
         return history
 
     def process(self, process: str) -> ProcessState | None:
         process = check_value(process, Name, "process")
-        return _fold_stream(process_stream(process), self.store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
+        return _fold_stream(process_stream(process), self._store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
 
     def host_state(self, machine: str) -> HostState | None:
         """The boots of the host with this machine id across every slot, as of the log's
@@ -715,18 +713,18 @@ class Ledger(Commands, Reports):
         forward by the boots recorded since it was last asked (one read of the log's
         tail, which decodes only process.booted rows), never by catching the hosts view
         up (a write) on every report. Folding a boot twice changes nothing (evolve_host)."""
-        return self._host_states.get(self.store, machine)
+        return self._host_states.get(self._store, machine)
 
     def epoch_slots(self, epoch: str) -> list[str]:
         """The slots that booted this epoch id (normally one), from the epoch index
         view, caught up first (projections/epoch_index.py)."""
         from epochledger.projections import engine, epoch_index
 
-        found, _ = engine.read_view(self.store, epoch_index, key=epoch)
+        found, _ = engine.read_view(self._store, epoch_index, key=epoch)
         return list(found.get(epoch, []))
 
     def events(self, after: int = 0, upto: int | None = None) -> Iterator[Recorded]:
-        return self.store.read_all(after, upto)
+        return self._store.read_all(after, upto)
 
     def runs(self, where: Callable[[RunState], bool] | None = None) -> list[RunState]:
         """Every live (not deleted) run, sorted by run id, from the materialized runs
@@ -736,7 +734,7 @@ class Ledger(Commands, Reports):
         its active runs here)."""
         from epochledger.projections import engine
 
-        return engine.read_runs(self.store, where)[0]
+        return engine.read_runs(self._store, where)[0]
 
 
 def boot_event(

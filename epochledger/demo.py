@@ -164,7 +164,7 @@ def run_demo(
     with open_ledger(path, clock=clock) as ledger:
         notable = record_day(ledger, clock)
         runs = ledger.runs()
-        events = ledger.store.max_position()
+        events = ledger.head()
     by_status = Counter(str(r.status) for r in runs)
     out(f"recorded {events} events for {len(runs)} runs into {os.path.abspath(path)}")
     out("runs by status: " + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items())))

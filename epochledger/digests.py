@@ -22,7 +22,7 @@ MAX_DIGEST_BYTES = 4096
 def take_digest(ledger: Ledger) -> Digest:
     """The chain's head now, after checking the whole log against the chain
     (ChainBroken, nothing written, if it fails)."""
-    report = ledger.store.check_chain()
+    report = ledger.chain()
     if report.failure is not None:
         f = report.failure
         raise ChainBroken(f.kind, f.position, f.message + "; no digest taken", stream=f.stream, version=f.version)
@@ -36,7 +36,7 @@ def encode_digest(digest: Digest) -> bytes:
 def write_digest(ledger: Ledger, path: str) -> Digest:
     """Take a digest and write it to `path` atomically; never over the ledger's files."""
     digest = take_digest(ledger)
-    with atomic_write(path, protected=ledger.store.local_files()) as f:
+    with atomic_write(path, protected=ledger.local_files()) as f:
         f.write(encode_digest(digest))
     return digest
 

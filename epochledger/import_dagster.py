@@ -384,7 +384,7 @@ class Known(msgspec.Struct, frozen=True, kw_only=True):
 def known_cursors(ledger: Ledger, runs: Sequence[str]) -> dict[str, Known]:
     """The last `run.imported` (source dagster) of each run's stream."""
     found: dict[str, Known] = {}
-    histories = ledger.store.read_streams([run_stream(r) for r in runs])
+    histories = ledger._store.read_streams([run_stream(r) for r in runs])
     for run in runs:
         history = histories.get(run_stream(run), [])
         last_at = max((e.at for rec in history if (e := getattr(rec, "event", None)) is not None), default=None)

@@ -381,7 +381,7 @@ def with_rejects(
         )
     result: R | None = None
     try:
-        with atomic_write(rejects, protected=[*ledger.store.local_files(), *protected], where="--rejects") as out:
+        with atomic_write(rejects, protected=[*ledger.local_files(), *protected], where="--rejects") as out:
             result = run()
             for r in result.rejected:
                 out.write(reject_record(r) + b"\n")
@@ -568,7 +568,7 @@ class _Import:
     a file would depend on how many times it was imported."""
 
     def __init__(self, ledger: Ledger, *, tolerant: bool, keep_clock_steps: bool = False):
-        self.store = ledger.store
+        self.store = ledger._store  # the import reads histories in bulk: behind the facade
         self.batch = ledger.batch()
         self.tolerant = tolerant
         self.keep_clock_steps = keep_clock_steps
@@ -902,5 +902,5 @@ def export_to(ledger: Ledger, out: IO[bytes], after: int = 0) -> int:
 def export_file(ledger: Ledger, path: str, after: int = 0) -> int:
     """Export to the file `path`, atomically (epochledger/files.py): the file is replaced
     only by a complete export, and never when it is one of the ledger's own files."""
-    with atomic_write(path, protected=ledger.store.local_files()) as out:
+    with atomic_write(path, protected=ledger.local_files()) as out:
         return export_to(ledger, out, after)

@@ -444,7 +444,11 @@ def check_policy(spec: str) -> Policy:
 class Reports:
     """The read facade's reports, inherited by `Ledger` (epochledger/app.py)."""
 
-    store: Store
+    @property
+    def _store(self) -> Store:
+        """The Ledger's store (Ledger._store): private to the facade and the modules
+        behind it."""
+        raise NotImplementedError  # pragma: no cover (Ledger defines it)
 
     @property
     def _ledger(self) -> Ledger:
@@ -455,27 +459,32 @@ class Reports:
     # ---------------------------------------------------------- the log, the chain
     def head(self) -> int:
         """The log's last position (0 for an empty log)."""
-        return self.store.max_position()
+        return self._store.max_position()
+
+    def local_files(self) -> list[str]:
+        """The files the store keeps on this machine (none for PostgreSQL): an output
+        file (an export, a digest, a rejects file) is never written over one of them."""
+        return self._store.local_files()
 
     def sealed_at_open(self) -> Sealed | None:
         """What opening with init=True sealed of a ledger made before the hash chain
         (rule S1), or None."""
-        return self.store.chain_upgrade
+        return self._store.chain_upgrade
 
     def chain(self) -> ChainReport:
         """The hash chain's state, the whole log checked against it (rule S1)."""
-        return self.store.check_chain()
+        return self._store.check_chain()
 
     def upgrade_chain(self) -> Sealed:
         """Chain a ledger made before rule S1: seal every event past the chain's end."""
-        return self.store.upgrade_chain()
+        return self._store.upgrade_chain()
 
     def verify(self, digests: Sequence[Digest] = ()) -> Verification:
         """The chain (with `digests`, rule S1) and every live view against a replay from
         zero (rule R2); `Verification.error()` is the error to raise, if any."""
         from epochledger.replay.verify import verify_all
 
-        return verify_all(self.store, digests)
+        return verify_all(self._store, digests)
 
     # ---------------------------------------------------------------- the views
     def rebuild(self, view: str | None = None, *, progress: ViewProgress | None = None) -> list[Rebuilt]:
@@ -483,8 +492,8 @@ class Reports:
         swap them in, then catch up the events appended meanwhile (rule R3); timed."""
         views = [registry.by_name(view)] if view else list(registry.VIEWS)
         t0 = time.perf_counter()
-        rebuilt = engine.rebuild_all(self.store, views, progress=progress)
-        more = engine.catch_up_all(self.store, views)  # events appended during the rebuild
+        rebuilt = engine.rebuild_all(self._store, views, progress=progress)
+        more = engine.catch_up_all(self._store, views)  # events appended during the rebuild
         seconds = time.perf_counter() - t0
         results = []
         for v, st, late in zip(views, rebuilt, more, strict=True):
@@ -505,10 +514,10 @@ class Reports:
         """Every event a view parked (rule T4), by view and position; `view`: one view's."""
         if view:
             registry.by_name(view)
-        tables.ensure(self.store)
+        tables.ensure(self._store)
         return [
             Parked(view=r[0], position=r[1], stream=r[2], tag=r[3], error=r[4], attempts=r[5], parked_at=r[6])
-            for r in tables.parked(self.store, view)
+            for r in tables.parked(self._store, view)
         ]
 
     def follow(
@@ -520,14 +529,14 @@ class Reports:
         progress: ViewProgress | None = None,
     ) -> None:
         """Keep every view caught up until `stop` is set (projections/engine.py, follow)."""
-        engine.follow(self.store, stop=stop, poll=poll, on_batch=on_batch, progress=progress)
+        engine.follow(self._store, stop=stop, poll=poll, on_batch=on_batch, progress=progress)
 
     def heads(self, *, stop: threading.Event, poll: float = 0.02) -> Iterator[int]:
         """The log's head each time it moved, until `stop` is set: the follow machinery's
         wake-ups (projections/engine.py, heads; LISTEN/NOTIFY on PostgreSQL, a poll on
         SQLite), for readers of the log itself (the live stream, rule H5). Reads the
         store alone (its connections are per thread), so any thread may call it."""
-        return engine.heads(self.store, stop=stop, poll=poll)
+        return engine.heads(self._store, stop=stop, poll=poll)
 
     def log_page(
         self,
@@ -557,7 +566,7 @@ class Reports:
         streams = {run_stream(check_value(r, Name, "run")) for r in runs}
         streams |= {process_stream(check_value(p, Name, "slot")) for p in slots}
         wanted = frozenset(types)
-        batch = next(iter(self.store.read_batches(after, None, limit)), [])
+        batch = next(iter(self._store.read_batches(after, None, limit)), [])
         entries: list[LogEntry] = []
         for rec in batch:
             if streams and rec.stream not in streams:
@@ -578,10 +587,10 @@ class Reports:
     def view_lags(self) -> list[ViewLag]:
         """Every live view's tracking position and lag behind the head, read only (no
         catch-up): what a health check and the metrics report (rule H7)."""
-        head = self.store.max_position()
+        head = self._store.max_position()
         out = []
         for v in registry.VIEWS:
-            tracking = engine.status(self.store, v)
+            tracking = engine.status(self._store, v)
             position = tracking[1] if tracking is not None and tracking[0] == v.VERSION else 0
             out.append(ViewLag(view=v.NAME, position=position, lag=max(0, head - position)))
         return out
@@ -589,16 +598,16 @@ class Reports:
     def tick_health_summary(self, *, catch_up_first: bool = True) -> TickHealth:
         """Fleet tick health from the tick-health view, caught up first unless told not
         to (a metrics scrape reads what the view holds, rule H7; docs/tick.md)."""
-        s = tick_health_view.summary(read_tick_health(self.store, catch_up_first=catch_up_first))
+        s = tick_health_view.summary(read_tick_health(self._store, catch_up_first=catch_up_first))
         return TickHealth(**s)
 
     # ------------------------------------------------------------------- runs
     def run_view(self, run: str, *, catch_up_first: bool = True) -> RunView:
         """One run from the runs view (one road to a run's state, rule P4) with the lag
         and its tick health."""
-        state, lag = engine.read_run(self.store, run, catch_up_first=catch_up_first)
-        health = run_tick_health(self.store, run, catch_up_first=catch_up_first)
-        children, _ = engine.read_runs(self.store, catch_up_first=False, shape=RunRow, parents=[state.run])
+        state, lag = engine.read_run(self._store, run, catch_up_first=catch_up_first)
+        health = run_tick_health(self._store, run, catch_up_first=catch_up_first)
+        children, _ = engine.read_runs(self._store, catch_up_first=False, shape=RunRow, parents=[state.run])
         return RunView(
             state=state,
             lag=lag,
@@ -647,10 +656,10 @@ class Reports:
         following: str | None = None
         with engine.gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
             if limit is not None:
-                found, lag, last = engine.read_runs_page(self.store, keep, after=cursor, limit=limit, **filters)
+                found, lag, last = engine.read_runs_page(self._store, keep, after=cursor, limit=limit, **filters)
                 following = encode_cursor(last) if last is not None else None
             else:
-                found, lag = engine.read_runs(self.store, keep, **filters)
+                found, lag = engine.read_runs(self._store, keep, **filters)
             if shape == "listed":
                 for s in found:
                     s.code_shown, s.predicates = shown_code(s.status, s.code), predicates_of(s)
@@ -676,7 +685,7 @@ class Reports:
             processes=processes,
             catch_up_first=catch_up_first,
         )
-        view = read_tick_health(self.store, catch_up_first=catch_up_first)
+        view = read_tick_health(self._store, catch_up_first=catch_up_first)
         by_run = {s.run: s for s in listing.runs}
         rows = [
             Streaking(state=by_run[st["run"]], streak=st)
@@ -782,14 +791,14 @@ class Reports:
     ) -> Replayed:
         """The fleet as of a log position or an instant (rule R1), with its canonical
         bytes and state hash."""
-        state = state_at(self.store, position=position, at=at, by=by)
+        state = state_at(self._store, position=position, at=at, by=by)
         return Replayed(state=state, canonical=canonical_bytes(state), state_hash=state_hash(state))
 
     def whatif(self, policy: str | Policy, *, at: datetime | None = None, name: str | None = None) -> WhatIf:
         """The recorded history replayed under another orphan policy (rule R4)."""
         from epochledger.replay.whatif import whatif
 
-        return whatif(self.store, policy, at=at, name=name)
+        return whatif(self._store, policy, at=at, name=name)
 
     def timeline(
         self,
@@ -805,7 +814,7 @@ class Reports:
         from epochledger.files import atomic_write
 
         text = self.timeline_page(start=start, end=end, cursor=cursor, runs=runs).encode()
-        with atomic_write(output, protected=self.store.local_files()) as f:
+        with atomic_write(output, protected=self._store.local_files()) as f:
             f.write(text)
         return TimelineWritten(path=output, size=len(text))
 
@@ -824,7 +833,7 @@ class Reports:
         before its title (replay/timeline.py)."""
         from epochledger.replay.timeline import page
 
-        return page(self.store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
+        return page(self._store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
 
     # --------------------------------------------------- import, export, digests
     # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which
@@ -934,12 +943,12 @@ class Reports:
         """Copy the events since the last sync into the audit file at `path` (see
         audit_path; docs/audit.md). The ledger store is only read."""
         if wait is None:  # the audit module's default
-            return audit.sync(self.store, path, progress=progress)
-        return audit.sync(self.store, path, progress=progress, wait=wait)
+            return audit.sync(self._store, path, progress=progress)
+        return audit.sync(self._store, path, progress=progress, wait=wait)
 
     def audit_status(self, path: str) -> AuditStatus:
         """How far the audit file at `path` has synced, and how far behind the ledger it is."""
-        return audit.status(path, self.store)
+        return audit.status(path, self._store)
 
 
 # ------------------------------------------------------------ the tick's health

@@ -1064,9 +1064,9 @@ def report_tick(
 def tick_health(ledger: Ledger, *, catch_up_first: bool = True) -> tick_health_view.View:
     """The tick-health view, read as the facade reads it (epochledger/reports.py,
     read_tick_health: the one home of the read)."""
-    return reports.read_tick_health(ledger.store, catch_up_first=catch_up_first)
+    return reports.read_tick_health(ledger._store, catch_up_first=catch_up_first)
 
 
 def run_tick_health(ledger: Ledger, run: str, *, catch_up_first: bool = True) -> tick_health_view.RunTickHealth:
     """One run's tick health for `show` (epochledger/reports.py, run_tick_health)."""
-    return reports.run_tick_health(ledger.store, run, catch_up_first=catch_up_first)
+    return reports.run_tick_health(ledger._store, run, catch_up_first=catch_up_first)

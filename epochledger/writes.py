@@ -670,7 +670,7 @@ class Batch(Commands, EpochLookup):
         for stream in self._assumed:
             read.pop(stream, None)
         try:
-            positions = self.ledger.store.append(pending, resend=self._resend, verified=read)
+            positions = self.ledger._store.append(pending, resend=self._resend, verified=read)
         except CommitUnknown:
             self._resend = True
             raise
@@ -682,7 +682,7 @@ class Batch(Commands, EpochLookup):
         state = self._state
         landed = [(stream, state.get(stream)) for stream in read]
         landed.extend((stream, None) for stream in self._assumed if state.get(stream) is not None)
-        self.ledger.cache.committed(landed, self.ledger.store.token_after_append)
+        self.ledger._cache.committed(landed, self.ledger._store.token_after_append)
         self._pending = []
         self._state.clear()
         return self.recorded

@@ -57,12 +57,12 @@ def test_E1_a_spool_lands_in_order_and_a_spool_sent_again_appends_nothing(store_
     assert spool.flush(30)
     assert (spool.landed, spool.duplicates, spool.rejected) == (121, 0, 0)
     each_once(ledger, 40)
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     os.unlink(spool.pos_path)  # the position lost: every line is sent again
     spool._pos = 0
     assert spool.flush(30)
     assert (spool.landed, spool.duplicates) == (121, 121)
-    assert ledger.store.max_position() == head
+    assert ledger._store.max_position() == head
     assert spool.close()
     assert os.listdir(tmp_path / "spool") == []  # drained: its files go
 
@@ -102,7 +102,7 @@ def test_E1_postgres_taken_away_during_a_burst_loses_nothing_doubles_nothing_and
     proxy.close()
     assert spool.failures > 0  # the outage was seen, and waited out
     each_once(ledger, 150)
-    assert ledger.store.max_position() == len(lines)  # nothing doubled: one event per line
+    assert ledger._store.max_position() == len(lines)  # nothing doubled: one event per line
     assert spool.rejected == 0
     assert slowest < 0.05, f"an append waited {slowest * 1000:.1f} ms"
     spool.close()
@@ -150,13 +150,13 @@ def test_E1_a_sigkill_during_the_replay_then_a_replay_again_records_each_transit
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     ledger = open_ledger(store)
-    landed = ledger.store.max_position()
+    landed = ledger._store.max_position()
     assert 0 < landed < 1201  # killed part-way
     again = Spool(ledger, directory, "victim")
     assert again.replay()
     assert again.landed == 1201 - landed  # what had landed is a duplicate, or behind the position
     each_once(ledger, 400)
-    assert ledger.store.max_position() == 1201
+    assert ledger._store.max_position() == 1201
 
 
 def test_E1_a_dead_owners_spool_is_reaped_with_its_owner_and_reaped_once(tmp_path) -> None:

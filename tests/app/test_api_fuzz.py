@@ -167,13 +167,13 @@ def test_L4_fuzzed_api_calls_raise_only_ledger_errors(
         lg.start("r1", epoch="w.e1", process="w")
         clock.hostile_now, clock.hostile_uptime = now, uptime
         for name, kwargs in steps:
-            before = lg.store.max_position()
+            before = lg._store.max_position()
             try:
                 _call(lg, name, dict(kwargs), booted)
             except InvalidInput:
-                assert lg.store.max_position() == before, (name, kwargs)
+                assert lg._store.max_position() == before, (name, kwargs)
             except (RunNotFound, IllegalTransition) as e:  # a refusal appends nothing, but a fenced report's evidence
-                assert isinstance(e, StaleEpoch) or lg.store.max_position() == before, (name, kwargs, e)
+                assert isinstance(e, StaleEpoch) or lg._store.max_position() == before, (name, kwargs, e)
             except LedgerError:
                 pass  # a store error, or a sweep that gave up (it records process.sweep_failed)
             clock.advance(1)
@@ -220,7 +220,7 @@ def test_L8_a_hostile_clock_gives_invalid_input_and_appends_nothing(
         good.start("r1", epoch="w.e1", process="w")
     bad_now = "now" in name
     with open_ledger(str(tmp_path / "l.db"), clock=HostileClock(now, uptime)) as lg:
-        before = lg.store.max_position()
+        before = lg._store.max_position()
         refused = []
         for what, call in [
             ("boot", lambda: lg.boot("w")),
@@ -243,7 +243,7 @@ def test_L8_a_hostile_clock_gives_invalid_input_and_appends_nothing(
             else ["boot", "startup", "preview"]
         )
         if bad_now:
-            assert lg.store.max_position() == before
+            assert lg._store.max_position() == before
 
 
 def test_L8_a_clock_without_now_or_uptime_is_refused(tmp_path: Path) -> None:
@@ -289,7 +289,7 @@ def test_L4_fuzzed_store_urls_open_or_raise_ledger_errors(tmp_path: Path, parts:
         assert str(e), url
         return
     with lg:  # it opened: a new, empty SQLite ledger where the URL points, not some other store
-        assert lg.store.max_position() == 0 and lg.store.url.startswith("sqlite:"), url
+        assert lg._store.max_position() == 0 and lg._store.url.startswith("sqlite:"), url
 
 
 @pytest.mark.parametrize(

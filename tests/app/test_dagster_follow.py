@@ -175,9 +175,9 @@ def test_I4_a_sigkilled_worker_is_an_orphan_within_seconds_while_the_follower_ru
         assert said["swept"] is None
         swept = next(r for r in lines if r["swept"])
         assert [v["run"] for v in swept["swept"]["sweep"]["recovered"]] == [run]
-        head = ledger.store.max_position()
+        head = ledger._store.max_position()
         time.sleep(4 * INTERVAL)
-        assert ledger.store.max_position() == head
+        assert ledger._store.max_position() == head
     follower.send_signal(signal.SIGTERM)
     assert follower.wait(30) == 0, follower.stderr.read() if follower.stderr else ""
     assert list(lines) == []  # quiet rounds print nothing
@@ -256,10 +256,10 @@ def test_I4_a_quiet_round_reads_nothing_and_a_changed_run_is_read_at_the_next(
             if r.round == 2:
                 stop2.set()
 
-        head = ledger.store.max_position()
+        head = ledger._store.max_position()
         follow_dagster(ledger, str(home.path), stop=stop2, interval=0.05, local_workers=True, on_round=two)
         assert (again[1].imported.runs, again[1].imported.read, again[1].imported.appended) == (2, 0, 0)
-        assert ledger.store.max_position() == head
+        assert ledger._store.max_position() == head
 
 
 def test_I4_the_interval_is_bounded(home: Home, tmp_path: Path) -> None:
@@ -271,7 +271,7 @@ def test_I4_the_interval_is_bounded(home: Home, tmp_path: Path) -> None:
             with pytest.raises(InvalidInput) as e:
                 follow_dagster(ledger, str(home.path), stop=threading.Event(), interval=bad)
             assert e.value.where == "interval"
-        assert ledger.store.max_position() == 0
+        assert ledger._store.max_position() == 0
 
 
 def test_I4_a_store_outage_ends_only_its_rounds_and_nothing_is_skipped(home: Home, worker: Any, pg_url: str) -> None:

@@ -21,7 +21,7 @@ BAD = b"\x00 no longer decodes"
 
 
 def _position_of(ledger, stream, version):
-    return next(r.position for r in ledger.store.read_stream(stream) if r.version == version)
+    return next(r.position for r in ledger._store.read_stream(stream) if r.version == version)
 
 
 def test_T4_a_bad_row_in_a_process_stream_leaves_the_slot_usable(ledger, clock, store_url, capsys):
@@ -103,13 +103,13 @@ def test_L5_a_removed_row_is_named_as_a_gap_not_a_write_conflict(ledger, clock, 
     ledger.checkpoint("r", "n", "ckpt/1")
     removed = _position_of(ledger, "run:r", 2)
     delete_row(store_url, removed)
-    before = ledger.store.max_position()
-    ledger.cache.clear()
+    before = ledger._store.max_position()
+    ledger._cache.clear()
     with pytest.raises(StreamGap) as e:
         ledger.checkpoint("r", "n", "ckpt/2")
     assert (e.value.stream, e.value.missing, exit_code(e.value)) == ("run:r", 2, 8)
     assert e.value.before > removed and "an event was removed from the store" in str(e.value)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     assert main(["--store", store_url, "history", "r"]) == 8
     assert "stream run:r has a gap: version 2 is missing" in capsys.readouterr().err
 

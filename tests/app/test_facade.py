@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from epochledger import ManualClock, open_ledger, reports
+from epochledger import Ledger, ManualClock, open_ledger, reports
 from epochledger.cli import main
 from epochledger.ledger.events import Status
 
@@ -110,10 +110,11 @@ def test_H1_the_cli_prints_what_the_facade_returns(
 
 
 def test_H1_no_command_reaches_the_store_through_the_ledger() -> None:
-    """The import contract sees imports; a reach through the facade's public `store`
-    (or `cache`) attribute, or through a server's opened ledger (`service.ledger`),
-    needs no import, so it is caught here: the only `.store` a command reads is its
-    parsed `--store` (ns.store), and `serve` asks the service (rule H1: a skin)."""
+    """The import contract sees imports; a reach through the facade's store or cache
+    (private: `_store`, `_cache`, `_opened`), or through a server's opened ledger
+    (`service.ledger`), needs no import, so it is caught here: the only `.store` a
+    command reads is its parsed `--store` (ns.store), and `serve` asks the service
+    (rule H1: a skin)."""
     import ast
 
     cli = Path(reports.__file__).parent / "cli"
@@ -122,7 +123,28 @@ def test_H1_no_command_reaches_the_store_through_the_ledger() -> None:
         for path in sorted(cli.glob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Attribute)
-        and node.attr in ("store", "cache", "ledger")
+        and node.attr in ("store", "cache", "ledger", "_store", "_cache", "_opened")
         and not (isinstance(node.value, ast.Name) and node.value.id == "ns")
+    ]
+    assert reaches == []
+
+
+def test_H1_the_store_and_the_cache_are_private_to_the_facade() -> None:
+    """`Ledger` shows no store and no cache: the skins (the CLI, the service, the
+    console) and the adapters reach neither, so every rule a facade call applies is
+    applied to every caller."""
+    import ast
+
+    import epochledger
+
+    assert not hasattr(Ledger, "store") and not hasattr(Ledger, "cache")
+    package = Path(epochledger.__file__).parent
+    skins = [package / "cli", package / "service", package / "console", package / "adapters"]
+    reaches = [
+        f"{path.relative_to(package)}:{node.lineno}"
+        for folder in skins
+        for path in sorted(folder.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in ("_store", "_cache", "_opened")
     ]
     assert reaches == []

@@ -71,7 +71,7 @@ def test_L3_export_to_the_ledger_itself_is_refused_and_the_ledger_survives(
         assert "Traceback" not in err
         assert digest(store) == before, out
     with open_ledger(str(store)) as lg:
-        assert lg.store.max_position() == len(GOOD)
+        assert lg._store.max_position() == len(GOOD)
     assert not [p for p in os.listdir(store.parent) if p.endswith(".tmp")]
 
 

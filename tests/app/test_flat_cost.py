@@ -188,7 +188,7 @@ def test_W1_O2_a_slot_with_20000_epochs_is_written_through_the_ledger(sqlite_url
         for i in range(20_000):
             at = T0 - timedelta(days=30) + timedelta(seconds=i)
             pending.append(Append(stream, i + 1, ProcessBooted(at=at, process="w", epoch=f"old{i}", booted_at=at)))
-        lg.store.append(pending)
+        lg._store.append(pending)
         live = lg.boot("w", epoch="live")
         lg.queue("r")
         assert lg.start("r", epoch=live).epoch == "live"
@@ -246,21 +246,21 @@ def test_W1_deciding_from_a_cached_state_equals_deciding_from_a_full_fold(shared
         url = f"sqlite:///{tmp}/l.db"
         clock = ManualClock(T0, uptime=5)
         with open_ledger(url, clock=clock) as a, open_ledger(url, clock=clock) as other:
-            b = Ledger(a.store, clock) if shared else other
+            b = Ledger(a._store, clock) if shared else other
             writers = (a, b)
             for name in ("w0", "w1", "w2"):
                 a.boot(name, epoch=f"e{name[1]}")
             for n, (who, op, run, forget) in enumerate(script):
                 lg = writers[who]
                 if forget:
-                    (lg.cache.drop(run_stream(f"r{run}")) if n % 2 else writers[1 - who].cache.clear())
+                    (lg._cache.drop(run_stream(f"r{run}")) if n % 2 else writers[1 - who]._cache.clear())
                 try:
                     apply_op(lg, op if op != "queue" or n % 3 else "queue", f"r{run}", n)
                 except StaleEpoch as e:  # a fenced report of this run (its evidence kept), never another's
                     assert e.run == f"r{run}", (op, run, e)
             for run in range(5):
                 stream = run_stream(f"r{run}")
-                full = _fold_stream(stream, a.store.read_stream(stream))
+                full = _fold_stream(stream, a._store.read_stream(stream))
                 for lg in writers:
                     cached = lg.read_state(stream)
                     assert cached == full
@@ -268,15 +268,17 @@ def test_W1_deciding_from_a_cached_state_equals_deciding_from_a_full_fold(shared
                         assert _decision(cmd, cached) == _decision(cmd, full)
             for name in ("w0", "w1", "w2"):
                 stream = process_stream(name)
-                assert a.read_state(stream) == b.read_state(stream) == _fold_stream(stream, a.store.read_stream(stream))
+                assert (
+                    a.read_state(stream) == b.read_state(stream) == _fold_stream(stream, a._store.read_stream(stream))
+                )
 
 
 def _count_reads(lg: Ledger, monkeypatch: Any) -> list[tuple[str, int]]:
     reads: list[tuple[str, int]] = []
-    real_one, real_many = lg.store.read_stream, lg.store.read_streams
-    monkeypatch.setattr(lg.store, "read_stream", lambda s, after=0: reads.append((s, after)) or real_one(s, after))
+    real_one, real_many = lg._store.read_stream, lg._store.read_streams
+    monkeypatch.setattr(lg._store, "read_stream", lambda s, after=0: reads.append((s, after)) or real_one(s, after))
     monkeypatch.setattr(
-        lg.store,
+        lg._store,
         "read_streams",
         lambda ss, after=None: reads.extend((s, (after or {}).get(s, 0)) for s in ss) or real_many(ss, after),
     )
@@ -296,8 +298,8 @@ def test_W1_a_warm_write_reads_only_the_events_after_the_cached_version(store_ur
             lg.checkpoint("r", "n", f"x{i}")
         reads = _count_reads(lg, monkeypatch)
         lg.checkpoint("r", "n", "y")
-        skips = lg.store.log_token() is not None
-        assert skips == (lg.store.kind == "sqlite")
+        skips = lg._store.log_token() is not None
+        assert skips == (lg._store.kind == "sqlite")
         # the state is at 32: read from 32 on, to check it still holds (none on SQLite)
         assert reads == ([] if skips else [("run:r", 31)])
         with open_ledger(lg.url, clock=lg.clock) as other:
@@ -348,10 +350,10 @@ def test_W1_L5_an_append_since_the_last_write_is_read_before_the_next_one(
             with open_ledger(sqlite_url) as other:
                 other.checkpoint("r", "n", "elsewhere")
         elif writer == "same_store":
-            Ledger(lg.store, lg.clock).checkpoint("r", "n", "elsewhere")
+            Ledger(lg._store, lg.clock).checkpoint("r", "n", "elsewhere")
         else:
             e = RunCheckpointed(at=T0, run="r", node="n", ref="elsewhere", status=Status.RUNNING)
-            lg.store.append([Append(run_stream("r"), 5, e)])
+            lg._store.append([Append(run_stream("r"), 5, e)])
         reads.clear()  # (the same-store Ledger read through it)
         state = lg.checkpoint("r", "n", "z")
         assert reads == [("run:r", 3)]  # from the cached version 4 on: it holds, then 5 is folded
@@ -370,7 +372,7 @@ def test_W1_L5_a_write_inside_a_batchs_window_unmarks_what_the_batch_read(sqlite
         for run in ("s", "t"):
             lg.queue(run)
             lg.start(run)
-        other = Ledger(lg.store, lg.clock)
+        other = Ledger(lg._store, lg.clock)
         with lg.batch() as b:
             b.prefetch([run_stream("s"), run_stream("t")])
             other.checkpoint("s", "n", "between")
@@ -410,18 +412,18 @@ def test_W1_L5_an_append_racing_a_skipped_read_is_one_typed_conflict_then_a_rere
         lg.queue("r")
         lg.start("r")
         lg.checkpoint("r", "n", "x")
-        real = lg.store.log_token
+        real = lg._store.log_token
 
         def token_then_race() -> Any:
             token = real()
             other.checkpoint("r", "n", "won")  # lands between the token and the append
             return token
 
-        lg.store.log_token = token_then_race  # type: ignore[method-assign]
+        lg._store.log_token = token_then_race  # type: ignore[method-assign]
         with pytest.raises(ConflictError) as e:
             lg.checkpoint("r", "n", "lost")
         assert e.value.streams == [run_stream("r")]
-        lg.store.log_token = real  # type: ignore[method-assign]
+        lg._store.log_token = real  # type: ignore[method-assign]
         assert [r.event.ref for r in lg.history("r")[2:]] == ["x", "won"]  # type: ignore[union-attr]
         assert lg.checkpoint("r", "n", "again").version == 5
         assert [r.event.ref for r in lg.history("r")[2:]] == ["x", "won", "again"]  # type: ignore[union-attr]
@@ -438,8 +440,8 @@ def test_W1_a_rolled_back_batch_leaves_the_cache_as_the_log_is(sqlite_ledger: Le
         b.start("r", process="w")
         b.submit(ProcessBooted(at=T0, process="w", epoch="e2", booted_at=T0))
         raise RuntimeError("the caller's block fails: nothing is appended")
-    assert lg.cache.get(run_stream("r")).status == Status.QUEUED
-    slot = lg.cache.get(process_stream("w"))
+    assert lg._cache.get(run_stream("r")).status == Status.QUEUED
+    slot = lg._cache.get(process_stream("w"))
     assert slot.current.epoch == "e1" and slot.epoch("e2") is None
     assert lg.start("r", process="w").slot_epoch == "e1"
     assert lg.boot("w", epoch="e2").epoch == "e2"
@@ -469,7 +471,7 @@ def test_W1_L5_a_forged_cache_never_lets_a_wrong_write_through(store_url: str, o
         forged = replace(true, version=max(1, true.version + offset))
         if tamper_last:
             forged = replace(forged, last=RunFinished(at=T0, run=run, status=Status.FINISHED), status=Status.FINISHED)
-        before = lg.store.max_position()
+        before = lg._store.max_position()
         b = lg.batch()
         b.assume(forged)
         try:
@@ -480,8 +482,8 @@ def test_W1_L5_a_forged_cache_never_lets_a_wrong_write_through(store_url: str, o
             with pytest.raises(ConflictError) as e:
                 b.commit()
             assert e.value.streams == [run_stream(run)]
-        assert lg.store.max_position() == before
-        lg.cache._states[run_stream(run)] = forged  # a wrong entry, as a bug or a foreign store would leave
+        assert lg._store.max_position() == before
+        lg._cache._states[run_stream(run)] = forged  # a wrong entry, as a bug or a foreign store would leave
         state = lg.checkpoint(run, "n", "after")
         assert state == run_mod.fold([r.event for r in lg.history(run)])  # type: ignore[misc]
         assert state.version == true.version + 1 and state.status == Status.RUNNING
@@ -495,15 +497,15 @@ def test_W1_L5_the_store_refuses_a_version_beyond_the_stream_end(store_url: str)
         lg.queue("r")
         e = RunStarted(at=T0, run="r", status=Status.RUNNING)
         with pytest.raises(ConflictError) as err:
-            lg.store.append(
+            lg._store.append(
                 [
                     Append(run_stream("r"), 3, e),
                     Append(run_stream("new"), 1, RunQueued(at=T0, run="new", status=Status.QUEUED)),
                 ]
             )
         assert err.value.streams == [run_stream("r")]
-        assert lg.store.max_position() == 1
-        assert lg.store.append([Append(run_stream("r"), 2, e)]) == [2]
+        assert lg._store.max_position() == 1
+        assert lg._store.append([Append(run_stream("r"), 2, e)]) == [2]
 
 
 # ------------------------------------------------------------ races, caches warm
@@ -517,7 +519,7 @@ def _hammer(url: str, worker: int, go: Any, results: Any) -> None:
         for run in RUNS:  # warm: every run and the slot are cached before the race
             lg.read_state(run_stream(run))
         lg.read_state(process_stream("shared"))
-        assert len(lg.cache) == len(RUNS) + 1
+        assert len(lg._cache) == len(RUNS) + 1
         go.wait()
         for i in range(40):
             run = rnd.choice(RUNS)
@@ -594,7 +596,7 @@ def test_runs_by_status_selects_in_sql_exactly_what_the_filter_would_keep(sqlite
     from tests.helpers.engine_helpers import random_history
 
     random_history(sqlite_ledger, 5, runs=15, ops=200)
-    store = sqlite_ledger.store
+    store = sqlite_ledger._store
     every, _ = engine.read_runs(store)
     for statuses in (["running"], ["queued", "failed_resumable"], ["finished"], []):
         picked, lag = engine.read_runs(store, statuses=statuses)

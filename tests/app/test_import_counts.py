@@ -20,4 +20,4 @@ def test_I1_a_process_event_whose_effect_already_held_is_counted_held_not_duplic
     assert (result.lines, result.landed, result.duplicates, result.held, result.appended) == (3, 2, 0, 1, 2)
     again = import_events(ledger, [BOOT, STOP, STOP_LATER])  # the same file again: two recorded, one held
     assert (again.landed, again.duplicates, again.held, again.appended) == (0, 2, 1, 0)
-    assert ledger.store.max_position() == 2
+    assert ledger._store.max_position() == 2

@@ -238,9 +238,9 @@ def test_I3_a_second_import_appends_nothing(histories: Histories, imported: Impo
     of a finished run. Mutation caught: the cursor ignored (each import reads from the
     first event: the start of a finished run is refused and kept again)."""
     with open_ledger(imported.url) as ledger:
-        head = ledger.store.max_position()
+        head = ledger._store.max_position()
         second = _import(ledger, histories.home)
-        assert (second.appended, second.refused, ledger.store.max_position()) == (0, [], head)
+        assert (second.appended, second.refused, ledger._store.max_position()) == (0, [], head)
         assert imported.report.appended == head and second.runs == len(EXPECTED)
         assert second.read == 1 and second.events == 0  # only the STARTED run is read again: nothing new
 
@@ -591,7 +591,7 @@ def test_I3_L4_not_a_dagster_instance_is_refused_and_appends_nothing(tmp_path: P
         for where in (tmp_path / "empty", tmp_path / "missing"):
             with pytest.raises(InvalidInput, match="DAGSTER_HOME|not a Dagster instance"):
                 import_dagster(ledger, str(where))
-        assert ledger.store.max_position() == 0
+        assert ledger._store.max_position() == 0
         assert not (tmp_path / "empty" / "history").exists()  # nothing created where nothing was
 
 
@@ -631,8 +631,8 @@ def test_I3_L5_the_same_import_on_postgresql(histories: Histories, pg_url: str) 
     with open_ledger(pg_url, init=True) as ledger:
         _import(ledger, histories.home)
         assert _table(ledger, histories) == EXPECTED
-        head = ledger.store.max_position()
-        assert _import(ledger, histories.home).appended == 0 and ledger.store.max_position() == head
+        head = ledger._store.max_position()
+        assert _import(ledger, histories.home).appended == 0 and ledger._store.max_position() == head
 
 
 def test_I3_O7_a_worker_that_ends_its_run_as_it_is_read_is_not_taken_for_dead(
@@ -763,7 +763,7 @@ def test_I3_I1_a_malformed_dagster_run_rejects_a_strict_import_naming_it_and_app
             import_dagster(ledger, str(home), local_workers=True)
         assert (e.value.source, e.value.run) == ("dagster", histories.runs["step failure"])
         assert e.value.field.endswith("(PIPELINE_START) timestamp") and "nan" in e.value.reason.lower()
-        assert ledger.store.max_position() == 0
+        assert ledger._store.max_position() == 0
 
 
 def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_other(
@@ -792,9 +792,9 @@ def test_I3_I1_tolerant_import_rejects_each_malformed_run_and_imports_every_othe
         assert [line["reason"] for line in lines] == said and all("raw" in line for line in lines)
         rows = [row for row in _table(ledger, histories, missing=DAMAGED)]
         assert rows == [row if row[0] not in DAMAGED else (row[0], row[1], "(not imported)", "") for row in EXPECTED]
-        head = ledger.store.max_position()
+        head = ledger._store.max_position()
         again = import_dagster(ledger, str(home), local_workers=True, on_error="skip", rejects=str(rejects))
-        assert (again.appended, ledger.store.max_position(), [r.reason for r in again.rejected]) == (0, head, said)
+        assert (again.appended, ledger._store.max_position(), [r.reason for r in again.rejected]) == (0, head, said)
 
 
 def test_I3_I1_the_cli_exits_3_strict_and_11_tolerant_on_malformed_runs(

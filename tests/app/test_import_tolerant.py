@@ -63,10 +63,10 @@ def test_I1_an_event_recorded_anywhere_in_the_stream_is_a_duplicate_not_only_the
     Mutation caught: comparing with the stream's last event only (decide's own check):
     the re-sent start is refused as an illegal transition from cancelled."""
     assert import_lines(ledger, lines([BOOT, Q, S, C, X])) == 5
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     result = import_events(ledger, lines([S, C, BOOT, Q]))
     assert (result.landed, result.duplicates, result.appended) == (0, 4, 0)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     # the same instant with another offset is the same time; a stamped field left out is the same event
     moved = {**S, "at": "2026-09-09T16:00:02+02:00"}
     assert import_events(ledger, lines([moved])).duplicates == 1
@@ -233,10 +233,10 @@ def test_I1_F1_a_stale_epochs_report_in_a_tolerant_import_keeps_the_fences_evide
     assert "stale epoch 'e1'" in result.rejected[0].reason
     [kept] = [r.event for r in ledger.history("r1") if isinstance(r.event, RunFenced)]
     assert (kept.epoch, kept.refused, kept.superseded_by) == ("e1", "run.checkpointed", "e2")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(ImportRejected, match="line 1: .*stale epoch 'e1'"):
         import_events(ledger, lines([{**checkpoint, "at": "2026-09-09T14:00:12Z"}]))
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     again = import_events(ledger, lines([checkpoint]), on_error="skip")  # kept already: rejected again, appends nothing
     assert (again.duplicates, again.appended, again.evidence) == (0, 0, 0)
     assert [(r.line, r.reason, r.kept, r.position) for r in again.rejected] == [
@@ -306,7 +306,7 @@ def test_I1_the_rejects_file_is_never_the_ledger_or_the_input_and_only_replaced_
         assert code == 3 and "refusing to overwrite it (nothing was written)" in err
         assert target.read_bytes() == before
     with open_ledger(str(store)) as lg:
-        assert lg.store.max_position() == 0
+        assert lg._store.max_position() == 0
     # a commit that fails leaves the previous rejects file as it was (written after the commit)
     rejects = tmp_path / "rej.ndjson"
     rejects.write_bytes(b"previous\n")
@@ -360,7 +360,7 @@ def test_I1_time_going_backwards_in_a_run_is_refused_naming_the_line(ledger: Led
         "time goes backwards in run 'r1': at 2026-09-09T14:00:00+00:00 is earlier than 2026-09-09T14:00:01+00:00, "
         "the time of its previous event (line 2)"
     ) in str(e.value)
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
     result = import_events(ledger, lines([BOOT, Q, back, S]), on_error="skip")
     assert [r.line for r in result.rejected] == [3] and result.landed == 3
     with pytest.raises(ImportRejected, match=r"line 1: time goes backwards .*\(position \d+\)"):
@@ -405,7 +405,7 @@ def test_I1_an_export_of_a_ledger_whose_clock_stepped_back_comes_back_with_clock
     with open_ledger(str(tmp_path / "strict.db")) as lg:
         with pytest.raises(ImportRejected, match=r"time goes backwards .* imports with --clock-steps keep"):
             import_lines(lg, io.BytesIO(data))
-        assert lg.store.max_position() == 0
+        assert lg._store.max_position() == 0
     with open_ledger(str(tmp_path / "keep.db")) as lg:
         assert import_lines(lg, io.BytesIO(data), clock_steps="keep") == len(data.splitlines())
         assert export(lg) == data
@@ -432,7 +432,7 @@ def test_I1_no_imported_run_shows_a_negative_duration_in_the_audit(tmp_path) -> 
         ]
         result = import_events(lg, lines(rows), on_error="skip")
         assert [r.line for r in result.rejected] == [3, 5]
-        sync(lg.store, str(tmp_path / "a.duckdb"))
+        sync(lg._store, str(tmp_path / "a.duckdb"))
     worst = query(
         str(tmp_path / "a.duckdb"),
         "SELECT min(occurred_at - lag) AS d FROM (SELECT occurred_at, "
@@ -483,7 +483,7 @@ def test_I1_F1_a_stale_epochs_report_sent_twice_is_kept_once_and_then_a_duplicat
     assert [(r.line, r.kept) for r in first.rejected] == [(4, "run.fenced")] and "stale epoch 'e1'" in first.rejected[
         0
     ].reason
-    assert first.appended == first.landed + first.evidence == 4 == ledger.store.max_position()
+    assert first.appended == first.landed + first.evidence == 4 == ledger._store.max_position()
     [kept] = [r.event for r in ledger.history("r1") if isinstance(r.event, RunFenced)]
     assert (kept.epoch, kept.refused, kept.report) == ("e1", "run.started", S)
     state = ledger.get_run("r1")
@@ -560,7 +560,7 @@ def test_I1_a_stop_listed_before_its_boot_never_ends_the_epoch_on_a_second_impor
         with pytest.raises(ImportRejected) as e:
             import_lines(ledger, lines(rows))
         assert e.value.line == 1
-    assert ledger.store.max_position() == 3
+    assert ledger._store.max_position() == 3
 
 
 def test_I1_a_boot_resent_with_another_pid_is_refused_naming_its_line_not_dropped(capsys, tmp_path, store_url) -> None:
@@ -588,7 +588,7 @@ def test_I1_a_boot_resent_with_another_pid_is_refused_naming_its_line_not_droppe
     )
     assert [json.loads(x)["line"] for x in rejects.read_bytes().splitlines()] == [2]
     with open_ledger(store_url) as lg:
-        assert lg.store.max_position() == 2
+        assert lg._store.max_position() == 2
         [epoch] = lg.process("w-1").epochs  # type: ignore[union-attr]
         assert epoch.pid == 1
 
@@ -607,7 +607,7 @@ def test_I1_a_new_line_placed_before_a_recorded_one_of_its_run_is_out_of_place(l
     assert "out of place: line 2, after it in the file, is already recorded (position 4)" in result.rejected[0].reason
     assert ledger.get_run("r1").status is Status.RUNNING
     again = {**S, "actor": "someone", "at": "2026-09-09T14:00:02.5Z"}  # the same start again, at its place
-    assert (import_events(ledger, lines([again, C])).held, ledger.store.max_position()) == (1, 4)
+    assert (import_events(ledger, lines([again, C])).held, ledger._store.max_position()) == (1, 4)
     early = {**X, "at": "2026-09-09T14:00:01.5Z"}
     with pytest.raises(ImportRejected, match=r"line 1: time goes backwards .* \(position 3\)"):
         import_lines(ledger, lines([early, C]))
@@ -707,7 +707,7 @@ def test_I1_fuzz_tolerant_import_loses_nothing_and_doubles_nothing(tmp_path_fact
         first = import_events(lg, read_lines(io.BytesIO(content)), on_error="skip", rejects=str(rejects))
         nonblank = [i for i, r in by_number.items() if r.strip()]
         assert first.lines == len(nonblank) == first.landed + first.duplicates + first.held + len(first.rejected)
-        assert first.appended == first.landed + first.evidence == lg.store.max_position()
+        assert first.appended == first.landed + first.evidence == lg._store.max_position()
         records = [json.loads(x) for x in rejects.read_bytes().splitlines()]
         assert [r["line"] for r in records] == [r.line for r in first.rejected]
         for r in records:
@@ -813,7 +813,7 @@ def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import
     fail: a full disk cannot be arranged in a test)."""
     with pytest.raises(InvalidInput, match="is a directory.*nothing was imported"):
         import_events(sqlite_ledger, lines([BOOT]), on_error="skip", rejects=str(tmp_path))
-    assert sqlite_ledger.store.max_position() == 0
+    assert sqlite_ledger._store.max_position() == 0
     import epochledger.files
 
     def full(src: str, dst: str) -> None:
@@ -829,7 +829,7 @@ def test_I1_a_rejects_file_that_cannot_be_written_never_hides_a_committed_import
         )
     assert "the import was committed (1 events appended, 1 lines rejected)" in str(e.value)
     assert "No space left on device" in str(e.value) and "nothing was" not in str(e.value)
-    assert sqlite_ledger.store.max_position() == 1
+    assert sqlite_ledger._store.max_position() == 1
 
 
 def test_I1_strict_names_the_first_bad_line_even_before_an_endless_one(sqlite_ledger: Ledger) -> None:
@@ -837,4 +837,4 @@ def test_I1_strict_names_the_first_bad_line_even_before_an_endless_one(sqlite_le
     with pytest.raises(ImportRejected) as e:
         import_events(sqlite_ledger, read_lines(io.BytesIO(content)))
     assert e.value.line == 2 and "a run begins with run.queued" in str(e.value)
-    assert sqlite_ledger.store.max_position() == 0
+    assert sqlite_ledger._store.max_position() == 0

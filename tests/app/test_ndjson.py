@@ -133,13 +133,13 @@ def test_I1_L4_one_bad_line_in_the_middle_rejects_the_file_and_appends_nothing(
         import_lines(ledger, lines(rows))
     assert e.value.line == 4
     assert "line 4" in str(e.value) and reason in str(e.value)
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 def test_L4_not_json_names_the_line(ledger: Ledger) -> None:
     with pytest.raises(ImportRejected, match="line 2: not JSON"):
         import_lines(ledger, [lines(GOOD[:1])[0], b"{oops\n"])
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 # ------------------------------------------------- issue 10: hostile lines (item 12)
@@ -167,7 +167,7 @@ def test_L4_a_line_nested_too_deeply_is_rejected_naming_the_line(ledger: Ledger,
     with pytest.raises(ImportRejected) as e:
         import_lines(ledger, [lines(GOOD[1:2])[0], line + b"\n"])
     assert e.value.line == 2 and "nested too deeply" in str(e.value)
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 @pytest.mark.parametrize("tag", ["{}", "[]", "5", "null", "true", '"RUN.QUEUED"'])
@@ -176,7 +176,7 @@ def test_L4_a_type_that_is_not_a_known_tag_is_rejected(ledger: Ledger, tag: str)
     line = b'{"type":%b,"at":"2026-09-09T14:00:05Z","run":"r1"}\n' % tag.encode()
     with pytest.raises(ImportRejected, match="line 1: unknown type|line 1: missing field 'type'"):
         import_lines(ledger, [line])
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 class CountingReader(io.BufferedReader):
@@ -228,7 +228,7 @@ def test_L4_a_line_of_exactly_the_limit_is_accepted_one_byte_more_is_not(ledger:
     for over in (read_lines(io.BytesIO(_padded(MAX_LINE + 1) + ending)), [_padded(MAX_LINE + 1) + ending]):
         with pytest.raises(ImportRejected, match="line 1: line is longer than"):
             import_lines(ledger, over)
-    assert ledger.store.max_position() == 1
+    assert ledger._store.max_position() == 1
 
 
 def test_L4_read_lines_numbers_lines_as_import_does(ledger: Ledger) -> None:
@@ -287,7 +287,7 @@ def test_I1_L4_a_stated_field_that_decide_would_change_is_rejected(ledger: Ledge
     with pytest.raises(ImportRejected) as e:
         import_lines(ledger, lines([*HEAD, row]))
     assert e.value.line == 3 and reason in str(e.value)
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 def test_L3_stating_exactly_what_decide_records_is_accepted(ledger: Ledger) -> None:
@@ -327,7 +327,7 @@ def test_L4_an_unknown_field_inside_a_cause_is_rejected(ledger: Ledger, cause: d
     with pytest.raises(ImportRejected) as e:
         import_lines(ledger, lines([*HEAD, row]))
     assert e.value.line == 3 and reason in str(e.value)
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 DUPLICATES = [
@@ -345,7 +345,7 @@ def test_L4_a_duplicate_json_key_is_rejected(ledger: Ledger, line: bytes) -> Non
     wins), silently dropping what the line said first."""
     with pytest.raises(ImportRejected, match=r"line 2: duplicate key '(run|type)'"):
         import_lines(ledger, [lines(GOOD[1:2])[0], line + b"\n"])
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger) -> None:
@@ -359,7 +359,7 @@ def test_L4_a_duplicate_key_inside_a_cause_or_answers_is_rejected(ledger: Ledger
     resumed = b'{"type":"run.resumed","at":"2026-09-09T14:00:06Z","run":"r1","by":"operator","answers":{"q":"no","q":"yes"}}\n'
     with pytest.raises(ImportRejected, match="line 4: duplicate key 'q'"):
         import_lines(ledger, [*lines(HEAD), paused, resumed])
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 # ------------------------------------------------------------ issue 10: import fuzz
@@ -475,4 +475,4 @@ def test_I1_L4_fuzzed_import_lines_import_or_are_rejected_with_their_line(
         except ImportRejected as e:
             assert 1 <= e.line <= prefix + len(extra)
             assert f"line {e.line}: " in str(e)
-            assert lg.store.max_position() == 0
+            assert lg._store.max_position() == 0

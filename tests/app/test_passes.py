@@ -53,7 +53,7 @@ def teardowns(box: dict[str, bytes], done: list[str]) -> CrossRunPass:
 
 
 def pass_events(lg: Ledger) -> list[Any]:
-    return [r.event for r in lg.store.read_stream(pass_stream("teardowns"))]
+    return [r.event for r in lg._store.read_stream(pass_stream("teardowns"))]
 
 
 def queued(lg: Ledger) -> None:
@@ -115,9 +115,9 @@ def test_T6_success_after_a_failure_closes_it_and_a_healthy_item_appends_nothing
     second = driver.tick()
     assert second.ok and second.items_recovered == ("teardowns/t1",) and done == ["t1:w9"]
     box["t2"] = b'{"run": "r2", "worker": "w2"}'
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     third = driver.tick()
-    assert third.ok and third.appended == 0 and third.items_recovered == () and ledger.store.max_position() == head
+    assert third.ok and third.appended == 0 and third.items_recovered == () and ledger._store.max_position() == head
     assert [type(e) for e in pass_events(ledger)] == [PassItemFailed, PassItemRecovered]
 
 
@@ -136,12 +136,12 @@ def test_T6_T1_a_pass_whose_listing_raises_is_tick_fatal_and_appends_nothing(led
     driver = make_driver(
         ledger, [("advance", step)], passes={"teardowns": CrossRunPass(items=broken, handle=lambda i, p: None)}
     )
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     report = driver.tick()
     assert (
         report.fatal is not None and report.fatal.stage == "list" and "outbox table unreachable" in report.fatal.error
     )
-    assert ran == [] and ledger.store.max_position() == head
+    assert ran == [] and ledger._store.max_position() == head
 
 
 def test_T6_T7_an_exclusive_pass_runs_only_while_its_epoch_holds_the_role(ledger: Ledger) -> None:

@@ -66,14 +66,14 @@ def test_O7_O8_probe_records_the_exit_of_a_sigkilled_worker_and_the_sweep_recove
         lg.start(run, epoch=w)
     clock.advance(5)
 
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     first = lg.probe()
     assert {(f.process, f.verdict) for f in first.findings if f.process.startswith("worker-")} == {
         ("worker-a", "alive"),
         ("worker-b", "alive"),
     }
     assert (
-        first.exited == 0 and first.sweep is None and lg.store.max_position() == head
+        first.exited == 0 and first.sweep is None and lg._store.max_position() == head
     )  # nothing to do: nothing appended
 
     a.send_signal(signal.SIGKILL)
@@ -169,10 +169,10 @@ def test_O7_probe_leaves_a_pid_without_a_recorded_start_time_alone_and_says_so(s
         legacy = lg.boot("legacy", pid=11)  # the port does not know pid 11 yet: no start time
         assert legacy.pid_start is None
         host.spawn(11, 50)
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         report = lg.probe(sweep=False)
         assert [(f.epoch, f.verdict) for f in report.findings] == [(legacy.epoch, "unverified")]
-        assert lg.store.max_position() == head
+        assert lg._store.max_position() == head
         host.kill(11)
         report = lg.probe(sweep=False)
         assert [(f.epoch, f.verdict, f.evidence) for f in report.findings] == [
@@ -202,10 +202,10 @@ def test_O7_the_probe_refuses_a_host_without_a_boot_id(sqlite_url: str) -> None:
 
     with open_ledger(sqlite_url, clock=ManualClock(T0), host=FakeHost(boot_id=None)) as lg:
         lg.boot("w")
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         with pytest.raises(InvalidInput, match="boot id"):
             lg.probe()
-        assert lg.store.max_position() == head
+        assert lg._store.max_position() == head
 
 
 def test_O7_stat_parsing_counts_fields_after_the_last_parenthesis() -> None:
@@ -263,11 +263,11 @@ def test_L4_probe_with_an_unknown_epoch_is_refused_before_any_exit_is_recorded(s
         host.spawn(101, 5)
         lg.boot("w1", pid=101, pid_start=5)
         host.kill(101)
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         with pytest.raises(UnknownEpoch) as refused:
             lg.probe(epoch="no-such-epoch")
         assert refused.value.epoch == "no-such-epoch" and refused.value.where == "epoch"
-        assert lg.store.max_position() == head and exits(lg) == []
+        assert lg._store.max_position() == head and exits(lg) == []
 
 
 def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> None:
@@ -283,10 +283,10 @@ def test_O10_the_probe_refuses_a_host_without_a_machine_id(sqlite_url: str) -> N
         open_ledger(sqlite_url, clock=clock, host=FakeHost(name="n", machine_id=None, pid=8)) as lg,
     ):
         twin.boot("w")  # pid 7, running on the twin; not a pid of this machine
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         with pytest.raises(InvalidInput, match="machine id") as refused:
             lg.probe()
-        assert refused.value.where == "probe" and lg.store.max_position() == head
+        assert refused.value.where == "probe" and lg._store.max_position() == head
 
 
 def test_O5_O7_O8_startup_alone_recovers_the_runs_of_a_sigkilled_workers_pool_children(

@@ -70,7 +70,7 @@ def _legacy_boot(lg: Ledger, process: str, pid: int, host: str, host_boot: str |
         pid=pid,
         machine=machine,
     )
-    lg.store.append([Append(process_stream(process), 1, booted)])
+    lg._store.append([Append(process_stream(process), 1, booted)])
     return epoch
 
 
@@ -129,7 +129,7 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
     host.zombies.add(13)
     host.spawn(14, 90)  # another process got pid 14
     host.spawn(15, 95)  # pid 15 did not run at its boot: no start time recorded
-    head = lg.store.max_position()
+    head = lg._store.max_position()
 
     report = lg.probe(sweep=False)
     assert report == ProbeReport(
@@ -178,7 +178,7 @@ def test_O7_a_probe_reports_every_verdict_with_its_pid_and_evidence_word_for_wor
         ("reused", e["reused"], PROBE, PROBE, "pid 14 start 90 != recorded 80 (the pid was reused)"),
         ("zombie", e["zombie"], PROBE, PROBE, "pid 13 is a zombie: it exited and was not reaped yet"),
     ]
-    assert lg.store.max_position() == head + 3
+    assert lg._store.max_position() == head + 3
 
 
 def test_O7_after_a_reboot_the_probe_says_which_boots_and_boots_and_stops_its_own_slot_by_name(
@@ -264,7 +264,7 @@ def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: s
                 machine=here.machine_id(),
             )
         )
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         report = lg.probe(sweep=False)
         assert report.findings == [
             Finding(process="init", epoch=init.epoch, pid=1, verdict="alive"),
@@ -272,7 +272,7 @@ def test_O7_pid_0_and_negative_pids_are_no_pid_and_pid_1_is_judged(sqlite_url: s
             Finding(process="nopid", epoch="e-nopid", verdict="unjudged", evidence="no pid recorded"),
             Finding(process="zero", epoch=zero, pid=0, verdict="unjudged", evidence="no pid recorded"),
         ]
-        assert report.exited == 0 and lg.store.max_position() == head
+        assert report.exited == 0 and lg._store.max_position() == head
 
 
 # ---------------------------------------------------------------- refusals
@@ -281,7 +281,7 @@ def test_O7_a_host_without_a_boot_id_is_refused_in_the_probes_name(sqlite_url: s
     reworded."""
     with open_ledger(sqlite_url, clock=ManualClock(T0), host=FakeHost(boot_id=None)) as lg:
         lg.boot("w")
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         with pytest.raises(InvalidInput) as err:
             lg.probe()
         assert err.value.where == "probe"
@@ -289,7 +289,7 @@ def test_O7_a_host_without_a_boot_id_is_refused_in_the_probes_name(sqlite_url: s
             "probe: the probe needs this host's boot id (/proc/sys/kernel/random/boot_id on Linux); "
             "this host has none, so a pid cannot be judged"
         )
-        assert lg.store.max_position() == head
+        assert lg._store.max_position() == head
 
 
 def test_O7_a_host_name_too_long_for_the_probes_slot_is_refused_by_name(sqlite_url: str) -> None:
@@ -299,12 +299,12 @@ def test_O7_a_host_name_too_long_for_the_probes_slot_is_refused_by_name(sqlite_u
     name = "n" * 195
     with open_ledger(sqlite_url, clock=ManualClock(T0), host=FakeHost(name=name)) as lg:
         lg.boot("w", pid=11)
-        head = lg.store.max_position()
+        head = lg._store.max_position()
         with pytest.raises(InvalidInput) as err:
             lg.probe()
         assert err.value.where == "host" and str(err.value).startswith("host: ")
         assert str(err.value).startswith("host: str 'probe@nnnn")  # the slot name it would have used
-        assert lg.store.max_position() == head
+        assert lg._store.max_position() == head
 
 
 # ------------------------------------------------------------------- races
@@ -341,7 +341,7 @@ def test_O7_losing_every_race_raises_a_conflict_saying_so(
     lost on (as the sweep's does), nothing appended. Mutations caught: its streams
     None, empty or the message passed as the streams; its detail None or dropped."""
     _dead_worker_with_a_run(lg, host)
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     entered: list[int] = []
 
     def batch() -> Batch:
@@ -356,4 +356,4 @@ def test_O7_losing_every_race_raises_a_conflict_saying_so(
         "concurrent write to process-gone: another writer appended first; nothing was appended "
         f"(the probe of node-1 kept losing races after {CONFLICT_ROUNDS} re-reads)"
     )
-    assert lg.store.max_position() == head
+    assert lg._store.max_position() == head

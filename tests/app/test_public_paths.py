@@ -40,7 +40,7 @@ def test_O7_the_dry_run_on_a_rebooted_host_names_the_instant_of_the_boot_it_woul
             f"booted with host boot boot-1, and epoch {PREVIEW_EPOCH} of w9 booted on that machine at "
             f"{clock.now().isoformat()} with host boot boot-2"
         )
-        assert lg.store.max_position() == 3  # a preview writes nothing
+        assert lg._store.max_position() == 3  # a preview writes nothing
 
 
 def test_P2_python_m_ledger_lifecycle_write_regenerates_docs_lifecycle_md_by_default(

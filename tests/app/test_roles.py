@@ -46,12 +46,12 @@ def test_T7_one_live_holder_at_a_time_another_gets_RoleHeld_and_nothing_is_appen
     a, b = ledger.boot("driver-a"), ledger.boot("driver-b")
     held = ledger.acquire_role(ROLE, a)
     assert (held.epoch, held.process, held.token) == (a.epoch, "driver-a", 1)
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     with pytest.raises(RoleHeld) as refused:
         ledger.acquire_role(ROLE, b)
     e = refused.value
     assert (e.role, e.epoch, e.holder_epoch, e.holder_process, e.token) == (ROLE, b.epoch, a.epoch, "driver-a", 1)
-    assert ledger.store.max_position() == head
+    assert ledger._store.max_position() == head
     assert ledger.role(ROLE) == held
 
 
@@ -60,9 +60,9 @@ def test_T7_the_holder_asking_again_appends_nothing_and_keeps_its_token(ledger: 
     caught: decide granting the holder again (a new event and token each tick)."""
     a = ledger.boot("driver-a")
     first = ledger.acquire_role(ROLE, a)
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     assert ledger.acquire_role(ROLE, a.epoch) == first  # by its id too
-    assert ledger.store.max_position() == head and len(grants(ledger)) == 1
+    assert ledger._store.max_position() == head and len(grants(ledger)) == 1
 
 
 def _superseded(lg: Ledger, a: EpochState) -> None:
@@ -120,11 +120,11 @@ def test_T7_a_dead_epoch_takes_no_role_and_appends_nothing(ledger: Ledger) -> No
     asker's liveness (a dead driver would be granted a free role)."""
     a = ledger.boot("driver-a")
     ledger.stop(a)
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     with pytest.raises(StaleEpoch) as refused:
         ledger.acquire_role(ROLE, a)
     assert refused.value.epoch == a.epoch and refused.value.evidence is None
-    assert ledger.store.max_position() == head and ledger.role(ROLE) is None
+    assert ledger._store.max_position() == head and ledger.role(ROLE) is None
 
 
 def test_T7_two_grants_decided_together_one_lands_the_other_conflicts_then_is_refused(ledger: Ledger) -> None:
@@ -351,12 +351,12 @@ def test_T7_L4_a_bad_role_name_is_refused_by_name_and_nothing_is_appended(ledger
     from epochledger.ledger.errors import InvalidInput
 
     a = ledger.boot("driver-a")
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     for call in (lambda: ledger.acquire_role(role, a), lambda: ledger.role(role)):
         with pytest.raises(InvalidInput) as refused:
             call()
         assert "role" in (refused.value.where or "") or "$.role" in str(refused.value)
-    assert ledger.store.max_position() == head
+    assert ledger._store.max_position() == head
 
 
 def test_T7_L4_an_asker_named_by_nothing_is_refused_by_name_and_appends_nothing(ledger: Ledger) -> None:
@@ -364,9 +364,9 @@ def test_T7_L4_an_asker_named_by_nothing_is_refused_by_name_and_appends_nothing(
     parameter, as `epoch(None)` is, never an assertion. Found by the API fuzz."""
     from epochledger.ledger.errors import InvalidInput
 
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     for call in (lambda: ledger.acquire_role(ROLE, None), lambda: ledger.epoch(None)):  # type: ignore[arg-type]
         with pytest.raises(InvalidInput) as refused:
             call()
         assert refused.value.where == "epoch"
-    assert ledger.store.max_position() == head
+    assert ledger._store.max_position() == head

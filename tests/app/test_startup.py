@@ -26,7 +26,7 @@ HEAVY = (
     "psycopg_pool",
     "eventsourcing",
     "sqlite3",
-    "ledger.store",
+    "ledger._store",
     "ledger.codec",
     "projections.audit",
     "projections.engine",
@@ -106,11 +106,11 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         ledger.queue("r1", workflow="nightly")
     assert main(["--store", store, "show", "r1"]) == 0  # the views caught up: the next show reads no event
     modules = loaded("--store", store, "show", "r1", "--json")
-    assert "ledger.store.sqlite" in modules and "projections.engine" in modules  # it did read the run
+    assert "ledger._store.sqlite" in modules and "projections.engine" in modules  # it did read the run
     # The facade's module names the audit's result types, so projections.audit and its
     # results module load with it; the audit's code (duck.py) and DuckDB only where used.
     assert "projections.audit.results" in modules
-    unused = ("duckdb", "psycopg", "psycopg_pool", "ledger.store.postgres", "eventsourcing", "projections.audit.duck")
+    unused = ("duckdb", "psycopg", "psycopg_pool", "ledger._store.postgres", "eventsourcing", "projections.audit.duck")
     unused += ("epochledger.tick", "epochledger.passes", "epochledger.files", "replay.timeline", "importlib.metadata")
     assert heavy(modules, unused) == []
     code = PROBE.replace(

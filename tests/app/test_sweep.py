@@ -59,7 +59,7 @@ def test_O5_startup_recovers_orphans_before_any_query(ledger, clock):
     _previous_day(ledger, clock)
     clock.advance(2)
     epoch, report = ledger.startup("worker-1", epoch="w2")
-    raw = [r.event for r in ledger.store.read_all() if isinstance(r.event, RunRecovered)]
+    raw = [r.event for r in ledger._store.read_all() if isinstance(r.event, RunRecovered)]
     assert sorted(e.run for e in raw) == ["owned", "unowned"]
     assert all(e.swept_by == "w2" and e.actor == "w2" for e in raw)
     assert report.outcome == "swept"
@@ -71,12 +71,12 @@ def test_O5_reads_never_recover(ledger, clock):
     first query."""
     _previous_day(ledger, clock)
     ledger.boot("worker-1", epoch="w2")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     assert [s.run for s, _ in ledger.orphans()] == ["owned", "unowned"]
     ledger.runs()
     ledger.epochs()
     assert main(["--store", ledger.url, "runs", "--orphaned", "--json"]) == 0
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_O5_recovery_is_one_event_that_explains_itself(ledger, clock):
@@ -156,7 +156,7 @@ def test_O3_clock_step_back_sweeps_nothing(ledger, clock):
     assert ledger.get_run("after-step").status is Status.RUNNING
     [skip] = [
         r.event
-        for r in ledger.store.read_stream(process_stream("worker-1"))
+        for r in ledger._store.read_stream(process_stream("worker-1"))
         if isinstance(r.event, ProcessSweepSkipped)
     ]
     assert skip.epoch == "w2" and skip.now < skip.booted_at and "stepped back" in skip.why
@@ -282,7 +282,9 @@ def test_O5_exhausted_retries_alert_the_operator(ledger, clock, monkeypatch, cap
     errors = [r for r in caplog.records if r.name == "epochledger.sweep" and r.levelno == logging.ERROR]
     assert len(errors) == 1 and "gave up after 3 attempts" in errors[0].getMessage()
     [failed] = [
-        r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, ProcessSweepFailed)
+        r.event
+        for r in ledger._store.read_stream(process_stream("worker-1"))
+        if isinstance(r.event, ProcessSweepFailed)
     ]
     assert failed.epoch == "w2" and failed.attempts == 3 and "connection refused" in failed.error
     assert ledger.process("worker-1").current.sweep_failed_at is not None
@@ -298,7 +300,7 @@ def test_O5_exhaustion_with_the_store_down_still_alerts_in_the_log(ledger, clock
     def down(writes, **kw):
         raise StoreError("append: connection refused")
 
-    monkeypatch.setattr(ledger.store, "append", down)
+    monkeypatch.setattr(ledger._store, "append", down)
     with caplog.at_level(logging.ERROR, logger="epochledger.sweep"), pytest.raises(SweepFailed) as err:
         ledger.sweep(epoch, sleep=lambda s: None)
     assert err.value.alert_recorded is False
@@ -473,10 +475,10 @@ def test_O5_sweep_dry_run_shows_what_a_hand_sweep_would_take_and_writes_nothing(
     running run would be taken (the new epoch supersedes it); nothing is written."""
     _previous_day(ledger, clock)
     ledger.boot("worker-1", epoch="w2")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     assert main(["--store", ledger.url, "sweep", "--process", "worker-2", "--dry-run", "--json"]) == 0
     dry = json.loads(capsys.readouterr().out)["report"]
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     assert dry["outcome"] == "preview"
     assert sorted(v["run"] for v in dry["recovered"]) == ["healthy", "owned"]
     assert main(["--store", ledger.url, "sweep", "--process", "worker-2", "--json"]) == 0
@@ -515,12 +517,12 @@ def test_O5_T4_an_undecodable_event_does_not_stop_the_startup_sweep(ledger, cloc
 
     _previous_day(ledger, clock)
     ledger.queue("unrelated")
-    poison = ledger.store.max_position()
+    poison = ledger._store.max_position()
     corrupt(store_url, poison, b"\x00 no longer decodes")
     epoch = ledger.boot("worker-1", epoch="w2")
     report = ledger.sweep(epoch)
     assert report.outcome == "swept" and len(report.recovered) == 2
-    assert [p[1] for p in tables.parked(ledger.store, "runs")] == [poison]
+    assert [p[1] for p in tables.parked(ledger._store, "runs")] == [poison]
 
 
 # ------------------------------------------- issue 10: owner and log-order guards
@@ -673,7 +675,7 @@ def test_O5_a_hand_sweep_of_a_slot_the_ledger_never_saw_is_refused_unless_asked(
     `--new-slot` asks for one; a service's `startup()` still boots its first slot.
     Mutation caught: `check_slot` not consulted (exit 0, slot 'wroker-1' booted)."""
     _previous_day(ledger, clock)
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     for extra in ([], ["--dry-run"]):
         assert main(["--store", ledger.url, "sweep", "--process", "wroker-1", *extra]) == 3
         err = capsys.readouterr().err
@@ -681,9 +683,9 @@ def test_O5_a_hand_sweep_of_a_slot_the_ledger_never_saw_is_refused_unless_asked(
     with pytest.raises(UnknownSlot) as refused:
         ledger.startup("wroker-1", new_slot=False)
     assert refused.value.process == "wroker-1"
-    assert ledger.store.max_position() == before and ledger.process("wroker-1") is None
+    assert ledger._store.max_position() == before and ledger.process("wroker-1") is None
     assert main(["--store", ledger.url, "sweep", "--process", "worker-1", "--dry-run"]) == 0  # a known slot
-    assert ledger.store.max_position() == before and "would recover 2 orphan(s)" in capsys.readouterr().out
+    assert ledger._store.max_position() == before and "would recover 2 orphan(s)" in capsys.readouterr().out
     assert main(["--store", ledger.url, "sweep", "--process", "worker-3", "--new-slot", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["booted"]["process"] == "worker-3"
     assert ledger.startup("api-1")[0].process == "api-1"  # the service path boots a new slot as before
@@ -701,7 +703,7 @@ def test_O5_sweep_as_epoch_sweeps_with_an_epoch_booted_earlier_and_boots_nothing
     _running(ledger, "late", "worker-1")  # started after w2 booted: never w2's orphan (O3)
     assert main(["--store", ledger.url, "sweep", "--as-epoch", "w2", "--dry-run", "--json"]) == 0
     assert [v["run"] for v in json.loads(capsys.readouterr().out)["report"]["recovered"]] == ["owned", "unowned"]
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     for epoch, why in (("ghost", "UnknownEpoch"), ("w1", "EpochNotLive")):
         for extra in ([], ["--dry-run"]):
             assert main(["--store", ledger.url, "sweep", "--as-epoch", epoch, *extra]) == 3
@@ -711,7 +713,7 @@ def test_O5_sweep_as_epoch_sweeps_with_an_epoch_booted_earlier_and_boots_nothing
     with pytest.raises(EpochNotLive) as refused:
         ledger.sweep("w1", require_live=True)
     assert (refused.value.epoch, refused.value.rule) == ("w1", orphans.SUPERSEDED)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     assert main(["--store", ledger.url, "sweep", "--as-epoch", "w2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["booted"] is None and out["report"]["epoch"] == "w2" and out["report"]["outcome"] == "swept"

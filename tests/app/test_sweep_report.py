@@ -36,7 +36,7 @@ Losing = losing_batch("run-owned")  # a batch that loses its race on this stream
 
 
 def _process_events(ledger, kind):
-    return [r.event for r in ledger.store.read_stream(process_stream("worker-1")) if isinstance(r.event, kind)]
+    return [r.event for r in ledger._store.read_stream(process_stream("worker-1")) if isinstance(r.event, kind)]
 
 
 # ------------------------------------------------------------------ reports
@@ -155,7 +155,7 @@ def test_losing_every_race_raises_a_conflict_naming_the_streams(ledger, clock, m
         ledger.sweep(epoch)
     assert err.value.streams == ["run-owned"] and len(entered) == CONFLICT_ROUNDS
     assert f"sweep of worker-1 epoch 'w2' kept losing races after {CONFLICT_ROUNDS} re-reads" in str(err.value)
-    assert not any(isinstance(r.event, RunRecovered) for r in ledger.store.read_all())
+    assert not any(isinstance(r.event, RunRecovered) for r in ledger._store.read_all())
 
 
 # ---------------------------------------------------------------- refusals
@@ -259,7 +259,7 @@ def test_the_record_of_an_alert_that_could_not_be_written_names_why(ledger, cloc
     def down(writes, **kw):
         raise StoreError("append: connection refused")
 
-    monkeypatch.setattr(ledger.store, "append", down)
+    monkeypatch.setattr(ledger._store, "append", down)
     with caplog.at_level(logging.ERROR, logger=LOGGER), pytest.raises(SweepFailed) as err:
         ledger.sweep(epoch, attempts=1, gaps=())
     assert _messages(caplog, logging.ERROR)[1] == (
@@ -272,7 +272,7 @@ def test_a_sweep_by_id_whose_slot_no_attempt_could_read_alerts_in_the_log_only(l
     """The alert event belongs on the slot's stream; with the slot unknown nothing is
     written anywhere (not on a stream named "?"), and the log says so."""
     ledger.boot("worker-1", epoch="w2")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
 
     def unreadable(epoch):
         raise StoreError("read the epoch: connection refused")
@@ -288,7 +288,7 @@ def test_a_sweep_by_id_whose_slot_no_attempt_could_read_alerts_in_the_log_only(l
         "sweep of ? epoch w2: its slot could not be read, so process.sweep_failed was not recorded",
     ]
     assert (err.value.process, err.value.epoch, err.value.alert_recorded) == ("?", "w2", False)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_shutdown_during_a_gap_is_logged_with_the_attempt_not_started(ledger, clock, monkeypatch, caplog):

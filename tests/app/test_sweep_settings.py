@@ -63,4 +63,4 @@ def test_O5_a_sweep_that_loses_every_race_re_reads_eight_times_then_names_the_st
         ledger.sweep(epoch)
     assert (len(rounds), err.value.streams) == (DOCUMENTED_ROUNDS, ["run-owned"])
     assert f"kept losing races after {DOCUMENTED_ROUNDS} re-reads" in str(err.value)
-    assert not any(isinstance(r.event, RunRecovered) for r in ledger.store.read_all())
+    assert not any(isinstance(r.event, RunRecovered) for r in ledger._store.read_all())

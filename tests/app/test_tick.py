@@ -202,17 +202,17 @@ def test_T3_clean_ticks_of_healthy_runs_append_nothing_and_read_no_run_stream(
     started(ledger, *runs)
     calls: list[str] = []
     driver = make_driver(ledger, [("reconcile", lambda s: calls.append(s.run)), ("advance", lambda s: None)])
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     reads: list[str] = []
-    real = ledger.store.read_stream
+    real = ledger._store.read_stream
     monkeypatch.setattr(
-        ledger.store, "read_stream", lambda stream, after=0: reads.append(stream) or real(stream, after)
+        ledger._store, "read_stream", lambda stream, after=0: reads.append(stream) or real(stream, after)
     )
     for _ in range(5):
         report = driver.tick()
         assert report.ok and report.appended == 0 and len(report.advanced) == 20
         clock.advance(10)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     assert [s for s in reads if not s.startswith("process:")] == []
     assert len(reads) <= 5  # one liveness check a tick, whatever the fleet's size
     assert len(calls) == 100
@@ -254,14 +254,14 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
     Mutations caught: the cleanup called unguarded (its error escapes `tick()` and the
     dead-letter never lands); the driver reading the run (`get_run`) to dead-letter it."""
     started(ledger, "doomed", "fine")
-    real = ledger.store.read_stream
+    real = ledger._store.read_stream
 
     def read_stream(stream: str, after: int = 0):
         if stream == "run:doomed":
             raise StoreError("read run:doomed: payload store for this run is corrupt")
         return real(stream, after)
 
-    monkeypatch.setattr(ledger.store, "read_stream", read_stream)
+    monkeypatch.setattr(ledger._store, "read_stream", read_stream)
     cleaned: list[str] = []
 
     def cleanup(s):
@@ -278,7 +278,7 @@ def test_T2_dead_letter_lands_when_cleanup_raises_and_every_read_of_the_run_fail
     assert report.fatal is None and cleaned == ["doomed"]
     (dl,) = report.dead_letters
     assert dl.recorded and dl.cleanup_error is not None and "payload store for this run is corrupt" in dl.cleanup_error
-    monkeypatch.setattr(ledger.store, "read_stream", real)
+    monkeypatch.setattr(ledger._store, "read_stream", real)
     state = ledger.get_run("doomed")
     assert (state.status, state.code) == (Status.FAILED, TICK_DEADLINE_EXCEEDED)
     assert state.reason is not None
@@ -297,7 +297,7 @@ def test_T1_failure_listing_active_runs_is_tick_global_and_appends_nothing(
     started(ledger, "a", "b")
     ran: list[str] = []
     driver = make_driver(ledger, {"advance": lambda s: ran.append(s.run)})
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
 
     def down(*a, **k):
         raise StoreError("read the log: connection refused")
@@ -305,11 +305,14 @@ def test_T1_failure_listing_active_runs_is_tick_global_and_appends_nothing(
     monkeypatch.setattr(ledger, "runs", down)
     report = driver.tick()
     assert report.fatal is not None and report.fatal.stage == "list"
-    assert report.fatal.error_class == "ledger.errors.StoreError" and "connection refused" in report.fatal.error
+    assert (
+        report.fatal.error_class == "epochledger.ledger.errors.StoreError"
+        and "connection refused" in report.fatal.error
+    )
     assert report.failures == () and report.active == 0 and not report.ok
     assert ran == []
     monkeypatch.undo()
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_T1_a_step_never_sees_another_runs_exception(ledger: Ledger) -> None:
@@ -445,7 +448,7 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
             ledger.checkpoint("b", "half", "ckpt/b/half")
         raise RuntimeError(f"{s.run} broke")
 
-    real = ledger.store.append
+    real = ledger._store.append
     seen_group = [False]
 
     def append(writes, **kw):
@@ -457,7 +460,7 @@ def test_T1_a_run_that_keeps_conflicting_is_reported_unrecorded_and_the_others_l
             ledger.checkpoint("b", "other", "ckpt/b/other", actor="another-writer")
         return real(writes, **kw)
 
-    monkeypatch.setattr(ledger.store, "append", append)
+    monkeypatch.setattr(ledger._store, "append", append)
     report = make_driver(ledger, {"advance": advance}).tick()
     monkeypatch.undo()
     assert [(u.run, u.event, type(u.error).__name__) for u in report.unrecorded] == [
@@ -498,19 +501,19 @@ def test_T1_store_failing_under_the_drivers_write_is_tick_global(
     ends in `unrecorded`, `fatal` stays None)."""
     started(ledger, "a", "b")
     driver = make_driver(ledger, {"advance": checkpointing(ledger, set(), exc=ValueError)})
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
 
     def append(writes, **kw):
         raise StoreError("append: server closed the connection unexpectedly")
 
-    monkeypatch.setattr(ledger.store, "append", append)
+    monkeypatch.setattr(ledger._store, "append", append)
     report = driver.tick()
     monkeypatch.undo()
     # the healthy steps' own checkpoints failed too (same store): those are the runs' failures
     assert report.fatal is not None and report.fatal.stage == "record"
     assert [(f.run, f.recorded) for f in report.failures] == [("a", False), ("b", False)]
     assert report.unrecorded == () and report.appended == 0
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 # status x tick event -> resulting status, "no-op" ([]), or REFUSED. "open" = a run of
@@ -614,14 +617,14 @@ def test_T4_an_undecodable_event_in_the_log_does_not_make_every_tick_fatal(ledge
 
     started(ledger, "a", "b", "p")
     ledger.checkpoint("p", "n", "ckpt/p/0")
-    poison = ledger.store.max_position()
+    poison = ledger._store.max_position()
     corrupt(store_url, poison, b"\x00 no longer decodes")
     advance = checkpointing(ledger, poison=set())
     report = make_driver(ledger, [("advance", advance)]).tick()
     assert report.fatal is None
     assert {r.run for r in ledger.runs()} == {"a", "b", "p"}
     assert tags(ledger, "a")[-1] == "run.checkpointed" and tags(ledger, "b")[-1] == "run.checkpointed"
-    assert [row[1] for row in tables.parked(ledger.store, "runs")] == [poison]  # parked with its position
+    assert [row[1] for row in tables.parked(ledger._store, "runs")] == [poison]  # parked with its position
 
 
 # ------------------------------------------------------------ F1: the tick is fenced

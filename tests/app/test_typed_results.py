@@ -63,10 +63,10 @@ def test_C2_the_results_are_what_they_say(tmp_path: Path, clock: ManualClock) ->
         health = tick.run_tick_health(ledger, "r1")
         assert isinstance(health, tick_health_view.RunTickHealth) and health.streak is None
         path = str(tmp_path / "l.duckdb")
-        audit.sync(ledger.store, path)
-        status = audit.status(path, ledger.store)
+        audit.sync(ledger._store, path)
+        status = audit.status(path, ledger._store)
         assert isinstance(status, audit.AuditStatus) and (status.position, status.behind) == (
-            ledger.store.max_position(),
+            ledger._store.max_position(),
             0,
         )
         assert msgspec.to_builtins(audit.status(path)).keys() == {"duckdb", "events", "latest", "position", "store"}

@@ -152,12 +152,12 @@ def test_L1_a_retried_queue_of_a_queued_run_appends_nothing(ledger) -> None:
     ledger.start("t-1")
     ledger.fail("t-1", "TIMEOUT", resumable=True)
     ledger.resume("t-1", "auto")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     state = ledger.queue("t-1", workflow="add", labels={"queue": "celery"}, actor="celery", reason="retry 1")
-    assert state.status == "queued" and ledger.store.max_position() == before
+    assert state.status == "queued" and ledger._store.max_position() == before
     with pytest.raises(IllegalTransition, match="workflow 'add', not 'mul'"):
         ledger.queue("t-1", workflow="mul", labels={"queue": "celery"})
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(
@@ -187,7 +187,7 @@ def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(
     code, out, _ = cli(capsys, "--store", store_url, "runs", "--json")
     assert {r["run"]: r["attempt"] for r in json.loads(out)} == {"t-0": 0, "t-1": 2}
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(ledger.store, path)
+    audit.sync(ledger._store, path)
     assert audit.query(path, "SELECT run, attempt FROM runs ORDER BY run").rows == [("t-0", 0), ("t-1", 2)]
     columns = [c for (c,) in audit.query(path, "SELECT column_name FROM (DESCRIBE runs)").rows]
     assert columns[columns.index("labels") + 1] == "attempt"

@@ -111,7 +111,7 @@ def test_L4_hostile_command_lines_exit_with_a_documented_code(
     from epochledger import open_ledger
 
     with open_ledger(store) as lg:
-        assert lg.store.max_position() == len(GOOD), "nothing appended (sweep: no boot either)"
+        assert lg._store.max_position() == len(GOOD), "nothing appended (sweep: no boot either)"
 
 
 def _one_gigabyte() -> None:

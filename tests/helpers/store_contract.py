@@ -69,7 +69,7 @@ class Faults:
             return
         import sqlite3
 
-        store = self.ledger.store
+        store = self.ledger._store
         real = store._transact
 
         def transact(conn, rows):
@@ -164,7 +164,7 @@ class StoreContract(NewStores):
 
     def test_L4_refused_command_appends_nothing(self, ledger: Ledger) -> None:
         ledger.queue("r1")
-        before = ledger.store.max_position()
+        before = ledger._store.max_position()
         with pytest.raises(IllegalTransition) as e:
             ledger.finish("r1")
         assert (e.value.run, e.value.status, e.value.attempted) == ("r1", "queued", "run.finished")
@@ -175,7 +175,7 @@ class StoreContract(NewStores):
         with pytest.raises(RunNotFound) as refused:
             ledger.get_run("nope")
         assert (refused.value.run, refused.value.deleted) == ("nope", False)
-        assert ledger.store.max_position() == before
+        assert ledger._store.max_position() == before
 
     def test_L1_same_command_twice_appends_once(self, ledger: Ledger) -> None:
         ledger.queue("r1")
@@ -231,13 +231,13 @@ class StoreContract(NewStores):
         with ledger.batch() as b:
             for i in range(25):
                 b.queue(f"r{i:02d}")
-        all_ = list(ledger.store.read_all(batch=7))
+        all_ = list(ledger._store.read_all(batch=7))
         assert [r.position for r in all_] == sorted(r.position for r in all_)
         assert [r.event.run for r in all_] == [f"r{i:02d}" for i in range(25)]
         mid = all_[9].position
-        assert [r.position for r in ledger.store.read_all(after=mid, batch=4)] == [r.position for r in all_[10:]]
-        assert [r.position for r in ledger.store.read_all(upto=mid, batch=4)] == [r.position for r in all_[:10]]
-        assert ledger.store.max_position() == all_[-1].position
+        assert [r.position for r in ledger._store.read_all(after=mid, batch=4)] == [r.position for r in all_[10:]]
+        assert [r.position for r in ledger._store.read_all(upto=mid, batch=4)] == [r.position for r in all_[:10]]
+        assert ledger._store.max_position() == all_[-1].position
 
     def test_L8_events_are_stamped_by_the_injected_clock(self, ledger: Ledger, clock) -> None:
         ledger.queue("r1")
@@ -285,7 +285,7 @@ class StoreContract(NewStores):
         assert _log(lg)[1:] == [(r.position, r.stream, r.version) for r in recorded]
         assert lg.get_run("r1").status == Status.RUNNING
         same = [Append(r.stream, r.version, r.event) for r in recorded]
-        assert lg.store.append(same, resend=True) == [r.position for r in recorded]  # the same batch: nothing more
+        assert lg._store.append(same, resend=True) == [r.position for r in recorded]  # the same batch: nothing more
         assert len(_log(lg)) == 3
 
     def test_L5_a_commit_cut_before_it_reached_the_server_is_not_committed_and_can_be_retried(self, faults) -> None:
@@ -366,28 +366,28 @@ class StoreContract(NewStores):
         backend and wherever the keyset starts and stops."""
         random_history(ledger, 5, runs=6, ops=60)
         for position, payload in enumerate([b'{"a":"x\x00y"}', b"\t\n", b"\xff\xfe{", b"", b"\x00"], start=3):
-            corrupt(ledger.store.url, position, payload)
-        top = ledger.store.max_position()
+            corrupt(ledger._store.url, position, payload)
+        top = ledger._store.max_position()
         for after, upto, batch in [(0, None, 7), (0, None, 10_000), (2, 9, 3), (5, top, 1), (top, None, 4), (0, 0, 5)]:
-            raw = list(ledger.store.read_raw(after, upto, batch))
-            lines = list(ledger.store.read_lines(after, upto, batch))
+            raw = list(ledger._store.read_raw(after, upto, batch))
+            lines = list(ledger._store.read_lines(after, upto, batch))
             assert lines == [Lines(len(rows), rows[-1][0], lines_of(rows)) for rows in raw], (after, upto, batch)
-        assert b"".join(x.data for x in ledger.store.read_lines())[:2] == b"1\t"
+        assert b"".join(x.data for x in ledger._store.read_lines())[:2] == b"1\t"
 
     def test_L5_read_streams_equals_read_stream_per_stream(self, ledger) -> None:
         random_history(ledger, 21, runs=12, ops=200)
         streams = [run_stream(f"run-{i:03d}") for i in range(14)]  # two never written
-        got = ledger.store.read_streams(streams)
+        got = ledger._store.read_streams(streams)
         assert list(got) == streams
-        assert got == {s: ledger.store.read_stream(s) for s in streams}
-        ledger.store.streams_per_read = 5  # three queries, a stream's events never split
+        assert got == {s: ledger._store.read_stream(s) for s in streams}
+        ledger._store.streams_per_read = 5  # three queries, a stream's events never split
         after = {s: 2 for s in streams[::3]}
-        assert ledger.store.read_streams(streams, after) == {
-            s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams
+        assert ledger._store.read_streams(streams, after) == {
+            s: ledger._store.read_stream(s, after.get(s, 0)) for s in streams
         }
-        ledger.store.whole_streams_per_read = 4  # streams read from their start: in queries of their own
-        assert ledger.store.read_streams(streams, after) == {
-            s: ledger.store.read_stream(s, after.get(s, 0)) for s in streams
+        ledger._store.whole_streams_per_read = 4  # streams read from their start: in queries of their own
+        assert ledger._store.read_streams(streams, after) == {
+            s: ledger._store.read_stream(s, after.get(s, 0)) for s in streams
         }
 
     def test_L5_read_streams_finds_ids_a_json_list_would_escape(self, ledger) -> None:
@@ -399,10 +399,10 @@ class StoreContract(NewStores):
         from tests.conftest import T0
 
         odd = ["run:tab\there", "run:line\nbreak", "run:é∂ß", 'run:"quoted"\\', "run:\u2028sep"]
-        ledger.store.append([Append(s, 1, RunQueued(at=T0, run="x", status=Status.QUEUED)) for s in odd])
+        ledger._store.append([Append(s, 1, RunQueued(at=T0, run="x", status=Status.QUEUED)) for s in odd])
         for wanted in (odd, odd[2:4], [*odd, "run:never"]):
-            got = ledger.store.read_streams(wanted)
-            assert got == {s: ledger.store.read_stream(s) for s in wanted}
+            got = ledger._store.read_streams(wanted)
+            assert got == {s: ledger._store.read_stream(s) for s in wanted}
             assert [len(got[s]) for s in wanted] == [1 if s in odd else 0 for s in wanted]
 
     def test_L5_prefetched_batch_decides_like_an_unprefetched_one(self, ledger) -> None:

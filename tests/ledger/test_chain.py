@@ -118,7 +118,7 @@ def history(lg: Ledger) -> dict[str, int]:
     lg.fail("c", "TIMEOUT", resumable=True, epoch="e1")
     lg.queue("d", workflow="hourly")
     del finished
-    return {"a_finished": next(r.position for r in lg.store.read_stream("run:a") if tag_of(r.event) == "run.finished")}
+    return {"a_finished": next(r.position for r in lg._store.read_stream("run:a") if tag_of(r.event) == "run.finished")}
 
 
 def verify_json(url: str, capsys: pytest.CaptureFixture[str], *digests: str) -> tuple[int, dict[str, Any]]:
@@ -138,13 +138,13 @@ def test_S1_an_untouched_log_verifies_every_event_linked_in_log_order(store_url,
     history(lg)
     code, out = verify_json(store_url, capsys)
     assert code == 0 and out["chain"]["failure"] is None
-    assert out["chain"]["links"] == out["chain"]["events"] == lg.store.max_position() == 11
+    assert out["chain"]["links"] == out["chain"]["events"] == lg._store.max_position() == 11
     stored = [
         e
         for row in DB(store_url).sql("SELECT position, hash, links FROM {chain} ORDER BY position")
         for e in unpack(*row)
     ]
-    raw = [r for chunk in lg.store.read_raw() for r in chunk]
+    raw = [r for chunk in lg._store.read_raw() for r in chunk]
     topics = [DB(store_url).row(r[0])[2] for r in raw]
     expected = links(bytes(32), [(p, s, v, t, b) for (p, s, v, b), t in zip(raw, topics, strict=True)])
     assert [(p, bytes(h)) for p, h in stored] == expected and out["chain"]["hash"] == expected[-1][1].hex()
@@ -195,7 +195,7 @@ def test_S1_a_forged_well_formed_append_is_named(store_url, lg, capsys) -> None:
     Mutation caught: a walk that skips events without a link."""
     history(lg)
     db = DB(store_url)
-    version = lg.store.stream_version("run:b") + 1
+    version = lg._store.stream_version("run:b") + 1
     forged = RunFinished(at=T0, run="b", status=Status.FINISHED, epoch="e1", actor="worker")
     db.sql(
         "INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
@@ -204,7 +204,7 @@ def test_S1_a_forged_well_formed_append_is_named(store_url, lg, capsys) -> None:
         "run.finished",
         codec.encode(forged),
     )
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     assert lg.get_run("b").status == Status.FINISHED  # the views believe it
     code, out = verify_json(store_url, capsys)
     f = out["chain"]["failure"]
@@ -219,7 +219,7 @@ def test_S1_a_row_moved_to_another_stream_is_named(store_url, lg, capsys) -> Non
     run x out of it. Mutation caught: `event_link` not hashing the stream."""
     history(lg)
     db = DB(store_url)
-    at = next(r.position for r in lg.store.read_stream("run:b") if tag_of(r.event) == "run.checkpointed")
+    at = next(r.position for r in lg._store.read_stream("run:b") if tag_of(r.event) == "run.checkpointed")
     db.sql("UPDATE {events} SET originator_id='run:x' WHERE {pos}=?", at)  # same version, same bytes
     code, out = verify_json(store_url, capsys)
     f = out["chain"]["failure"]
@@ -232,8 +232,8 @@ def test_S1_two_rows_swapped_are_named_at_the_first(store_url, lg, capsys) -> No
     position (the swap of two rows of one stream is then caught only by luck)."""
     history(lg)
     db = DB(store_url)
-    a = next(r.position for r in lg.store.read_stream("run:a") if r.version == 1)
-    b = next(r.position for r in lg.store.read_stream("run:b") if r.version == 1)
+    a = next(r.position for r in lg._store.read_stream("run:a") if r.version == 1)
+    b = next(r.position for r in lg._store.read_stream("run:b") if r.version == 1)
     with db.tx() as c:
         for old, new in ((a, 10_000), (b, a), (10_000, b)):
             c.execute(f"UPDATE {db.events} SET {db.pos}=? WHERE {db.pos}=?", (new, old))
@@ -248,7 +248,7 @@ def test_S1_an_event_moved_to_another_position_with_its_link_is_named(store_url,
     hashing the position."""
     history(lg)
     db = DB(store_url)
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     db.sql("UPDATE {events} SET {pos}=? WHERE {pos}=?", head + 100, head)
     link = bytes(db.sql("SELECT hash FROM {chain} WHERE position=?", head)[0][0])
     db.sql("UPDATE {chain} SET position=?, links=? WHERE position=?", head + 100, pack([(head + 100, link)]), head)
@@ -260,7 +260,7 @@ def test_S1_an_event_moved_to_another_position_with_its_link_is_named(store_url,
 def test_S1_a_removed_event_is_named_with_or_without_its_link(store_url, lg, capsys) -> None:
     history(lg)
     db = DB(store_url)
-    at = next(r.position for r in lg.store.read_stream("run:c") if tag_of(r.event) == "run.failed")
+    at = next(r.position for r in lg._store.read_stream("run:c") if tag_of(r.event) == "run.failed")
     db.sql("DELETE FROM {events} WHERE {pos}=?", at)
     code, out = verify_json(store_url, capsys)
     assert code == 12 and (out["chain"]["failure"]["kind"], out["chain"]["failure"]["position"]) == ("removed", at)
@@ -283,10 +283,10 @@ def test_S1_a_truncation_or_a_recomputed_chain_after_a_digest_is_caught_only_wit
     digest = str(tmp_path / "d.json")
     assert main(["--store", store_url, "digest", "-o", digest]) == 0
     kept = json.loads(open(digest).read())
-    assert set(kept) == {"position", "hash", "at"} and kept["position"] == lg.store.max_position()
+    assert set(kept) == {"position", "hash", "at"} and kept["position"] == lg._store.max_position()
     assert main(["--store", store_url, "verify", "--digest", digest]) == 0
     db = DB(store_url)
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     db.sql("DELETE FROM {events} WHERE {pos}>=?", head - 1)
     db.sql("DELETE FROM {chain} WHERE position>=?", head - 1)
     capsys.readouterr()
@@ -365,7 +365,7 @@ def test_S1_positions_burnt_by_failed_appends_and_concurrent_writers_keep_one_ch
     lg.queue("r")
     stale = [Append("run:r", 1, codec.decode(DB(store_url).row(1)[3]))]
     with pytest.raises(ConflictError) as refused:
-        lg.store.append(stale)
+        lg._store.append(stale)
     assert refused.value.streams == ["run:r"]
     errors: list[BaseException] = []
 
@@ -393,7 +393,7 @@ def test_S1_positions_burnt_by_failed_appends_and_concurrent_writers_keep_one_ch
     for t in threads:
         t.join()
     assert not errors and checks
-    report = lg.store.check_chain()
+    report = lg._store.check_chain()
     assert report.failure is None and report.links == 1 + 4 * 15 * 2 == report.events
     if store_url.startswith("postgresql"):
         assert report.position > report.links  # the gap the conflict left
@@ -436,14 +436,14 @@ def test_S1_the_upgrade_seals_only_a_tail_and_never_over_a_broken_chain(store_ur
     assert "nothing was sealed" in capsys.readouterr().err
     assert len(db.sql("SELECT position FROM {chain}")) == at  # nothing was sealed
     with pytest.raises(ChainBroken) as e:
-        lg.store.upgrade_chain()
+        lg._store.upgrade_chain()
     assert (e.value.kind, e.value.position) == ("altered", at)
 
 
 def test_S1_the_views_side_and_the_chain_side_are_one_verification(lg) -> None:
     history(lg)
-    engine.catch_up(lg.store, runs)
-    result = verify_mod.verify_all(lg.store)
+    engine.catch_up(lg._store, runs)
+    result = verify_mod.verify_all(lg._store)
     assert result.error() is None and result.chain.links == 11
     assert [v.view for v in result.views][0] == "runs"
 
@@ -457,7 +457,7 @@ def test_S1_a_group_commit_is_one_chain_row_that_still_names_the_event_inside_it
             b.queue(f"g{i}")
     db = DB(store_url)
     assert len(db.sql("SELECT position FROM {chain}")) == 1
-    first = lg.store.max_position() - 49
+    first = lg._store.max_position() - 49
     original = bytes(db.row(first + 29)[3])
     forged = codec.encode(msgspec.structs.replace(codec.decode(original), workflow="forged"))
     db.sql("UPDATE {events} SET state=? WHERE {pos}=?", forged, first + 29)

@@ -24,11 +24,11 @@ def test_L4_a_control_character_inside_an_optional_cause_is_refused_naming_the_f
     for every value (no character rule checked under an optional field)."""
     ledger.queue("r", workflow="wf")
     ledger.start("r")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(InvalidInput) as refused:
         ledger.fail("r", "X", resumable=True, cause=Cause(code="bad\x00code"))
     assert "no control characters" in str(refused.value) and "at `$.cause.code`" in str(refused.value)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     ledger.fail("r", "X", resumable=True, cause=Cause(code="good code"))
     assert ledger.get_run("r").cause == Cause(code="good code")
 
@@ -37,7 +37,7 @@ def test_L4_a_free_form_field_nested_in_lists_is_bounded_like_one_nested_in_obje
     """MAX_NESTING counts JSON arrays as well as objects. Mutation caught: the cheap
     bracket count reading only `{`, which lets a report of lists nested 80 deep through."""
     ledger.queue("r", workflow="wf")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     deep: Any = 1
     for _ in range(MAX_NESTING + 16):
         deep = [deep]
@@ -45,7 +45,7 @@ def test_L4_a_free_form_field_nested_in_lists_is_bounded_like_one_nested_in_obje
     with pytest.raises(InvalidInput) as refused:
         ledger.submit(fenced)
     assert str(refused.value).startswith(f"nested deeper than {MAX_NESTING} levels")
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 @pytest.mark.parametrize("flag", ["--as-of", "--since"])

@@ -197,9 +197,9 @@ def test_fencing_a_retried_delivery_of_a_landed_report_is_a_no_op(ledger, clock)
     at = clock.now()
     ledger.finish("r", epoch="w1", at=at)
     ledger.boot("worker-1", epoch="w2")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     ledger.finish("r", epoch="w1", at=at)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_fencing_in_a_batch_drops_the_batch_and_keeps_the_evidence(ledger, clock):
@@ -215,11 +215,11 @@ def test_fencing_in_a_batch_drops_the_batch_and_keeps_the_evidence(ledger, clock
 
 def test_fencing_import_of_a_stale_report_rejects_the_file(ledger, clock):
     _setup(ledger, clock)
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     line = b'{"type":"run.finished","at":"2026-09-09T15:00:00Z","run":"r","epoch":"w1"}\n'
     with pytest.raises(ImportRejected, match="line 1"):
         import_lines(ledger, [line])
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_fencing_recovered_and_fenced_events_round_trip_through_export_and_import(ledger, clock, tmp_path):
@@ -291,7 +291,7 @@ def test_F1_a_run_recorded_before_slots_were_stamped_is_still_fenced(ledger, clo
     ledger.boot("worker-1", epoch="w1")
     ledger.boot("api", epoch="api.e1")
     t = clock.now()
-    ledger.store.append(
+    ledger._store.append(
         [
             Append("run:old", 1, RunQueued(at=t, run="old", process="api", status=Status.QUEUED)),
             Append("run:old", 2, RunStarted(at=t, run="old", epoch="w1", status=Status.RUNNING)),
@@ -311,18 +311,18 @@ def test_F1_a_report_naming_an_epoch_no_slot_booted_is_refused_and_appends_nothi
 
     ledger.boot("worker-1", epoch="w1")
     ledger.queue("r", process="worker-1")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(UnknownEpoch, match="no process slot ever booted epoch 'ghost'") as e:
         ledger.start("r", epoch="ghost")
     assert exit_code(e.value) == 3 and e.value.epoch == "ghost"
     with pytest.raises(UnknownEpoch, match="not an epoch of slot 'worker-1'"):
         ledger.start("r", epoch="ghost", process="worker-1")
     ledger.start("r", epoch="w1", process="worker-1")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(UnknownEpoch) as refused:
         ledger.checkpoint("r", "n", "ref", epoch="ghost")
     assert (refused.value.epoch, refused.value.where) == ("ghost", "epoch")
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_F1_a_start_naming_one_slot_and_another_slots_epoch_is_refused(ledger, clock):
@@ -373,11 +373,11 @@ def test_F2_a_fenced_finish_after_the_last_start_stops_automation_from_resuming(
 
     assert lifecycle.can_auto_resume(state.status, state.code)  # the code alone would allow it
     assert not lifecycle.can_auto_resume(state.status, state.code, fenced_end=True)
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(IllegalTransition, match="rule F2") as e:
         ledger.resume("r", "auto")
     assert "stale epoch w1 reported run.finished" in str(e.value)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     ledger.resume("r", "operator", actor="alice", reason="checked: output incomplete")
     ledger.start("r", epoch="w2", process="worker-1")
     assert ledger.get_run("r").fenced_end is None  # a new start: the old claim is spent
@@ -429,10 +429,10 @@ def test_F2_show_history_runs_view_and_audit_show_fenced_reports(ledger, clock, 
     assert shown["fenced_end"]["epoch"] == "w1" and shown["predicates"]["can_auto_resume"] is False
     assert main(["--store", store_url, "history", "r"]) == 0
     assert "FENCED run.finished -> finished" in capsys.readouterr().out
-    state, _ = engine.read_run(ledger.store, "r")  # the materialized runs view
+    state, _ = engine.read_run(ledger._store, "r")  # the materialized runs view
     assert state.fenced_end is not None and state.fenced == 1
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(ledger.store, path)
+    audit.sync(ledger._store, path)
     rows = audit.report(path, "fenced_reports").records()
     assert [(r["run"], r["epoch"], r["refused"], r["reported"], r["binds_automation"]) for r in rows] == [
         ("r", "w1", "run.finished", "finished", True)

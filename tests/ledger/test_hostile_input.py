@@ -69,11 +69,11 @@ def test_L4_a_value_that_would_not_be_stored_as_given_is_refused(
     caught: dropping the round-trip comparison in codec.checked."""
     _queued(ledger)
     ledger.start("r")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(InvalidInput) as e:
         call(ledger)
     assert message in str(e.value)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 UNENCODABLE: list[tuple[str, Any, str]] = [
@@ -96,11 +96,11 @@ def test_L4_a_value_that_cannot_be_encoded_is_refused_naming_the_field(
     _queued(ledger)
     ledger.start("r")
     ledger.pause("r", "operator")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(InvalidInput, match="cannot be stored") as e:
         call(ledger)
     assert where in str(e.value)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 PLUS14 = timezone(timedelta(hours=14))
@@ -122,7 +122,7 @@ def test_L4_an_instant_outside_the_written_range_is_refused(ledger: Ledger, at: 
     decide's conversion to UTC."""
     with pytest.raises(InvalidInput, match=r"Expected `datetime` from 1970 to before 9000 UTC, got .* - at `\$.at`"):
         ledger.queue("q", at=at)
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
     ledger.queue("q", at=datetime(1970, 1, 1, tzinfo=UTC))
     ledger.queue("q2", at=datetime(8999, 12, 31, 23, 59, 59, tzinfo=UTC))
 
@@ -133,7 +133,7 @@ def test_L4_an_import_line_with_an_instant_outside_the_range_is_rejected(ledger:
     good = b'{"type":"run.queued","at":"2026-09-09T14:00:00Z","run":"a"}\n'
     with pytest.raises(ImportRejected, match="line 2: .*from 1970 to before 9000 UTC"):
         import_lines(ledger, [good, b'{"type":"run.queued","at":"%b","run":"b"}\n' % at.encode()])
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 def test_L4_a_cause_chain_is_bounded(ledger: Ledger) -> None:
@@ -141,11 +141,11 @@ def test_L4_a_cause_chain_is_bounded(ledger: Ledger) -> None:
     character check (and an import line with it, out of import)."""
     _queued(ledger)
     ledger.start("r")
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     for depth in (MAX_CAUSE_DEPTH + 1, 600, 5000):
         with pytest.raises(InvalidInput, match="cause chain is at most|nested too deeply"):
             ledger.fail("r", "X", resumable=True, cause=chain(depth))
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     ledger.fail("r", "X", resumable=True, cause=chain(MAX_CAUSE_DEPTH))
     assert ledger.get_run("r").cause == chain(MAX_CAUSE_DEPTH)
 
@@ -160,7 +160,7 @@ def test_L4_an_import_line_with_a_deep_cause_chain_is_rejected(ledger: Ledger) -
         line = b'{"type":"run.failed","at":"2026-09-09T14:00:02Z","run":"a","resumable":true,"cause":%b}\n' % cause
         with pytest.raises(ImportRejected, match="line 3: .*(cause chain is at most|nested too deeply)"):
             import_lines(ledger, [*head, line])
-    assert ledger.store.max_position() == 0
+    assert ledger._store.max_position() == 0
 
 
 def test_L4_a_free_form_field_is_bounded_in_depth(ledger: Ledger) -> None:
@@ -244,11 +244,11 @@ def test_L4_bad_arguments_are_invalid_input_naming_the_argument(
     `startup` with a bad margin used to boot first and refuse after: nothing may be
     appended."""
     booted = _booted(ledger)
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(InvalidInput) as e:
         call(ledger, booted)
     assert message in str(e.value)
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
 
 
 def test_R1_replay_refuses_a_position_past_the_databases_range(ledger: Ledger) -> None:
@@ -256,8 +256,8 @@ def test_R1_replay_refuses_a_position_past_the_databases_range(ledger: Ledger) -
 
     _booted(ledger)
     with pytest.raises(InvalidInput, match="--position: a position is an integer from 0 to"):
-        state_at(ledger.store, position=99999999999999999999)
-    assert state_at(ledger.store, position=2**63 - 1).events == 3
+        state_at(ledger._store, position=99999999999999999999)
+    assert state_at(ledger._store, position=2**63 - 1).events == 3
 
 
 # ---------------------------------------------- issue 10 item 16: follow's poll
@@ -275,7 +275,7 @@ def test_R3_follow_refuses_a_poll_that_would_spin(sqlite_ledger: Ledger, poll: A
     timer.start()
     try:
         with pytest.raises(InvalidInput, match="--poll: poll must be from 0.01 to 3600 seconds"):
-            engine.follow(sqlite_ledger.store, stop=stop, poll=poll)
+            engine.follow(sqlite_ledger._store, stop=stop, poll=poll)
     finally:
         timer.cancel()
 
@@ -325,7 +325,7 @@ def test_L4_format_characters_are_refused_in_ids_and_label_keys_and_values(sqlit
     name = re.compile(next(m.regex for m in Name.__metadata__ if isinstance(m, Pattern)))
     value = re.compile(next(m.regex for m in LabelValue.__metadata__ if isinstance(m, Pattern)))
     assert [c for c in cf if name.fullmatch(f"a{c}b") or value.fullmatch(f"a{c}b")] == []
-    before = sqlite_ledger.store.max_position()
+    before = sqlite_ledger._store.max_position()
     for kwargs, where in (
         (dict(run="nightly-\u202e2400"), "$.run"),
         (dict(run="r", labels={"k\u200b": "v"}), "$.labels.key"),
@@ -337,7 +337,7 @@ def test_L4_format_characters_are_refused_in_ids_and_label_keys_and_values(sqlit
     line = json.dumps({"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "nightly-\u202e2400"}).encode()
     with pytest.raises(ImportRejected, match="line 1: .*format characters.* - at `\\$.run`"):
         import_lines(sqlite_ledger, [line])
-    assert sqlite_ledger.store.max_position() == before
+    assert sqlite_ledger._store.max_position() == before
     sqlite_ledger.queue("caf\u00e9-\u4e2d", labels={"team": "d\u00e4ta ok"})  # other non-ASCII letters stay valid
 
 
@@ -369,7 +369,7 @@ def test_L4_out_of_bound_pids_and_signals_are_refused_naming_the_field(sqlite_le
     the fix): a pid of 2^70 was stored (the audit then held NULL), a pid of -1 left the
     probe unable to judge the epoch forever, and a signal of 2^80 was kept."""
     lg = sqlite_ledger
-    before = lg.store.max_position()
+    before = lg._store.max_position()
     for pid in (2**70, -5, -1, 0, 2**31):
         with pytest.raises(InvalidInput, match=r"Expected `int` from 1 to 2147483647, got -?\d+ - at `\$.pid`"):
             lg.boot("p", epoch="e0", pid=pid)
@@ -381,14 +381,14 @@ def test_L4_out_of_bound_pids_and_signals_are_refused_naming_the_field(sqlite_le
     for line in booted:
         with pytest.raises(ImportRejected, match=r"line 1: .*from 1 to 2147483647.* - at `\$.pid`"):
             import_lines(lg, [line])
-    assert lg.store.max_position() == before
+    assert lg._store.max_position() == before
     lg.boot("p", epoch="e1", pid=2**31 - 1)
     lg.boot("q", epoch="q1", pid=1)
-    before = lg.store.max_position()
+    before = lg._store.max_position()
     for signal in (2**80, 0, -9, 128):
         with pytest.raises(InvalidInput, match=r"from 1 to 127, got -?\d+ - at `\$.signal`"):
             lg.exited("p", "e1", observed_by="supervisor:test", signal=signal)
-    assert lg.store.max_position() == before
+    assert lg._store.max_position() == before
     lg.exited("p", "e1", observed_by="supervisor:test", signal=9)
 
 
@@ -415,6 +415,6 @@ def test_L4_an_instant_finer_than_a_microsecond_is_refused_not_rounded(sqlite_le
     )
     with pytest.raises(ImportRejected, match=r"would be stored as 2026-09-09T13:00:01\+00:00 - at `\$.booted_at`"):
         import_lines(lg, [boot])
-    assert lg.store.max_position() == 0
+    assert lg._store.max_position() == 0
     import_lines(lg, [b'{"type":"run.queued","at":"2026-09-09T14:00:00.1234560000Z","run":"a"}'])
     assert lg.get_run("a").queued_at.microsecond == 123456

@@ -67,7 +67,7 @@ def test_I2_L4_labels_out_of_bounds_are_refused_naming_the_field(
     with pytest.raises(InvalidInput) as e:
         sqlite_ledger.queue("r1", labels=labels)  # type: ignore[arg-type]
     assert reason in str(e.value)
-    assert sqlite_ledger.store.max_position() == 0
+    assert sqlite_ledger._store.max_position() == 0
 
 
 def test_I2_labels_at_the_bounds_are_accepted(sqlite_ledger: Ledger) -> None:
@@ -80,7 +80,7 @@ def test_I2_L4_a_run_is_never_its_own_parent(sqlite_ledger: Ledger) -> None:
         sqlite_ledger.queue("r1", parent="r1")
     with pytest.raises(InvalidInput, match="at `\\$.parent`"):
         sqlite_ledger.queue("r1", parent="has space")
-    assert sqlite_ledger.store.max_position() == 0
+    assert sqlite_ledger._store.max_position() == 0
 
 
 def test_I2_L4_import_checks_labels_by_the_same_rule(sqlite_ledger: Ledger) -> None:
@@ -154,7 +154,7 @@ def test_I2_A1_audit_runs_has_labels_as_a_map_and_parent(ledger: Ledger, tmp_pat
     ledger.queue("a", labels={"team": "data", "env": "prod"})
     ledger.queue("b", parent="a")
     path = str(tmp_path / "a.duckdb")
-    sync(ledger.store, path)
+    sync(ledger._store, path)
     types = {r[0]: r[1] for r in query(path, "DESCRIBE runs").rows}
     assert types["labels"] == "MAP(VARCHAR, VARCHAR)" and types["parent"] == "VARCHAR"
     rows = query(

@@ -332,9 +332,9 @@ def test_O7_an_exited_epoch_cannot_sweep_and_a_second_exit_appends_nothing(
     lg, _host, _clock = fake_ledger
     e = lg.boot("w")
     lg.exited("w", e, observed_by="supervisor:s", exit_code=1)
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     lg.exited("w", e.epoch, observed_by="probe@sched-host", evidence="pid 4242 not running")
-    assert lg.store.max_position() == head  # the first exit stands
+    assert lg._store.max_position() == head  # the first exit stands
     assert lg.epoch(e).exited_by == "supervisor:s"
     assert lg.sweep(e).outcome == "exited"
 
@@ -498,7 +498,7 @@ def test_O4_O7_the_orphans_view_folds_host_reboots_like_the_hosts_view(
     for i, row in enumerate(TABLE):
         _apply(lg, i, *row[:4])
     from_log = orphans.fold(lg.events())
-    from_view, lag = engine.read_view(lg.store, hosts)
+    from_view, lag = engine.read_view(lg._store, hosts)
     assert lag == 0 and from_view == from_log.hosts and len(from_view) == len(TABLE)
 
 
@@ -518,7 +518,7 @@ def test_O7_A1_the_audit_epochs_view_agrees_and_exits_are_not_orphaned_while_liv
     clock.advance(30)
     lg.sweep(lg.boot("sched"))
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(lg.store, path)
+    audit.sync(lg._store, path)
     live = dict(audit.query(path, "SELECT epoch, live FROM epochs").rows)
     assert {f"w{i}.e1": row[4] is None for i, row in enumerate(TABLE)} == {
         k: v for k, v in live.items() if k.endswith(".e1") and k.startswith("w")
@@ -575,7 +575,7 @@ def test_O7_R4_whatif_with_the_recorded_rule_finds_no_difference_over_exits_and_
     clock.advance(60)
     _s2, second = lg.startup("s2")
     assert [(x.run, x.rule) for x in (*first.recovered, *second.recovered)] == [("r1", E), ("r2", R)]
-    result = whatif.whatif(lg.store, "epoch")
+    result = whatif.whatif(lg._store, "epoch")
     assert result.sweeps >= 2 and result.differences == []  # s1 and s2 among them
 
 
@@ -860,7 +860,7 @@ def test_O8_a_slot_whose_last_epoch_is_over_with_no_run_left_running_retires_and
     assert all(lg.process(p).retired for p in gone)  # type: ignore[union-attr]
     assert set(orphans.fold(lg.events()).processes) >= gone  # history and replay keep them
     assert lg.sweep(made["died"]).outcome == "exited"  # a retired slot's epoch still sweeps as what it is
-    head = lg.store.max_position()
+    head = lg._store.max_position()
     lg.startup("scheduler")  # nothing new to retire: the old scheduler epoch's slot booted again
     assert [type(r.event).__name__ for r in lg.events(after=head)].count("ProcessRetired") == 0
 

@@ -43,18 +43,18 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
         with lg.batch() as b:
             for j in range(10):
                 b.queue(f"r{n.replace(' ', '')}-{j}")
-        engine.catch_up(lg.store, runs, batch=7)
+        engine.catch_up(lg._store, runs, batch=7)
 
     def rebuild(lg, n: str) -> None:
-        engine.rebuild(lg.store, runs, batch=13)
+        engine.rebuild(lg._store, runs, batch=13)
 
     def read(lg, n: str) -> None:
-        found, _ = engine.read_view(lg.store, runs, catch_up_first=False)
+        found, _ = engine.read_view(lg._store, runs, catch_up_first=False)
         assert "seed" in found  # a reader never sees a missing or half-built view
 
     with open_ledger(pg_url, clock=clock) as lg:
         lg.queue("seed")
-        engine.catch_up(lg.store, runs)
+        engine.catch_up(lg._store, runs)
         threads = [
             threading.Thread(target=loop, args=(name, step))
             for name, step in [
@@ -73,8 +73,8 @@ def test_R3_catch_up_rebuild_and_readers_of_one_view_at_once_never_deadlock(pg_u
             t.join(60)
         assert not errors, dict(errors)
         assert done["rebuild"] >= 3 and done["catch-up"] >= 3 and done["read"] >= 3, dict(done)
-        engine.catch_up(lg.store, runs)
-        assert verify_mod.verify_view(lg.store, runs).difference is None
+        engine.catch_up(lg._store, runs)
+        assert verify_mod.verify_view(lg._store, runs).difference is None
 
 
 def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_caught_up(
@@ -88,7 +88,7 @@ def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_
     columns = [c for c, _ in engine.column_spec(runs)]
     with open_ledger(pg_url, clock=clock) as lg:
         lg.queue("seed")
-        engine.catch_up(lg.store, runs)
+        engine.catch_up(lg._store, runs)
         stop = threading.Event()
         bad: list[str] = []
         reads = [0]
@@ -96,9 +96,9 @@ def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_
         def read() -> None:
             with open_ledger(pg_url, clock=clock) as reader:
                 while not stop.is_set():
-                    tracking, rows = tables.view_rows(reader.store, runs.NAME, engine.table_of(runs.NAME), columns)
+                    tracking, rows = tables.view_rows(reader._store, runs.NAME, engine.table_of(runs.NAME), columns)
                     assert tracking is not None
-                    expected = verify_mod.replay_rows(reader.store, runs, tracking[1])[0]
+                    expected = verify_mod.replay_rows(reader._store, runs, tracking[1])[0]
                     if rows != expected:
                         bad.append(f"at {tracking}: {len(rows)} rows, a replay has {len(expected)}")
                     reads[0] += 1
@@ -108,7 +108,7 @@ def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_
                 n = 0
                 while not stop.is_set():
                     writer.queue(f"w{n}")
-                    engine.catch_up(writer.store, runs)
+                    engine.catch_up(writer._store, runs)
                     n += 1
 
         threads = [threading.Thread(target=read), threading.Thread(target=write)]
@@ -117,7 +117,7 @@ def test_R3_a_reader_sees_rows_and_tracking_of_one_view_while_it_is_rebuilt_and_
         try:
             deadline = time.monotonic() + SECONDS
             while time.monotonic() < deadline:
-                engine.rebuild(lg.store, runs, batch=3)
+                engine.rebuild(lg._store, runs, batch=3)
         finally:
             stop.set()
             for t in threads:

@@ -101,9 +101,9 @@ def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_r
         _, report = w.startup("worker-1", epoch="e2")
         assert [v.run for v in report.recovered] == ["r1"]
         assert [s.run for s in w.runs()] == ["r1"]  # catch-up as the writer
-        assert engine.rebuild(w.store, runs).rebuilt  # drop + rename: the writer owns views
-        assert verify_mod.verify_view(w.store, runs).difference is None
-        head = w.store.max_position()
+        assert engine.rebuild(w._store, runs).rebuilt  # drop + rename: the writer owns views
+        assert verify_mod.verify_view(w._store, runs).difference is None
+        head = w._store.max_position()
 
     # The server refuses the writer's rewrites, by privilege.
     for sql in (
@@ -117,7 +117,7 @@ def test_O5_L1_owner_inits_writer_appends_and_keeps_views_the_database_refuses_r
     # The auditor: reads the log and the views without catching up; no DDL on open.
     with open_ledger(roles.url(roles.auditor), clock=clock) as a:
         assert [r.position for r in a.events()][-1] == head
-        assert [s.run for s in engine.read_runs(a.store, catch_up_first=False)[0]] == ["r1"]
+        assert [s.run for s in engine.read_runs(a._store, catch_up_first=False)[0]] == ["r1"]
         assert main(["--store", roles.url(roles.auditor), "show", "r1", "--no-catch-up"]) == 0
         assert "failed_resumable" in capsys.readouterr().out
         assert main(["--store", roles.url(roles.auditor), "verify"]) == 0  # the chain too (rule S1)

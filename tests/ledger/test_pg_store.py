@@ -232,7 +232,7 @@ def test_O5_a_call_on_an_open_ledger_fails_within_the_connect_timeout_once_the_s
         b = lg.batch()
         b.start("a")
         getattr(proxy, mode)()
-        for call in (lambda: lg.queue("b"), b.commit, lg.store.max_position, lambda: lg.runs()):
+        for call in (lambda: lg.queue("b"), b.commit, lg._store.max_position, lambda: lg.runs()):
             started = time.monotonic()
             with pytest.raises(StoreError):
                 call()
@@ -279,7 +279,7 @@ def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_
 
     def wait_for(run: str) -> None:
         deadline = time.monotonic() + 20
-        while run not in engine.read_view(lg.store, runs, catch_up_first=False)[0]:
+        while run not in engine.read_view(lg._store, runs, catch_up_first=False)[0]:
             assert not errors, errors
             assert time.monotonic() < deadline, f"follow never applied {run} ({reported})"
             time.sleep(0.05)
@@ -305,7 +305,7 @@ def test_R3_follow_on_postgresql_reconnects_after_its_connections_are_killed(pg_
             thread.join(10)
             follower.close()
         assert not thread.is_alive() and not errors
-        assert verify_mod.verify_view(lg.store, runs).difference is None
+        assert verify_mod.verify_view(lg._store, runs).difference is None
 
 
 def test_R3_wake_ups_listen_on_the_library_channel(pg_url: str) -> None:

@@ -38,9 +38,9 @@ def test_L5_a_sqlite_writer_that_waits_past_the_busy_timeout_gets_lock_timeout(
         e = refused.value
         assert (e.what, e.lock, e.seconds) == ("append", f"the write lock of {path}", 0.2)
         assert e.streams == ["run:b"]
-        assert lg.store.max_position() == 1
+        assert lg._store.max_position() == 1
         lg.queue("b", workflow="wf")  # the lock released, the same command lands
-        assert lg.store.max_position() == 2
+        assert lg._store.max_position() == 2
 
 
 def test_L5_a_database_file_in_another_journal_mode_is_switched_to_wal_on_the_first_write(tmp_path: Path) -> None:

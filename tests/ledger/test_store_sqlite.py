@@ -59,9 +59,9 @@ def test_the_writers_connection_syncs_every_commit_in_wal_mode(tmp_path) -> None
 
     lg = open_ledger(f"sqlite:///{tmp_path / 'l.db'}")
     try:
-        lg.store._reader().execute("PRAGMA synchronous=OFF")  # what another build's default could be
+        lg._store._reader().execute("PRAGMA synchronous=OFF")  # what another build's default could be
         lg.queue("r1")
-        conn = lg.store._writer()
+        conn = lg._store._writer()
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:

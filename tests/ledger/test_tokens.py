@@ -173,7 +173,7 @@ def test_H4_a_token_is_random_stored_as_its_digest_only_and_replays(store_url: s
         assert a.secret != b.secret and a.token.id != b.token.id
         # 256 random bits: 43 url-safe characters after the id
         assert len(a.secret.split(".")[2]) == 43
-        raw = b"".join(batch.data for batch in lg.store.read_lines())
+        raw = b"".join(batch.data for batch in lg._store.read_lines())
         assert a.secret.encode() not in raw and a.secret.split(".")[2].encode() not in raw
         assert hashlib.sha256(a.secret.encode()).hexdigest().encode() in raw
         assert lg.authenticate(a.secret) == a.token
@@ -185,7 +185,7 @@ def test_H4_a_token_is_random_stored_as_its_digest_only_and_replays(store_url: s
             (a.token.id, False, None),
             (b.token.id, True, "alice"),
         ]
-        assert len(fresh.store.read_stream(token_stream())) == 3
+        assert len(fresh._store.read_stream(token_stream())) == 3
 
 
 def test_H4_a_revocation_by_another_ledger_is_seen_at_the_next_check(sqlite_url: str) -> None:
@@ -213,7 +213,7 @@ def test_H4_bad_token_input_is_refused_by_name_and_appends_nothing(sqlite_url: s
             assert where in str(bad.value), (kwargs, bad.value)
         with pytest.raises(TokenNotFound):
             lg.revoke_token("nope")
-        assert lg.tokens() == [] and lg.store.read_stream(token_stream()) == []
+        assert lg.tokens() == [] and lg._store.read_stream(token_stream()) == []
 
 
 def test_H4_the_service_page_shows_the_role_table_as_the_code_has_it() -> None:

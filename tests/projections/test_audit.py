@@ -59,9 +59,9 @@ def test_A1_sync_twice_appends_nothing_the_second_time(ledger: Ledger, tmp_path:
     ledger.boot("worker-1", epoch="w1.e1")
     day(ledger, 5)
     path = str(tmp_path / "audit.duckdb")
-    first = audit.sync(ledger.store, path)
+    first = audit.sync(ledger._store, path)
     assert first.appended == first.events == len(list(ledger.events())) == 16
-    second = audit.sync(ledger.store, path)
+    second = audit.sync(ledger._store, path)
     assert second.appended == 0
     assert second.events == first.events
     assert positions(path) == [r.position for r in ledger.events()]
@@ -88,10 +88,10 @@ def test_A1_sync_after_more_events_appends_exactly_those(ledger: Ledger, tmp_pat
     ledger.boot("worker-1", epoch="w1.e1")
     day(ledger, 4)
     path = str(tmp_path / "audit.duckdb")
-    first = audit.sync(ledger.store, path)
+    first = audit.sync(ledger._store, path)
     day(ledger, 3, prefix="later")
     new = [r.position for r in ledger.events(first.position)]
-    second = audit.sync(ledger.store, path)
+    second = audit.sync(ledger._store, path)
     assert second.appended == len(new) > 0
     assert positions(path) == [r.position for r in ledger.events()]
     got = audit.query(path, f"SELECT position FROM events WHERE position > {first.position} ORDER BY 1").rows
@@ -117,11 +117,11 @@ def test_A1_R3_a_failed_chunk_keeps_the_chunks_before_it_and_a_resync_doubles_no
 
     monkeypatch.setattr(duck, "_load", failing)
     with pytest.raises(StoreError, match="injected"):
-        audit.sync(sqlite_ledger.store, path, chunk=5)
+        audit.sync(sqlite_ledger._store, path, chunk=5)
     assert positions(path) == [1, 2, 3, 4, 5]
     assert audit.status(path).position == 5
     monkeypatch.setattr(duck, "_load", real)
-    result = audit.sync(sqlite_ledger.store, path, chunk=5)
+    result = audit.sync(sqlite_ledger._store, path, chunk=5)
     assert result.appended == 19 - 5
     assert positions(path) == list(range(1, 20))
 
@@ -143,9 +143,9 @@ def test_A1_an_audit_file_mirrors_one_ledger(tmp_path: Path, clock) -> None:
     with open_ledger(str(tmp_path / "a.db"), clock=clock) as a, open_ledger(str(tmp_path / "b.db"), clock=clock) as b:
         a.boot("worker-1", epoch="a.e1")
         b.boot("worker-1", epoch="b.e1")
-        audit.sync(a.store, path)
+        audit.sync(a._store, path)
         with pytest.raises(InvalidInput, match="mirrors"):
-            audit.sync(b.store, path)
+            audit.sync(b._store, path)
     assert positions(path) == [1]
 
 
@@ -170,7 +170,7 @@ def test_L3_A1_unknown_codes_survive_into_every_table_and_report(ledger: Ledger,
     ledger.start("x", epoch="w1.e1")
     ledger.fail("x", "QUANTUM_DECOHERENCE_7", resumable=True, error="a code nobody listed")
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(ledger.store, path)
+    audit.sync(ledger._store, path)
     assert audit.query(path, "SELECT code FROM events WHERE type = 'run.failed'").rows == [("QUANTUM_DECOHERENCE_7",)]
     assert audit.query(path, "SELECT failure_code FROM transitions WHERE type = 'run.failed'").rows == [
         ("QUANTUM_DECOHERENCE_7",)
@@ -184,7 +184,7 @@ def test_L3_A1_fields_and_tags_from_a_newer_version_survive(sqlite_ledger: Ledge
     """Mutation caught: feeding DuckDB from the typed decode (Ledger.events) drops the
     unknown field and refuses the unknown tag."""
     sqlite_ledger.queue("x", workflow="nightly")
-    db = sqlite_ledger.store.path  # type: ignore[attr-defined]
+    db = sqlite_ledger._store.path  # type: ignore[attr-defined]
     newer = [
         (
             "run:x",
@@ -221,7 +221,7 @@ def test_L3_A1_fields_and_tags_from_a_newer_version_survive(sqlite_ledger: Ledge
                 (stream, version, topic, json.dumps(payload).encode()),
             )
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(sqlite_ledger.store, path)
+    audit.sync(sqlite_ledger._store, path)
     rows = audit.query(
         path, "SELECT type, epoch, payload->>'gpu', payload->>'destination' FROM events ORDER BY position"
     ).rows
@@ -237,14 +237,14 @@ def test_T4_A1_an_undecodable_payload_is_kept_and_does_not_wedge_the_sync(
     sqlite_ledger: Ledger, tmp_path: Path
 ) -> None:
     sqlite_ledger.queue("x")
-    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+    with sqlite3.connect(sqlite_ledger._store.path) as conn:  # type: ignore[attr-defined]
         conn.execute(
             "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
             ("run:x", 2, "run.started", b'{"type":"run.started", garbage'),
         )
     sqlite_ledger.queue("y")
     path = str(tmp_path / "audit.duckdb")
-    assert audit.sync(sqlite_ledger.store, path).appended == 3
+    assert audit.sync(sqlite_ledger._store, path).appended == 3
     rows = audit.query(path, "SELECT position, type, payload->>'undecodable' FROM events ORDER BY position").rows
     assert rows == [(1, "run.queued", None), (2, None, '{"type":"run.started", garbage'), (3, "run.queued", None)]
 
@@ -258,7 +258,7 @@ def test_T4_A1_odd_but_valid_payloads_do_not_wedge_the_sync(sqlite_ledger: Ledge
         (2, b'{\n  "type": "run.started",\n  "at": "2026-09-09T14:01:00Z",\n  "run": "x",\n  "status": "running"\n}'),
         (3, b'{"type":"run.checkpointed","at":"yesterday","run":"x","status":"running","node":"n","ref":"r"}'),
     ]
-    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+    with sqlite3.connect(sqlite_ledger._store.path) as conn:  # type: ignore[attr-defined]
         for version, state in odd:
             conn.execute(
                 "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
@@ -266,7 +266,7 @@ def test_T4_A1_odd_but_valid_payloads_do_not_wedge_the_sync(sqlite_ledger: Ledge
             )
     sqlite_ledger.queue("y")
     path = str(tmp_path / "audit.duckdb")
-    assert audit.sync(sqlite_ledger.store, path).appended == 4
+    assert audit.sync(sqlite_ledger._store, path).appended == 4
     rows = audit.query(path, "SELECT type, occurred_at IS NULL, payload->>'at' FROM events ORDER BY position").rows
     assert rows == [
         ("run.queued", False, "2026-09-09T14:00:00Z"),
@@ -334,15 +334,15 @@ def test_T4_L3_A1_a_payload_the_fast_feed_cannot_carry_is_kept_and_forges_nothin
     """Its chunk goes the checked way; every payload of that chunk, the odd one and its
     neighbours alike, is still the stored text, and no row is added, lost or moved."""
     sqlite_ledger.queue("x")
-    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+    with sqlite3.connect(sqlite_ledger._store.path) as conn:  # type: ignore[attr-defined]
         conn.execute(
             "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
             ("run:x", 2, "run.started", state),
         )
     sqlite_ledger.queue("y")
-    stored = [bytes(r[3]).decode("utf-8", "replace") for b in sqlite_ledger.store.read_raw(0) for r in b]
+    stored = [bytes(r[3]).decode("utf-8", "replace") for b in sqlite_ledger._store.read_raw(0) for r in b]
     path = str(tmp_path / "audit.duckdb")
-    assert audit.sync(sqlite_ledger.store, path).appended == 3
+    assert audit.sync(sqlite_ledger._store, path).appended == 3
     rows = audit.query(path, "SELECT position, stream, version, payload FROM events ORDER BY position").rows
     assert [(p, s, v) for p, s, v, _ in rows] == [(1, "run:x", 1), (2, "run:x", 2), (3, "run:y", 1)]
     assert rows[0][3] == stored[0] and rows[2][3] == stored[2]
@@ -359,7 +359,7 @@ def test_A1_a_stream_name_with_a_tab_does_not_shift_the_columns(sqlite_ledger: L
     """Stream names are checked on write (no whitespace); one written behind the
     ledger's back still lands in its own column, whole."""
     sqlite_ledger.queue("x")
-    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+    with sqlite3.connect(sqlite_ledger._store.path) as conn:  # type: ignore[attr-defined]
         conn.execute(
             "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
             (
@@ -370,7 +370,7 @@ def test_A1_a_stream_name_with_a_tab_does_not_shift_the_columns(sqlite_ledger: L
             ),
         )
     path = str(tmp_path / "audit.duckdb")
-    assert audit.sync(sqlite_ledger.store, path).appended == 2
+    assert audit.sync(sqlite_ledger._store, path).appended == 2
     assert audit.query(path, "SELECT stream, version, run FROM events ORDER BY position").rows == [
         ("run:x", 1, "x"),
         ("run:a\tb", 1, "a\tb"),
@@ -386,15 +386,15 @@ def test_L3_A1_payloads_are_the_stored_text_byte_for_byte_on_both_feeds(sqlite_l
     for feed, extra in (("fast", []), ("checked", [multi])):
         with open_ledger(str(tmp_path / f"{feed}.db"), clock=sqlite_ledger.clock) as lg:
             lg.queue("x")
-            with sqlite3.connect(lg.store.path) as conn:  # type: ignore[attr-defined]
+            with sqlite3.connect(lg._store.path) as conn:  # type: ignore[attr-defined]
                 for version, state in enumerate([odd, *extra], start=2):
                     conn.execute(
                         "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
                         ("run:x", version, "run.x", state),
                     )
-            stored = [bytes(r[3]).decode() for b in lg.store.read_raw(0) for r in b]
+            stored = [bytes(r[3]).decode() for b in lg._store.read_raw(0) for r in b]
             path = str(tmp_path / f"{feed}.duckdb")
-            audit.sync(lg.store, path)
+            audit.sync(lg._store, path)
         assert [p for (p,) in audit.query(path, "SELECT payload FROM events ORDER BY position").rows] == stored, feed
         assert audit.query(path, "SELECT type FROM events ORDER BY position").rows == [
             ("run.queued",),
@@ -406,7 +406,7 @@ def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> No
     ledger.boot("worker-1", epoch="w1.e1")
     day(ledger, 3)
     typed = list(ledger.events())
-    batches = list(ledger.store.read_raw(0, batch=4))
+    batches = list(ledger._store.read_raw(0, batch=4))
     assert [len(b) for b in batches][:-1] == [4] * (len(batches) - 1)
     raw = [r for b in batches for r in b]
     from epochledger.ledger import codec
@@ -415,7 +415,7 @@ def test_A1_read_raw_returns_the_stored_bytes_in_log_order(ledger: Ledger) -> No
         (r.position, r.stream, r.version, codec.encode(r.event)) for r in typed
     ]
     upto = typed[5].position
-    assert [r[0] for b in ledger.store.read_raw(typed[1].position, upto, batch=2) for r in b] == [
+    assert [r[0] for b in ledger._store.read_raw(typed[1].position, upto, batch=2) for r in b] == [
         r.position for r in typed[2:6]
     ]
 
@@ -428,7 +428,7 @@ def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger
     record_day(sqlite_ledger, sqlite_ledger.clock)  # type: ignore[arg-type]
     sqlite_ledger.delete("report-0003")
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(sqlite_ledger.store, path)
+    audit.sync(sqlite_ledger._store, path)
     from epochledger.ledger import lifecycle
 
     fields = [
@@ -472,7 +472,7 @@ def test_A1_O3_runs_view_follows_the_log_not_the_clock(sqlite_ledger: Ledger, tm
     lg.clock.step_wall(-3600)  # type: ignore[attr-defined]
     lg.start("x", epoch="e2")
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(lg.store, path)
+    audit.sync(lg._store, path)
     s = lg.get_run("x")
     assert audit.query(path, "SELECT epoch, started_at, updated_at FROM runs").rows == [
         ("e2", s.started_at, s.updated_at)
@@ -622,7 +622,7 @@ def test_A1_the_reports_that_count_failures_ask_the_view_and_no_other_sql_repeat
 
 def _synced(lg: Ledger, tmp_path: Path) -> str:
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(lg.store, path)
+    audit.sync(lg._store, path)
     return path
 
 
@@ -664,7 +664,7 @@ def test_O2_A1_orphaned_while_live_lists_a_run_marked_orphaned_under_a_live_epoc
     lg.fail("true-orphan", "PROCESS_ORPHANED", resumable=True, actor="w2.e2")
     lg.fail("healthy-nightly", "PROCESS_ORPHANED", resumable=True, actor="w2.e2", reason="flat 30-minute threshold")
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(lg.store, path)
+    audit.sync(lg._store, path)
     rows = audit.report(path, "orphaned_while_live").records()
     assert [(r["run"], r["owner_epoch"], r["marked_by"]) for r in rows] == [("healthy-nightly", "w1.e1", "w2.e2")]
 
@@ -682,7 +682,7 @@ def test_O2_O5_A1_a_real_sweep_shows_in_recoveries_and_keeps_the_invariant(ledge
     ledger.clock.restart()  # type: ignore[attr-defined]
     ledger.startup("worker-1", epoch="w1.e2")
     path = str(tmp_path / "audit.duckdb")
-    audit.sync(ledger.store, path)
+    audit.sync(ledger._store, path)
     rows = audit.query(path, "SELECT run, recovered_by, rule, owner_epoch FROM recoveries").rows
     assert rows == [("orphan", "w1.e2", "O2-superseded", "w1.e1")]
     assert audit.report(path, "orphaned_while_live").rows == []
@@ -971,7 +971,7 @@ def test_A1_every_sql_example_in_docs_audit_runs(tmp_path: Path) -> None:
     with open_ledger(store, clock=ManualClock(DAY, uptime=12.0)) as lg:
         record_day(lg, lg.clock)  # type: ignore[arg-type]
         path = str(tmp_path / "demo.duckdb")
-        audit.sync(lg.store, path)
+        audit.sync(lg._store, path)
     doc = (Path(__file__).resolve().parents[2] / "docs" / "audit.md").read_text()
     blocks = re.findall(r"```sql\n(.*?)```", doc, re.S)
     statements = [s.strip() for b in blocks for s in re.sub(r"--[^\n]*", "", b).split(";") if s.strip()]
@@ -1030,7 +1030,7 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(
             try:
                 match op:
                     case "sync":
-                        audit.sync(lg.store, path, chunk=3)
+                        audit.sync(lg._store, path, chunk=3)
                     case "reboot":
                         clock.restart()
                         epoch = lg.boot("worker-1", epoch=f"e{n + 1}").epoch
@@ -1059,7 +1059,7 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(
                         lg.correct(run, to, actor="alice", reason=f"step {n}", code="LATE_CODE" if n % 3 == 0 else "")
             except (IllegalTransition, RunNotFound) as e:  # a refusal of this very run, never of another
                 assert e.run == run, (op, run, e)
-        audit.sync(lg.store, path, chunk=3)
+        audit.sync(lg._store, path, chunk=3)
         assert positions(path) == [r.position for r in lg.events()]
         fields = [
             "status",
@@ -1138,7 +1138,7 @@ def test_A1_R3_killed_syncs_leave_nothing_that_accumulates(tmp_path: Path) -> No
         assert left == {"runs.duckdb.sync-tmp"}, left
         assert os.listdir(tmp_path / "runs.duckdb.sync-tmp")  # what a kill leaves: the chunk being loaded
     with open_ledger(str(db)) as lg:
-        result = audit.sync(lg.store, path)
+        result = audit.sync(lg._store, path)
         assert result.events == total and positions(path) == [r.position for r in lg.events()]
     assert {f for f in os.listdir(tmp_path) if not f.startswith("runs.db")} - beside == {"runs.duckdb"}
 
@@ -1288,18 +1288,18 @@ def test_A1_sync_waits_a_bounded_time_for_a_reader_then_fails_naming_it(
         lg.queue("late", at=datetime(2026, 9, 11, tzinfo=UTC))
         reader = _holder(path, "ro", 2)  # a reader that finishes within the wait
         try:
-            assert audit.sync(lg.store, path, wait=60).appended == 1
+            assert audit.sync(lg._store, path, wait=60).appended == 1
         finally:
             reader.wait(timeout=60)
         lg.queue("later", at=datetime(2026, 9, 12, tzinfo=UTC))
         reader = _holder(path, "ro", 600)  # one that does not
         try:
             with pytest.raises(StoreError, match=rf"PID {reader.pid} holds it open .*waited 1 s \(the sync's wait\)"):
-                audit.sync(lg.store, path, wait=1)
+                audit.sync(lg._store, path, wait=1)
         finally:
             reader.kill()
             reader.wait(timeout=60)
-        assert audit.sync(lg.store, path, wait=0).appended == 1
+        assert audit.sync(lg._store, path, wait=0).appended == 1
 
 
 def test_A1_a_query_during_a_sync_fails_at_once_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1405,21 +1405,21 @@ def test_A1_R3_sqlite_built_lines_give_the_audit_rows_the_python_lines_give(
                     (stream, 1000 + n, "t", state),
                 )
         conn.close()
-        top = lg.store.max_position()
+        top = lg._store.max_position()
         split = min(cut, top)
 
         def synced(path: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
             class Upto:  # the store seen up to `split`, then whole: a second sync resumes
-                url = lg.store.url
+                url = lg._store.url
 
                 def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):
-                    return lg.store.read_raw(after, split if upto is None else min(upto, split), batch)
+                    return lg._store.read_raw(after, split if upto is None else min(upto, split), batch)
 
                 def read_lines(self, after: int = 0, upto: int | None = None, batch: int = 10_000):
-                    return lg.store.read_lines(after, split if upto is None else min(upto, split), batch)
+                    return lg._store.read_lines(after, split if upto is None else min(upto, split), batch)
 
             audit.sync(Upto(), path, chunk=chunk)  # type: ignore[arg-type]
-            audit.sync(lg.store, path, chunk=chunk)
+            audit.sync(lg._store, path, chunk=chunk)
             con = duckdb.connect(path, read_only=True)
             try:
                 rows = con.execute("SELECT * FROM events ORDER BY position").fetchall()
@@ -1448,13 +1448,13 @@ def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
     sync stops with StoreError and commits nothing of that chunk, never a row twice or
     a row lost. Mutation caught: the count check dropped (the chunk lands short)."""
     sqlite_ledger.queue("x")
-    with sqlite3.connect(sqlite_ledger.store.path) as conn:  # type: ignore[attr-defined]
+    with sqlite3.connect(sqlite_ledger._store.path) as conn:  # type: ignore[attr-defined]
         conn.execute(
             "INSERT INTO epochledger_events (originator_id, originator_version, topic, state) VALUES (?,?,?,?)",
             ("run:x", 2, "run.started", b'{"type":"run.started",\n"run":"x"}'),
         )
     sqlite_ledger.queue("y")
-    store = sqlite_ledger.store
+    store = sqlite_ledger._store
 
     class Shrinking:  # the second read of a range loses its last row
         url = store.url

@@ -27,7 +27,7 @@ def synced(tmp_path: Path, clock: ManualClock) -> tuple[str, str]:
         ledger.boot("worker-1", epoch="w1.e1")
         ledger.queue("r1", process="worker-1")
         path = str(tmp_path / "l.duckdb")
-        audit.sync(ledger.store, path)
+        audit.sync(ledger._store, path)
     return store, path
 
 
@@ -47,12 +47,12 @@ def refusals(store: str, path: str, tmp_path: Path) -> list[tuple[str, InvalidIn
     refused("label", audit.report, path, "failures_by_label", label="")
     refused("directory", audit.export_parquet, path, "")
     with open_ledger(store, create=False) as ledger:
-        refused("wait", audit.sync, ledger.store, path, wait=-1)
-        refused("audit file", audit.sync, ledger.store, str(tmp_path / "no-such-dir" / "a.duckdb"))
+        refused("wait", audit.sync, ledger._store, path, wait=-1)
+        refused("audit file", audit.sync, ledger._store, str(tmp_path / "no-such-dir" / "a.duckdb"))
     other = f"sqlite:///{tmp_path / 'other.db'}"
     with open_ledger(other, init=True) as ledger:
-        refused("audit file", audit.sync, ledger.store, path)  # the file mirrors another store
-        refused("audit file", audit.status, path, ledger.store)
+        refused("audit file", audit.sync, ledger._store, path)  # the file mirrors another store
+        refused("audit file", audit.status, path, ledger._store)
     refused("policy", whatif.resolve, "nope")
     return found
 

@@ -52,17 +52,17 @@ def test_R3_rebuild_equals_incremental_catch_up(seed: int, cuts: list[int], batc
         clock = ManualClock(T0, uptime=60)
         with open_ledger(f"sqlite:///{tmp}/l.db", clock=clock) as lg:
             random_history(lg, seed, runs=6, ops=150)
-            head = lg.store.max_position()
+            head = lg._store.max_position()
             for cut in sorted(set(cuts)):
                 for v in registry.VIEWS:
-                    engine.catch_up(lg.store, v, upto=head * cut // 100, batch=batch, cache_limit=cache)
+                    engine.catch_up(lg._store, v, upto=head * cut // 100, batch=batch, cache_limit=cache)
             for v in registry.VIEWS:
-                engine.catch_up(lg.store, v, batch=batch, cache_limit=cache)
-            incremental = {v.NAME: live_rows(lg.store, v) for v in registry.VIEWS}
+                engine.catch_up(lg._store, v, batch=batch, cache_limit=cache)
+            incremental = {v.NAME: live_rows(lg._store, v) for v in registry.VIEWS}
             for v in registry.VIEWS:
-                engine.rebuild(lg.store, v)
-                assert live_rows(lg.store, v) == incremental[v.NAME]
-                assert incremental[v.NAME][1] == replayed(lg.store, v)[0]
+                engine.rebuild(lg._store, v)
+                assert live_rows(lg._store, v) == incremental[v.NAME]
+                assert incremental[v.NAME][1] == replayed(lg._store, v)[0]
                 assert incremental[v.NAME][0] == (v.VERSION, head)
     finally:
         shutil.rmtree(tmp)
@@ -71,18 +71,18 @@ def test_R3_rebuild_equals_incremental_catch_up(seed: int, cuts: list[int], batc
 def test_R3_rebuild_equals_incremental_on_both_stores(ledger) -> None:
     random_history(ledger, 11, runs=10, ops=300)
     for v in registry.VIEWS:
-        engine.catch_up(ledger.store, v, upto=40, batch=7, cache_limit=3)
+        engine.catch_up(ledger._store, v, upto=40, batch=7, cache_limit=3)
     random_history(ledger, 12, runs=10, ops=200)
     for v in registry.VIEWS:
-        engine.catch_up(ledger.store, v, batch=7, cache_limit=3)
-        before = live_rows(ledger.store, v)
-        assert before[1] == replayed(ledger.store, v)[0]
-        stats = engine.rebuild(ledger.store, v)
-        assert stats.rebuilt and stats.events == ledger.store.max_position()
-        assert live_rows(ledger.store, v) == before
+        engine.catch_up(ledger._store, v, batch=7, cache_limit=3)
+        before = live_rows(ledger._store, v)
+        assert before[1] == replayed(ledger._store, v)[0]
+        stats = engine.rebuild(ledger._store, v)
+        assert stats.rebuilt and stats.events == ledger._store.max_position()
+        assert live_rows(ledger._store, v) == before
     # a second rebuild (table and index names reused after the swap)
-    engine.rebuild(ledger.store, runs)
-    assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
+    engine.rebuild(ledger._store, runs)
+    assert live_rows(ledger._store, runs)[1] == replayed(ledger._store, runs)[0]
 
 
 def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:
@@ -91,44 +91,44 @@ def test_R3_a_racing_runner_never_applies_a_batch_twice(ledger) -> None:
     Catches: tracking written without the compare (failure counts double); proved by
     dropping the `AND position=?` condition."""
     bulk_history(ledger, 50)
-    engine.catch_up(ledger.store, failures)
+    engine.catch_up(ledger._store, failures)
     bulk_history(ledger, 50, prefix="more")
-    slow = engine.Runner(ledger.store, failures)
+    slow = engine.Runner(ledger._store, failures)
     slow.load()
-    chunk = next(ledger.store.read_batches(slow.position, None, 10_000))
-    engine.catch_up(ledger.store, failures)  # another process applies the same events
+    chunk = next(ledger._store.read_batches(slow.position, None, 10_000))
+    engine.catch_up(ledger._store, failures)  # another process applies the same events
     with pytest.raises(ConflictError) as refused:
         slow.apply(chunk, engine.Stats(view="failures"))
     assert refused.value.streams == ["failures"]  # the view whose tracking moved
     assert slow.run().events == 0  # reloads from the table: nothing left to do
-    assert live_rows(ledger.store, failures)[1] == replayed(ledger.store, failures)[0]
-    counts = {r[0]: r[3] for r in live_rows(ledger.store, failures)[1]}
+    assert live_rows(ledger._store, failures)[1] == replayed(ledger._store, failures)[0]
+    counts = {r[0]: r[3] for r in live_rows(ledger._store, failures)[1]}
     assert counts == {"failed_resumable TIMEOUT": 10, "failed_resumable ": 10}
 
 
 def test_R3_rebuild_readers_see_the_old_view_until_the_swap(ledger) -> None:
     bulk_history(ledger, 300)
-    engine.catch_up(ledger.store, runs)
-    old = live_rows(ledger.store, runs)
+    engine.catch_up(ledger._store, runs)
+    old = live_rows(ledger._store, runs)
     seen = []
 
     def progress(view: str, position: int, head: int) -> None:
-        seen.append(live_rows(ledger.store, runs) == old)
+        seen.append(live_rows(ledger._store, runs) == old)
 
-    engine.rebuild(ledger.store, runs, progress=progress, batch=100)
+    engine.rebuild(ledger._store, runs, progress=progress, batch=100)
     assert len(seen) > 3 and all(seen)
-    assert live_rows(ledger.store, runs) == old
+    assert live_rows(ledger._store, runs) == old
 
 
 def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> None:
     bulk_history(ledger, 20)
-    assert engine.catch_up(ledger.store, runs).rebuilt  # never built: built
-    assert not engine.catch_up(ledger.store, runs).rebuilt
+    assert engine.catch_up(ledger._store, runs).rebuilt  # never built: built
+    assert not engine.catch_up(ledger._store, runs).rebuilt
     monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, VERSION=runs.VERSION + 1))
-    assert engine.behind(ledger.store, runs) == ledger.store.max_position()
-    assert verify_mod.verify_view(ledger.store, runs).difference is not None
-    stats = engine.catch_up(ledger.store, runs)
-    assert stats.rebuilt and tables.tracking(ledger.store, "runs") == (runs.VIEW.VERSION, ledger.store.max_position())
+    assert engine.behind(ledger._store, runs) == ledger._store.max_position()
+    assert verify_mod.verify_view(ledger._store, runs).difference is not None
+    stats = engine.catch_up(ledger._store, runs)
+    assert stats.rebuilt and tables.tracking(ledger._store, "runs") == (runs.VIEW.VERSION, ledger._store.max_position())
 
 
 # ------------------------------------------------------------------------ poison
@@ -138,7 +138,7 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     and error after bounded attempts; every other run is still applied; a rebuild
     after the payload is repaired applies it and clears the parked list."""
     bulk_history(ledger, 10)
-    good = next(ledger.store.read_all(5, 6))
+    good = next(ledger._store.read_all(5, 6))
     corrupt(store_url, 6, b'{"type":"run.finished","at":"yesterday"}')
     corrupt(
         store_url,
@@ -147,27 +147,27 @@ def test_T4_poison_event_is_parked_and_the_view_moves_on(ledger, store_url) -> N
     )
     ledger.queue("after-poison")
     for v in registry.VIEWS:
-        engine.catch_up(ledger.store, v)
-    parked = tables.parked(ledger.store, "runs")
+        engine.catch_up(ledger._store, v)
+    parked = tables.parked(ledger._store, "runs")
     assert [(p[1], p[3], p[5]) for p in parked] == [
         (6, "run.finished", engine.MAX_ATTEMPTS),
         (12, "run.started", engine.MAX_ATTEMPTS),
     ]
     assert "AssertionError" in parked[1][4] and "Invalid" in parked[0][4]
     assert parked[0][6] is not None  # ledger time of the last event seen
-    found, lag = engine.read_runs(ledger.store)
+    found, lag = engine.read_runs(ledger._store)
     assert lag == 0 and "after-poison" in {s.run for s in found}
     assert "ghost" not in {s.run for s in found}
-    assert verify_mod.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
     # the failures view parks the undecodable one; the ghost start is no failure
-    assert [p[1] for p in tables.parked(ledger.store, "failures")] == [6]
+    assert [p[1] for p in tables.parked(ledger._store, "failures")] == [6]
     # repair (e.g. a migration fixed the payload): the next rebuild retries it
     from epochledger.ledger import codec
 
     corrupt(store_url, 6, codec.encode(good.event))
-    engine.rebuild(ledger.store, runs)
-    assert [p[1] for p in tables.parked(ledger.store, "runs")] == [12]
-    assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
+    engine.rebuild(ledger._store, runs)
+    assert [p[1] for p in tables.parked(ledger._store, "runs")] == [12]
+    assert live_rows(ledger._store, runs)[1] == replayed(ledger._store, runs)[0]
 
 
 def test_T4_parked_cli_lists_poison_and_exit_codes(ledger, store_url, capsys) -> None:
@@ -197,12 +197,12 @@ def test_R2_verify_names_the_first_difference(ledger, store_url, capsys) -> None
     assert main(["--store", store_url, "verify"]) == 10
     captured = capsys.readouterr()
     assert "row 'bulk-000007' column status: live 'running', replay 'finished'" in captured.out
-    r = verify_mod.verify_view(ledger.store, runs).difference
+    r = verify_mod.verify_view(ledger._store, runs).difference
     assert r is not None and (r.key, r.column) == ("bulk-000007", "status")
     tamper_view(store_url, "view_failures", "failed_resumable TIMEOUT", "transitions", 1)
-    assert verify_mod.verify_view(ledger.store, failures).difference.column == "transitions"  # type: ignore[union-attr]
-    engine.rebuild(ledger.store, runs)
-    assert verify_mod.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger._store, failures).difference.column == "transitions"  # type: ignore[union-attr]
+    engine.rebuild(ledger._store, runs)
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
 
 
 # ------------------------------------------------------------------- fleet reads
@@ -221,7 +221,7 @@ def test_R3_show_and_runs_read_the_view_and_say_how_far_behind(ledger, store_url
     assert shown == msgspec.json.decode(msgspec.json.encode(_record(ledger.get_run("b"))))
     ledger.delete("b")
     with pytest.raises(RunNotFound) as e:
-        engine.read_run(ledger.store, "b")
+        engine.read_run(ledger._store, "b")
     assert e.value.deleted
 
 
@@ -255,18 +255,18 @@ def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:
     thread.start()
     try:
         bulk_history(ledger, 30)
-        head = ledger.store.max_position()
+        head = ledger._store.max_position()
         deadline = time.monotonic() + 30
-        while any(engine.status(ledger.store, v) != (v.VERSION, head) for v in registry.VIEWS):
+        while any(engine.status(ledger._store, v) != (v.VERSION, head) for v in registry.VIEWS):
             assert not errors, errors
-            assert time.monotonic() < deadline, [engine.status(ledger.store, v) for v in registry.VIEWS]
+            assert time.monotonic() < deadline, [engine.status(ledger._store, v) for v in registry.VIEWS]
             time.sleep(0.05)
     finally:
         stop.set()
         thread.join(30)
         follower_store.close()
     assert not thread.is_alive() and not errors
-    assert verify_mod.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
 
 
 # ------------------------------------------------------- views stored whole
@@ -278,18 +278,18 @@ def test_R2_views_stored_whole_rebuild_catch_up_verify_and_replay(ledger) -> Non
     from epochledger.replay import state_at
 
     random_history(ledger, 31, runs=8, ops=250)
-    head = ledger.store.max_position()
+    head = ledger._store.max_position()
     for v in (orphans, tick_health):
-        engine.catch_up(ledger.store, v, upto=head // 3, batch=5)
-        engine.catch_up(ledger.store, v, batch=5)
-        incremental = live_rows(ledger.store, v)
+        engine.catch_up(ledger._store, v, upto=head // 3, batch=5)
+        engine.catch_up(ledger._store, v, batch=5)
+        incremental = live_rows(ledger._store, v)
         assert [r[0] for r in incremental[1]] == [engine.WHOLE]
-        assert incremental[1] == replayed(ledger.store, v)[0]
-        assert verify_mod.verify_view(ledger.store, v).difference is None
-        engine.rebuild(ledger.store, v)
-        assert live_rows(ledger.store, v) == incremental
-        found, lag = engine.read_view(ledger.store, v)
-        state = state_at(ledger.store, views=(v,))
+        assert incremental[1] == replayed(ledger._store, v)[0]
+        assert verify_mod.verify_view(ledger._store, v).difference is None
+        engine.rebuild(ledger._store, v)
+        assert live_rows(ledger._store, v) == incremental
+        found, lag = engine.read_view(ledger._store, v)
+        state = state_at(ledger._store, views=(v,))
         assert lag == 0
         assert canonical(found) == canonical(state.views[v.NAME])
 
@@ -311,7 +311,7 @@ def test_R3_a_view_built_by_another_writer_during_a_read_is_read_not_an_error(le
         return real(store, view)
 
     monkeypatch.setattr(tables, "tracking", tracking_after_a_build)
-    found, _lag = engine.read_view(ledger.store, runs, catch_up_first=False)
+    found, _lag = engine.read_view(ledger._store, runs, catch_up_first=False)
     assert built and set(found) == {"r1"}
 
 
@@ -329,7 +329,7 @@ def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger
         try:
             barrier.wait()
             for v in registry.VIEWS:
-                engine.catch_up(ledger.store, v, batch=50)
+                engine.catch_up(ledger._store, v, batch=50)
         except Exception as e:
             errors.append(e)
 
@@ -340,7 +340,7 @@ def test_R3_two_runners_building_a_view_at_once_neither_fails_nor_doubles(ledger
         t.join()
     assert errors == []
     for v in registry.VIEWS:
-        assert verify_mod.verify_view(ledger.store, v).difference is None
+        assert verify_mod.verify_view(ledger._store, v).difference is None
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # a fold in memory: the backend is not its subject
@@ -359,7 +359,7 @@ def test_R2_a_view_skips_only_events_its_evolve_leaves_alone(ledger, clock) -> N
         ledger.boot("w9", epoch=f"h{n}", host="host-9", host_boot=f"hb{n // 2}")
         clock.advance(1)
     ledger.stop("h2")
-    records = list(ledger.store.read_all())
+    records = list(ledger._store.read_all())
     typed = [v for v in registry.VIEWS if engine.types_of(v) is not None]
     assert {v.NAME for v in typed} >= {"runs", "epochs", "epoch_index", "hosts", "failures"}
     for v in typed:
@@ -379,10 +379,10 @@ def test_T4_a_view_that_skips_run_events_parks_with_the_ledger_time_of_the_event
     from epochledger.projections import epochs
 
     bulk_history(ledger, 10)
-    before = next(ledger.store.read_all(5, 6))
+    before = next(ledger._store.read_all(5, 6))
     corrupt(store_url, 7, b'{"type":"run.finished","at":"yesterday"}')
-    engine.rebuild_all(ledger.store)
-    times = {v.NAME: [(p[1], p[6]) for p in tables.parked(ledger.store, v.NAME)] for v in (runs, epochs)}
+    engine.rebuild_all(ledger._store)
+    times = {v.NAME: [(p[1], p[6]) for p in tables.parked(ledger._store, v.NAME)] for v in (runs, epochs)}
     assert times["runs"] == times["epochs"] == [(7, before.event.at.isoformat())]
 
 
@@ -406,26 +406,26 @@ def test_R3_view_indexes_exist_after_every_rebuild_and_swap(ledger, monkeypatch)
         "view_runs__parent": ("parent", "k"),
     }
     random_history(ledger, 5, runs=8, ops=120)
-    engine.catch_up(ledger.store, runs)  # first build: a rebuild from zero and its swap
-    assert view_indexes(ledger.store, "view_runs") == want
+    engine.catch_up(ledger._store, runs)  # first build: a rebuild from zero and its swap
+    assert view_indexes(ledger._store, "view_runs") == want
     for _ in range(2):
-        engine.rebuild(ledger.store, runs)
-        assert view_indexes(ledger.store, "view_runs") == want
+        engine.rebuild(ledger._store, runs)
+        assert view_indexes(ledger._store, "view_runs") == want
     # a shadow being built has none (killed rebuilds resume into it)
-    tables.reset_view(ledger.store, "runs__rebuild", "view_runs__rebuild", engine.column_spec(runs), runs.VERSION)
-    assert view_indexes(ledger.store, "view_runs__rebuild") == {}
-    engine.rebuild(ledger.store, runs)  # resumes from the reset shadow, swaps it in
-    assert view_indexes(ledger.store, "view_runs") == want
-    assert not ledger.store.table_exists("view_runs__rebuild")
+    tables.reset_view(ledger._store, "runs__rebuild", "view_runs__rebuild", engine.column_spec(runs), runs.VERSION)
+    assert view_indexes(ledger._store, "view_runs__rebuild") == {}
+    engine.rebuild(ledger._store, runs)  # resumes from the reset shadow, swaps it in
+    assert view_indexes(ledger._store, "view_runs") == want
+    assert not ledger._store.table_exists("view_runs__rebuild")
     monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, VERSION=runs.VERSION + 1))
-    assert engine.catch_up(ledger.store, runs).rebuilt
-    assert view_indexes(ledger.store, "view_runs") == want
-    assert live_rows(ledger.store, runs)[1] == replayed(ledger.store, runs)[0]
+    assert engine.catch_up(ledger._store, runs).rebuilt
+    assert view_indexes(ledger._store, "view_runs") == want
+    assert live_rows(ledger._store, runs)[1] == replayed(ledger._store, runs)[0]
     # the other views declare none
     for v in registry.VIEWS:
         if v.NAME != runs.NAME:
-            engine.catch_up(ledger.store, v)
-            assert view_indexes(ledger.store, engine.table_of(v.NAME)) == {}, v.NAME
+            engine.catch_up(ledger._store, v)
+            assert view_indexes(ledger._store, engine.table_of(v.NAME)) == {}, v.NAME
 
 
 def test_R3_the_fleet_reads_use_the_status_index_on_sqlite(sqlite_ledger) -> None:
@@ -436,7 +436,7 @@ def test_R3_the_fleet_reads_use_the_status_index_on_sqlite(sqlite_ledger) -> Non
     from epochledger.ledger.events import Status
 
     random_history(sqlite_ledger, 6, runs=8, ops=120)
-    store = sqlite_ledger.store
+    store = sqlite_ledger._store
     engine.catch_up_all(store, [runs, registry.by_name("epochs")])
     sql, params = tables.rows_query(store, "view_runs", [], [("status", ("running",))])
     listing = _plan(store, sql, params)
@@ -452,7 +452,7 @@ def test_R3_a_swap_drops_the_old_table_with_secure_delete_fast_and_restores_it_o
     build's default ON wrote the old table's whole size again to zero it), and leaves
     the connection's own setting as it found it, ON or OFF, for everything else."""
     random_history(sqlite_ledger, 7, runs=8, ops=120)
-    store = sqlite_ledger.store
+    store = sqlite_ledger._store
     engine.catch_up(store, runs)
     conn = store._reader()
     for setting in (1, 0):
@@ -483,7 +483,7 @@ def test_R2_a_views_KEY_is_its_keys_for_every_event_of_its_TYPES(ledger, clock) 
 
     redeploy_0220(ledger, clock)
     random_history(ledger, 8, runs=12, ops=200)
-    records = list(ledger.store.read_all())
+    records = list(ledger._store.read_all())
     keyed = [v for v in registry.VIEWS if v.KEY is not None]
     assert {v.NAME for v in keyed} == {"runs", "epochs"}
     for v in keyed:
@@ -505,7 +505,7 @@ def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_th
     same rows as a fold that skips exactly those events. Mutation: resume the loop at
     the raising event (or at the batch's start) and the rows or the parked list differ."""
     bulk_history(ledger, 30)
-    records = list(ledger.store.read_all())
+    records = list(ledger._store.read_all())
     bad = {records[4].position, records[40].position, records[41].position, records[-1].position}
     real = runs.evolve
 
@@ -525,10 +525,10 @@ def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_th
             raised.append((r.position, f"{type(e).__name__}: {e}"))
     assert len(raised) > len(bad)
     monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, evolve=buggy))
-    engine.rebuild(ledger.store, runs, batch=50)
-    parked = tables.parked(ledger.store, "runs")
+    engine.rebuild(ledger._store, runs, batch=50)
+    parked = tables.parked(ledger._store, "runs")
     assert [(p[1], p[4], p[5]) for p in parked] == [(p, e, engine.MAX_ATTEMPTS) for p, e in raised]
     by_position = {r.position: r for r in records}
     assert [p[6] for p in parked] == [by_position[p - 1].event.at.isoformat() for p, _ in raised]
-    got = {k: msgspec.json.decode(state, type=runs.STATE) for k, *_, state in live_rows(ledger.store, runs)[1]}
+    got = {k: msgspec.json.decode(state, type=runs.STATE) for k, *_, state in live_rows(ledger._store, runs)[1]}
     assert got == expected

@@ -17,11 +17,11 @@ def _four_events(ledger: Ledger) -> None:
     ledger.queue("a", workflow="wf")
     ledger.start("a", epoch="e1", process="w")
     ledger.checkpoint("a", "node", "ref-1")
-    assert ledger.store.max_position() == 4
+    assert ledger._store.max_position() == 4
 
 
 def _version_of(ledger: Ledger, run: str) -> int:
-    state, _ = engine.read_run(ledger.store, run, catch_up_first=False)
+    state, _ = engine.read_run(ledger._store, run, catch_up_first=False)
     assert state is not None
     return int(state.version)
 
@@ -33,14 +33,14 @@ def test_R3_a_shared_pass_applies_each_view_only_the_events_past_its_own_positio
     runner's position, and `<=` for `<` in the test that hands a runner the whole chunk."""
     _four_events(ledger)
     for epochs_at in (1, 2):
-        engine.rebuild(ledger.store, runs, upto=3)
-        engine.rebuild(ledger.store, epochs, upto=epochs_at)
+        engine.rebuild(ledger._store, runs, upto=3)
+        engine.rebuild(ledger._store, epochs, upto=epochs_at)
         assert _version_of(ledger, "a") == 2
-        stats = engine.catch_up_all(ledger.store, [runs, epochs])
+        stats = engine.catch_up_all(ledger._store, [runs, epochs])
         assert [(s.view, s.position) for s in stats] == [("runs", 4), ("epochs", 4)]
         assert _version_of(ledger, "a") == 3
         for v in (runs, epochs):
-            assert verify_mod.verify_view(ledger.store, v).difference is None
+            assert verify_mod.verify_view(ledger._store, v).difference is None
 
 
 def test_R3_a_runner_refused_by_a_racing_one_reloads_and_reports_the_position_it_reached(ledger: Ledger) -> None:
@@ -50,13 +50,13 @@ def test_R3_a_runner_refused_by_a_racing_one_reloads_and_reports_the_position_it
     race. Mutation caught: `return` for `r.load()` after the refusal (the runner gives
     up on the chunk with a stale position)."""
     _four_events(ledger)
-    engine.rebuild(ledger.store, runs, upto=1)
-    first, second = engine.Runner(ledger.store, runs), engine.Runner(ledger.store, runs)
+    engine.rebuild(ledger._store, runs, upto=1)
+    first, second = engine.Runner(ledger._store, runs), engine.Runner(ledger._store, runs)
     stats, gone = engine.run_together([first, second])
     assert gone == set()
     assert [(s.position, s.events) for s in stats] == [(4, 3), (4, 0)]
     assert _version_of(ledger, "a") == 3
-    assert verify_mod.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
 
 
 def test_R3_a_runner_put_behind_the_pass_by_a_swap_reads_the_events_it_missed(ledger: Ledger) -> None:
@@ -68,18 +68,18 @@ def test_R3_a_runner_put_behind_the_pass_by_a_swap_reads_the_events_it_missed(le
     _four_events(ledger)
     for n in range(2, 6):
         ledger.queue(f"b{n}", workflow="wf")
-    head = ledger.store.max_position()
-    engine.rebuild(ledger.store, runs, upto=1)
+    head = ledger._store.max_position()
+    engine.rebuild(ledger._store, runs, upto=1)
     swapped: list[int] = []
 
     def progress(view: str, position: int, _head: int) -> None:
         if view == "runs" and position >= 3 and not swapped:  # the pass is past 3: put the view back at 1
-            engine.rebuild(ledger.store, runs, upto=1)
+            engine.rebuild(ledger._store, runs, upto=1)
             swapped.append(position)
 
-    runner = engine.Runner(ledger.store, runs)
+    runner = engine.Runner(ledger._store, runs)
     stats, gone = engine.run_together([runner], progress=progress, batch=2)
     assert swapped and gone == set()
     assert stats[0].position == head
     assert _version_of(ledger, "a") == 3
-    assert verify_mod.verify_view(ledger.store, runs).difference is None
+    assert verify_mod.verify_view(ledger._store, runs).difference is None

@@ -72,7 +72,7 @@ def _assert_equals_clean_replay(store) -> None:
 @pytest.mark.parametrize("op", ["rebuild", "catch_up"])
 def test_R3_sigkill_mid_way_then_resume_equals_clean_replay(ledger, store_url, op: str) -> None:
     bulk_history(ledger, 1200)  # ~5,000 events
-    store = ledger.store
+    store = ledger._store
     head = store.max_position()
     if op == "catch_up":
         for v in registry.VIEWS:
@@ -113,7 +113,7 @@ def test_R3_sigkill_mid_rebuild_leaves_the_live_view_and_its_index(ledger, store
     from tests.helpers.engine_helpers import view_indexes
 
     bulk_history(ledger, 1200)
-    store = ledger.store
+    store = ledger._store
     for v in registry.VIEWS:
         engine.catch_up(store, v)
     columns = [c for c, _ in engine.column_spec(runs)]

@@ -133,11 +133,11 @@ def test_W1_the_lean_listing_prints_what_the_listing_of_whole_states_printed(
     with tempfile.TemporaryDirectory() as tmp:
         with open_ledger(f"sqlite:///{tmp}/l.db", clock=ManualClock(T0, uptime=5)) as lg:
             varied_history(lg, seed)
-            assert listing(capfdbinary, lg.url, *argv(filters)) == reference(lg.store, filters)
+            assert listing(capfdbinary, lg.url, *argv(filters)) == reference(lg._store, filters)
             lg.queue(f"late-{seed}", labels={"team": "data"})  # the view is now behind the log
             lg.delete("lab-3")
             got = listing(capfdbinary, lg.url, *argv(filters), "--no-catch-up")
-            assert got == reference(lg.store, filters, catch_up_first=False)
+            assert got == reference(lg._store, filters, catch_up_first=False)
 
 
 def test_P4_every_predicate_filter_agrees_with_the_predicate_shown(
@@ -155,7 +155,7 @@ def test_P4_every_predicate_filter_agrees_with_the_predicate_shown(
         live.mkdir()
         with open_ledger(f"sqlite:///{live}/l.db", clock=ManualClock(T0, uptime=5)) as lg:
             varied_history(lg, seed)
-            engine.read_runs(lg.store)
+            engine.read_runs(lg._store)
             lg.fail("lab-2", "TIMEOUT", resumable=True, epoch="lw-b")  # fenced end, and after the view
             f = lg.get_run("lab-f")
             assert lifecycle.can_auto_resume(f.status, f.code) and f.fenced_end is not None  # the code alone allows it
@@ -191,7 +191,7 @@ def test_W1_a_lean_read_equals_the_whole_read_given_its_shape(ledger: Ledger) ->
     """engine.read_runs(shape=S) is read_runs() with each RunState given shape S through
     its stored encoding, on both stores, with and without statuses pushed to SQL."""
     varied_history(ledger, 7)
-    store = ledger.store
+    store = ledger._store
     every, _ = engine.read_runs(store)
     for shape in (reports.ListedRun, reports.RunRow):
         for statuses in ([], ["running"], ["queued", "failed_resumable", "paused_waiting_human"]):
@@ -215,7 +215,7 @@ def test_W1_the_listing_is_the_same_on_both_stores(ledger: Ledger, capfdbinary: 
         {"status": [], "where": ["is_terminal"], "code": ["UNKNOWN"], "label": []},
         {"status": [], "where": [], "code": [], "label": ["team=data"]},
     ):
-        assert listing(capfdbinary, ledger.url, *argv(filters)) == reference(ledger.store, filters)
+        assert listing(capfdbinary, ledger.url, *argv(filters)) == reference(ledger._store, filters)
 
 
 def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(
@@ -228,7 +228,7 @@ def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(
     live.mkdir()
     with open_ledger(f"sqlite:///{live}/l.db", clock=ManualClock(T0, uptime=5)) as lg:
         varied_history(lg, 3)
-        engine.read_runs(lg.store)  # the view built, then more events after it
+        engine.read_runs(lg._store)  # the view built, then more events after it
         lg.queue("after-the-view", labels={"team": "ml"})
         lg.cancel("lab-3")
         lg.delete("lab-1")
@@ -240,4 +240,4 @@ def test_W1_a_read_only_copy_lists_what_the_live_ledger_lists(
             copy = listing(capfdbinary, f"sqlite:///{backup}", *argv(filters))
             assert copy == listing(capfdbinary, f"sqlite:///{live}/l.db", *argv(filters))
             with open_ledger(f"sqlite:///{backup}") as ro:
-                assert ro.store.read_only and copy == reference(ro.store, filters)
+                assert ro._store.read_only and copy == reference(ro._store, filters)

@@ -251,17 +251,17 @@ def test_O4_verdicts_from_the_store_equal_a_replay_of_every_prefix(ledger, clock
         ledger.queue(f"r{i}", process="worker-1")
         ledger.start(f"r{i}", epoch="w1" if i else None, process="worker-1")
         clock.advance(60)
-        seen.append((ledger.store.max_position(), [v for _, v in ledger.orphans()]))
+        seen.append((ledger._store.max_position(), [v for _, v in ledger.orphans()]))
     ledger.finish("r1")
     clock.restart(5)
     ledger.boot("worker-1", epoch="w2")
-    seen.append((ledger.store.max_position(), [v for _, v in ledger.orphans()]))
+    seen.append((ledger._store.max_position(), [v for _, v in ledger.orphans()]))
     assert [v.run for v in seen[-1][1]] == ["r0", "r2"]
     for position, verdicts in seen:
         assert orphans.verdicts(orphans.fold(ledger.events(upto=position))) == verdicts
 
 
-FORBIDDEN = {"time", "random", "uuid", "os", "socket", "ledger.clock", "epochledger.app", "ledger.store"}
+FORBIDDEN = {"time", "random", "uuid", "os", "socket", "ledger.clock", "epochledger.app", "ledger._store"}
 FORBIDDEN_CALLS = {"now", "utcnow", "today", "time", "monotonic", "getenv"}
 
 

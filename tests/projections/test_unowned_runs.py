@@ -61,9 +61,9 @@ def test_O9_a_default_slot_named_at_init_judges_unowned_runs_by_O3(ledger, clock
     slot (the run stays running, listed as no slot's)."""
     assert main(["--store", ledger.url, "init", "--default-slot", "api-1"]) == 0
     assert "default slot for runs with neither epoch nor process: api-1" in capsys.readouterr().out
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     assert main(["--store", ledger.url, "init", "--default-slot", "api-1"]) == 0  # the same setting again
-    assert ledger.store.max_position() == before
+    assert ledger._store.max_position() == before
     capsys.readouterr()
     ledger.boot("api-1", epoch="a1")
     _unowned(ledger, "u")
@@ -96,12 +96,12 @@ def test_O9_O4_the_default_slot_is_a_fact_of_the_log_and_a_replay_knows_it_as_it
     clock.advance(600)
     clock.restart(30)
     ledger.boot("api-1", epoch="a2")
-    seen = [(ledger.store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()])]
+    seen = [(ledger._store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()])]
     ledger.set_default_slot("api-1", actor="operator")
-    seen.append((ledger.store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()]))
-    assert ledger.set_default_slot("api-1").default_slot == "api-1" and ledger.store.max_position() == seen[-1][0]
+    seen.append((ledger._store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()]))
+    assert ledger.set_default_slot("api-1").default_slot == "api-1" and ledger._store.max_position() == seen[-1][0]
     ledger.set_default_slot(None)
-    seen.append((ledger.store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()]))
+    seen.append((ledger._store.max_position(), [v for _, v in ledger.orphans()], [u for _, u in ledger.unjudged()]))
     assert [([v.run for v in found], [u.run for u in left]) for _, found, left in seen] == [
         ([], ["u"]),
         (["u"], []),
@@ -115,16 +115,16 @@ def test_O9_O4_the_default_slot_is_a_fact_of_the_log_and_a_replay_knows_it_as_it
 
 @pytest.mark.parametrize("bad", [123, "", "a b", "x" * 201, b"api-1", ["api-1"]])
 def test_O9_L4_a_bad_default_slot_is_refused_naming_the_field_and_appends_nothing(ledger, bad):
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     with pytest.raises(InvalidInput, match=r"\$\.slot"):
         ledger.set_default_slot(bad)
-    assert ledger.store.max_position() == before and ledger.settings() is None
+    assert ledger._store.max_position() == before and ledger.settings() is None
 
 
 def test_O9_clearing_a_default_slot_that_was_never_set_appends_nothing(ledger):
-    before = ledger.store.max_position()
+    before = ledger._store.max_position()
     assert ledger.set_default_slot(None).default_slot is None
-    assert ledger.store.max_position() == before and ledger.settings() is None
+    assert ledger._store.max_position() == before and ledger.settings() is None
 
 
 def test_O9_a_default_slot_is_stamped_in_UTC_whatever_the_callers_offset() -> None:

@@ -33,11 +33,11 @@ def test_R3_init_builds_every_view_so_a_read_never_runs_ddl(store_url: str, cloc
     """Mutation caught: init that made only the tracking and parked tables (as before),
     which left each view's table (and the runs view's index) to the first read."""
     with open_ledger(store_url, clock=clock, init=True) as ledger:
-        if ledger.store.kind == "postgresql":  # the writer's set-up step (here one role is both)
+        if ledger._store.kind == "postgresql":  # the writer's set-up step (here one role is both)
             assert main(["--store", store_url, "rebuild"]) == 0
-        made = schema(ledger.store)
+        made = schema(ledger._store)
         for v in registry.VIEWS:
-            assert engine.is_current(ledger.store, v), v.NAME
+            assert engine.is_current(ledger._store, v), v.NAME
     with open_ledger(store_url, clock=clock, create=False) as ledger:
         w1 = ledger.boot("worker-1", epoch="w1.e1", host="h", pid=10)
         for i in range(4):
@@ -48,14 +48,14 @@ def test_R3_init_builds_every_view_so_a_read_never_runs_ddl(store_url: str, cloc
         ledger.finish("r2", epoch=w1.epoch)
         clock.restart(after=5)
         ledger.boot("worker-1", epoch="w1.e2", host="h", pid=11)  # r0, r3: orphans (O2), not swept
-        assert schema(ledger.store) == made
+        assert schema(ledger._store) == made
         ledger.runs()
         ledger.get_run("r1")
         ledger.history("r1")
         ledger.epochs()
         ledger.liveness()
         assert {s.run for s, _ in ledger.orphans()} == {"r0", "r3"}
-        assert schema(ledger.store) == made
+        assert schema(ledger._store) == made
     for args in (
         ["runs", "--json"],
         ["runs", "--status", "running", "--json"],
@@ -75,7 +75,7 @@ def test_R3_init_builds_every_view_so_a_read_never_runs_ddl(store_url: str, cloc
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
             assert main(["--store", store_url, *args]) == 0, args
     with open_ledger(store_url, clock=clock, create=False) as ledger:
-        assert schema(ledger.store) == made
+        assert schema(ledger._store) == made
 
 
 def test_R2_R3_a_store_init_made_verifies_clean_before_its_first_event(store_url: str, clock: ManualClock) -> None:
@@ -85,7 +85,7 @@ def test_R2_R3_a_store_init_made_verifies_clean_before_its_first_event(store_url
     Mutation caught: replay/verify.py comparing the raw rows (a fresh ledger failed
     `verify` with exit 10, "row '*' is in the replay but not live")."""
     with open_ledger(store_url, clock=clock, init=True) as ledger:
-        if ledger.store.kind == "postgresql":
+        if ledger._store.kind == "postgresql":
             assert main(["--store", store_url, "rebuild"]) == 0
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["--store", store_url, "verify"]) == 0

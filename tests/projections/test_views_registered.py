@@ -24,19 +24,19 @@ def test_O4_orphan_verdicts_from_materialized_views_equal_the_fold(ledger: Ledge
         ledger.queue(f"r{i}")
         ledger.start(f"r{i}", epoch=a1.epoch if i % 2 else None, process="a")
     clock.advance(120)
-    engine.catch_up(ledger.store, runs)
-    engine.catch_up(ledger.store, epochs)
+    engine.catch_up(ledger._store, runs)
+    engine.catch_up(ledger._store, epochs)
     clock.restart(after=30)
     a2 = ledger.boot("a")  # supersedes a1: the odd runs are O2 orphans, the even ones O3
     ledger.stop(ledger.process("b").current.epoch)  # type: ignore[union-attr]
-    live_runs, lag_runs = engine.read_view(ledger.store, runs)
-    live_epochs, lag_epochs = engine.read_view(ledger.store, epochs)
+    live_runs, lag_runs = engine.read_view(ledger._store, runs)
+    live_epochs, lag_epochs = engine.read_view(ledger._store, epochs)
     assert lag_runs == lag_epochs == 0
-    live_hosts, _ = engine.read_view(ledger.store, hosts)
+    live_hosts, _ = engine.read_view(ledger._store, hosts)
     from_views = orphans.View(processes=live_epochs, runs=live_runs, hosts=live_hosts)
     from_log = orphans.fold(ledger.events())
     epoch = from_log.epoch("a", a2.epoch)
     expected = orphans.verdicts(from_log, epoch, timedelta(seconds=1))
     assert expected and {v.run for v in expected} == {f"r{i}" for i in range(6)}
     assert orphans.verdicts(from_views, epoch, timedelta(seconds=1)) == expected
-    assert verify_mod.verify_view(ledger.store, epochs).difference is None
+    assert verify_mod.verify_view(ledger._store, epochs).difference is None

@@ -31,14 +31,14 @@ def test_R1_replay_of_the_same_prefix_is_byte_identical(seed: int, cut: float) -
     try:
         with open_ledger(f"sqlite:///{tmp}/a.db", clock=ManualClock(T0, 60)) as a:
             random_history(a, seed, runs=5, ops=120)
-            position = int(a.store.max_position() * cut)
-            one, two = state_at(a.store, position=position), state_at(a.store, position=position)
+            position = int(a._store.max_position() * cut)
+            one, two = state_at(a._store, position=position), state_at(a._store, position=position)
             assert canonical_bytes(one) == canonical_bytes(two)
             assert state_hash(one) == state_hash(two)
             lines = list(export_lines(a))[:position]
         with open_ledger(f"sqlite:///{tmp}/b.db", clock=ManualClock(T0, 60)) as b:
             import_lines(b, lines)
-            prefix_only = state_at(b.store)
+            prefix_only = state_at(b._store)
         assert canonical_bytes(prefix_only) == canonical_bytes(one)
     finally:
         shutil.rmtree(tmp)
@@ -46,10 +46,10 @@ def test_R1_replay_of_the_same_prefix_is_byte_identical(seed: int, cut: float) -
 
 def test_R1_replay_to_the_head_equals_the_live_views(ledger) -> None:
     random_history(ledger, 3, runs=8, ops=200)
-    state = state_at(ledger.store)
+    state = state_at(ledger._store)
     for v in registry.VIEWS:
-        engine.catch_up(ledger.store, v)
-        found, lag = engine.read_view(ledger.store, v, catch_up_first=False)
+        engine.catch_up(ledger._store, v)
+        found, lag = engine.read_view(ledger._store, v, catch_up_first=False)
         assert lag == 0
         assert canonical(found) == canonical(state.views[v.NAME])
 
@@ -61,12 +61,12 @@ def test_R1_instant_selects_the_prefix_before_the_first_later_event(ledger, cloc
     clock.step_wall(-60)  # the wall clock steps back: stamped earlier, recorded later
     ledger.queue("c")  # T0-50
     at = T0 + timedelta(seconds=5)
-    state = state_at(ledger.store, at=at)
+    state = state_at(ledger._store, at=at)
     assert state.position == 1 and set(state.views["runs"]) == {"a"}
-    assert state_at(ledger.store, at=T0 + timedelta(seconds=10)).position == 3
-    assert state_at(ledger.store, at=T0 - timedelta(seconds=1)).position == 0
+    assert state_at(ledger._store, at=T0 + timedelta(seconds=10)).position == 3
+    assert state_at(ledger._store, at=T0 - timedelta(seconds=1)).position == 0
     # beyond the head: the same state as at the head
-    assert state_hash(state_at(ledger.store, position=99)) == state_hash(state_at(ledger.store))
+    assert state_hash(state_at(ledger._store, position=99)) == state_hash(state_at(ledger._store))
 
 
 def test_R1_replay_cli_hash_and_json(ledger, store_url, capsys) -> None:
@@ -75,10 +75,10 @@ def test_R1_replay_cli_hash_and_json(ledger, store_url, capsys) -> None:
     first = capsys.readouterr().out
     assert main(["--store", store_url, "replay", "--position", "10"]) == 0
     assert capsys.readouterr().out == first
-    assert f"state hash {state_hash(state_at(ledger.store, position=10))}" in first
+    assert f"state hash {state_hash(state_at(ledger._store, position=10))}" in first
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30Z", "--json"]) == 0
     data = capsys.readouterr().out.encode()
-    expected = state_at(ledger.store, at=T0 + timedelta(seconds=30))
+    expected = state_at(ledger._store, at=T0 + timedelta(seconds=30))
     assert (
         data.rstrip(b"\n")
         == b'{"state":' + canonical_bytes(expected) + b',"state_hash":"' + state_hash(expected).encode() + b'"}'
@@ -130,14 +130,14 @@ def test_I1_R1_replay_by_event_time_includes_a_history_imported_late(ledger, clo
     clock.step_wall(-30)
     ledger.start("x")  # T0+20, recorded after T0+50
     at = T0 + timedelta(seconds=30)
-    by_log = state_at(ledger.store, at=at)
+    by_log = state_at(ledger._store, at=at)
     assert set(by_log.views["runs"]) == {"a"} and by_log.position == 2
-    by_time = state_at(ledger.store, at=at, by="event-time")
+    by_time = state_at(ledger._store, at=at, by="event-time")
     runs = by_time.views["runs"]
     assert set(runs) == {"a", "old"} and runs["old"].status is Status.FAILED and runs["a"].status is Status.RUNNING
     assert by_time.parked == {v: [] for v in by_time.parked}
-    assert canonical_bytes(by_time) == canonical_bytes(state_at(ledger.store, at=at, by="event-time"))
-    early = state_at(ledger.store, at=T0 - timedelta(seconds=1), by="event-time").views["runs"]
+    assert canonical_bytes(by_time) == canonical_bytes(state_at(ledger._store, at=at, by="event-time"))
+    early = state_at(ledger._store, at=T0 - timedelta(seconds=1), by="event-time").views["runs"]
     assert set(early) == {"old"}
     assert main(["--store", store_url, "replay", "--at", "2026-09-09T14:00:30Z", "--by", "event-time"]) == 0
     assert f"state hash {state_hash(by_time)}" in capsys.readouterr().out

@@ -131,7 +131,7 @@ def test_V1_golden_histories_in_chromium(load, tmp_path, name, kinds, lanes) -> 
     db, html_path = str(tmp_path / "g.db"), str(tmp_path / "g.html")
     with open_ledger(db) as lg, open(os.path.join(GOLDEN, name + ".ndjson"), "rb") as f:
         import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
-        n_runs = len(lg.runs()) + sum(1 for r in lg.store.read_all() if type(r.event).__name__ == "RunDeleted")
+        n_runs = len(lg.runs()) + sum(1 for r in lg._store.read_all() if type(r.event).__name__ == "RunDeleted")
     _timeline(db, html_path)
     page = load(html_path)
     assert page.attrs("g.lane", "data-process") == lanes
@@ -189,7 +189,7 @@ def test_V1_the_page_is_a_pure_function_of_the_history(tmp_path) -> None:
         db = str(tmp_path / f"{i}.db")
         with open_ledger(db) as lg, open(incidents.path("whatif_clock_step"), "rb") as f:
             import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
-            pages.append(timeline.page(lg.store, cursor=datetime(2026, 9, 9, 9, 10, 30, tzinfo=UTC)))
+            pages.append(timeline.page(lg._store, cursor=datetime(2026, 9, 9, 9, 10, 30, tzinfo=UTC)))
     assert pages[0] == pages[1]
     assert pages[0].count("://") == 1 and "http://www.w3.org/2000/svg" in pages[0]
 
@@ -220,5 +220,5 @@ def test_V1_html_in_run_ids_is_escaped(tmp_path) -> None:
         lg.boot("w<1>", epoch="e&1")
         lg.queue("<script>alert(1)</script>", process="w<1>")
         clock.advance(timedelta(minutes=5).total_seconds())
-        text = timeline.page(lg.store)
+        text = timeline.page(lg._store)
     assert "<script>alert" not in text and "&lt;script&gt;" in text

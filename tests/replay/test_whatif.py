@@ -82,14 +82,14 @@ def test_R4_golden_incidents_give_exactly_the_expected_differences(goldens, hist
     recovered run, so `late` becomes `missed`: the redeploy rows fail); the recorded
     sweep left unjudged at its records (8 of the rows fail)."""
     with open_ledger(goldens[history], create=False) as lg:
-        result = whatif(lg.store, policy)
+        result = whatif(lg._store, policy)
     got = [(d.kind, d.run, d.sweep_epoch, _figure(d)) for d in result.differences]
     assert got == EXPECTED[history, policy]
 
 
 def test_R4_a_killed_live_run_carries_its_evidence(goldens) -> None:
     with open_ledger(goldens["whatif_nightly_88"], create=False) as lg:
-        [killed, missed] = whatif(lg.store, "flat-age:30m").differences
+        [killed, missed] = whatif(lg._store, "flat-age:30m").differences
     assert (killed.owner_process, killed.owner_epoch, killed.owner_live) == ("worker-1", "w1.e1", True)
     assert killed.last_checkpoint is not None and (killed.last_checkpoint.node, killed.last_checkpoint.ref) == (
         "publish",
@@ -107,7 +107,7 @@ def test_R4_at_cuts_the_history_like_replay(goldens) -> None:
     from datetime import UTC, datetime
 
     with open_ledger(goldens["whatif_redeploy_0220"], create=False) as lg:
-        result = whatif(lg.store, "floor:30m", at=datetime(2026, 9, 9, 2, 50, tzinfo=UTC))
+        result = whatif(lg._store, "floor:30m", at=datetime(2026, 9, 9, 2, 50, tzinfo=UTC))
     assert [(d.kind, d.run, d.running_for_s) for d in result.differences] == [
         (MISSED, "owned-0200", 1799.0),
         (MISSED, "unowned-0200", 1799.0),
@@ -129,7 +129,7 @@ def test_R4_the_recorded_rule_as_a_policy_differs_nowhere(tmp_path) -> None:
     path = str(tmp_path / "demo.db")
     run_demo(path, out=lambda _: None)
     with open_ledger(path, create=False) as lg:
-        result = whatif(lg.store, "epoch")
+        result = whatif(lg._store, "epoch")
     assert result.sweeps >= 4 and result.differences == []
 
 
@@ -215,7 +215,7 @@ def test_R4_a_third_party_policy_plugs_in_through_an_installed_entry_point(tmp_p
 def test_R4_whatif_reads_postgresql_too(pg_url) -> None:
     with open_ledger(pg_url) as lg, open(incidents.path("whatif_nightly_88"), "rb") as f:
         import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
-        result = whatif(lg.store, "flat-age:30m")
+        result = whatif(lg._store, "flat-age:30m")
     assert [(d.kind, d.run) for d in result.differences] == [(KILLED_LIVE, "nightly"), (MISSED, "young")]
 
 
@@ -244,8 +244,8 @@ def test_R4_an_orphan_found_before_any_recorded_sweep_is_early(sqlite_ledger, cl
     lg.submit(ProcessSweepFailed(at=clock.now(), process="worker-3", epoch="w3.e1", attempts=3, error="store down"))
     clock.advance(60)
     got = {
-        p: [(d.kind, d.run, d.sweep_epoch, d.then) for d in whatif(lg.store, p).differences]
+        p: [(d.kind, d.run, d.sweep_epoch, d.then) for d in whatif(lg._store, p).differences]
         for p in ("epoch", "flat-age:30m")
     }
     assert got == {"epoch": [(EARLY, "u", "w1.e2", None)], "flat-age:30m": [(EARLY, "u", "w2.e2", None)]}
-    assert whatif(lg.store, "epoch").sweeps == 4  # four boots; the one whose sweep gave up is not judged
+    assert whatif(lg._store, "epoch").sweeps == 4  # four boots; the one whose sweep gave up is not judged

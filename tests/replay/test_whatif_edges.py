@@ -14,7 +14,7 @@ from tests.conftest import T0
 
 
 def _kinds(lg: Ledger, policy: str) -> list[tuple[str, str, str]]:
-    return [(d.kind, d.run, d.sweep_epoch) for d in whatif(lg.store, policy).differences]
+    return [(d.kind, d.run, d.sweep_epoch) for d in whatif(lg._store, policy).differences]
 
 
 def test_R4_a_run_the_alternative_took_first_is_not_missed_when_the_record_recovers_it_later(

@@ -134,7 +134,7 @@ def test_H2_every_write_of_the_python_api_over_http_with_the_same_rules(base: st
 
 def count(store_url: str) -> int:
     with open_ledger(store_url, create=False) as ledger:
-        return ledger.store.max_position()
+        return ledger._store.max_position()
 
 
 def test_H3_a_repeated_write_returns_the_original_outcome_and_says_it_was_already_recorded(
