@@ -37,7 +37,6 @@ from epochledger.ledger.events import (
     Name,
     ProcessBooted,
     Recorded,
-    RoleGranted,
     RunFenced,
     StreamEvent,
     TokenIssued,
@@ -101,6 +100,7 @@ RunState = run_mod.RunState
 ORPHAN_MARGIN_S = MARGIN.total_seconds()  # the O3 margin, defined in projections/orphans.py
 ProcessState = process_stream_mod.ProcessState
 BOOT_ATTEMPTS = 5  # a boot is always legal: one that loses a race to another boot is decided again
+ROLE_ATTEMPTS = 5  # a grant that loses the role stream's race is decided again: re-read, then refused (T7)
 
 
 # Fork (docs/adapters.md, "Fork"): a Ledger used on both sides of os.fork() (a prefork
@@ -561,16 +561,13 @@ class Ledger(Commands, Reports):
         (rule T7; ledger/role.py). Returns the grant, whose `token` (it only grows) is
         for the systems the scheduler drives. Held by this epoch already: appends
         nothing. Held by another live epoch: RoleHeld. `epoch` not live: StaleEpoch.
-        A racing acquirer's grant that landed first is re-read, then refused."""
-        process, epoch_id = self._slot_of(epoch)
-        command = RoleGranted(
-            at=self.clock.now(), role=role, epoch=epoch_id, process=process, actor=actor, reason=reason
-        )
-        for attempt in range(5):
+        A racing acquirer's grant that landed first is re-read, then refused (up to
+        ROLE_ATTEMPTS decisions; the service's route decides as often)."""
+        for attempt in range(ROLE_ATTEMPTS):
             try:
-                return self.submit(command)
+                return super().acquire_role(role, epoch, actor=actor, reason=reason)
             except ConflictError:
-                if attempt == 4:
+                if attempt == ROLE_ATTEMPTS - 1:
                     raise
         raise AssertionError  # pragma: no cover
 

@@ -28,6 +28,7 @@ from epochledger.ledger.codes import show_code
 from epochledger.ledger.errors import ChainBroken, InvalidInput
 from epochledger.ledger.events import AnyEvent
 from epochledger.ledger.process import EpochState
+from epochledger.ledger.role import RoleState
 from epochledger.ledger.run import RunState
 from epochledger.ledger.store import Poison, Store
 from epochledger.ledger.store.chain import ChainReport, Digest, Sealed
@@ -368,6 +369,20 @@ class EpochLiveness(msgspec.Struct, kw_only=True):
 
     epoch: EpochState
     live: bool
+    ended: str | None = None
+    why: str | None = None
+
+
+class RoleHolder(msgspec.Struct, kw_only=True):
+    """Who holds an exclusive role (rule T7): its last grant (`grant`: the holder's
+    epoch and slot, its fencing token, when granted; None if the role was never
+    granted), and whether that holder's epoch is live by the facts of O7 (`live`;
+    otherwise the rule that `ended` it and `why`). A holder that is not live still holds
+    the grant until a live epoch asks (`acquire_role`): that grant passes it on."""
+
+    role: str
+    grant: RoleState | None = None
+    live: bool | None = None  # None: no grant, no holder to judge
     ended: str | None = None
     why: str | None = None
 
@@ -728,6 +743,23 @@ class Reports:
             for e, ended in self._ledger.liveness(retired=retired)
             if process in (None, e.process) and not (live_only and ended)
         ]
+
+    def role_holder(self, role: str) -> RoleHolder:
+        """Who holds `role` (Ledger.role, its last grant) and whether that holder is
+        live: end_of for the holder's epoch (rule O7), as `acquire_role` judges it.
+        Reads only: a holder found ended keeps the grant until a live epoch asks."""
+        grant = self._ledger.role(role)
+        if grant is None:
+            return RoleHolder(role=role)
+        lookup = self._ledger.batch()
+        ended = lookup.end_of(lookup.find_epoch(grant.epoch, must_be_in=grant.process))
+        return RoleHolder(
+            role=role,
+            grant=grant,
+            live=ended is None,
+            ended=ended[0] if ended else None,
+            why=ended[1] if ended else None,
+        )
 
     def orphaned(
         self,

@@ -454,6 +454,19 @@ class Commands:
             )
         )
 
+    def acquire_role(
+        self, role: str, epoch: EpochArg, *, actor: str | None = None, reason: str | None = None
+    ) -> role_mod.RoleState:
+        """Take the exclusive role `role` for `epoch` (its state or its id), or keep it
+        (`role.granted`, rule T7; ledger/role.py decides, with end_of for the asker and
+        the holder). Held by this epoch already: appends nothing. Held by another live
+        epoch: RoleHeld. `epoch` not live: StaleEpoch. A batch that loses the commit race
+        conflicts; `Ledger.acquire_role` decides again."""
+        process, epoch_id = self._slot_of(epoch)
+        return self.submit(
+            RoleGranted(at=self.clock.now(), role=role, epoch=epoch_id, process=process, actor=actor, reason=reason)
+        )
+
 
 class Batch(Commands, EpochLookup):
     """Commands decided against the batch's own view of each stream, appended together

@@ -41,6 +41,7 @@ READS: Final = frozenset(
         "streaking",
         "settings",
         "role",
+        "role_holder",
         "head",
         "parked",
         "replay",
@@ -122,7 +123,9 @@ ADMIN: Final = "admin"  # the role every loopback caller has while a ledger has 
 
 # Operations a writer token bound to slots makes only for its slots: the service checks
 # the slot (or the epoch's slot) they act for (auth.check_slot, auth.check_epoch).
-SLOT_BOUND: Final = frozenset({"boot", "begin_stop", "stop", "exited", "sweep", "startup", "probe", "tick_report"})
+SLOT_BOUND: Final = frozenset(
+    {"boot", "begin_stop", "stop", "exited", "sweep", "startup", "probe", "tick_report", "acquire_role"}
+)
 
 # Every operation the table knows; a route's op outside it is refused to every caller.
 OPERATIONS: Final = frozenset().union(*ROLES.values(), PUBLIC)

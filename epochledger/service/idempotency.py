@@ -75,7 +75,8 @@ def written(
     its outcome given whether it appended anything; with a key, the outcome is kept in
     the same commit (or the kept one answered). A lost race (ConflictError) is answered
     409, except with a key (decided again once: a server racing with the same key kept
-    its outcome first) or where the write is always legal (`attempts`: a boot)."""
+    its outcome first) or where deciding again is the answer (`attempts`: a boot, which
+    is always legal; a role's grant, which the re-read refuses by name, rule T7)."""
     stream = None
     fp = ""
     if key is not None:

@@ -32,6 +32,7 @@ from epochledger.reports import (
     HistoryEntry,
     Orphaned,
     ReplayedDocument,
+    RoleHolder,
     RunPage,
     RunView,
     StreakingRuns,
@@ -159,6 +160,15 @@ def epoch_liveness(
         return ledger.epoch_liveness(process=process, live_only=live, retired=retired)
 
 
+@get("/v1/roles/{role:str}", opt={"op": "role_holder"}, sync_to_thread=True, summary="Who holds an exclusive role")
+def role_holder(state: State, role: str) -> RoleHolder:
+    """The role's last grant (holder epoch and slot, fencing token, when granted; null
+    if never granted) and whether that holder's epoch is live by the facts of O7 (rule
+    T7): a holder no longer live keeps the grant until a live epoch acquires the role."""
+    with _service(state).use() as ledger:
+        return ledger.role_holder(role)
+
+
 @get("/v1/tick-health", opt={"op": "tick_health_summary"}, sync_to_thread=True, summary="Fleet tick health")
 def tick_health_summary(state: State) -> TickHealth:
     """Open tick failure streaks and dead-letters by step and error class (docs/tick.md)."""
@@ -271,6 +281,7 @@ ROUTES: list[Any] = [
     streaking,
     orphaned,
     epoch_liveness,
+    role_holder,
     tick_health_summary,
     replay,
     whatif,

@@ -23,10 +23,11 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.params import FromPath, HeaderParameter, JSONBody
 
-from epochledger.app import BOOT_ATTEMPTS, ORPHAN_MARGIN_S
+from epochledger.app import BOOT_ATTEMPTS, ORPHAN_MARGIN_S, ROLE_ATTEMPTS
 from epochledger.ledger.errors import InvalidInput, LedgerError
 from epochledger.ledger.events import Cause, Status
 from epochledger.ledger.process import EpochState, ProcessState
+from epochledger.ledger.role import RoleState
 from epochledger.ledger.run import RunState
 from epochledger.probe import ProbeReport
 from epochledger.service import auth
@@ -568,6 +569,50 @@ def probe(request: Req, data: JSONBody[ProbeBody], idempotency_key: IdemKey = No
     return ledger_call(request, idempotency_key, data, call)
 
 
+# ------------------------------------------------------------ exclusive roles
+class RoleBody(Body, frozen=True, kw_only=True):
+    """An epoch asking for an exclusive role (rule T7): the caller's own epoch, as
+    `boot` or `startup` answered it. Asking again while it holds the role appends
+    nothing; each tick of a foreign scheduler asks."""
+
+    epoch: str
+    actor: str | None = None
+    reason: str | None = None
+
+
+class RoleWritten(msgspec.Struct, frozen=True, kw_only=True):
+    """The grant that stands after the request: the asking epoch holds the role with
+    `grant.token` (it only grows: hand it to the systems the exclusive work drives).
+    `recorded`: this request granted it (a new holder, the next token); `already`: the
+    epoch held it already, nothing appended."""
+
+    grant: RoleState
+    recorded: bool
+    already: bool
+
+
+@post(
+    "/v1/roles/{role:str}/acquire",
+    sync_to_thread=True,
+    status_code=200,
+    opt={"op": "acquire_role"},
+    operation_id="acquire_role",
+    tags=["roles"],
+    summary="Take or keep an exclusive role for a live epoch, with its fencing token (rule T7)",
+)
+def acquire_role(
+    request: Req, role: FromPath[str], data: JSONBody[RoleBody], idempotency_key: IdemKey = None
+) -> Response[RoleWritten]:
+    with service(request).use() as ledger:
+        auth.check_epoch(request, ledger, data.epoch)
+
+        def apply(b: Batch) -> Callable[[bool], RoleWritten]:
+            grant = b.acquire_role(role, data.epoch, actor=data.actor, reason=data.reason)
+            return lambda appended: RoleWritten(grant=grant, recorded=appended, already=not appended)
+
+        return written(ledger, request, idempotency_key, data, apply, attempts=ROLE_ATTEMPTS)
+
+
 # ------------------------------------------------------------- tick reports
 class TickReportBody(Body, frozen=True, kw_only=True):
     """A tick the scheduler ran itself: each run's outcome (rules T1-T3). `tick` names
@@ -864,4 +909,16 @@ def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = No
         return written(ledger, request, idempotency_key, data, apply)
 
 
-ROUTES: list[Any] = [*RUN_ROUTES, boot, startup, begin_stop, stop, exited, sweep, probe, tick_report, batch]
+ROUTES: list[Any] = [
+    *RUN_ROUTES,
+    boot,
+    startup,
+    begin_stop,
+    stop,
+    exited,
+    sweep,
+    probe,
+    acquire_role,
+    tick_report,
+    batch,
+]

@@ -92,9 +92,10 @@ COMMANDS = [
     "begin_stop",
     "stop",
     "exited",
+    "acquire_role",
 ]
 READS = ["get_run", "history", "process", "events", "orphans", "unjudged", "settings", "role"]
-OTHER = ["boot", "startup", "sweep", "preview", "set_default_slot", "acquire_role"]
+OTHER = ["boot", "startup", "sweep", "preview", "set_default_slot"]
 assert {n for n, f in vars(Commands).items() if callable(f) and not n.startswith("_")} - {"submit"} == set(COMMANDS)
 
 

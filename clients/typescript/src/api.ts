@@ -638,6 +638,12 @@ export interface RewindCommand {
   to_ref?: string | null;
 }
 
+export interface RoleBody {
+  actor?: string | null;
+  epoch: string;
+  reason?: string | null;
+}
+
 export interface RoleGranted {
   actor?: string | null;
   at: string;
@@ -652,6 +658,29 @@ export interface RoleGranted {
   role: string;
   token?: number;
   type: "role.granted";
+}
+
+export interface RoleHolder {
+  ended?: string | null;
+  grant?: RoleState | null;
+  live?: boolean | null;
+  role: string;
+  why?: string | null;
+}
+
+export interface RoleState {
+  epoch: string;
+  granted_at: string;
+  process: string;
+  role: string;
+  token: number;
+  version?: number;
+}
+
+export interface RoleWritten {
+  already: boolean;
+  grant: RoleState;
+  recorded: boolean;
 }
 
 export interface RunCancelled {
@@ -1229,6 +1258,14 @@ export interface whatif_Difference {
 
 /** Every operation of the service: what it takes (`args`) and what it answers. */
 export interface Operations {
+  /** Take or keep an exclusive role for a live epoch, with its fencing token (rule T7): POST /v1/roles/{role}/acquire */
+  acquire_role: {
+    args: {
+    path: { role: string };
+    body: RoleBody;
+    };
+    answer: RoleWritten;
+  };
   /** Read-only audit SQL: GET /v1/audit/query */
   audit_query: {
     args: {
@@ -1412,6 +1449,13 @@ export interface Operations {
     };
     answer: RunWritten;
   };
+  /** Who holds an exclusive role: GET /v1/roles/{role} */
+  role_holder: {
+    args: {
+    path: { role: string };
+    };
+    answer: RoleHolder;
+  };
   /** One run: GET /v1/runs/{run} */
   run_view: {
     args: {
@@ -1520,6 +1564,7 @@ export interface Operations {
 
 /** Where each operation is served. */
 export const ROUTES: { readonly [K in keyof Operations]: { readonly method: string; readonly path: string } } = {
+  acquire_role: { method: "POST", path: "/v1/roles/{role}/acquire" },
   audit_query: { method: "GET", path: "/v1/audit/query" },
   audit_report: { method: "GET", path: "/v1/audit/reports/{name}" },
   batch: { method: "POST", path: "/v1/batch" },
@@ -1545,6 +1590,7 @@ export const ROUTES: { readonly [K in keyof Operations]: { readonly method: stri
   replay: { method: "GET", path: "/v1/replay" },
   resume: { method: "POST", path: "/v1/runs/{run}/resume" },
   rewind: { method: "POST", path: "/v1/runs/{run}/rewind" },
+  role_holder: { method: "GET", path: "/v1/roles/{role}" },
   run_view: { method: "GET", path: "/v1/runs/{run}" },
   start: { method: "POST", path: "/v1/runs/{run}/start" },
   startup: { method: "POST", path: "/v1/processes/{process}/startup" },

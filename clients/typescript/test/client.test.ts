@@ -122,6 +122,44 @@ describe("LedgerClient against a real server", () => {
     assert.equal(again.recorded, false, "nothing appended the second time");
   });
 
+  it("takes an exclusive role for one live epoch, refuses another, passes it on at a stop (rule T7)", async () => {
+    const boot = async (slot: string) =>
+      (
+        await ledger.call("boot", {
+          path: { process: slot },
+          body: { booted_at: new Date().toISOString(), host: "ts-host", pid: process.pid },
+        })
+      ).epoch.epoch;
+    const [a, b] = [await boot("ts-admit-a"), await boot("ts-admit-b")];
+    const granted = await ledger.call("acquire_role", { path: { role: "ts-admission" }, body: { epoch: a } });
+    assert.equal(granted.recorded, true);
+    assert.equal(granted.grant.token, 1);
+    const kept = await ledger.call("acquire_role", { path: { role: "ts-admission" }, body: { epoch: a } });
+    assert.equal(kept.already, true, "the holder asking again appends nothing");
+    assert.equal(kept.grant.token, 1);
+    await assert.rejects(
+      ledger.call("acquire_role", { path: { role: "ts-admission" }, body: { epoch: b } }),
+      (error: unknown) => {
+        assert.ok(error instanceof LedgerProblem);
+        assert.equal(error.status, 409);
+        assert.equal(error.kind, "role-held");
+        assert.equal(error.problem.fields?.holder_epoch, a);
+        assert.equal(error.problem.fields?.token, 1);
+        return true;
+      },
+    );
+    const held = await ledger.call("role_holder", { path: { role: "ts-admission" } });
+    assert.equal(held.grant?.epoch, a);
+    assert.equal(held.live, true);
+    await ledger.call("stop", { path: { epoch: a }, body: {} });
+    const ended = await ledger.call("role_holder", { path: { role: "ts-admission" } });
+    assert.equal(ended.live, false, "the holder's epoch stopped (O7)");
+    assert.equal(ended.ended, "O2-stopped");
+    const passed = await ledger.call("acquire_role", { path: { role: "ts-admission" }, body: { epoch: b } });
+    assert.equal(passed.grant.token, 2, "the token only grows");
+    assert.equal(passed.grant.epoch, b);
+  });
+
   it("pages runs by cursor with no duplicate and no gap", async () => {
     for (let i = 0; i < 7; i++) await ledger.call("queue", { path: { run: `page-${i}` }, body: { labels: { page: "yes" } } });
     const seen: string[] = [];
