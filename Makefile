@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # The Airflow adapter's extra clashes with the dev venv's pins (Dagster's among them): a venv
-# of its own, which tests/airflow_instance.py runs Airflow from (docs/adapters.md, "Airflow").
+# of its own, which tests/helpers/airflow_instance.py runs Airflow from (docs/adapters.md, "Airflow").
 AIRFLOW_VENV ?= .venv-airflow
 
 .PHONY: demo serve test ts-client ts-test check bench mutation clean axe screenshots
@@ -72,7 +72,7 @@ ts-test: $(BIN)/epochledger $(TS)/node_modules/.installed
 	cd $(TS) && npx tsc -p tsconfig.json && EPOCHLEDGER_PYTHON=$(abspath $(BIN))/python node --test dist/test/
 
 # axe-core from the npm registry, pinned by tests/axe/package-lock.json, into tests/axe: the
-# console's accessibility check injects it into the page (rule H11, tests/test_console_browser.py).
+# console's accessibility check injects it into the page (rule H11, tests/console/test_console_browser.py).
 AXE = tests/axe/node_modules/axe-core/axe.min.js
 $(AXE): tests/axe/package.json tests/axe/package-lock.json
 	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -87,7 +87,7 @@ axe: $(AXE)
 
 # The console's screenshots in docs/console/ (docs/console.md), in headless Chromium.
 screenshots: $(BIN)/epochledger
-	$(BIN)/python -m tests.console_shots
+	$(BIN)/python -m tests.helpers.console_shots
 
 # The timeline and console tests (rules V1, H11) drive Debian's chromium, and the alerting rules' tests (rule H7)
 # Debian's promtool (package prometheus); as root, install them if missing.

@@ -55,7 +55,7 @@ def ledger_single(url: str, n: int) -> float:
 
 
 def ledger_group(url: str, batches: int, size: int = 1000, prefetch: bool = False) -> float:
-    from ledger.events import run_stream
+    from epochledger.ledger.events import run_stream
 
     with open_ledger(url, clock=ManualClock(T0, 1)) as lg:
         times = []
@@ -108,7 +108,7 @@ def interleaved(path: str, url: str, n: int, payload: bytes) -> dict:
 def group_cached(url: str, batches: int, size: int = 1000, prefetch: bool = True) -> float:
     """Events/s of group commits of `size` checkpoints, one per run, every run cached:
     with prefetch, one read per 500 streams (SQLite) of the events after their cached versions."""
-    from ledger.events import run_stream
+    from epochledger.ledger.events import run_stream
 
     with open_ledger(url, clock=ManualClock(T0, 1)) as lg:
         with lg.batch() as b:
@@ -131,8 +131,8 @@ def store_only_group(url: str, batches: int, size: int = 1000) -> float:
     """Anchor for group commit: the store adapter alone (encode + the library's insert
     + commit) appending `size` already-decided events per transaction: the ceiling of
     what the write path can reach in this run."""
-    from ledger.events import RunQueued, Status, run_stream
-    from ledger.store import Append, open_store
+    from epochledger.ledger.events import RunQueued, Status, run_stream
+    from epochledger.ledger.store import Append, open_store
 
     store = open_store(url)
     times = []
@@ -162,8 +162,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--interleaved", type=int, default=300)
     ns = p.parse_args(argv)
     result: dict = {"bench": "append", "single_n": ns.single, "group_size": 1000, "group_batches": ns.batches}
-    from ledger import codec
-    from ledger.events import RunQueued, Status
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued, Status
 
     payload = codec.encode(
         RunQueued(at=T0, run="s-0", status=Status.QUEUED, workflow="nightly", process="worker-1", actor="api-1")

@@ -38,7 +38,7 @@ import json, statistics, sys, tempfile, time, uuid
 from datetime import UTC, datetime
 import epochledger
 from epochledger import ManualClock, open_ledger
-from ledger.events import run_stream
+from epochledger.ledger.events import run_stream
 
 url, single, batches, where = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None
 T0 = datetime(2026, 9, 9, tzinfo=UTC)

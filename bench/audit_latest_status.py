@@ -25,7 +25,7 @@ import time
 
 import duckdb
 
-from projections.audit import duck
+from epochledger.projections.audit import duck
 
 
 def best(con: duckdb.DuckDBPyConnection, sql: str, runs: int = 3) -> tuple[float, object]:
@@ -50,7 +50,7 @@ def main() -> None:
         duck._ensure_schema(con, "bench://generated")
         t = time.perf_counter()
         # Statuses are generated from lifecycle's Status enum, never written here.
-        from ledger.events import Status
+        from epochledger.ledger.events import Status
 
         statuses = [s.value for s in Status]
         con.execute(

@@ -38,8 +38,8 @@ import duckdb
 
 from bench.common import baseline_tree
 from epochledger.app import open_ledger
-from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
-from ledger.store import Append
+from epochledger.ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
+from epochledger.ledger.store import Append
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +48,7 @@ GOAL_EVENTS_PER_S = 300_000  # issue 12
 
 def build(path: str, events: int) -> None:
     with open_ledger(path) as lg:
-        have = lg.store.max_position()
+        have = lg._store.max_position()
         run = have // 4
         while have < events:
             writes = []
@@ -94,7 +94,7 @@ def build(path: str, events: int) -> None:
                     )
                 )
                 run += 1
-            lg.store.append(writes)
+            lg._store.append(writes)
             have += 4000
 
 
@@ -102,8 +102,8 @@ def build(path: str, events: int) -> None:
 # `cutoff` into a new file ("full"), then the rest ("incremental"), then nothing new.
 CHILD = """
 import json, os, sys, time
-from ledger.store import open_store
-from projections import audit
+from epochledger.ledger.store import open_store
+from epochledger.projections import audit
 url, path, cutoff = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = open_store(url, create=False)
 
@@ -172,14 +172,14 @@ def main() -> None:
     }
     load = []
     with open_ledger(ns.store) as lg:
-        n = lg.store.max_position()
+        n = lg._store.max_position()
         cutoff = n - n // 100
-        url = lg.store.url
+        url = lg._store.url
         sizes = {}
         for i in range(ns.repeat):
             load.append(os.getloadavg()[0])
             t = time.perf_counter()
-            assert sum(len(b) for b in lg.store.read_raw(0)) == n
+            assert sum(len(b) for b in lg._store.read_raw(0)) == n
             times["anchor_raw_read"].append(time.perf_counter() - t)
             t = time.perf_counter()
             assert sum(1 for _ in lg.events()) == n

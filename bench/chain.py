@@ -30,15 +30,15 @@ from typing import Any
 from bench.common import PG_URL, drop_schemas, emit
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
-from ledger.events import RunQueued, Status, run_stream
-from ledger.store import Append
+from epochledger.ledger.events import RunQueued, Status, run_stream
+from epochledger.ledger.store import Append
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 
 
 def _unchain(lg: Ledger) -> None:
-    lg.store._link_rows = lambda cur, positions, rows: None  # type: ignore[method-assign]
-    lg.store._chained = False  # PostgreSQL: no head read with the INSERT, no chain row sent with the COMMIT
+    lg._store._link_rows = lambda cur, positions, rows: None  # type: ignore[method-assign]
+    lg._store._chained = False  # PostgreSQL: no head read with the INSERT, no chain row sent with the COMMIT
 
 
 Timing = tuple[float, float]  # (events/s by the wall clock, events/s of this process's CPU time)
@@ -70,7 +70,7 @@ def store1000(lg: Ledger, tag: str) -> Timing:
         )
         for i in range(1000)
     ]
-    return _timed(1000, lambda: lg.store.append(events))
+    return _timed(1000, lambda: lg._store.append(events))
 
 
 def single(n: int) -> Callable[[Ledger, str], Timing]:
@@ -117,7 +117,7 @@ def backend(url_a: str, url_b: str, rounds: int, n_single: int) -> dict[str, Any
             "single": compare(chained, plain, single(n_single), rounds),
         }
         t0 = time.perf_counter()
-        report = chained.store.check_chain()
+        report = chained._store.check_chain()
         walked = time.perf_counter() - t0
         assert report.failure is None and report.links > 0
         out["chained_store_verifies"] = report.failure is None

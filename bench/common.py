@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
-from ledger.store import Append, Store, open_store
+from epochledger.ledger.events import RunCheckpointed, RunFailed, RunFinished, RunQueued, RunStarted, Status, run_stream
+from epochledger.ledger.store import Append, Store, open_store
 
 T0 = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)
 PG_URL = os.environ.get("EPOCHLEDGER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -5,7 +5,7 @@ quiet round costs. Prints one JSON object.
     .venv/bin/python -m bench.dagster_follow [--kills 5] [--interval 1] [--finished 100] [--rounds 30]
 
 - A temporary DAGSTER_HOME (SQLite storage, run monitoring enabled, polled every
-  second) and a SQLite ledger. `--finished` runs of tests/dagster_jobs.py's ok_job are
+  second) and a SQLite ledger. `--finished` runs of tests/helpers/dagster_jobs.py's ok_job are
   executed first, so a round has a history to skip.
 - Kills: `--kills` times, a run worker of hold_job (forked, held inside its op, as the
   tests run it: Dagster's `execute_job`, so no code server watches it) is started
@@ -45,7 +45,7 @@ from typing import Any
 
 from epochledger import open_ledger
 from epochledger.import_dagster import OVERLAP_S
-from ledger.errors import RunNotFound
+from epochledger.ledger.errors import RunNotFound
 
 
 def _instance(home: Path) -> Any:
@@ -61,7 +61,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 def _hold(home: str) -> None:
     from dagster import execute_job, reconstructable
 
-    from tests import dagster_jobs
+    from tests.helpers import dagster_jobs
 
     with _instance(Path(home)) as instance:
         execute_job(reconstructable(dagster_jobs.hold_job), instance=instance, raise_on_error=False, run_config=QUIET)
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = p.parse_args(argv)
     from dagster import execute_job, reconstructable
 
-    from tests import dagster_jobs
+    from tests.helpers import dagster_jobs
 
     root = Path(tempfile.mkdtemp(prefix="bench-dagster-follow-"))
     home, marks = root / "dagster_home", root / "marks"

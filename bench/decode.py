@@ -19,8 +19,8 @@ import typing
 import msgspec
 
 from bench.common import emit, sqlite_file
-from ledger import codec, events
-from ledger.store import open_store
+from epochledger.ledger import codec, events
+from epochledger.ledger.store import open_store
 
 
 def _strip(tp: typing.Any, keep: typing.Callable[[str], bool]) -> typing.Any:

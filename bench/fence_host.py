@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
-from ledger.host import FakeHost
+from epochledger.ledger.host import FakeHost
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

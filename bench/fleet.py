@@ -37,10 +37,10 @@ from typing import Any
 
 from bench.common import baseline_tree, emit, make_history
 from epochledger import ManualClock, open_ledger
-from ledger import lifecycle
-from ledger.events import ProcessBooted, RunQueued, RunStarted, Status, process_stream, run_stream
-from ledger.store import Append, open_store
-from projections import engine, runs, tables
+from epochledger.ledger import lifecycle
+from epochledger.ledger.events import ProcessBooted, RunQueued, RunStarted, Status, process_stream, run_stream
+from epochledger.ledger.store import Append, open_store
+from epochledger.projections import engine, runs, tables
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 
@@ -99,12 +99,12 @@ def sweep_bench(path: str, running: int, slots: int, repeat: int) -> dict[str, A
             report = lg.sweep(epoch)
             times.append(time.perf_counter() - t0)
             recovered.append(len(report.recovered))
-        anchor, _ = med(lambda: engine.read_view(lg.store, runs, catch_up_first=False), repeat)
+        anchor, _ = med(lambda: engine.read_view(lg._store, runs, catch_up_first=False), repeat)
         statuses = [str(s) for s in Status if lifecycle.can_be_orphaned(s)]
-        sql, params = tables.candidates_query(lg.store, "view_runs", "view_epochs", statuses)
+        sql, params = tables.candidates_query(lg._store, "view_runs", "view_epochs", statuses)
 
         def candidates(sql: str = sql) -> int:
-            with lg.store.transaction(commit=False) as cur:
+            with lg._store.transaction(commit=False) as cur:
                 cur.execute(sql, params)
                 return len(cur.fetchall())
 

@@ -22,9 +22,9 @@ from datetime import timedelta
 
 from bench.common import T0, run_events
 from epochledger import ManualClock, open_ledger
-from ledger.events import run_stream
-from ledger.store import Append
-from replay import state_at, timeline, whatif
+from epochledger.ledger.events import run_stream
+from epochledger.ledger.store import Append
+from epochledger.replay import state_at, timeline, whatif
 
 
 def _history(path: str, runs: int, boots: int) -> int:
@@ -35,13 +35,13 @@ def _history(path: str, runs: int, boots: int) -> int:
         step = max(1, runs // max(boots, 1))
         done = 0
         for k in range(boots):
-            _runs(lg.store, done, step)
+            _runs(lg._store, done, step)
             done += step
             clock.restart(1)
             lg.startup(f"worker-{k % 4}", epoch=f"worker-{k % 4}.e{k + 2}")
         if done < runs:
-            _runs(lg.store, done, runs - done)
-        return lg.store.max_position()
+            _runs(lg._store, done, runs - done)
+        return lg._store.max_position()
 
 
 def _runs(store, base: int, count: int, per_run: int = 5, window: int = 1000) -> None:
@@ -73,13 +73,13 @@ def main(argv: list[str] | None = None) -> dict:
         path = os.path.join(d, "bench.db")
         events = _history(path, ns.runs, ns.boots)
         with open_ledger(path, create=False) as lg:
-            anchor = _best(lambda: state_at(lg.store), ns.repeat)
+            anchor = _best(lambda: state_at(lg._store), ns.repeat)
             result = {}
             for policy in ("epoch", "flat-age:30m", "heartbeat:10m"):
-                result[policy] = round(_best(lambda policy=policy: whatif.whatif(lg.store, policy), ns.repeat), 3)
-            sweeps = whatif.whatif(lg.store, "epoch").sweeps
-            page_s = _best(lambda: timeline.page(lg.store), ns.repeat)
-            page_bytes = len(timeline.page(lg.store).encode())
+                result[policy] = round(_best(lambda policy=policy: whatif.whatif(lg._store, policy), ns.repeat), 3)
+            sweeps = whatif.whatif(lg._store, "epoch").sweeps
+            page_s = _best(lambda: timeline.page(lg._store), ns.repeat)
+            page_bytes = len(timeline.page(lg._store).encode())
     out = {
         "benchmark": "forensics",
         "runs": ns.runs,

@@ -47,7 +47,7 @@ from eventsourcing.domain import Aggregate, event
 from bench.common import PG_URL, drop_schemas, emit
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
-from ledger.events import (
+from epochledger.ledger.events import (
     ProcessBooted,
     ProcessStopped,
     RunCheckpointed,
@@ -57,7 +57,7 @@ from ledger.events import (
     process_stream,
     run_stream,
 )
-from ledger.store import Append, Store
+from epochledger.ledger.store import Append, Store
 
 T0 = datetime(2026, 9, 9, tzinfo=UTC)
 CHUNK = 10_000
@@ -238,7 +238,7 @@ def run_store(
         for length in lengths:
             lg = open_sized(urls(f"run{length}"))
             ledgers.append(lg)
-            build_run(lg.store, "long", length)
+            build_run(lg._store, "long", length)
 
             def checkpoint(i: int, lg: Ledger = lg) -> None:
                 lg.checkpoint("long", "step", f"bench/{i}")
@@ -266,8 +266,8 @@ def run_store(
         for n in epochs:
             lg = open_sized(urls(f"slot{n}"))
             ledgers.append(lg)
-            build_slot(lg.store, "worker-1", n)
-            build_slot(lg.store, "boot-1", n)
+            build_slot(lg._store, "worker-1", n)
+            build_slot(lg._store, "boot-1", n)
             live = lg.boot("worker-1", epoch="worker-1.live", host="h", pid=2)
 
             def queue_start(i: int, lg: Ledger = lg, live: Any = live) -> None:
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     lengths = [int(x) for x in ns.lengths.split(",")]
     epochs = [int(x) for x in ns.epochs.split(",")]
     result: dict[str, Any] = {"bench": "growth", "samples": ns.samples, "lengths": lengths, "epochs": epochs}
-    from ledger import codec
+    from epochledger.ledger import codec
 
     payload = codec.encode(RunCheckpointed(at=T0, run="long", status=Status.RUNNING, node="step", ref="bench/1"))
     with tempfile.TemporaryDirectory() as tmp:

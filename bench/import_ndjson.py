@@ -20,9 +20,9 @@ from datetime import timedelta
 
 from bench.common import PG_URL, T0, drop_schemas, emit, run_events
 from epochledger import ManualClock, open_ledger
+from epochledger.ledger import codec
+from epochledger.ledger.events import ProcessBooted, run_stream
 from epochledger.ndjson import import_events
-from ledger import codec
-from ledger.events import ProcessBooted, run_stream
 
 
 def history(runs: int, per_run: int = 5) -> list[object]:

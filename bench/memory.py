@@ -18,12 +18,12 @@ import sys
 import time
 
 from bench.common import emit, sqlite_file
-from projections import tables
+from epochledger.projections import tables
 
 
 def child(url: str) -> None:
-    from ledger.store import open_store
-    from projections import engine, runs
+    from epochledger.ledger.store import open_store
+    from epochledger.projections import engine, runs
 
     store = open_store(url)
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -34,7 +34,7 @@ import sys
 import time
 
 from bench.common import baseline_tree, emit, pg_schema, sqlite_file
-from ledger.store import open_store
+from epochledger.ledger.store import open_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,9 +42,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # before rebuild_all existed (one engine.rebuild per view, as its CLI did).
 CHILD = """
 import json, sys, time
-from ledger.store import open_store
-from projections import engine, runs
-from projections.registry import VIEWS
+from epochledger.ledger.store import open_store
+from epochledger.projections import engine, runs
+from epochledger.projections.registry import VIEWS
 store = open_store(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 if sys.argv[2] == "runs":

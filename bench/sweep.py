@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
+from epochledger.projections import orphans
 from epochledger.sweep import _recovery
-from projections import orphans
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -64,7 +64,7 @@ def main(kind: str, n: int, repeats: int = 3) -> dict:
                     for v in found:
                         lg.submit(_recovery(v, lg.clock.now(), "worker-1", "e2"))
                     anchor_s.append(time.perf_counter() - t0)
-                res["events_in_log_after"] = lg.store.max_position()
+                res["events_in_log_after"] = lg._store.max_position()
     if kind != "sqlite":
         drop_schemas(schemas, PG)
     res["sweep_group_commit_s"] = round(statistics.median(sweep_s), 4)

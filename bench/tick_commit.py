@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from bench.common import drop_schemas
 from epochledger import ManualClock, open_ledger
+from epochledger.ledger.events import RunTickFailed
 from epochledger.tick import TickDriver
-from ledger.events import RunTickFailed
 
 PG = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -86,7 +86,7 @@ def main(kind: str, n: int) -> dict:
             states = lg.runs()
             res["anchor_per_run_appends_only_s"] = median_of(3, per_run)
             res["listing_only_s"] = median_of(3, lg.runs)
-            res["events_in_log"] = lg.store.max_position()
+            res["events_in_log"] = lg._store.max_position()
     finally:
         if kind != "sqlite":
             drop_schemas([schema], PG)

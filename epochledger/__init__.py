@@ -19,12 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for mypy and readers; at run time each name is imported when first used (__getattr__)
     from epochledger.app import Batch, Ledger, open_ledger
-    from epochledger.passes import CrossRunPass
-    from epochledger.probe import ProbeReport
-    from epochledger.sweep import SweepReport
-    from epochledger.tick import TickDriver, TickReport
-    from ledger.clock import Clock, ManualClock, SystemClock
-    from ledger.errors import (
+    from epochledger.ledger.clock import Clock, ManualClock, SystemClock
+    from epochledger.ledger.errors import (
         CommitUnknown,
         ConflictError,
         DamagedLog,
@@ -52,9 +48,9 @@ if TYPE_CHECKING:  # for mypy and readers; at run time each name is imported whe
         UnknownSlot,
         ViewMismatch,
     )
-    from ledger.events import Status
-    from ledger.host import FakeHost, Host, SystemHost
-    from ledger.lifecycle import (
+    from epochledger.ledger.events import Status
+    from epochledger.ledger.host import FakeHost, Host, SystemHost
+    from epochledger.ledger.lifecycle import (
         can_auto_resume,
         can_operator_resume,
         counts_against_launch_limit,
@@ -67,9 +63,13 @@ if TYPE_CHECKING:  # for mypy and readers; at run time each name is imported whe
         is_terminal_resumable,
         requires_resume_answers,
     )
-    from ledger.process import EpochState, ProcessState
-    from ledger.role import RoleState
-    from ledger.run import RunState
+    from epochledger.ledger.process import EpochState, ProcessState
+    from epochledger.ledger.role import RoleState
+    from epochledger.ledger.run import RunState
+    from epochledger.passes import CrossRunPass
+    from epochledger.probe import ProbeReport
+    from epochledger.sweep import SweepReport
+    from epochledger.tick import TickDriver, TickReport
 
 # Where each public name lives. Importing `epochledger` (as `python -m epochledger` and the
 # `epochledger` script do, before the command line) imports none of them: a command then
@@ -83,54 +83,54 @@ _HOMES: dict[str, str] = {
     "SweepReport": "epochledger.sweep",
     "TickDriver": "epochledger.tick",
     "TickReport": "epochledger.tick",
-    "Clock": "ledger.clock",
-    "ManualClock": "ledger.clock",
-    "SystemClock": "ledger.clock",
-    "CommitUnknown": "ledger.errors",
-    "ConflictError": "ledger.errors",
-    "DamagedLog": "ledger.errors",
-    "DamagedRuns": "ledger.errors",
-    "DecodeError": "ledger.errors",
-    "EpochNotLive": "ledger.errors",
-    "ForeignRunRejected": "ledger.errors",
-    "IllegalTransition": "ledger.errors",
-    "ImportRejected": "ledger.errors",
-    "InvalidInput": "ledger.errors",
-    "LedgerError": "ledger.errors",
-    "LockTimeout": "ledger.errors",
-    "NotCommitted": "ledger.errors",
-    "PermissionDenied": "ledger.errors",
-    "QueryInterrupted": "ledger.errors",
-    "QueryRefused": "ledger.errors",
-    "RoleHeld": "ledger.errors",
-    "RunNotFound": "ledger.errors",
-    "StaleEpoch": "ledger.errors",
-    "StatementTimeout": "ledger.errors",
-    "StoreError": "ledger.errors",
-    "StreamGap": "ledger.errors",
-    "SweepFailed": "ledger.errors",
-    "UnknownEpoch": "ledger.errors",
-    "UnknownSlot": "ledger.errors",
-    "ViewMismatch": "ledger.errors",
-    "Status": "ledger.events",
-    "FakeHost": "ledger.host",
-    "Host": "ledger.host",
-    "SystemHost": "ledger.host",
-    "can_auto_resume": "ledger.lifecycle",
-    "can_operator_resume": "ledger.lifecycle",
-    "counts_against_launch_limit": "ledger.lifecycle",
-    "is_active": "ledger.lifecycle",
-    "is_final_failure": "ledger.lifecycle",
-    "is_final_success": "ledger.lifecycle",
-    "is_paused": "ledger.lifecycle",
-    "is_queued": "ledger.lifecycle",
-    "is_terminal": "ledger.lifecycle",
-    "is_terminal_resumable": "ledger.lifecycle",
-    "requires_resume_answers": "ledger.lifecycle",
-    "EpochState": "ledger.process",
-    "ProcessState": "ledger.process",
-    "RoleState": "ledger.role",
-    "RunState": "ledger.run",
+    "Clock": "epochledger.ledger.clock",
+    "ManualClock": "epochledger.ledger.clock",
+    "SystemClock": "epochledger.ledger.clock",
+    "CommitUnknown": "epochledger.ledger.errors",
+    "ConflictError": "epochledger.ledger.errors",
+    "DamagedLog": "epochledger.ledger.errors",
+    "DamagedRuns": "epochledger.ledger.errors",
+    "DecodeError": "epochledger.ledger.errors",
+    "EpochNotLive": "epochledger.ledger.errors",
+    "ForeignRunRejected": "epochledger.ledger.errors",
+    "IllegalTransition": "epochledger.ledger.errors",
+    "ImportRejected": "epochledger.ledger.errors",
+    "InvalidInput": "epochledger.ledger.errors",
+    "LedgerError": "epochledger.ledger.errors",
+    "LockTimeout": "epochledger.ledger.errors",
+    "NotCommitted": "epochledger.ledger.errors",
+    "PermissionDenied": "epochledger.ledger.errors",
+    "QueryInterrupted": "epochledger.ledger.errors",
+    "QueryRefused": "epochledger.ledger.errors",
+    "RoleHeld": "epochledger.ledger.errors",
+    "RunNotFound": "epochledger.ledger.errors",
+    "StaleEpoch": "epochledger.ledger.errors",
+    "StatementTimeout": "epochledger.ledger.errors",
+    "StoreError": "epochledger.ledger.errors",
+    "StreamGap": "epochledger.ledger.errors",
+    "SweepFailed": "epochledger.ledger.errors",
+    "UnknownEpoch": "epochledger.ledger.errors",
+    "UnknownSlot": "epochledger.ledger.errors",
+    "ViewMismatch": "epochledger.ledger.errors",
+    "Status": "epochledger.ledger.events",
+    "FakeHost": "epochledger.ledger.host",
+    "Host": "epochledger.ledger.host",
+    "SystemHost": "epochledger.ledger.host",
+    "can_auto_resume": "epochledger.ledger.lifecycle",
+    "can_operator_resume": "epochledger.ledger.lifecycle",
+    "counts_against_launch_limit": "epochledger.ledger.lifecycle",
+    "is_active": "epochledger.ledger.lifecycle",
+    "is_final_failure": "epochledger.ledger.lifecycle",
+    "is_final_success": "epochledger.ledger.lifecycle",
+    "is_paused": "epochledger.ledger.lifecycle",
+    "is_queued": "epochledger.ledger.lifecycle",
+    "is_terminal": "epochledger.ledger.lifecycle",
+    "is_terminal_resumable": "epochledger.ledger.lifecycle",
+    "requires_resume_answers": "epochledger.ledger.lifecycle",
+    "EpochState": "epochledger.ledger.process",
+    "ProcessState": "epochledger.ledger.process",
+    "RoleState": "epochledger.ledger.role",
+    "RunState": "epochledger.ledger.run",
 }
 
 

@@ -24,31 +24,15 @@ from typing import TYPE_CHECKING, Any
 from epochledger import sweep as sweep_mod
 from epochledger.cache import CACHE_STREAMS, StateCache, _holds
 from epochledger.epochs_lookup import EpochLookup, HostStates
-from epochledger.probe import ProbeReport, exits_at_startup, probe
-from epochledger.reports import Reports
-from epochledger.retire import retire
-from epochledger.sweep import SweepReport
-from epochledger.writes import (
-    _ABSENT,
-    _RUN_TYPES,
-    Batch,
-    Commands,
-    EpochArg,
-    _at_version,
-    _epoch_id,
-    _fold_stream,
-    _labels,
-    stream_of,
-)
-from ledger import process as process_stream_mod
-from ledger import role as role_mod
-from ledger import run as run_mod
-from ledger import settings as settings_mod
-from ledger import tokens as tokens_mod
-from ledger.clock import Clock, boot_instant, checked_clock
-from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
-from ledger.events import (
+from epochledger.ledger import process as process_stream_mod
+from epochledger.ledger import role as role_mod
+from epochledger.ledger import run as run_mod
+from epochledger.ledger import settings as settings_mod
+from epochledger.ledger import tokens as tokens_mod
+from epochledger.ledger.clock import Clock, boot_instant, checked_clock
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
+from epochledger.ledger.events import (
     LedgerDefaultSlot,
     Name,
     ProcessBooted,
@@ -64,11 +48,27 @@ from ledger.events import (
     run_stream,
     token_stream,
 )
-from ledger.host import Host, SystemHost
-from ledger.process import EpochState, HostState
-from ledger.store import Poison, Store, open_store
-from projections import orphans as orphans_mod
-from projections.orphans import MARGIN
+from epochledger.ledger.host import Host, SystemHost
+from epochledger.ledger.process import EpochState, HostState
+from epochledger.ledger.store import Poison, Store, open_store
+from epochledger.probe import ProbeReport, exits_at_startup, probe
+from epochledger.projections import orphans as orphans_mod
+from epochledger.projections.orphans import MARGIN
+from epochledger.reports import Reports
+from epochledger.retire import retire
+from epochledger.sweep import SweepReport
+from epochledger.writes import (
+    _ABSENT,
+    _RUN_TYPES,
+    Batch,
+    Commands,
+    EpochArg,
+    _at_version,
+    _epoch_id,
+    _fold_stream,
+    _labels,
+    stream_of,
+)
 
 if TYPE_CHECKING:
     from epochledger.tick import TickOutcome, TickReport
@@ -504,7 +504,7 @@ class Ledger(Commands, Reports):
         `retired` column, so the view follows the live fleet, not every worker ever
         booted; no verdict needs them (orphans.retirable). `slots`: read these too,
         retired or not (the sweeping epoch's own slot); `retired=True`: read them all."""
-        from projections import engine, epochs, hosts, orphans, runs
+        from epochledger.projections import engine, epochs, hosts, orphans, runs
 
         head = self.store.max_position()
         settings = self.settings()  # the ledger's own stream (rule O9): a few events, read whole
@@ -658,7 +658,7 @@ class Ledger(Commands, Reports):
     def epochs(self, *, retired: bool = False) -> list[process_stream_mod.EpochState]:
         """Every epoch of every process slot, live or not; of retired slots (rule O8)
         only with `retired=True`."""
-        from projections import orphans
+        from epochledger.projections import orphans
 
         # Epochs need no runs: the candidates are the fewest the view reads (not the fleet).
         return orphans.epochs(self.orphan_view(candidates_only=True, retired=retired))
@@ -668,7 +668,7 @@ class Ledger(Commands, Reports):
         sentence), or None while it is live (ledger.process.end_of with its host's
         facts, rule O7), in one read of the views; of retired slots (rule O8) only with
         `retired=True` (none of their epochs is live)."""
-        from projections import orphans
+        from epochledger.projections import orphans
 
         # No runs needed: the candidates are the fewest the view reads, so a startup's
         # probe (epochledger/probe.py) costs the live slots, never the whole runs view.
@@ -720,7 +720,7 @@ class Ledger(Commands, Reports):
     def epoch_slots(self, epoch: str) -> list[str]:
         """The slots that booted this epoch id (normally one), from the epoch index
         view, caught up first (projections/epoch_index.py)."""
-        from projections import engine, epoch_index
+        from epochledger.projections import engine, epoch_index
 
         found, _ = engine.read_view(self.store, epoch_index, key=epoch)
         return list(found.get(epoch, []))
@@ -734,7 +734,7 @@ class Ledger(Commands, Reports):
         the last catch-up, not the whole log, and an event that no longer decodes is
         parked there instead of failing every caller (rule T4; the tick driver lists
         its active runs here)."""
-        from projections import engine
+        from epochledger.projections import engine
 
         return engine.read_runs(self.store, where)[0]
 
@@ -805,7 +805,7 @@ def open_ledger(
     clock = checked_clock(clock)  # a clock that cannot work is refused before the store opens
     store = open_store(url, create=create, init=init)
     if init:
-        from projections import engine
+        from epochledger.projections import engine
 
         try:
             engine.init_views(store)  # every view's table: a read never runs DDL (R3)

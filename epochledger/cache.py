@@ -11,9 +11,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ledger.events import Recorded
-from ledger.run import RunState
-from ledger.store import Poison
+from epochledger.ledger.events import Recorded
+from epochledger.ledger.run import RunState
+from epochledger.ledger.store import Poison
 
 CACHE_STREAMS = 10_000  # streams whose state a Ledger keeps between writes (rule W1)
 

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from epochledger.app import Ledger, open_ledger
-from ledger import lifecycle
-from ledger.clock import ManualClock
-from ledger.codes import show_code
-from ledger.errors import InvalidInput, StaleEpoch
-from ledger.store import resolve_url
+from epochledger.ledger import lifecycle
+from epochledger.ledger.clock import ManualClock
+from epochledger.ledger.codes import show_code
+from epochledger.ledger.errors import InvalidInput, StaleEpoch
+from epochledger.ledger.store import resolve_url
 
 DEMO_PATH = "epochledger-demo.db"
 DAY = datetime(2026, 9, 9, 0, 0, tzinfo=UTC)

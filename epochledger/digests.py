@@ -13,8 +13,8 @@ import msgspec
 
 from epochledger.app import Ledger
 from epochledger.files import atomic_write
-from ledger.errors import ChainBroken, InvalidInput
-from ledger.store.chain import Digest
+from epochledger.ledger.errors import ChainBroken, InvalidInput
+from epochledger.ledger.store.chain import Digest
 
 MAX_DIGEST_BYTES = 4096
 

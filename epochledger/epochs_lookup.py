@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger import process as process_stream_mod
-from ledger.errors import UnknownEpoch
-from ledger.events import ProcessBooted, process_stream
-from ledger.process import EpochState, HostState, ProcessState
-from ledger.store import Append, Store
+from epochledger.ledger import process as process_stream_mod
+from epochledger.ledger.errors import UnknownEpoch
+from epochledger.ledger.events import ProcessBooted, process_stream
+from epochledger.ledger.process import EpochState, HostState, ProcessState
+from epochledger.ledger.store import Append, Store
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
@@ -35,7 +35,7 @@ class HostStates:
     def get(self, store: Store, machine: str) -> HostState | None:
         """The boots of the host with this machine id across every slot, as of the
         log's head (Ledger.host_state says why it is kept, rules O7, O10)."""
-        from projections import engine, hosts
+        from epochledger.projections import engine, hosts
 
         with self._lock:
             if self._hosts is None:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO
 
-from ledger.errors import InvalidInput
+from epochledger.ledger.errors import InvalidInput
 
 
 def _identity(path: str) -> tuple[int, int] | None:

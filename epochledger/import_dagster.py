@@ -44,13 +44,11 @@ from typing import Any
 import msgspec
 
 from epochledger.app import Batch, Ledger
-from epochledger.ndjson import OnError, Rejected, with_rejects
-from epochledger.probe import ProbeReport
-from ledger import codes
-from ledger import run as run_mod
-from ledger.clock import Clock, SystemClock
-from ledger.codec import check_value
-from ledger.errors import (
+from epochledger.ledger import codes
+from epochledger.ledger import run as run_mod
+from epochledger.ledger.clock import Clock, SystemClock
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import (
     ConflictError,
     ForeignRunRejected,
     IllegalTransition,
@@ -58,7 +56,7 @@ from ledger.errors import (
     StaleEpoch,
     StoreError,
 )
-from ledger.events import (
+from epochledger.ledger.events import (
     MAX_CAUSE_DEPTH,
     MAX_LABELS,
     Cause,
@@ -81,9 +79,11 @@ from ledger.events import (
     process_stream,
     run_stream,
 )
-from ledger.host import Host, SystemHost
-from ledger.process import EpochState, ProcessState
-from ledger.run import RunState
+from epochledger.ledger.host import Host, SystemHost
+from epochledger.ledger.process import EpochState, ProcessState
+from epochledger.ledger.run import RunState
+from epochledger.ndjson import OnError, Rejected, with_rejects
+from epochledger.probe import ProbeReport
 
 SOURCE = "dagster"
 PREFIX = "dagster:"  # a Dagster run's ledger run id, and its workers' slot: dagster:<run_id>

@@ -29,10 +29,10 @@ from epochledger.app import (
     stream_of,
 )
 from epochledger.files import atomic_write
-from ledger import codec
-from ledger import run as run_mod
-from ledger.errors import IllegalTransition, ImportRejected, InvalidInput, LedgerError, StaleEpoch
-from ledger.events import (
+from epochledger.ledger import codec
+from epochledger.ledger import run as run_mod
+from epochledger.ledger.errors import IllegalTransition, ImportRejected, InvalidInput, LedgerError, StaleEpoch
+from epochledger.ledger.events import (
     TAGS,
     Event,
     Recorded,
@@ -46,7 +46,7 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
-from ledger.store import Poison
+from epochledger.ledger.store import Poison
 
 _encode = msgspec.json.Encoder().encode
 PROCESS_STREAM = process_stream("")

@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ledger import passes
-from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput
-from ledger.events import Name, PassEventBase, PassItemFailed, PassItemRecovered, PassItemRetired, pass_stream
+from epochledger.ledger import passes
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import ConflictError, InvalidInput
+from epochledger.ledger.events import (
+    Name,
+    PassEventBase,
+    PassItemFailed,
+    PassItemRecovered,
+    PassItemRetired,
+    pass_stream,
+)
 
 DEFAULT_MAX_DELIVERIES = 5
 

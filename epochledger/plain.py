@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ledger.errors import LedgerError
+    from epochledger.ledger.errors import LedgerError
 
 
 def plain(value: Any) -> Any:

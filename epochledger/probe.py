@@ -36,15 +36,15 @@ from typing import Protocol
 
 import msgspec
 
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import ConflictError, InvalidInput, StoreError
+from epochledger.ledger.events import Name, ProcessExited, Recorded
+from epochledger.ledger.host import Host
+from epochledger.ledger.process import EpochRef, EpochState, ProcessState
+from epochledger.ledger.run import RunState
+from epochledger.projections.orphans import Verdict
 from epochledger.retire import RetireBatch, RetireTarget, retire
 from epochledger.sweep import SweepReport
-from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, StoreError
-from ledger.events import Name, ProcessExited, Recorded
-from ledger.host import Host
-from ledger.process import EpochRef, EpochState, ProcessState
-from ledger.run import RunState
-from projections.orphans import Verdict
 
 
 class ProbeBatch(RetireBatch, Protocol):

@@ -23,27 +23,29 @@ from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import msgspec
 
+from epochledger.ledger import codec, lifecycle
+from epochledger.ledger.codes import show_code
+from epochledger.ledger.errors import ChainBroken, InvalidInput
+from epochledger.ledger.events import AnyEvent
+from epochledger.ledger.process import EpochState
+from epochledger.ledger.run import RunState
+from epochledger.ledger.store import Poison, Store
+from epochledger.ledger.store.chain import ChainReport, Digest, Sealed
+from epochledger.projections import audit, engine, registry, tables
+from epochledger.projections import tick_health as tick_health_view
+from epochledger.projections.audit import AuditStatus, ParquetExport, SyncResult
+from epochledger.projections.audit import Result as AuditResult
+from epochledger.projections.engine import (
+    gc_paused,  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
+)
+from epochledger.projections.orphans import MARGIN, Unjudged, Verdict
+from epochledger.projections.runs import predicates_of
+from epochledger.replay import canonical_bytes, state_at, state_hash
+from epochledger.replay.pointintime import FleetState
+from epochledger.replay.verify import Verification
+from epochledger.replay.whatif import Policy, WhatIf, resolve
 from epochledger.sweep import SweepReport
 from epochledger.sweep import preview as sweep_preview
-from ledger import codec, lifecycle
-from ledger.codes import show_code
-from ledger.errors import ChainBroken, InvalidInput
-from ledger.events import AnyEvent
-from ledger.process import EpochState
-from ledger.run import RunState
-from ledger.store import Poison, Store
-from ledger.store.chain import ChainReport, Digest, Sealed
-from projections import audit, engine, registry, tables
-from projections import tick_health as tick_health_view
-from projections.audit import AuditStatus, ParquetExport, SyncResult
-from projections.audit import Result as AuditResult
-from projections.engine import gc_paused  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
-from projections.orphans import MARGIN, Unjudged, Verdict
-from projections.runs import predicates_of
-from replay import canonical_bytes, state_at, state_hash
-from replay.pointintime import FleetState
-from replay.verify import Verification
-from replay.whatif import Policy, WhatIf, resolve
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger
@@ -317,8 +319,8 @@ def encode_cursor(run: str) -> str:
 def decode_cursor(cursor: str, where: str = "after") -> str:
     """The run key a cursor of encode_cursor holds; InvalidInput naming `where` for
     anything else (a cursor from elsewhere, a hand edit, a truncated copy)."""
-    from ledger.codec import check_value
-    from ledger.events import Name
+    from epochledger.ledger.codec import check_value
+    from epochledger.ledger.events import Name
 
     bad = InvalidInput(f"not a cursor of this listing: {cursor[:80]!r} (pass back the `next` of a page)", where=where)
     key: str | None = None
@@ -471,7 +473,7 @@ class Reports:
     def verify(self, digests: Sequence[Digest] = ()) -> Verification:
         """The chain (with `digests`, rule S1) and every live view against a replay from
         zero (rule R2); `Verification.error()` is the error to raise, if any."""
-        from replay.verify import verify_all
+        from epochledger.replay.verify import verify_all
 
         return verify_all(self.store, digests)
 
@@ -542,9 +544,9 @@ class Reports:
         sweeps skipped or failed; a run's events are filtered by run), and event `types`
         (tags, each refused by name unless known). Empty filters pass everything. Reads
         the store alone, so any thread may call it (rule H5)."""
-        from ledger.codec import check_value
-        from ledger.errors import InvalidInput
-        from ledger.events import EVENT_TYPES, Name, process_stream, run_stream
+        from epochledger.ledger.codec import check_value
+        from epochledger.ledger.errors import InvalidInput
+        from epochledger.ledger.events import EVENT_TYPES, Name, process_stream, run_stream
 
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a positive integer, got {limit!r}", where="limit")
@@ -785,7 +787,7 @@ class Reports:
 
     def whatif(self, policy: str | Policy, *, at: datetime | None = None, name: str | None = None) -> WhatIf:
         """The recorded history replayed under another orphan policy (rule R4)."""
-        from replay.whatif import whatif
+        from epochledger.replay.whatif import whatif
 
         return whatif(self.store, policy, at=at, name=name)
 
@@ -820,7 +822,7 @@ class Reports:
         """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
         style and script from instead of inlining them; `header`: the caller's HTML
         before its title (replay/timeline.py)."""
-        from replay.timeline import page
+        from epochledger.replay.timeline import page
 
         return page(self.store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
 

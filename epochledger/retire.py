@@ -26,11 +26,11 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from ledger.clock import Clock
-from ledger.errors import ConflictError, StoreError
-from ledger.events import ProcessEventBase, ProcessRetired
-from ledger.process import EpochRef, ProcessState
-from projections import orphans
+from epochledger.ledger.clock import Clock
+from epochledger.ledger.errors import ConflictError, StoreError
+from epochledger.ledger.events import ProcessEventBase, ProcessRetired
+from epochledger.ledger.process import EpochRef, ProcessState
+from epochledger.projections import orphans
 
 
 class RetireBatch(Protocol):

@@ -49,9 +49,16 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ledger import codec
-from ledger.errors import CommitUnknown, ConflictError, ImportRejected, InvalidInput, LedgerError, StoreError
-from ledger.events import StreamEvent
+from epochledger.ledger import codec
+from epochledger.ledger.errors import (
+    CommitUnknown,
+    ConflictError,
+    ImportRejected,
+    InvalidInput,
+    LedgerError,
+    StoreError,
+)
+from epochledger.ledger.events import StreamEvent
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger

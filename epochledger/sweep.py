@@ -23,9 +23,9 @@ from typing import Protocol, overload
 
 import msgspec
 
-from ledger.clock import Clock, boot_instant
-from ledger.codec import check_value
-from ledger.errors import (
+from epochledger.ledger.clock import Clock, boot_instant
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import (
     ConflictError,
     DamagedRuns,
     EpochNotLive,
@@ -37,7 +37,7 @@ from ledger.errors import (
     UnknownEpoch,
     UnknownSlot,
 )
-from ledger.events import (
+from epochledger.ledger.events import (
     Name,
     ProcessBooted,
     ProcessEventBase,
@@ -49,11 +49,11 @@ from ledger.events import (
     process_stream,
     run_stream,
 )
-from ledger.host import Host
-from ledger.process import EpochRef, EpochState, ProcessState
-from ledger.run import RunState
-from ledger.store import Poison
-from projections import orphans
+from epochledger.ledger.host import Host
+from epochledger.ledger.process import EpochRef, EpochState, ProcessState
+from epochledger.ledger.run import RunState
+from epochledger.ledger.store import Poison
+from epochledger.projections import orphans
 
 log = logging.getLogger("epochledger.sweep")
 

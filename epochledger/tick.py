@@ -63,12 +63,19 @@ import msgspec
 from epochledger import passes as passes_mod
 from epochledger import reports
 from epochledger.app import Ledger
-from epochledger.passes import CrossRunPass, ItemFailure
-from ledger import lifecycle
-from ledger.clock import elapsed
-from ledger.codec import check_value
-from ledger.errors import ConflictError, InvalidInput, LedgerError, RoleHeld, RunNotFound, StaleEpoch, StoreError
-from ledger.events import (
+from epochledger.ledger import lifecycle
+from epochledger.ledger.clock import elapsed
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import (
+    ConflictError,
+    InvalidInput,
+    LedgerError,
+    RoleHeld,
+    RunNotFound,
+    StaleEpoch,
+    StoreError,
+)
+from epochledger.ledger.events import (
     Name,
     RunDeadLettered,
     RunEventBase,
@@ -78,10 +85,11 @@ from ledger.events import (
     run_stream,
     tag_of,
 )
-from ledger.process import EpochRef, EpochState
-from ledger.role import RoleState
-from ledger.run import RunState, TickStreak
-from projections import tick_health as tick_health_view
+from epochledger.ledger.process import EpochRef, EpochState
+from epochledger.ledger.role import RoleState
+from epochledger.ledger.run import RunState, TickStreak
+from epochledger.passes import CrossRunPass, ItemFailure
+from epochledger.projections import tick_health as tick_health_view
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
 # Rule T5: how long one step may run on one run before the tick abandons it, and how

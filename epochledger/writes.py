@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import msgspec
 
 from epochledger.epochs_lookup import EpochLookup
-from ledger import idempotency as idempotency_mod
-from ledger import passes as passes_mod
-from ledger import process as process_stream_mod
-from ledger import role as role_mod
-from ledger import run as run_mod
-from ledger import settings as settings_mod
-from ledger import tokens as tokens_mod
-from ledger.clock import Clock
-from ledger.codec import check_value, checked
-from ledger.errors import CommitUnknown, IllegalTransition, InvalidInput, StaleEpoch
-from ledger.events import (
+from epochledger.ledger import idempotency as idempotency_mod
+from epochledger.ledger import passes as passes_mod
+from epochledger.ledger import process as process_stream_mod
+from epochledger.ledger import role as role_mod
+from epochledger.ledger import run as run_mod
+from epochledger.ledger import settings as settings_mod
+from epochledger.ledger import tokens as tokens_mod
+from epochledger.ledger.clock import Clock
+from epochledger.ledger.codec import check_value, checked
+from epochledger.ledger.errors import CommitUnknown, IllegalTransition, InvalidInput, StaleEpoch
+from epochledger.ledger.events import (
     RUN_EVENT_TYPES,
     Cause,
     IdempotencyEventBase,
@@ -66,9 +66,9 @@ from ledger.events import (
     tag_of,
     token_stream,
 )
-from ledger.process import EpochRef, HostState, ProcessState
-from ledger.run import RunState
-from ledger.store import Append, Poison
+from epochledger.ledger.process import EpochRef, HostState, ProcessState
+from epochledger.ledger.run import RunState
+from epochledger.ledger.store import Append, Poison
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger

@@ -6,7 +6,7 @@ Each role names the operations it may call. An operation is a facade method name
 operation of its own here, named `<op>.<who>` (`resume.operator`: see `act`). An
 operation in no role's set is refused to every token (deny by default), and a test
 fails when a served route declares an operation that is not in this table
-(tests/test_service_auth.py).
+(tests/service/test_service_auth.py).
 
 Pure: no I/O. The service's guard (epochledger/service/auth.py) asks `allows` and
 `needed`; `token create` asks `ROLES` which role names exist.
@@ -161,7 +161,7 @@ def slot_allowed(slots: Iterable[str], slot: str) -> bool:
 
 def render() -> str:
     """The table as docs/service.md shows it: the reads every role has, then what each
-    role has besides (tests/test_tokens.py keeps the page equal to it)."""
+    role has besides (tests/ledger/test_tokens.py keeps the page equal to it)."""
 
     def ops(names: Iterable[str]) -> str:
         return ", ".join(f"`{op}`" for op in sorted(names)) or "nothing else"

@@ -15,8 +15,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from ledger.errors import InvalidInput
-from ledger.events import EARLIEST, LATEST
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import EARLIEST, LATEST
 
 
 class Clock(Protocol):

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from ledger.errors import InvalidInput
-from ledger.events import (
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import (
     EVENT_TYPES,
     FORMAT_CHARS,
     MAX_CAUSE_DEPTH,
@@ -221,7 +221,7 @@ Check = typing.Callable[[Any, str], "str | None"]
 # holds "no whitespace or control characters". Only ever a sufficient test: anything
 # it does not accept goes to the regex, which decides (and names the value). Keyed by
 # the exact regex of ledger/events.py: a rule changed there loses its fast test, never
-# its check (tests/test_hostile_input.py).
+# its check (tests/ledger/test_hostile_input.py).
 # printable also rules out every format character (category Cf, which ids and label
 # values refuse): str.isprintable() is False for Cf too.
 NO_SPACE, SPACE_OK = 2, 1

@@ -63,7 +63,7 @@ MAX_NESTING = 64
 # spaces and joiners, the BOM, tag characters) print as nothing or reorder what follows,
 # so an id holding one can display as another id (`nightly-\u202e2400` shows as
 # nightly-0042). Ids and labels refuse them (rule L4, docs/events.md). The class is
-# Unicode 15's Cf (Unicode 14 lacks U+13439-1343F); tests/test_hostile_input.py checks
+# Unicode 15's Cf (Unicode 14 lacks U+13439-1343F); tests/ledger/test_hostile_input.py checks
 # it against the running Python's unicodedata.
 FORMAT_CHARS = (
     r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"

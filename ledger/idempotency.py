@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
-from ledger.errors import InvalidInput
-from ledger.events import IdempotencyEvent, IdempotencyKept
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import IdempotencyEvent, IdempotencyKept
 
 # Long enough to cover a client's retry policy (minutes to hours of backoff), short
 # enough that a key's stream is not a promise forever: docs/service.md, "Safe retries".

@@ -17,7 +17,7 @@ from typing import Literal, assert_never
 
 import msgspec
 
-from ledger.events import PassEvent, PassItemFailed, PassItemRecovered, PassItemRetired
+from epochledger.ledger.events import PassEvent, PassItemFailed, PassItemRecovered, PassItemRetired
 
 Outcome = Literal["healthy", "recovered", "failed", "retired"]
 

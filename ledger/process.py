@@ -20,8 +20,8 @@ from typing import Any, Protocol, assert_never
 
 import msgspec
 
-from ledger.errors import IllegalTransition
-from ledger.events import (
+from epochledger.ledger.errors import IllegalTransition
+from epochledger.ledger.events import (
     ProcessBooted,
     ProcessEvent,
     ProcessExited,

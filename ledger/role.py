@@ -22,8 +22,8 @@ from typing import assert_never
 
 import msgspec
 
-from ledger.errors import RoleHeld, StaleEpoch
-from ledger.events import RoleEvent, RoleGranted, tag_of
+from epochledger.ledger.errors import RoleHeld, StaleEpoch
+from epochledger.ledger.events import RoleEvent, RoleGranted, tag_of
 
 End = tuple[str, str] | None  # ledger.process.end_of's answer: (rule, sentence), None while live
 

@@ -27,10 +27,10 @@ from typing import assert_never
 
 import msgspec
 
-from ledger import lifecycle
-from ledger.codes import CANCELLED, PROCESS_ORPHANED, TICK_DEADLINE_EXCEEDED
-from ledger.errors import IllegalTransition, InvalidInput
-from ledger.events import (
+from epochledger.ledger import lifecycle
+from epochledger.ledger.codes import CANCELLED, PROCESS_ORPHANED, TICK_DEADLINE_EXCEEDED
+from epochledger.ledger.errors import IllegalTransition, InvalidInput
+from epochledger.ledger.events import (
     Cause,
     RunCancelled,
     RunCheckpointed,
@@ -54,7 +54,7 @@ from ledger.events import (
     Status,
     tag_of,
 )
-from ledger.process import EpochState, HostState, end_of
+from epochledger.ledger.process import EpochState, HostState, end_of
 
 replace = msgspec.structs.replace
 

@@ -15,7 +15,7 @@ from typing import assert_never
 
 import msgspec
 
-from ledger.events import LedgerDefaultSlot, LedgerEvent
+from epochledger.ledger.events import LedgerDefaultSlot, LedgerEvent
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):

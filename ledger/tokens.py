@@ -25,9 +25,9 @@ from typing import assert_never
 
 import msgspec
 
-from ledger import access
-from ledger.errors import InvalidInput, TokenNotFound
-from ledger.events import TokenEvent, TokenIssued, TokenRevoked
+from epochledger.ledger import access
+from epochledger.ledger.errors import InvalidInput, TokenNotFound
+from epochledger.ledger.events import TokenEvent, TokenIssued, TokenRevoked
 
 PREFIX = "elt"  # a token reads "elt.<id>.<secret>": the id finds its record, the secret proves it
 

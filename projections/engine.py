@@ -43,13 +43,13 @@ from typing import Any, cast
 
 import msgspec
 
-from ledger import process as process_mod
-from ledger.errors import ConflictError, InvalidInput, StoreError
-from ledger.events import Recorded
-from ledger.store import READ_BATCH, Poison, Store
-from projections import tables
-from projections.registry import VIEWS
-from projections.view import View, ViewSpec, spec
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.errors import ConflictError, InvalidInput, StoreError
+from epochledger.ledger.events import Recorded
+from epochledger.ledger.store import READ_BATCH, Poison, Store
+from epochledger.projections import tables
+from epochledger.projections.registry import VIEWS
+from epochledger.projections.view import View, ViewSpec, spec
 
 MAX_ATTEMPTS = 3
 CACHE_LIMIT = 100_000  # decoded entries a keyed view keeps between batches
@@ -459,7 +459,7 @@ def _retry(
 
 
 def _tag(rec: Recorded) -> str:
-    from ledger.events import tag_of
+    from epochledger.ledger.events import tag_of
 
     return tag_of(rec.event)
 
@@ -780,7 +780,7 @@ def read_view(
     reading only the fields it names (msgspec skips the others in C): a listing that
     shows a few fields of 143k runs decodes those (docs/benchmarks.md, "Fleet size").
     An entry folded in memory is given the same shape through its stored encoding, so
-    both paths give equal values (tests/test_listing.py)."""
+    both paths give equal values (tests/projections/test_listing.py)."""
     module = spec(module)
     rows, position, head = _stored_rows(store, module, key=key, catch_up_first=catch_up_first, where=where)
     decode = _decoder(module, shape)
@@ -869,9 +869,9 @@ def read_orphan_candidates(store: Store, also_slots: Sequence[str] = ()) -> dict
     from a stale table). `also_slots`: slots whose current epoch the caller knows is
     over by facts the epochs view's columns do not hold (its host rebooted, rule O7):
     every run of theirs in those statuses is a candidate too."""
-    from ledger import lifecycle
-    from ledger.events import Status
-    from projections import epochs, runs
+    from epochledger.ledger import lifecycle
+    from epochledger.ledger.events import Status
+    from epochledger.projections import epochs, runs
 
     if not (is_current(store, runs) and is_current(store, epochs)):
         raise StoreError("the runs and epochs views must be built before their orphan candidates are read")
@@ -884,10 +884,10 @@ def read_orphan_candidates(store: Store, also_slots: Sequence[str] = ()) -> dict
 def read_run(store: Store, run: str, *, catch_up_first: bool = True) -> tuple[Any, int]:
     """One run from the runs view: (RunState, positions behind). RunNotFound if the
     view does not have it or it was deleted."""
-    from ledger.codec import check_value
-    from ledger.errors import RunNotFound
-    from ledger.events import Name
-    from projections import runs
+    from epochledger.ledger.codec import check_value
+    from epochledger.ledger.errors import RunNotFound
+    from epochledger.ledger.events import Name
+    from epochledger.projections import runs
 
     run = check_value(run, Name, "run")  # no id that could never be written reaches the store
     found, lag = read_view(store, runs, key=run, catch_up_first=catch_up_first)
@@ -920,7 +920,7 @@ def read_runs(
     fields `run`, `status`, `deleted` (and `code`, `fenced_end` with `predicates`), and
     `where` sees it. `processes`, `parents`: only runs of one of these slots, or
     re-executing one of these runs (rule I2), selected by the view's columns."""
-    from projections import runs
+    from epochledger.projections import runs
 
     _check_predicates(predicates)
     listed: Iterable[Any]
@@ -943,7 +943,7 @@ def read_runs(
 
 
 def _check_predicates(predicates: Sequence[str]) -> None:
-    from ledger import lifecycle
+    from epochledger.ledger import lifecycle
 
     for p in predicates:  # a column name in SQL: only a known predicate's
         if p not in lifecycle.PREDICATES:
@@ -955,7 +955,7 @@ def _columns_match(
 ) -> bool:
     """A run folded in memory (a read-only store) against the filters the SQL path
     selects by the view's columns (_run_terms): the same values, read from the state."""
-    from projections import runs
+    from epochledger.projections import runs
 
     return (
         (not statuses or str(s.status) in {str(x) for x in statuses})
@@ -974,7 +974,7 @@ def _run_terms(
     parents: Sequence[str],
 ) -> list[tuple[str, Any]]:
     """The column filters of a runs listing, for the view's SQL (tables.rows_query)."""
-    from projections import runs
+    from epochledger.projections import runs
 
     # A view of an older VERSION (read with --no-catch-up before any catch-up) may lack
     # the predicate and parent columns; its rows are not the view and are dropped anyway.
@@ -1016,7 +1016,7 @@ def read_runs_page(
     page is full or PAGE_SCAN rows were read: such a page may hold fewer than `limit`
     runs and still have a cursor; only a None cursor means the end. On a read-only
     store the view is folded in memory, then sliced."""
-    from projections import runs
+    from epochledger.projections import runs
 
     if limit < 1:
         raise InvalidInput(f"a page holds at least one run: {limit}", where="limit")

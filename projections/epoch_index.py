@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ledger.events import ProcessBooted, Recorded
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger.events import ProcessBooted, Recorded
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "epoch_index"
 VERSION = 1

@@ -2,7 +2,7 @@
 
 Together with the runs view it is everything the orphan rule reads:
 `projections.orphans.View(processes=<epochs view>, runs=<runs view>)` gives the same
-verdicts as a fold of the log (tests/test_views_registered.py). Materialized by
+verdicts as a fold of the log (tests/projections/test_views_registered.py). Materialized by
 projections/engine.py as table `view_epochs`, one row per process slot; its `retired`
 column (the slot retired with its last epoch, rule O8) is what the live reads filter
 on (Ledger.orphan_view), so they read the live fleet, not every slot ever booted.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ledger import process as process_mod
-from ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.events import EVENT_TYPES, ProcessEventBase, Recorded
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "epochs"
 VERSION = 2  # 2: an epoch keeps its machine id (rule O10); the `retired` column (rule O8)

@@ -15,10 +15,10 @@ from datetime import datetime
 
 import msgspec
 
-from ledger import lifecycle
-from ledger.events import EVENT_TYPES, Recorded, RunDeleted, RunEventBase, Status
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger import lifecycle
+from epochledger.ledger.events import EVENT_TYPES, Recorded, RunDeleted, RunEventBase, Status
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "failures"
 VERSION = 1

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ledger import process as process_mod
-from ledger.events import ProcessBooted, Recorded
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.events import ProcessBooted, Recorded
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "hosts"
 VERSION = 2  # 2: keyed by machine id, not host name (rule O10)

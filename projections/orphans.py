@@ -38,17 +38,17 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from ledger import lifecycle
-from ledger import process as process_mod
-from ledger import run as run_mod
-from ledger import settings as settings_mod
-from ledger.errors import InvalidInput
-from ledger.events import LedgerEventBase, ProcessBooted, ProcessEventBase, Recorded, RunEventBase
-from ledger.process import EpochState, HostState, ProcessState
-from ledger.run import RunState
-from ledger.settings import Settings
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger import lifecycle
+from epochledger.ledger import process as process_mod
+from epochledger.ledger import run as run_mod
+from epochledger.ledger import settings as settings_mod
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import LedgerEventBase, ProcessBooted, ProcessEventBase, Recorded, RunEventBase
+from epochledger.ledger.process import EpochState, HostState, ProcessState
+from epochledger.ledger.run import RunState
+from epochledger.ledger.settings import Settings
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "orphans"
 VERSION = 4  # 3: hosts keyed by machine id (rule O10); 4: the ledger's settings (its default slot, rule O9)
@@ -138,7 +138,7 @@ def fold(records: Iterable[Recorded], view: View | None = None) -> View:
 
 
 # As a view (projections/view.py): not registered (the registry covers it as the runs,
-# epochs and hosts views), yet the engine can materialize it whole (tests/test_engine.py).
+# epochs and hosts views), yet the engine can materialize it whole (tests/projections/test_engine.py).
 VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evolve=evolve)
 
 

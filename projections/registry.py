@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections import epoch_index, epochs, failures, hosts, runs, tick_health
-from projections.view import ViewSpec
+from epochledger.projections import epoch_index, epochs, failures, hosts, runs, tick_health
+from epochledger.projections.view import ViewSpec
 
 VIEWS: tuple[ViewSpec[Any], ...] = (
     runs.VIEW,
@@ -22,6 +22,6 @@ def by_name(name: str) -> ViewSpec[Any]:
     for v in VIEWS:
         if v.NAME == name:
             return v
-    from ledger.errors import InvalidInput
+    from epochledger.ledger.errors import InvalidInput
 
     raise InvalidInput(f"unknown view {name!r} (known: {', '.join(v.NAME for v in VIEWS)})", where="VIEW")

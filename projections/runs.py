@@ -13,11 +13,11 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from ledger import lifecycle
-from ledger import run as run_mod
-from ledger.events import EVENT_TYPES, Recorded, RunEventBase
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger import lifecycle
+from epochledger.ledger import run as run_mod
+from epochledger.ledger.events import EVENT_TYPES, Recorded, RunEventBase
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "runs"
 # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;

@@ -10,7 +10,7 @@ The SQL is shared by both backends; what differs (quoting, row locks, bulk upser
 a swap's rename is carried) is the store's dialect (ledger/store/base.py). One lock
 order for every transaction on views: the tracking rows it will touch, all of them,
 sorted by key, then the tables (the other order deadlocked on PostgreSQL:
-tests/test_pg_locks.py).
+tests/ledger/test_pg_locks.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-from ledger.errors import ConflictError, StoreError
-from ledger.store import translated
+from epochledger.ledger.errors import ConflictError, StoreError
+from epochledger.ledger.store import translated
 
 
 @runtime_checkable
@@ -28,7 +28,7 @@ class ViewTables(Protocol):
     """What the projection engine's SQL needs of a store: the read side's port (rules
     R3, T4). Both backends' stores provide it (ledger/store/base.py, the dialect;
     SQLite's answers are its defaults), so the engine keeps its tables through this
-    and nothing of the log; tests/port_contracts.py holds each backend to it."""
+    and nothing of the log; tests/helpers/port_contracts.py holds each backend to it."""
 
     projection_tables_ready: bool  # the tracking and parked tables are known to exist (ensure)
 
@@ -254,7 +254,7 @@ def view_rows(
     a swap in progress, and then names the swapped-in table), and only then takes
     its snapshot (repeatable read), at the first SELECT. A SELECT first would take
     the snapshot before its lock, and a swap committing during the wait would pair
-    the old view's tracking with the new table's rows (tests/test_pg_locks.py).
+    the old view's tracking with the new table's rows (tests/ledger/test_pg_locks.py).
     A value that is a tuple means any of its members (`IN`). `after`, `limit`: one page
     in key order (rows_query)."""
     if _absent(store):
@@ -353,7 +353,7 @@ def swap_view(
         # the live table and rewrites the live tracking row. Locking only the shadow's
         # row first (the last fix) still let the swap take the live table and then
         # wait for the live row that a catch-up held while waiting for the table:
-        # a deadlock (tests/test_pg_locks.py).
+        # a deadlock (tests/ledger/test_pg_locks.py).
         cur.execute(
             f"SELECT view FROM {store.quote(TRACKING_TABLE)} WHERE view IN (?, ?) ORDER BY view{store.for_update}",
             tuple(sorted((view, shadow_view))),

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from ledger.events import Recorded, RunDeadLettered, RunEventBase
-from ledger.run import TickStreak, streak_after
-from projections import fold_records
-from projections.view import ViewSpec
+from epochledger.ledger.events import Recorded, RunDeadLettered, RunEventBase
+from epochledger.ledger.run import TickStreak, streak_after
+from epochledger.projections import fold_records
+from epochledger.projections.view import ViewSpec
 
 NAME = "tick_health"
 VERSION = 1
@@ -91,7 +91,7 @@ VIEW: ViewSpec[View] = ViewSpec(NAME=NAME, VERSION=VERSION, initial=initial, evo
 
 # ------------------------------------------------------------------ queries
 # The fields of these results are in alphabetical order: encoded as JSON they give the
-# bytes the dicts they replaced gave (tests/test_cli_golden.py, rule C1).
+# bytes the dicts they replaced gave (tests/cli/test_cli_golden.py, rule C1).
 class OpenStreak(msgspec.Struct, frozen=True, kw_only=True):
     """A run's open tick streak (ledger.run.TickStreak) with its age in ledger time."""
 

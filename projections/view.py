@@ -17,7 +17,7 @@ so the engine reads attributes, never probes a module:
   keeps a bounded cache of entries and loads the rest from the table on demand;
 - `KEY`: with TYPES, the event field whose value is the one key `keys(rec)` returns for
   every event of TYPES (`"run"` for the runs view): the engine then reads a batch's keys
-  with one C-level map instead of a `keys` call per event (tests/test_engine.py pins
+  with one C-level map instead of a `keys` call per event (tests/projections/test_engine.py pins
   KEY against keys);
 - `INDEXES`: {name: (column, ...)}, indexes on the view's table (columns of COLUMNS, or
   `k`), created with every rebuilt table when it is swapped in, as `view_<NAME>__<name>`
@@ -26,7 +26,7 @@ so the engine reads attributes, never probes a module:
 - `TYPES`: a frozenset of the event classes `evolve` acts on; an event of any other
   class leaves the view unchanged, so the engine does not call `evolve` (nor `keys`)
   for it: a rebuild of every view in one pass hands each view only its own events
-  (tests/test_engine.py pins each view's set against its evolve). None: every event.
+  (tests/projections/test_engine.py pins each view's set against its evolve). None: every event.
 
 The fields keep the names the view modules have always used (upper case for the
 constants, lower case for the functions), so a spec reads like its module.
@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from ledger.events import Recorded
-from projections import fold_records
+from epochledger.ledger.events import Recorded
+from epochledger.projections import fold_records
 
 S = TypeVar("S")
 

@@ -28,13 +28,13 @@ from typing import Any, Literal
 
 import msgspec
 
-from ledger import process as process_mod
-from ledger.errors import InvalidInput
-from ledger.events import Recorded
-from ledger.store import Poison, Store, check_position
-from projections.engine import MAX_ATTEMPTS
-from projections.registry import VIEWS
-from projections.view import View, ViewSpec, spec
+from epochledger.ledger import process as process_mod
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import Recorded
+from epochledger.ledger.store import Poison, Store, check_position
+from epochledger.projections.engine import MAX_ATTEMPTS
+from epochledger.projections.registry import VIEWS
+from epochledger.projections.view import View, ViewSpec, spec
 
 
 class FleetState(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ledger import lifecycle
-from ledger import process as slot
-from ledger.codes import show_code
-from ledger.errors import InvalidInput, RunNotFound
-from ledger.events import (
+from epochledger.ledger import lifecycle
+from epochledger.ledger import process as slot
+from epochledger.ledger.codes import show_code
+from epochledger.ledger.errors import InvalidInput, RunNotFound
+from epochledger.ledger.events import (
     ProcessBooted,
     ProcessEventBase,
     ProcessExited,
@@ -46,7 +46,7 @@ from ledger.events import (
     RunRecovered,
     Status,
 )
-from ledger.store import Store
+from epochledger.ledger.store import Store
 
 NO_SLOT = "(no slot)"
 

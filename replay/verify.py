@@ -18,13 +18,13 @@ from typing import Any
 
 import msgspec
 
-from ledger.errors import ChainBroken, LedgerError, ViewMismatch
-from ledger.store import Poison, Store
-from ledger.store.chain import ChainReport, Digest
-from projections import tables
-from projections.engine import _retry, column_spec, entries, row_of, table_of
-from projections.registry import VIEWS
-from projections.view import View, spec
+from epochledger.ledger.errors import ChainBroken, LedgerError, ViewMismatch
+from epochledger.ledger.store import Poison, Store
+from epochledger.ledger.store.chain import ChainReport, Digest
+from epochledger.projections import tables
+from epochledger.projections.engine import _retry, column_spec, entries, row_of, table_of
+from epochledger.projections.registry import VIEWS
+from epochledger.projections.view import View, spec
 
 
 class Difference(msgspec.Struct, frozen=True, kw_only=True):

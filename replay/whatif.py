@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from ledger import lifecycle
-from ledger.codes import PROCESS_ORPHANED
-from ledger.errors import BadPolicy, InvalidInput
-from ledger.events import (
+from epochledger.ledger import lifecycle
+from epochledger.ledger.codes import PROCESS_ORPHANED
+from epochledger.ledger.errors import BadPolicy, InvalidInput
+from epochledger.ledger.events import (
     ProcessBooted,
     ProcessSweepFailed,
     ProcessSweepSkipped,
@@ -57,11 +57,11 @@ from ledger.events import (
     RunStarted,
     Status,
 )
-from ledger.process import EpochState
-from ledger.run import RunState
-from ledger.store import Store, check_position
-from projections import orphans
-from projections.orphans import Verdict, View
+from epochledger.ledger.process import EpochState
+from epochledger.ledger.run import RunState
+from epochledger.ledger.store import Store, check_position
+from epochledger.projections import orphans
+from epochledger.projections.orphans import Verdict, View
 
 if TYPE_CHECKING:  # importlib.metadata (~10 ms of a traced start) is imported where a policy is looked up (W2)
     from importlib import metadata

@@ -23,7 +23,7 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Batch, Ledger
-from ledger.errors import ConflictError
+from epochledger.ledger.errors import ConflictError
 
 PG_BASE = os.environ.get("EPOCHLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 T0 = datetime(2026, 9, 9, 14, 0, 0, tzinfo=UTC)

@@ -47,8 +47,8 @@ MODULES: list[str] = _CONFIG["only_mutate"]
 def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     """(module file, name, description, how) for every table entry. `how` is the value to
     put in place of the name (or of one key of it, for the transition table)."""
-    from ledger import lifecycle, run
-    from ledger.events import Status
+    from epochledger.ledger import lifecycle, run
+    from epochledger.ledger.events import Status
 
     for name in sorted(
         n for n in vars(lifecycle) if n.startswith("_") and isinstance(getattr(lifecycle, n), frozenset)
@@ -72,7 +72,7 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
         value = getattr(run, name)
         for cls in value:
             yield "ledger/run.py", name, f"{name} -{cls.__name__}", tuple(c for c in value if c is not cls)
-    # Rule O5's bounds, each moved on its own (tests/test_sweep_settings.py pins them).
+    # Rule O5's bounds, each moved on its own (tests/app/test_sweep_settings.py pins them).
     from epochledger import sweep
 
     rounds, attempts, (first, second) = sweep.CONFLICT_ROUNDS, sweep.ATTEMPTS, sweep.GAPS
@@ -81,8 +81,8 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
     yield "epochledger/sweep.py", "ATTEMPTS", f"ATTEMPTS {attempts} -> {attempts - 1}", attempts - 1
     yield "epochledger/sweep.py", "GAPS", f"GAPS[0] {first} -> {first * 2}", (first * 2, second)
     yield "epochledger/sweep.py", "GAPS", f"GAPS[1] {second} -> {second * 2}", (first, second * 2)
-    # Rule H3's window, halved and doubled (tests/test_idempotency.py pins the 24 hours).
-    from ledger import idempotency
+    # Rule H3's window, halved and doubled (tests/ledger/test_idempotency.py pins the 24 hours).
+    from epochledger.ledger import idempotency
 
     window = idempotency.WINDOW
     yield "ledger/idempotency.py", "WINDOW", f"WINDOW {window} -> {window / 2}", window / 2
@@ -91,7 +91,7 @@ def table_mutants() -> Iterator[tuple[str, str, str, Any]]:
 
 def _apply(mutant: str) -> None:
     """Called by the plugin at session start: put the mutant's value in place."""
-    from ledger import lifecycle
+    from epochledger.ledger import lifecycle
 
     index = int(mutant)
     module, name, _, value = list(table_mutants())[index]

@@ -65,11 +65,18 @@ import msgspec
 
 from epochledger import spool as spool_mod
 from epochledger.app import Ledger, boot_event, open_ledger
-from epochledger.spool import Fsync, Owner, Spool
-from ledger.clock import Clock, SystemClock, checked_clock
-from ledger.codes import CANCELLED, ENGINE_ERROR, FAIL_NODE, INTERRUPTED, JOIN_FAILED, PROCESS_EXITED, TIMEOUT
-from ledger.errors import ConflictError, LedgerError, StoreError
-from ledger.events import (
+from epochledger.ledger.clock import Clock, SystemClock, checked_clock
+from epochledger.ledger.codes import (
+    CANCELLED,
+    ENGINE_ERROR,
+    FAIL_NODE,
+    INTERRUPTED,
+    JOIN_FAILED,
+    PROCESS_EXITED,
+    TIMEOUT,
+)
+from epochledger.ledger.errors import ConflictError, LedgerError, StoreError
+from epochledger.ledger.events import (
     Cause,
     ProcessStopped,
     ProcessStopping,
@@ -80,7 +87,8 @@ from ledger.events import (
     RunStarted,
     StreamEvent,
 )
-from ledger.host import SystemHost
+from epochledger.ledger.host import SystemHost
+from epochledger.spool import Fsync, Owner, Spool
 
 log = logging.getLogger("epochledger.airflow")
 

@@ -34,11 +34,10 @@ from celery import Celery, signals
 from epochledger import spool as spool_mod
 from epochledger.adapters import failure_code
 from epochledger.app import Ledger, boot_event, open_ledger
-from epochledger.spool import Fsync, Owner, Spool
-from ledger.clock import Clock, SystemClock, checked_clock
-from ledger.codes import CANCELLED, PROCESS_EXITED, TIMEOUT
-from ledger.errors import ConflictError, StoreError
-from ledger.events import (
+from epochledger.ledger.clock import Clock, SystemClock, checked_clock
+from epochledger.ledger.codes import CANCELLED, PROCESS_EXITED, TIMEOUT
+from epochledger.ledger.errors import ConflictError, StoreError
+from epochledger.ledger.events import (
     ProcessStopped,
     ProcessStopping,
     RunCancelled,
@@ -48,7 +47,8 @@ from ledger.events import (
     RunResumed,
     RunStarted,
 )
-from ledger.host import Host, SystemHost
+from epochledger.ledger.host import Host, SystemHost
+from epochledger.spool import Fsync, Owner, Spool
 
 log = logging.getLogger("epochledger.celery")
 

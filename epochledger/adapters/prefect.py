@@ -35,11 +35,9 @@ from typing import Any
 from epochledger import spool as spool_mod
 from epochledger.adapters import failure_code
 from epochledger.app import Ledger, boot_event, open_ledger
-from epochledger.probe import ProbeReport
-from epochledger.spool import Fsync, Owner, Spool
-from ledger.clock import Clock, SystemClock, checked_clock
-from ledger.codes import ENGINE_ERROR, PROCESS_EXITED, TIMEOUT
-from ledger.events import (
+from epochledger.ledger.clock import Clock, SystemClock, checked_clock
+from epochledger.ledger.codes import ENGINE_ERROR, PROCESS_EXITED, TIMEOUT
+from epochledger.ledger.events import (
     ProcessStopped,
     ProcessStopping,
     RunCancelled,
@@ -49,7 +47,9 @@ from ledger.events import (
     RunResumed,
     RunStarted,
 )
-from ledger.host import Host, SystemHost
+from epochledger.ledger.host import Host, SystemHost
+from epochledger.probe import ProbeReport
+from epochledger.spool import Fsync, Owner, Spool
 
 log = logging.getLogger("epochledger.prefect")
 

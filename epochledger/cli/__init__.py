@@ -34,8 +34,7 @@ from epochledger.cli import (
 )
 from epochledger.cli.audit import GROUPS
 from epochledger.cli.common import COMMANDS, Later, clear_progress, err
-from epochledger.plain import error_fields, plain
-from ledger.errors import (
+from epochledger.ledger.errors import (
     ChainBroken,
     CommitUnknown,
     ConflictError,
@@ -48,6 +47,7 @@ from ledger.errors import (
     StoreError,
     ViewMismatch,
 )
+from epochledger.plain import error_fields, plain
 
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT (128 + 2)
 
@@ -151,7 +151,7 @@ def exit_code(error: LedgerError) -> int:
 
 
 def render_exit_codes() -> str:
-    """The README's exit-code table (tests/test_docs.py checks it is current)."""
+    """The README's exit-code table (tests/docs/test_docs.py checks it is current)."""
     lines = ["| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {meaning} |" for _, code, meaning in EXIT_CODES]
     return "\n".join(lines) + "\n"

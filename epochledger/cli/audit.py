@@ -25,7 +25,7 @@ DUCKDB = arg(
     help="audit file (default: beside a SQLite store, runs.db -> runs.duckdb; else ./epochledger.duckdb)",
 )
 # Defaults live in projections/audit/ (QUERY_TIMEOUT_S, QUERY_MEMORY_LIMIT, SYNC_WAIT_S); the
-# help repeats them, and tests/test_audit.py checks that it (and docs/audit.md) agree.
+# help repeats them, and tests/projections/test_audit.py checks that it (and docs/audit.md) agree.
 TIMEOUT = arg(
     "--timeout",
     metavar="SECONDS",

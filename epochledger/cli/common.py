@@ -18,8 +18,8 @@ import msgspec
 
 if TYPE_CHECKING:  # imported where used: `--help` and the registry load neither (rule W2)
     from epochledger.app import Ledger
+    from epochledger.ledger.run import RunState
     from epochledger.reports import RunRow
-    from ledger.run import RunState
 
 Handler = Callable[[argparse.Namespace], int | None]
 COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]] = []
@@ -28,7 +28,7 @@ COMMANDS: list[tuple[str, Handler, list[tuple[tuple[str, ...], dict[str, Any]]]]
 def instant(text: str | None, where: str) -> datetime | None:
     """An RFC 3339 instant with a time zone, or None; InvalidInput (exit 3) naming the
     flag otherwise (ledger.codec.instant, the one check both skins make)."""
-    from ledger.codec import instant as checked_instant
+    from epochledger.ledger.codec import instant as checked_instant
 
     return checked_instant(text, where)
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from epochledger.cli.common import JSON, arg, command, open_ns, out, out_json, table
-from ledger.errors import InvalidInput
+from epochledger.ledger.errors import InvalidInput
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
+    from epochledger.ledger.process import EpochState
     from epochledger.reports import SweepReport
-    from ledger.process import EpochState
 
 
 def _margin(ns: argparse.Namespace) -> float:

@@ -1,6 +1,6 @@
 """The CLI reference (docs/cli.md) and README's exit-code table, generated from the
 parser's own --help texts and the EXIT_CODES table, so the docs cannot drift from the
-code (tests/test_docs.py checks both).
+code (tests/docs/test_docs.py checks both).
 
     python -m epochledger.cli.reference --write    # regenerate docs/cli.md and README's table
 """
@@ -41,7 +41,7 @@ def render_reference() -> str:
     parts = [
         "# CLI reference\n",
         "Generated from `epochledger --help` and each command's `--help` by "
-        "`python -m epochledger.cli.reference --write`; `tests/test_docs.py` fails when it is stale.\n",
+        "`python -m epochledger.cli.reference --write`; `tests/docs/test_docs.py` fails when it is stale.\n",
         "```\n" + _help(parser) + "```\n",
         "## Exit codes\n",
         render_exit_codes(),

@@ -25,9 +25,9 @@ from epochledger.cli.common import (
     say_lag,
     table,
 )
-from ledger import lifecycle
-from ledger.codes import show_code
-from ledger.events import Status
+from epochledger.ledger import lifecycle
+from epochledger.ledger.codes import show_code
+from epochledger.ledger.events import Status
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
     from epochledger.reports import FollowRound, Orphaned
@@ -141,7 +141,7 @@ def cmd_import(ns: argparse.Namespace) -> int:
             try:
                 f = open(ns.file, "rb")
             except (OSError, ValueError) as e:  # ValueError: a NUL in the name
-                from ledger.errors import InvalidInput
+                from epochledger.ledger.errors import InvalidInput
 
                 raise InvalidInput(f"cannot read: {getattr(e, 'strerror', None) or e}", where=ns.file) from None
             with f:
@@ -446,8 +446,8 @@ def cmd_show(ns: argparse.Namespace) -> None:
 def label_filter(text: str) -> tuple[str, str]:
     """`KEY=VALUE` -> (key, value), split at the first `=` (a value may hold `=`):
     the facade's label_pair, as argparse wants its refusal."""
+    from epochledger.ledger.errors import InvalidInput
     from epochledger.reports import label_pair
-    from ledger.errors import InvalidInput
 
     try:
         return label_pair(text)
@@ -519,7 +519,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     filters = {"statuses": ns.status or (), "codes": ns.code or (), "labels": ns.label or ()}
     paged = ns.limit is not None or ns.after is not None
     if (ns.orphaned or ns.streaking) and (paged or ns.parent) or (ns.orphaned and ns.process):
-        from ledger.errors import InvalidInput
+        from epochledger.ledger.errors import InvalidInput
 
         raise InvalidInput(
             "--limit, --after and --parent page a listing: --orphaned and --streaking take none of them, "
@@ -564,7 +564,9 @@ def cmd_runs(ns: argparse.Namespace) -> None:
                 ["run", "status", *cols],
             )
         elif ns.json:
-            out_json(listing.runs, order="sorted")  # the bytes of [run_record(s) ...] (tests/test_listing.py)
+            out_json(
+                listing.runs, order="sorted"
+            )  # the bytes of [run_record(s) ...] (tests/projections/test_listing.py)
         else:
             runs_table(listing.runs)
 

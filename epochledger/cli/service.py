@@ -75,9 +75,9 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     Example: epochledger --store sqlite:///runs.db serve
              epochledger --store postgresql://writer@db/ledger serve --listen 0.0.0.0:9000
     """
+    from epochledger.ledger.errors import InvalidInput
     from epochledger.service.config import ServiceConfig
     from epochledger.service.serve import listen_address, open_service, run
-    from ledger.errors import InvalidInput
 
     host, port = listen_address(ns.listen)
     bounds = {

@@ -34,15 +34,15 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body, Parameter
 
 from epochledger import reports as facade
+from epochledger.ledger import access
+from epochledger.ledger.codec import instant
+from epochledger.ledger.errors import InvalidInput
+from epochledger.ledger.events import Status
+from epochledger.replay import timeline
+from epochledger.replay.whatif import BUILTIN
 from epochledger.reports import AuditTable, EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
-from ledger import access
-from ledger.codec import instant
-from ledger.errors import InvalidInput
-from ledger.events import Status
-from replay import timeline
-from replay.whatif import BUILTIN
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

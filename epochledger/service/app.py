@@ -23,15 +23,15 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from epochledger.ledger.errors import LockTimeout
 from epochledger.service.config import ServiceConfig
-from ledger.errors import LockTimeout
 
 if TYPE_CHECKING:
     from litestar.handlers import HTTPRouteHandler
     from litestar.types import Method
 
     from epochledger.app import Ledger
-    from ledger.tokens import TokenRegistry
+    from epochledger.ledger.tokens import TokenRegistry
 
 
 class Service:

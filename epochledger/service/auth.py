@@ -42,10 +42,10 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import FromPath, JSONBody
 
+from epochledger.ledger import access
+from epochledger.ledger.errors import StoreError, UnknownEpoch
+from epochledger.ledger.tokens import IssuedToken, Token
 from epochledger.service.problems import AccessRefused
-from ledger import access
-from ledger.errors import StoreError, UnknownEpoch
-from ledger.tokens import IssuedToken, Token
 
 if TYPE_CHECKING:
     from epochledger.app import Ledger

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from litestar import Request, Response
 
-from ledger import idempotency
-from ledger.codec import check_value
-from ledger.errors import ConflictError
-from ledger.events import IdempotencyKept, Name, idempotency_stream
+from epochledger.ledger import idempotency
+from epochledger.ledger.codec import check_value
+from epochledger.ledger.errors import ConflictError
+from epochledger.ledger.events import IdempotencyKept, Name, idempotency_stream
 
 if TYPE_CHECKING:
     from epochledger.app import Batch, Ledger

@@ -34,8 +34,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from epochledger.ledger.errors import ConflictError, LedgerError
 from epochledger.service import problems
-from ledger.errors import ConflictError, LedgerError
 
 if TYPE_CHECKING:
     from epochledger.reports import LogEntry, Verification

@@ -22,8 +22,8 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
 
+from epochledger.ledger import errors as e
 from epochledger.plain import error_fields, plain
-from ledger import errors as e
 
 MEDIA_TYPE = "application/problem+json"
 RETRY_AFTER_S = 1  # a store that is down: try again after this many seconds

@@ -23,6 +23,8 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 
 from epochledger import reports
+from epochledger.ledger.codec import instant
+from epochledger.ledger.events import Status
 from epochledger.reports import (
     AuditTable,
     Digest,
@@ -38,8 +40,6 @@ from epochledger.reports import (
     WhatIf,
 )
 from epochledger.service.app import Service
-from ledger.codec import instant
-from ledger.events import Status
 
 # A listing's page (docs/service.md "Reads"): the size when none is asked, and the
 # largest a request may ask (rule H8: a response is bounded like a request).

@@ -14,8 +14,8 @@ import socket
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from epochledger.ledger.errors import InvalidInput
 from epochledger.service.config import ServiceConfig
-from ledger.errors import InvalidInput
 
 if TYPE_CHECKING:
     from litestar import Litestar

@@ -42,8 +42,8 @@ from litestar.params import HeaderParameter, Parameter, QueryParameter
 from litestar.response.base import ASGIResponse
 from litestar.types import Receive, Scope, Send
 
+from epochledger.ledger.errors import LedgerError, ReadOnlyStore
 from epochledger.service import problems
-from ledger.errors import LedgerError, ReadOnlyStore
 
 if TYPE_CHECKING:
     from litestar.background_tasks import BackgroundTask, BackgroundTasks

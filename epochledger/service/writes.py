@@ -24,15 +24,15 @@ from litestar import Request, Response, post
 from litestar.params import FromPath, HeaderParameter, JSONBody
 
 from epochledger.app import BOOT_ATTEMPTS, ORPHAN_MARGIN_S
+from epochledger.ledger.errors import InvalidInput, LedgerError
+from epochledger.ledger.events import Cause, Status
+from epochledger.ledger.process import EpochState, ProcessState
+from epochledger.ledger.run import RunState
 from epochledger.probe import ProbeReport
 from epochledger.service import auth
 from epochledger.service.idempotency import KEY_HEADER, kept, written
 from epochledger.sweep import SweepReport
 from epochledger.tick import TickOutcome, TickReport
-from ledger.errors import InvalidInput, LedgerError
-from ledger.events import Cause, Status
-from ledger.process import EpochState, ProcessState
-from ledger.run import RunState
 
 if TYPE_CHECKING:
     from epochledger.app import Batch, Ledger

@@ -8,7 +8,7 @@ parsed once, in `ledger/store/url.py`.
 
 from __future__ import annotations
 
-from ledger.store.base import (
+from epochledger.ledger.store.base import (
     EVENTS_TABLE,
     READ_BATCH,
     Append,
@@ -19,7 +19,7 @@ from ledger.store.base import (
     lines_of,
     translated,
 )
-from ledger.store.url import DEFAULT_PATH, PostgresURL, SQLiteURL, parse_url, resolve_url
+from epochledger.ledger.store.url import DEFAULT_PATH, PostgresURL, SQLiteURL, parse_url, resolve_url
 
 __all__ = [
     "DEFAULT_PATH",
@@ -51,9 +51,9 @@ def open_store(url: str | None = None, *, create: bool = True, init: bool = Fals
     append-only trigger)."""
     parsed = parse_url(url)
     if isinstance(parsed, PostgresURL):
-        from ledger.store.postgres import PostgresStore
+        from epochledger.ledger.store.postgres import PostgresStore
 
         return PostgresStore(parsed, create=create, init=init)
-    from ledger.store.sqlite import SQLiteStore
+    from epochledger.ledger.store.sqlite import SQLiteStore
 
     return SQLiteStore(parsed.path, create=create, init=init)

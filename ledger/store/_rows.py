@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ledger.errors import LedgerError, LockTimeout, NotCommitted, PermissionDenied, StatementTimeout, StoreError
+from epochledger.ledger.errors import (
+    LedgerError,
+    LockTimeout,
+    NotCommitted,
+    PermissionDenied,
+    StatementTimeout,
+    StoreError,
+)
 
 _MAX_POS = (1 << 63) - 1
 _Row = tuple[str, int, str, bytes]  # (stream, version, topic, encoded state): one event as stored

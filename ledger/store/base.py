@@ -6,8 +6,8 @@ optimistic lock, rule L5), whose topic is the event's stable tag, and whose stat
 msgspec encoding. `Store` implements the store's ports (ledger/store/ports.py: the log,
 its hash chain; projections/tables.py: the view tables) over hooks every backend
 implements (one module each: ledger/store/sqlite.py, ledger/store/postgres.py), and
-the contract suites test it (tests/store_contract.py, and one per port:
-tests/port_contracts.py); a third backend gets them all by writing one subclass and one
+the contract suites test it (tests/helpers/store_contract.py, and one per port:
+tests/helpers/port_contracts.py); a third backend gets them all by writing one subclass and one
 `create_store()`.
 
 Reads go straight to the table with keyset pagination and a typed msgspec decode: the
@@ -33,8 +33,8 @@ import msgspec
 if TYPE_CHECKING:  # imported where used: a read never loads the library (library_error, rule W2)
     from eventsourcing.persistence import ApplicationRecorder
 
-from ledger import codec
-from ledger.errors import (
+from epochledger.ledger import codec
+from epochledger.ledger.errors import (
     ChainBroken,
     CommitUnknown,
     ConflictError,
@@ -46,10 +46,19 @@ from ledger.errors import (
     StoreError,
     StreamGap,
 )
-from ledger.events import AnyEvent, Recorded, tag_of
-from ledger.store import chain
-from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _landed, _Row, _Unsure, _versions
-from ledger.store.ports import EventLog, HashChain
+from epochledger.ledger.events import AnyEvent, Recorded, tag_of
+from epochledger.ledger.store import chain
+from epochledger.ledger.store._rows import (
+    _MAX_POS,
+    _driver_error,
+    _Duplicate,
+    _first_line,
+    _landed,
+    _Row,
+    _Unsure,
+    _versions,
+)
+from epochledger.ledger.store.ports import EventLog, HashChain
 
 EVENTS_TABLE = "epochledger_events"
 APPEND_ONLY_TRIGGER = "epochledger_append_only"
@@ -558,7 +567,7 @@ class Store(EventLog, HashChain, ABC):
         """The log after `after` (up to `upto`) as lists of decoded records, one list per
         keyset batch. An undecodable event is a Poison in its place, never an abort
         (rule T4). Equal to the library's select_notifications + decode
-        (tests/test_engine_read_path.py)."""
+        (tests/projections/test_engine_read_path.py)."""
         for rows in self.read_raw(after, upto, batch):
             yield _decode_rows(rows)
 
@@ -579,7 +588,7 @@ class Store(EventLog, HashChain, ABC):
 
     def read_lines(self, after: int = 0, upto: int | None = None, batch: int = READ_BATCH) -> Iterator[Lines]:
         """read_raw's batches as text: each batch is `lines_of` its rows, byte for byte
-        (tests/store_contract.py), with its row count and last position. For the audit
+        (tests/helpers/store_contract.py), with its row count and last position. For the audit
         copy, which hands DuckDB the lines as they are: a backend may build them in SQL,
         with no Python object per row (SQLite does: what it saves over read_raw and the
         formatting is in docs/benchmarks.md, "Audit: `audit sync`, end to end").

@@ -4,7 +4,7 @@ chain (`HashChain`, rule S1). `Store` (ledger/store/base.py) implements both ove
 few backend hooks, and each backend (sqlite.py, postgres.py) is a Store. The read
 side's needs of a store are its own port, declared where they are used
 (projections/tables.py, `ViewTables`). Each port has its contract suite, run on both
-backends (tests/port_contracts.py).
+backends (tests/helpers/port_contracts.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ledger.events import Recorded
-from ledger.store import chain
+from epochledger.ledger.events import Recorded
+from epochledger.ledger.store import chain
 
 if TYPE_CHECKING:  # base.py imports this module: its types are named, not imported, at run time
-    from ledger.store.base import Append, Lines, LogToken, Poison
+    from epochledger.ledger.store.base import Append, Lines, LogToken, Poison
 
 
 class EventLog(ABC):

@@ -14,16 +14,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
-from ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _Row, _Unsure, _versions
-from ledger.store.base import (
+from epochledger.ledger.errors import InvalidInput, LockTimeout, NoSuchStore, NotCommitted, PermissionDenied, StoreError
+from epochledger.ledger.store._rows import _MAX_POS, _driver_error, _Duplicate, _first_line, _Row, _Unsure, _versions
+from epochledger.ledger.store.base import (
     APPEND_ONLY_TRIGGER,
     EVENTS_TABLE,
     Store,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
-from ledger.store.url import WHERE, PostgresURL
+from epochledger.ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows, pack
+from epochledger.ledger.store.url import WHERE, PostgresURL
 
 if TYPE_CHECKING:  # imported where used: psycopg loads only when a PostgreSQL store opens
     from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
@@ -112,7 +112,7 @@ def _array_dumpers() -> list[tuple[type, type]]:
 class PostgresStore(Store):
     """PostgreSQL through psycopg 3 connections of the store's own, in the library's
     table layout (eventsourcing's select_notifications and subscription read what this
-    writes; tests/test_pg_store.py). The library is kept for creating the events
+    writes; tests/ledger/test_pg_store.py). The library is kept for creating the events
     table, and for `library_read`, the reference read path.
 
     Why not the library's recorder for the ledger's paths (docs/operations.md,

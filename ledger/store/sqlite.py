@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
-from ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
-from ledger.store.base import (
+from epochledger.ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
+from epochledger.ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
+from epochledger.ledger.store.base import (
     EVENTS_TABLE,
     SQLITE_BUSY_TIMEOUT,
     Lines,
@@ -21,7 +21,7 @@ from ledger.store.base import (
     library_error,
     translated,
 )
-from ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
+from epochledger.ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
 
 if TYPE_CHECKING:  # imported where used (_library): a read never loads the library (rule W2)
     from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
@@ -384,7 +384,7 @@ class SQLiteStore(Store):
     # NUL or any other byte of a blob), one row and one bytes object per batch instead
     # of a tuple per event (docs/benchmarks.md). A batch holding a state that is not a
     # blob (a hand edit can leave TEXT) is built by lines_of from read_raw's rows
-    # instead, so the bytes are lines_of's (tests/store_contract.py). A stream or
+    # instead, so the bytes are lines_of's (tests/helpers/store_contract.py). A stream or
     # version of another storage class than the store writes (text, integer), which
     # only a hand edit can leave and lines_of cannot format, comes out as SQLite
     # renders it. group_concat takes the rows in the subquery's order (a LIMIT subquery

@@ -15,7 +15,7 @@ import os
 from typing import NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ledger.errors import InvalidInput
+from epochledger.ledger.errors import InvalidInput
 
 DEFAULT_PATH = "epochledger.db"
 WHERE = "store URL"

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 # in its signatures, so they load with it. The code in duck.py is imported on first use
 # of one of its names (PEP 562), so a start that never touches the audit (`show RUN`,
 # rule W2) does not pay for it. Not cached here: duck's own attribute is the one object.
-from projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
+from epochledger.projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
 
 if TYPE_CHECKING:
-    from projections.audit.duck import (
+    from epochledger.projections.audit.duck import (
         CHUNK,
         DEFAULT_FILE,
         PERIODS,
@@ -39,7 +39,7 @@ def __getattr__(name: str) -> Any:
     """PEP 562: a name of `__all__` not defined here is duck.py's, imported on first use."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module("projections.audit.duck"), name)
+    return getattr(importlib.import_module("epochledger.projections.audit.duck"), name)
 
 
 __all__ = [

@@ -54,12 +54,12 @@ import msgspec
 if TYPE_CHECKING:  # annotations only: DuckDB is imported where it is used (rule W2)
     import duckdb
 
-from ledger import lifecycle
-from ledger.codes import KNOWN_CODES
-from ledger.errors import InvalidInput, LedgerError, QueryInterrupted, QueryRefused, StoreError
-from ledger.events import Status
-from ledger.store import Store, resolve_url
-from projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
+from epochledger.ledger import lifecycle
+from epochledger.ledger.codes import KNOWN_CODES
+from epochledger.ledger.errors import InvalidInput, LedgerError, QueryInterrupted, QueryRefused, StoreError
+from epochledger.ledger.events import Status
+from epochledger.ledger.store import Store, resolve_url
+from epochledger.projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "epochledger.duckdb"
@@ -143,12 +143,12 @@ def default_path(store_url: str | None) -> str:
 
 
 def _sql(name: str) -> str:
-    return resources.files("projections.audit").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("epochledger.projections.audit").joinpath(name).read_text(encoding="utf-8")
 
 
 def report_names() -> list[str]:
     """Every canned report: one projections/audit/report_<name>.sql file each."""
-    names = [p.name for p in resources.files("projections.audit").iterdir()]
+    names = [p.name for p in resources.files("epochledger.projections.audit").iterdir()]
     return sorted(n[len("report_") : -len(".sql")] for n in names if n.startswith("report_") and n.endswith(".sql"))
 
 
@@ -494,7 +494,7 @@ def _write_chunk(data: bytes, chunk: _Chunk, stem: str) -> str:
     lines, one per row, so no payload can split into a line of its own (a forged row).
     A tab in a stream or payload then gives its line more than four fields, and DuckDB's
     strict CSV reader refuses the chunk; a stray CR or NUL, bytes that are not UTF-8 and
-    payloads that are not JSON are refused too (tests/test_audit.py): each sends the
+    payloads that are not JSON are refused too (tests/projections/test_audit.py): each sends the
     chunk the checked way (_load)."""
     for old in _chunk_files(stem):  # this slot's previous chunk, loaded and committed
         if os.path.exists(old):

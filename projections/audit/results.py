@@ -22,7 +22,7 @@ class SyncResult(NamedTuple):
 
 
 # The fields of these two are in alphabetical order: their JSON is the bytes of the
-# dicts they replaced (tests/test_cli_golden.py, rule C1).
+# dicts they replaced (tests/cli/test_cli_golden.py, rule C1).
 class AuditStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """How far the audit file has synced; given the ledger's store, how far behind it."""
 

@@ -1,0 +1,256 @@
+"""The Airflow 3 adapter against a real Airflow (rule E1; docs/adapters.md, "Airflow").
+
+One Airflow for the module (tests/helpers/airflow_instance.py: API server, scheduler with the
+LocalExecutor, DAG processor, on SQLite), four DAG runs triggered at once, each test
+judging one: a success, a failure retried, a task process SIGKILLed under its live
+supervisor, and a task lost with its supervisor (Airflow's heartbeat detection beside
+the adapter's probe). Skipped, saying why, when the Airflow venv is missing; with
+EPOCHLEDGER_TEST_AIRFLOW=require (CI) that is a failure.
+
+The mapping itself (ids, codes, the failure classes) is tested without Airflow in
+tests/adapters/test_airflow_mapping.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from epochledger import open_ledger
+from epochledger.adapters.airflow import DAG_RUNS, TaskTry, ledger_id
+from epochledger.ledger.events import tag_of
+from tests.helpers.airflow_instance import (
+    AIRFLOW,
+    HEARTBEAT_TIMEOUT_S,
+    PROBE_INTERVAL_S,
+    REQUIRE,
+    Airflow,
+    airflow_time,
+    running,
+    wait_for,
+)
+
+pytestmark = pytest.mark.xdist_group("airflow")  # one Airflow per run, on one worker
+
+HOST = socket.gethostname()
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
+    if not AIRFLOW.exists():
+        message = f"the Airflow venv is missing ({AIRFLOW}): `make test` makes it (make .venv-airflow/.installed)"
+        if REQUIRE:
+            pytest.fail("EPOCHLEDGER_TEST_AIRFLOW=require but " + message)
+        pytest.skip(message)
+    home = tmp_path_factory.mktemp("airflow")
+    gen = running(home, f"sqlite:///{home / 'ledger.db'}")
+    instance = next(gen)
+    instance.runs = {dag: instance.trigger(dag) for dag in ("el_ok", "el_retry", "el_kill", "el_lost")}
+    try:
+        yield instance
+    finally:
+        gen.close()
+
+
+def _ledger(af: Airflow) -> Any:
+    return open_ledger(af.ledger_url, create=False)
+
+
+def _try(af: Airflow, dag: str, task: str, try_number: int = 1) -> TaskTry:
+    return TaskTry(dag_id=dag, run_id=af.runs[dag], task_id=task, try_number=try_number)
+
+
+def _dag_run(af: Airflow, dag: str) -> str:
+    return ledger_id(dag, af.runs[dag])
+
+
+def _status(af: Airflow, run: str) -> str | None:
+    with _ledger(af) as led:
+        try:
+            return str(led.get_run(run).status)
+        except Exception:
+            return None
+
+
+def _tags(led: Any, run: str) -> list[str]:
+    return [tag_of(r.event) for r in led.history(run)]
+
+
+def _ended(af: Airflow, dag: str, timeout: float = 90) -> str:
+    return wait_for(
+        f"{dag}'s DAG run to end in Airflow",
+        lambda: s if (s := af.dag_run_state(dag)) in ("success", "failed") else None,
+        timeout,
+        every=0.25,
+    )
+
+
+WATCHERS = (f"airflow-watcher@{HOST}", f"probe@{HOST}")  # the watcher's reap, or its probe
+
+
+def _figures(af: Airflow, name: str, figures: dict[str, Any]) -> None:
+    """The measured figures, printed (pytest -s) and kept beside the instance's logs."""
+    print(f"\n{name}: {json.dumps(figures)}")
+    with (af.home / "figures.json").open("a") as f:
+        f.write(json.dumps({name: figures}) + "\n")
+
+
+def test_E1_a_task_that_succeeds_is_one_try_queued_started_finished_under_its_task_runners_epoch(
+    airflow: Airflow,
+) -> None:
+    assert _ended(airflow, "el_ok") == "success"
+    ti = airflow.ti("el_ok", "hello")
+    assert ti is not None
+    t = _try(airflow, "el_ok", "hello")
+    with _ledger(airflow) as led:
+        wait_for(
+            "the dag run's end in the ledger",
+            lambda: _status(airflow, _dag_run(airflow, "el_ok")) == "finished" or None,
+            10,
+        )
+        run = led.get_run(t.run)
+        assert str(run.status) == "finished"
+        assert _tags(led, t.run) == ["run.queued", "run.started", "run.finished"]
+        assert run.workflow == "el_ok" and run.parent is None
+        assert run.labels["airflow.task_id"] == "hello" and run.labels["airflow.try_number"] == "1"
+        # Its owner is the task runner process Airflow ran it in: one slot per process (rule O8),
+        # stopped cleanly at before_stopping.
+        assert run.process == ledger_id(HOST, "task-runner", str(ti["pid"]))
+        epoch = led.epoch(run.epoch)
+        assert epoch.pid == ti["pid"] and epoch.stopped_at is not None and epoch.exited_at is None
+        dag_run = led.get_run(_dag_run(airflow, "el_ok"))
+        assert _tags(led, dag_run.run) == ["run.queued", "run.started", "run.finished"]
+        assert dag_run.epoch is None and dag_run.process == DAG_RUNS  # no process owns a DAG run
+        # The scheduler is a slot of its own, live while it runs, with its probe.
+        schedulers = [e for e in led.epochs() if "/scheduler/" in e.process]
+        assert len(schedulers) == 1 and schedulers[0].live
+
+
+def test_E1_I2_a_failed_try_is_failed_resumable_and_its_retry_a_new_run_linked_to_it(airflow: Airflow) -> None:
+    assert _ended(airflow, "el_retry") == "success"
+    first, second = _try(airflow, "el_retry", "flaky", 1), _try(airflow, "el_retry", "flaky", 2)
+    with _ledger(airflow) as led:
+        wait_for(
+            "the dag run's end in the ledger",
+            lambda: _status(airflow, _dag_run(airflow, "el_retry")) == "finished" or None,
+            10,
+        )
+        one = led.get_run(first.run)
+        assert (str(one.status), one.code) == ("failed_resumable", "ENGINE_ERROR")  # up_for_retry
+        assert one.cause is not None and one.cause.code == "ValueError" and one.cause.message == "first try fails"
+        assert _tags(led, first.run) == ["run.queued", "run.started", "run.failed"]
+        two = led.get_run(second.run)
+        assert str(two.status) == "finished" and two.parent == first.run
+        assert _tags(led, second.run) == ["run.queued", "run.started", "run.finished"]
+        assert one.process != two.process  # each try its own task runner, its own slot (O8)
+        assert str(led.get_run(_try(airflow, "el_retry", "after").run).status) == "finished"
+        assert str(led.get_run(_dag_run(airflow, "el_retry")).status) == "finished"
+
+
+def _kill_when_running(af: Airflow, dag: str, *, supervisor: bool) -> tuple[int, int, datetime]:
+    t = _try(af, dag, "sleeper")
+    task_pid, supervisor_pid = wait_for(f"{dag}'s task to start", lambda: af.pids(dag), 90, every=0.1)
+    wait_for(f"{dag}'s start in the ledger", lambda: _status(af, t.run) == "running" or None, 30)
+    killed = datetime.now(UTC)
+    if supervisor:
+        os.kill(supervisor_pid, signal.SIGKILL)  # the supervisor first: nobody is left to see the task die
+    os.kill(task_pid, signal.SIGKILL)
+    return task_pid, supervisor_pid, killed
+
+
+def _ledger_gone(af: Airflow, t: TaskTry, timeout: float) -> tuple[Any, Any]:
+    def recovered() -> tuple[Any, Any] | None:
+        with _ledger(af) as led:
+            run = led.get_run(t.run)
+            if str(run.status) == "running":
+                return None
+            return run, led.epoch(run.epoch)
+
+    return wait_for(f"{t.run} to leave running in the ledger", recovered, timeout, every=0.05)
+
+
+def test_E1_O7_a_sigkilled_task_process_gets_its_exit_from_the_watcher_and_its_try_is_recovered(
+    airflow: Airflow,
+) -> None:
+    t = _try(airflow, "el_kill", "sleeper")
+    task_pid, _, killed = _kill_when_running(airflow, "el_kill", supervisor=False)
+    run, epoch = _ledger_gone(airflow, t, timeout=PROBE_INTERVAL_S * 5 + 10)
+    # The watcher saw the task runner gone (its spool's lock came free; the probe, if it
+    # was first, its pid): the exit is a fact (O7), its try an orphan the sweep
+    # recovered (O2, O5), and nothing else was said of it.
+    assert epoch.pid == task_pid and epoch.exited_by in WATCHERS and epoch.exited_at is not None
+    assert (str(run.status), run.code) == ("failed_resumable", "PROCESS_ORPHANED")
+    assert _status(airflow, t.run) == "failed_resumable"
+    assert _ended(airflow, "el_kill") == "failed"
+    ti = airflow.ti("el_kill", "sleeper")
+    assert ti is not None and ti["state"] == "failed"
+    with _ledger(airflow) as led:
+        wait_for(
+            "the dag run's end in the ledger",
+            lambda: _status(airflow, _dag_run(airflow, "el_kill")) == "failed" or None,
+            10,
+        )
+        assert _tags(led, t.run) == ["run.queued", "run.started", "run.recovered"]
+        downstream = led.get_run(_try(airflow, "el_kill", "downstream", 0).run)  # never ran: upstream_failed
+        assert (str(downstream.status), downstream.code) == ("failed", "JOIN_FAILED")
+        dag_run = led.get_run(_dag_run(airflow, "el_kill"))
+        assert (str(dag_run.status), dag_run.code) == ("failed", "ENGINE_ERROR")
+    _figures(
+        airflow,
+        "task process SIGKILLed, supervisor alive",
+        {
+            "airflow_s": (airflow_time(ti["end_date"]) - killed).total_seconds(),  # type: ignore[operator]
+            "ledger_exit_s": (epoch.exited_at - killed).total_seconds(),
+            "ledger_recovered_s": (run.updated_at - killed).total_seconds(),
+            "probe_interval_s": PROBE_INTERVAL_S,
+        },
+    )
+
+
+def test_E1_O7_a_task_lost_with_its_supervisor_is_seen_by_the_watcher_before_airflows_heartbeat_timeout(
+    airflow: Airflow,
+) -> None:
+    t = _try(airflow, "el_lost", "sleeper")
+    task_pid, _, killed = _kill_when_running(airflow, "el_lost", supervisor=True)
+    run, epoch = _ledger_gone(airflow, t, timeout=PROBE_INTERVAL_S * 5 + 10)
+    assert epoch.pid == task_pid and epoch.exited_by in WATCHERS
+    assert (str(run.status), run.code) == ("failed_resumable", "PROCESS_ORPHANED")
+    # Airflow notices when the heartbeat times out; its failure (the scheduler's
+    # handle_failure) finds the try ended already: it moves nothing, and is kept as
+    # evidence (run.fenced, rule F1) if it came.
+    ti = wait_for(
+        "Airflow to fail the lost task",
+        lambda: r if (r := airflow.ti("el_lost", "sleeper")) is not None and r["state"] != "running" else None,
+        HEARTBEAT_TIMEOUT_S * 4 + 30,
+        every=0.1,
+    )
+    assert ti["state"] == "failed"
+    assert _ended(airflow, "el_lost") == "failed"
+    with _ledger(airflow) as led:
+        wait_for(
+            "the dag run's end in the ledger",
+            lambda: _status(airflow, _dag_run(airflow, "el_lost")) == "failed" or None,
+            10,
+        )
+        tags = _tags(led, t.run)
+        assert tags[:3] == ["run.queued", "run.started", "run.recovered"] and tags[3:] in ([], ["run.fenced"]), tags
+        assert (str(led.get_run(t.run).status), led.get_run(t.run).code) == ("failed_resumable", "PROCESS_ORPHANED")
+    _figures(
+        airflow,
+        "task process and supervisor SIGKILLed",
+        {
+            "airflow_s": (airflow_time(ti["end_date"]) - killed).total_seconds(),  # type: ignore[operator]
+            "ledger_exit_s": (epoch.exited_at - killed).total_seconds(),
+            "ledger_recovered_s": (run.updated_at - killed).total_seconds(),
+            "heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S,
+            "probe_interval_s": PROBE_INTERVAL_S,
+            "airflow_started_s": airflow.started_s,
+        },
+    )

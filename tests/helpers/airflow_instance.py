@@ -1,0 +1,289 @@
+"""A real Airflow 3 on loopback for the adapter's tests (docs/adapters.md, "Airflow").
+
+Airflow's pins clash with the dev venv's, so it lives in a venv of its own
+(`.venv-airflow`, made by `make test`; EPOCHLEDGER_AIRFLOW_VENV names another) and runs
+here as subprocesses: `airflow db migrate`, then the API server, the scheduler
+(LocalExecutor: each task in a real task runner process under a supervisor) and the
+DAG processor, with a fresh AIRFLOW_HOME, the metadata database on SQLite and the
+ledger on SQLite beside it. The adapter's plugin is the entry point the extra
+installs; the test process reads the ledger with the dev venv's epochledger and
+Airflow's metadata database with sqlite3 (read only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(os.environ.get("EPOCHLEDGER_AIRFLOW_VENV", ROOT / ".venv-airflow"))
+AIRFLOW = VENV / "bin" / "airflow"
+REQUIRE = os.environ.get("EPOCHLEDGER_TEST_AIRFLOW") == "require"
+
+# Airflow's own detection of a task whose heartbeat stopped, set low so a test sees it
+# (the defaults are 300 s and 10 s).
+HEARTBEAT_TIMEOUT_S = 8
+HEARTBEAT_CHECK_S = 1.0
+PROBE_INTERVAL_S = 1.0  # the adapter's probe timer in the scheduler ([epochledger] probe_interval)
+
+DAGS = {
+    # one task that succeeds
+    "el_ok": """
+from datetime import datetime
+from airflow.sdk import dag, task
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_ok():
+    @task
+    def hello():
+        return 1
+    hello()
+
+el_ok()
+""",
+    # a task whose first try raises, retried once (it succeeds), then a downstream task
+    "el_retry": """
+from datetime import datetime, timedelta
+from airflow.sdk import dag, task, get_current_context
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_retry():
+    @task(retries=1, retry_delay=timedelta(seconds=1))
+    def flaky():
+        if get_current_context()["ti"].try_number == 1:
+            raise ValueError("first try fails")
+        return 2
+    @task
+    def after():
+        return 3
+    flaky() >> after()
+
+el_retry()
+""",
+    # a task that sleeps after writing its pid and its supervisor's; the test kills them
+    "el_kill": """
+import os, time
+from datetime import datetime
+from airflow.sdk import dag, task
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_kill():
+    @task
+    def sleeper():
+        path = os.path.join(os.environ["EL_PIDS"], "el_kill")
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{os.getpid()} {os.getppid()}")
+        os.replace(path + ".tmp", path)
+        time.sleep(90)
+    @task
+    def downstream():
+        return 1
+    sleeper() >> downstream()
+
+el_kill()
+""",
+}
+DAGS["el_lost"] = DAGS["el_kill"].replace("el_kill", "el_lost")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float, every: float = 0.1) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class Airflow:
+    home: Path
+    port: int
+    ledger_url: str
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    runs: dict[str, str] = field(default_factory=dict)  # DAG id -> the run_id the test triggered
+    started_s: float = 0.0  # db migrate to every DAG parsed
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "EPOCHLEDGER_STORE"))}
+        env.update(
+            AIRFLOW_HOME=str(self.home),
+            AIRFLOW__CORE__DAGS_FOLDER=str(self.home / "dags"),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+            AIRFLOW__CORE__PARALLELISM="8",
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{self.home / 'airflow.db'}",
+            AIRFLOW__API__HOST="127.0.0.1",
+            AIRFLOW__API__PORT=str(self.port),
+            AIRFLOW__API__WORKERS="1",
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{self.port}/execution/",
+            AIRFLOW__API_AUTH__JWT_SECRET="epochledger-test-secret-" + "x" * 48,
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+            # A loaded machine answers the first execution API calls in 30 to 40 s (measured: one
+            # PATCH /run took 42 s at load 10 on 2 cores); the default 5 s timeout then fails the task.
+            AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60",
+            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT_S),
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL=str(HEARTBEAT_CHECK_S),
+            **({"AIRFLOW__EPOCHLEDGER__STORE": self.ledger_url} if self.ledger_url else {}),
+            AIRFLOW__EPOCHLEDGER__PROBE_INTERVAL=str(PROBE_INTERVAL_S),
+            EL_PIDS=str(self.home / "pids"),
+            PATH=f"{VENV / 'bin'}:{os.environ.get('PATH', '')}",
+        )
+        return env
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        (self.home / "dags").mkdir(parents=True)
+        (self.home / "pids").mkdir()
+        for name, source in DAGS.items():
+            (self.home / "dags" / f"{name}.py").write_text(source)
+        subprocess.run(
+            [str(AIRFLOW), "db", "migrate"],
+            env=self.env,
+            check=True,
+            stdout=(self.home / "migrate.log").open("wb"),
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
+        for name, cmd in (("api", "api-server"), ("scheduler", "scheduler"), ("dag-processor", "dag-processor")):
+            self.procs[name] = subprocess.Popen(
+                [str(AIRFLOW), cmd],
+                env=self.env,
+                stdout=(self.home / f"{name}.log").open("wb"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: the teardown ends it whole
+            )
+        wait_for("the API server", lambda: self._get("/api/v2/monitor/health"), 120, every=0.5)
+        wait_for("the DAGs parsed", lambda: self._parsed(), 120, every=0.5)
+        self.started_s = time.monotonic() - t0
+
+    def _parsed(self) -> bool | None:
+        found = self.api("GET", "/api/v2/dags")
+        return True if found is not None and found.get("total_entries") == len(DAGS) else None
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # what is left of its group (executor workers, tasks)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+
+    # ------------------------------------------------------------- the API
+    def _get(self, path: str) -> bytes | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return bytes(r.read())
+        except (urllib.error.URLError, OSError):
+            return None
+
+    _token: str | None = None
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        if self._token is None:
+            got = self._get("/auth/token")  # all admins: a token without credentials
+            if got is None:
+                return None
+            self._token = json.loads(got)["access_token"]
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def trigger(self, dag_id: str) -> str:
+        found = self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
+        assert found is not None, f"could not trigger {dag_id}"
+        return str(found["dag_run_id"])
+
+    # ------------------------------------------------- the metadata database
+    def ti(self, dag_id: str, task_id: str) -> dict[str, Any] | None:
+        """The task instance's row (state, try_number, pid, start_date, end_date), read only."""
+        db = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+        try:
+            db.row_factory = sqlite3.Row
+            row = db.execute(
+                "select state, try_number, pid, start_date, end_date from task_instance where dag_id=? and task_id=?",
+                (dag_id, task_id),
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return None  # locked by a writer this instant
+        finally:
+            db.close()
+        return None if row is None else dict(row)
+
+    def dag_run_state(self, dag_id: str) -> str | None:
+        db = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+        try:
+            row = db.execute("select state from dag_run where dag_id=?", (dag_id,)).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        finally:
+            db.close()
+        return None if row is None else str(row[0])
+
+    def pids(self, dag_id: str) -> tuple[int, int] | None:
+        """(the task process, its supervisor), as the task wrote them."""
+        path = self.home / "pids" / dag_id
+        if not path.exists():
+            return None
+        task, supervisor = path.read_text().split()
+        return int(task), int(supervisor)
+
+    def log_text(self, name: str) -> str:
+        return (self.home / f"{name}.log").read_text(errors="replace")
+
+
+def airflow_time(value: str | None) -> datetime | None:
+    """A timestamp as Airflow's SQLite rows hold it (UTC, no offset)."""
+    if value is None:
+        return None
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def running(home: Path, ledger_url: str) -> Iterator[Airflow]:
+    instance = Airflow(home=home, port=_free_port(), ledger_url=ledger_url)
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.stop()

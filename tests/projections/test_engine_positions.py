@@ -1,0 +1,85 @@
+"""The engine's shared pass (rule R3) when its views sit at different tracking positions,
+deterministically: `run_together` hands one chunk to every view, and each must apply
+exactly the events past its own position, none twice and none skipped. Before these
+tests only a two-thread race (tests/projections/test_engine.py) or the PostgreSQL lock soak
+(tests/ledger/test_pg_locks.py) reached these branches, and only now and then."""
+
+from __future__ import annotations
+
+from epochledger.app import Ledger
+from epochledger.projections import engine, epochs, runs
+from epochledger.replay import verify as verify_mod
+
+
+def _four_events(ledger: Ledger) -> None:
+    """Boot w, queue a, start a, checkpoint a: positions 1 to 4, run a at version 3."""
+    ledger.boot("w", epoch="e1")
+    ledger.queue("a", workflow="wf")
+    ledger.start("a", epoch="e1", process="w")
+    ledger.checkpoint("a", "node", "ref-1")
+    assert ledger._store.max_position() == 4
+
+
+def _version_of(ledger: Ledger, run: str) -> int:
+    state, _ = engine.read_run(ledger._store, run, catch_up_first=False)
+    assert state is not None
+    return int(state.version)
+
+
+def test_R3_a_shared_pass_applies_each_view_only_the_events_past_its_own_position(ledger: Ledger) -> None:
+    """runs at position 3, epochs at 1 or 2: the pass starts at the lower one, and the
+    runs view must not be handed event 3 again (its checkpoint would count twice).
+    Mutations caught: `c.position >= r.position` for `>` when the chunk is cut at a
+    runner's position, and `<=` for `<` in the test that hands a runner the whole chunk."""
+    _four_events(ledger)
+    for epochs_at in (1, 2):
+        engine.rebuild(ledger._store, runs, upto=3)
+        engine.rebuild(ledger._store, epochs, upto=epochs_at)
+        assert _version_of(ledger, "a") == 2
+        stats = engine.catch_up_all(ledger._store, [runs, epochs])
+        assert [(s.view, s.position) for s in stats] == [("runs", 4), ("epochs", 4)]
+        assert _version_of(ledger, "a") == 3
+        for v in (runs, epochs):
+            assert verify_mod.verify_view(ledger._store, v).difference is None
+
+
+def test_R3_a_runner_refused_by_a_racing_one_reloads_and_reports_the_position_it_reached(ledger: Ledger) -> None:
+    """Two runners of one view in one pass: the second is refused by the first's
+    compare-and-set (ConflictError), reloads the position the first committed and has
+    nothing left to apply. Its Stats say where the view is, not where it was before the
+    race. Mutation caught: `return` for `r.load()` after the refusal (the runner gives
+    up on the chunk with a stale position)."""
+    _four_events(ledger)
+    engine.rebuild(ledger._store, runs, upto=1)
+    first, second = engine.Runner(ledger._store, runs), engine.Runner(ledger._store, runs)
+    stats, gone = engine.run_together([first, second])
+    assert gone == set()
+    assert [(s.position, s.events) for s in stats] == [(4, 3), (4, 0)]
+    assert _version_of(ledger, "a") == 3
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
+
+
+def test_R3_a_runner_put_behind_the_pass_by_a_swap_reads_the_events_it_missed(ledger: Ledger) -> None:
+    """While a pass runs, a rebuild swaps in a view at a position behind the pass (as
+    a racing `rebuild` does): the live runner is refused, reloads that position and
+    must read from there to the chunk's end, none skipped. Mutation caught: the
+    `r.position < before` branch turned off (the runner applies the chunk alone and
+    the events between its reloaded position and the chunk are lost)."""
+    _four_events(ledger)
+    for n in range(2, 6):
+        ledger.queue(f"b{n}", workflow="wf")
+    head = ledger._store.max_position()
+    engine.rebuild(ledger._store, runs, upto=1)
+    swapped: list[int] = []
+
+    def progress(view: str, position: int, _head: int) -> None:
+        if view == "runs" and position >= 3 and not swapped:  # the pass is past 3: put the view back at 1
+            engine.rebuild(ledger._store, runs, upto=1)
+            swapped.append(position)
+
+    runner = engine.Runner(ledger._store, runs)
+    stats, gone = engine.run_together([runner], progress=progress, batch=2)
+    assert swapped and gone == set()
+    assert stats[0].position == head
+    assert _version_of(ledger, "a") == 3
+    assert verify_mod.verify_view(ledger._store, runs).difference is None

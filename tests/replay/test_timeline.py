@@ -1,0 +1,224 @@
+"""The incident picture (rule V1), rendered in a real headless Chromium.
+
+The browser is Debian's `chromium` (/usr/bin/chromium, or $EPOCHLEDGER_CHROMIUM), driven
+by Playwright without a browser download of its own. Without it these tests skip and say
+why; with EPOCHLEDGER_TEST_BROWSER=require (CI, .ci/run) a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from epochledger import ManualClock, open_ledger
+from epochledger.cli import main
+from epochledger.demo import run_demo
+from epochledger.ledger.events import Status
+from epochledger.ndjson import import_lines
+from epochledger.replay import timeline
+from tests.helpers import incident_histories as incidents
+from tests.helpers.browser import browser as browser  # the fixture
+
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(__file__)), "golden")
+
+
+class Loaded:
+    def __init__(self, page: object, requests: list[str], url: str):
+        self.page, self.requests, self.url = page, requests, url
+
+    def count(self, selector: str) -> int:
+        return self.page.locator(selector).count()  # type: ignore[attr-defined]
+
+    def attrs(self, selector: str, name: str) -> list[str]:
+        return self.page.eval_on_selector_all(selector, f"els => els.map(e => e.getAttribute('{name}'))")  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def load(browser, tmp_path) -> Iterator[object]:
+    pages = []
+
+    def go(path: str) -> Loaded:
+        page = browser.new_page(viewport={"width": 1420, "height": 900})  # type: ignore[attr-defined]
+        page.set_default_timeout(10_000)
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        url = "file://" + os.path.abspath(path)
+        page.goto(url)
+        page.wait_for_load_state("load")
+        pages.append(page)
+        return Loaded(page, requests, url)
+
+    yield go
+    for p in pages:
+        p.close()
+
+
+def _png_size(path: str) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def _timeline(store: str, out: str, *args: str) -> None:
+    assert main(["--store", store, "timeline", "-o", out, *args]) == 0
+
+
+def _no_fetch(page: Loaded) -> None:
+    assert page.requests == [page.url], f"the page fetched something: {page.requests}"
+
+
+def test_V1_demo_incident_in_chromium(load, tmp_path, capsys) -> None:
+    """The demo's page: a lane per slot with its epochs, every run a bar, the incident's
+    markers (supersession, sweep, recovery, fenced report, the clock step's skipped
+    fallback), the cursor, a legend naming every status and marker; nothing fetched;
+    hover shows an event's details; the screenshot is the size of the page."""
+    db, html_path = str(tmp_path / "demo.db"), str(tmp_path / "demo.html")
+    run_demo(db, out=lambda _: None)
+    _timeline(db, html_path, "--at", "2026-09-09T14:20:00Z")
+    with open_ledger(db, create=False) as lg:
+        n_runs = len(lg.runs())
+    page = load(html_path)
+    assert page.attrs("g.lane", "data-process") == ["api-1", "worker-1", "worker-2"]
+    assert page.count("g.run") == n_runs
+    assert page.count("g.epoch") >= 5
+    for kind in ("boot", "supersede", "sweep", "recovery", "fenced", "sweep-skipped"):
+        assert page.count(f"svg.timeline .marker.{kind}") >= 1, kind
+    assert page.attrs("g.cursor", "data-at") == ["2026-09-09T14:20:00Z"]
+    assert set(page.attrs(".legend .status", "data-status")) == {s.value for s in Status}
+    assert set(page.attrs(".legend .mark", "data-kind")) == set(timeline.MARKS)
+    assert set(page.attrs("g.run", "data-status")) >= {"finished", "failed_resumable", "running", "cancelled"}
+    assert "TIMEOUT" in page.attrs("g.run", "data-code")
+    _no_fetch(page)
+    # The incident's window: hover shows the recovery's evidence, then the fenced report's.
+    _timeline(
+        db, html_path, "--from", "2026-09-09T14:15:00Z", "--to", "2026-09-09T14:30:00Z", "--at", "2026-09-09T14:20:00Z"
+    )
+    page = load(html_path)
+    tip = page.page.locator("#tip")  # type: ignore[attr-defined]
+    for kind, text in (("recovery", "recovered by the sweep of worker-1.e2"), ("fenced", "FENCED run.finished")):
+        marker = page.page.locator(f"svg.timeline .marker.{kind}").first  # type: ignore[attr-defined]
+        marker.hover()
+        assert tip.is_visible() and text in tip.text_content()
+        assert text in marker.locator("title").text_content()
+    shot = str(tmp_path / "demo.png")
+    page.page.screenshot(path=shot, full_page=True)  # type: ignore[attr-defined]
+    w, h = _png_size(shot)
+    box = page.page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")  # type: ignore[attr-defined]
+    assert (w, h) == tuple(box) and w >= 1400 and 300 <= h <= 2000
+    assert os.path.getsize(shot) > 20_000
+    _no_fetch(page)
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds", "lanes"),
+    [
+        ("whatif_nightly_88", {"boot", "supersede", "sweep", "recovery"}, ["worker-1", "worker-2"]),
+        ("whatif_redeploy_0220", {"boot", "supersede", "sweep", "recovery"}, ["api-1", "worker-1"]),
+        ("whatif_clock_step", {"boot", "supersede", "sweep", "recovery", "sweep-skipped"}, ["worker-1"]),
+        (
+            "audit_history",
+            {"boot", "supersede", "stopping", "stop", "sweep", "recovery", "fenced", "correction"},
+            ["api-1", "worker-1"],
+        ),
+    ],
+)
+def test_V1_golden_histories_in_chromium(load, tmp_path, name, kinds, lanes) -> None:
+    db, html_path = str(tmp_path / "g.db"), str(tmp_path / "g.html")
+    with open_ledger(db) as lg, open(os.path.join(GOLDEN, name + ".ndjson"), "rb") as f:
+        import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
+        n_runs = len(lg.runs()) + sum(1 for r in lg._store.read_all() if type(r.event).__name__ == "RunDeleted")
+    _timeline(db, html_path)
+    page = load(html_path)
+    assert page.attrs("g.lane", "data-process") == lanes
+    assert page.count("g.run") == n_runs
+    found = set(page.attrs("svg.timeline .marker", "data-kind"))
+    assert found == kinds
+    assert page.count("g.cursor") == 0
+    _no_fetch(page)
+
+
+def test_V1_readable_at_500_runs(load, tmp_path) -> None:
+    """500 runs over three slots and a redeploy: every bar drawn at least 3 px wide, no
+    two bars of a lane overlap, the page stays a few thousand pixels tall."""
+    db, html_path = str(tmp_path / "big.db"), str(tmp_path / "big.html")
+    clock = ManualClock(datetime(2026, 9, 9, 0, 0, tzinfo=UTC), uptime=5)
+    with open_ledger(db, clock=clock) as lg:
+        epochs = {s: lg.boot(s, epoch=f"{s}.e1").epoch for s in ("worker-1", "worker-2", "worker-3")}
+        for i in range(500):
+            slot = f"worker-{i % 3 + 1}"
+            with lg.batch() as b:
+                b.queue(f"r{i:03d}", workflow="etl", process=slot)
+                b.start(f"r{i:03d}", epoch=epochs[slot], process=slot)
+            clock.advance(60)
+            # every other run ends a few minutes later, one in seven with a failure code
+            done = f"r{i - 4:03d}"
+            if i >= 4 and i % 2 == 0 and lg.get_run(done).status is Status.RUNNING:
+                lg.fail(done, "TIMEOUT", resumable=True) if i % 7 == 0 else lg.finish(done)
+            if i == 250:
+                clock.restart(1)
+                epochs["worker-1"] = lg.startup("worker-1", epoch="worker-1.e2")[0].epoch
+    _timeline(db, html_path, "--at", "2026-09-09T04:10:00Z")
+    page = load(html_path)
+    assert page.count("g.run") == 500
+    boxes = page.page.evaluate("""() => [...document.querySelectorAll('g.lane')].map(l =>  // type: ignore
+        [...l.querySelectorAll('g.run')].map(g => { const b = g.getBBox(); return [b.x, b.y, b.width, b.height]; }))""")  # type: ignore[attr-defined]
+    for lane in boxes:
+        for _x, _y, w, h in lane:
+            assert w >= 3 and h >= 8
+        rows: dict[float, list[tuple[float, float]]] = {}
+        for x, y, w, _ in lane:
+            rows.setdefault(round(y), []).append((x, x + w))
+        for spans in rows.values():
+            spans.sort()
+            bad = [(a, b) for a, b in zip(spans, spans[1:], strict=False) if a[1] > b[0] + 0.5]
+            assert not bad, f"bars overlap in a row: {bad[:3]}"
+    height = page.page.evaluate("() => document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+    assert height < 6000
+    _no_fetch(page)
+
+
+def test_V1_the_page_is_a_pure_function_of_the_history(tmp_path) -> None:
+    """Same history, same bytes; and no URL in the page but the SVG namespace."""
+    pages = []
+    for i in range(2):
+        db = str(tmp_path / f"{i}.db")
+        with open_ledger(db) as lg, open(incidents.path("whatif_clock_step"), "rb") as f:
+            import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
+            pages.append(timeline.page(lg._store, cursor=datetime(2026, 9, 9, 9, 10, 30, tzinfo=UTC)))
+    assert pages[0] == pages[1]
+    assert pages[0].count("://") == 1 and "http://www.w3.org/2000/svg" in pages[0]
+
+
+def test_V1_bad_arguments_are_refused_and_nothing_is_written(capsys, tmp_path) -> None:
+    db = str(tmp_path / "l.db")
+    with open_ledger(db) as lg, open(incidents.path("whatif_clock_step"), "rb") as f:
+        import_lines(lg, f, clock_steps="keep")  # recorded through the API under a stepped clock
+    out = str(tmp_path / "t.html")
+    assert (
+        main(["--store", db, "timeline", "-o", out, "--from", "2026-09-09T10:00:00Z", "--to", "2026-09-09T09:00:00Z"])
+        == 3
+    )
+    assert main(["--store", db, "timeline", "-o", out, "--at", "noon"]) == 3
+    assert main(["--store", db, "timeline", "-o", out, "--run", "no-such-run"]) == 4
+    assert main(["--store", db, "timeline", "-o", db]) == 3  # the ledger's own file
+    assert not os.path.exists(out) and os.path.getsize(db) > 0
+    assert main(["--store", db, "timeline", "-o", out, "--run", "owned", "--from", "2026-09-09T09:00:00Z"]) == 0
+    text = open(out).read()
+    assert 'data-run="owned"' in text and 'data-run="after-step"' not in text
+    capsys.readouterr()
+
+
+def test_V1_html_in_run_ids_is_escaped(tmp_path) -> None:
+    db = str(tmp_path / "l.db")
+    clock = ManualClock(datetime(2026, 9, 9, tzinfo=UTC))
+    with open_ledger(db, clock=clock) as lg:
+        lg.boot("w<1>", epoch="e&1")
+        lg.queue("<script>alert(1)</script>", process="w<1>")
+        clock.advance(timedelta(minutes=5).total_seconds())
+        text = timeline.page(lg._store)
+    assert "<script>alert" not in text and "&lt;script&gt;" in text

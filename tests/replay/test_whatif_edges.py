@@ -1,0 +1,102 @@
+"""What-if (rule R4) on orders and edges no golden incident has: a run the alternative
+took first and the record recovered later, the recorded rule over a sweep that skipped
+its time fallback (rule O3), and the boundaries of `flat-age` and `clamp` at exactly
+their limit. Histories written through the API with a manual clock, on SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from epochledger import ManualClock, open_ledger
+from epochledger.app import Ledger
+from epochledger.replay.whatif import KILLED_LIVE, whatif
+from tests.conftest import T0
+
+
+def _kinds(lg: Ledger, policy: str) -> list[tuple[str, str, str]]:
+    return [(d.kind, d.run, d.sweep_epoch) for d in whatif(lg._store, policy).differences]
+
+
+def test_R4_a_run_the_alternative_took_first_is_not_missed_when_the_record_recovers_it_later(
+    sqlite_ledger, clock
+) -> None:
+    """heartbeat:30m kills the silent run `o` at worker-2's sweep (its owner is live);
+    `o` then checkpoints, and worker-1's redeploy recovers it (O2-superseded), when the
+    heartbeat no longer finds it. One difference, the kill; not a second one saying the
+    alternative missed what it had already taken. Mutation caught: `pass` for
+    `continue` after the alternative's earlier kill is found."""
+    lg = sqlite_ledger
+    lg.boot("worker-1", epoch="w1.e1")
+    lg.queue("o", workflow="wf", process="worker-1")
+    lg.start("o", epoch="w1.e1", process="worker-1")
+    clock.advance(40 * 60)
+    lg.startup("worker-2", epoch="w2.e1")
+    clock.advance(60)
+    lg.checkpoint("o", "node", "ref-1")
+    clock.advance(60)
+    _, report = lg.startup("worker-1", epoch="w1.e2")
+    assert [(v.run, v.rule) for v in report.recovered] == [("o", "O2-superseded")]
+    assert _kinds(lg, "heartbeat:30m") == [(KILLED_LIVE, "o", "w2.e1")]
+
+
+def test_R4_O3_the_recorded_rule_honours_a_sweep_that_skipped_its_time_fallback(sqlite_ledger, clock) -> None:
+    """An unowned run of worker-1 is old enough for the time fallback, but the wall clock
+    stepped back past the new epoch's boot before its sweep, so the sweep recorded
+    process.sweep_skipped and recovered nothing. `--policy epoch` is the recorded rule
+    and must list nothing. Mutation caught: the epoch rule ignoring the recorded skip
+    (it would report the run as recovered early by the rule that skipped it)."""
+    lg = sqlite_ledger
+    lg.boot("worker-1", epoch="w1.e1")
+    lg.queue("u", workflow="wf", process="worker-1")
+    lg.start("u", process="worker-1")  # names no epoch: only O3 can judge it
+    clock.advance(40 * 60)
+    clock.restart(1)
+    booted = lg.boot("worker-1", epoch="w1.e2")
+    clock.step_wall(-3600)
+    report = lg.sweep(booted)
+    assert report.recovered == [] and report.fallback_skipped is not None
+    assert _kinds(lg, "epoch") == []
+
+
+def _flat_age_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / f'flat-{seconds}.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        lg.queue("r", workflow="wf", process="worker-1")
+        lg.start("r", epoch="w1.e1", process="worker-1")
+        clock.advance(seconds)
+        lg.startup("worker-2", epoch="w2.e1")
+        return _kinds(lg, "flat-age:30m")
+
+
+def test_R4_flat_age_takes_a_run_only_older_than_its_limit(tmp_path: Path) -> None:
+    """A run exactly 30 minutes old at the sweep is not older than 30 minutes; one
+    second more and flat-age:30m kills it (its owner is live). Mutation caught: `<` for
+    `<=` in flat-age's test of the age."""
+    assert _flat_age_at(tmp_path, 1800) == []
+    assert _flat_age_at(tmp_path, 1801) == [(KILLED_LIVE, "r", "w2.e1")]
+
+
+def test_R4_clamp_is_the_recorded_rule_at_a_sweep_whose_clock_reads_exactly_the_boot_instant(
+    sqlite_ledger, clock
+) -> None:
+    """The clock reads the boot instant itself at the sweep: it did not step back, so
+    clamp is the epoch rule, whose log-order check keeps the run started after the
+    boot (stamped two hours early by a clock that stepped back and then forward again)
+    and leaves it alone.
+    Mutation caught: `>` for `>=` in clamp's test of the sweep's clock."""
+    lg = sqlite_ledger
+    lg.boot("worker-1", epoch="w1.e0")
+    lg.queue("old", workflow="wf", process="worker-1")
+    lg.start("old", epoch="w1.e0", process="worker-1")
+    clock.advance(60)
+    clock.restart(0)  # a new process: its boot instant is the wall clock now
+    booted = lg.boot("worker-1", epoch="w1.e1")
+    clock.step_wall(-7200)
+    lg.queue("late", workflow="wf", process="worker-1")
+    lg.start("late", process="worker-1")
+    clock.step_wall(7200)
+    assert clock.now() == booted.booted_at
+    # The sweep records a recovery (the superseded epoch's run), so it is judged at its own instant.
+    assert [(v.run, v.rule) for v in lg.sweep(booted).recovered] == [("old", "O2-superseded")]
+    assert _kinds(lg, "clamp") == [] and _kinds(lg, "epoch") == []
