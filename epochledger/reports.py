@@ -859,13 +859,17 @@ class Reports:
         runs: Sequence[str] | None = None,
         assets: str | None = None,
         header: str = "",
+        live: bool = False,
     ) -> str:
         """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
         style and script from instead of inlining them; `header`: the caller's HTML
-        before its title (replay/timeline.py)."""
+        before its title; `live`: its picture marked for the console's live script
+        (replay/timeline.py)."""
         from epochledger.replay.timeline import page
 
-        return page(self._store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
+        return page(
+            self._store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live
+        )
 
     # --------------------------------------------------- import, export, digests
     # epochledger/ndjson.py, digests.py and import_dagster.py take the Ledger, which

@@ -359,7 +359,7 @@ def _end_if_over(h: History, ep: Epoch, at: datetime, position: int) -> None:
 def history(records: Iterable[Recorded]) -> History:
     """Fold the log (in log order) into the page's model."""
     h = History()
-    sweeps: dict[tuple[str, str, datetime], list[str]] = {}
+    sweeps: dict[tuple[str, str, datetime], list[tuple[str, int]]] = {}  # the runs each sweep recovered, where
     for rec in records:
         e = rec.event
         h.first = e.at if h.first is None else min(h.first, e.at)
@@ -368,17 +368,18 @@ def history(records: Iterable[Recorded]) -> History:
         if isinstance(e, RunEventBase):
             _run_event(h, rec, e)
             if type(e) is RunRecovered:
-                sweeps.setdefault((e.swept_by_process, e.swept_by, e.at), []).append(e.run)
+                sweeps.setdefault((e.swept_by_process, e.swept_by, e.at), []).append((e.run, rec.position))
         elif isinstance(e, ProcessEventBase):
             _process_event(h, rec, e)
             if isinstance(e, ProcessBooted):
                 h.first = min(h.first, e.booted_at)
-    for (process, epoch, at), runs in sweeps.items():
+    for (process, epoch, at), recovered in sweeps.items():
+        runs = [run for run, _ in recovered]
         h.lane(process).marks.append(
             Mark(
                 "sweep",
                 at,
-                0,
+                recovered[0][1],  # a sweep is no event of its own: its first recovery's position
                 epoch=epoch,
                 detail=(
                     f"the sweep of {epoch} at {_iso(at)} recovered {len(runs)} orphan{'s' if len(runs) != 1 else ''}: "
@@ -413,7 +414,7 @@ WIDTH = 1200  # px of time
 ROW = 14  # px per row of run bars
 EPOCH_ROW = 18
 LANE_GAP = 16
-TOP = 40
+TOP = 52  # px above the lanes: the cursor's instant, the dates, the times
 
 
 def _esc(text: object) -> str:
@@ -484,14 +485,22 @@ def _shape(kind: str, x: float, y: float, detail: str, extra: str = "") -> str:
 CHAR = 6.5  # px per character of a 10px label (generous, so labels never run into the next bar)
 
 
+def _key(bar: Bar) -> bool:
+    """A run the incident is about: one with a marker (a recovery, a fenced report, a
+    correction). Its name is always drawn, after the bar when it does not fit inside."""
+    return bool(bar.marks)
+
+
 def _label(bar: Bar, x0: float, x1: float) -> tuple[str, str]:
-    """(text inside the bar, text after it): the run and its code inside when they fit,
-    else the failure code alone after the bar (the run id is on hover)."""
+    """(text inside the bar, text after it that the packing keeps room for): the run and
+    its code inside when they fit, else after the bar the run and its code for a key run
+    (`_key`), the failure code alone for another (its name is drawn after it too where
+    the row leaves room, `_fits`)."""
     code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
     label = bar.run + (f" {code}" if code else "")
     if x1 - x0 > CHAR * len(label) + 6:
         return label, ""
-    return "", code
+    return "", label if _key(bar) else code
 
 
 def _after(bar: Bar, x_of: Callable[[datetime], float], end: datetime) -> float:
@@ -499,20 +508,24 @@ def _after(bar: Bar, x_of: Callable[[datetime], float], end: datetime) -> float:
     return max([x_of(bar.segments[-1].end or end), *(x_of(m.at) + 5 for m in bar.marks)]) + 3
 
 
+def _extent(b: Bar, x_of: Callable[[datetime], float], end: datetime) -> tuple[float, float]:
+    """Where a bar starts and ends in its row, its markers and the label after it included."""
+    x0 = x_of(b.start) - (6 if b.marks and min(m.at for m in b.marks) <= b.start else 0)
+    # A bar's markers count as part of it: a fenced report that came after the bar
+    # ended must not sit on the next bar of the row.
+    x1 = max([x_of(b.segments[-1].end or end) + 3, *(x_of(m.at) + 6 for m in b.marks)])  # + 3: a point is 3 px wide
+    _, outside = _label(b, x_of(b.start), x_of(b.segments[-1].end or end))
+    if outside:  # the text written after the bar and its markers: part of the bar too
+        x1 = max(x1, _after(b, x_of, end) + CHAR * len(outside))
+    return x0, x1
+
+
 def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime) -> list[int]:
     """A row for each bar, greedy in start order, so that bars of one row never overlap."""
     rows: list[float] = []
     out = []
     for b in bars:
-        x0 = x_of(b.start) - (6 if b.marks and min(m.at for m in b.marks) <= b.start else 0)
-        # A bar's markers count as part of it: a fenced report that came after the bar
-        # ended must not sit on the next bar of the row.
-        x1 = max(
-            [x_of(b.segments[-1].end or end) + 3, *(x_of(m.at) + 6 for m in b.marks)]
-        )  # + 3: a point segment is 3 px wide
-        _, outside = _label(b, x_of(b.start), x_of(b.segments[-1].end or end))
-        if outside:  # the failure code is written after the bar and its markers: part of the bar too
-            x1 = max(x1, _after(b, x_of, end) + CHAR * len(outside))
+        x0, x1 = _extent(b, x_of, end)
         for i, free in enumerate(rows):
             if free <= x0:
                 rows[i] = x1 + 2
@@ -522,6 +535,156 @@ def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime)
             rows.append(x1 + 2)
             out.append(len(rows) - 1)
     return out
+
+
+def _row_starts(
+    bars: Sequence[Bar], rows: Sequence[int], x_of: Callable[[datetime], float], end: datetime
+) -> dict[int, list[float]]:
+    """Where each bar of each row starts (`_extent`), in order: the room a name may take."""
+    starts: dict[int, list[float]] = {}
+    for b, row in zip(bars, rows, strict=True):
+        starts.setdefault(row, []).append(_extent(b, x_of, end)[0])
+    return {row: sorted(xs) for row, xs in starts.items()}
+
+
+def _fits(after: float, text: str, starts: Sequence[float], x0: float) -> bool:
+    """A name written at `after` ends before the next bar of its row (or the picture's edge)."""
+    limit = min((x for x in starts if x > x0), default=LEFT + WIDTH + 18)
+    return after + CHAR * len(text) + 2 <= limit
+
+
+SPREAD = 12  # px between the markers of one row that would fall on each other
+CLOSE = 8  # px: markers closer than this (in a chain) are one cluster, counted
+
+
+def _spread(placed: Sequence[tuple[float, float, Mark, str]]) -> list[float]:
+    """The x each marker is drawn at: markers of one row closer than SPREAD px are fanned
+    out SPREAD px apart around their mean, so each one shows (their instants are in their
+    details, and in the cluster's count, `_clusters`)."""
+    xs = [x for x, _, _, _ in placed]
+    by_row: dict[float, list[int]] = {}
+    for i, (_, y, _, _) in enumerate(placed):
+        by_row.setdefault(y, []).append(i)
+    for members in by_row.values():
+        members.sort(key=lambda i: xs[i])
+        groups: list[list[int]] = []
+        for i in members:
+            if groups and xs[i] - xs[groups[-1][-1]] < SPREAD:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        for group in groups:
+            if len(group) < 2:
+                continue
+            mid = sum(placed[i][0] for i in group) / len(group)
+            for k, i in enumerate(group):
+                xs[i] = mid + (k - (len(group) - 1) / 2) * SPREAD
+    return xs
+
+
+def _clusters(placed: Sequence[tuple[float, float, Mark, str]]) -> list[str]:
+    """A count over each cluster of a lane's markers (closer than CLOSE px in time, whatever
+    their rows): at a whole day's view the five markers of a takeover fall on a few
+    pixels; the badge says how many there are, its details list each."""
+    order = sorted(placed, key=lambda p: (p[0], p[2].at, p[2].position))
+    groups: list[list[tuple[float, float, Mark, str]]] = []
+    for p in order:
+        if groups and p[0] - groups[-1][-1][0] < CLOSE:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    out = []
+    for group in groups:
+        if len(group) < 2:
+            continue
+        first, last = group[0][2].at, group[-1][2].at
+        when = _iso(first) if first == last else f"{_iso(first)} to {_iso(last)}"
+        detail = f"{len(group)} events at {when}:\n" + "\n".join(p[2].detail for p in group)
+        x = max(p[0] for p in group) + 5 + (len(group) - 1) / 2 * SPREAD
+        out.append(
+            f'<g class="cluster" data-count="{len(group)}" data-detail="{_esc(detail)}"><title>{_esc(detail)}</title>'
+            f'<rect x="{x:.1f}" y="-6" width="{8 + 6 * len(str(len(group)))}" height="12" rx="6"/>'
+            f'<text x="{x + 4 + 3 * len(str(len(group))):.1f}" y="3.5">{len(group)}</text></g>'
+        )
+    return out
+
+
+def _exact(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _epoch_detail(ep: Epoch) -> str:
+    end_txt = (
+        f"superseded by {ep.superseded_by} at {_iso(ep.end)}"
+        if ep.end_kind == "supersede"
+        else f"stopped at {_iso(ep.end)}"
+        if ep.end_kind == "stop"
+        else f"exited at {_iso(ep.end)}"
+        if ep.end_kind == "exit"
+        else f"its host rebooted, seen at {_iso(ep.end)}"
+        if ep.end_kind == "reboot"
+        else "live at the end of the history"
+    )
+    return (
+        f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
+        f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}"
+    )
+
+
+def _segment_detail(bar: Bar, seg: Segment) -> str:
+    seg_code = f" {show_code(seg.code)}" if lifecycle.is_failure(seg.status, seg.code) else ""
+    until = _iso(seg.end) if seg.end is not None else "the end of the history"
+    return (
+        f"{bar.run} ({bar.workflow or '?'}, slot {bar.process}): {seg.status}{seg_code} "
+        + (f"at {_iso(seg.start)}" if seg.end == seg.start else f"from {_iso(seg.start)} to {until}")
+        + f" (position {seg.position})"
+    )
+
+
+NEAR = 0.05  # of the window, each side of the cursor: what the cursor's panel calls around it
+NEAREST = 14  # events the panel lists at most, the nearest to the cursor
+
+
+def _offset(seconds: float) -> str:
+    s = round(abs(seconds))
+    text = f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
+    return ("-" if seconds < 0 else "+") + text
+
+
+def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set[str] | None) -> str:
+    """What happened at and around the cursor, in words: each slot's epochs live there
+    (the picture's epoch bands, ended where end_of says), then the events within NEAR of
+    the window each side (the NEAREST nearest): transitions, and the markers' verdicts
+    and evidence (a recovery's rule and reason, a fenced report's refusal, a sweep's
+    orphans), each with its instant, its distance from the cursor and its log position."""
+    around = timedelta(seconds=(hi - lo).total_seconds() * NEAR)
+    epochs: list[str] = []
+    found: list[tuple[datetime, int, str, str]] = []  # (at, position, what, detail)
+    for name in sorted(h.lanes):
+        lane = h.lanes[name]
+        bars = [b for b in lane.bars if b.segments and (wanted is None or b.run in wanted)]
+        if wanted is not None and not bars:
+            continue
+        live = [ep for ep in lane.epochs if ep.booted_at <= cursor and (ep.end is None or cursor < ep.end)]
+        epochs.extend(f"<li>{_esc(_epoch_detail(ep))}</li>" for ep in live)
+        found.extend((m.at, m.position, MARKS[m.kind][2], m.detail) for m in lane.marks)
+        for b in bars:
+            found.extend((m.at, m.position, MARKS[m.kind][2], m.detail) for m in b.marks)
+            found.extend((s.start, s.position, str(s.status), _segment_detail(b, s)) for s in b.segments)
+    near = [f for f in found if abs(f[0] - cursor) <= around]
+    chosen = sorted(sorted(near, key=lambda f: (abs(f[0] - cursor), f[1]))[:NEAREST], key=lambda f: (f[0], f[1]))
+    items = "".join(
+        f'<li><time datetime="{_iso(at)}">{_iso(at)}</time> <span class="off">'
+        f"({_offset((at - cursor).total_seconds())})</span> <strong>{_esc(what)}</strong>: {_esc(detail)}</li>"
+        for at, _, what, detail in chosen
+    )
+    count = f"the {len(chosen)} nearest of {len(near)} events" if len(near) > len(chosen) else f"{len(near)} events"
+    return (
+        f'<section id="cursor-panel" aria-label="at the cursor"><h2>At the cursor, {_iso(cursor)}</h2>'
+        f"<h3>Epochs live at the cursor</h3><ul>{''.join(epochs) or '<li>none</li>'}</ul>"
+        f"<h3>Within {_offset(around.total_seconds())[1:]} each side: {count}</h3>"
+        f"<ol>{items or '<li>none</li>'}</ol></section>"
+    )
 
 
 def render(
@@ -534,6 +697,7 @@ def render(
     title: str = "epochledger timeline",
     assets: str | None = None,
     header: str = "",
+    live: bool = False,
 ) -> str:
     """The page, as text. `start`/`end`: the window (default: the whole history);
     `cursor`: the instant under investigation; `runs`: only these runs (and their lanes);
@@ -541,7 +705,12 @@ def render(
     `timeline.js`: STYLE and SCRIPT, for a page served under a Content-Security-Policy
     without inline code, the console's), else both inline (one self-contained file);
     `header`: HTML the caller made (and escaped) put before the title, the console's
-    navigation and window form."""
+    navigation and window form; `live`: the picture, its summary and the cursor's panel
+    marked `data-live` (one part, `#picture`), for the console's script to swap in anew.
+    With a cursor, the page says under the picture what happened at and around it
+    (`_panel`). Markers that fall on each other are fanned out (`_spread`) and counted
+    (`_clusters`); a key run is named without hover (`_label`), another where its row
+    leaves room (`_fits`); the axis names the date of each day's first tick."""
     lo = start or h.first or datetime(1970, 1, 1, tzinfo=UTC)
     hi = end or h.last or lo
     if cursor is not None and start is None and end is None:
@@ -591,21 +760,7 @@ def render(
             if not visible(ep.booted_at, ep.end):
                 continue
             x0, x1 = x_of(ep.booted_at), x_of(ep.end or hi)
-            end_txt = (
-                f"superseded by {ep.superseded_by} at {_iso(ep.end)}"
-                if ep.end_kind == "supersede"
-                else f"stopped at {_iso(ep.end)}"
-                if ep.end_kind == "stop"
-                else f"exited at {_iso(ep.end)}"
-                if ep.end_kind == "exit"
-                else f"its host rebooted, seen at {_iso(ep.end)}"
-                if ep.end_kind == "reboot"
-                else "live at the end of the history"
-            )
-            detail = (
-                f"epoch {ep.epoch} of {ep.process} (host {ep.host or '?'}, pid {ep.pid if ep.pid is not None else '?'}): "
-                f"booted {_iso(ep.booted_at)}, recorded {_iso(ep.recorded_at)}; {end_txt}"
-            )
+            detail = _epoch_detail(ep)
             g.append(
                 f'<g class="epoch" data-epoch="{_esc(ep.epoch)}" data-detail="{_esc(detail)}">'
                 f"<title>{_esc(detail)}</title>"
@@ -617,26 +772,33 @@ def render(
                 )
                 + "</g>"
             )
-        for m in sorted(lane.marks, key=lambda m: (m.at, m.position, m.kind)):
-            if lo <= m.at <= hi:
-                g.append(_shape(m.kind, x_of(m.at), EPOCH_ROW / 2, m.detail, f' data-epoch="{_esc(m.epoch or "")}"'))
-        on_top: list[str] = []
-        for bar, row in zip(bars, rows, strict=True):
+        # Every marker of the lane with where it falls: (x, y, mark, extra attributes).
+        placed: list[tuple[float, float, Mark, str]] = [
+            (x_of(m.at), EPOCH_ROW / 2, m, f' data-epoch="{_esc(m.epoch or "")}"')
+            for m in sorted(lane.marks, key=lambda m: (m.at, m.position, m.kind))
+            if lo <= m.at <= hi
+        ]
+        n_lane = len(placed)
+        by_of = [EPOCH_ROW + row * ROW + 2 for row in rows]
+        for bar, by in zip(bars, by_of, strict=True):
+            placed.extend(
+                (x_of(m.at), by + (ROW - 4) / 2, m, f' data-run="{_esc(bar.run)}"')
+                for m in bar.marks
+                if lo <= m.at <= hi
+            )
+        spread = _spread(placed)
+        for (_, my, m, extra), mx in zip(placed[:n_lane], spread[:n_lane], strict=True):
+            g.append(_shape(m.kind, mx, my, m.detail, extra))
+        starts = _row_starts(bars, rows, x_of, hi)
+        for bar, row, by in zip(bars, rows, by_of, strict=True):
             shown_runs += 1
-            by = EPOCH_ROW + row * ROW + 2
             code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
             parts = [f'<g class="run" data-run="{_esc(bar.run)}" data-status="{bar.status}" data-code="{_esc(code)}">']
             for seg in bar.segments:
                 if not visible(seg.start, seg.end):
                     continue
                 sx0, sx1 = x_of(seg.start), x_of(seg.end or hi)
-                seg_code = f" {show_code(seg.code)}" if lifecycle.is_failure(seg.status, seg.code) else ""
-                until = _iso(seg.end) if seg.end is not None else "the end of the history"
-                detail = (
-                    f"{bar.run} ({bar.workflow or '?'}, slot {bar.process}): {seg.status}{seg_code} "
-                    + (f"at {_iso(seg.start)}" if seg.end == seg.start else f"from {_iso(seg.start)} to {until}")
-                    + f" (position {seg.position})"
-                )
+                detail = _segment_detail(bar, seg)
                 w = max(sx1 - sx0, 3.0)
                 parts.append(
                     f'<rect class="seg" data-status="{seg.status}" data-detail="{_esc(detail)}" x="{sx0:.1f}" '
@@ -648,22 +810,30 @@ def render(
             inside, outside = _label(bar, x0, x1)
             if inside:
                 parts.append(f'<text class="run-label" x="{x0 + 3:.1f}" y="{by + ROW - 6:.1f}">{_esc(inside)}</text>')
-            elif outside:
-                parts.append(
-                    f'<text class="run-code" x="{_after(bar, x_of, hi):.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>'
-                )
+            else:
+                after = _after(bar, x_of, hi)
+                name = bar.run + (f" {code}" if code else "")
+                if name != outside and _fits(after, name, starts[row], x0):
+                    outside = name  # the row leaves room after the bar: its name too
+                if outside:
+                    klass = "run-label" if outside.startswith(bar.run) else "run-code"
+                    parts.append(
+                        f'<text class="{klass} after" x="{after:.1f}" y="{by + ROW - 6:.1f}">{_esc(outside)}</text>'
+                    )
             parts.append("</g>")
             g.append("".join(parts))
-            for m in bar.marks:  # drawn after the bars below, so no bar covers a marker
-                if lo <= m.at <= hi:
-                    on_top.append(
-                        _shape(m.kind, x_of(m.at), by + (ROW - 4) / 2, m.detail, f' data-run="{_esc(bar.run)}"')
-                    )
-        g.extend(on_top)
+        # A bar's markers are drawn after every bar of the lane, so no bar covers one.
+        for (_, my, m, extra), mx in zip(placed[n_lane:], spread[n_lane:], strict=True):
+            g.append(_shape(m.kind, mx, my, m.detail, extra))
+        g.extend(_clusters(placed))
         g.append("</g>")
         body.append("\n".join(g))
         y += height + LANE_GAP
-    axis = [f'<g class="axis"><line x1="{LEFT}" y1="{TOP}" x2="{LEFT + WIDTH}" y2="{TOP}"/>']
+    axis = [
+        f'<g class="axis"><line x1="{LEFT}" y1="{TOP}" x2="{LEFT + WIDTH}" y2="{TOP}"/>'
+        f'<text class="tick zone" x="{LEFT - 10}" y="{TOP - 6}">UTC</text>'
+    ]
+    day = None
     for t in ticks:
         x = x_of(t)
         fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < 86400 else "%Y-%m-%d"
@@ -671,6 +841,9 @@ def render(
             f'<line class="grid" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{y}"/>'
             f'<text class="tick" x="{x:.1f}" y="{TOP - 6}">{t.strftime(fmt)}</text>'
         )
+        if step < 86400 and t.date() != day:  # the date over the first tick of each day
+            day = t.date()
+            axis.append(f'<text class="tick date" x="{x:.1f}" y="{TOP - 19}">{t.strftime("%Y-%m-%d")}</text>')
     axis.append("</g>")
     cursor_svg = ""
     if cursor is not None and lo <= cursor <= hi:
@@ -678,16 +851,24 @@ def render(
         detail = f"cursor: {_iso(cursor)}"
         cursor_svg = (
             f'<g class="cursor" data-at="{_iso(cursor)}" data-detail="{_esc(detail)}"><title>{_esc(detail)}</title>'
-            f'<line x1="{cx:.1f}" y1="{TOP - 18}" x2="{cx:.1f}" y2="{y}"/>'
-            f'<text x="{cx + 4 if cx < LEFT + WIDTH - 160 else cx - 4:.1f}" y="{TOP - 20}" '
+            f'<line x1="{cx:.1f}" y1="{TOP - 17}" x2="{cx:.1f}" y2="{y}"/>'
+            f'<text x="{cx + 4 if cx < LEFT + WIDTH - 160 else cx - 4:.1f}" y="{TOP - 32}" '
             f'text-anchor="{"start" if cx < LEFT + WIDTH - 160 else "end"}">{_esc(_iso(cursor))}</text></g>'
         )
     height = y + 10
+    # The window as drawn (data-lo, data-hi: exact, padding included) and where time runs
+    # (data-left, data-width), for a script that maps a pointer to an instant.
     svg = (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{LEFT + WIDTH + 20}" height="{height}" '
-        f'viewBox="0 0 {LEFT + WIDTH + 20} {height}">' + "".join(axis) + "\n".join(body) + cursor_svg + "</svg>"
+        f'viewBox="0 0 {LEFT + WIDTH + 20} {height}" data-lo="{_exact(lo)}" data-hi="{_exact(hi)}" '
+        f'data-left="{LEFT}" data-width="{WIDTH}" data-top="{TOP}">'
+        + "".join(axis)
+        + "\n".join(body)
+        + cursor_svg
+        + "</svg>"
     )
-    return _page(title, h, lo, hi, cursor, shown_runs, svg, assets, header)
+    panel = "" if cursor is None else _panel(h, cursor, lo, hi, wanted)
+    return _page(title, h, lo, hi, cursor, shown_runs, svg, assets, header, panel=panel, live=live)
 
 
 def _legend() -> str:
@@ -714,6 +895,13 @@ svg.timeline{display:block} .lane-bg{fill:#f9fafb;stroke:#e5e7eb}
 .run-code{fill:#991b1b} .run:hover .seg{stroke:#111827;stroke-width:1}
 .cursor line{stroke:#e11d48;stroke-width:2;stroke-dasharray:4 3;pointer-events:none} .cursor text{fill:#e11d48;font-weight:600;font-size:12px}
 header form.window{margin:6px 0 12px} header input{font:inherit;width:15em}
+.tick.zone{text-anchor:end;font-weight:600} .tick.date{font-weight:600;fill:#111827}
+.cluster rect{fill:#111827} .cluster text{fill:#fff;font-size:10px;font-weight:700;text-anchor:middle}
+#cursor-panel{max-width:1390px;border-top:2px solid #e11d48;margin:8px 0;padding:4px 0}
+#cursor-panel h2{font-size:15px;margin:4px 0;color:#9f1239} #cursor-panel h3{font-size:13px;margin:8px 0 2px}
+#cursor-panel ol,#cursor-panel ul{margin:0;padding-left:22px} #cursor-panel .off{color:#4b5563}
+.toolbar{display:flex;gap:6px;margin:4px 0} .keys{color:#4b5563;margin:2px 0 6px;max-width:1390px}
+svg.timeline:focus{outline:2px solid #1d4ed8;outline-offset:2px} .brush{fill:#1d4ed8;fill-opacity:.15;stroke:#1d4ed8}
 #tip{position:fixed;display:none;max-width:520px;background:#111827;color:#f9fafb;padding:6px 8px;border-radius:4px;
 font-size:12px;pointer-events:none;z-index:10;white-space:pre-wrap}
 """
@@ -742,6 +930,9 @@ def _page(
     svg: str,
     assets: str | None = None,
     header: str = "",
+    *,
+    panel: str = "",
+    live: bool = False,
 ) -> str:
     sub = (
         f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
@@ -755,7 +946,8 @@ def _page(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_esc(title)}</title>{style}</head><body>{header}"
-        f'<h1>{_esc(title)}</h1><p class="sub">{_esc(sub)}</p>{_legend()}{svg}'
+        f"<h1>{_esc(title)}</h1>{_legend()}"
+        f'<div id="picture"{" data-live" if live else ""}><p class="sub">{_esc(sub)}</p>{svg}{panel}</div>'
         f'<div id="tip"></div>{script}</body></html>\n'
     )
 
@@ -769,6 +961,7 @@ def page(
     runs: Sequence[str] | None = None,
     assets: str | None = None,
     header: str = "",
+    live: bool = False,
 ) -> str:
     """The page of the whole log in `store` (undecodable events are left out, rule T4).
     InvalidInput for a window that ends before it starts or an instant without a time
@@ -782,7 +975,7 @@ def page(
     for run in runs or ():
         if run not in h.bars:
             raise RunNotFound(run)
-    return render(h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header)
+    return render(h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live)
 
 
 STYLE = _CSS  # the page's style and script, for a server that links them (`assets`)

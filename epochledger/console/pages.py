@@ -67,6 +67,7 @@ def _static() -> dict[str, tuple[bytes, str]]:
     found = {
         "console.css": (files.joinpath("console.css").read_bytes(), "text/css; charset=utf-8"),
         "console.js": (files.joinpath("console.js").read_bytes(), "text/javascript; charset=utf-8"),
+        "incident.js": (files.joinpath("incident.js").read_bytes(), "text/javascript; charset=utf-8"),
         "timeline.css": (timeline.STYLE.encode(), "text/css; charset=utf-8"),
         "timeline.js": (timeline.SCRIPT.encode(), "text/javascript; charset=utf-8"),
     }
@@ -475,7 +476,10 @@ def incident(
 ) -> Response[str]:
     """The incident picture (rule V1) of `timeline -o`, for an interval: `from`, `to`
     and the cursor `at`, RFC 3339; `run` (repeatable): only those runs. Its style and
-    script are linked, never inline; it reads without JavaScript."""
+    scripts are linked, never inline. Without JavaScript it is the picture, the GET
+    form and, with a cursor, the panel of what happened around it; with it, the
+    picture zooms, pans, brushes and places its cursor (incident.js: each a new URL of
+    this page) and follows the live stream (console.js swaps `#picture` in anew)."""
     lo, hi, cursor = instant(start or None, "from"), instant(end or None, "to"), instant(at or None, "at")
     chosen = _given(run)
     fields = "".join(
@@ -485,13 +489,20 @@ def incident(
     keep = "".join(f'<input type="hidden" name="run" value="{esc(r)}">' for r in chosen)
     header = (
         '<nav aria-label="console"><a href="/">Fleet</a> | <a href="/runs">Runs</a> | '
-        '<a href="/epochs">Slots and epochs</a></nav>'
+        '<a href="/epochs">Slots and epochs</a></nav> <span id="live-state" role="status"></span>'
         f'<form class="window" method="get" action="/incident">{fields}{keep}<button type="submit">Show</button></form>'
+        f'<script src="{ASSETS}console.js" defer></script><script src="{ASSETS}incident.js" defer></script>'
     )
     service: Any = request.app.state.service
     with service.use() as ledger:
         text = ledger.timeline_page(
-            start=lo, end=hi, cursor=cursor, runs=chosen or None, assets=ASSETS, header=f"<header>{header}</header>"
+            start=lo,
+            end=hi,
+            cursor=cursor,
+            runs=chosen or None,
+            assets=ASSETS,
+            header=f"<header>{header}</header>",
+            live=True,
         )
     return _html(request, text)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -329,3 +329,29 @@ def test_H9_a_run_id_in_a_title_is_bidi_isolated(base: str, demo: Demo) -> None:
         html = client.get(f"/runs/{quote(run, safe='')}").text
     assert f"<title>Run \u2068{run}\u2069 - epochledger</title>" in html
     assert f"<h1>Run \u2068{run}\u2069</h1>" in html
+
+
+def test_H9_the_incident_page_links_its_scripts_and_its_cursor_panel_shows_hostile_ids_as_text(
+    base: str, demo: Demo
+) -> None:
+    """The incident page: its three scripts linked from /static (the picture's hover,
+    the live parts, the zoom and cursor), the picture one live part, and the cursor's
+    panel (what happened around the hostile run's failure, just now) escaped like the
+    rest; a cursor that is not an instant is the 422 problem naming `at`."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with httpx.Client(base_url=base, headers=_bearer(demo.reader), timeout=30) as client:
+        r = client.get("/incident", params={"at": now})
+        bad = client.get("/incident", params={"at": "noon"})
+    assert r.status_code == 200 and r.headers["content-security-policy"] == pages.CSP
+    html = r.text
+    _only_own_code(html)
+    scripts = re.findall(r'<script src="([^"]+)"', html)
+    assert sorted(s.rsplit("/", 1)[1] for s in scripts) == ["console.js", "incident.js", "timeline.js"]
+    assert all(s.startswith(pages.ASSETS) for s in scripts)
+    assert '<div id="picture" data-live>' in html
+    panel = html[html.index('<section id="cursor-panel"') :]
+    panel = panel[: panel.index("</section>")]
+    assert f"At the cursor, {now}" in panel and pages.esc(HOSTILE_RUN) in panel
+    for payload in HOSTILE:
+        assert payload not in html, payload
+    assert bad.status_code == 422 and bad.json()["fields"]["where"] == "at", bad.text

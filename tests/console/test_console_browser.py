@@ -25,6 +25,14 @@ from tests.helpers.server import served
 
 AXE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "axe", "node_modules", "axe-core", "axe.min.js")
 LIVE_RUN = "live-run"
+INCIDENT_LIVE_RUN = "incident-live-run"
+DAY = "/incident?from=2026-09-09T00:00:00Z&to=2026-09-10T00:00:00Z"  # the demo's day (the hostile runs are later)
+# The instant under the SVG x of an ISO instant, in the page's CSS pixels (the picture is
+# drawn 1:1), and the window the picture shows, as milliseconds.
+X_OF = """iso => { const s = document.querySelector('svg.timeline'), r = s.getBoundingClientRect();
+  const lo = Date.parse(s.dataset.lo), hi = Date.parse(s.dataset.hi);
+  return r.left + +s.dataset.left + (Date.parse(iso) - lo) / (hi - lo) * +s.dataset.width; }"""
+WINDOW = "() => { const s = document.querySelector('svg.timeline'); return [Date.parse(s.dataset.lo), Date.parse(s.dataset.hi)]; }"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +50,10 @@ class Tab:
         self.page, self.base = page, base
         self.requests: list[str] = []
         self.dialogs: list[str] = []
+        self.errors: list[str] = []  # the scripts' exceptions and the CSP's refusals
         page.on("request", lambda r: self.requests.append(r.url))
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("console", lambda m: self.errors.append(m.text) if "Content Security Policy" in m.text else None)
         page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
         page.set_default_timeout(10_000)
 
@@ -207,8 +218,183 @@ def test_H9_hostile_values_run_no_script_in_chromium(tab: Callable[..., Tab], de
     t.stayed_home()
 
 
+def _incident(t: Tab, path: str = "/incident") -> None:
+    t.go(path)
+    t.page.wait_for_selector("body[data-live-open]")  # both scripts ran: the live stream is open
+    assert t.page.locator(".toolbar button").count() == 5
+
+
+def _window(t: Tab) -> tuple[float, float]:
+    lo, hi = t.page.evaluate(WINDOW)
+    return float(lo), float(hi)
+
+
+def _redrawn(t: Tab, before: tuple[float, float]) -> tuple[float, float]:
+    """Wait for the picture of another window than `before`, and return its window."""
+    t.page.wait_for_function(f"() => ({WINDOW})().join() !== '{before[0]:.0f},{before[1]:.0f}'")
+    return _window(t)
+
+
+def test_H9_the_incident_picture_zooms_pans_and_brushes_with_mouse_and_keys_in_chromium(
+    tab: Callable[..., Tab], demo: Demo
+) -> None:
+    """The whole day, then: Zoom in halves the window (its URL says from and to), Earlier
+    pans it back by half, Whole history restores it; a drag from 14:15 to 14:30 zooms to
+    that interval, the takeover's markers in it; the wheel zooms in around the pointer;
+    on the focused picture + zooms, B, Shift+Right twice and Enter brush a fifth of the
+    window, and the picture keeps the focus. Every picture is the server's; no CSP error."""
+    t = tab()
+    t.login(demo.reader)
+    _incident(t, DAY)
+    whole = _window(t)
+    span = whole[1] - whole[0]
+    t.page.click(".toolbar >> text=Zoom in")
+    lo, hi = _redrawn(t, whole)
+    assert "from=" in t.page.url and "to=" in t.page.url
+    assert abs((hi - lo) / span - 0.5) < 0.01
+    t.page.click(".toolbar >> text=Earlier")
+    lo2, hi2 = _redrawn(t, (lo, hi))
+    assert abs((lo - lo2) / (hi - lo) - 0.5) < 0.01 and abs((hi2 - lo2) - (hi - lo)) < 2000
+    t.page.click(".toolbar >> text=Whole history")
+    everything = _redrawn(t, (lo2, hi2))
+    assert everything[0] < whole[0] and everything[1] > whole[1] and "from=" not in t.page.url
+    t.page.go_back()  # each window is a URL of its own: Back shows the one before
+    assert _redrawn(t, everything) == (lo2, hi2)
+    t.go(DAY)
+    # A brush with the mouse: 14:15 to 14:30 (a pixel of the whole day is about 72 s).
+    x0 = t.page.evaluate(X_OF, "2026-09-09T14:15:00Z")
+    x1 = t.page.evaluate(X_OF, "2026-09-09T14:30:00Z")
+    y = t.page.locator('g.lane[data-process="worker-1"]').bounding_box()["y"] + 40
+    t.page.mouse.move(x0, y)
+    t.page.mouse.down()
+    t.page.mouse.move((x0 + x1) / 2, y, steps=3)
+    assert t.page.locator("svg.timeline rect.brush").count() == 1  # the interval shows as it is drawn
+    t.page.mouse.move(x1, y, steps=3)
+    t.page.mouse.up()
+    lo, hi = _redrawn(t, whole)
+    nine = 9 * 60_000
+    assert abs(lo - t.page.evaluate("Date.parse('2026-09-09T14:15:00Z')")) < nine / 6
+    assert abs(hi - t.page.evaluate("Date.parse('2026-09-09T14:30:00Z')")) < nine / 6
+    for kind in ("recovery", "fenced", "boot", "supersede", "sweep"):
+        assert t.page.locator(f'g.lane[data-process="worker-1"] .marker.{kind}').count() >= 1, kind
+    # The wheel zooms in around the pointer.
+    t.page.mouse.move((x0 + x1) / 2, y)
+    t.page.mouse.wheel(0, -300)
+    lo2, hi2 = _redrawn(t, (lo, hi))
+    assert hi2 - lo2 < (hi - lo) * 0.8 and lo <= lo2 and hi2 <= hi
+    stacked = t.page.evaluate("() => history.length")
+    t.page.mouse.wheel(0, 200)  # the wheel again: its URL replaces the one the wheel made
+    lo2, hi2 = _redrawn(t, (lo2, hi2))
+    assert t.page.evaluate("() => history.length") == stacked
+    # The keyboard: 0 the whole history, + zooms in, B ... Enter brushes.
+    t.page.focus("svg.timeline")
+    t.page.keyboard.press("0")
+    assert _redrawn(t, (lo2, hi2)) == everything
+    t.page.keyboard.press("+")
+    lo, hi = _redrawn(t, everything)
+    assert abs((hi - lo) / (everything[1] - everything[0]) - 0.5) < 0.01
+    t.page.keyboard.press("b")
+    assert "Brushing from" in (t.page.locator("#incident-keys").text_content() or "")
+    t.page.keyboard.press("Shift+ArrowRight")
+    t.page.wait_for_selector("svg.timeline g.cursor")
+    t.page.keyboard.press("Shift+ArrowRight")
+    t.page.keyboard.press("Enter")
+    lo2, hi2 = _redrawn(t, (lo, hi))
+    assert abs((hi2 - lo2) / (hi - lo) - 0.2) < 0.02, (hi2 - lo2) / (hi - lo)
+    assert t.page.evaluate("() => document.activeElement === document.querySelector('svg.timeline')")
+    assert not t.errors, t.errors
+    t.stayed_home()
+
+
+def test_H9_the_incident_cursor_and_its_panel_say_what_happened_in_chromium(
+    tab: Callable[..., Tab], demo: Demo
+) -> None:
+    """A click at 14:20 of the whole day places the cursor there (the URL's `at`) and the
+    panel beside it says in words what happened around it: the takeover's boot, the
+    supersession's verdict, the sweep's recovery with its rule and evidence, the fenced
+    late report; the right arrow moves the cursor on, and the panel with it."""
+    t = tab()
+    t.login(demo.reader)
+    _incident(t, DAY)
+    assert t.page.locator("#cursor-panel").count() == 0
+    x = t.page.evaluate(X_OF, "2026-09-09T14:20:00Z")
+    y = t.page.locator('g.lane[data-process="api-1"]').bounding_box()["y"] + 10
+    t.page.mouse.click(x, y)
+    t.page.wait_for_selector("#cursor-panel")
+    assert "at=2026-09-09T14%3A" in t.page.url or "at=2026-09-09T14:" in t.page.url
+    panel = t.page.locator("#cursor-panel").text_content() or ""
+    for words in (
+        "boot of worker-1, epoch worker-1.e2",
+        "superseded by worker-1.e2",
+        "backfill-redeploy: recovered by the sweep of worker-1.e2",
+        "rule O2-superseded",
+        "FENCED run.finished, claiming finished from stale epoch worker-1.e1",
+        "epoch worker-1.e2 of worker-1",  # live at the cursor
+    ):
+        assert words in panel, words
+    at = t.page.get_attribute("g.cursor", "data-at")
+    t.page.focus("svg.timeline")
+    t.page.keyboard.press("ArrowRight")
+    t.page.wait_for_function(f"() => document.querySelector('g.cursor').dataset.at !== '{at}'")
+    moved = t.page.get_attribute("g.cursor", "data-at") or ""
+    assert moved > (at or "") and moved in (t.page.locator("#cursor-panel h2").text_content() or "")
+    assert not t.errors, t.errors
+    t.stayed_home()
+
+
+def test_H11_the_incident_picture_shows_another_process_commit_within_a_second(
+    tab: Callable[..., Tab], demo: Demo
+) -> None:
+    t = tab()
+    t.login(demo.reader)
+    _incident(t)
+    assert t.page.locator(f'g.run[data-run="{INCIDENT_LIVE_RUN}"]').count() == 0
+    with open_ledger(demo.db, create=False) as lg:
+        live = next(e for e, ended in lg.liveness() if ended is None)
+        t0 = time.monotonic()
+        with lg.batch() as b:
+            b.queue(INCIDENT_LIVE_RUN, workflow="nightly-etl", process=live.process, actor="api-1")
+            b.start(INCIDENT_LIVE_RUN, epoch=live.epoch, process=live.process)
+    t.page.wait_for_selector(f'g.lane[data-process="{live.process}"] g.run[data-run="{INCIDENT_LIVE_RUN}"]')
+    elapsed = time.monotonic() - t0
+    assert elapsed < 1.0, f"the picture showed the commit after {elapsed:.2f}s"
+    assert t.page.get_attribute(f'g.run[data-run="{INCIDENT_LIVE_RUN}"]', "data-status") == "running"
+    assert t.page.locator(".toolbar button").count() == 5  # enhanced once, not again per swap
+    t.stayed_home()
+
+
+def test_H11_the_incident_page_without_javascript_is_the_static_picture(tab: Callable[..., Tab], demo: Demo) -> None:
+    """No script: the same picture, the cursor's panel from the server, the GET form; no
+    toolbar, nothing live."""
+    t = tab(java_script_enabled=False)
+    t.login(demo.reader)
+    t.go(INCIDENT)
+    assert t.page.locator("svg.timeline g.run").count() >= 3
+    assert t.page.locator(".toolbar").count() == 0 and t.page.get_attribute("svg.timeline", "tabindex") is None
+    assert "recovered by the sweep of worker-1.e2" in (t.page.locator("#cursor-panel").text_content() or "")
+    assert t.page.locator('g.lane[data-process="worker-1"] g.cluster').count() >= 1
+    t.page.fill("input[name=at]", "2026-09-09T14:21:00Z")
+    t.page.click("text=Show")
+    t.page.wait_for_selector('g.cursor[data-at="2026-09-09T14:21:00Z"]')
+    assert "FENCED run.finished" in (t.page.locator("#cursor-panel").text_content() or "")
+    t.stayed_home()
+
+
 @pytest.mark.parametrize(
-    "path", ["/", "/runs", "/runs/nightly-long", "/epochs", INCIDENT, "/whatif", WHATIF, AUDIT, AUDIT_SQL, "/login"]
+    "path",
+    [
+        "/",
+        "/runs",
+        "/runs/nightly-long",
+        "/epochs",
+        "/incident",
+        INCIDENT,
+        "/whatif",
+        WHATIF,
+        AUDIT,
+        AUDIT_SQL,
+        "/login",
+    ],
 )
 def test_H11_axe_finds_no_serious_violation(tab: Callable[..., Tab], demo: Demo, path: str) -> None:
     if not os.path.exists(AXE):

@@ -222,3 +222,40 @@ def test_V1_html_in_run_ids_is_escaped(tmp_path) -> None:
         clock.advance(timedelta(minutes=5).total_seconds())
         text = timeline.page(lg._store)
     assert "<script>alert" not in text and "&lt;script&gt;" in text
+
+
+def test_V1_the_whole_day_counts_a_takeover_names_its_run_dates_its_axis_and_says_what_the_cursor_saw(
+    load, tmp_path
+) -> None:
+    """The demo's whole day, a pixel about 72 s: the five markers of the 14:20 takeover
+    (boot, supersession, sweep, recovery, fenced report) fall on a few pixels of the
+    worker-1 lane; one badge counts them (its details list each) and the epoch row's
+    three are fanned out, each visible. The key run is named without hover, its label
+    clear of every other bar; the axis names the date; the cursor's panel says in words
+    what happened around 14:20."""
+    db, html_path = str(tmp_path / "demo.db"), str(tmp_path / "demo.html")
+    run_demo(db, out=lambda _: None)
+    _timeline(db, html_path, "--at", "2026-09-09T14:20:00Z")
+    page = load(html_path)
+    lane = 'g.lane[data-process="worker-1"]'
+    five = page.page.locator(f'{lane} g.cluster[data-count="5"]')  # type: ignore[attr-defined]
+    assert five.count() == 1 and five.locator("text").text_content() == "5"
+    detail = five.get_attribute("data-detail")
+    for words in ("boot of worker-1, epoch worker-1.e2", "superseded by worker-1.e2", "recovered by", "FENCED"):
+        assert words in detail, words
+    xs = page.page.eval_on_selector_all(  # type: ignore[attr-defined]
+        f"{lane} > .marker[data-epoch]", "els => els.map(e => { const b = e.getBBox(); return [b.x, b.x + b.width]; })"
+    )
+    at_1420 = sorted(x for x in xs if 850 < x[0] < 950)
+    assert len(at_1420) == 3 and all(a[1] <= b[0] + 1 for a, b in zip(at_1420, at_1420[1:], strict=False))
+    label = page.page.locator('g.run[data-run="backfill-redeploy"] text.run-label')  # type: ignore[attr-defined]
+    assert (label.text_content() or "").startswith("backfill-redeploy")
+    covered = page.page.evaluate("""() => {  // another run's bar under the key run's name
+        const t = document.querySelector('g.run[data-run="backfill-redeploy"] text.run-label').getBBox();
+        return [...document.querySelectorAll('g.lane[data-process="worker-1"] g.run:not([data-run="backfill-redeploy"]) rect')]
+          .map(r => r.getBBox()).filter(b => b.x < t.x + t.width && t.x < b.x + b.width && b.y < t.y + t.height && t.y < b.y + b.height).length; }""")  # type: ignore[attr-defined]
+    assert covered == 0
+    assert page.attrs(".tick.date", "class") and "2026-09-09" in page.page.locator(".tick.date").first.text_content()  # type: ignore[attr-defined]
+    panel = page.page.locator("#cursor-panel").text_content()  # type: ignore[attr-defined]
+    assert "At the cursor, 2026-09-09T14:20:00Z" in panel and "rule O2-superseded" in panel and "FENCED" in panel
+    _no_fetch(page)

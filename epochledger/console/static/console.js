@@ -1,12 +1,14 @@
 // The console's live parts (docs/console.md, "Live"): no framework, no other host.
 // A page whose parts carry data-live subscribes to the ledger's live stream
 // (/v1/stream, Server-Sent Events) and, after each commit, fetches its own URL again
-// and swaps those parts in, so it shows the present without a reload.
+// and swaps those parts in, so it shows the present without a reload. Another script
+// of the page asks for the same refresh with the event "epochledger:refresh" (the
+// incident page, after it chose a new URL), and hears "epochledger:refreshed" after.
 (function () {
   "use strict";
   var parts = document.querySelectorAll("[data-live]");
   var state = document.getElementById("live-state");
-  if (!parts.length || !window.EventSource) { return; }
+  if (!parts.length) { return; }
   var pending = false, again = false;
   function say(text) { if (state) { state.textContent = text; } }
   function refresh() {
@@ -21,11 +23,14 @@
           if (next) { el.replaceChildren.apply(el, Array.prototype.slice.call(next.childNodes).map(function (n) { return document.importNode(n, true); })); }
         });
         document.body.setAttribute("data-refreshed", String(Date.now()));
+        document.dispatchEvent(new CustomEvent("epochledger:refreshed"));
         say("live: updated " + new Date().toISOString().slice(11, 19) + " UTC");
       })
       .catch(function (e) { say("live: refresh failed (" + e.message + ")"); })
       .then(function () { pending = false; if (again) { again = false; refresh(); } });
   }
+  document.addEventListener("epochledger:refresh", refresh);
+  if (!window.EventSource) { return; }
   var source = new EventSource("/v1/stream");
   source.onopen = function () { say("live"); document.body.setAttribute("data-live-open", "1"); };
   source.onmessage = function () { refresh(); };
