@@ -26,10 +26,10 @@ HEAVY = (
     "psycopg_pool",
     "eventsourcing",
     "sqlite3",
-    "ledger._store",
-    "ledger.codec",
-    "projections.audit",
-    "projections.engine",
+    "epochledger.ledger.store",
+    "epochledger.ledger.codec",
+    "epochledger.projections.audit",
+    "epochledger.projections.engine",
     "epochledger.app",
     "epochledger.writes",
     "epochledger.cache",
@@ -66,7 +66,13 @@ def test_W2_help_and_the_registry_import_neither_the_store_nor_the_library() -> 
     import tables` in views.py, an eager `epochledger/__init__.py`; `rebuild`'s view
     names or `sweep --margin`'s default read at import (the registry's views, the orphan
     rule) instead of when their command's parser is built (cli.common.Later)."""
-    assert heavy(loaded("--help"), (*HEAVY, "projections", "ledger.run", "ledger.process")) == []
+    assert (
+        heavy(
+            loaded("--help"),
+            (*HEAVY, "epochledger.projections", "epochledger.ledger.run", "epochledger.ledger.process"),
+        )
+        == []
+    )
     assert heavy(loaded(code="import json, sys, epochledger.cli; print(json.dumps(sorted(sys.modules)))")) == []
 
 
@@ -106,12 +112,27 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         ledger.queue("r1", workflow="nightly")
     assert main(["--store", store, "show", "r1"]) == 0  # the views caught up: the next show reads no event
     modules = loaded("--store", store, "show", "r1", "--json")
-    assert "ledger._store.sqlite" in modules and "projections.engine" in modules  # it did read the run
+    assert (
+        "epochledger.ledger.store.sqlite" in modules and "epochledger.projections.engine" in modules
+    )  # it did read the run
     # The facade's module names the audit's result types, so projections.audit and its
     # results module load with it; the audit's code (duck.py) and DuckDB only where used.
-    assert "projections.audit.results" in modules
-    unused = ("duckdb", "psycopg", "psycopg_pool", "ledger._store.postgres", "eventsourcing", "projections.audit.duck")
-    unused += ("epochledger.tick", "epochledger.passes", "epochledger.files", "replay.timeline", "importlib.metadata")
+    assert "epochledger.projections.audit.results" in modules
+    unused = (
+        "duckdb",
+        "psycopg",
+        "psycopg_pool",
+        "epochledger.ledger.store.postgres",
+        "eventsourcing",
+        "epochledger.projections.audit.duck",
+    )
+    unused += (
+        "epochledger.tick",
+        "epochledger.passes",
+        "epochledger.files",
+        "epochledger.replay.timeline",
+        "importlib.metadata",
+    )
     assert heavy(modules, unused) == []
     code = PROBE.replace(
         "print(", "from epochledger.ledger import codec; print(json.dumps('decode' in vars(codec)));print("
