@@ -83,9 +83,11 @@ def test_T5_a_step_that_hangs_forever_is_abandoned_and_the_other_runs_advance(
     ledger: Ledger, release: threading.Event
 ) -> None:
     queued(ledger, "a-healthy", "b-hung", "c-healthy")
-    driver = make_driver(ledger, [("advance", hanging(ledger, {"b-hung"}, release))], step_deadline=HANG)
-    report, took = tick_within(driver, 10)
-    assert took < HANG + 5
+    # LONG, not HANG: the healthy runs' steps (a commit each) must finish within it on a
+    # loaded machine, or they too are abandoned (seen at load 12 with 0.2s).
+    driver = make_driver(ledger, [("advance", hanging(ledger, {"b-hung"}, release))], step_deadline=LONG)
+    report, took = tick_within(driver, 15)
+    assert took < LONG + 5
     assert report.advanced == ("a-healthy", "c-healthy")
     [failure] = report.failures
     assert (failure.run, failure.step, failure.error_class) == (
@@ -93,13 +95,11 @@ def test_T5_a_step_that_hangs_forever_is_abandoned_and_the_other_runs_advance(
         "advance",
         "epochledger.tick.StepDeadlineExceeded",
     )
-    assert (
-        failure.error == "step 'advance' did not return within its deadline of 0.2s: abandoned for this tick (rule T5)"
-    )
+    assert failure.error == "step 'advance' did not return within its deadline of 2s: abandoned for this tick (rule T5)"
     assert failure.recorded
     exc = failure.exception
     assert isinstance(exc, StepDeadlineExceeded)
-    assert (exc.run, exc.step, exc.deadline, exc.abandoned_by) == ("b-hung", "advance", timedelta(seconds=HANG), None)
+    assert (exc.run, exc.step, exc.deadline, exc.abandoned_by) == ("b-hung", "advance", timedelta(seconds=LONG), None)
     last = ledger.history("b-hung")[-1].event
     assert isinstance(last, RunTickFailed) and last.error_class == "epochledger.tick.StepDeadlineExceeded"
     assert ledger.get_run("a-healthy").checkpoint is not None and ledger.get_run("c-healthy").checkpoint is not None
