@@ -673,8 +673,11 @@ class Ledger(Commands, Reports):
     def orphans(self, margin: float = ORPHAN_MARGIN_S) -> list[tuple[RunState, orphans_mod.Verdict]]:
         """Every running run the ledger's events say is an orphan, with its verdict
         (clock-free; O3 judged against each process's current epoch). Reads only. The
-        running runs no slot can judge are `unjudged()` (rule O9)."""
-        view = self.orphan_view()
+        running runs no slot can judge are `unjudged()` (rule O9). Reads the orphan
+        candidates, as the sweep does: every other run is owned by its slot's live
+        current epoch, which the orphan rule never orphans, so the verdicts are the
+        fleet's and the read costs the candidates, not the fleet."""
+        view = self.orphan_view(candidates_only=True)
         return [(view.runs[v.run], v) for v in orphans_mod.verdicts(view, margin=margin)]
 
     # -------------------------------------------------------------- reads

@@ -40,7 +40,7 @@ from epochledger.projections.engine import (
     gc_paused,  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
 )
 from epochledger.projections.orphans import MARGIN, Unjudged, Verdict
-from epochledger.projections.runs import predicates_of
+from epochledger.projections.runs import fleet_of, predicates_of
 from epochledger.replay import canonical_bytes, state_at, state_hash
 from epochledger.replay.pointintime import FleetState
 from epochledger.replay.verify import Verification
@@ -400,14 +400,15 @@ class AuditTable(msgspec.Struct, kw_only=True):
 
 
 class Fleet(msgspec.Struct, kw_only=True):
-    """The fleet now, as the console's first page shows it: live runs by status, the
-    running runs by slot (run ids, sorted), the orphans and unjudged runs with their
+    """The fleet now, as the console's first page shows it: live runs by status and the
+    running runs (those holding a launch slot) by slot, both from the counts the runs
+    view keeps (projections/runs.py COUNTS), the orphans and unjudged runs with their
     rule and evidence (`Reports.orphaned`), the runs with an open tick streak
     (`Reports.streaking`), tick health with its dead-letters, the epochs whose sweep gave
     up (rule O5), the log's head and every view's lag behind it."""
 
     by_status: dict[str, int]
-    running_by_slot: dict[str, list[str]]
+    running_by_slot: dict[str, int]  # "" for running runs without a slot
     orphans: list[Orphaned]
     streaking: list[Streaking]
     tick_health: TickHealth
@@ -447,6 +448,12 @@ def _keep(codes: Sequence[str], labels: Sequence[tuple[str, str]]) -> Callable[[
         return not labels or all(s.labels.get(k) == v for k, v in labels)
 
     return keep
+
+
+# A running run on the fleet page: one that holds a launch slot (the predicate's name,
+# a column the runs view stores from the one evaluation, rule P4; the view's kept
+# counts count by it). A slot's count links to the runs page of this predicate and slot.
+RUNNING_PREDICATE = lifecycle.counts_against_launch_limit.__name__
 
 
 def check_policy(spec: str) -> Policy:
@@ -691,40 +698,42 @@ class Reports:
         catch_up_first: bool = True,
     ) -> StreakingRuns:
         """The listed runs with an open tick streak, oldest streak first, with its age in
-        ledger time (docs/tick.md), and the runs view's lag."""
-        listing = self.list_runs(
-            statuses=statuses,
-            predicates=predicates,
-            codes=codes,
-            labels=labels,
-            processes=processes,
-            catch_up_first=catch_up_first,
-        )
+        ledger time (docs/tick.md), and the runs view's lag. Reads the runs the open
+        streaks name, by key, not the fleet."""
         view = read_tick_health(self._store, catch_up_first=catch_up_first)
-        by_run = {s.run: s for s in listing.runs}
-        rows = [
-            Streaking(state=by_run[st["run"]], streak=st)
-            for st in tick_health_view.open_streaks(view)
-            if st["run"] in by_run
-        ]
-        return StreakingRuns(runs=rows, lag=listing.lag)
+        streaks = tick_health_view.open_streaks(view)
+        keep = _keep(codes, labels) if codes or labels else None
+        with engine.gc_paused():
+            found, lag = engine.read_runs(
+                self._store,
+                keep,
+                catch_up_first=catch_up_first,
+                statuses=statuses,
+                predicates=predicates,
+                processes=processes,
+                keys=sorted({st["run"] for st in streaks}),
+            )
+        by_run = {s.run: s for s in found}
+        rows = [Streaking(state=by_run[st["run"]], streak=st) for st in streaks if st["run"] in by_run]
+        return StreakingRuns(runs=rows, lag=lag)
 
     def fleet(self) -> Fleet:
-        """The fleet now (`Fleet`): each part read by the facade's own report, the
-        views caught up once, by the first."""
-        listing = self.list_runs(shape="row")
-        by_status: dict[str, int] = {}
-        running: dict[str, list[str]] = {}
-        for r in listing.runs:
-            by_status[r.status] = by_status.get(r.status, 0) + 1
-            if r.status == "running":
-                running.setdefault(r.process or "", []).append(r.run)
+        """The fleet now (`Fleet`): the counts the runs view keeps (projections/runs.py
+        `COUNTS`, a few rows: never a listing or a count of the fleet), every other part
+        read by the facade's own report, every view caught up once, first. Its cost
+        follows the orphan candidates, the open streaks and the slots, not the fleet
+        (docs/benchmarks.md, "The console at a million runs")."""
+        stored = not self._store.read_only  # a backup copy's reads fold the rest in memory instead
+        if stored:
+            engine.catch_up_all(self._store)  # every view once, in one pass over the new events
+        kept, _ = engine.read_fleet_counts(self._store, catch_up_first=not stored)
+        by_status, by_slot = fleet_of(kept)
         return Fleet(
-            by_status=dict(sorted(by_status.items())),
-            running_by_slot={slot: sorted(runs) for slot, runs in sorted(running.items())},
+            by_status=by_status,
+            running_by_slot=by_slot,
             orphans=self.orphaned(),
-            streaking=self.streaking(catch_up_first=False).runs,
-            tick_health=self.tick_health_summary(catch_up_first=False),
+            streaking=self.streaking(catch_up_first=not stored).runs,
+            tick_health=self.tick_health_summary(catch_up_first=not stored),
             sweep_failed=[e for e in self._ledger.epochs() if e.sweep_failed_at is not None],
             head=self.head(),
             lags=self.view_lags(),

@@ -157,6 +157,7 @@ class Runner:
         self.key_of = attrgetter("event." + key_field) if key_field and self.types is not None else None
         self.whole = is_whole(module)
         self.cache_limit = cache_limit
+        self.counts = None if shadow else module.COUNTS  # a shadow's are counted at its swap
         self._decode = msgspec.json.Decoder(state_type(module), dec_hook=process_mod.dec_hook).decode
         self.view: dict[str, Any] = {}
         self.flushed: dict[str, bytes] = {}
@@ -280,7 +281,16 @@ class Runner:
                 del self.flushed[k]
         new_position = (full or chunk)[-1].position
         tables.commit_view(
-            self.store, self.key, self.position, new_position, self.table, self.columns, upserts, deletes, parked
+            self.store,
+            self.key,
+            self.position,
+            new_position,
+            self.table,
+            self.columns,
+            upserts,
+            deletes,
+            parked,
+            counts=self.counts,
         )
         self.position = new_position
         stats.events += len(full or chunk)
@@ -538,7 +548,7 @@ def rebuild_all(
         try:
             if m.NAME in gone:
                 raise ShadowGone(shadow_key)
-            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table, indexes_of(m))
+            tables.swap_view(store, m.NAME, shadow_key, table_of(m.NAME), shadow_table, indexes_of(m), counts=m.COUNTS)
         except (ShadowGone, StoreError):
             lost = raced(m, shadow_key)
             if lost is None:
@@ -909,6 +919,7 @@ def read_runs(
     predicates: Sequence[str] = (),
     processes: Sequence[str] = (),
     parents: Sequence[str] = (),
+    keys: Sequence[str] | None = None,
 ) -> tuple[list[Any], int]:
     """Every live (not deleted) run from the runs view, sorted by run id, and the lag.
     `statuses`: only runs in one of these, selected by the view's status column, so
@@ -919,18 +930,39 @@ def read_runs(
     decoded into (default the whole RunState; read_view): it must have the RunState
     fields `run`, `status`, `deleted` (and `code`, `fenced_end` with `predicates`), and
     `where` sees it. `processes`, `parents`: only runs of one of these slots, or
-    re-executing one of these runs (rule I2), selected by the view's columns."""
+    re-executing one of these runs (rule I2), selected by the view's columns. `keys`:
+    only these runs (None: every run), selected by the primary key, KEY_CHUNK a read:
+    the runs a report names (the open tick streaks), not the fleet."""
     from epochledger.projections import runs
 
     _check_predicates(predicates)
     listed: Iterable[Any]
     if catch_up_first and store.read_only:  # a backup copy: read_view folds the rest in memory
         found, lag = read_view(store, runs, catch_up_first=True, shape=shape)
-        listed = [s for s in found.values() if _columns_match(s, statuses, predicates, processes, parents)]
+        wanted = None if keys is None else set(keys)
+        listed = [
+            s
+            for k, s in found.items()
+            if (wanted is None or k in wanted) and _columns_match(s, statuses, predicates, processes, parents)
+        ]
     else:  # the rows in `statuses` selected in SQL, decoded into a list (no dict by key)
         # (docs/benchmarks.md, "The lean listing").
         terms = _run_terms(store, catch_up_first, statuses, predicates, processes, parents)
-        rows, position, head = _stored_rows(store, runs, key=None, catch_up_first=catch_up_first, where=terms)
+        if keys is None:
+            rows, position, head = _stored_rows(store, runs, key=None, catch_up_first=catch_up_first, where=terms)
+        else:  # no key: one read of no row, for the view's position
+            chunks = [tuple(keys[i : i + KEY_CHUNK]) for i in range(0, len(keys), KEY_CHUNK)] or [()]
+            rows = []
+            for n, chunk in enumerate(chunks):
+                more, position, head = _stored_rows(
+                    store,
+                    runs,
+                    key=None,
+                    catch_up_first=catch_up_first and n == 0,
+                    where=[*terms, ("k", chunk)] if chunk else terms,
+                    limit=None if chunk else 0,
+                )
+                rows += more
         with gc_paused():
             listed = list(map(_decoder(runs, shape), map(itemgetter(-1), rows))) if position is not None else []
         lag = max(0, head - position) if position is not None else head
@@ -940,6 +972,9 @@ def read_runs(
         # database's collation, Python's sort the code points (and a sorted list is one pass).
         kept.sort(key=attrgetter("run"))
     return kept, lag
+
+
+KEY_CHUNK = 5_000  # the most run ids one read of read_runs(keys=) names (SQL parameters: SQLite's bound is 32,766)
 
 
 def _check_predicates(predicates: Sequence[str]) -> None:
@@ -1064,3 +1099,32 @@ def read_runs_page(
     if len(kept) > limit:
         return kept[:limit], lag, kept[limit - 1].run
     return kept, lag, None
+
+
+def read_fleet_counts(store: Store, *, catch_up_first: bool = True) -> tuple[list[tuple[Any, ...]], int]:
+    """The runs view's kept counts (projections/runs.py `COUNTS`: live runs by status,
+    those holding a launch slot by slot), as rows (status, launch, slot, n), and the
+    lag: a few rows read in one snapshot with the view's tracking row, whatever the
+    fleet's size (tables.kept_counts). On a read-only store the view is folded in
+    memory and its runs counted by the same key from the same columns."""
+    from epochledger.projections import runs
+
+    if catch_up_first and store.read_only:  # a backup copy: folded in memory, then counted
+        found, _ = read_view(store, runs, catch_up_first=True)
+        counted: dict[tuple[Any, ...], int] = {}
+        at = [[c for c, _ in runs.COLUMNS].index(c) for c in runs.COUNTS.reads]
+        for k, s in found.items():
+            row = runs.columns(k, s)  # the values the table would hold
+            if (group := runs.COUNTS.key(*(row[i] for i in at))) is not None:
+                counted[group] = counted.get(group, 0) + 1
+        return [(*g, n) for g, n in sorted(counted.items())], 0
+    if catch_up_first:
+        catch_up(store, runs)
+    elif not is_current(store, runs):  # never built, or an older VERSION's table: no counts kept
+        return [], store.max_position()
+    tables.ensure(store)
+    tracked, rows = tables.kept_counts(store, runs.NAME, table_of(runs.NAME), runs.COUNTS)
+    head = store.max_position()
+    if tracked is None or tracked[0] != runs.VERSION:  # never built, or another VERSION's: not the view
+        return [], head
+    return rows, max(0, head - tracked[1])

@@ -17,14 +17,16 @@ from epochledger.ledger import lifecycle
 from epochledger.ledger import run as run_mod
 from epochledger.ledger.events import EVENT_TYPES, Recorded, RunEventBase
 from epochledger.projections import fold_records
-from epochledger.projections.view import ViewSpec
+from epochledger.projections.view import Counts, ViewSpec
 
 NAME = "runs"
 # 2: slot_epoch, fenced, fenced_end (rules O3, F1, F2); 3: labels, parent (rule I2); 4: INDEXES;
 # 5: a column per lifecycle predicate (rule P4); 6: cancelled_from, a cancel clears the
 # interaction (rules L2, L7), queued_process (L1), attempt; 7: source, source_status (rule I3);
-# 8: a parent column and its index (a run's children, `runs --parent`: rule I2)
-VERSION = 8
+# 8: a parent column and its index (a run's children, `runs --parent`: rule I2); 9: the
+# launch index (a slot's running runs); 10: COUNTS, the fleet's counts kept beside the
+# table (Reports.fleet)
+VERSION = 10
 
 KEY = "run"  # keys(rec) is (rec.event.run,) for every event of TYPES: the engine reads it in C
 TYPES = frozenset(t for t in EVENT_TYPES if issubclass(t, RunEventBase))  # what evolve acts on
@@ -51,7 +53,14 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 # alone. Without it both scanned the whole table (0.77 s of a sweep among 100k runs).
 # The parent index: a run's children (`show`, GET /v1/runs/{run}) are an index range,
 # not a scan of the fleet.
-INDEXES = {"status": ("status", "k", "deleted", "process", "epoch"), "parent": ("parent", "k")}
+# The launch index: a page of one slot's running runs (`runs --where
+# counts_against_launch_limit --process S`, the fleet page's link from a slot's count) is
+# a range of it in key order, not a scan of the table (a million states).
+INDEXES = {
+    "status": ("status", "k", "deleted", "process", "epoch"),
+    "parent": ("parent", "k"),
+    "launch": ("counts_against_launch_limit", "deleted", "process", "k"),
+}
 
 
 def initial() -> View:
@@ -110,6 +119,40 @@ def columns(key: str, s: run_mod.RunState) -> tuple[object, ...]:
     )
 
 
+# The fleet's counts, kept beside the table (projections/view.py `Counts`): live runs by
+# status, and those that hold a launch slot (the stored `counts_against_launch_limit`,
+# the predicate's one evaluation, rule P4) by their slot ("" for none). Only running
+# runs carry their slot, so the counts stay a few rows a status however many slots a
+# fleet has ever had (rule O8: one slot per worker).
+COUNT_COLUMNS = (("status", "text"), ("launch", "int"), ("slot", "text"))
+
+
+def count_key(deleted: int, status: str, launch: int, process: str | None) -> tuple[str, int, str] | None:
+    """A row's group in the fleet's counts, from its stored columns (None: a deleted run,
+    not counted)."""
+    if deleted:
+        return None
+    return (status, launch, (process or "") if launch else "")
+
+
+def fleet_of(counts: Iterable[tuple[Any, ...]]) -> tuple[dict[str, int], dict[str, int]]:
+    """(live runs by status, runs holding a launch slot by slot), each sorted, from the
+    kept counts' rows (status, launch, slot, n)."""
+    by_status: dict[str, int] = {}
+    by_slot: dict[str, int] = {}
+    for status, launch, slot, n in counts:
+        if n:
+            by_status[status] = by_status.get(status, 0) + n
+            if launch:
+                by_slot[slot] = by_slot.get(slot, 0) + n
+    return dict(sorted(by_status.items())), dict(sorted(by_slot.items()))
+
+
+COUNTS = Counts(
+    COLUMNS=COUNT_COLUMNS, reads=("deleted", "status", "counts_against_launch_limit", "process"), key=count_key
+)
+
+
 def fold(records: Iterable[Recorded], view: View | None = None) -> View:
     return fold_records(initial, evolve, records, view)
 
@@ -126,5 +169,6 @@ VIEW: ViewSpec[View] = ViewSpec(
     keys=keys,
     KEY=KEY,
     INDEXES=INDEXES,
+    COUNTS=COUNTS,
     TYPES=TYPES,
 )

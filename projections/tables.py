@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from epochledger.ledger.errors import ConflictError, StoreError
 from epochledger.ledger.store import translated
+from epochledger.projections.view import Counts
 
 
 @runtime_checkable
@@ -168,11 +169,15 @@ def commit_view(
     upserts: Sequence[tuple[Any, ...]],
     deletes: Sequence[str],
     parked: Sequence[tuple[Any, ...]] = (),
+    counts: Counts | None = None,
 ) -> None:
     """One transaction: move the view's tracking from `expected` to `position`, upsert
     and delete its rows, record parked events. Raises ConflictError if the tracking
     position is not `expected` (another runner applied these events): nothing is
-    written, so no event is ever applied twice (rule R3)."""
+    written, so no event is ever applied twice (rule R3). `counts` (a live view's
+    COUNTS): its counts table moves by the groups of the rows written less those of the
+    rows they replace, read from the table in this transaction, so the counts are
+    always the table's (keep_counts)."""
     names = ("k", *columns, "state")
     upsert = (
         f"INSERT INTO {store.quote(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
@@ -185,10 +190,17 @@ def commit_view(
         )
         if cur.rowcount != 1:
             raise ConflictError([view], f"tracking position is no longer {expected}")
+        delta = _replaced(store, cur, table, counts, [*(r[0] for r in upserts), *deletes]) if counts else None
         if deletes:
             cur.executemany(f"DELETE FROM {store.quote(table)} WHERE k=?", [(k,) for k in deletes])
         if upserts:
             store.upsert_many(cur, table, names, upserts, upsert)
+        if counts is not None and delta is not None:
+            at = [names.index(c) for c in counts.reads]
+            for row in upserts:
+                if (group := counts.key(*(row[i] for i in at))) is not None:
+                    delta[group] = delta.get(group, 0) + 1
+            _add_counts(store, cur, table, counts, delta)
         if parked:
             cur.executemany(
                 f"INSERT INTO {store.quote(PARKED_TABLE)} (view, position, stream, tag, error, attempts, parked_at) "
@@ -196,6 +208,61 @@ def commit_view(
                 "tag=excluded.tag, error=excluded.error, attempts=excluded.attempts, parked_at=excluded.parked_at",
                 parked,
             )
+
+
+def counts_table(table: str) -> str:
+    """The table of a view's kept counts (a view's COUNTS): `<table>__counts`."""
+    return f"{table}__counts"
+
+
+def _replaced(
+    store: ViewTables, cur: Any, table: str, counts: Counts, keys: Sequence[str]
+) -> dict[tuple[Any, ...], int]:
+    """Minus one for the group of each stored row of these keys (the rows a commit
+    replaces or deletes), read in the commit's transaction before it writes."""
+    delta: dict[tuple[Any, ...], int] = {}
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        cur.execute(
+            f"SELECT {', '.join(counts.reads)} FROM {store.quote(table)} WHERE k IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        )
+        for values in cur.fetchall():
+            if (group := counts.key(*values)) is not None:
+                delta[group] = delta.get(group, 0) - 1
+    return delta
+
+
+def _add_counts(store: ViewTables, cur: Any, table: str, counts: Counts, delta: Mapping[tuple[Any, ...], int]) -> None:
+    cols = [c for c, _ in counts.COLUMNS]
+    changed = [(*group, n) for group, n in sorted(delta.items()) if n]
+    if changed:
+        cur.executemany(
+            f"INSERT INTO {store.quote(counts_table(table))} AS c ({', '.join(cols)}, n) "
+            f"VALUES ({', '.join('?' * (len(cols) + 1))}) ON CONFLICT ({', '.join(cols)}) DO UPDATE SET n = c.n + excluded.n",
+            changed,
+        )
+
+
+def keep_counts(store: ViewTables, cur: Any, table: str, counts: Counts) -> None:
+    """The counts table of `table` made anew from the table's rows (a rebuild's swap):
+    each row's group counted once, by the view's own `counts.key`."""
+    ct = counts_table(table)
+    cols = ", ".join(f"{c} {store.column_types[t]} NOT NULL" for c, t in counts.COLUMNS)
+    store.drop_view_table(cur, ct)
+    cur.execute(
+        f"CREATE TABLE {store.quote(ct)} ({cols}, n BIGINT NOT NULL, "
+        f"PRIMARY KEY ({', '.join(c for c, _ in counts.COLUMNS)}))"
+    )
+    reads = ", ".join(counts.reads)
+    # Grouped by the columns the key reads (the key is a function of them), each group's
+    # rows counted by the database: a million rows become a few hundred.
+    cur.execute(f"SELECT {reads}, COUNT(*) FROM {store.quote(table)} GROUP BY {reads}")
+    delta: dict[tuple[Any, ...], int] = {}
+    for *values, n in cur.fetchall():
+        if (group := counts.key(*values)) is not None:
+            delta[group] = delta.get(group, 0) + int(n)
+    _add_counts(store, cur, table, counts, delta)
 
 
 def load_states(store: ViewTables, table: str, keys: Sequence[str]) -> dict[str, bytes]:
@@ -259,20 +326,64 @@ def view_rows(
     in key order (rows_query)."""
     if _absent(store):
         return None, []
-    sql, params = rows_query(store, table, columns, where, after=after, limit=limit)
+    tracked, (rows,) = _snapshot(
+        store, view, table, [rows_query(store, table, columns, where, after=after, limit=limit)]
+    )
+    if rows and type(rows[0][-1]) is not bytes:  # a driver's memoryview: bytes, as SQLite's
+        rows = [(*r[:-1], bytes(r[-1])) for r in rows]
+    return tracked, rows
+
+
+def _counts_query(store: ViewTables, table: str, counts: Counts) -> tuple[str, tuple[()]]:
+    cols = ", ".join(c for c, _ in counts.COLUMNS)
+    return f"SELECT {cols}, n FROM {store.quote(counts_table(table))} WHERE n <> 0 ORDER BY {cols}", ()
+
+
+def kept_counts(
+    store: ViewTables, view: str, table: str, counts: Counts
+) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]]]:
+    """(tracking, the rows of the view's counts table: its COLUMNS' values and n) read in
+    one snapshot with the tracking row, as view_rows reads its rows: the counts are the
+    view's as of its tracking position (commit_view and swap_view keep them)."""
+    if _absent(store):
+        return None, []
+    tracked, (rows,) = _snapshot(store, view, table, [_counts_query(store, table, counts)])
+    return tracked, [(*r[:-1], int(r[-1])) for r in rows]
+
+
+def rows_and_counts(
+    store: ViewTables, view: str, table: str, columns: Sequence[str], counts: Counts
+) -> tuple[tuple[int, int] | None, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """view_rows and kept_counts in one snapshot (verify compares both with a replay)."""
+    if _absent(store):
+        return None, [], []
+    tracked, (rows, kept) = _snapshot(
+        store, view, table, [rows_query(store, table, columns), _counts_query(store, table, counts)]
+    )
+    if rows and type(rows[0][-1]) is not bytes:  # a driver's memoryview: bytes, as SQLite's
+        rows = [(*r[:-1], bytes(r[-1])) for r in rows]
+    return tracked, rows, [(*r[:-1], int(r[-1])) for r in kept]
+
+
+def _snapshot(
+    store: ViewTables, view: str, table: str, statements: Sequence[tuple[str, Sequence[Any]]]
+) -> tuple[tuple[int, int] | None, list[list[tuple[Any, ...]]]]:
+    """(tracking, each statement's rows): `statements` (SELECTs of `table`) and the view's
+    tracking row, read in one snapshot (view_rows says how, on each backend); (None,
+    empty lists) if the view was never built."""
     for attempt in (1, 2):
+        results: list[list[tuple[Any, ...]]] = []
         try:
             with translated(f"read {table}", store), store.transaction(commit=False) as cur:
                 try:
                     store.lock_for_read(cur, table)
-                    cur.execute(sql, params)
+                    for sql, params in statements:
+                        cur.execute(sql, params)
+                        results.append(cur.fetchall())
                 except Exception as e:
                     if store.is_missing_table(e):
                         raise _NoTable from None
                     raise
-                rows = cur.fetchall()
-                if rows and type(rows[0][-1]) is not bytes:  # a driver's memoryview: bytes, as SQLite's
-                    rows = [(*r[:-1], bytes(r[-1])) for r in rows]
                 cur.execute(f"SELECT version, position FROM {store.quote(TRACKING_TABLE)} WHERE view=?", (view,))
                 row = cur.fetchone()
         except _NoTable:
@@ -280,13 +391,13 @@ def view_rows(
             # built by another writer between this read and the tracking row's: then
             # the table is there now, and the read is made again, once.
             if tracking(store, view) is None:
-                return None, []
+                return None, [[] for _ in statements]
             if attempt == 2:
                 raise StoreError(f"read {table}: view {view} has a tracking row but no table {table}") from None
             continue
         if row is None:
-            return None, []
-        return (int(row[0]), int(row[1])), rows
+            return None, [[] for _ in statements]
+        return (int(row[0]), int(row[1])), results
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
@@ -334,6 +445,7 @@ def swap_view(
     live: str,
     shadow: str,
     indexes: Mapping[str, Sequence[str]] | None = None,
+    counts: Counts | None = None,
 ) -> tuple[int, int]:
     """Replace the live table by the rebuilt one, and the live tracking and parked
     rows by the rebuild's, in one transaction: readers see the old view or the new
@@ -367,6 +479,8 @@ def swap_view(
         store.after_rename(cur, shadow, live)
         for name, cols in (indexes or {}).items():
             cur.execute(f'CREATE INDEX "{index_name(live, name)}" ON {store.quote(live)} ({", ".join(cols)})')
+        if counts is not None:  # the swapped-in rows counted once; commits keep them since
+            keep_counts(store, cur, live, counts)
         cur.execute(f"DELETE FROM {store.quote(TRACKING_TABLE)} WHERE view=? OR view=?", (view, shadow_view))
         cur.execute(
             f"INSERT INTO {store.quote(TRACKING_TABLE)} (view, version, position) VALUES (?, ?, ?)",

@@ -23,6 +23,11 @@ so the engine reads attributes, never probes a module:
   `k`), created with every rebuilt table when it is swapped in, as `view_<NAME>__<name>`
   (projections/tables.py, `swap_view`). Changing them is a VERSION bump: a stored view
   gets them by the rebuild the bump causes;
+- `COUNTS`: counts of the view's rows by group (a `Counts`), kept beside its table in
+  `view_<NAME>__counts`: every commit of the view's rows adds the groups of the rows it
+  writes and takes away those of the rows they replace, in the same transaction, and a
+  rebuild's swap counts the swapped-in table once (projections/tables.py). A reader
+  then reads a few rows, not the table. Changing them is a VERSION bump;
 - `TYPES`: a frozenset of the event classes `evolve` acts on; an event of any other
   class leaves the view unchanged, so the engine does not call `evolve` (nor `keys`)
   for it: a rebuild of every view in one pass hands each view only its own events
@@ -47,6 +52,18 @@ S = TypeVar("S")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class Counts:
+    """Counts a view keeps of its rows: `key(*values)` of a row's columns `reads` is
+    the row's group (None: not counted), a tuple of values of `COLUMNS` ((name, "text" |
+    "int") pairs, the counts table's key); the one definition of what is counted, read
+    by a commit, a swap and a read-only copy alike."""
+
+    COLUMNS: tuple[tuple[str, str], ...]
+    reads: tuple[str, ...]
+    key: Callable[..., tuple[Any, ...] | None]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class ViewSpec(Generic[S]):
     """A read model: its identity, its fold, and how the engine stores it. Compared by
     identity (eq=False): one spec per view, registered once."""
@@ -61,6 +78,7 @@ class ViewSpec(Generic[S]):
     keys: Callable[[Recorded], tuple[str, ...]] | None = None
     KEY: str | None = None
     INDEXES: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    COUNTS: Counts | None = None
     TYPES: frozenset[type] | None = None
 
     @property

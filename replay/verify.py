@@ -24,7 +24,7 @@ from epochledger.ledger.store.chain import ChainReport, Digest
 from epochledger.projections import tables
 from epochledger.projections.engine import _retry, column_spec, entries, row_of, table_of
 from epochledger.projections.registry import VIEWS
-from epochledger.projections.view import View, spec
+from epochledger.projections.view import Counts, View, spec
 
 
 class Difference(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,7 +72,11 @@ def verify_view(store: Store, module: View) -> Verified:
     module = spec(module)
     tables.ensure(store)
     columns = [c for c, _ in column_spec(module)]
-    tracking, live = tables.view_rows(store, module.NAME, table_of(module.NAME), columns)
+    kept: list[tuple[Any, ...]] = []
+    if module.COUNTS is not None:  # its kept counts too, in the same snapshot as its rows
+        tracking, live, kept = tables.rows_and_counts(store, module.NAME, table_of(module.NAME), columns, module.COUNTS)
+    else:
+        tracking, live = tables.view_rows(store, module.NAME, table_of(module.NAME), columns)
     if tracking is None:  # nothing live to compare; not a difference
         return Verified(view=module.NAME, position=0, rows=0, parked=0, built=False)
     if tracking[0] != module.VERSION:
@@ -99,6 +103,8 @@ def verify_view(store: Store, module: View) -> Verified:
     live.sort(key=lambda r: r[0])
     result = Verified(view=module.NAME, position=position, rows=len(live), parked=len(live_parked))
     result.difference = _first_difference(module.NAME, ["k", *columns, "state"], live, expected)
+    if result.difference is None and module.COUNTS is not None:
+        result.difference = _counts_difference(module.NAME, columns, module.COUNTS, kept, expected)
     if result.difference is None and live_parked != parked:
         result.difference = Difference(
             view=module.NAME,
@@ -108,6 +114,29 @@ def verify_view(store: Store, module: View) -> Verified:
             message=f"parked events differ: live {live_parked}, replay {parked}",
         )
     return result
+
+
+def _counts_difference(
+    view: str, columns: list[str], counts: Counts, kept: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]
+) -> Difference | None:
+    """The view's kept counts against a count of the replayed rows by its own key."""
+    at = [1 + columns.index(c) for c in counts.reads]  # a row is (k, *columns, state)
+    counted: dict[tuple[Any, ...], int] = {}
+    for row in expected:
+        if (group := counts.key(*(row[i] for i in at))) is not None:
+            counted[group] = counted.get(group, 0) + 1
+    live = {tuple(r[:-1]): r[-1] for r in kept}
+    for group in sorted(set(live) | set(counted)):
+        if live.get(group, 0) != counted.get(group, 0):
+            return Difference(
+                view=view,
+                column="counts",
+                key=repr(group),
+                live=live.get(group, 0),
+                replay=counted.get(group, 0),
+                message=f"{view}: kept count of {group!r}: live {live.get(group, 0)}, replay {counted.get(group, 0)}",
+            )
+    return None
 
 
 def _first_difference(

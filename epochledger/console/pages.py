@@ -228,8 +228,13 @@ def fleet(request: Req) -> Response[str]:
     ]
     parts.append("<h2>Runs by status</h2>" + table(["status", "runs"], statuses, empty="no runs"))
     slots = [
-        [_cell(slot or "(no slot)"), f"<td>{' '.join(run_link(r) for r in runs)}</td>"]
-        for slot, runs in now.running_by_slot.items()
+        [
+            _cell(slot),
+            f'<td><a href="/runs?{esc(urlencode({"predicate": facade.RUNNING_PREDICATE, "process": slot}))}">{esc(n)}</a></td>',
+        ]
+        if slot
+        else [_cell("(no slot)"), _cell(n)]
+        for slot, n in now.running_by_slot.items()
     ]
     parts.append("<h2>Running runs by slot</h2>" + table(["slot", "running runs"], slots, empty="no run is running"))
     orphans = [[f"<td>{run_link(o.state.run)}</td>", _cell(o.rule), _cell(o.why)] for o in now.orphans]

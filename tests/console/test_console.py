@@ -355,3 +355,23 @@ def test_H9_the_incident_page_links_its_scripts_and_its_cursor_panel_shows_hosti
     for payload in HOSTILE:
         assert payload not in html, payload
     assert bad.status_code == 422 and bad.json()["fields"]["where"] == "at", bad.text
+
+
+def test_H9_fleet_page_shows_the_facades_counts_and_each_slots_running_runs(base: str, demo: Demo) -> None:
+    """The fleet page's counts are `Reports.fleet`'s (counted in the runs view's SQL):
+    each status a link to its runs, each slot's count of running runs a link to the runs
+    page of that slot and predicate, which lists exactly that many runs, each running."""
+    with open_ledger(demo.db, create=False) as lg:
+        now = lg.fleet()
+    assert now.running_by_slot and sum(now.by_status.values()) > 10
+    with httpx.Client(base_url=base, headers=_bearer(demo.reader), timeout=30) as client:
+        html = client.get("/").text
+        for status, n in now.by_status.items():
+            href = pages.esc("/runs?" + urlencode({"status": status}))
+            assert f'<td><a href="{href}">{pages.esc(status)}</a></td><td>{n}</td>' in html, status
+        for slot, n in now.running_by_slot.items():
+            href = "/runs?" + urlencode({"predicate": reports.RUNNING_PREDICATE, "process": slot})
+            assert f'<td>{pages.esc(slot)}</td><td><a href="{pages.esc(href)}">{n}</a></td>' in html, slot
+            listing = client.get(href).text
+            runs = re.findall(r'<td><a class="id" href="/runs/[^"]+">[^<]*</a></td><td>([a-z_]+)</td>', listing)
+            assert runs == ["running"] * n, (slot, runs)

@@ -404,6 +404,7 @@ def test_R3_view_indexes_exist_after_every_rebuild_and_swap(ledger, monkeypatch)
     assert want == {
         "view_runs__status": ("status", "k", "deleted", "process", "epoch"),
         "view_runs__parent": ("parent", "k"),
+        "view_runs__launch": ("counts_against_launch_limit", "deleted", "process", "k"),
     }
     random_history(ledger, 5, runs=8, ops=120)
     engine.catch_up(ledger._store, runs)  # first build: a rebuild from zero and its swap
