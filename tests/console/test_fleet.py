@@ -118,7 +118,7 @@ def test_H9_fleet_counts_of_a_read_only_copy_are_the_live_ones(tmp_path: Path) -
         lg.queue("after-the-view")
     with read_only_backup(live / "l.db", tmp_path / "backup") as backup:
         with open_ledger(f"sqlite:///{backup}", create=False) as copy:
-            assert copy.store.read_only
+            assert copy._store.read_only
             now = copy.fleet()
             assert (now.by_status, now.running_by_slot) == _folded(copy)
             assert now.by_status["queued"] == expected[0].get("queued", 0) + 1
