@@ -6,10 +6,14 @@ on the same kind of store. Prints one JSON line.
   clients on keep-alive connections, against the in-process rate of the same write, one
   transaction each (Ledger.queue). Goal: at least 0.5x.
 - paced: requests at `--rate` per second, open loop, from the same clients: p50/p99 latency
-  (goal: p99 under 20 ms at 200 requests/s).
+  (goal: p99 under 20 ms at 200 requests/s), beside the in-process single writes'
+  own p50/p99 (each one commit of the store, its fsync included).
 - batch: POST /v1/batch of `--batch` transitions a request, against the in-process group
   commit of the same commands (Ledger.batch()). Goal: at least 0.6x.
 - rss: the server's resident memory idle and after the load.
+- cpu_ms_per_request (single): the CPU time the server process and this process (the
+  clients) spent per request of the concurrent run. Both share the machine's cores, so
+  a client that costs as much as the server caps the rate whatever the server does.
 
     .venv/bin/python -m bench.http sqlite
     .venv/bin/python -m bench.http postgresql        # needs the test server
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -32,12 +37,17 @@ from bench.stream import _rss_kb, _serve
 from epochledger import open_ledger
 
 
-def _in_process_single(url: str, n: int) -> float:
+def _in_process_single(url: str, n: int) -> tuple[float, list[float]]:
+    """The in-process rate of one transaction per write, and each write's latency (the
+    store's own commit, fsync included: a floor under any latency over HTTP)."""
+    latencies = []
     with open_ledger(url) as ledger:
         t0 = time.perf_counter()
         for i in range(n):
+            t1 = time.perf_counter()
             ledger.queue(f"anchor-{i}", workflow="nightly")
-        return n / (time.perf_counter() - t0)
+            latencies.append(time.perf_counter() - t1)
+        return n / (time.perf_counter() - t0), latencies
 
 
 def _in_process_batch(url: str, size: int, rounds: int) -> float:
@@ -120,6 +130,13 @@ def _http_batch(base: str, size: int, rounds: int) -> float:
     return size / statistics.median(took)
 
 
+def _cpu_s(pid: int) -> float:
+    """The CPU time (user + system) process `pid` has used, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -141,8 +158,11 @@ def main(argv: list[str] | None = None) -> None:
     proc, base = _serve(url)
     try:
         idle_kb = _rss_kb(proc.pid)
-        anchor_single = _in_process_single(url, ns.single // 2)
+        anchor_single, anchor_lat = _in_process_single(url, ns.single // 2)
+        server_cpu, client_cpu = _cpu_s(proc.pid), time.process_time()
         rate, single_lat = _http_single(base, ns.clients, ns.single // ns.clients)
+        sent = ns.clients * (ns.single // ns.clients)
+        server_cpu, client_cpu = _cpu_s(proc.pid) - server_cpu, time.process_time() - client_cpu
         paced = _http_paced(base, ns.clients, ns.rate, ns.seconds)
         anchor_batch = _in_process_batch(url, ns.batch, ns.rounds)
         batch_rate = _http_batch(base, ns.batch, ns.rounds)
@@ -164,12 +184,18 @@ def main(argv: list[str] | None = None) -> None:
                     "ratio": round(rate / anchor_single, 2),
                     "p50_ms": round(_pct(single_lat, 0.5) * 1000, 2),
                     "p99_ms": round(_pct(single_lat, 0.99) * 1000, 2),
+                    "cpu_ms_per_request": {
+                        "server": round(server_cpu / sent * 1000, 3),
+                        "clients": round(client_cpu / sent * 1000, 3),
+                    },
                 },
                 "paced": {
                     "rate_per_s": ns.rate,
                     "requests": len(paced),
                     "p50_ms": round(_pct(paced, 0.5) * 1000, 2),
                     "p99_ms": round(_pct(paced, 0.99) * 1000, 2),
+                    "anchor_in_process_p50_ms": round(_pct(anchor_lat, 0.5) * 1000, 2),
+                    "anchor_in_process_p99_ms": round(_pct(anchor_lat, 0.99) * 1000, 2),
                 },
                 "batch": {
                     "size": ns.batch,

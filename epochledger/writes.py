@@ -528,6 +528,19 @@ class Batch(Commands, EpochLookup):
         for epoch in list(self._epochs)[epochs:]:  # learned since (a boot): forget them
             del self._epochs[epoch]
 
+    def mark(self) -> tuple[int, dict[str, Any], dict[str, str], dict[str, HostState | None]]:
+        """What `restore` needs to forget every submit since, to any stream: the
+        service joins concurrent requests in one batch (epochledger/service/app.py,
+        `Service.write`) and drops a refused request's submits alone, so one bad
+        request never fails the others committed with it."""
+        return len(self._pending), dict(self._state), dict(self._epochs), dict(self._hosts)
+
+    def restore(self, mark: tuple[int, dict[str, Any], dict[str, str], dict[str, HostState | None]]) -> None:
+        """Forget every submit since `mark`: the batch is as it was then."""
+        pending, state, epochs, hosts = mark
+        del self._pending[pending:]
+        self._state, self._epochs, self._hosts = state, epochs, hosts
+
     def decide_at(self, command: StreamEvent, state: Any) -> list[Any]:
         """The events `submit` would append for `command` were its stream at `state`
         (an earlier state of it), by the one write path, appending and keeping

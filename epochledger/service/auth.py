@@ -15,8 +15,9 @@ operation the table does not know is refused to everyone (deny by default).
 
 Each request reads the token stream through the facade (`Ledger.token_registry`): the
 cached registry, plus the token events after its version (one indexed read; on SQLite
-none while the log is unchanged), so a token revoked by any server on the store is
-refused by this one at its next request (rule H6). The token is compared by its
+none while the log is unchanged), in a read begun after the request arrived and shared
+by every request waiting for one (`Service.token_registry`), so a token revoked by any
+server on the store is refused by this one at its next request (rule H6). The token is compared by its
 SHA-256 digest in constant time (ledger/tokens.py) and is never logged nor echoed:
 no problem document names it or any part of the header.
 
@@ -35,7 +36,6 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
 import msgspec
 from litestar import Request, delete, get, post
 from litestar.connection import ASGIConnection
@@ -117,18 +117,15 @@ def _is_loopback(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
         return False
 
 
-def _identify(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> Caller:
+async def _identify(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> Caller:
     secret = credentials(connection)
     service: Service = connection.app.state.service
     try:
-        with service.use() as ledger:
-            registry = ledger.token_registry()
+        registry = await service.token_registry()  # read by the writer thread, once for every waiting check
     except StoreError:
         if op not in access.WHEN_STORE_AWAY:
             raise
         registry = service.last_registry  # the store is away: the last registry read decides
-    else:
-        service.last_registry = registry
     found = registry.find(secret) if secret is not None else None
     if found is not None:
         return Caller(role=found.role, token=found.id, name=found.name, slots=tuple(found.slots))
@@ -143,8 +140,10 @@ def _identify(connection: ASGIConnection[Any, Any, Any, Any], op: str) -> Caller
 
 async def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
     """Refuse a caller whose role does not allow the route's operation (401, 403).
-    The token check reads the store on a worker thread: the ledger is shared in turn
-    (Service.use), and a long request holding it must never stall the event loop."""
+    The token check reads the store on the server's writer thread, never on the event
+    loop: the ledger is shared in turn (Service.use), and a long request holding it must
+    never stall the loop. One read serves every check waiting while it begins
+    (`Service.token_registry`)."""
     op = handler.opt.get("op")
     if not isinstance(op, str) or op not in access.OPERATIONS:
         raise AccessRefused(
@@ -154,7 +153,7 @@ async def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRou
         )
     if op in access.PUBLIC:
         return
-    who = await anyio.to_thread.run_sync(_identify, connection, op)
+    who = await _identify(connection, op)
     connection.state[_STATE_KEY] = who
     if not access.allows(who.role, op):
         _refuse(who, op)

@@ -4,7 +4,8 @@ The first outcome of a write sent with a key (its status and body) is kept as
 `idempotency.kept` on the key's own stream (ledger/idempotency.py: the Decider, its
 window and its refusal of a reused key), so every server on one store answers a retry
 with it. A write that is one group commit (a run's write, a boot, a slot's stop or
-exit, the batch) keeps its outcome in the same transaction: both land or neither, and
+exit, the batch) keeps its outcome in the same transaction: both land or neither (the
+server's group commit joins several requests' writes, each with its own kept outcome), and
 two servers racing with one key conflict on the key's stream, the loser answering with
 the winner's outcome. A write the facade makes in transactions of its own (startup,
 sweep, probe, a tick report) keeps its outcome after it: a crash in between leaves the write
@@ -28,6 +29,7 @@ from epochledger.ledger.events import IdempotencyKept, Name, idempotency_stream
 
 if TYPE_CHECKING:
     from epochledger.app import Batch, Ledger
+    from epochledger.service.app import Service
 
 KEY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotency-Replayed"  # "true" on an answer that is a kept outcome
@@ -62,8 +64,8 @@ def _kept(ledger: Ledger, key: str, fp: str, result: msgspec.Struct) -> Idempote
     )
 
 
-def written(
-    ledger: Ledger,
+async def written(
+    service: Service,
     request: Request[Any, Any, Any],
     key: str | None,
     body: msgspec.Struct,
@@ -73,10 +75,12 @@ def written(
 ) -> Response[Any]:
     """One group commit: `apply` submits the write to the batch and says how to encode
     its outcome given whether it appended anything; with a key, the outcome is kept in
-    the same commit (or the kept one answered). A lost race (ConflictError) is answered
-    409, except with a key (decided again once: a server racing with the same key kept
-    its outcome first) or where deciding again is the answer (`attempts`: a boot, which
-    is always legal; a role's grant, which the re-read refuses by name, rule T7)."""
+    the same commit (or the kept one answered). The server's writer thread commits it
+    with the other writes waiting beside it (`Service.write`), each its own outcome. A
+    lost race (ConflictError) is answered 409, except with a key (decided again once: a
+    server racing with the same key kept its outcome first) or where deciding again is
+    the answer (`attempts`: a boot, which is always legal; a role's grant, which the
+    re-read refuses by name, rule T7)."""
     stream = None
     fp = ""
     if key is not None:
@@ -84,22 +88,21 @@ def written(
         fp = fingerprint(request, body)
         stream = idempotency_stream(key)
         attempts = max(attempts, 2)
-    for attempt in range(attempts):
-        try:
-            with ledger.batch() as b:
-                if stream is not None:
-                    found = idempotency.check(b.state(stream), fp, ledger.clock.now())
-                    if found is not None:
-                        return replay(found)
-                encode = apply(b)
-                result = encode(b.pending > 0)
-                if key is not None:
-                    b.submit(_kept(ledger, key, fp, result))
-            return Response(result)
-        except ConflictError:
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError  # pragma: no cover
+    ledger = service.ledger
+
+    def work(b: Batch) -> Response[Any]:
+        before = b.pending  # the writes decided before this one in the same batch
+        if stream is not None:
+            found = idempotency.check(b.state(stream), fp, ledger.clock.now())
+            if found is not None:
+                return replay(found)
+        encode = apply(b)
+        result = encode(b.pending > before)
+        if key is not None:
+            b.submit(_kept(ledger, key, fp, result))
+        return Response(result)
+
+    return await service.write(work, attempts=attempts)
 
 
 def kept(

@@ -8,9 +8,10 @@ Two kinds of metric (docs/service.md, "Metrics, health and alerts"):
   (events by type, fenced reports, orphans recovered by rule, sweeps that gave up,
   dead-letters), and the gauges read from the views at each scrape (open tick streaks
   and the oldest one's age, each view's position and lag behind the head, the head).
-- Per server process: requests by route and status, write requests' latency, lost
-  races (conflicts), live streams open and dropped, and the last chain verify this
-  process ran (`Metrics.record_verify`, which the verify route calls).
+- Per server process: requests by route and status, write requests' latency, the
+  write requests each group commit joined (`Service.write`), lost races (conflicts),
+  live streams open and dropped, and the last chain verify this process ran
+  (`Metrics.record_verify`, which the verify route calls).
 
 /healthz answers without touching the store (the process is alive); /readyz reads the
 head and every view's lag: 503 (a problem document) when the store is unreachable or a
@@ -46,6 +47,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Write requests' latency, seconds: from a group commit's ~1 ms to a slow store's seconds.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Write requests a group commit joins: one on an idle server, up to the clients in flight.
+GROUP_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class _Recovered(msgspec.Struct):
@@ -94,6 +97,12 @@ class Metrics:
             "Write requests' latency, from the request to its response's start, by operation",
             ["op"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.group_size = Histogram(
+            "epochledger_write_group_size",
+            "Write requests decided together in one of the server's group commits (Service.write)",
+            buckets=GROUP_BUCKETS,
             registry=r,
         )
         self.conflicts = Counter(

@@ -317,33 +317,33 @@ def _check_run_write(request: Req, op: str, body: RunBody | CorrectBody) -> None
         auth.check_slot(request, slot)
 
 
-def run_write(request: Req, op: str, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
+async def run_write(request: Req, op: str, run: str, body: RunBody | CorrectBody, key: str | None) -> Response[Any]:
     _check_run_write(request, op, body)
-    with service(request).use() as ledger:
+    svc = service(request)
+
+    def apply(b: Batch) -> Callable[[bool], RunWritten]:
         for epoch in body.epochs():
-            auth.check_epoch(request, ledger, epoch)
+            auth.check_epoch(request, svc.ledger, epoch)
+        state = body.apply(b, run)
+        return lambda appended: RunWritten(run=state, recorded=appended, already=not appended)
 
-        def apply(b: Batch) -> Callable[[bool], RunWritten]:
-            state = body.apply(b, run)
-            return lambda appended: RunWritten(run=state, recorded=appended, already=not appended)
-
-        return written(ledger, request, key, body, apply)
+    return await written(svc, request, key, body, apply)
 
 
-def epoch_write(
+async def epoch_write(
     request: Req, body: Body, key: str | None, epoch: str, act: Callable[[Batch], object], *, slot: str | None = None
 ) -> Response[Any]:
     if slot is not None:
         auth.check_slot(request, slot)
-    with service(request).use() as ledger:
-        auth.check_epoch(request, ledger, epoch)
+    svc = service(request)
 
-        def apply(b: Batch) -> Callable[[bool], EpochWritten]:
-            act(b)
-            state = _epoch_state(b, epoch)
-            return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
+    def apply(b: Batch) -> Callable[[bool], EpochWritten]:
+        auth.check_epoch(request, svc.ledger, epoch)
+        act(b)
+        state = _epoch_state(b, epoch)
+        return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
 
-        return written(ledger, request, key, body, apply)
+    return await written(svc, request, key, body, apply)
 
 
 def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledger], msgspec.Struct]) -> Response[Any]:
@@ -355,8 +355,8 @@ def ledger_call(request: Req, key: str | None, body: Body, call: Callable[[Ledge
 
 # ------------------------------------------------------------------- routes
 def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody], summary: str) -> Any:
-    def handler(request: Req, run: FromPath[str], data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
-        return run_write(request, op, run, data, idempotency_key)
+    async def handler(request: Req, run: FromPath[str], data: Any, idempotency_key: IdemKey = None) -> Response[Any]:
+        return await run_write(request, op, run, data, idempotency_key)
 
     # The body's and the answer's types, for Litestar's decoding and the OpenAPI document,
     # written as annotations are (strings, resolved in this module).
@@ -368,7 +368,6 @@ def _run_route(op: str, path: str, body_type: type[RunBody] | type[CorrectBody],
     handler.__name__ = handler.__qualname__ = f"run_{op}"
     return post(
         f"/v1/runs/{{run:str}}/{path}",
-        sync_to_thread=True,
         status_code=200,
         opt={"op": op},
         summary=summary,
@@ -394,35 +393,34 @@ RUN_ROUTES = [
 
 @post(
     "/v1/processes/{process:str}/boot",
-    sync_to_thread=True,
     status_code=200,
     opt={"op": "boot"},
     operation_id="boot",
     tags=["processes"],
     summary="Boot a new epoch of a process slot (rule O1)",
 )
-def boot(
+async def boot(
     request: Req, process: FromPath[str], data: JSONBody[BootBody], idempotency_key: IdemKey = None
 ) -> Response[EpochWritten]:
     auth.check_slot(request, process)
-    with service(request).use() as ledger:
+    svc = service(request)
 
-        def apply(b: Batch) -> Callable[[bool], EpochWritten]:
-            event = ledger.boot_event(
-                process,
-                epoch=data.epoch,
-                host=data.host,
-                pid=data.pid,
-                actor=data.actor,
-                host_boot=data.host_boot,
-                pid_start=data.pid_start,
-                machine=data.machine,
-                booted_at=data.booted_at,
-            )
-            state = _epoch_state(b.submit(event), event.epoch)
-            return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
+    def apply(b: Batch) -> Callable[[bool], EpochWritten]:
+        event = svc.ledger.boot_event(
+            process,
+            epoch=data.epoch,
+            host=data.host,
+            pid=data.pid,
+            actor=data.actor,
+            host_boot=data.host_boot,
+            pid_start=data.pid_start,
+            machine=data.machine,
+            booted_at=data.booted_at,
+        )
+        state = _epoch_state(b.submit(event), event.epoch)
+        return lambda appended: EpochWritten(epoch=state, recorded=appended, already=not appended)
 
-        return written(ledger, request, idempotency_key, data, apply, attempts=BOOT_ATTEMPTS)
+    return await written(svc, request, idempotency_key, data, apply, attempts=BOOT_ATTEMPTS)
 
 
 @post(
@@ -460,55 +458,52 @@ def startup(
 
 @post(
     "/v1/epochs/{epoch:str}/begin-stop",
-    sync_to_thread=True,
     status_code=200,
     opt={"op": "begin_stop"},
     operation_id="begin_stop",
     tags=["processes"],
     summary="Record that an epoch has begun to stop (process.stopping)",
 )
-def begin_stop(
+async def begin_stop(
     request: Req, epoch: FromPath[str], data: JSONBody[StopBody], idempotency_key: IdemKey = None
 ) -> Response[EpochWritten]:
-    return epoch_write(
+    return await epoch_write(
         request, data, idempotency_key, epoch, lambda b: b.begin_stop(epoch, actor=data.actor, reason=data.reason)
     )
 
 
 @post(
     "/v1/epochs/{epoch:str}/stop",
-    sync_to_thread=True,
     status_code=200,
     opt={"op": "stop"},
     operation_id="stop",
     tags=["processes"],
     summary="Record a clean stop of an epoch (process.stopping, process.stopped)",
 )
-def stop(
+async def stop(
     request: Req, epoch: FromPath[str], data: JSONBody[StopBody], idempotency_key: IdemKey = None
 ) -> Response[EpochWritten]:
-    return epoch_write(
+    return await epoch_write(
         request, data, idempotency_key, epoch, lambda b: b.stop(epoch, actor=data.actor, reason=data.reason)
     )
 
 
 @post(
     "/v1/processes/{process:str}/epochs/{epoch:str}/exited",
-    sync_to_thread=True,
     status_code=200,
     opt={"op": "exited"},
     operation_id="exited",
     tags=["processes"],
     summary="Record that an epoch's process exited, as whoever saw it (rule O7)",
 )
-def exited(
+async def exited(
     request: Req,
     process: FromPath[str],
     epoch: FromPath[str],
     data: JSONBody[ExitedBody],
     idempotency_key: IdemKey = None,
 ) -> Response[EpochWritten]:
-    return epoch_write(
+    return await epoch_write(
         request,
         data,
         idempotency_key,
@@ -593,24 +588,23 @@ class RoleWritten(msgspec.Struct, frozen=True, kw_only=True):
 
 @post(
     "/v1/roles/{role:str}/acquire",
-    sync_to_thread=True,
     status_code=200,
     opt={"op": "acquire_role"},
     operation_id="acquire_role",
     tags=["roles"],
     summary="Take or keep an exclusive role for a live epoch, with its fencing token (rule T7)",
 )
-def acquire_role(
+async def acquire_role(
     request: Req, role: FromPath[str], data: JSONBody[RoleBody], idempotency_key: IdemKey = None
 ) -> Response[RoleWritten]:
-    with service(request).use() as ledger:
-        auth.check_epoch(request, ledger, data.epoch)
+    svc = service(request)
 
-        def apply(b: Batch) -> Callable[[bool], RoleWritten]:
-            grant = b.acquire_role(role, data.epoch, actor=data.actor, reason=data.reason)
-            return lambda appended: RoleWritten(grant=grant, recorded=appended, already=not appended)
+    def apply(b: Batch) -> Callable[[bool], RoleWritten]:
+        auth.check_epoch(request, svc.ledger, data.epoch)
+        grant = b.acquire_role(role, data.epoch, actor=data.actor, reason=data.reason)
+        return lambda appended: RoleWritten(grant=grant, recorded=appended, already=not appended)
 
-        return written(ledger, request, idempotency_key, data, apply, attempts=ROLE_ATTEMPTS)
+    return await written(svc, request, idempotency_key, data, apply, attempts=ROLE_ATTEMPTS)
 
 
 # ------------------------------------------------------------- tick reports
@@ -859,14 +853,13 @@ def _apply(b: Batch, command: Command) -> BatchResult:
 
 @post(
     "/v1/batch",
-    sync_to_thread=True,
     status_code=200,
     opt={"op": "batch"},
     operation_id="batch",
     tags=["runs"],
     summary="A group commit: every command in one transaction, all or nothing",
 )
-def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = None) -> Response[BatchWritten]:
+async def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = None) -> Response[BatchWritten]:
     svc = service(request)
     if len(data.commands) > svc.config.max_batch:
         raise InvalidInput(
@@ -882,7 +875,8 @@ def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = No
             auth.require(request, op)
         else:
             _check_run_write(request, op, command)
-    with svc.use() as ledger:
+
+    def apply(b: Batch) -> Callable[[bool], BatchWritten]:
         for command in data.commands:
             epochs = (
                 (command.epoch,)
@@ -890,23 +884,21 @@ def batch(request: Req, data: JSONBody[BatchBody], idempotency_key: IdemKey = No
                 else command.epochs()
             )
             for epoch in epochs:
-                auth.check_epoch(request, ledger, epoch)
+                auth.check_epoch(request, svc.ledger, epoch)
+        before = b.pending
+        results = []
+        for i, command in enumerate(data.commands):
+            try:
+                results.append(_apply(b, command))
+            except LedgerError as e:
+                e.command = i  # type: ignore[attr-defined] # the problem document names the refused command
+                raise
+        appended = b.pending - before
+        return lambda any_appended: BatchWritten(
+            results=results, appended=appended, recorded=any_appended, already=not any_appended
+        )
 
-        def apply(b: Batch) -> Callable[[bool], BatchWritten]:
-            before = b.pending
-            results = []
-            for i, command in enumerate(data.commands):
-                try:
-                    results.append(_apply(b, command))
-                except LedgerError as e:
-                    e.command = i  # type: ignore[attr-defined] # the problem document names the refused command
-                    raise
-            appended = b.pending - before
-            return lambda any_appended: BatchWritten(
-                results=results, appended=appended, recorded=any_appended, already=not any_appended
-            )
-
-        return written(ledger, request, idempotency_key, data, apply)
+    return await written(svc, request, idempotency_key, data, apply)
 
 
 ROUTES: list[Any] = [
