@@ -1,25 +1,43 @@
-"""The Celery adapter's cost per task (rule E1; docs/benchmarks.md, "The Celery adapter's
-cost per task"): `tasks` tiny tasks (`add`) run through Celery's own tracer (the code a
-pool child runs for each task: task_prerun, the task, task_success, task_postrun), in
-one process that is a pool child as far as the adapter knows (its slot booted, its
-spool's writer thread running, SQLite store), beside the same tasks without the
-adapter, in the same run.
+"""The adapters' cost per task (rule E1; docs/benchmarks.md, "The adapters' cost per
+task"): `tasks` tiny tasks, each through the adapter's hooks the way its orchestrator
+calls them, beside the same tasks without the adapter, in the same run (the anchor).
 
-    python -m bench.adapter_cost [--tasks 2000] [--rounds 5] [--fsync batch|always]
+    python -m bench.adapter_cost [--adapter celery|airflow|prefect] [--tasks 2000] [--rounds 5] [--fsync batch|always]
+
+- celery: `add` through Celery's own tracer (the code a pool child runs for each task:
+  task_prerun, the task, task_success, task_postrun), in one process that is a pool
+  child as far as the adapter knows (its slot booted, its spool's writer thread
+  running). No broker: Celery's tracer is called the way the prefork pool calls it
+  (`app.tasks[name].apply`, which runs the same tracer in the calling process), so the
+  broker's round trip, the same with and without, is out.
+- airflow: each task is one try in a task runner of its own, as Airflow runs it: the
+  Recorder calls the plugin makes for it, one per hook (`on_starting`: the runner's
+  boot and its spool opened; `on_task_instance_running`; the task; `..._success`;
+  `before_stopping`: the runner's stop, then its spool drained and closed, bounded by
+  2 s), through a spool of its own per try. Airflow's hook dispatch and the plugin's
+  reads of Airflow's objects are not in it (no Airflow in this venv); neither is the
+  task runner's fork and its execution API calls, the same with and without.
+- prefect: a real flow run of `add` on Prefect's ephemeral API (a server process
+  started for the run), with the adapter's hooks (`on_running`, `on_completion`) and
+  without, in one process (its spool opened once, as in a flow process or a runner);
+  and, beside the flow runs' wall time, the time Prefect's engine spends in the
+  flow's hooks (`hooks_ms_per_task`, see `prefect_round`).
 
 Two figures a task, each the median over rounds that alternate the two modes:
 - hot: the tasks' wall time while the writer thread imports behind them (what a task
-  waits for: the handlers' appends, and the writer's share of the interpreter);
+  waits for: the hooks' appends, and the writer's share of the interpreter). For
+  Airflow, up to the try's outcome in its spool, before the runner's stop;
 - drained: until the ledger holds every transition (`Spool.flush`): the whole cost,
-  the store's writes included, as if nothing overlapped them.
-Goal: at most 2 ms added per task (hot). No broker: Celery's tracer is called the way
-the prefork pool calls it (`app.tasks[name].apply`, which runs the same tracer in the
-calling process), so the broker's round trip, the same with and without, is out.
+  the store's writes included, as if nothing overlapped them. For Airflow, up to the
+  end of `before_stopping`, which waits for the runner's spool to drain: a task
+  runner's exit waits for its store's commit.
+Goal: at most 2 ms added per task (hot).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -73,16 +91,171 @@ def one_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
     return out
 
 
+def airflow_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
+    """One task runner per task, as Airflow runs a try (see the module's docstring)."""
+    import os
+
+    from epochledger import open_ledger
+    from epochledger.adapters.airflow import Recorder, TaskTry
+
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    tmp = tempfile.mkdtemp(prefix="epochledger-adapter-cost-")
+    store = f"sqlite:///{tmp}/ledger.db"
+    open_ledger(store).close()
+    rec = Recorder(store, spool=f"{tmp}/spool", fsync=fsync, host="bench") if adapter else None  # type: ignore[arg-type]
+    hot = drained = 0.0
+    for i in range(tasks + 1):  # the first is the warm-up: imports, the store's first open
+        t = TaskTry(dag_id="bench", run_id="r", task_id=f"add-{i}")
+        t0 = time.perf_counter()
+        if rec is not None:
+            rec.component_started("task-runner")
+            rec.task_running(t)
+        add(i, i)
+        if rec is not None:
+            rec.task_succeeded(t)
+        t1 = time.perf_counter()
+        if rec is not None:
+            rec.component_stopping()
+        t2 = time.perf_counter()
+        if i:
+            hot, drained = hot + (t1 - t0), drained + (t2 - t0)
+    if rec is not None:
+        ledger = open_ledger(store)
+        assert sum(1 for r in ledger.runs() if r.status.value == "finished") == tasks + 1
+        ledger.close()
+        assert not [f for f in os.listdir(f"{tmp}/spool") if f.endswith(".spool")]  # every runner drained
+    return {
+        "hot_ms_per_task": round(hot / tasks * 1000, 4),
+        "drained_ms_per_task": round(drained / tasks * 1000, 4),
+    }
+
+
+def prefect_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
+    """Real flow runs on the ephemeral API that `main` started (PREFECT_API_URL). A flow
+    run's wall time there is hundreds of milliseconds of API calls, whose noise under
+    load is far above the goal: so the time Prefect's engine spends calling the flow's
+    state hooks (`FlowRunEngine.call_hooks`, Prefect's logging of each hook included)
+    is timed too, in both modes: `hooks_ms_per_task`, the adapter's whole share of a
+    flow run on its path (without the adapter, the call finds no hook); and, within it,
+    the adapter's own hook functions (`adapter_hooks_ms_per_task`)."""
+    from prefect import flow
+    from prefect.flow_engine import FlowRunEngine
+
+    from epochledger import open_ledger
+    from epochledger.adapters.prefect import install
+
+    in_hooks = [0.0]
+    call_hooks = FlowRunEngine.call_hooks
+
+    def timed(self: Any, state: Any = None) -> None:
+        t = time.perf_counter()
+        try:
+            call_hooks(self, state)
+        finally:
+            in_hooks[0] += time.perf_counter() - t
+
+    FlowRunEngine.call_hooks = timed  # type: ignore[method-assign]
+
+    tmp = tempfile.mkdtemp(prefix="epochledger-adapter-cost-")
+    store = f"sqlite:///{tmp}/ledger.db"
+    open_ledger(store).close()
+    found = install(store=store, spool=f"{tmp}/spool", fsync=fsync) if adapter else None  # type: ignore[arg-type]
+    in_ours = [0.0]  # the adapter's own hook functions, inside Prefect's call_hooks
+
+    def ours(hook: Any) -> Any:
+        def timed_hook(*args: Any) -> None:
+            t = time.perf_counter()
+            try:
+                hook(*args)
+            finally:
+                in_ours[0] += time.perf_counter() - t
+
+        timed_hook.__name__ = hook.__name__
+        return timed_hook
+
+    hooks = {k: [ours(h) for h in v] for k, v in found.hooks().items()} if found is not None else {}
+
+    @flow(name="add", persist_result=False, **hooks)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    add(0, 0)  # warm: the flow's first run, the spool opened and its first write done
+    if found is not None:
+        assert found.flush(30)
+    in_hooks[0] = in_ours[0] = 0.0
+    t0 = time.perf_counter()
+    try:
+        for i in range(tasks):
+            add(i, i)
+    finally:
+        FlowRunEngine.call_hooks = call_hooks  # type: ignore[method-assign]
+    hot = time.perf_counter() - t0
+    out = {
+        "hot_ms_per_task": round(hot / tasks * 1000, 4),
+        "hooks_ms_per_task": round(in_hooks[0] / tasks * 1000, 4),
+        "adapter_hooks_ms_per_task": round(in_ours[0] / tasks * 1000, 4),
+    }
+    if found is not None:
+        t1 = time.perf_counter()
+        assert found.flush(600)
+        out["drained_ms_per_task"] = round((time.perf_counter() - t0) / tasks * 1000, 4)
+        out["hooks_drained_ms_per_task"] = round((in_hooks[0] + time.perf_counter() - t1) / tasks * 1000, 4)
+        ledger = open_ledger(store)
+        assert sum(1 for r in ledger.runs() if r.status.value == "finished") == tasks + 1
+        ledger.close()
+        found.close()
+    else:
+        out["drained_ms_per_task"] = out["hot_ms_per_task"]
+        out["hooks_drained_ms_per_task"] = out["hooks_ms_per_task"]
+    return out
+
+
+class _PrefectServer:
+    """Prefect's ephemeral API for the run: a temporary PREFECT_HOME, loopback only."""
+
+    def __enter__(self) -> _PrefectServer:
+        import os
+
+        self.home = tempfile.mkdtemp(prefix="prefect-home-")
+        os.environ.update(
+            PREFECT_HOME=self.home,
+            PREFECT_SERVER_ALLOW_EPHEMERAL_MODE="true",
+            PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="240",
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+            PREFECT_LOGGING_TO_API_ENABLED="false",
+            DO_NOT_TRACK="1",
+        )
+        from prefect.server.api.server import SubprocessASGIServer
+
+        self.server = SubprocessASGIServer()
+        self.server.start(timeout=240)
+        os.environ["PREFECT_API_URL"] = self.server.api_url
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        import shutil
+
+        self.server.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+ROUNDS = {"celery": one_round, "airflow": airflow_round, "prefect": prefect_round}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.adapter_cost")
     p.add_argument("--tasks", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--fsync", choices=["batch", "always"], default="batch")
+    p.add_argument("--adapter", choices=list(ROUNDS), default="celery")
     ns = p.parse_args(argv)
     results: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-    for r in range(ns.rounds):
-        for adapter in (False, True) if r % 2 == 0 else (True, False):
-            results[adapter].append(one_round(ns.tasks, adapter, ns.fsync))
+    with _PrefectServer() if ns.adapter == "prefect" else contextlib.nullcontext():
+        for r in range(ns.rounds):
+            for adapter in (False, True) if r % 2 == 0 else (True, False):
+                results[adapter].append(ROUNDS[ns.adapter](ns.tasks, adapter, ns.fsync))
 
     def med(adapter: bool, key: str) -> float:
         return round(statistics.median(x[key] for x in results[adapter]), 4)
@@ -90,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     added = round(med(True, "hot_ms_per_task") - med(False, "hot_ms_per_task"), 4)
     out: dict[str, Any] = {
         "bench": "adapter_cost",
+        "adapter": ns.adapter,
         "store": "sqlite",
         "fsync": ns.fsync,
         "tasks": ns.tasks,
@@ -102,6 +276,14 @@ def main(argv: list[str] | None = None) -> None:
         "goal_ms": GOAL_MS,
         "raw": {"without": results[False], "with": results[True]},
     }
+    if ns.adapter == "prefect":
+        out["without_hooks_ms_per_task"] = med(False, "hooks_ms_per_task")
+        out["with_hooks_ms_per_task"] = med(True, "hooks_ms_per_task")
+        out["added_hooks_ms_per_task"] = round(med(True, "hooks_ms_per_task") - med(False, "hooks_ms_per_task"), 4)
+        out["with_adapter_hooks_ms_per_task"] = med(True, "adapter_hooks_ms_per_task")
+        out["added_hooks_drained_ms_per_task"] = round(
+            med(True, "hooks_drained_ms_per_task") - med(False, "hooks_ms_per_task"), 4
+        )
     emit(out)
 
 

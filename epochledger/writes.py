@@ -281,7 +281,7 @@ class Commands:
     def pause(
         self,
         run: str,
-        kind: Literal["operator", "waiting_human"],
+        kind: Literal["operator", "waiting_human", "orchestrator"],
         *,
         interaction: str | None = None,
         questions: list[str] | None = None,

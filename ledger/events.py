@@ -103,13 +103,14 @@ Labels = Annotated[dict[Name, LabelValue], msgspec.Meta(max_length=MAX_LABELS)]
 
 
 class Status(enum.StrEnum):
-    """The eight statuses of a run. Which status answers which policy question lives in
+    """The nine statuses of a run. Which status answers which policy question lives in
     ledger/lifecycle.py and nowhere else (rules P1, P3)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     PAUSED_OPERATOR = "paused_operator"
     PAUSED_WAITING_HUMAN = "paused_waiting_human"
+    PAUSED_ORCHESTRATOR = "paused_orchestrator"  # the orchestrator's own wait, resumed by it (rule E1)
     FAILED_RESUMABLE = "failed_resumable"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -157,14 +158,18 @@ class RunCheckpointed(RunEventBase, frozen=True, kw_only=True, tag="run.checkpoi
 
 
 class RunPaused(RunEventBase, frozen=True, kw_only=True, tag="run.paused"):
-    kind: Literal["operator", "waiting_human"]
+    # "orchestrator": the orchestrator that runs the work waits on its own (an Airflow
+    # deferral or reschedule) and resumes it itself; the process that ran it may exit.
+    kind: Literal["operator", "waiting_human", "orchestrator"]
     interaction: Name | None = None
     questions: Questions | None = None
     epoch: Name | None = None  # written on behalf of this epoch (fencing)
 
 
 class RunResumed(RunEventBase, frozen=True, kw_only=True, tag="run.resumed"):
-    by: Literal["operator", "auto"]
+    # "orchestrator": the orchestrator ends its own wait (run.paused kind "orchestrator"),
+    # not the ledger's automation: a retry lane ("auto") may not take it over.
+    by: Literal["operator", "auto", "orchestrator"]
     answers: Answers | None = None
 
 

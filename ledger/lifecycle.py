@@ -37,7 +37,10 @@ def as_status(value: StatusLike) -> Status:
 
 
 # --------------------------------------------------------------- status sets
-_PAUSED = frozenset({S.PAUSED_OPERATOR, S.PAUSED_WAITING_HUMAN})
+_PAUSED = frozenset({S.PAUSED_OPERATOR, S.PAUSED_WAITING_HUMAN, S.PAUSED_ORCHESTRATOR})
+# Resumable by the orchestrator that runs the work: its own wait (an Airflow deferral or
+# reschedule), and nothing else; nor is its wait the ledger's automation's to end.
+_ORCHESTRATOR_RESUMABLE = frozenset({S.PAUSED_ORCHESTRATOR})
 # Resumable by an operator: a pause, a resumable failure, and a cancel (an operator
 # may undo an operator's stop; automation may not, see can_auto_resume).
 _TERMINAL_RESUMABLE = _PAUSED | {S.FAILED_RESUMABLE, S.CANCELLED}
@@ -109,7 +112,9 @@ def can_auto_resume(status: StatusLike, code: str = "", *, fenced_end: bool = Fa
     """Automation may resume only a resumable failure, and not one whose cause makes a
     resume pointless (the node is gone, the resume itself is invalid, the flow failed
     on purpose). Never a cancel or an operator pause: automation must not override an
-    operator's stop. Never a human wait: a human must answer. Unknown codes (open
+    operator's stop. Never a human wait: a human must answer. Never the orchestrator's
+    own wait: the orchestrator ends it (can_orchestrator_resume), and a retry lane that
+    resumed it would invent a start the orchestrator never made. Unknown codes (open
     world, including "" = UNKNOWN) are allowed: the refusal list is a deny-list.
 
     `fenced_end`: the run's fenced evidence holds an outcome report (finished, failed)
@@ -117,6 +122,15 @@ def can_auto_resume(status: StatusLike, code: str = "", *, fenced_end: bool = Fa
     worker said the work ended, so resuming could run the job twice; an operator
     decides."""
     return as_status(status) == S.FAILED_RESUMABLE and code not in NO_AUTO_RESUME and not fenced_end
+
+
+def can_orchestrator_resume(status: StatusLike, code: str = "") -> bool:
+    """The orchestrator that runs the work resumes its own wait (`paused_orchestrator`:
+    an Airflow deferral or reschedule, `run.resumed` by "orchestrator"), and only that.
+    Fenced evidence does not bind it (rule F2 binds the ledger's decisions): the
+    orchestrator resumes the work whatever the ledger holds, and refusing its word would
+    lose a transition it made (rule E1). Asked by ledger.run decide."""
+    return as_status(status) in _ORCHESTRATOR_RESUMABLE
 
 
 def counts_against_launch_limit(status: StatusLike, code: str = "") -> bool:
@@ -131,7 +145,9 @@ def is_correction_target(status: StatusLike, code: str = "") -> bool:
 def can_be_orphaned(status: StatusLike, code: str = "") -> bool:
     """Only a run that is executing has a process that can die under it (rules O2, O3).
     A queued run has no owner yet; a paused or failed run has released its worker, so
-    a dead process strands nothing there. Asked by projections/orphans.py."""
+    a dead process strands nothing there: an orchestrator's own wait
+    (`paused_orchestrator`) is never an orphan, though the process that ran it exited.
+    Asked by projections/orphans.py."""
     return as_status(status) in _LAUNCH_SLOT
 
 

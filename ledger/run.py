@@ -287,6 +287,14 @@ def fold(events: Iterable[RunEvent], state: RunState | None = None) -> RunState 
 
 
 # ------------------------------------------------------------------ decide
+# The status each kind of pause leaves the run in.
+PAUSE_STATUS: dict[str, Status] = {
+    "operator": Status.PAUSED_OPERATOR,
+    "waiting_human": Status.PAUSED_WAITING_HUMAN,
+    "orchestrator": Status.PAUSED_ORCHESTRATOR,
+}
+
+
 def result_of(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
     """The status and code a command would leave the run in (legality aside)."""
     match cmd:
@@ -295,8 +303,7 @@ def result_of(cmd: RunEvent, state: RunState | None) -> tuple[Status, str]:
         case RunStarted():
             return Status.RUNNING, ""
         case RunPaused():
-            kind = Status.PAUSED_OPERATOR if cmd.kind == "operator" else Status.PAUSED_WAITING_HUMAN
-            return kind, ""
+            return PAUSE_STATUS[cmd.kind], ""
         case RunFailed():
             return (Status.FAILED_RESUMABLE if cmd.resumable else Status.FAILED), cmd.code
         case RunCancelled():
@@ -402,6 +409,10 @@ def decide(cmd: RunEvent, state: RunState | None) -> list[RunEvent]:
             )
         if cmd.by == "operator" and not lifecycle.can_operator_resume(status, state.code):
             raise IllegalTransition(cmd.run, status, tag)
+        if cmd.by == "orchestrator" and not lifecycle.can_orchestrator_resume(status, state.code):
+            raise IllegalTransition(
+                cmd.run, status, tag, "the orchestrator resumes only its own wait (a pause of kind orchestrator)"
+            )
         if lifecycle.requires_resume_answers(status, state.code) and not cmd.answers:
             raise IllegalTransition(cmd.run, status, tag, "a run waiting on a human needs answers to resume")
     if isinstance(cmd, RunCorrected):

@@ -392,7 +392,7 @@ def history(records: Iterable[Recorded]) -> History:
 
 # ------------------------------------------------------------------ drawing
 # Colours: assigned by the order of the Status enum (no status set is written here, rule P3).
-_PALETTE = ["#b8c2cc", "#3b82f6", "#a78bfa", "#c084fc", "#f59e0b", "#dc2626", "#6b7280", "#16a34a"]
+_PALETTE = ["#b8c2cc", "#3b82f6", "#a78bfa", "#c084fc", "#818cf8", "#f59e0b", "#dc2626", "#6b7280", "#16a34a"]
 COLOURS: dict[Status, str] = dict(zip(Status, _PALETTE, strict=True))
 MARKS = {  # kind -> (shape, colour, legend text)
     "boot": ("tri", "#111827", "boot (epoch starts)"),

@@ -12,7 +12,10 @@ The mapping, in one place:
   (`TaskTry.run`), labels naming each part, and its previous try as `parent` (rule I2),
   so a retry is a new run linked to the one it retries, never a second start of it.
 - running -> queued and started in one commit, on behalf of the task runner's epoch
-  (Airflow has no hook for its own scheduled and queued states); success -> finished;
+  (Airflow has no hook for its own scheduled and queued states); a try that defers,
+  reschedules or awaits input -> paused, kind `orchestrator` (Airflow waits on its own
+  and resumes the try in a new task runner: never an orphan meanwhile), and that later
+  start -> resumed (by the orchestrator) and started, the next attempt; success -> finished;
   a task that skips itself -> finished, reason "skipped"; failed -> failed, and
   up_for_retry -> failed_resumable, with the code of `failure_code`.
 - A failure the scheduler decides (a task instance whose heartbeat stopped, or whose
@@ -83,7 +86,9 @@ from epochledger.ledger.events import (
     RunCancelled,
     RunFailed,
     RunFinished,
+    RunPaused,
     RunQueued,
+    RunResumed,
     RunStarted,
     StreamEvent,
 )
@@ -369,12 +374,35 @@ class Recorder:
     def _queued(self, t: TaskTry, at: datetime, actor: str = ACTOR) -> RunQueued:
         return RunQueued(at=at, run=t.run, workflow=t.dag_id, labels=t.labels, parent=t.parent, actor=actor)
 
-    def task_running(self, t: TaskTry) -> None:
+    def task_running(self, t: TaskTry, *, resumed: str | None = None) -> None:
+        """The task runner starts the try. `resumed`: Airflow resumes a try that waited
+        on it, whose earlier task runner paused it (`task_waiting`), saying how
+        ("next_method=execute_complete", "reschedule 2"): resumed by the orchestrator,
+        then started under this task runner's epoch, the try's next attempt."""
         at = self._stamp()
+        start = RunStarted(at=at, run=t.run, epoch=self.epoch, process=self.process, actor=ACTOR)
+        if resumed is None:
+            self.append(f"start of {t.run}", self._queued(t, at), start)
+            return
+        resume = RunResumed(at=at, run=t.run, by="orchestrator", actor=ACTOR, reason=f"airflow: resumed, {resumed}")
+        self.append(f"resume of {t.run}", resume, start)
+
+    def task_waiting(self, t: TaskTry, state: str) -> None:
+        """The try ended its task runner's part without an outcome: Airflow waits on its
+        own (`state`: deferred to the triggerer, up_for_reschedule, awaiting_input) and
+        will resume it in a new task runner. A pause of kind `orchestrator`, on behalf of
+        this task runner's epoch: the runner then stops, and the try, owned by no
+        process while it waits, is never an orphan (docs/lifecycle.md)."""
         self.append(
-            f"start of {t.run}",
-            self._queued(t, at),
-            RunStarted(at=at, run=t.run, epoch=self.epoch, process=self.process, actor=ACTOR),
+            f"{state} of {t.run}",
+            RunPaused(
+                at=self._stamp(),
+                run=t.run,
+                kind="orchestrator",
+                epoch=self.epoch,
+                actor=ACTOR,
+                reason=f"airflow: {state}",
+            ),
         )
 
     def task_succeeded(self, t: TaskTry) -> None:
@@ -487,6 +515,10 @@ class Recorder:
 
 
 NOT_RUN_STATES = frozenset({"upstream_failed", "skipped"})
+# The states in which a try's task runner ends with the try still Airflow's to resume
+# (task SDK 1.3.2, task_runner.py: TaskDeferred, AirflowRescheduleException,
+# TaskAwaitingInput): no state hook runs for them, only before_stopping.
+WAIT_STATES = frozenset({"deferred", "up_for_reschedule", "awaiting_input"})
 
 
 def reap(led: Ledger, spool: str, *, host: str, epoch: str | None) -> list[spool_mod.Dead]:
@@ -596,6 +628,7 @@ __all__ = [
     "DAG_RUN_FAILURES",
     "FAILURE_CODES",
     "NOT_RUN_STATES",
+    "WAIT_STATES",
     "Recorder",
     "TaskTry",
     "error_text",

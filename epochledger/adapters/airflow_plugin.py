@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 from airflow.listeners import hookimpl as airflow_hookimpl
 from airflow.plugins_manager import AirflowPlugin
 
-from epochledger.adapters.airflow import NOT_RUN_STATES, Component, Recorder, TaskTry, log
+from epochledger.adapters.airflow import NOT_RUN_STATES, WAIT_STATES, Component, Recorder, TaskTry, log
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -70,6 +70,21 @@ def _state(ti: Any) -> str:
     return str(getattr(state, "value", state))
 
 
+def _resumed(ti: Any) -> str | None:
+    """How Airflow resumes a try that waited on it, or None for a first start: the
+    execution API's run context names the method a deferral (or a wait for input)
+    resumes in (`next_method`), and counts a try's reschedules (`task_reschedule_count`,
+    of this try's task instance id: a retry is a new id)."""
+    context = getattr(ti, "_ti_context_from_server", None)
+    if context is None:
+        return None
+    if method := getattr(context, "next_method", None):
+        return f"next_method={method}"
+    if (count := int(getattr(context, "task_reschedule_count", 0) or 0)) > 0:
+        return f"reschedule {count}"
+    return None
+
+
 def _in_task_runner(ti: Any) -> bool:
     # The task runner hands its RuntimeTaskInstance; the scheduler and the API server the
     # ORM model (airflow.models.taskinstance.TaskInstance).
@@ -96,6 +111,11 @@ def _when_scheduler(job: Any, rec: Recorder, *, wait: float = 60.0) -> None:
 
 
 class Listener:
+    # The try this task runner runs (its RuntimeTaskInstance, from on_task_instance_running):
+    # at before_stopping its state says whether Airflow will resume it (WAIT_STATES), for
+    # which Airflow calls no state hook.
+    _running: Any = None
+
     @hookimpl
     def on_starting(self, component: Any) -> None:
         if (rec := recorder()) is None:
@@ -110,13 +130,19 @@ class Listener:
     @hookimpl
     def before_stopping(self, component: Any) -> None:
         rec = recorder()
-        if rec is not None and _component(component) is not None:
-            rec.component_stopping()
+        if rec is None or (kind := _component(component)) is None:
+            return
+        ti, self._running = self._running, None
+        if kind == "task-runner" and ti is not None and (state := _state(ti)) in WAIT_STATES:
+            rec.task_waiting(task_try(ti), state)
+        rec.component_stopping()
 
     @hookimpl
     def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
         if (rec := recorder()) is not None:
-            rec.task_running(task_try(task_instance))
+            if _in_task_runner(task_instance):
+                self._running = task_instance
+            rec.task_running(task_try(task_instance), resumed=_resumed(task_instance))
 
     # The task runner hands its RuntimeTaskInstance; the API server (a user's mark, with
     # previous_state None) and the scheduler (handle_failure) hand the ORM model.

@@ -92,7 +92,11 @@ def _exception(state: Any) -> BaseException | None:
 
 
 def _error(state: Any, exc: BaseException | None) -> str:
-    text = f"{type(exc).__name__}: {exc}" if exc is not None else str(getattr(state, "message", "") or state)
+    """The exception's class and message; Prefect's own message for the state when the
+    exception has none (a TerminationSignal: "Execution was aborted by a termination
+    signal.") or there is no exception."""
+    said = str(getattr(state, "message", "") or state)
+    text = f"{type(exc).__name__}: {str(exc) or said}" if exc is not None else said
     return text[:_ERROR_CHARS]
 
 
@@ -261,7 +265,11 @@ class PrefectAdapter:
 
     def on_crashed(self, flow: Any, flow_run: Any, state: Any) -> None:
         """Prefect's Crashed: the flow process was interrupted outside the user's code
-        (a signal, an interrupt): `failed`, PROCESS_EXITED."""
+        (a signal, an interrupt): `failed`, PROCESS_EXITED. Then the spool is flushed,
+        bounded by CLOSE_S: after a SIGTERM's crash hooks Prefect sends the signal again
+        under its default handler (prefect/utilities/engine, `capture_sigterm`), so the
+        process dies without running its exit handlers, and the crash would otherwise
+        wait in its spool for the next `recover()` on the host."""
         run = run_id(flow_run)
         event = RunFailed(
             at=self.clock.now(),
@@ -273,6 +281,8 @@ class PrefectAdapter:
             actor="prefect-flow",
         )
         self._end(flow_run, event, "flow run crashed")
+        if not self.flush(CLOSE_S):
+            log.warning("epochledger: the crash of %s is not in the store yet; recover() imports it", run)
 
     def on_cancellation(self, flow: Any, flow_run: Any, state: Any) -> None:
         reason = str(getattr(state, "message", "") or "cancelled")[:_ERROR_CHARS]

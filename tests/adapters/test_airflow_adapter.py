@@ -1,10 +1,11 @@
 """The Airflow 3 adapter against a real Airflow (rule E1; docs/adapters.md, "Airflow").
 
 One Airflow for the module (tests/helpers/airflow_instance.py: API server, scheduler with the
-LocalExecutor, DAG processor, on SQLite), four DAG runs triggered at once, each test
+LocalExecutor, DAG processor, on SQLite), five DAG runs triggered at once, each test
 judging one: a success, a failure retried, a task process SIGKILLed under its live
-supervisor, and a task lost with its supervisor (Airflow's heartbeat detection beside
-the adapter's probe). Skipped, saying why, when the Airflow venv is missing; with
+supervisor, a task lost with its supervisor (Airflow's heartbeat detection beside
+the adapter's probe), and a sensor in reschedule mode (Airflow's own wait, resumed by
+Airflow in a new task runner). Skipped, saying why, when the Airflow venv is missing; with
 EPOCHLEDGER_TEST_AIRFLOW=require (CI) that is a failure.
 
 The mapping itself (ids, codes, the failure classes) is tested without Airflow in
@@ -17,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -52,7 +54,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     home = tmp_path_factory.mktemp("airflow")
     gen = running(home, f"sqlite:///{home / 'ledger.db'}")
     instance = next(gen)
-    instance.runs = {dag: instance.trigger(dag) for dag in ("el_ok", "el_retry", "el_kill", "el_lost")}
+    instance.runs = {dag: instance.trigger(dag) for dag in ("el_ok", "el_retry", "el_kill", "el_lost", "el_wait")}
     try:
         yield instance
     finally:
@@ -254,3 +256,60 @@ def test_E1_O7_a_task_lost_with_its_supervisor_is_seen_by_the_watcher_before_air
             "airflow_started_s": airflow.started_s,
         },
     )
+
+
+def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and_is_resumed_in_a_new_task_runner(
+    airflow: Airflow,
+) -> None:
+    """A sensor in reschedule mode: its poke finds no file, its task runner ends with
+    the try up_for_reschedule and exits, and Airflow runs the next poke in a new task
+    runner, the same try. The ledger pauses the try for the orchestrator: while Airflow
+    holds it the watcher's reaps, probes and sweeps (every second) leave it alone, and
+    the next poke's task runner resumes and starts it, the next attempt. Before the
+    pause kind, the sweep recovered the try as PROCESS_ORPHANED and the later start
+    was refused."""
+    t = _try(airflow, "el_wait", "waits")
+    wait_for(
+        "the sensor's try to wait in the ledger", lambda: _status(airflow, t.run) == "paused_orchestrator" or None, 180
+    )
+    with _ledger(airflow) as led:
+        paused = led.get_run(t.run)
+        assert paused.reason == "airflow: up_for_reschedule" and paused.code == ""
+        assert led.epoch(paused.epoch).stopped_at is not None  # its task runner is gone, cleanly
+    # Airflow holds the try meanwhile (up_for_reschedule, then scheduled and queued for the
+    # next poke), its try number unchanged: a reschedule is not a retry.
+    seen = wait_for("the try's row", lambda: airflow.ti("el_wait", "waits"), 10)
+    assert seen["try_number"] == 1, seen
+    time.sleep(PROBE_INTERVAL_S * 3)  # the watcher's rounds (reap, probe, sweep) pass over it
+    assert _status(airflow, t.run) != "failed_resumable"
+    (airflow.home / "pids" / "el_wait.go").write_text("go")
+    assert _ended(airflow, "el_wait", timeout=180) == "success"
+    with _ledger(airflow) as led:
+        wait_for("the try's end in the ledger", lambda: _status(airflow, t.run) == "finished" or None, 30)
+        events = [r.event for r in led.history(t.run)]
+        tags = [tag_of(e) for e in events]
+        assert "run.recovered" not in tags and "run.fenced" not in tags, tags
+        rejected = [f.read_text() for f in (airflow.home / "epochledger-spool").glob("*.rejected")]
+        assert not [r for r in rejected if t.run in r], rejected  # no start of the try refused
+        assert tags[:2] == ["run.queued", "run.started"] and tags[-1] == "run.finished", tags
+        cycles = tags[2:-1]
+        assert cycles and cycles == ["run.paused", "run.resumed", "run.started"] * (len(cycles) // 3), tags
+        run = led.get_run(t.run)
+        starts = [e for e in events if tag_of(e) == "run.started"]
+        assert run.attempt == len(starts) >= 2
+        assert len({e.epoch for e in starts}) == len(starts)  # each poke its own task runner (O8)
+        for e in events:
+            if tag_of(e) == "run.resumed":
+                assert e.by == "orchestrator" and (e.reason or "").startswith("airflow: resumed, reschedule ")
+        # Only one try: Airflow's reschedule is not a retry, so no second run (rule I2).
+        assert led.get_run(t.run).labels["airflow.try_number"] == "1"
+        assert _status(airflow, _try(airflow, "el_wait", "waits", 2).run) is None
+        gaps = [
+            (b.at - a.at).total_seconds()
+            for a, b in zip(events, events[1:], strict=False)
+            if (tag_of(a), tag_of(b)) == ("run.paused", "run.resumed")
+        ]
+        # Each wait outlasted several of the watcher's rounds (every PROBE_INTERVAL_S): the
+        # sweep passed over the paused try, whose task runner had stopped, and left it.
+        assert gaps and min(gaps) >= PROBE_INTERVAL_S * 2, gaps
+        _figures(airflow, "sensor rescheduled", {"waits_s": gaps, "attempts": run.attempt, "first_seen": seen["state"]})

@@ -148,6 +148,46 @@ def test_E1_a_last_try_that_fails_is_failed_and_a_skip_is_finished_with_its_reas
         assert (str(b.status), b.reason) == ("finished", "skipped by the task")
 
 
+@pytest.mark.parametrize("state", sorted(adapter.WAIT_STATES))
+def test_E1_O2_a_try_airflow_defers_is_paused_for_the_orchestrator_never_an_orphan_and_resumed_as_its_next_attempt(
+    store: str, spool: str, state: str
+) -> None:
+    """A deferral, a reschedule, a wait for input: the task runner ends with the try
+    still Airflow's, pauses it (kind `orchestrator`) and stops; the scheduler's probe
+    and sweep then leave it alone (no process owns it while it waits: before the pause
+    it was judged an orphan, PROCESS_ORPHANED). The task runner Airflow resumes it in
+    resumes and starts it, attempt 2, and finishes it."""
+    rec = _rec(store, spool, host=HOST)
+    first = rec.component_started("task-runner")
+    rec.task_running(_t())
+    rec.task_waiting(_t(), state)
+    rec.component_stopping()
+    with _read(store) as led:
+        run = led.get_run(_t().run)
+        assert (str(run.status), run.code, run.reason) == ("paused_orchestrator", "", f"airflow: {state}")
+        assert first is not None and led.epoch(first).stopped_at is not None
+        scheduler = led.boot(ledger_id(HOST, "scheduler", "1"))
+        assert adapter.reap(led, spool, host=HOST, epoch=scheduler.epoch) == []
+        led.probe(epoch=scheduler.epoch)
+        led.sweep(scheduler.epoch)
+        assert str(led.get_run(_t().run).status) == "paused_orchestrator"
+        assert led.orphaned() == []
+    second = rec.component_started("task-runner")
+    rec.task_running(_t(), resumed="next_method=execute_complete")
+    rec.task_succeeded(_t())
+    with _read(store) as led:
+        run = led.get_run(_t().run)
+        assert (str(run.status), run.attempt, run.epoch) == ("finished", 2, second)
+    assert _tags(store, _t().run) == [
+        "run.queued",
+        "run.started",
+        "run.paused",
+        "run.resumed",
+        "run.started",
+        "run.finished",
+    ]
+
+
 def test_E1_O7_the_schedulers_failure_of_a_running_try_is_process_exited_with_no_exit_fact(
     store: str, spool: str
 ) -> None:

@@ -233,6 +233,59 @@ def test_E1_a_sigkilled_flow_process_becomes_an_exit_fact_and_its_run_is_recover
     assert (epoch.exited_by or "").startswith("probe@")
 
 
+def test_E1_a_flow_run_prefect_reports_crashed_is_failed_process_exited_and_its_epoch_stops(
+    prefect_api: str, tmp_path: Path
+) -> None:
+    """A crash the way Prefect itself reports one: the flow process gets SIGTERM (its
+    host shutting down, a container stopped, no runner asking for a cancel); Prefect's
+    engine turns the signal into its TerminationSignal, sets the flow run Crashed and
+    runs `on_crashed` in the flow's own process, then kills it with the signal again
+    (no exit handler runs). The ledger, with no `recover()`: `failed`, PROCESS_EXITED,
+    Prefect's message as the error, and the process's epoch stopped by the hook, not
+    left for the probe. Before the hook flushed its spool, the crash stayed there until
+    the next flow process on the host."""
+    import asyncio
+    import uuid
+
+    from prefect.client.orchestration import get_client
+
+    store = f"sqlite:///{tmp_path / 'ledger.db'}"
+    spool = str(tmp_path / "spool")
+    script = tmp_path / "crash_flow.py"
+    script.write_text(CRASHING_FLOW)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), store, spool],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # bounded: the flow prints once it is recorded, or the process ends
+        assert line.strip() == "running", line
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    ledger = open_ledger(store)
+    [run] = [r for r in ledger.runs() if r.run.startswith("prefect:")]
+
+    async def state_of(flow_run_id: str) -> Any:
+        async with get_client() as client:
+            return (await client.read_flow_run(uuid.UUID(flow_run_id))).state
+
+    state = asyncio.run(state_of(run.run.removeprefix("prefect:")))
+    assert state is not None and state.is_crashed(), state  # Prefect's own word: Crashed
+    assert (run.status.value, run.code, run.attempt) == ("failed", "PROCESS_EXITED", 1), run
+    assert run.error == "TerminationSignal: Execution was aborted by a termination signal.", run.error
+    epoch = ledger.epoch(run.epoch)
+    assert epoch.pid == proc.pid and epoch.stopped_at is not None and epoch.exited_at is None
+    assert proc.returncode == -signal.SIGTERM  # Prefect re-sent the signal: no exit handler ran
+
+
 CANCELLED_FLOW = """
 import time
 from prefect import flow

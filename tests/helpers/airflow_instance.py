@@ -98,6 +98,23 @@ el_kill()
 """,
 }
 DAGS["el_lost"] = DAGS["el_kill"].replace("el_kill", "el_lost")
+# a sensor in reschedule mode: each poke that finds no file ends its task runner with the
+# try up_for_reschedule, and Airflow runs the next poke in a new task runner; the test
+# makes the file once the ledger shows the try waiting
+DAGS["el_wait"] = """
+import os
+from datetime import datetime
+from airflow.sdk import dag, task
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_wait():
+    @task.sensor(poke_interval=6, timeout=600, mode="reschedule")
+    def waits() -> bool:
+        return os.path.exists(os.path.join(os.environ["EL_PIDS"], "el_wait.go"))
+    waits()
+
+el_wait()
+"""
 
 
 def _free_port() -> int:

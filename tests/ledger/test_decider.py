@@ -44,8 +44,10 @@ COMMANDS = {
     "checkpoint": lambda t: RunCheckpointed(at=t, run=RUN, node="n1", ref="ref-1"),
     "pause_operator": lambda t: RunPaused(at=t, run=RUN, kind="operator"),
     "pause_human": lambda t: RunPaused(at=t, run=RUN, kind="waiting_human", interaction="i1", questions=["ok?"]),
+    "pause_orchestrator": lambda t: RunPaused(at=t, run=RUN, kind="orchestrator", reason="airflow: deferred"),
     "resume_operator": lambda t: RunResumed(at=t, run=RUN, by="operator", answers={"ok?": "yes"}),
     "resume_auto": lambda t: RunResumed(at=t, run=RUN, by="auto"),
+    "resume_orchestrator": lambda t: RunResumed(at=t, run=RUN, by="orchestrator"),
     "fail_resumable": lambda t: RunFailed(at=t, run=RUN, code="TIMEOUT", resumable=True),
     "fail_final": lambda t: RunFailed(at=t, run=RUN, code="FAIL_NODE", resumable=False),
     "cancel": lambda t: RunCancelled(at=t, run=RUN),
@@ -67,6 +69,7 @@ PATHS = {
     "running": ["queue", "start"],
     "paused_operator": ["queue", "start", "pause_operator"],
     "paused_waiting_human": ["queue", "start", "pause_human"],
+    "paused_orchestrator": ["queue", "start", "pause_orchestrator"],
     "failed_resumable": ["queue", "start", "fail_resumable"],
     "failed": ["queue", "start", "fail_final"],
     "cancelled": ["queue", "cancel"],
@@ -78,16 +81,17 @@ NOOP = "no-op"
 DEL = "deleted"
 # fmt: off
 TABLE = {
-    #  from \ command          queue   start      checkpoint  pause_operator     pause_human             resume_operator resume_auto fail_resumable      fail_final cancel       finish      rewind    delete  correct_to_failed correct_to_finished
-    None:                   ("queued", X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           X,          X,        X, X, X),
-    "queued":               (NOOP,     "running", X,          X,                 X,                      X,              X,          "failed_resumable", "failed",  "cancelled", X,          "queued", DEL, X, X),
-    "running":              (X,        NOOP,      "running",  "paused_operator", "paused_waiting_human", X,              X,          "failed_resumable", "failed",  "cancelled", "finished", X,        DEL, X, X),
-    "paused_operator":      (X,        X,         X,          NOOP,              X,                      "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL, X, X),
-    "paused_waiting_human": (X,        X,         X,          X,                 NOOP,                   "queued",       X,          X,                  X,         "cancelled", X,          "queued", DEL, X, X),
-    "failed_resumable":     (X,        X,         X,          X,                 X,                      "queued",       "queued",   NOOP,               X,         "cancelled", X,          "queued", DEL, X, X),
-    "failed":               (X,        X,         X,          X,                 X,                      X,              X,          X,                  NOOP,      X,           X,          X,        DEL, "failed", "finished"),
-    "cancelled":            (X,        X,         X,          X,                 X,                      "queued",       X,          X,                  X,         NOOP,        X,          "queued", DEL, X, X),
-    "finished":             (X,        X,         X,          X,                 X,                      X,              X,          X,                  X,         X,           NOOP,       X,        DEL, "failed", X),
+    #  from \ command        queue      start       checkpoint  pause_operator      pause_human              pause_orchestrator      resume_operator resume_auto resume_orchestrator fail_resumable fail_final cancel finish     rewind     delete correct_to_failed correct_to_finished
+    None:                   ("queued",  X,          X,          X,                  X,                       X,                      X,         X,         X,         X,                   X,         X,            X,           X,         X,    X,         X),
+    "queued":               (NOOP,      "running",  X,          X,                  X,                       X,                      X,         X,         X,         "failed_resumable",  "failed",  "cancelled",  X,           "queued",  DEL,  X,         X),
+    "running":              (X,         NOOP,       "running",  "paused_operator",  "paused_waiting_human",  "paused_orchestrator",  X,         X,         X,         "failed_resumable",  "failed",  "cancelled",  "finished",  X,         DEL,  X,         X),
+    "paused_operator":      (X,         X,          X,          NOOP,               X,                       X,                      "queued",  X,         X,         X,                   X,         "cancelled",  X,           "queued",  DEL,  X,         X),
+    "paused_waiting_human": (X,         X,          X,          X,                  NOOP,                    X,                      "queued",  X,         X,         X,                   X,         "cancelled",  X,           "queued",  DEL,  X,         X),
+    "paused_orchestrator":  (X,         X,          X,          X,                  X,                       NOOP,                   "queued",  X,         "queued",  X,                   X,         "cancelled",  X,           "queued",  DEL,  X,         X),
+    "failed_resumable":     (X,         X,          X,          X,                  X,                       X,                      "queued",  "queued",  X,         NOOP,                X,         "cancelled",  X,           "queued",  DEL,  X,         X),
+    "failed":               (X,         X,          X,          X,                  X,                       X,                      X,         X,         X,         X,                   NOOP,      X,            X,           X,         DEL,  "failed",  "finished"),
+    "cancelled":            (X,         X,          X,          X,                  X,                       X,                      "queued",  X,         X,         X,                   X,         NOOP,         X,           "queued",  DEL,  X,         X),
+    "finished":             (X,         X,          X,          X,                  X,                       X,                      X,         X,         X,         X,                   X,         X,            NOOP,        X,         DEL,  "failed",  X),
 }
 # fmt: on
 CASES = [(start, cmd, TABLE[start][i]) for start in TABLE for i, cmd in enumerate(COMMANDS)]
@@ -116,6 +120,14 @@ REFUSED_BY = {
         "resume_auto",
     ): "automation may not resume a run that is paused_waiting_human with code UNKNOWN",
     ("cancelled", "resume_auto"): "automation may not resume a run that is cancelled with code CANCELLED",
+    (
+        "paused_orchestrator",
+        "resume_auto",
+    ): "automation may not resume a run that is paused_orchestrator with code UNKNOWN",
+    **{
+        (start, "resume_orchestrator"): "the orchestrator resumes only its own wait (a pause of kind orchestrator)"
+        for start in ("paused_operator", "paused_waiting_human", "failed_resumable", "cancelled")
+    },
     ("finished", "correct_to_finished"): "the run is already finished with that code",
 }
 
@@ -164,7 +176,9 @@ def test_L2_cancel_carries_CANCELLED_and_empty_failure_code_is_unknown_not_none(
     assert failed.status == Status.FAILED_RESUMABLE and failed.code == ""
 
 
-@pytest.mark.parametrize("start", ["paused_operator", "paused_waiting_human", "failed_resumable"])
+@pytest.mark.parametrize(
+    "start", ["paused_operator", "paused_waiting_human", "paused_orchestrator", "failed_resumable"]
+)
 def test_L2_a_cancel_of_a_pause_or_failure_keeps_the_cause_it_overrides(start: str) -> None:
     """Cancelling a paused or failed run writes CANCELLED and keeps what it was (status,
     code, error, cause, reason) in the state until the run leaves `cancelled`; a cancel of
@@ -203,6 +217,30 @@ def test_L2_a_cancel_of_a_pause_or_failure_keeps_the_cause_it_overrides(start: s
     assert resumed.cancelled_from is None  # it left `cancelled`
     for active in ("queued", "running"):
         assert fold(decide(COMMANDS["cancel"](at(100)), given(active)), given(active)).cancelled_from is None
+
+
+def test_E1_P1_the_orchestrators_own_wait_is_resumed_by_the_orchestrator_and_its_next_start_is_the_next_attempt() -> (
+    None
+):
+    """An Airflow deferral or reschedule: the task runner pauses the run (kind
+    `orchestrator`, on behalf of its epoch) and exits; Airflow resumes it in a new
+    process: `resume(by="orchestrator")` then a start, attempt 2. Neither its wait nor
+    an operator's pause is automation's to end. Mutations caught: the kind mapped to
+    another pause status, the wait handed to automation,
+    the orchestrator's resume allowed from another status, the attempt not counted."""
+    state = given("running")
+    assert state is not None and state.attempt == 1
+    state = fold(decide(RunPaused(at=at(10), run=RUN, kind="orchestrator", epoch="e1"), state), state)
+    assert state is not None and (state.status, state.code) == (Status.PAUSED_ORCHESTRATOR, "")
+    # A retry lane (by "auto") may not take the orchestrator's wait over.
+    with pytest.raises(IllegalTransition, match="automation may not resume a run that is paused_orchestrator"):
+        decide(COMMANDS["resume_auto"](at(15)), state)
+    state = fold(decide(RunResumed(at=at(20), run=RUN, by="orchestrator", reason="airflow: rescheduled"), state), state)
+    assert state is not None and state.status == Status.QUEUED
+    state = fold(decide(RunStarted(at=at(21), run=RUN, epoch="e2"), state), state)
+    assert state is not None and (state.status, state.epoch, state.attempt) == (Status.RUNNING, "e2", 2)
+    with pytest.raises(IllegalTransition, match="automation may not resume a run that is paused_operator"):
+        decide(COMMANDS["resume_auto"](at(30)), given("paused_operator"))
 
 
 def test_L7_a_cancel_of_a_human_wait_drops_its_question_and_answers() -> None:
@@ -398,6 +436,7 @@ NON_FAILURE = [
     ("start", "queued", lambda: RunStarted(at=at(50), run=RUN, code="X")),
     ("pause_operator", "running", lambda: RunPaused(at=at(50), run=RUN, kind="operator", code="X")),
     ("pause_human", "running", lambda: RunPaused(at=at(50), run=RUN, kind="waiting_human", code="X")),
+    ("pause_orchestrator", "running", lambda: RunPaused(at=at(50), run=RUN, kind="orchestrator", code="X")),
     ("resume", "failed_resumable", lambda: RunResumed(at=at(50), run=RUN, by="operator", code="X")),
     ("rewind", "cancelled", lambda: RunRewound(at=at(50), run=RUN, code="X")),
     ("finish", "running", lambda: RunFinished(at=at(50), run=RUN, code="X")),

@@ -34,6 +34,7 @@ TRUTH = {
     "running":              (N,   N,   N,   N,   N,   N,   Y,   N,   N,   N,   Y),
     "paused_operator":      (Y,   Y,   N,   N,   Y,   N,   N,   Y,   N,   N,   N),
     "paused_waiting_human": (Y,   Y,   N,   N,   Y,   N,   N,   Y,   Y,   N,   N),
+    "paused_orchestrator":  (Y,   Y,   N,   N,   Y,   N,   N,   Y,   N,   N,   N),
     "failed_resumable":     (Y,   N,   N,   N,   Y,   N,   N,   Y,   N,   Y,   N),
     "failed":               (Y,   N,   N,   Y,   N,   N,   N,   N,   N,   N,   N),
     "cancelled":            (Y,   N,   N,   N,   Y,   N,   N,   Y,   N,   N,   N),
@@ -107,6 +108,15 @@ def test_P2_relation_invariants(status: Status, code: str) -> None:
     assert not (p["is_final_success"] or p["is_final_failure"]) or not p["can_operator_resume"]
     if status is Status.CANCELLED:
         assert not p["can_auto_resume"]  # automation never overrides an operator's stop
+
+
+def test_P1_E1_only_the_orchestrators_own_wait_is_the_orchestrators_to_resume() -> None:
+    """Mutation caught: the orchestrator's resume widened to another status, or its
+    wait handed to automation (a retry lane selecting can_auto_resume would resume it)."""
+    for s in Status:
+        assert lifecycle.can_orchestrator_resume(s) is (s == Status.PAUSED_ORCHESTRATOR), s
+        assert not (lifecycle.can_orchestrator_resume(s) and lifecycle.can_auto_resume(s)), s
+        assert not lifecycle.can_orchestrator_resume(s) or lifecycle.allowed_from("run.resumed", s), s
 
 
 def test_P1_transitions_are_decided_by_the_same_predicates() -> None:
@@ -190,5 +200,8 @@ def test_P1_an_unknown_status_is_refused_with_every_known_status_and_where() -> 
     statuses changed."""
     with pytest.raises(InvalidInput) as err:
         lifecycle.is_terminal("finised")
-    known = "queued, running, paused_operator, paused_waiting_human, failed_resumable, failed, cancelled, finished"
+    known = (
+        "queued, running, paused_operator, paused_waiting_human, paused_orchestrator, failed_resumable, failed, "
+        "cancelled, finished"
+    )
     assert (str(err.value), err.value.where) == (f"status: unknown status 'finised' (known: {known})", "status")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from epochledger.ledger import lifecycle
 from epochledger.ledger.errors import InvalidInput
-from epochledger.ledger.events import Recorded, RunQueued, RunStarted, Status
+from epochledger.ledger.events import Recorded, RunPaused, RunQueued, RunResumed, RunStarted, Status
 from epochledger.projections import orphans
 from tests.conftest import T0
 from tests.helpers.orphan_helpers import History
@@ -120,6 +120,26 @@ def test_O2_O7_stopped_epoch_orphans_its_running_runs_stopping_does_not():
     h.begin_stop("worker-2", "x1", at=3)  # draining: still live
     h.stop("worker-1", "w1", at=3)
     assert h.orphaned() == {"a": orphans.STOPPED}
+
+
+def test_O2_E1_a_run_the_orchestrator_paused_is_no_orphan_when_its_process_ends_and_is_one_again_once_resumed():
+    """An Airflow deferral: the task runner pauses its try (kind `orchestrator`) and
+    stops; the try waits on Airflow, owned by no process, so neither the stop nor a
+    later boot of the slot judges it. Resumed and started by a new task runner, that
+    runner's death orphans it. Mutation caught: can_be_orphaned holding for the
+    orchestrator's pause (the deferred try judged an orphan, as before the pause)."""
+    h = History(T0)
+    h.boot("runner-1", "r1", at=0)
+    h.start("try", "runner-1", at=1, epoch="r1")
+    h.add(RunPaused(at=h.at(2), run="try", kind="orchestrator", epoch="r1"))
+    h.stop("runner-1", "r1", at=3)
+    h.boot("runner-1", "r1b", at=4)
+    assert h.orphaned() == {}
+    h.boot("runner-2", "r2", at=10)
+    h.add(RunResumed(at=h.at(11), run="try", by="orchestrator"))
+    h.add(RunStarted(at=h.at(11), run="try", process="runner-2", epoch="r2"))
+    h.stop("runner-2", "r2", at=12)
+    assert h.orphaned() == {"try": orphans.STOPPED}
 
 
 # ------------------------------------------------------------------------- O3
@@ -296,6 +316,7 @@ CAN_BE_ORPHANED = {
     Status.RUNNING: True,
     Status.PAUSED_OPERATOR: False,
     Status.PAUSED_WAITING_HUMAN: False,
+    Status.PAUSED_ORCHESTRATOR: False,  # the orchestrator's own wait: no process owns it (rule E1)
     Status.FAILED_RESUMABLE: False,
     Status.FAILED: False,
     Status.CANCELLED: False,

@@ -816,7 +816,7 @@ export interface RunPaused {
   code?: string;
   epoch?: string | null;
   interaction?: string | null;
-  kind: "operator" | "waiting_human";
+  kind: "operator" | "waiting_human" | "orchestrator";
   questions?: string[] | null;
   reason?: string | null;
   run: string;
@@ -872,7 +872,7 @@ export interface RunResumed {
   actor?: string | null;
   answers?: { [key: string]: string; } | null;
   at: string;
-  by: "operator" | "auto";
+  by: "operator" | "auto" | "orchestrator";
   code?: string;
   reason?: string | null;
   run: string;
@@ -1023,8 +1023,8 @@ export interface StartupWritten {
   report: SweepReport;
 }
 
-/** The eight statuses of a run. Which status answers which policy question lives in */
-export type Status = "queued" | "running" | "paused_operator" | "paused_waiting_human" | "failed_resumable" | "failed" | "cancelled" | "finished";
+/** The nine statuses of a run. Which status answers which policy question lives in */
+export type Status = "queued" | "running" | "paused_operator" | "paused_waiting_human" | "paused_orchestrator" | "failed_resumable" | "failed" | "cancelled" | "finished";
 
 export interface StopBody {
   actor?: string | null;
