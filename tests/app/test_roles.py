@@ -10,7 +10,6 @@ SIGKILL of the holder.
 
 from __future__ import annotations
 
-import json
 import multiprocessing.synchronize
 import os
 import signal
@@ -31,6 +30,7 @@ from epochledger.ledger.process import EpochState
 from epochledger.ledger.run import RunState
 from epochledger.tick import TickDriver
 from tests.conftest import race
+from tests.helpers.tick_helpers import lines, wait_for
 
 ROLE = "admission"
 
@@ -269,22 +269,6 @@ with open_ledger(url) as lg:
 def drivers(children: list[subprocess.Popen[bytes]]) -> list[subprocess.Popen[bytes]]:
     """The driver processes a test starts: killed if still running and reaped at teardown (conftest `children`)."""
     return children
-
-
-def lines(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
-
-
-def wait_for(path: Path, what: Callable[[dict[str, Any]], bool], seconds: float = 60) -> dict[str, Any]:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        for line in lines(path):
-            if what(line):
-                return line
-        time.sleep(0.05)
-    raise AssertionError(f"{path.name}: no such line within {seconds}s: {lines(path)[-3:]}")
 
 
 def test_T7_O7_two_driver_processes_the_holder_sigkilled_its_role_passes_with_a_higher_token(

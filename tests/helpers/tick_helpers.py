@@ -3,6 +3,10 @@ driver ticks on behalf of an epoch (rule F1), which the test boots once per ledg
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from epochledger.app import Ledger
@@ -30,3 +34,21 @@ def make_driver(ledger: Ledger, steps: Any, **options: Any) -> TickDriver:
 
 
 __all__ = ["SLOT", "Step", "make_driver", "tick_epoch"]
+
+
+# ------------------------------------------------ driver processes' output (JSON lines)
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines a driver process has written whole so far."""
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
+
+
+def wait_for(path: Path, what: Callable[[dict[str, Any]], bool], seconds: float = 60) -> dict[str, Any]:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for line in lines(path):
+            if what(line):
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name}: no such line within {seconds}s: {lines(path)[-3:]}")

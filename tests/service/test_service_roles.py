@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ import pytest
 from epochledger import open_ledger
 from epochledger.ledger.events import RoleGranted
 from tests.helpers.server import served
+from tests.helpers.tick_helpers import lines, wait_for
+from tests.service.test_service_writes import ok, problem
 
 ROLE = "admission"
 BOOTED = "2026-12-02T09:00:00Z"
@@ -33,20 +35,6 @@ BOOTED = "2026-12-02T09:00:00Z"
 
 def post(base: str, path: str, body: dict[str, Any] | None = None, **kw: Any) -> httpx.Response:
     return httpx.post(f"{base}{path}", json=body if body is not None else {}, timeout=60, **kw)
-
-
-def ok(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def problem(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = response.json()
-    assert body["type"] == f"urn:epochledger:problem:{slug}", body
-    return body
 
 
 def boot(base: str, process: str, epoch: str, **kw: Any) -> None:
@@ -222,22 +210,6 @@ while not os.path.exists(stop):
     time.sleep(0.05)
 post(f"/v1/epochs/{epoch}/stop", {})
 """
-
-
-def lines(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
-
-
-def wait_for(path: Path, what: Callable[[dict[str, Any]], bool], seconds: float = 60) -> dict[str, Any]:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        for line in lines(path):
-            if what(line):
-                return line
-        time.sleep(0.05)
-    raise AssertionError(f"{path.name}: no such line within {seconds}s: {lines(path)[-3:]}")
 
 
 def test_T7_H6_two_foreign_drivers_over_http_one_admits_the_holder_sigkilled_passes_it_on(
