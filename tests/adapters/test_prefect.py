@@ -21,6 +21,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -195,11 +196,10 @@ CRASHING_FLOW = textwrap.dedent(
 )
 
 
-def test_E1_a_sigkilled_flow_process_becomes_an_exit_fact_and_its_run_is_recovered(
-    prefect_api: str, tmp_path: Path
-) -> None:
-    store = f"sqlite:///{tmp_path / 'ledger.db'}"
-    spool = str(tmp_path / "spool")
+@contextmanager
+def running_flow(tmp_path: Path, store: str, spool: str) -> Iterator[subprocess.Popen[str]]:
+    """CRASHING_FLOW in a process of its own, once its run is recorded `running`; killed
+    and reaped at the end if the test left it alive."""
     script = tmp_path / "crash_flow.py"
     script.write_text(CRASHING_FLOW)
     proc = subprocess.Popen(
@@ -213,15 +213,23 @@ def test_E1_a_sigkilled_flow_process_becomes_an_exit_fact_and_its_run_is_recover
         assert proc.stdout is not None
         line = proc.stdout.readline()  # bounded: the flow prints once it is recorded, or the process ends
         assert line.strip() == "running", line
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_E1_a_sigkilled_flow_process_becomes_an_exit_fact_and_its_run_is_recovered(
+    prefect_api: str, tmp_path: Path
+) -> None:
+    store, spool = f"sqlite:///{tmp_path / 'ledger.db'}", str(tmp_path / "spool")
+    with running_flow(tmp_path, store, spool) as proc:
         ledger = open_ledger(store)
         [run] = [r for r in ledger.runs() if r.run.startswith("prefect:")]
         assert run.status.value == "running"
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
     adapter = install(store=store, spool=spool)
     report = adapter.recover()
     assert report is not None
@@ -249,27 +257,10 @@ def test_E1_a_flow_run_prefect_reports_crashed_is_failed_process_exited_and_its_
 
     from prefect.client.orchestration import get_client
 
-    store = f"sqlite:///{tmp_path / 'ledger.db'}"
-    spool = str(tmp_path / "spool")
-    script = tmp_path / "crash_flow.py"
-    script.write_text(CRASHING_FLOW)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), store, spool],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # bounded: the flow prints once it is recorded, or the process ends
-        assert line.strip() == "running", line
+    store, spool = f"sqlite:///{tmp_path / 'ledger.db'}", str(tmp_path / "spool")
+    with running_flow(tmp_path, store, spool) as proc:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
     ledger = open_ledger(store)
     [run] = [r for r in ledger.runs() if r.run.startswith("prefect:")]
 
