@@ -695,7 +695,7 @@ class _Import:
                 if end == line or line in self.taken:
                     continue
                 position, floor = known.positions[i] or 0, frontier[line]
-                slot = self._slot(known.events[i]) if stream.startswith(run_stream("")) else None
+                slot = self._stated_slot(known.events[i]) if stream.startswith(run_stream("")) else None
                 for other in (stream, slot):
                     firsts = fresh.get(other, []) if other is not None else []
                     start = bisect.bisect_right(firsts, (line, position))
@@ -817,6 +817,21 @@ class _Import:
             slot = event.process or (state.process if state is not None else None)
             return process_stream(slot) if slot is not None else None
         return None
+
+    def _stated_slot(self, stored: Event) -> str | None:
+        """The slot whose epoch a recorded line's verdict read: the stored event's own
+        (`_slot`), or, for a refused report kept as evidence, the slot of the epoch that
+        report named (the evidence itself names no writer). Without it a report refused
+        for an epoch not yet booted, then kept when a later copy of it came after the
+        boot, would claim that copy's evidence on the next import."""
+        if isinstance(stored, RunFenced):
+            if stored.epoch == run_mod.UNATTRIBUTED:
+                return None
+            try:
+                return process_stream(self.batch.find_epoch(stored.epoch, None).process)
+            except LedgerError:
+                return None
+        return self._slot(stored)
 
     def _behind(
         self, event: StreamEvent, state: Any, last: tuple[datetime | None, str], later: int, position: int | None
