@@ -973,13 +973,16 @@ class TickDriver:
 # ------------------------------------------------- ticks run elsewhere
 class TickOutcome(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One run's outcome in a tick that a scheduler ran itself, in any language (a Rust
-    tick loop over HTTP): every step succeeded (`step` None), or step `step` raised an
-    error of class `error_class` with message `error`."""
+    tick loop over HTTP): every step succeeded (`step` None), step `step` raised an
+    error of class `error_class` with message `error`, or step `step` ran past its
+    deadline of `abandoned_after_s` seconds and the scheduler abandoned it (rule T5:
+    recorded as the driver records its own abandoned steps, StepDeadlineExceeded)."""
 
     run: str
     step: str | None = None
     error_class: str | None = None
     error: str = ""
+    abandoned_after_s: float | None = None
 
 
 class ReportedFailure(Exception):
@@ -1006,6 +1009,8 @@ class _ReportedTick(TickDriver):
         def replay(state: RunState) -> None:
             o = self.outcomes[state.run]
             if o.step == step:
+                if o.abandoned_after_s is not None:
+                    raise StepDeadlineExceeded(o.run, step, timedelta(seconds=o.abandoned_after_s))
                 assert o.error_class is not None
                 raise ReportedFailure(o.run, step, o.error_class, o.error)
 
@@ -1044,13 +1049,16 @@ def report_tick(
         raise InvalidInput(f"expected a list of TickOutcome, got {outcomes!r}", where="outcomes")
     for i, o in enumerate(outcomes):
         _name(o.run, f"outcomes[{i}].run")
-        if (o.step is None) != (o.error_class is None):
+        if o.abandoned_after_s is not None:
+            _abandoned(o, f"outcomes[{i}]")
+        elif (o.step is None) != (o.error_class is None):
             raise InvalidInput(
                 "a failed run names both the step and the error class; a run whose steps all succeeded names neither",
                 where=f"outcomes[{i}]",
             )
-        if o.step is not None and o.error_class is not None:
+        if o.step is not None:
             _name(o.step, f"outcomes[{i}].step")
+        if o.error_class is not None:
             _name(o.error_class, f"outcomes[{i}].error_class")
     runs = [o.run for o in outcomes]
     if len(set(runs)) != len(runs):
@@ -1058,6 +1066,23 @@ def report_tick(
         raise InvalidInput(f"a tick reports each run once; reported twice: {twice}", where="outcomes")
     driver = _ReportedTick(ledger, outcomes, epoch=epoch, tick_failure_deadline=tick_failure_deadline, actor=actor)
     return driver.tick(tick_id)
+
+
+def _abandoned(o: TickOutcome, where: str) -> None:
+    """An abandoned step (rule T5) names the step and the deadline it ran past, a
+    positive number of seconds; its class and message are T5's own, never reported."""
+    after = o.abandoned_after_s
+    if o.step is None or o.error_class is not None or o.error:
+        raise InvalidInput(
+            "an abandoned step names the step and abandoned_after_s alone: its error class and message are "
+            "rule T5's (StepDeadlineExceeded), not reported",
+            where=where,
+        )
+    if isinstance(after, bool) or not isinstance(after, int | float) or not 0 < after < 10**9:
+        raise InvalidInput(
+            f"abandoned_after_s is the deadline the step ran past, in seconds (more than 0), got {after!r}",
+            where=f"{where}.abandoned_after_s",
+        )
 
 
 # ------------------------------------------------------------------- reads

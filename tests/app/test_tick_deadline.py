@@ -26,7 +26,7 @@ from epochledger.ledger.codes import TICK_DEADLINE_EXCEEDED
 from epochledger.ledger.errors import InvalidInput
 from epochledger.ledger.events import RunTickFailed, RunTickRecovered, Status, tag_of
 from epochledger.ledger.run import RunState
-from epochledger.tick import DEFAULT_STEP_DEADLINE, StepDeadlineExceeded, TickDriver, TickReport
+from epochledger.tick import DEFAULT_STEP_DEADLINE, StepDeadlineExceeded, TickDriver, TickOutcome, TickReport
 from tests.helpers.tick_helpers import make_driver
 
 HANG = 0.2  # seconds: the deadline these tests give a step
@@ -349,3 +349,50 @@ def test_T5_a_step_hung_forever_never_keeps_the_scheduler_process_from_exiting(
         raise AssertionError("the process did not exit: a hung step's thread kept it alive (rule T5)") from None
     assert proc.returncode == 0
     assert json.loads(out) == {"thread": "epochledger-tick-steps", "failed": ["hung"]}
+
+
+def test_T5_a_reported_tick_names_its_abandoned_steps_as_the_driver_records_its_own(ledger: Ledger) -> None:
+    """A scheduler that ticks itself reports a step it abandoned past its own deadline
+    (`abandoned_after_s`): recorded with the class and the words the driver records for
+    its own (the first test above), never with a reported class."""
+    epoch = ledger.boot("loop", epoch="e1")
+    with ledger.batch() as b:
+        for r in ("h", "ok"):
+            b.queue(r, workflow="wf")
+            b.start(r, epoch=epoch)
+    hung = TickOutcome(run="h", step="advance", abandoned_after_s=LONG)
+    report = ledger.tick_report(epoch, [hung, TickOutcome(run="ok")], tick="t1")
+    assert report.advanced == ("ok",)
+    [failure] = report.failures
+    assert (failure.run, failure.step, failure.error_class) == ("h", "advance", "epochledger.tick.StepDeadlineExceeded")
+    assert failure.error == "step 'advance' did not return within its deadline of 2s: abandoned for this tick (rule T5)"
+    assert isinstance(failure.exception, StepDeadlineExceeded) and failure.exception.deadline == timedelta(seconds=LONG)
+    last = ledger.history("h")[-1].event
+    assert isinstance(last, RunTickFailed) and (last.error_class, last.error) == (failure.error_class, failure.error)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "where"),
+    [
+        ({"abandoned_after_s": 30}, "outcomes[0]"),
+        ({"step": "s", "error_class": "E", "abandoned_after_s": 30}, "outcomes[0]"),
+        ({"step": "s", "error": "why", "abandoned_after_s": 30}, "outcomes[0]"),
+        ({"step": "s", "abandoned_after_s": 0}, "outcomes[0].abandoned_after_s"),
+        ({"step": "s", "abandoned_after_s": float("nan")}, "outcomes[0].abandoned_after_s"),
+        ({"step": "s", "abandoned_after_s": float("inf")}, "outcomes[0].abandoned_after_s"),
+        ({"step": "s", "abandoned_after_s": True}, "outcomes[0].abandoned_after_s"),
+        ({"step": "s bad", "abandoned_after_s": 30}, "outcomes[0].step"),
+    ],
+)
+def test_T5_a_half_stated_abandoned_step_is_refused_by_name_and_nothing_is_appended(
+    ledger: Ledger, outcome: dict[str, object], where: str
+) -> None:
+    epoch = ledger.boot("loop", epoch="e1")
+    with ledger.batch() as b:
+        b.queue("ok", workflow="wf")
+        b.start("ok", epoch=epoch)
+    head = ledger.head()
+    with pytest.raises(InvalidInput) as refused:
+        ledger.tick_report(epoch, [TickOutcome(run="ok", **outcome)])  # type: ignore[arg-type]
+    assert refused.value.where == where
+    assert ledger.head() == head

@@ -5,6 +5,7 @@ retries, two servers on one store racing, and the bounds."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import pytest
 
 from epochledger import open_ledger
 from epochledger.ledger.events import tag_of
+from epochledger.tick import StepDeadlineExceeded
 from tests.helpers.server import served
 
 BOOTED = "2026-12-01T10:00:00Z"
@@ -217,6 +219,51 @@ def test_T1_T2_T3_H2_a_tick_outcome_report_is_judged_by_the_tick_drivers_rules(b
     # F1: a report for an epoch that is no longer live is fenced (409).
     boot(base, "loop", "e2")
     problem(post(base, "/v1/epochs/e1/tick", {"outcomes": [{"run": "b", **failed}]}), 409, "stale-epoch")
+
+
+def test_T5_T2_H2_a_foreign_tick_names_its_abandoned_steps_recorded_as_the_drivers_own(
+    base: str, store_url: str
+) -> None:
+    """A scheduler in another language abandons a step past its own deadline and says
+    so (`abandoned_after_s`): the ledger records it as the tick driver records its own
+    abandoned steps (StepDeadlineExceeded, T5's words), so the T2 bound dead-letters a
+    run whose step always hangs. A half-stated abandonment is refused whole (422, where)."""
+    boot(base, "loop", "e1")
+    for run in ("h", "ok"):
+        ok(post(base, f"/v1/runs/{run}/queue", {}))
+        ok(post(base, f"/v1/runs/{run}/start", {"epoch": "e1"}))
+    hung = {"run": "h", "step": "reconcile", "abandoned_after_s": 30}
+    first = ok(post(base, "/v1/epochs/e1/tick", {"tick": "t1", "outcomes": [hung, {"run": "ok"}]}))
+    assert first["advanced"] == ["ok"]
+    [failed] = first["failures"]
+    expected = str(StepDeadlineExceeded("h", "reconcile", timedelta(seconds=30)))
+    assert (failed["run"], failed["step"], failed["error_class"]) == (
+        "h",
+        "reconcile",
+        "epochledger.tick.StepDeadlineExceeded",
+    )
+    assert failed["error"] == expected and "abandoned for this tick (rule T5)" in expected
+    with open_ledger(store_url, create=False) as ledger:
+        [event] = [r.event for r in ledger.history("h") if tag_of(r.event) == "run.tick_failed"]
+        assert (event.error_class, event.error) == ("epochledger.tick.StepDeadlineExceeded", expected)
+    # T2: the step hangs on every tick; its streak outlives the deadline: dead-lettered.
+    body = {"tick": "t2", "outcomes": [hung], "tick_failure_deadline_s": 0.001}
+    dead = ok(post(base, "/v1/epochs/e1/tick", body))
+    assert [d["run"] for d in dead["dead_letters"]] == ["h"]
+    head = count(store_url)
+    for outcome, where in (
+        ({"run": "ok", "abandoned_after_s": 30}, "outcomes[0]"),  # no step
+        (
+            {"run": "ok", "step": "s", "error_class": "E", "abandoned_after_s": 30},
+            "outcomes[0]",
+        ),  # T5's class, not reported
+        ({"run": "ok", "step": "s", "error": "why", "abandoned_after_s": 30}, "outcomes[0]"),
+        ({"run": "ok", "step": "s", "abandoned_after_s": 0}, "outcomes[0].abandoned_after_s"),
+        ({"run": "ok", "step": "s", "abandoned_after_s": -1.5}, "outcomes[0].abandoned_after_s"),
+    ):
+        refused = post(base, "/v1/epochs/e1/tick", {"outcomes": [outcome]})
+        assert problem(refused, 422, "invalid-input")["fields"]["where"] == where, outcome
+    assert count(store_url) == head
 
 
 def test_L5_H2_a_batch_is_one_transaction_all_or_nothing_and_bounded(base: str, store_url: str) -> None:

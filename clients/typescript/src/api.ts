@@ -1093,6 +1093,7 @@ export interface TickHealth {
 }
 
 export interface TickOutcome {
+  abandoned_after_s?: number | null;
   error?: string;
   error_class?: string | null;
   run: string;
