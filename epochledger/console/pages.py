@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import html
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
@@ -40,7 +41,7 @@ from epochledger.ledger.errors import InvalidInput
 from epochledger.ledger.events import Status
 from epochledger.replay import timeline
 from epochledger.replay.whatif import BUILTIN
-from epochledger.reports import AuditTable, EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
+from epochledger.reports import AuditTable, EpochLiveness, Fleet, HistoryEntry, RunPage, RunView, WhatIf
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 
@@ -240,14 +241,27 @@ def fleet(request: Req) -> Response[str]:
     orphans = [[f"<td>{run_link(o.state.run)}</td>", _cell(o.rule), _cell(o.why)] for o in now.orphans]
     parts.append("<h2>Orphans</h2>" + table(["run", "rule", "evidence"], orphans, empty="no orphan"))
     streaks = [
-        [f"<td>{run_link(s.state.run)}</td>", _cell(s.streak.get("failures")), _cell(_age(s.streak.get("age_s")))]
+        [
+            f"<td>{run_link(s.state.run)}</td>",
+            _cell(s.streak.get("failures")),
+            _cell(_age(s.streak.get("age_s"))),
+            _cell(s.streak.get("error_class")),
+        ]
         for s in now.streaking
     ]
-    parts.append("<h2>Streaking runs</h2>" + table(["run", "failures", "streak age"], streaks, empty="no open streak"))
+    parts.append(
+        "<h2>Streaking runs</h2>"
+        + table(["run", "failures", "streak age", "error class"], streaks, empty="no open streak")
+    )
     health = now.tick_health
     dead = [[_cell(step), _cell(n)] for step, n in sorted(health.dead_letters_by_step.items())]
     parts.append(
         f"<h2>Dead-letters: {esc(health.dead_letters)}</h2>" + table(["step", "dead-letters"], dead, empty="none")
+    )
+    classes = [[_cell(c), _cell(s), _cell(d)] for c, s, d in _by_error_class(now)]
+    parts.append(
+        '<h2 id="by-error-class">Tick health by error class</h2>'
+        + table(["error class", "open streaks", "dead-letters"], classes, empty="no open streak, no dead-letter")
     )
     lags = [[_cell(v.view), _cell(v.position), _cell(v.lag)] for v in now.lags]
     parts.append(f"<h2>Views (log head {esc(now.head)})</h2>" + table(["view", "position", "lag"], lags))
@@ -259,6 +273,17 @@ def fleet(request: Req) -> Response[str]:
         parts.append(f"<p>Last verify by this server: {'passed' if ok else 'FAILED'} at {esc(stamp)}.</p>")
     body = f'<div id="fleet" data-live>{"".join(parts)}</div>'
     return page(request, "Fleet now", body, current="/")
+
+
+def _by_error_class(now: Fleet) -> list[tuple[str, int, int]]:
+    """(error class, open streaks, dead-letters), by class name: the open streaks are
+    those of the streaking runs the page lists (a deleted run's left out, as there), the
+    dead-letters the tick-health view's own count by class. No page lists the runs of a
+    class (the runs filters have no error class; every dead-letter's code is the same),
+    so a class links nowhere."""
+    streaks = Counter(str(s.streak.get("error_class", "")) for s in now.streaking)
+    dead = now.tick_health.dead_letters_by_error_class
+    return [(c, streaks.get(c, 0), dead.get(c, 0)) for c in sorted(streaks.keys() | dead.keys())]
 
 
 def _age(seconds: object) -> str:
