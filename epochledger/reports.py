@@ -869,15 +869,25 @@ class Reports:
         assets: str | None = None,
         header: str = "",
         live: bool = False,
+        whatif: WhatIf | None = None,
     ) -> str:
         """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
         style and script from instead of inlining them; `header`: the caller's HTML
-        before its title; `live`: its picture marked for the console's live script
-        (replay/timeline.py)."""
+        before its title; `live`: its picture marked for the console's live script;
+        `whatif`: a what-if's result (`Reports.whatif`), each differing verdict flagged
+        on its run (replay/timeline.py)."""
         from epochledger.replay.timeline import page
 
         return page(
-            self._store, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live
+            self._store,
+            start=start,
+            end=end,
+            cursor=cursor,
+            runs=runs,
+            assets=assets,
+            header=header,
+            live=live,
+            whatif=whatif,
         )
 
     # --------------------------------------------------- import, export, digests

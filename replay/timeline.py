@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from epochledger.ledger import lifecycle
@@ -47,6 +47,7 @@ from epochledger.ledger.events import (
     Status,
 )
 from epochledger.ledger.store import Store
+from epochledger.replay.whatif import EARLY, KILLED_LIVE, LATE, MISSED, WhatIf
 
 NO_SLOT = "(no slot)"
 
@@ -390,6 +391,38 @@ def history(records: Iterable[Recorded]) -> History:
     return h
 
 
+def with_whatif(h: History, found: WhatIf) -> History:
+    """`h` with each differing verdict of the what-if `found` (replay/whatif.py, rule R4:
+    its result, never judged again here) as a mark on its run's bar, at the sweep that
+    judged it: on the bar of that run which had started by then (a run queued again has
+    a bar for each time), else its first. `h` itself is left as it was."""
+    bars_of: dict[str, list[Bar]] = {}
+    for lane in h.lanes.values():
+        for bar in lane.bars:
+            if bar.segments:
+                bars_of.setdefault(bar.run, []).append(bar)
+    added: dict[int, list[Mark]] = {}  # id(bar) -> its what-if marks
+    for d in found.differences:
+        candidates = sorted(bars_of.get(d.run, []), key=lambda b: b.start)
+        if not candidates:
+            continue  # a run with nothing drawn (no event of it is a bar's)
+        bar = next((b for b in reversed(candidates) if b.start <= d.at), candidates[0])
+        detail = (
+            f"what-if {found.policy}: {d.run} {d.kind} at the sweep of {d.sweep_epoch} ({d.sweep_process}) "
+            f"at {_iso(d.at)} (position {d.position}): {d.message}"
+        )
+        added.setdefault(id(bar), []).append(
+            Mark(WHATIF + d.kind, d.at, d.position, run=d.run, epoch=d.sweep_epoch, detail=detail)
+        )
+
+    def marked(bar: Bar) -> Bar:
+        return replace(bar, marks=[*bar.marks, *added[id(bar)]]) if id(bar) in added else bar
+
+    lanes = {name: replace(lane, bars=[marked(b) for b in lane.bars]) for name, lane in h.lanes.items()}
+    bars = {run: marked(bar) for run, bar in h.bars.items()}
+    return replace(h, lanes=lanes, bars=bars)
+
+
 # ------------------------------------------------------------------ drawing
 # Colours: assigned by the order of the Status enum (no status set is written here, rule P3).
 _PALETTE = ["#b8c2cc", "#3b82f6", "#a78bfa", "#c084fc", "#818cf8", "#f59e0b", "#dc2626", "#6b7280", "#16a34a"]
@@ -408,6 +441,18 @@ MARKS = {  # kind -> (shape, colour, legend text)
     "fenced": ("x", "#be123c", "fenced late report (evidence)"),
     "correction": ("star", "#7c3aed", "audited correction"),
 }
+
+# A what-if's differing verdicts (replay/whatif.py, rule R4), drawn on the runs they
+# concern when the page is given one: its kind -> (shape, colour, legend text). The
+# verdicts are the what-if's result (`with_whatif`), never judged again here.
+WHATIF = "whatif-"  # the mark kind of a difference: WHATIF + its kind
+WHATIF_MARKS = {
+    WHATIF + KILLED_LIVE: ("flag", "#c2410c", "would have recovered this run while it was live (killed-live)"),
+    WHATIF + MISSED: ("flag", "#a21caf", "would never have recovered this orphan (missed)"),
+    WHATIF + LATE: ("flag", "#0f766e", "would have recovered this orphan at a later sweep (late)"),
+    WHATIF + EARLY: ("flag", "#4d7c0f", "would have recovered this orphan before any recorded sweep (early)"),
+}
+KINDS = {**MARKS, **WHATIF_MARKS}
 
 LEFT = 170  # px for the lane labels
 WIDTH = 1200  # px of time
@@ -437,7 +482,7 @@ def _ticks(start: datetime, end: datetime) -> tuple[int, list[datetime]]:
 
 
 def _shape(kind: str, x: float, y: float, detail: str, extra: str = "") -> str:
-    shape, colour, _ = MARKS[kind]
+    shape, colour, _ = KINDS[kind]
     attrs = f'class="marker {kind}" data-kind="{kind}" data-detail="{_esc(detail)}"{extra}'
     title = f"<title>{_esc(detail)}</title>"
     s = 5.0
@@ -453,6 +498,11 @@ def _shape(kind: str, x: float, y: float, detail: str, extra: str = "") -> str:
         body = (
             f'<path d="M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y:.1f} L{x:.1f},{y + 6:.1f} L{x - 6:.1f},{y:.1f} Z" '
             f'fill="{fill}" stroke="{colour}" stroke-width="2"/>'
+        )
+    elif shape == "flag":  # a pennant on a pole: a what-if's verdict on this run
+        body = (
+            f'<path d="M{x:.1f},{y + 7:.1f} L{x:.1f},{y - 8:.1f} L{x + 9:.1f},{y - 4.5:.1f} L{x:.1f},{y - 1:.1f}" '
+            f'fill="{colour}" stroke="{colour}" stroke-width="1.5"/>'
         )
     elif shape == "circle":
         body = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#fff" stroke="{colour}" stroke-width="2"/>'
@@ -498,6 +548,9 @@ def _label(bar: Bar, x0: float, x1: float) -> tuple[str, str]:
     the row leaves room, `_fits`)."""
     code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
     label = bar.run + (f" {code}" if code else "")
+    verdicts = [m.kind.removeprefix(WHATIF) for m in bar.marks if m.kind in WHATIF_MARKS]
+    if verdicts:  # the what-if's verdict named beside the run, without hover
+        label += f" (what-if: {', '.join(verdicts)})"
     if x1 - x0 > CHAR * len(label) + 6:
         return label, ""
     return "", label if _key(bar) else code
@@ -667,9 +720,9 @@ def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set
             continue
         live = [ep for ep in lane.epochs if ep.booted_at <= cursor and (ep.end is None or cursor < ep.end)]
         epochs.extend(f"<li>{_esc(_epoch_detail(ep))}</li>" for ep in live)
-        found.extend((m.at, m.position, MARKS[m.kind][2], m.detail) for m in lane.marks)
+        found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in lane.marks)
         for b in bars:
-            found.extend((m.at, m.position, MARKS[m.kind][2], m.detail) for m in b.marks)
+            found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in b.marks)
             found.extend((s.start, s.position, str(s.status), _segment_detail(b, s)) for s in b.segments)
     near = [f for f in found if abs(f[0] - cursor) <= around]
     chosen = sorted(sorted(near, key=lambda f: (abs(f[0] - cursor), f[1]))[:NEAREST], key=lambda f: (f[0], f[1]))
@@ -698,6 +751,7 @@ def render(
     assets: str | None = None,
     header: str = "",
     live: bool = False,
+    whatif: WhatIf | None = None,
 ) -> str:
     """The page, as text. `start`/`end`: the window (default: the whole history);
     `cursor`: the instant under investigation; `runs`: only these runs (and their lanes);
@@ -706,11 +760,14 @@ def render(
     without inline code, the console's), else both inline (one self-contained file);
     `header`: HTML the caller made (and escaped) put before the title, the console's
     navigation and window form; `live`: the picture, its summary and the cursor's panel
-    marked `data-live` (one part, `#picture`), for the console's script to swap in anew.
-    With a cursor, the page says under the picture what happened at and around it
+    marked `data-live` (one part, `#picture`), for the console's script to swap in anew;
+    `whatif`: a what-if's result, each differing verdict a mark on its run (`with_whatif`),
+    named beside it and in the legend. With a cursor, the page says under the picture what happened at and around it
     (`_panel`). Markers that fall on each other are fanned out (`_spread`) and counted
     (`_clusters`); a key run is named without hover (`_label`), another where its row
     leaves room (`_fits`); the axis names the date of each day's first tick."""
+    if whatif is not None:
+        h = with_whatif(h, whatif)
     lo = start or h.first or datetime(1970, 1, 1, tzinfo=UTC)
     hi = end or h.last or lo
     if cursor is not None and start is None and end is None:
@@ -813,7 +870,7 @@ def render(
             else:
                 after = _after(bar, x_of, hi)
                 name = bar.run + (f" {code}" if code else "")
-                if name != outside and _fits(after, name, starts[row], x0):
+                if not _key(bar) and name != outside and _fits(after, name, starts[row], x0):
                     outside = name  # the row leaves room after the bar: its name too
                 if outside:
                     klass = "run-label" if outside.startswith(bar.run) else "run-code"
@@ -868,12 +925,16 @@ def render(
         + "</svg>"
     )
     panel = "" if cursor is None else _panel(h, cursor, lo, hi, wanted)
-    return _page(title, h, lo, hi, cursor, shown_runs, svg, assets, header, panel=panel, live=live)
+    return _page(title, h, lo, hi, cursor, shown_runs, svg, assets, header, panel=panel, live=live, whatif=whatif)
 
 
-def _legend() -> str:
+def _legend(whatif: WhatIf | None = None) -> str:
     items = [f'<span class="item status" data-status="{s}"><i class="s-{s}"></i>{s}</span>' for s in Status]
-    for kind, (_, _, text) in MARKS.items():
+    marks = list(MARKS.items())
+    if whatif is not None:
+        items.append(f'<span class="item whatif">what-if <strong>{_esc(whatif.policy)}</strong>:</span>')
+        marks = [*WHATIF_MARKS.items(), *marks]
+    for kind, (_, _, text) in marks:
         items.append(
             f'<span class="item mark" data-kind="{kind}"><svg width="16" height="16" viewBox="0 0 16 16">'
             f"{_shape(kind, 8, 8, text)}</svg>{_esc(text)}</span>"
@@ -933,11 +994,17 @@ def _page(
     *,
     panel: str = "",
     live: bool = False,
+    whatif: WhatIf | None = None,
 ) -> str:
     sub = (
         f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
         f"ledger time {_iso(lo)} to {_iso(hi)}" + (f"; cursor at {_iso(cursor)}" if cursor is not None else "")
     )
+    if whatif is not None:
+        sub += (
+            f"; what-if {whatif.policy} (replayed to log position {whatif.position}): "
+            f"{len(whatif.differences)} verdicts differ from the recorded sweeps', each flagged on its run"
+        )
     if assets is None:
         style, script = f"<style>{_CSS}</style>", f"<script>{_SCRIPT}</script>"
     else:
@@ -946,7 +1013,7 @@ def _page(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_esc(title)}</title>{style}</head><body>{header}"
-        f"<h1>{_esc(title)}</h1>{_legend()}"
+        f"<h1>{_esc(title)}</h1>{_legend(whatif)}"
         f'<div id="picture"{" data-live" if live else ""}><p class="sub">{_esc(sub)}</p>{svg}{panel}</div>'
         f'<div id="tip"></div>{script}</body></html>\n'
     )
@@ -962,8 +1029,10 @@ def page(
     assets: str | None = None,
     header: str = "",
     live: bool = False,
+    whatif: WhatIf | None = None,
 ) -> str:
-    """The page of the whole log in `store` (undecodable events are left out, rule T4).
+    """The page of the whole log in `store` (undecodable events are left out, rule T4),
+    with a what-if's differing verdicts flagged on their runs if given (`render`).
     InvalidInput for a window that ends before it starts or an instant without a time
     zone; RunNotFound for a `runs` entry the log never queued."""
     for name, t in (("--from", start), ("--to", end), ("--at", cursor)):
@@ -975,7 +1044,9 @@ def page(
     for run in runs or ():
         if run not in h.bars:
             raise RunNotFound(run)
-    return render(h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live)
+    return render(
+        h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live, whatif=whatif
+    )
 
 
 STYLE = _CSS  # the page's style and script, for a server that links them (`assets`)

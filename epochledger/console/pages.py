@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import html
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from importlib import resources
@@ -40,7 +41,7 @@ from epochledger.ledger.errors import InvalidInput
 from epochledger.ledger.events import Status
 from epochledger.replay import timeline
 from epochledger.replay.whatif import BUILTIN
-from epochledger.reports import AuditTable, EpochLiveness, HistoryEntry, RunPage, RunView, WhatIf
+from epochledger.reports import AuditTable, EpochLiveness, Fleet, HistoryEntry, RunPage, RunView, WhatIf
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 
@@ -240,14 +241,27 @@ def fleet(request: Req) -> Response[str]:
     orphans = [[f"<td>{run_link(o.state.run)}</td>", _cell(o.rule), _cell(o.why)] for o in now.orphans]
     parts.append("<h2>Orphans</h2>" + table(["run", "rule", "evidence"], orphans, empty="no orphan"))
     streaks = [
-        [f"<td>{run_link(s.state.run)}</td>", _cell(s.streak.get("failures")), _cell(_age(s.streak.get("age_s")))]
+        [
+            f"<td>{run_link(s.state.run)}</td>",
+            _cell(s.streak.get("failures")),
+            _cell(_age(s.streak.get("age_s"))),
+            _cell(s.streak.get("error_class")),
+        ]
         for s in now.streaking
     ]
-    parts.append("<h2>Streaking runs</h2>" + table(["run", "failures", "streak age"], streaks, empty="no open streak"))
+    parts.append(
+        "<h2>Streaking runs</h2>"
+        + table(["run", "failures", "streak age", "error class"], streaks, empty="no open streak")
+    )
     health = now.tick_health
     dead = [[_cell(step), _cell(n)] for step, n in sorted(health.dead_letters_by_step.items())]
     parts.append(
         f"<h2>Dead-letters: {esc(health.dead_letters)}</h2>" + table(["step", "dead-letters"], dead, empty="none")
+    )
+    classes = [[_cell(c), _cell(s), _cell(d)] for c, s, d in _by_error_class(now)]
+    parts.append(
+        '<h2 id="by-error-class">Tick health by error class</h2>'
+        + table(["error class", "open streaks", "dead-letters"], classes, empty="no open streak, no dead-letter")
     )
     lags = [[_cell(v.view), _cell(v.position), _cell(v.lag)] for v in now.lags]
     parts.append(f"<h2>Views (log head {esc(now.head)})</h2>" + table(["view", "position", "lag"], lags))
@@ -259,6 +273,17 @@ def fleet(request: Req) -> Response[str]:
         parts.append(f"<p>Last verify by this server: {'passed' if ok else 'FAILED'} at {esc(stamp)}.</p>")
     body = f'<div id="fleet" data-live>{"".join(parts)}</div>'
     return page(request, "Fleet now", body, current="/")
+
+
+def _by_error_class(now: Fleet) -> list[tuple[str, int, int]]:
+    """(error class, open streaks, dead-letters), by class name: the open streaks are
+    those of the streaking runs the page lists (a deleted run's left out, as there), the
+    dead-letters the tick-health view's own count by class. No page lists the runs of a
+    class (the runs filters have no error class; every dead-letter's code is the same),
+    so a class links nowhere."""
+    streaks = Counter(str(s.streak.get("error_class", "")) for s in now.streaking)
+    dead = now.tick_health.dead_letters_by_error_class
+    return [(c, streaks.get(c, 0), dead.get(c, 0)) for c in sorted(streaks.keys() | dead.keys())]
 
 
 def _age(seconds: object) -> str:
@@ -478,20 +503,37 @@ def incident(
     end: Annotated[str | None, Parameter(query="to")] = None,
     at: str | None = None,
     run: list[str] | None = None,
+    policy: str | None = None,
+    upto: str | None = None,
 ) -> Response[str]:
     """The incident picture (rule V1) of `timeline -o`, for an interval: `from`, `to`
-    and the cursor `at`, RFC 3339; `run` (repeatable): only those runs. Its style and
-    scripts are linked, never inline. Without JavaScript it is the picture, the GET
+    and the cursor `at`, RFC 3339; `run` (repeatable): only those runs; `policy`
+    (NAME[:ARG]) and `upto` (RFC 3339): the what-if page's, each verdict it gives
+    differently flagged on its run (its result, the what-if page's own call). Its style
+    and scripts are linked, never inline. Without JavaScript it is the picture, the GET
     form and, with a cursor, the panel of what happened around it; with it, the
     picture zooms, pans, brushes and places its cursor (incident.js: each a new URL of
-    this page) and follows the live stream (console.js swaps `#picture` in anew)."""
+    this page, the what-if's kept) and follows the live stream (console.js swaps
+    `#picture` in anew)."""
     lo, hi, cursor = instant(start or None, "from"), instant(end or None, "to"), instant(at or None, "at")
+    instant(upto or None, "upto")  # refused by its own name before the what-if reads it as its `at`
     chosen = _given(run)
+    alternative = (policy or "").strip()
+    found = (
+        cast("WhatIf", reads.whatif.fn(request.app.state, policy=alternative, at=upto or None)) if alternative else None
+    )
     fields = "".join(
-        f'<label>{label} <input name="{name}" value="{esc(value)}" placeholder="2026-09-09T14:20:00Z"></label> '
-        for label, name, value in (("from", "from", start), ("to", "to", end), ("cursor at", "at", at))
+        f'<label>{label} <input name="{name}" value="{esc(value)}" placeholder="{hint}"></label> '
+        for label, name, value, hint in (
+            ("from", "from", start, "2026-09-09T14:20:00Z"),
+            ("to", "to", end, "2026-09-09T14:20:00Z"),
+            ("cursor at", "at", at, "2026-09-09T14:20:00Z"),
+            ("what-if policy", "policy", alternative, "flat-age:30m"),
+        )
     )
     keep = "".join(f'<input type="hidden" name="run" value="{esc(r)}">' for r in chosen)
+    if upto:
+        keep += f'<input type="hidden" name="upto" value="{esc(upto)}">'
     header = (
         '<nav aria-label="console"><a href="/">Fleet</a> | <a href="/runs">Runs</a> | '
         '<a href="/epochs">Slots and epochs</a></nav> <span id="live-state" role="status"></span>'
@@ -508,6 +550,7 @@ def incident(
             assets=ASSETS,
             header=f"<header>{header}</header>",
             live=True,
+            whatif=found,
         )
     return _html(request, text)
 
@@ -520,7 +563,7 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else _age(value)
 
 
-def _difference(d: Any) -> list[str]:
+def _difference(d: Any, picture: Mapping[str, str]) -> list[str]:
     sweep = f"{d.sweep_process} / {d.sweep_epoch} @ {d.position}"
     owner = "" if d.owner_process is None else f"{d.owner_process} / {d.owner_epoch or ''}"
     live = "" if d.owner_live is None else ("yes" if d.owner_live else "no")
@@ -535,10 +578,10 @@ def _difference(d: Any) -> list[str]:
         then = f"running {_seconds(d.running_for_s)} longer{until}"
     if d.found_at is not None:
         then += f"; recovered at {_when(d.found_at)} by {d.found_by or ''}"
-    picture = urlencode({"at": _when(d.at), "run": d.run})
+    link = urlencode({"at": _when(d.at), "run": d.run, **picture})
     return [
         _cell(d.kind),
-        f'<td>{run_link(d.run)} <a href="/incident?{esc(picture)}">on the timeline</a></td>',
+        f'<td>{run_link(d.run)} <a href="/incident?{esc(link)}">on the timeline</a></td>',
         _cell(sweep),
         _cell(_when(d.at)),
         _cell(owner),
@@ -574,7 +617,9 @@ def whatif(request: Req, policy: str | None = None, at: str | None = None) -> Re
         f"up to log position {esc(found.position)} ({esc(_when(found.at))}): "
         f"{esc(len(found.differences))} verdicts differ.</p>"
     )
-    rows = [_difference(d) for d in found.differences]
+    # The incident picture replays the same what-if (policy, and instant if any) to flag its verdicts.
+    picture = {"policy": chosen, **({"upto": at} if at else {})}
+    rows = [_difference(d, picture) for d in found.differences]
     listing = table(WHATIF_HEAD, rows, empty="no verdict differs from the recorded sweeps'")
     return page(request, f"What-if: {chosen}", form + summary + listing, current="/whatif")
 

@@ -256,11 +256,15 @@ def test_R4_H9_whatif_page_shows_every_differing_verdict_of_the_facade(base: str
         assert rows == [(d.kind, quote(d.run, safe="")) for d in whole.differences]
         for d in whole.differences:
             assert pages.esc(d.message) in html
-            picture = pages.esc("/incident?" + urlencode({"at": pages._when(d.at), "run": d.run}))
+            picture = pages.esc(
+                "/incident?" + urlencode({"at": pages._when(d.at), "run": d.run, "policy": "flat-age:30s"})
+            )
             assert f'href="{picture}"' in html
             assert client.get(picture.replace("&amp;", "&")).status_code == 200
         part = client.get("/whatif", params={"policy": "flat-age:30s", "at": cut.isoformat()}).text
         assert f"{len(early.differences)} verdicts differ" in part
+        upto = pages.esc(urlencode({"policy": "flat-age:30s", "upto": cut.isoformat()}))
+        assert part.count(upto) == len(early.differences)  # the picture replays the same cut
         bad = client.get("/whatif", params={"policy": "flat-age:soon"})
         assert bad.status_code == 422 and bad.json()["fields"]["where"] == "policy"
         bad = client.get("/whatif", params={"policy": "clamp", "at": "yesterday"})
@@ -375,3 +379,40 @@ def test_H9_fleet_page_shows_the_facades_counts_and_each_slots_running_runs(base
             listing = client.get(href).text
             runs = re.findall(r'<td><a class="id" href="/runs/[^"]+">[^<]*</a></td><td>([a-z_]+)</td>', listing)
             assert runs == ["running"] * n, (slot, runs)
+
+
+@pytest.mark.parametrize("policy", ["flat-age:30s", "floor:1h", "clamp"])
+def test_R4_H9_the_incident_picture_flags_each_differing_verdict_of_the_whatif_on_its_run(
+    base: str, demo: Demo, policy: str
+) -> None:
+    """The incident page given the what-if's policy (`policy`, and its cut `upto`) flags
+    exactly the differences the facade's what-if gives, each on its run, of its kind,
+    with the what-if's own evidence, in the legend and the summary; without a policy
+    nothing is flagged; a bad policy or cut is the 422 problem naming it."""
+    with open_ledger(demo.db, create=False) as lg:
+        whole = lg.whatif(reports.check_policy(policy), name=policy)
+        assert whole.differences, policy
+        cut = min(d.at for d in whole.differences) - timedelta(seconds=1)
+        before = lg.whatif(reports.check_policy(policy), at=cut, name=policy)
+    with httpx.Client(base_url=base, headers=_bearer(demo.reader), timeout=30) as client:
+        html = client.get("/incident", params={"policy": policy}).text
+        plain = client.get("/incident").text
+        svg = html[html.index("<svg xmlns") :]
+        flags = re.findall(r'<g class="marker whatif-([a-z-]+)" [^>]*data-detail="([^"]*)" data-run="([^"]*)"', svg)
+        assert sorted((kind, run) for kind, _, run in flags) == sorted(
+            (d.kind, pages.esc(d.run)) for d in whole.differences
+        )
+        for d in whole.differences:
+            assert any(pages.esc(d.message) in detail for _, detail, _ in flags), d.message
+        assert f"what-if <strong>{pages.esc(policy)}</strong>:" in html
+        assert f"{len(whole.differences)} verdicts differ from the recorded sweeps" in html
+        assert f'name="policy" value="{pages.esc(policy)}"' in html
+        assert 'class="marker whatif-' not in plain[plain.index("<svg xmlns") :] and "what-if <strong>" not in plain
+        _only_own_code(html)
+        early = client.get("/incident", params={"policy": policy, "upto": cut.isoformat()}).text
+        assert early[early.index("<svg xmlns") :].count('<g class="marker whatif-') == len(before.differences)
+        assert 'name="upto"' in early
+        bad = client.get("/incident", params={"policy": "flat-age:soon"})
+        assert bad.status_code == 422 and bad.json()["fields"]["where"] == "policy"
+        bad = client.get("/incident", params={"policy": policy, "upto": "yesterday"})
+        assert bad.status_code == 422 and bad.json()["fields"]["where"] == "upto"

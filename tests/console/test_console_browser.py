@@ -13,10 +13,12 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
-from epochledger import open_ledger
+from epochledger import open_ledger, reports
+from epochledger.console import pages
 from tests.console.test_console import AUDIT, AUDIT_SQL, HOSTILE_RUN, INCIDENT, WHATIF, Demo
 from tests.console.test_console import demo as demo
 from tests.helpers.browser import browser as browser  # the fixture
@@ -26,6 +28,7 @@ from tests.helpers.server import served
 AXE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "axe", "node_modules", "axe-core", "axe.min.js")
 LIVE_RUN = "live-run"
 INCIDENT_LIVE_RUN = "incident-live-run"
+INCIDENT_WHATIF = "/incident?policy=floor:1h&at=2026-09-09T14:20:00Z"  # a late verdict flagged, the panel open
 DAY = "/incident?from=2026-09-09T00:00:00Z&to=2026-09-10T00:00:00Z"  # the demo's day (the hostile runs are later)
 # The instant under the SVG x of an ISO instant, in the page's CSS pixels (the picture is
 # drawn 1:1), and the window the picture shows, as milliseconds.
@@ -183,6 +186,48 @@ def test_R4_H9_a_responder_asks_what_if_and_follows_a_run_in_chromium(tab: Calla
     t.page.wait_for_load_state("load")
     assert t.page.locator("h1").text_content() == f"Run \u2068{run}\u2069"
     t.stayed_home()
+
+
+def test_R4_H9_a_responder_follows_a_whatif_difference_to_its_run_flagged_on_the_incident_in_chromium(
+    tab: Callable[..., Tab], demo: Demo
+) -> None:
+    """From the what-if page's difference, "on the timeline" opens the incident picture
+    with the what-if's policy: the run is flagged with the verdict's kind and named with
+    it beside its bar, the legend says what the flag means, and the cursor's panel (at
+    the sweep) gives the verdict in words with the what-if's own evidence. A zoom keeps
+    the policy; without JavaScript the same link shows the same flag and panel."""
+    with open_ledger(demo.db, create=False) as lg:
+        found = lg.whatif(reports.check_policy("flat-age:30s"), name="flat-age:30s")
+    t = tab()
+    t.login(demo.reader)
+    t.go("/whatif?policy=flat-age:30s")
+    row = t.page.locator("tbody tr").first
+    run = row.locator("a.id").text_content() or ""
+    d = next(d for d in found.differences if d.run == run)
+    row.locator("text=on the timeline").click()
+    t.page.wait_for_url("**/incident?*policy=flat-age*")
+    t.page.wait_for_selector("body[data-live-open]")
+    flag = f'svg.timeline .marker.whatif-{d.kind}[data-run="{run}"]'
+    assert t.page.locator(flag).count() == 1
+    label = t.page.locator(f'svg.timeline g.run[data-run="{run}"] .run-label').text_content()
+    assert label == f"{run} (what-if: {d.kind})"
+    legend = t.page.locator("#legend").text_content() or ""
+    assert "what-if flat-age:30s:" in legend and f"({d.kind})" in legend
+    panel = t.page.locator("#cursor-panel").text_content() or ""
+    assert f"({d.kind}): what-if flat-age:30s: {run} {d.kind}" in panel and d.message in panel
+    t.page.click(".toolbar >> text=Zoom in")
+    t.page.wait_for_url("**/incident?*from=*")
+    assert "policy=flat-age" in t.page.url
+    t.page.wait_for_function(f"() => document.querySelectorAll('{flag}').length === 1")
+    assert not t.errors, t.errors
+    t.stayed_home()
+    href = t.base + "/incident?" + urlencode({"at": pages._when(d.at), "run": run, "policy": "flat-age:30s"})
+    plain = tab(java_script_enabled=False)
+    plain.login(demo.reader)
+    plain.page.goto(href)
+    assert plain.page.locator(flag).count() == 1 and plain.page.locator(".toolbar").count() == 0
+    assert d.message in (plain.page.locator("#cursor-panel").text_content() or "")
+    plain.stayed_home()
 
 
 def test_A1_H9_an_auditor_runs_a_report_and_sql_a_reader_is_refused_in_chromium(
@@ -389,6 +434,7 @@ def test_H11_the_incident_page_without_javascript_is_the_static_picture(tab: Cal
         "/epochs",
         "/incident",
         INCIDENT,
+        INCIDENT_WHATIF,
         "/whatif",
         WHATIF,
         AUDIT,

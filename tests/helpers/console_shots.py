@@ -21,6 +21,10 @@ SHOTS = [
     ("run.png", "/runs/nightly-long"),
     ("epochs.png", "/epochs"),
     ("incident.png", INCIDENT),
+    (  # the what-if's killed-live verdict flagged on nightly-long, at the sweep that gave it
+        "incident-whatif.png",
+        "/incident?from=2026-09-09T14:00:00Z&to=2026-09-09T16:30:00Z&at=2026-09-09T15:51:23Z&policy=flat-age:30s",
+    ),
     ("whatif.png", "/whatif?policy=flat-age:30s"),
     ("login.png", "/login"),
 ]

@@ -7,6 +7,7 @@ why; with EPOCHLEDGER_TEST_BROWSER=require (CI, .ci/run) a missing browser is a 
 
 from __future__ import annotations
 
+import html
 import os
 import struct
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from epochledger.cli import main
 from epochledger.demo import run_demo
 from epochledger.ledger.events import Status
 from epochledger.ndjson import import_lines
-from epochledger.replay import timeline
+from epochledger.replay import timeline, whatif
 from tests.helpers import incident_histories as incidents
 from tests.helpers.browser import browser as browser  # the fixture
 
@@ -192,6 +193,33 @@ def test_V1_the_page_is_a_pure_function_of_the_history(tmp_path) -> None:
             pages.append(timeline.page(lg._store, cursor=datetime(2026, 9, 9, 9, 10, 30, tzinfo=UTC)))
     assert pages[0] == pages[1]
     assert pages[0].count("://") == 1 and "http://www.w3.org/2000/svg" in pages[0]
+
+
+@pytest.mark.parametrize("policy", ["flat-age:30s", "floor:1h"])
+def test_R4_V1_a_whatif_flags_each_of_its_differences_on_its_run_and_leaves_the_history_as_it_was(
+    tmp_path, policy: str
+) -> None:
+    """Rendered with a what-if's result, the page flags each difference (the what-if
+    module's, not judged again) on its run's bar, of its kind, with its evidence, and
+    names the verdict beside the run; the same history and result give the same bytes;
+    the history is left as it was, so the page without the what-if is the page it was."""
+    db = str(tmp_path / "demo.db")
+    run_demo(db, out=lambda _: None)
+    with open_ledger(db, create=False) as lg:
+        found = whatif.whatif(lg._store, policy)
+        h = timeline.history(rec for chunk in lg._store.read_batches(0) for rec in chunk)
+    assert found.differences
+    before = timeline.render(h)
+    flagged = timeline.render(h, whatif=found)
+    assert flagged == timeline.render(h, whatif=found) and timeline.render(h) == before
+    svg = flagged[flagged.index("<svg xmlns") :]
+    for d in found.differences:
+        run = svg[svg.index(f'<g class="run" data-run="{d.run}"') :]
+        label = run[: run.index("</g>")].rsplit('">', 1)[1]  # the bar's last text: its name
+        assert label.startswith(d.run) and label.endswith(f" (what-if: {d.kind})</text>"), label
+        flag = f'<g class="marker {timeline.WHATIF}{d.kind}" data-kind="{timeline.WHATIF}{d.kind}" data-detail="'
+        assert svg.count(flag) == 1 and html.escape(d.message, quote=True) in svg.split(flag)[1].split('"')[0]
+    assert 'class="marker whatif-' not in before
 
 
 def test_V1_bad_arguments_are_refused_and_nothing_is_written(capsys, tmp_path) -> None:
