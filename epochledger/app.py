@@ -17,9 +17,9 @@ import secrets
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from epochledger import sweep as sweep_mod
 from epochledger.cache import CACHE_STREAMS, StateCache, _holds
@@ -33,14 +33,21 @@ from epochledger.ledger.clock import Clock, boot_instant, checked_clock
 from epochledger.ledger.codec import check_value
 from epochledger.ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
 from epochledger.ledger.events import (
+    IdempotencyStream,
     LedgerDefaultSlot,
+    LedgerStream,
     Name,
+    PassStream,
     ProcessBooted,
+    ProcessStream,
     Recorded,
+    RoleStream,
     RunFenced,
+    RunStream,
     StreamEvent,
     TokenIssued,
     TokenRevoked,
+    TokenStream,
     ledger_stream,
     process_stream,
     role_stream,
@@ -70,6 +77,9 @@ from epochledger.writes import (
 )
 
 if TYPE_CHECKING:
+    from epochledger.ledger.idempotency import KeptOutcome
+    from epochledger.ledger.passes import PassState
+    from epochledger.ledger.streams import StreamState
     from epochledger.tick import TickOutcome, TickReport
 
 __all__ = [  # the facade's own names, then what it re-exports from its pieces
@@ -184,7 +194,24 @@ class Ledger(Commands, Reports):
     def batch(self) -> Batch:
         return Batch(self)
 
-    def read_state(self, stream: str) -> Any:
+    @overload
+    def read_state(self, stream: RunStream) -> RunState | None: ...
+    @overload
+    def read_state(self, stream: ProcessStream) -> ProcessState | None: ...
+    @overload
+    def read_state(self, stream: LedgerStream) -> settings_mod.Settings | None: ...
+    @overload
+    def read_state(self, stream: RoleStream) -> role_mod.RoleState | None: ...
+    @overload
+    def read_state(self, stream: PassStream) -> PassState | None: ...
+    @overload
+    def read_state(self, stream: IdempotencyStream) -> KeptOutcome | None: ...
+    @overload
+    def read_state(self, stream: TokenStream) -> tokens_mod.TokenRegistry | None: ...
+    @overload
+    def read_state(self, stream: str) -> StreamState | None: ...
+
+    def read_state(self, stream: str) -> StreamState | None:
         """The stream's state as of the log now, for a write to decide against (rule W1):
         the cached state plus the events after its version, or a fold from zero when
         nothing is cached. The read starts at the cached version itself, so a cached
@@ -192,8 +219,15 @@ class Ledger(Commands, Reports):
         forged entry) is seen and folded again from zero."""
         return self.read_states([stream])[stream]
 
-    def read_states(self, streams: Sequence[str]) -> dict[str, Any]:
-        """read_state for several streams, in one query per `Store.streams_per_read`
+    @overload
+    def read_states(self, streams: Sequence[RunStream]) -> Mapping[str, RunState | None]: ...
+    @overload
+    def read_states(self, streams: Sequence[ProcessStream]) -> Mapping[str, ProcessState | None]: ...
+    @overload
+    def read_states(self, streams: Sequence[str]) -> Mapping[str, StreamState | None]: ...
+
+    def read_states(self, streams: Sequence[str]) -> Mapping[str, StreamState | None]:
+        """read_state for several streams (typed by their kind where all are of one), in one query per `Store.streams_per_read`
         (Batch.prefetch). A stream whose cached state is fresh (StateCache.fresh:
         nothing was appended to the log since that state was its latest, by the store's
         log token) is not read at all; the append's version check stays exact either
@@ -205,7 +239,7 @@ class Ledger(Commands, Reports):
         # by another thread meanwhile is only not used (the stream is read whole).
         held = self._cache.holds_any(streams)
         token = self._store.log_token() if held else None
-        out: dict[str, Any] = self._cache.fresh(streams, token)
+        out: dict[str, StreamState | None] = self._cache.fresh(streams, token)
         if out:
             if len(out) == len(streams):
                 return out
@@ -217,12 +251,12 @@ class Ledger(Commands, Reports):
             read = {only: self._store.read_stream(only, since.get(only, 0))}
         else:
             read = self._store.read_streams(streams, since)
-        got: list[tuple[str, Any]] = []
+        got: list[tuple[str, StreamState | None]] = []
         again = []
         for stream, history in read.items():
             if stream in since:
                 state = cached[stream]
-                if not history or not _holds(state, history[0]):
+                if state is None or not history or not _holds(state, history[0]):
                     again.append(stream)  # not the stream's state at that version: fold from zero
                     continue
                 state = _fold_stream(stream, history[1:], state)
@@ -541,7 +575,8 @@ class Ledger(Commands, Reports):
     def settings(self) -> settings_mod.Settings | None:
         """The ledger's settings (ledger/settings.py), folded from its own stream; None
         if none was ever recorded."""
-        found: settings_mod.Settings | None = _fold_stream(ledger_stream(), self._store.read_stream(ledger_stream()))
+        found = _fold_stream(ledger_stream(), self._store.read_stream(ledger_stream()))
+        assert found is None or type(found) is settings_mod.Settings  # the ledger stream's fold
         return found
 
     def set_default_slot(
@@ -575,7 +610,8 @@ class Ledger(Commands, Reports):
         """Who holds `role` (its last grant, rule T7), or None if it was never granted.
         The holder may since have ended: `acquire_role` is what judges that."""
         role = check_value(role, Name, "role")
-        found: role_mod.RoleState | None = _fold_stream(role_stream(role), self._store.read_stream(role_stream(role)))
+        found = _fold_stream(role_stream(role), self._store.read_stream(role_stream(role)))
+        assert found is None or type(found) is role_mod.RoleState  # a role stream's fold
         return found
 
     # ------------------------------------------------------------- tokens (rule H4)
@@ -688,9 +724,10 @@ class Ledger(Commands, Reports):
         state = _fold_stream(run_stream(run), self._store.read_stream(run_stream(run)))
         if state is None:
             raise RunNotFound(run)
+        assert type(state) is RunState  # a run stream's fold
         if state.deleted:
             raise RunNotFound(run, deleted=True)
-        return state  # type: ignore[no-any-return]
+        return state
 
     def history(self, run: str) -> list[Recorded | Poison]:
         """Every event of a run in order; an event that does not decode is a Poison in
@@ -703,7 +740,9 @@ class Ledger(Commands, Reports):
 
     def process(self, process: str) -> ProcessState | None:
         process = check_value(process, Name, "process")
-        return _fold_stream(process_stream(process), self._store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
+        found = _fold_stream(process_stream(process), self._store.read_stream(process_stream(process)))
+        assert found is None or type(found) is ProcessState  # a slot stream's fold
+        return found
 
     def host_state(self, machine: str) -> HostState | None:
         """The boots of the host with this machine id across every slot, as of the log's

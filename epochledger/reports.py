@@ -585,7 +585,7 @@ class Reports:
         for t in types:
             if t not in known:
                 raise InvalidInput(f"unknown event type {t!r} (known: {', '.join(sorted(known))})", where="type")
-        streams = {run_stream(check_value(r, Name, "run")) for r in runs}
+        streams: set[str] = {run_stream(check_value(r, Name, "run")) for r in runs}
         streams |= {process_stream(check_value(p, Name, "slot")) for p in slots}
         wanted = frozenset(types)
         batch = next(iter(self._store.read_batches(after, None, limit)), [])
