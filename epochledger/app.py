@@ -13,7 +13,6 @@ The names those modules define are re-exported here (`epochledger.app.Batch`,
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import uuid
 import weakref
@@ -21,14 +20,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 
-from epochledger import sweep as sweep_mod
 from epochledger.cache import CACHE_STREAMS, StateCache, _holds
 from epochledger.epochs_lookup import EpochLookup, HostStates
 from epochledger.ledger import process as process_stream_mod
-from epochledger.ledger import role as role_mod
 from epochledger.ledger import run as run_mod
 from epochledger.ledger import settings as settings_mod
-from epochledger.ledger import tokens as tokens_mod
 from epochledger.ledger.clock import Clock, boot_instant, checked_clock
 from epochledger.ledger.codec import check_value
 from epochledger.ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
@@ -54,15 +50,11 @@ from epochledger.ledger.events import (
     run_stream,
     token_stream,
 )
-from epochledger.ledger.host import Host, SystemHost
 from epochledger.ledger.process import EpochState, HostState
 from epochledger.ledger.store import Poison, Store, open_store
-from epochledger.probe import ProbeReport, exits_at_startup, probe
 from epochledger.projections import orphans as orphans_mod
 from epochledger.projections.orphans import MARGIN
 from epochledger.reports import Reports
-from epochledger.retire import retire
-from epochledger.sweep import SweepReport
 from epochledger.writes import (
     _ABSENT,
     _RUN_TYPES,
@@ -76,10 +68,18 @@ from epochledger.writes import (
     stream_of,
 )
 
+# Imported where used, not here (rule W2: `show RUN` loads none of them): the sweep
+# (with logging), the probe and slot retirement, the host port (socket), the role and
+# token deciders (hmac), secrets. Their names stay for the type checker below.
 if TYPE_CHECKING:
+    from epochledger.ledger import role as role_mod
+    from epochledger.ledger import tokens as tokens_mod
+    from epochledger.ledger.host import Host
     from epochledger.ledger.idempotency import KeptOutcome
     from epochledger.ledger.passes import PassState
     from epochledger.ledger.streams import StreamState
+    from epochledger.probe import ProbeReport
+    from epochledger.sweep import SweepReport
     from epochledger.tick import TickOutcome, TickReport
 
 __all__ = [  # the facade's own names, then what it re-exports from its pieces
@@ -144,7 +144,7 @@ class Ledger(Commands, Reports):
         self._opened = store  # the store as opened; `_store` is what a write or read uses
         self._forked = False  # set in a forked child: the store is the parent's (reopened on first use)
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
-        self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
+        self._host = host  # the host-facts port (ledger/host.py); SystemHost() on first use (`host`)
         self._host_states = HostStates()  # every host's boots (host_state; epochledger/epochs_lookup.py)
         self._cache = StateCache()  # streams' states between writes (rule W1)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
@@ -176,6 +176,20 @@ class Ledger(Commands, Reports):
             self._stopping = {}
             self._stopping_lock = threading.Lock()
             self._forked = False
+
+    @property
+    def host(self) -> Host:
+        """The host-facts port: the one given, else this machine's (SystemHost), made
+        on first use so a read never imports it (socket, rule W2)."""
+        if self._host is None:
+            from epochledger.ledger.host import SystemHost
+
+            self._host = SystemHost()
+        return self._host
+
+    @host.setter
+    def host(self, host: Host) -> None:
+        self._host = host
 
     @property
     def url(self) -> str:
@@ -406,6 +420,8 @@ class Ledger(Commands, Reports):
         home, read when called (no copy of the numbers here). `require_live`: refuse an
         epoch that is no longer live (EpochNotLive) instead of reporting that it
         recovered nothing."""
+        from epochledger import sweep as sweep_mod
+
         return sweep_mod.sweep(
             self,
             epoch,
@@ -443,6 +459,10 @@ class Ledger(Commands, Reports):
         is appended; so is a slot the ledger has never seen with `new_slot=False`
         (UnknownSlot: a hand sweep of a mistyped name). `booted_at`, `host_boot`,
         `pid_start`, `machine`: as for `boot()` (a process booting from elsewhere)."""
+        from epochledger import sweep as sweep_mod
+        from epochledger.probe import exits_at_startup
+        from epochledger.retire import retire
+
         orphans_mod.as_margin(margin)
         sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
         booted = self.boot(
@@ -469,6 +489,8 @@ class Ledger(Commands, Reports):
         `probe@<host>` with the evidence), then sweep: with `epoch` (the caller's own
         live epoch) or an epoch of slot `probe@<host>` booted for it (rules O7, O8;
         epochledger/probe.py)."""
+        from epochledger.probe import probe
+
         return probe(self, epoch=epoch, sweep=sweep)
 
     def tick_report(
@@ -609,6 +631,8 @@ class Ledger(Commands, Reports):
     def role(self, role: str) -> role_mod.RoleState | None:
         """Who holds `role` (its last grant, rule T7), or None if it was never granted.
         The holder may since have ended: `acquire_role` is what judges that."""
+        from epochledger.ledger import role as role_mod
+
         role = check_value(role, Name, "role")
         found = _fold_stream(role_stream(role), self._store.read_stream(role_stream(role)))
         assert found is None or type(found) is role_mod.RoleState  # a role stream's fold
@@ -630,6 +654,10 @@ class Ledger(Commands, Reports):
         enough). `slots`: a writer token's process slots (names or fnmatch patterns)."""
         if isinstance(slots, str):  # a lone slot name would be read as its characters
             raise InvalidInput("expected a list of slot names or patterns, got one string", where="slots")
+        import secrets
+
+        from epochledger.ledger import tokens as tokens_mod
+
         token_id = secrets.token_hex(8)
         secret = f"{tokens_mod.PREFIX}.{token_id}.{secrets.token_urlsafe(32)}"
         command = TokenIssued(
@@ -668,7 +696,9 @@ class Ledger(Commands, Reports):
         """Every token ever issued, as of the log now: the cached registry plus the token
         events after its version (Ledger.read_state; on SQLite no read at all while the
         log is unchanged). What the service checks each request against (rule H4)."""
-        found: tokens_mod.TokenRegistry | None = self.read_state(token_stream())
+        from epochledger.ledger import tokens as tokens_mod
+
+        found = self.read_state(token_stream())
         return found if found is not None else tokens_mod.TokenRegistry()
 
     def tokens(self) -> list[tokens_mod.Token]:
@@ -678,6 +708,8 @@ class Ledger(Commands, Reports):
 
     def authenticate(self, secret: str) -> tokens_mod.Token | None:
         """The live token `secret` is, or None (unknown, revoked, or not a token)."""
+        from epochledger.ledger import tokens as tokens_mod
+
         return tokens_mod.matches(self.token_registry(), secret)
 
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:

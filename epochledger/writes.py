@@ -15,13 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import msgspec
 
 from epochledger.epochs_lookup import EpochLookup
-from epochledger.ledger import idempotency as idempotency_mod
-from epochledger.ledger import passes as passes_mod
 from epochledger.ledger import process as process_stream_mod
-from epochledger.ledger import role as role_mod
 from epochledger.ledger import run as run_mod
 from epochledger.ledger import settings as settings_mod
-from epochledger.ledger import tokens as tokens_mod
 from epochledger.ledger.clock import Clock
 from epochledger.ledger.codec import check_value, checked
 from epochledger.ledger.errors import CommitUnknown, IllegalTransition, InvalidInput, StaleEpoch
@@ -78,8 +74,16 @@ from epochledger.ledger.process import EpochRef, HostState, ProcessState
 from epochledger.ledger.run import RunState
 from epochledger.ledger.store import Append, Poison
 
+# The deciders of the role, pass, idempotency and token streams are imported where a
+# command or a fold of their kind needs them, not here: a start that writes or folds
+# none (`show RUN`, rule W2) never loads them (tokens brings hmac). A run's decider,
+# the hot path, and the slots' and the settings' (which every read's views fold) stay.
 if TYPE_CHECKING:
     from epochledger.app import Ledger
+    from epochledger.ledger import idempotency as idempotency_mod
+    from epochledger.ledger import passes as passes_mod
+    from epochledger.ledger import role as role_mod
+    from epochledger.ledger import tokens as tokens_mod
     from epochledger.ledger.streams import StreamState
 
 _RUN_TYPES = frozenset(RUN_EVENT_TYPES)  # a set lookup first: isinstance on msgspec classes costs ~75 ns a class
@@ -116,12 +120,20 @@ def _fold_stream(stream: str, history: list[Recorded | Poison], state: StreamSta
     elif stream == ledger_stream():
         evolve = settings_mod.evolve
     elif stream.startswith(role_stream("")):
+        from epochledger.ledger import role as role_mod
+
         evolve = role_mod.evolve
     elif stream.startswith(pass_stream("")):
+        from epochledger.ledger import passes as passes_mod
+
         evolve = passes_mod.evolve
     elif stream.startswith(idempotency_stream("")):
+        from epochledger.ledger import idempotency as idempotency_mod
+
         evolve = idempotency_mod.evolve
     elif stream == token_stream():
+        from epochledger.ledger import tokens as tokens_mod
+
         evolve = tokens_mod.evolve
     else:
         evolve = process_stream_mod.evolve
@@ -632,18 +644,26 @@ class Batch(Commands, EpochLookup):
             events = settings_mod.decide(command, state)  # type: ignore[arg-type] # a LedgerEvent member
             new_state = settings_mod.fold(events, state)
         elif isinstance(command, RoleEventBase):
+            from epochledger.ledger import role as role_mod
+
             assert state is None or type(state) is role_mod.RoleState
             events = self._decide_role(command, state)  # type: ignore[arg-type] # a RoleEvent member
             new_state = role_mod.fold(events, state)
         elif isinstance(command, PassEventBase):
+            from epochledger.ledger import passes as passes_mod
+
             assert state is None or type(state) is passes_mod.PassState
             events = self._decide_pass(command, state)  # type: ignore[arg-type] # a PassEvent member
             new_state = passes_mod.fold(events, state)
         elif isinstance(command, IdempotencyKept):
+            from epochledger.ledger import idempotency as idempotency_mod
+
             assert state is None or type(state) is idempotency_mod.KeptOutcome
             events = list(idempotency_mod.decide(command, state))
             new_state = idempotency_mod.fold(events, state)
         elif isinstance(command, TokenEventBase):
+            from epochledger.ledger import tokens as tokens_mod
+
             assert state is None or type(state) is tokens_mod.TokenRegistry
             events = tokens_mod.decide(command, state)  # type: ignore[arg-type] # a TokenEvent member
             new_state = tokens_mod.fold(events, state)
@@ -669,6 +689,8 @@ class Batch(Commands, EpochLookup):
         current holder's, each from `end_of`: the one liveness definition (rule O7)."""
         asker = self.find_epoch(command.epoch, must_be_in=command.process)
         holder = None if state is None else self.find_epoch(state.epoch, must_be_in=state.process)
+        from epochledger.ledger import role as role_mod
+
         return list(
             role_mod.decide(
                 command, state, asker_end=self.end_of(asker), holder_end=None if holder is None else self.end_of(holder)
@@ -682,6 +704,8 @@ class Batch(Commands, EpochLookup):
             ended = self.end_of(self.find_epoch(command.epoch))
             if ended is not None:
                 raise StaleEpoch("", None, tag_of(command), command.epoch, ended[1])
+        from epochledger.ledger import passes as passes_mod
+
         return list(passes_mod.decide(command, state))
 
     def _decide_run(self, command: RunEventBase, state: RunState | None) -> list[Any]:
