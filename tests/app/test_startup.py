@@ -109,7 +109,8 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     sweep, the probe, retire, the host port, secrets or the token decider back
     at the top of epochledger/app.py, the pass, idempotency and token deciders at the
     top of epochledger/writes.py, `import logging` at the top of epochledger/sweep.py,
-    `import base64` at the top of epochledger/reports.py."""
+    `import base64` at the top of epochledger/reports.py; a command's parser with
+    argparse's own formatter (its width lookup imports shutil)."""
     store = str(tmp_path / "l.db")
     assert main(["--store", store, "init"]) == 0
     with epochledger.open_ledger(store) as ledger:
@@ -154,6 +155,9 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         "secrets",
         "random",
         "base64",
+        "shutil",  # argparse's terminal width, read by the CLI's formatter instead (cli.columns)
+        "bz2",
+        "lzma",
     )
     assert heavy(modules, unused) == []
     code = PROBE.replace(
