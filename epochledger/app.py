@@ -13,49 +13,48 @@ The names those modules define are re-exported here (`epochledger.app.Batch`,
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
-from epochledger import sweep as sweep_mod
 from epochledger.cache import CACHE_STREAMS, StateCache, _holds
 from epochledger.epochs_lookup import EpochLookup, HostStates
 from epochledger.ledger import process as process_stream_mod
-from epochledger.ledger import role as role_mod
 from epochledger.ledger import run as run_mod
 from epochledger.ledger import settings as settings_mod
-from epochledger.ledger import tokens as tokens_mod
 from epochledger.ledger.clock import Clock, boot_instant, checked_clock
 from epochledger.ledger.codec import check_value
 from epochledger.ledger.errors import ConflictError, InvalidInput, LedgerError, RunNotFound, StaleEpoch
 from epochledger.ledger.events import (
+    IdempotencyStream,
     LedgerDefaultSlot,
+    LedgerStream,
     Name,
+    PassStream,
     ProcessBooted,
+    ProcessStream,
     Recorded,
+    RoleStream,
     RunFenced,
+    RunStream,
     StreamEvent,
     TokenIssued,
     TokenRevoked,
+    TokenStream,
     ledger_stream,
     process_stream,
     role_stream,
     run_stream,
     token_stream,
 )
-from epochledger.ledger.host import Host, SystemHost
 from epochledger.ledger.process import EpochState, HostState
 from epochledger.ledger.store import Poison, Store, open_store
-from epochledger.probe import ProbeReport, exits_at_startup, probe
 from epochledger.projections import orphans as orphans_mod
 from epochledger.projections.orphans import MARGIN
 from epochledger.reports import Reports
-from epochledger.retire import retire
-from epochledger.sweep import SweepReport
 from epochledger.writes import (
     _ABSENT,
     _RUN_TYPES,
@@ -69,7 +68,18 @@ from epochledger.writes import (
     stream_of,
 )
 
+# Imported where used, not here (rule W2: `show RUN` loads none of them): the sweep
+# (with logging), the probe and slot retirement, the host port (socket), the role and
+# token deciders (hmac), secrets. Their names stay for the type checker below.
 if TYPE_CHECKING:
+    from epochledger.ledger import role as role_mod
+    from epochledger.ledger import tokens as tokens_mod
+    from epochledger.ledger.host import Host
+    from epochledger.ledger.idempotency import KeptOutcome
+    from epochledger.ledger.passes import PassState
+    from epochledger.ledger.streams import StreamState
+    from epochledger.probe import ProbeReport
+    from epochledger.sweep import SweepReport
     from epochledger.tick import TickOutcome, TickReport
 
 __all__ = [  # the facade's own names, then what it re-exports from its pieces
@@ -134,7 +144,7 @@ class Ledger(Commands, Reports):
         self._opened = store  # the store as opened; `_store` is what a write or read uses
         self._forked = False  # set in a forked child: the store is the parent's (reopened on first use)
         self.clock = checked_clock(clock)  # every reading checked (ledger/clock.py)
-        self.host: Host = host if host is not None else SystemHost()  # the host-facts port (ledger/host.py)
+        self._host = host  # the host-facts port (ledger/host.py); SystemHost() on first use (`host`)
         self._host_states = HostStates()  # every host's boots (host_state; epochledger/epochs_lookup.py)
         self._cache = StateCache()  # streams' states between writes (rule W1)
         self._stopping: dict[str, threading.Event] = {}  # epochs this process has begun to stop
@@ -168,6 +178,20 @@ class Ledger(Commands, Reports):
             self._forked = False
 
     @property
+    def host(self) -> Host:
+        """The host-facts port: the one given, else this machine's (SystemHost), made
+        on first use so a read never imports it (socket, rule W2)."""
+        if self._host is None:
+            from epochledger.ledger.host import SystemHost
+
+            self._host = SystemHost()
+        return self._host
+
+    @host.setter
+    def host(self, host: Host) -> None:
+        self._host = host
+
+    @property
     def url(self) -> str:
         return self._store.url
 
@@ -184,7 +208,24 @@ class Ledger(Commands, Reports):
     def batch(self) -> Batch:
         return Batch(self)
 
-    def read_state(self, stream: str) -> Any:
+    @overload
+    def read_state(self, stream: RunStream) -> RunState | None: ...
+    @overload
+    def read_state(self, stream: ProcessStream) -> ProcessState | None: ...
+    @overload
+    def read_state(self, stream: LedgerStream) -> settings_mod.Settings | None: ...
+    @overload
+    def read_state(self, stream: RoleStream) -> role_mod.RoleState | None: ...
+    @overload
+    def read_state(self, stream: PassStream) -> PassState | None: ...
+    @overload
+    def read_state(self, stream: IdempotencyStream) -> KeptOutcome | None: ...
+    @overload
+    def read_state(self, stream: TokenStream) -> tokens_mod.TokenRegistry | None: ...
+    @overload
+    def read_state(self, stream: str) -> StreamState | None: ...
+
+    def read_state(self, stream: str) -> StreamState | None:
         """The stream's state as of the log now, for a write to decide against (rule W1):
         the cached state plus the events after its version, or a fold from zero when
         nothing is cached. The read starts at the cached version itself, so a cached
@@ -192,8 +233,15 @@ class Ledger(Commands, Reports):
         forged entry) is seen and folded again from zero."""
         return self.read_states([stream])[stream]
 
-    def read_states(self, streams: Sequence[str]) -> dict[str, Any]:
-        """read_state for several streams, in one query per `Store.streams_per_read`
+    @overload
+    def read_states(self, streams: Sequence[RunStream]) -> Mapping[str, RunState | None]: ...
+    @overload
+    def read_states(self, streams: Sequence[ProcessStream]) -> Mapping[str, ProcessState | None]: ...
+    @overload
+    def read_states(self, streams: Sequence[str]) -> Mapping[str, StreamState | None]: ...
+
+    def read_states(self, streams: Sequence[str]) -> Mapping[str, StreamState | None]:
+        """read_state for several streams (typed by their kind where all are of one), in one query per `Store.streams_per_read`
         (Batch.prefetch). A stream whose cached state is fresh (StateCache.fresh:
         nothing was appended to the log since that state was its latest, by the store's
         log token) is not read at all; the append's version check stays exact either
@@ -205,7 +253,7 @@ class Ledger(Commands, Reports):
         # by another thread meanwhile is only not used (the stream is read whole).
         held = self._cache.holds_any(streams)
         token = self._store.log_token() if held else None
-        out: dict[str, Any] = self._cache.fresh(streams, token)
+        out: dict[str, StreamState | None] = self._cache.fresh(streams, token)
         if out:
             if len(out) == len(streams):
                 return out
@@ -217,12 +265,12 @@ class Ledger(Commands, Reports):
             read = {only: self._store.read_stream(only, since.get(only, 0))}
         else:
             read = self._store.read_streams(streams, since)
-        got: list[tuple[str, Any]] = []
+        got: list[tuple[str, StreamState | None]] = []
         again = []
         for stream, history in read.items():
             if stream in since:
                 state = cached[stream]
-                if not history or not _holds(state, history[0]):
+                if state is None or not history or not _holds(state, history[0]):
                     again.append(stream)  # not the stream's state at that version: fold from zero
                     continue
                 state = _fold_stream(stream, history[1:], state)
@@ -372,6 +420,8 @@ class Ledger(Commands, Reports):
         home, read when called (no copy of the numbers here). `require_live`: refuse an
         epoch that is no longer live (EpochNotLive) instead of reporting that it
         recovered nothing."""
+        from epochledger import sweep as sweep_mod
+
         return sweep_mod.sweep(
             self,
             epoch,
@@ -409,6 +459,10 @@ class Ledger(Commands, Reports):
         is appended; so is a slot the ledger has never seen with `new_slot=False`
         (UnknownSlot: a hand sweep of a mistyped name). `booted_at`, `host_boot`,
         `pid_start`, `machine`: as for `boot()` (a process booting from elsewhere)."""
+        from epochledger import sweep as sweep_mod
+        from epochledger.probe import exits_at_startup
+        from epochledger.retire import retire
+
         orphans_mod.as_margin(margin)
         sweep_mod.check_slot(self, check_value(process, Name, "process"), new_slot=new_slot)
         booted = self.boot(
@@ -435,6 +489,8 @@ class Ledger(Commands, Reports):
         `probe@<host>` with the evidence), then sweep: with `epoch` (the caller's own
         live epoch) or an epoch of slot `probe@<host>` booted for it (rules O7, O8;
         epochledger/probe.py)."""
+        from epochledger.probe import probe
+
         return probe(self, epoch=epoch, sweep=sweep)
 
     def tick_report(
@@ -541,7 +597,8 @@ class Ledger(Commands, Reports):
     def settings(self) -> settings_mod.Settings | None:
         """The ledger's settings (ledger/settings.py), folded from its own stream; None
         if none was ever recorded."""
-        found: settings_mod.Settings | None = _fold_stream(ledger_stream(), self._store.read_stream(ledger_stream()))
+        found = _fold_stream(ledger_stream(), self._store.read_stream(ledger_stream()))
+        assert found is None or type(found) is settings_mod.Settings  # the ledger stream's fold
         return found
 
     def set_default_slot(
@@ -574,8 +631,11 @@ class Ledger(Commands, Reports):
     def role(self, role: str) -> role_mod.RoleState | None:
         """Who holds `role` (its last grant, rule T7), or None if it was never granted.
         The holder may since have ended: `acquire_role` is what judges that."""
+        from epochledger.ledger import role as role_mod
+
         role = check_value(role, Name, "role")
-        found: role_mod.RoleState | None = _fold_stream(role_stream(role), self._store.read_stream(role_stream(role)))
+        found = _fold_stream(role_stream(role), self._store.read_stream(role_stream(role)))
+        assert found is None or type(found) is role_mod.RoleState  # a role stream's fold
         return found
 
     # ------------------------------------------------------------- tokens (rule H4)
@@ -594,6 +654,10 @@ class Ledger(Commands, Reports):
         enough). `slots`: a writer token's process slots (names or fnmatch patterns)."""
         if isinstance(slots, str):  # a lone slot name would be read as its characters
             raise InvalidInput("expected a list of slot names or patterns, got one string", where="slots")
+        import secrets
+
+        from epochledger.ledger import tokens as tokens_mod
+
         token_id = secrets.token_hex(8)
         secret = f"{tokens_mod.PREFIX}.{token_id}.{secrets.token_urlsafe(32)}"
         command = TokenIssued(
@@ -632,7 +696,9 @@ class Ledger(Commands, Reports):
         """Every token ever issued, as of the log now: the cached registry plus the token
         events after its version (Ledger.read_state; on SQLite no read at all while the
         log is unchanged). What the service checks each request against (rule H4)."""
-        found: tokens_mod.TokenRegistry | None = self.read_state(token_stream())
+        from epochledger.ledger import tokens as tokens_mod
+
+        found = self.read_state(token_stream())
         return found if found is not None else tokens_mod.TokenRegistry()
 
     def tokens(self) -> list[tokens_mod.Token]:
@@ -642,6 +708,8 @@ class Ledger(Commands, Reports):
 
     def authenticate(self, secret: str) -> tokens_mod.Token | None:
         """The live token `secret` is, or None (unknown, revoked, or not a token)."""
+        from epochledger.ledger import tokens as tokens_mod
+
         return tokens_mod.matches(self.token_registry(), secret)
 
     def unjudged(self) -> list[tuple[RunState, orphans_mod.Unjudged]]:
@@ -688,9 +756,10 @@ class Ledger(Commands, Reports):
         state = _fold_stream(run_stream(run), self._store.read_stream(run_stream(run)))
         if state is None:
             raise RunNotFound(run)
+        assert type(state) is RunState  # a run stream's fold
         if state.deleted:
             raise RunNotFound(run, deleted=True)
-        return state  # type: ignore[no-any-return]
+        return state
 
     def history(self, run: str) -> list[Recorded | Poison]:
         """Every event of a run in order; an event that does not decode is a Poison in
@@ -703,7 +772,9 @@ class Ledger(Commands, Reports):
 
     def process(self, process: str) -> ProcessState | None:
         process = check_value(process, Name, "process")
-        return _fold_stream(process_stream(process), self._store.read_stream(process_stream(process)))  # type: ignore[no-any-return]
+        found = _fold_stream(process_stream(process), self._store.read_stream(process_stream(process)))
+        assert found is None or type(found) is ProcessState  # a slot stream's fold
+        return found
 
     def host_state(self, machine: str) -> HostState | None:
         """The boots of the host with this machine id across every slot, as of the log's

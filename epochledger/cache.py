@@ -9,11 +9,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochledger.ledger.events import Recorded
 from epochledger.ledger.run import RunState
-from epochledger.ledger.store import Poison
+
+if TYPE_CHECKING:
+    from epochledger.ledger.store import Poison
+    from epochledger.ledger.streams import StreamState
 
 CACHE_STREAMS = 10_000  # streams whose state a Ledger keeps between writes (rule W1)
 
@@ -41,12 +44,12 @@ class StateCache:
 
     def __init__(self, limit: int = CACHE_STREAMS):
         self.limit = limit
-        self._states: OrderedDict[str, Any] = OrderedDict()
+        self._states: OrderedDict[str, StreamState] = OrderedDict()
         self._lock = threading.Lock()
-        self._fresh: dict[str, Any] = {}  # stream -> the state (this very object) latest at _fresh_at
+        self._fresh: dict[str, StreamState] = {}  # stream -> the state (this very object) latest at _fresh_at
         self._fresh_at: Any = None
 
-    def fresh(self, streams: Sequence[str], token: Any) -> dict[str, Any]:
+    def fresh(self, streams: Sequence[str], token: Any) -> dict[str, StreamState | None]:
         """The cached states of `streams` that are their stream's latest now, the log's
         token being `token` (taken on this thread just before). A token other than the
         one the marks were made at forgets every mark: the log may have moved."""
@@ -57,7 +60,7 @@ class StateCache:
                 self._fresh.clear()
                 self._fresh_at = token
                 return {}
-            out = {}
+            out: dict[str, StreamState | None] = {}
             states, fresh = self._states, self._fresh
             for stream in streams:
                 state = fresh.get(stream)
@@ -66,7 +69,7 @@ class StateCache:
                     out[stream] = state
             return out
 
-    def get(self, stream: str) -> Any:
+    def get(self, stream: str) -> StreamState | None:
         with self._lock:
             state = self._states.get(stream)
             if state is not None:
@@ -78,7 +81,7 @@ class StateCache:
         held = self._states
         return any(s in held for s in streams)  # a read of a dict: no lock needed for a hint
 
-    def get_many(self, streams: Sequence[str]) -> dict[str, Any]:
+    def get_many(self, streams: Sequence[str]) -> dict[str, StreamState | None]:
         """`get` for each stream (None if not cached), under one taking of the lock."""
         with self._lock:
             held = self._states
@@ -88,12 +91,12 @@ class StateCache:
                     held.move_to_end(s)
             return out
 
-    def put(self, stream: str, state: Any) -> None:
+    def put(self, stream: str, state: StreamState | None) -> None:
         """One stream's state, not marked fresh (put_many)."""
         if state is not None:
             self.put_many([(stream, state)])
 
-    def committed(self, states: Sequence[tuple[str, Any]], after_append: Callable[[Any], Any]) -> None:
+    def committed(self, states: Sequence[tuple[str, StreamState | None]], after_append: Callable[[Any], Any]) -> None:
         """`put_many` of a landed batch's states. `after_append` (the store's
         token_after_append) gives the log's token just after the batch from the token
         the marks were made at: then the marks carry over to it (the log at it is that
@@ -107,7 +110,7 @@ class StateCache:
             self._fresh_at = after
             self._put(states, mark=after is not None)
 
-    def put_many(self, states: Sequence[tuple[str, Any]], fresh_at: Any = None) -> None:
+    def put_many(self, states: Sequence[tuple[str, StreamState | None]], fresh_at: Any = None) -> None:
         """`put` for each (stream, state), under one taking of the lock. `fresh_at`: the
         log token taken before these states were read (`fresh`), to mark them fresh."""
         if self.limit <= 0:
@@ -115,7 +118,7 @@ class StateCache:
         with self._lock:
             self._put(states, mark=fresh_at is not None and fresh_at == self._fresh_at)
 
-    def _put(self, states: Sequence[tuple[str, Any]], mark: bool) -> None:
+    def _put(self, states: Sequence[tuple[str, StreamState | None]], mark: bool) -> None:
         held, fresh = self._states, self._fresh
         for stream, state in states:
             if state is None:  # moved, state unknown here: whatever is cached is read again
@@ -146,7 +149,7 @@ class StateCache:
         return len(self._states)
 
 
-def _holds(state: Any, rec: Recorded | Poison) -> bool:
+def _holds(state: StreamState, rec: Recorded | Poison) -> bool:
     """Is `rec` (the stored event at the state's version) the event the state last
     folded? A run's state keeps its last event; a slot's, only the version. A row that
     no longer decodes was skipped by the fold (T4): nothing to compare."""

@@ -10,13 +10,13 @@ boots, kept between reports and brought forward from the log's tail.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from epochledger.ledger import process as process_stream_mod
 from epochledger.ledger.errors import UnknownEpoch
-from epochledger.ledger.events import ProcessBooted, process_stream
+from epochledger.ledger.events import ProcessBooted, ProcessStream, process_stream
 from epochledger.ledger.process import EpochState, HostState, ProcessState
 from epochledger.ledger.store import Append, Store
 
@@ -66,8 +66,8 @@ class EpochLookup:
     _hosts: dict[str, HostState | None]  # machine id -> its boots (rules O7, O10), read once a batch
     _pending: list[Append]
 
-    def state(self, stream: str) -> Any:
-        """The stream's state as the batch sees it (Batch.state)."""
+    def state(self, stream: ProcessStream) -> ProcessState | None:
+        """A slot's state as the batch sees it (Batch.state, which reads every kind)."""
         raise NotImplementedError
 
     def find_epoch(

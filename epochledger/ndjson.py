@@ -770,7 +770,7 @@ class _Import:
         except IllegalTransition as e:
             evidence = None
             if isinstance(event, RunEventBase):
-                evidence = run_mod.refused_report(event, self.batch.state(stream), str(e))
+                evidence = run_mod.refused_report(event, self.batch.state(run_stream(event.run)), str(e))
             raise _Refused(str(e), evidence) from None
         except InvalidInput as e:
             raise _Refused(str(e)) from None
@@ -808,12 +808,14 @@ class _Import:
         if epoch is not None:
             try:
                 return process_stream(
-                    self.batch.find_epoch(epoch, run_mod.slot_hint(event, self.batch.state(stream_of(event)))).process
+                    self.batch.find_epoch(
+                        epoch, run_mod.slot_hint(event, self.batch.state(run_stream(event.run)))
+                    ).process
                 )
             except LedgerError:
                 return None
         if isinstance(event, RunStarted):
-            state = self.batch.state(stream_of(event))
+            state = self.batch.state(run_stream(event.run))
             slot = event.process or (state.process if state is not None else None)
             return process_stream(slot) if slot is not None else None
         return None

@@ -12,8 +12,6 @@ its timing, the run listing's filters and the shapes it decodes, a history's
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import threading
 import time
@@ -314,12 +312,17 @@ _CURSOR_TAG = b"run:"
 def encode_cursor(run: str) -> str:
     """The opaque cursor of a page that ends at `run`: the key itself, tagged and in
     URL-safe base64, so a client passes it back and never builds one."""
+    import base64  # where a page is cut: `show RUN` lists none (rule W2)
+
     return base64.urlsafe_b64encode(_CURSOR_TAG + run.encode()).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str, where: str = "after") -> str:
     """The run key a cursor of encode_cursor holds; InvalidInput naming `where` for
     anything else (a cursor from elsewhere, a hand edit, a truncated copy)."""
+    import base64
+    import binascii
+
     from epochledger.ledger.codec import check_value
     from epochledger.ledger.events import Name
 
@@ -585,7 +588,7 @@ class Reports:
         for t in types:
             if t not in known:
                 raise InvalidInput(f"unknown event type {t!r} (known: {', '.join(sorted(known))})", where="type")
-        streams = {run_stream(check_value(r, Name, "run")) for r in runs}
+        streams: set[str] = {run_stream(check_value(r, Name, "run")) for r in runs}
         streams |= {process_stream(check_value(p, Name, "slot")) for p in slots}
         wanted = frozenset(types)
         batch = next(iter(self._store.read_batches(after, None, limit)), [])

@@ -15,11 +15,10 @@ conflict for that run, re-reads, finds it already recovered and recovers nothing
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol, overload
+from typing import TYPE_CHECKING, Protocol, overload
 
 import msgspec
 
@@ -49,13 +48,24 @@ from epochledger.ledger.events import (
     process_stream,
     run_stream,
 )
-from epochledger.ledger.host import Host
 from epochledger.ledger.process import EpochRef, EpochState, ProcessState
 from epochledger.ledger.run import RunState
 from epochledger.ledger.store import Poison
 from epochledger.projections import orphans
 
-log = logging.getLogger("epochledger.sweep")
+if TYPE_CHECKING:
+    import logging
+
+    from epochledger.ledger.host import Host
+
+
+def log() -> logging.Logger:
+    """The sweep's logger ("epochledger.sweep"), imported on first use: the facade's
+    reads name SweepReport from here, and a read logs nothing (rule W2)."""
+    import logging
+
+    return logging.getLogger("epochledger.sweep")
+
 
 ATTEMPTS = 3  # rule O5: 3 attempts, 2 gaps
 GAPS = (1.0, 4.0)  # seconds before attempt 2 and attempt 3
@@ -196,7 +206,7 @@ def sweep(
     last: StoreError | None = None
     for attempt in range(1, attempts + 1):
         if ledger.is_stopping(epoch_id):
-            log.warning(
+            log().warning(
                 "sweep of %s epoch %s: the process has begun to stop; no attempt %d", process or "?", epoch_id, attempt
             )
             return SweepReport(process=process or "", epoch=epoch_id, outcome="stopping", attempts=attempt - 1)
@@ -208,14 +218,14 @@ def sweep(
             return report
         except StoreError as e:  # infrastructure: retried. Conflicts are handled inside.
             last = e
-            log.warning(
+            log().warning(
                 "sweep of %s epoch %s: attempt %d of %d failed: %s", process or "?", epoch_id, attempt, attempts, e
             )
             if attempt < attempts:
                 wait(gaps[attempt - 1])
     assert last is not None
     slot = process or "?"  # "?": an epoch id whose slot no attempt could read
-    log.error(
+    log().error(
         "sweep of %s epoch %s gave up after %d attempts: %s; orphans may still show as running",
         slot,
         epoch_id,
@@ -224,7 +234,9 @@ def sweep(
     )
     recorded = False
     if process is None:  # the alert belongs on the slot's stream, and no read found the slot
-        log.error("sweep of ? epoch %s: its slot could not be read, so process.sweep_failed was not recorded", epoch_id)
+        log().error(
+            "sweep of ? epoch %s: its slot could not be read, so process.sweep_failed was not recorded", epoch_id
+        )
     else:
         try:
             ledger.submit(
@@ -239,7 +251,7 @@ def sweep(
             )
             recorded = True
         except LedgerError as e:
-            log.error("sweep of %s epoch %s: could not record process.sweep_failed either: %s", process, epoch_id, e)
+            log().error("sweep of %s epoch %s: could not record process.sweep_failed either: %s", process, epoch_id, e)
     raise SweepFailed(slot, epoch_id, attempts, str(last), recorded) from last
 
 
@@ -315,9 +327,9 @@ def _attempt(ledger: SweepTarget, process: str, epoch_id: str, margin: timedelta
             damaged.update(_damaged(ledger, [v.run for v in found if run_stream(v.run) in lost]))
             continue
         for d in damaged.values():
-            log.error("sweep of %s epoch %s: run %s %s", process, epoch_id, d.run, d.explain())
+            log().error("sweep of %s epoch %s: run %s %s", process, epoch_id, d.run, d.explain())
         if unjudged:  # O9: never in silence
-            log.warning(
+            log().warning(
                 "sweep of %s epoch %s: %d running run(s) no slot can judge (rule O9): %s",
                 process,
                 epoch_id,

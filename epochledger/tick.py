@@ -819,7 +819,7 @@ class TickDriver:
         the same group commit, and the tick reports `stale_epoch` (F1)."""
         appended = 0
         unrecorded: list[Unrecorded] = []
-        group = {run_stream(o.state.run): o for o in todo}
+        group: dict[str, _Outcome] = {run_stream(o.state.run): o for o in todo}
         alone: list[_Outcome] = []
         while group:
             batch = self.ledger.batch()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, NewType
 
 import msgspec
 
@@ -594,43 +594,56 @@ def tag_of(event: Event | type[Event]) -> str:
     return _TAG_OF_TYPE.get(type(event)) or event.__struct_config__.tag  # type: ignore[return-value]
 
 
-def run_stream(run: str) -> str:
+# A stream id's kind, for the type checker: each is a plain `str` at run time (the
+# NewType's call returns its argument), so a read of `run_stream(r)` is typed as a run's
+# state (Ledger.read_state, Batch.state; the states are named in ledger/streams.py). A
+# stream id from anywhere else (a stored row, a caller's string) is only a `str`.
+RunStream = NewType("RunStream", str)
+ProcessStream = NewType("ProcessStream", str)
+LedgerStream = NewType("LedgerStream", str)
+RoleStream = NewType("RoleStream", str)
+PassStream = NewType("PassStream", str)
+IdempotencyStream = NewType("IdempotencyStream", str)
+TokenStream = NewType("TokenStream", str)
+
+
+def run_stream(run: str) -> RunStream:
     """Stream id of a run. Prefixed so run and process ids can never collide."""
-    return "run:" + run
+    return RunStream("run:" + run)
 
 
-def process_stream(process: str) -> str:
-    return "process:" + process
+def process_stream(process: str) -> ProcessStream:
+    return ProcessStream("process:" + process)
 
 
-LEDGER_STREAM = "ledger:settings"  # the ledger's own stream: its settings (LedgerEvent)
+LEDGER_STREAM = LedgerStream("ledger:settings")  # the ledger's own stream: its settings (LedgerEvent)
 
 
-def ledger_stream() -> str:
+def ledger_stream() -> LedgerStream:
     """Stream id of the ledger's own events. Its prefix collides with no run or slot."""
     return LEDGER_STREAM
 
 
-def role_stream(role: str) -> str:
+def role_stream(role: str) -> RoleStream:
     """Stream id of an exclusive role (rule T7). Prefixed: collides with no run or slot."""
-    return "role:" + role
+    return RoleStream("role:" + role)
 
 
-def pass_stream(name: str) -> str:
+def pass_stream(name: str) -> PassStream:
     """Stream id of a cross-run pass (rule T6). Prefixed: collides with no run or slot."""
-    return "pass:" + name
+    return PassStream("pass:" + name)
 
 
-def idempotency_stream(key: str) -> str:
+def idempotency_stream(key: str) -> IdempotencyStream:
     """Stream id of an Idempotency-Key's kept outcome (rule H3). Prefixed: collides with
     no run or slot."""
-    return "idempotency:" + key
+    return IdempotencyStream("idempotency:" + key)
 
 
-TOKEN_STREAM = "tokens"  # every bearer token's events (rule H4): collides with no prefixed stream
+TOKEN_STREAM = TokenStream("tokens")  # every bearer token's events (rule H4): collides with no prefixed stream
 
 
-def token_stream() -> str:
+def token_stream() -> TokenStream:
     """Stream id of the service's bearer tokens (rule H4): one stream for all of them."""
     return TOKEN_STREAM
 

@@ -17,6 +17,7 @@ bug and shows its traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Iterable
@@ -180,6 +181,35 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(self.format_usage(), self.prog, message)
 
 
+def columns() -> int:
+    """The terminal's width as `shutil.get_terminal_size` reads it for argparse: $COLUMNS
+    if a positive number, else the width of the terminal on standard output, else 80.
+    Read here because argparse makes a formatter for every argument it adds, and its
+    own lookup imports shutil (and with it zlib, bz2 and lzma) into every start (rule W2)."""
+    try:
+        found = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        found = 0
+    out = sys.__stdout__
+    if found <= 0 and out is not None:
+        try:
+            found = os.get_terminal_size(out.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            found = 0
+    return found if found > 0 else 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, at the width `columns()` reads (argparse's own, less 2)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, columns() - 2 if width is None else width)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """A command's help: its docstring as written (argparse's RawDescriptionHelpFormatter)."""
+
+
 def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_json: bool) -> None:
     """The one way the command line says an error: `epochledger: KIND: MESSAGE`, or with
     --json one JSON object on one line of stderr, {"error", "message", "exit_code",
@@ -198,7 +228,7 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
 # alone, so a start builds one command's ~5 arguments, not the ~130 of all of them
 # (rule W2). None: all of them (the reference, docs/cli.md); "": none.
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    common = Parser(add_help=False)
+    common = Parser(add_help=False, formatter_class=HelpFormatter)
     common.add_argument(
         "--store",
         default=argparse.SUPPRESS,
@@ -214,6 +244,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         + ". Full table: README.md. With --json (or --format json) an error is one JSON object on one line of "
         'stderr: {"error": TYPE, "message": TEXT, "exit_code": N, "fields": {the error\'s own fields}}.',
         parents=[common],
+        formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, Any] = {}
@@ -233,18 +264,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if " " in name:  # a grouped command, e.g. "audit sync"
             group, name = name.split(" ", 1)
             if group not in groups:
-                gp = sub.add_parser(group, help=GROUPS.get(group), description=GROUPS.get(group), parents=[common])
+                gp = sub.add_parser(
+                    group,
+                    help=GROUPS.get(group),
+                    description=GROUPS.get(group),
+                    parents=[common],
+                    formatter_class=HelpFormatter,
+                )
                 groups[group] = gp.add_subparsers(dest=group + "_command", metavar="ACTION", required=True)
             where = groups[group]
         if only is not None and registered != only:
-            p = where.add_parser(name, help=summary_line(doc) if doc else None, add_help=False)
+            p = where.add_parser(
+                name, help=summary_line(doc) if doc else None, add_help=False, formatter_class=HelpFormatter
+            )
             p.set_defaults(handler=handler)
             continue
         p = where.add_parser(
             name,
             help=summary_line(doc) if doc else None,
             description=doc,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=RawDescriptionHelpFormatter,
             parents=[common],
         )
         for flags, kw in args:
