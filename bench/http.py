@@ -11,11 +11,18 @@ on the same kind of store. Prints one JSON line.
 - batch: POST /v1/batch of `--batch` transitions a request, against the in-process group
   commit of the same commands (Ledger.batch()). Goal: at least 0.6x.
 - rss: the server's resident memory idle and after the load.
-- cpu_ms_per_request (single): the CPU time the server process and this process (the
-  clients) spent per request of the concurrent run. Both share the machine's cores, so
-  a client that costs as much as the server caps the rate whatever the server does.
+- cpu_ms_per_request (single): the CPU time the server process and the clients spent
+  per request of the concurrent run. Both share the machine's cores, so a client that
+  costs as much as the server caps the rate whatever the server does.
+
+The clients (`--client`): `lean` (the default), one OS process per client sending raw
+HTTP/1.1 on a keep-alive socket (bench/loadgen.py), so the figures are the server's;
+`httpx`, the bench's first clients (threads of httpx in this process, under one
+interpreter lock), kept so that figures compare with the earlier ones; `both` measures
+the concurrent and the paced runs with each, against the same anchors.
 
     .venv/bin/python -m bench.http sqlite
+    .venv/bin/python -m bench.http sqlite --client both
     .venv/bin/python -m bench.http postgresql        # needs the test server
 """
 
@@ -29,9 +36,11 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import Any
 
 import httpx
 
+from bench import loadgen
 from bench.common import PG_URL, drop_schemas
 from bench.stream import _rss_kb, _serve
 from epochledger import open_ledger
@@ -142,9 +151,48 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _clients_run(
+    kind: str, base: str, server_pid: int, clients: int, single: int, rate: float, seconds: float
+) -> dict[str, Any]:
+    """The concurrent and the paced runs with one kind of client: their figures."""
+    per_client = single // clients
+    sent = clients * per_client
+    server_cpu = _cpu_s(server_pid)
+    if kind == "lean":
+        load = loadgen.closed(base, clients, per_client)
+        rate_per_s, single_lat, client_cpu = sent / load.wall_s, load.latencies, load.cpu_s
+    else:
+        client_cpu = time.process_time()
+        rate_per_s, single_lat = _http_single(base, clients, per_client)
+        client_cpu = time.process_time() - client_cpu
+    server_cpu = _cpu_s(server_pid) - server_cpu
+    paced = (
+        loadgen.paced(base, clients, rate, seconds).latencies
+        if kind == "lean"
+        else _http_paced(base, clients, rate, seconds)
+    )
+    return {
+        "single": {
+            "requests_per_s": round(rate_per_s, 1),
+            "p50_ms": round(_pct(single_lat, 0.5) * 1000, 2),
+            "p99_ms": round(_pct(single_lat, 0.99) * 1000, 2),
+            "cpu_ms_per_request": {
+                "server": round(server_cpu / sent * 1000, 3),
+                "clients": round(client_cpu / sent * 1000, 3),
+            },
+        },
+        "paced": {
+            "requests": len(paced),
+            "p50_ms": round(_pct(paced, 0.5) * 1000, 2),
+            "p99_ms": round(_pct(paced, 0.99) * 1000, 2),
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.http")
     p.add_argument("store", choices=["sqlite", "postgresql"])
+    p.add_argument("--client", choices=["lean", "httpx", "both"], default="lean", help="the load's clients")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--single", type=int, default=1600, help="requests in the concurrent run (all clients)")
     p.add_argument("--rate", type=float, default=200.0)
@@ -152,6 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=5)
     ns = p.parse_args(argv)
+    kinds = ["lean", "httpx"] if ns.client == "both" else [ns.client]
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tempfile.mkdtemp()}/bench.db" if ns.store == "sqlite" else f"{PG_URL}?schema={schema}"
     open_ledger(url, init=True).close()
@@ -159,11 +208,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         idle_kb = _rss_kb(proc.pid)
         anchor_single, anchor_lat = _in_process_single(url, ns.single // 2)
-        server_cpu, client_cpu = _cpu_s(proc.pid), time.process_time()
-        rate, single_lat = _http_single(base, ns.clients, ns.single // ns.clients)
-        sent = ns.clients * (ns.single // ns.clients)
-        server_cpu, client_cpu = _cpu_s(proc.pid) - server_cpu, time.process_time() - client_cpu
-        paced = _http_paced(base, ns.clients, ns.rate, ns.seconds)
+        by_client = {
+            kind: _clients_run(kind, base, proc.pid, ns.clients, ns.single, ns.rate, ns.seconds) for kind in kinds
+        }
         anchor_batch = _in_process_batch(url, ns.batch, ns.rounds)
         batch_rate = _http_batch(base, ns.batch, ns.rounds)
         loaded_kb = _rss_kb(proc.pid)
@@ -172,35 +219,26 @@ def main(argv: list[str] | None = None) -> None:
         proc.wait(30)
         if ns.store == "postgresql":
             drop_schemas([schema])
+    for figures in by_client.values():
+        figures["single"]["ratio"] = round(figures["single"]["requests_per_s"] / anchor_single, 2)
     print(
         json.dumps(
             {
                 "bench": "http",
                 "store": ns.store,
-                "single": {
-                    "clients": ns.clients,
-                    "requests_per_s": round(rate, 1),
-                    "anchor_in_process_per_s": round(anchor_single, 1),
-                    "ratio": round(rate / anchor_single, 2),
-                    "p50_ms": round(_pct(single_lat, 0.5) * 1000, 2),
-                    "p99_ms": round(_pct(single_lat, 0.99) * 1000, 2),
-                    "cpu_ms_per_request": {
-                        "server": round(server_cpu / sent * 1000, 3),
-                        "clients": round(client_cpu / sent * 1000, 3),
-                    },
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "clients": ns.clients,
+                "anchor": {
+                    "in_process_per_s": round(anchor_single, 1),
+                    "in_process_p50_ms": round(_pct(anchor_lat, 0.5) * 1000, 2),
+                    "in_process_p99_ms": round(_pct(anchor_lat, 0.99) * 1000, 2),
+                    "group_commit_per_s": round(anchor_batch, 1),
                 },
-                "paced": {
-                    "rate_per_s": ns.rate,
-                    "requests": len(paced),
-                    "p50_ms": round(_pct(paced, 0.5) * 1000, 2),
-                    "p99_ms": round(_pct(paced, 0.99) * 1000, 2),
-                    "anchor_in_process_p50_ms": round(_pct(anchor_lat, 0.5) * 1000, 2),
-                    "anchor_in_process_p99_ms": round(_pct(anchor_lat, 0.99) * 1000, 2),
-                },
+                "rate_per_s": ns.rate,
+                **by_client,
                 "batch": {
                     "size": ns.batch,
                     "transitions_per_s": round(batch_rate, 1),
-                    "anchor_group_commit_per_s": round(anchor_batch, 1),
                     "ratio": round(batch_rate / anchor_batch, 2),
                 },
                 "rss_mb": {"idle": round(idle_kb / 1024, 1), "loaded": round(loaded_kb / 1024, 1)},

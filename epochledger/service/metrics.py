@@ -3,8 +3,9 @@
 Two kinds of metric (docs/service.md, "Metrics, health and alerts"):
 
 - Ledger-wide, derived from the log, so every server of a shared PostgreSQL ledger says
-  the same whoever wrote: the counters fed by the server's watcher of the log (stream.py,
-  `Live`), which reads each event appended after the server started, by any writer
+  the same whoever wrote: the counters fed by the server's count of the log (stream.py,
+  `Live.count`, after each catch-up of the views and at each scrape), which reads each
+  event appended after the server started, by any writer
   (events by type, fenced reports, orphans recovered by rule, sweeps that gave up,
   dead-letters), and the gauges read from the views at each scrape (open tick streaks
   and the oldest one's age, each view's position and lag behind the head, the head).
@@ -67,7 +68,7 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated; no *_created series
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        # ledger-wide, from the log (the watcher)
+        # ledger-wide, from the log (Live.count)
         self.events = Counter(
             "epochledger_events", "Events appended to the ledger by any writer, by type (tag)", ["type"], registry=r
         )
@@ -113,7 +114,7 @@ class Metrics:
         r.register(_LedgerGauges(self))
 
     def on_events(self, entries: Iterable[LogEntry]) -> None:
-        """The watcher's new events (stream.Live): the ledger-wide counters."""
+        """New events of the log (stream.Live.count): the ledger-wide counters."""
         with self._lock:
             for e in entries:
                 self.events.labels(e.type).inc()
@@ -134,6 +135,8 @@ class Metrics:
         self.verified = (verification.error() is None, time.time())
 
     def exposition(self) -> bytes:
+        if self.live is not None:
+            self.live.count()  # the counters exact as of this scrape (stream.Live.count)
         return generate_latest(self.registry)
 
 

@@ -16,8 +16,8 @@ client into a queue of at most STREAM_QUEUE events; when the queue stays full fo
 `stream_stall_s` the client is too slow and is dropped, never buffered: the stream ends
 with `event: dropped`, whose data names why and the position to resume after
 (`resume_after`, the last event handed to the connection). The stream waits for new
-events with the facade's wake-ups (`Ledger.heads`, one watcher per server process, the
-`Live` below), never holding the Service lock while it waits: it reads only the log,
+events with the facade's wake-ups (`Ledger.heads`, one watcher per server process while
+a stream is open, the `Live` below), never holding the Service lock while it waits: it reads only the log,
 through the store's per-thread connections. A comment line every `heartbeat_s` keeps
 proxies from closing an idle stream.
 """
@@ -62,10 +62,23 @@ RETRY_MS = 1000  # the reconnect delay an EventSource is told
 
 
 class Live:
-    """The server process's watcher of the log: one thread follows the head with the
-    facade's wake-ups, tells the streams it moved and hands each new event to
-    `on_events` (the metrics' ledger-wide counters, rule H7). It starts at the head:
-    what was appended before the server started is not counted again."""
+    """The server process's watcher of the log. Two jobs, each paid only when due:
+
+    - the streams: while one is open, a thread follows the head with the facade's
+      wake-ups (`Ledger.heads`) and tells the streams it moved; with none open it sleeps
+      on an event the first stream's admission sets, reading nothing;
+    - the metrics' ledger-wide counters (rule H7): `count` hands each event appended
+      since the last count to `on_events`, once, in log order. The views' follower
+      counts after each catch-up that found new events (every FOLLOW_POLL_S on SQLite,
+      at each NOTIFY on PostgreSQL), and every scrape counts first, so a scrape's
+      counters are exact as of the scrape.
+
+    Why not one thread polling the head every POLL_S for both: on a server taking
+    writes and serving no stream it woke 50 times a second, each time taking the
+    interpreter lock from the request path for a page of the log, the larger part of
+    the tail at 200 requests/s (docs/benchmarks.md, "The service over HTTP").
+    Counting starts at the head as the server starts: what was appended before the
+    server started is not counted again."""
 
     def __init__(self, service: Service, on_events: Callable[[list[LogEntry]], None] | None = None):
         self.service = service
@@ -77,16 +90,22 @@ class Live:
         self._changed = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
+        # Set while a stream is open (or the server stops) / while none is (or it stops):
+        # the watcher waits on the first and follows the head until the second.
+        self._wanted = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
         self._threads: list[threading.Thread] = []
         self.draining = False  # the server is stopping: streams end (drain)
         self._counted: int | None = None
+        self._counting = threading.Lock()  # one count at a time: each event counted once
 
     # ------------------------------------------------------------ the watcher
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         # Counting starts at the head as the server starts, before it listens: an event
-        # appended once it answers is counted, whenever the watcher first wakes.
+        # appended once it answers is counted, whenever the next count comes.
         try:
             self._counted = await anyio.to_thread.run_sync(self.service.ledger.head)
         except LedgerError:
@@ -99,16 +118,19 @@ class Live:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wanted.set()
+        self._idle.set()
         for thread in self._threads:
             thread.join(timeout=5)
 
     def _follow(self) -> None:
         """Keep the views caught up (the facade's follow, rule R3), so the metrics read
-        from them and /readyz are current on a server that only takes writes. A store
-        that went away is waited out and followed again."""
+        from them and /readyz are current on a server that only takes writes, and count
+        the events each catch-up found (`count`). A store that went away is waited out
+        and followed again."""
         while not self._stop.is_set():
             try:
-                self.service.ledger.follow(stop=self._stop, poll=FOLLOW_POLL_S)
+                self.service.ledger.follow(stop=self._stop, poll=FOLLOW_POLL_S, on_batch=lambda _: self.count())
                 return
             except ReadOnlyStore:
                 return  # a backup copy: its views are folded in memory when read, never written
@@ -118,24 +140,37 @@ class Live:
                 logging.getLogger("epochledger.follow").warning("follow: %s; trying again in %g s", e, FOLLOW_POLL_S)
                 self._stop.wait(FOLLOW_POLL_S)
 
+    def count(self) -> None:
+        """Hand every event appended since the last count to `on_events` (the metrics'
+        counters), each once, in log order. Any thread may call it; a store that went
+        away is left to the next count."""
+        if self.on_events is None:
+            return
+        ledger = self.service.ledger
+        with self._counting:
+            try:
+                head = ledger.head()
+                if self._counted is None:
+                    self._counted = head  # start at the head
+                while self._counted < head and not self._stop.is_set():
+                    page = ledger.log_page(self._counted, PAGE)
+                    self.on_events(page.entries)
+                    if page.upto <= self._counted:
+                        break
+                    self._counted = page.upto
+            except LedgerError:
+                return  # the store went away: the next count tries again
+
     def _watch(self) -> None:
         ledger = self.service.ledger
-        counted = self._counted
-        for head in ledger.heads(stop=self._stop, poll=POLL_S):
-            if self._loop is not None:  # the streams first: the counters can wait, a client's delay cannot
-                with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-                    self._loop.call_soon_threadsafe(self._moved, head)
-            if counted is None:
-                counted = head  # start at the head
-            while counted < head and self.on_events is not None and not self._stop.is_set():
-                try:
-                    page = ledger.log_page(counted, PAGE)
-                except LedgerError:
-                    break  # the store went away: the next head tries again
-                self.on_events(page.entries)
-                if page.upto <= counted:
-                    break
-                counted = page.upto
+        while not self._stop.is_set():
+            self._wanted.wait()  # a stream is open (or the server stops)
+            if self._stop.is_set():
+                return
+            for head in ledger.heads(stop=self._idle, poll=POLL_S):
+                if self._loop is not None:
+                    with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+                        self._loop.call_soon_threadsafe(self._moved, head)
 
     def drain(self) -> None:
         """The server is stopping (SIGTERM, serve.py): every stream ends now with its
@@ -164,14 +199,21 @@ class Live:
         return self.head > position
 
     # ------------------------------------------------------------ admission
+    # On the event loop alone, so the two events change in the order the streams come and go.
     def admit(self) -> bool:
         if self.active >= self.config.max_streams:
             return False
         self.active += 1
+        if self.active == 1:
+            self._idle.clear()
+            self._wanted.set()
         return True
 
     def release(self) -> None:
         self.active -= 1
+        if self.active == 0 and not self._stop.is_set():
+            self._wanted.clear()
+            self._idle.set()
 
     def count_drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1

@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from epochledger.ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
@@ -49,7 +49,10 @@ class SQLiteStore(Store):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._library_parts: tuple[SQLiteDatastore, SQLiteApplicationRecorder] | None = None
-        self._write_lock = threading.Lock()  # this process's writers take turns here, not in SQLite's busy wait
+        # This process's writers (appends and the views' transactions) take turns here,
+        # not in SQLite's busy wait. Reentrant: a write begun inside another on one thread
+        # is SQLite's error ("within a transaction"), as before, never a deadlock.
+        self._write_lock = threading.RLock()
         self._insert_sql = (
             f"INSERT INTO {EVENTS_TABLE} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)"
         )
@@ -147,23 +150,30 @@ class SQLiteStore(Store):
         # BEGIN IMMEDIATE for writes: a deferred transaction that reads first cannot
         # upgrade to a write once another writer has committed (SQLITE_BUSY at once,
         # no busy wait), e.g. the swap racing a group commit.
+        # A write takes this process's writers' lock first, as an append does: a view's
+        # catch-up (the server's follower) and an append then queue here, each for the
+        # other's commit alone. In SQLite's busy handler an append that met a catch-up
+        # slept in steps (1, 2, 5, 10, 15, 20, 25 ms...) past the lock's release: the
+        # service's tail (docs/benchmarks.md, "The service over HTTP"). Other processes'
+        # writers still meet in SQLite's lock. A read takes no lock.
         if commit and self.read_only:
             raise ReadOnlyStore(self.url, "write")
-        conn = self._reader()
-        cur = conn.cursor()
-        cur.execute("BEGIN IMMEDIATE" if commit else "BEGIN")
-        try:
-            yield cur
-        except BaseException:
-            conn.rollback()
-            raise
-        else:
-            if commit:
-                conn.commit()
-            else:
+        with self._write_lock if commit else nullcontext():
+            conn = self._reader()
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE" if commit else "BEGIN")
+            try:
+                yield cur
+            except BaseException:
                 conn.rollback()
-        finally:
-            cur.close()
+                raise
+            else:
+                if commit:
+                    conn.commit()
+                else:
+                    conn.rollback()
+            finally:
+                cur.close()
 
     # ------------------------------------------------------------- append
     def _insert(self, rows: list[_Row]) -> list[int]:
