@@ -203,10 +203,13 @@ class Progress:
         if not now and t - self._last < self.EVERY_S:
             return
         self._last = t
-        sys.stderr.write("\r\x1b[K" + text)
-        sys.stderr.flush()
+        # Known as shown before it is written: a Ctrl-C that lands just after the write
+        # (Python raises it at the first instruction after the flush returns) must still
+        # find the line to clear before main's one line says so.
         self._shown = True
         _LIVE[:] = [self]
+        sys.stderr.write("\r\x1b[K" + text)
+        sys.stderr.flush()
 
     def clear(self) -> None:
         if self._shown:
