@@ -283,7 +283,8 @@ def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and
     time.sleep(PROBE_INTERVAL_S * 3)  # the watcher's rounds (reap, probe, sweep) pass over it
     assert _status(airflow, t.run) != "failed_resumable"
     (airflow.home / "pids" / "el_wait.go").write_text("go")
-    assert _ended(airflow, "el_wait", timeout=180) == "success"
+    ended = _ended(airflow, "el_wait", timeout=180)
+    assert ended == "success", f"el_wait's DAG run ended {ended}: " + airflow.why("el_wait", "waits")
     with _ledger(airflow) as led:
         wait_for("the try's end in the ledger", lambda: _status(airflow, t.run) == "finished" or None, 30)
         events = [r.event for r in led.history(t.run)]
