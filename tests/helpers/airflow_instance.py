@@ -98,6 +98,10 @@ el_kill()
 """,
 }
 DAGS["el_lost"] = DAGS["el_kill"].replace("el_kill", "el_lost")
+# one task each: the first runs while the scheduler's watcher watches the spool directory,
+# the second after the test SIGKILLed the watcher
+DAGS["el_left"] = DAGS["el_ok"].replace("el_ok", "el_left")
+DAGS["el_drained"] = DAGS["el_ok"].replace("el_ok", "el_drained")
 # A sensor in reschedule mode: each poke that finds no file ends its task runner with the
 # try up_for_reschedule, and Airflow runs the next poke in a new task runner; the test
 # makes the file once the ledger shows the try waiting.
@@ -298,6 +302,21 @@ class Airflow:
 
     def log_text(self, name: str) -> str:
         return (self.home / f"{name}.log").read_text(errors="replace")
+
+    def watcher_pid(self) -> int | None:
+        """The scheduler's watcher (`python -m epochledger.adapters.airflow watch`, a child
+        of the scheduler), found by its command line naming this instance's spool."""
+        spool = str(self.home / "epochledger-spool")
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"epochledger.adapters.airflow" in argv and b"watch" in argv and spool.encode() in argv:
+                return int(entry.name)
+        return None
 
     def task_log(self, dag_id: str, task_id: str, try_number: int = 1) -> str:
         """The try's Airflow task log (every task runner of the try writes to it), one line
