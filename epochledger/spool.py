@@ -236,6 +236,7 @@ class Spool:
         self._when_drained: list[Callable[[Ledger], object]] = []
         self._periodic: tuple[float, Callable[[Ledger], object]] | None = None
         self._abandoned = False
+        self._left = False  # `leave`: the writer finishes alone, a reaper takes the rest
         self.landed = 0  # lines imported as new events
         self.duplicates = 0  # lines already recorded (a re-send after a crash): nothing appended
         self.held = 0  # lines whose effect already held
@@ -255,6 +256,8 @@ class Spool:
             raise InvalidInput(
                 f"spool {self.path} belongs to the parent process (forked): open one here", where="spool"
             )
+        if self._left:
+            raise InvalidInput(f"spool {self.path} was left to a reaper: its owner's part is over", where="spool")
         data = b"".join([codec.encode(e) + b"\n" for e in events])
         with self._mutex:
             os.write(self._fd, data)
@@ -332,7 +335,7 @@ class Spool:
         spool's files are removed (its rejects stay); one that is not keeps its lines
         for the next owner of the name or a `reap`. True if it was drained. Closing a
         closed spool does nothing (False)."""
-        if self._abandoned:
+        if self._abandoned or self._left:
             return False
         drained = self.flush(timeout)
         self._stop = True
@@ -351,6 +354,23 @@ class Spool:
         os.close(self._lock_fd)  # releases the flock
         self._abandoned = True
         return drained
+
+    def leave(self) -> None:
+        """End this owner's part without waiting for the store, for a process about to
+        exit while a reaper watches the directory (`watched`): its lines are in the file
+        as every append left them (in the kernel: a killed process loses none; a power
+        loss before the reaper imports them loses them unless `fsync="always"` flushed
+        each, as for any line not yet in the store), the writer goes on alone until it
+        is drained or the process ends, and the lock stays held until the process exits,
+        so that no reaper imports beside a writer that may still be in the store (the
+        writer's batch path does not look for duplicates). Once the process is gone, the
+        reaper imports what is left (`reap`; what the writer landed meanwhile is a
+        duplicate, rule I1) and removes the files. Appends are refused from then on."""
+        if self._abandoned or self._left:
+            return
+        self._left = True
+        self._stop = True
+        self._wake.set()
 
     def _abandon(self) -> None:
         if self._abandoned:
@@ -604,6 +624,57 @@ def names(directory: str) -> list[str]:
     except FileNotFoundError:
         return []
     return sorted(f[: -len(".lock")] for f in found if f.endswith(".lock"))
+
+
+def owners(directory: str) -> list[Owner]:
+    """The owners named in the lock files of the spools in `directory`, live or dead
+    (read, not locked: a live owner's facts as it last wrote them)."""
+    found = []
+    for name in names(directory):
+        try:
+            with open(os.path.join(directory, name + ".lock"), "rb") as f:
+                raw = f.read(4096)
+            found.append(_owner_decoder.decode(raw) if raw.strip() else Owner())
+        except (FileNotFoundError, msgspec.DecodeError):
+            continue  # closed meanwhile, or being written
+    return found
+
+
+# ------------------------------------------------------------- a reaper's watch
+WATCHING = "reaper.watching"  # not NAME.lock: `names` lists spools by their lock files
+
+
+def watch(directory: str) -> int | None:
+    """Say that a reaper watches `directory` (it imports what dead owners' spools hold,
+    `reap`, every round of its life): an exclusive flock on `reaper.watching`, held for
+    as long as the returned descriptor is open, so the kernel drops it when the reaper
+    dies, however it dies. None if another reaper holds it (two schedulers on a host), or
+    an owner's `watched` is looking this instant: try again next round."""
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, WATCHING), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def watched(directory: str) -> bool:
+    """True if a live reaper watches `directory` (`watch`). An owner asks with a shared
+    lock, which fails only against the reaper's exclusive one (owners asking at the same
+    time never see each other), and lets it go at once."""
+    try:
+        fd = os.open(os.path.join(directory, WATCHING), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def reap(

@@ -62,10 +62,11 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
+from epochledger import probe as probe_mod
 from epochledger import spool as spool_mod
 from epochledger.app import Ledger, boot_event, open_ledger
 from epochledger.ledger.clock import Clock, SystemClock, checked_clock
@@ -93,6 +94,7 @@ from epochledger.ledger.events import (
     StreamEvent,
 )
 from epochledger.ledger.host import SystemHost
+from epochledger.ledger.process import EpochState
 from epochledger.spool import Fsync, Owner, Spool
 
 log = logging.getLogger("epochledger.airflow")
@@ -121,7 +123,7 @@ DAG_RUN_FAILURES: dict[str, str] = {
 }
 
 ACTOR = "airflow"
-CLOSE_S = 2.0  # how long a process's exit waits for its spool to drain (the rest waits for the watcher)
+CLOSE_S = 2.0  # how long an unwatched process's exit waits for its spool to drain (the rest waits for a watcher)
 # The slot a DAG run names: no process boots it, so no boot judges a DAG run by the time
 # fallback (rule O3: a scheduler's boot must not orphan the DAG runs an earlier one
 # started), and it is not a run no slot names (rule O9). Airflow's schedulers, any of
@@ -343,7 +345,14 @@ class Recorder:
         with self._lock:
             spool.set_owner(stopped=True)
             self.spool = None
-            if not spool.close(CLOSE_S):  # bounded: the rest waits for the watcher's reap
+            # A watcher on the host reaps this spool once the task runner is gone: the exit
+            # need not wait for the store (its lines are on disk). Without one, nobody
+            # would import them until a watcher starts, so the exit waits for the drain.
+            if spool_mod.watched(self.spool_dir):
+                pending = spool.pending()
+                spool.leave()
+                log.info("epochledger: spool %s left to the watcher's reap (%d bytes pending)", spool.path, pending)
+            elif not spool.close(CLOSE_S):  # bounded: the rest waits for a watcher's reap
                 log.warning("epochledger: spool %s not drained at the task runner's end", spool.path)
 
     def _start_watcher(self) -> None:
@@ -560,7 +569,10 @@ def watch(
     that died unseen gets its `process.exited`, and the sweep recovers its try. The
     reap comes before the probe, so a dead task runner's last reports are in before
     its exit is. A store that cannot be reached is waited out (its start-up and each
-    round tried again). SIGTERM (the scheduler's before_stopping) records the
+    round tried again). From its first round on it holds the spool directory's watch
+    (`spool.watch`), so a task runner's exit leaves its last lines to the next reap
+    instead of waiting for the store (`Recorder.component_stopping`). SIGTERM (the
+    scheduler's before_stopping) lets the watch go, reaps once more and records the
     scheduler's clean stop; a scheduler that dies unseen (the watcher is reparented)
     is left to one last probe, which records its exit."""
     stop = threading.Event()
@@ -585,19 +597,68 @@ def watch(
                 return 0
             delay = min(delay * 2, spool_mod.RETRY_MAX_S)
     assert led is not None
+    # While it holds the directory's watch (`spool.watch`: the kernel drops it when this
+    # process dies), a task runner's exit leaves its spool to this reap instead of
+    # waiting for the store. Only with rounds to reap in; another scheduler's watcher on
+    # the host may hold it, then this one takes it over when that one is gone.
+    watching: int | None = None
     with led:
-        while not stop.wait(pause):
-            try:
-                if os.getppid() != scheduler_pid:
+        try:
+            while not stop.wait(pause):
+                if watching is None and pause is not None:
+                    watching = spool_mod.watch(spool)
+                try:
+                    if os.getppid() != scheduler_pid:
+                        _unwatch(watching)
+                        watching = None
+                        reap(led, spool, host=host, epoch=epoch)
+                        probe(led, spool, epoch=None)  # the scheduler is gone: the probe records its exit
+                        return 0
                     reap(led, spool, host=host, epoch=epoch)
-                    led.probe()  # the scheduler is gone: the probe records its exit, the sweep what it left
-                    return 0
+                    probe(led, spool, epoch=epoch)
+                except LedgerError as error:
+                    log.warning("epochledger: probe failed: %s: %s", type(error).__name__, error)
+            # The watch let go first, then one last reap: a task runner that left its spool
+            # before that is imported now (one that is still exiting waits for the next watcher).
+            _unwatch(watching)
+            watching = None
+            try:
                 reap(led, spool, host=host, epoch=epoch)
-                led.probe(epoch=epoch)
             except LedgerError as error:
-                log.warning("epochledger: probe failed: %s: %s", type(error).__name__, error)
-        led.stop(epoch, actor=ACTOR, reason="the scheduler stopped")
+                log.warning("epochledger: the last reap failed: %s: %s", type(error).__name__, error)
+            led.stop(epoch, actor=ACTOR, reason="the scheduler stopped")
+        finally:
+            _unwatch(watching)
     return 0
+
+
+class _SpoolsFirst:
+    """The ledger as the watcher's probe sees it: the epochs that own a spool in the
+    directory are left out, for the spool's reap to judge (its exit once the lock is
+    free, after its last lines). A task runner that left its spool to the watcher and
+    exited after this round's reap has its stop in its spool, not yet in the store: the
+    probe would find its pid gone, record an exit first and fence its last reports."""
+
+    def __init__(self, led: Ledger, spool: str):
+        self._led, self._spool = led, spool
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._led, name)
+
+    def liveness(self) -> list[tuple[EpochState, tuple[str, str] | None]]:
+        spooled = {o.epoch for o in spool_mod.owners(self._spool) if o.epoch}
+        return [(e, ended) for e, ended in self._led.liveness() if e.epoch not in spooled]
+
+
+def probe(led: Ledger, spool: str, *, epoch: str | None) -> probe_mod.ProbeReport:
+    """The watcher's probe of the host (`Ledger.probe`, rule O7), but for the epochs that
+    own a spool in `spool`: those are the reap's to judge (`_SpoolsFirst`)."""
+    return probe_mod.probe(cast(probe_mod.ProbeTarget, _SpoolsFirst(led, spool)), epoch=epoch)
+
+
+def _unwatch(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # drops the watch: task runners drain their own spools again
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,12 @@
 """The Airflow 3 adapter against a real Airflow (rule E1; docs/adapters.md, "Airflow").
 
 One Airflow for the module (tests/helpers/airflow_instance.py: API server, scheduler with the
-LocalExecutor, DAG processor, on SQLite), five DAG runs triggered at once, each test
+LocalExecutor, DAG processor, on SQLite), six DAG runs triggered at once, each test
 judging one: a success, a failure retried, a task process SIGKILLed under its live
 supervisor, a task lost with its supervisor (Airflow's heartbeat detection beside
-the adapter's probe), and a sensor in reschedule mode (Airflow's own wait, resumed by
-Airflow in a new task runner). Skipped, saying why, when the Airflow venv is missing; with
+the adapter's probe), a sensor in reschedule mode (Airflow's own wait, resumed by
+Airflow in a new task runner), and a task runner that leaves its spool to the watcher;
+the last test SIGKILLs the watcher and triggers a seventh, whose task runner drains its own. Skipped, saying why, when the Airflow venv is missing; with
 EPOCHLEDGER_TEST_AIRFLOW=require (CI) that is a failure.
 
 The mapping itself (ids, codes, the failure classes) is tested without Airflow in
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from epochledger import open_ledger
+from epochledger import spool as spool_mod
 from epochledger.adapters.airflow import DAG_RUNS, TaskTry, ledger_id
 from epochledger.ledger.events import tag_of
 from tests.helpers.airflow_instance import (
@@ -54,7 +56,9 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     home = tmp_path_factory.mktemp("airflow")
     gen = running(home, f"sqlite:///{home / 'ledger.db'}")
     instance = next(gen)
-    instance.runs = {dag: instance.trigger(dag) for dag in ("el_ok", "el_retry", "el_kill", "el_lost", "el_wait")}
+    instance.runs = {
+        dag: instance.trigger(dag) for dag in ("el_ok", "el_retry", "el_kill", "el_lost", "el_wait", "el_left")
+    }
     try:
         yield instance
     finally:
@@ -79,6 +83,11 @@ def _status(af: Airflow, run: str) -> str | None:
             return str(led.get_run(run).status)
         except Exception:
             return None
+
+
+def _epoch(af: Airflow, epoch: str) -> Any:
+    with _ledger(af) as led:
+        return led.epoch(epoch)
 
 
 def _tags(led: Any, run: str) -> list[str]:
@@ -275,7 +284,9 @@ def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and
     with _ledger(airflow) as led:
         paused = led.get_run(t.run)
         assert paused.reason == "airflow: up_for_reschedule" and paused.code == ""
-        assert led.epoch(paused.epoch).stopped_at is not None  # its task runner is gone, cleanly
+        # its task runner is gone, cleanly (its stop left to the watcher's next reap, at the latest)
+        stopped = wait_for("the poke's task runner's stop", lambda: _epoch(airflow, paused.epoch).stopped_at, 10)
+        assert stopped is not None and _epoch(airflow, paused.epoch).exited_at is None
     # Airflow holds the try meanwhile (up_for_reschedule, then scheduled and queued for the
     # next poke), its try number unchanged: a reschedule is not a retry.
     seen = wait_for("the try's row", lambda: airflow.ti("el_wait", "waits"), 10)
@@ -283,7 +294,8 @@ def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and
     time.sleep(PROBE_INTERVAL_S * 3)  # the watcher's rounds (reap, probe, sweep) pass over it
     assert _status(airflow, t.run) != "failed_resumable"
     (airflow.home / "pids" / "el_wait.go").write_text("go")
-    assert _ended(airflow, "el_wait", timeout=180) == "success"
+    ended = _ended(airflow, "el_wait", timeout=180)
+    assert ended == "success", f"el_wait's DAG run ended {ended}: " + airflow.why("el_wait", "waits")
     with _ledger(airflow) as led:
         wait_for("the try's end in the ledger", lambda: _status(airflow, t.run) == "finished" or None, 30)
         events = [r.event for r in led.history(t.run)]
@@ -313,3 +325,40 @@ def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and
         # sweep passed over the paused try, whose task runner had stopped, and left it.
         assert gaps and min(gaps) >= PROBE_INTERVAL_S * 2, gaps
         _figures(airflow, "sensor rescheduled", {"waits_s": gaps, "attempts": run.attempt, "first_seen": seen["state"]})
+
+
+def test_E1_a_task_runner_leaves_its_spool_to_the_watcher_and_drains_it_itself_once_the_watcher_is_sigkilled(
+    airflow: Airflow,
+) -> None:
+    """While the scheduler's watcher holds the spool directory's watch, a task runner's
+    stop does not wait for the store: it leaves its last lines on disk to the watcher's
+    next reap, which lands them (its try finished, its epoch stopped cleanly). The
+    watcher SIGKILLed, the kernel drops the watch, and the next task runner drains its
+    own spool before it exits: nobody reaps any more, so its try can only be in the
+    ledger by its own drain. Last in the module: the watcher's probe is gone after it."""
+    spool = str(airflow.home / "epochledger-spool")
+    assert spool_mod.watched(spool)
+    ended = _ended(airflow, "el_left")
+    assert ended == "success", f"el_left's DAG run ended {ended}: " + airflow.why("el_left", "hello")
+    left = _try(airflow, "el_left", "hello")
+    wait_for("el_left's try in the ledger", lambda: _status(airflow, left.run) == "finished" or None, 30)
+    log = airflow.task_log("el_left", "hello")
+    assert "left to the watcher's reap" in log, log
+    with _ledger(airflow) as led:
+        epoch = led.epoch(led.get_run(left.run).epoch)
+        assert epoch.stopped_at is not None and epoch.exited_at is None  # a clean stop, reaped: no exit fact
+    pid = airflow.watcher_pid()
+    assert pid is not None, "the scheduler's watcher is not running"
+    os.kill(pid, signal.SIGKILL)
+    wait_for("the watch to come free", lambda: (not spool_mod.watched(spool)) or None, 10)
+    airflow.runs["el_drained"] = airflow.trigger("el_drained")
+    ended = _ended(airflow, "el_drained", timeout=180)
+    assert ended == "success", f"el_drained's DAG run ended {ended}: " + airflow.why("el_drained", "hello")
+    drained = _try(airflow, "el_drained", "hello")
+    wait_for("el_drained's try in the ledger", lambda: _status(airflow, drained.run) == "finished" or None, 30)
+    log = airflow.task_log("el_drained", "hello")
+    assert "left to the watcher's reap" not in log and "not drained" not in log, log
+    ti = airflow.ti("el_drained", "hello")
+    assert ti is not None
+    runner = f"airflow.{HOST}.{ti['pid']}"
+    assert not [f for f in os.listdir(spool) if f.startswith(runner + ".")], os.listdir(spool)  # closed, drained

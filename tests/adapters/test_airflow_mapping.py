@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from epochledger import Ledger, open_ledger
+from epochledger import spool as spool_mod
 from epochledger.adapters import airflow as adapter
 from epochledger.adapters.airflow import DAG_RUNS, Recorder, TaskTry, failure_code, ledger_id
 from epochledger.ledger.events import tag_of
@@ -465,3 +466,146 @@ def test_E1_O7_a_dead_task_runners_spool_is_imported_its_exit_recorded_and_its_r
         assert led.epoch(epoch).exited_by == f"airflow-watcher@{HOST}"
         assert adapter.reap(led, spool, host=HOST, epoch=scheduler.epoch) == []
     assert [f for f in os.listdir(spool) if not f.endswith(".rejected")] == []
+
+
+def _runner(store: str, spool: str, *, stuck: bool) -> float:
+    """A task runner's life in a process of its own (the plugin's calls: its start, one try
+    that succeeds, its stop), its store never answering if `stuck` (its writer hangs in
+    the open). Returns how long its stop took (before_stopping's share of its exit)."""
+    script = textwrap.dedent(
+        f"""
+        import time
+        from epochledger.adapters.airflow import Recorder, TaskTry
+        opener = (lambda s: time.sleep(3600)) if {stuck!r} else None
+        rec = Recorder({store!r}, spool={spool!r}, host={HOST!r}, **({{"opener": opener}} if opener else {{}}))
+        t = TaskTry(dag_id="d", run_id="r", task_id="t")
+        rec.component_started("task-runner")
+        rec.task_running(t)
+        rec.task_succeeded(t)
+        t0 = time.monotonic()
+        rec.component_stopping()
+        print(time.monotonic() - t0, flush=True)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr.decode()
+    return float(out.stdout.decode().split()[-1])
+
+
+def _files(spool: str) -> list[str]:
+    return sorted(f for f in os.listdir(spool) if f != spool_mod.WATCHING and not f.endswith(".rejected"))
+
+
+def test_E1_a_task_runners_exit_leaves_its_spool_to_a_watching_reaper_and_drains_it_itself_without_one(
+    store: str, spool: str
+) -> None:
+    """While a reaper holds the directory's watch, a task runner's stop does not wait for
+    the store: with a store that never answers it returns at once (it waited CLOSE_S
+    before), its lines on disk in its spool, and the reap after its exit lands them: the
+    try finished, the epoch stopped cleanly (no exit fact). Without the watch the stop
+    drains the spool itself: every line is in the store when the process exits, and its
+    files are gone. Mutation caught: leaving without the watch (the second half finds
+    nothing in the store), or waiting with it (the first half's stop takes CLOSE_S)."""
+    t = TaskTry(dag_id="d", run_id="r", task_id="t")
+    open_ledger(store).close()
+    watch = spool_mod.watch(spool)
+    assert watch is not None and spool_mod.watched(spool)
+    try:
+        took = _runner(store, spool, stuck=True)
+        assert took < adapter.CLOSE_S / 4, took
+        assert [f for f in _files(spool) if f.endswith(".spool")], "its lines were not left in its spool"
+        with open_ledger(store) as led:
+            assert led.runs() == []  # nothing reached the store: the reap's to land
+            scheduler = led.boot(ledger_id(HOST, "scheduler", str(os.getpid())))
+            [dead] = adapter.reap(led, spool, host=HOST, epoch=scheduler.epoch)
+            assert dead.owner.stopped and dead.lines == 6  # boot, queued, started, finished, stopping, stopped
+            run = led.get_run(t.run)
+            assert str(run.status) == "finished"
+            epoch = led.epoch(run.epoch)
+            assert epoch.stopped_at is not None and epoch.exited_at is None
+        assert _files(spool) == []
+    finally:
+        os.close(watch)
+    assert not spool_mod.watched(spool)
+    store2 = store.replace("ledger.db", "ledger2.db")
+    open_ledger(store2).close()
+    _runner(store2, spool, stuck=False)
+    assert _files(spool) == []  # drained and closed before the exit: nothing left to reap
+    with open_ledger(store2) as led:
+        run = led.get_run(t.run)
+        assert str(run.status) == "finished" and led.epoch(run.epoch).stopped_at is not None
+
+
+def test_E1_a_watcher_sigkilled_lets_its_watch_go_and_task_runners_drain_their_own_spools(
+    store: str, spool: str
+) -> None:
+    """The scheduler's watcher holds the spool directory's watch from its first round;
+    SIGKILLed, the kernel drops it, and the next task runner's exit drains its own
+    spool into the store (nobody would reap it)."""
+    open_ledger(store).close()
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "epochledger.adapters.airflow",
+            "watch",
+            "--store",
+            store,
+            "--spool",
+            spool,
+            "--pid",
+            str(os.getpid()),
+            "--host",
+            HOST,
+            "--interval",
+            "0.2",
+        ]  # fmt: skip
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not spool_mod.watched(spool) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert spool_mod.watched(spool), "the watcher never took the watch"
+    finally:
+        watcher.kill()
+        watcher.wait()
+    assert not spool_mod.watched(spool)
+    _runner(store, spool, stuck=False)
+    assert [f for f in _files(spool) if f.startswith("airflow.")] == []
+    with open_ledger(store) as led:
+        run = led.get_run(TaskTry(dag_id="d", run_id="r", task_id="t").run)
+        assert str(run.status) == "finished"
+
+
+def test_E1_O7_the_watchers_probe_leaves_a_spooled_epoch_to_the_reap_so_a_left_stop_lands_before_any_exit(
+    store: str, spool: str
+) -> None:
+    """A task runner left its spool to the watcher (its boot had landed, its try and its
+    stop had not) and exited after the round's reap: the watcher's probe finds its pid
+    gone, but the epoch owns a spool in the directory, so the probe leaves it to the next
+    reap, which lands the try and the clean stop. Mutation caught: the plain
+    `Ledger.probe` (what the watcher ran before; seen with a real Airflow): the exit is
+    recorded first, and the try's start and its finish are fenced as a stale epoch's."""
+    t = TaskTry(dag_id="d", run_id="r", task_id="t")
+    open_ledger(store).close()
+    watch = spool_mod.watch(spool)
+    try:
+        _runner(store, spool, stuck=True)
+    finally:
+        assert watch is not None
+        os.close(watch)
+    [name] = [f[: -len(".spool")] for f in os.listdir(spool) if f.endswith(".spool")]
+    with open(os.path.join(spool, name + ".spool"), "rb") as f:
+        boot = f.readline()
+    with open_ledger(store) as led:
+        led.import_ndjson([boot])  # what the runner's writer landed before it exited
+        [(epoch, ended)] = led.liveness()
+        assert ended is None
+        scheduler = led.boot(ledger_id(HOST, "scheduler", str(os.getpid())))
+        adapter.probe(led, spool, epoch=scheduler.epoch)
+        assert led.epoch(epoch.epoch).exited_at is None  # the reap's to judge
+        adapter.reap(led, spool, host=HOST, epoch=scheduler.epoch)
+        run = led.get_run(t.run)
+        assert str(run.status) == "finished", _tags(store, t.run)
+        state = led.epoch(epoch.epoch)
+        assert state.stopped_at is not None and state.exited_at is None

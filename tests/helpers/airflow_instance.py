@@ -98,17 +98,31 @@ el_kill()
 """,
 }
 DAGS["el_lost"] = DAGS["el_kill"].replace("el_kill", "el_lost")
-# a sensor in reschedule mode: each poke that finds no file ends its task runner with the
+# one task each: the first runs while the scheduler's watcher watches the spool directory,
+# the second after the test SIGKILLed the watcher
+DAGS["el_left"] = DAGS["el_ok"].replace("el_ok", "el_left")
+DAGS["el_drained"] = DAGS["el_ok"].replace("el_ok", "el_drained")
+# A sensor in reschedule mode: each poke that finds no file ends its task runner with the
 # try up_for_reschedule, and Airflow runs the next poke in a new task runner; the test
-# makes the file once the ledger shows the try waiting
-DAGS["el_wait"] = """
+# makes the file once the ledger shows the try waiting.
+# Its poke interval must outlast the time Airflow takes to hear that a poke's task runner
+# ended: Airflow 3.3.2's scheduler fails a rescheduled try (no retry) when the executor's
+# success of one poke reaches it after the next poke is scheduled or queued (same try, same
+# executor key: "reported that the task instance ... finished with state success, but the
+# task instance's state attribute is queued": `process_executor_events` in Airflow's
+# airflow/jobs/scheduler_job_runner.py guards only a deferral's resume). That took
+# 0.5 to 6.0 s here at a load average of 9 to 13, which a 6 s interval did not always cover
+# (CI failed so); 2 s failed the first poke. 30 s covers the 25 s execution API stalls seen
+# under load, at the price of up to 30 s more for the test's last poke.
+POKE_INTERVAL_S = 30
+DAGS["el_wait"] = f"""
 import os
 from datetime import datetime
 from airflow.sdk import dag, task
 
 @dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
 def el_wait():
-    @task.sensor(poke_interval=6, timeout=600, mode="reschedule")
+    @task.sensor(poke_interval={POKE_INTERVAL_S}, timeout=600, mode="reschedule")
     def waits() -> bool:
         return os.path.exists(os.path.join(os.environ["EL_PIDS"], "el_wait.go"))
     waits()
@@ -288,6 +302,63 @@ class Airflow:
 
     def log_text(self, name: str) -> str:
         return (self.home / f"{name}.log").read_text(errors="replace")
+
+    def watcher_pid(self) -> int | None:
+        """The scheduler's watcher (`python -m epochledger.adapters.airflow watch`, a child
+        of the scheduler), found by its command line naming this instance's spool."""
+        spool = str(self.home / "epochledger-spool")
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"epochledger.adapters.airflow" in argv and b"watch" in argv and spool.encode() in argv:
+                return int(entry.name)
+        return None
+
+    def task_log(self, dag_id: str, task_id: str, try_number: int = 1) -> str:
+        """The try's Airflow task log (every task runner of the try writes to it), one line
+        an entry: time, level, event."""
+        path = (
+            self.home
+            / "logs"
+            / f"dag_id={dag_id}"
+            / f"run_id={self.runs[dag_id]}"
+            / f"task_id={task_id}"
+            / f"attempt={try_number}.log"
+        )
+        if not path.exists():
+            return f"(no task log at {path.relative_to(self.home)})"
+        lines = []
+        for raw in path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                lines.append(raw)
+                continue
+            lines.append(f"{entry.get('timestamp', '')} {entry.get('level', '')} {entry.get('event', '')}")
+        return "\n".join(lines)
+
+    def scheduler_said(self, dag_id: str) -> str:
+        """The scheduler's warnings and errors that name the DAG (where it fails a try that
+        its task log cannot show: a heartbeat timeout, a state its executor reported)."""
+        words = [
+            line
+            for line in self.log_text("scheduler").splitlines()
+            if dag_id in line and ("[warning" in line or "[error" in line)
+        ]
+        return "\n".join(words) or "(none)"
+
+    def why(self, dag_id: str, task_id: str, try_number: int = 1) -> str:
+        """What to print when a try did not end as a test expected: its row, its task log and
+        the scheduler's words about its DAG."""
+        return (
+            f"{dag_id}.{task_id} try {try_number}: {self.ti(dag_id, task_id)}\n"
+            f"--- its task log ---\n{self.task_log(dag_id, task_id, try_number)}\n"
+            f"--- the scheduler's warnings and errors about {dag_id} ---\n{self.scheduler_said(dag_id)}"
+        )
 
 
 def airflow_time(value: str | None) -> datetime | None:
