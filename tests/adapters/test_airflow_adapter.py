@@ -168,7 +168,7 @@ def test_E1_I2_a_failed_try_is_failed_resumable_and_its_retry_a_new_run_linked_t
 def _kill_when_running(af: Airflow, dag: str, *, supervisor: bool) -> tuple[int, int, datetime]:
     t = _try(af, dag, "sleeper")
     task_pid, supervisor_pid = wait_for(f"{dag}'s task to start", lambda: af.pids(dag), 90, every=0.1)
-    wait_for(f"{dag}'s start in the ledger", lambda: _status(af, t.run) == "running" or None, 30)
+    wait_for(f"{dag}'s start in the ledger", lambda: _status(af, t.run) == "running" or None, 90)
     killed = datetime.now(UTC)
     if supervisor:
         os.kill(supervisor_pid, signal.SIGKILL)  # the supervisor first: nobody is left to see the task die

@@ -358,9 +358,14 @@ def test_E1_L2_a_users_mark_by_hand_is_recorded_as_the_operators_and_a_second_wo
     rec.component_started("task-runner")
     for task in ("a", "b"):
         rec.task_running(_t(task))
+    # The tries are in the ledger before a user can mark them (each spool has its own
+    # writer: under load the runner's first open of the store outlasted the short hold,
+    # and the marks were refused as marks of runs never seen).
+    assert rec.flush(30), rec.spool.last_error if rec.spool else None
     api = _rec(store, spool, host="h")  # the API server's process: no epoch of its own
     api.task_marked(_t("a"), "failed", note="TaskInstance's state was manually set to `failed`.")
     api.task_marked(_t("b"), "success")
+    assert api.flush(30), api.spool.last_error if api.spool else None
     rec.task_failed(_t("a"), retry=False, error=AirflowTaskTerminatedLike("killed"))  # the task runner, after
     api.task_marked(_t("never"), "success")  # a try the ledger never saw: nothing to move
     with _read(store) as led:
