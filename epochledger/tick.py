@@ -460,7 +460,10 @@ def _positive(value: timedelta | float | None, what: str) -> timedelta | None:
         return None
     if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
         raise InvalidInput(f"must be seconds or a timedelta, got {value!r}", where=what)
-    duration = value if isinstance(value, timedelta) else timedelta(seconds=value) if math.isfinite(value) else None
+    try:  # a huge number of seconds overflows timedelta: refused like any other bad duration
+        duration = value if isinstance(value, timedelta) else timedelta(seconds=value) if math.isfinite(value) else None
+    except OverflowError:
+        duration = None
     if duration is None or duration <= timedelta(0):
         raise InvalidInput(f"must be a positive, finite duration, got {value!r}", where=what)
     return duration
