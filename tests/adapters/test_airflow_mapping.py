@@ -68,6 +68,13 @@ def _rec(store: str, spool: str, **kw: Any) -> Recorder:
     return rec
 
 
+def _watcher(store: str, spool: str) -> subprocess.Popen[bytes]:
+    """The scheduler's watcher, a real process watching for this test's process (the
+    scheduler), probing every 0.2 s."""
+    argv = ["watch", "--store", store, "--spool", spool, "--pid", str(os.getpid()), "--host", HOST, "--interval", "0.2"]
+    return subprocess.Popen([sys.executable, "-m", "epochledger.adapters.airflow", *argv])
+
+
 def _read(store: str) -> Ledger:
     """The ledger, once every Recorder's spool is in it."""
     for rec in _RECS:
@@ -311,24 +318,7 @@ def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_record
         rec.epoch, rec.process = epoch.epoch, epoch.process
         rec.task_running(_t())
         assert rec.flush(30)
-        watcher = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "epochledger.adapters.airflow",
-                "watch",
-                "--store",
-                store,
-                "--spool",
-                spool,
-                "--pid",
-                str(os.getpid()),
-                "--host",
-                HOST,
-                "--interval",
-                "0.2",
-            ]  # fmt: skip
-        )
+        watcher = _watcher(store, spool)
         slot = ledger_id(HOST, "scheduler", str(os.getpid()))
         with _read(store) as led:
             deadline = time.monotonic() + 30
@@ -548,24 +538,7 @@ def test_E1_a_watcher_sigkilled_lets_its_watch_go_and_task_runners_drain_their_o
     SIGKILLed, the kernel drops it, and the next task runner's exit drains its own
     spool into the store (nobody would reap it)."""
     open_ledger(store).close()
-    watcher = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "epochledger.adapters.airflow",
-            "watch",
-            "--store",
-            store,
-            "--spool",
-            spool,
-            "--pid",
-            str(os.getpid()),
-            "--host",
-            HOST,
-            "--interval",
-            "0.2",
-        ]  # fmt: skip
-    )
+    watcher = _watcher(store, spool)
     try:
         deadline = time.monotonic() + 60
         while not spool_mod.watched(spool) and time.monotonic() < deadline:
