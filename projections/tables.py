@@ -53,9 +53,10 @@ class ViewTables(Protocol):
         """A view column's SQL type by its kind ("text", "int")."""
         ...
 
-    def transaction(self, commit: bool = True) -> AbstractContextManager[Any]:
+    def transaction(self, commit: bool = True, *, durable: bool = True) -> AbstractContextManager[Any]:
         """A transaction on this thread's connection, yielding a cursor that takes qmark
-        (`?`) placeholders; commit=False: a read-only transaction on one snapshot."""
+        (`?`) placeholders; commit=False: a read-only transaction on one snapshot;
+        durable=False: a write whose COMMIT does not wait for the disk (commit_view)."""
         ...
 
     def quote(self, table: str) -> str:
@@ -177,13 +178,19 @@ def commit_view(
     written, so no event is ever applied twice (rule R3). `counts` (a live view's
     COUNTS): its counts table moves by the groups of the rows written less those of the
     rows they replace, read from the table in this transaction, so the counts are
-    always the table's (keep_counts)."""
+    always the table's (keep_counts).
+
+    Not waited onto the disk (`durable=False`): a view is the log's fold, and its rows
+    move only with its tracking position, so a crash that loses this commit leaves the
+    view at the position before it, from which the next catch-up applies the same
+    events again, once (rule R3). The fsync it skipped was paid under the writers' lock,
+    which the next append waits for (docs/benchmarks.md, "The service over HTTP")."""
     names = ("k", *columns, "state")
     upsert = (
         f"INSERT INTO {store.quote(table)} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
         f"ON CONFLICT (k) DO UPDATE SET " + ", ".join(f"{c}=excluded.{c}" for c in names[1:])
     )
-    with translated(f"write view {view}", store), store.transaction() as cur:
+    with translated(f"write view {view}", store), store.transaction(durable=False) as cur:
         cur.execute(
             f"UPDATE {store.quote(TRACKING_TABLE)} SET position=? WHERE view=? AND position=?",
             (position, view, expected),

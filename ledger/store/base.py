@@ -648,9 +648,12 @@ class Store(EventLog, HashChain, ABC):
 
     @contextmanager
     @abstractmethod
-    def transaction(self, commit: bool = True) -> Iterator[Any]:
+    def transaction(self, commit: bool = True, *, durable: bool = True) -> Iterator[Any]:
         """A transaction on this thread's connection, yielding a cursor that takes qmark
-        (`?`) placeholders. commit=False: a read-only transaction on one snapshot."""
+        (`?`) placeholders. commit=False: a read-only transaction on one snapshot.
+        durable=False: a write whose COMMIT need not wait for the disk (a view's commit,
+        rule R3: a crash can only take it back to an earlier position, caught up again);
+        it stays atomic, and the next durable commit puts it on disk too."""
         yield
 
     def quote(self, table: str) -> str:

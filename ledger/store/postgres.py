@@ -608,14 +608,22 @@ class PostgresStore(Store):
         cur.execute(f'ALTER INDEX IF EXISTS "{self.schema}"."{old}_pkey" RENAME TO "{new}_pkey"')
 
     @contextmanager
-    def transaction(self, commit: bool = True) -> Iterator[Any]:
+    def transaction(self, commit: bool = True, *, durable: bool = True) -> Iterator[Any]:
         """A transaction on this thread's connection. Read-only ones are repeatable
-        read: every statement in them sees one snapshot (view_rows relies on it)."""
+        read: every statement in them sees one snapshot (view_rows relies on it).
+        durable=False (a view's commit, rule R3): its COMMIT does not wait for the WAL
+        flush (synchronous_commit off for this transaction alone, sent with its BEGIN);
+        the next commit that waits for its own flush covers it."""
         from psycopg.rows import tuple_row
 
         conn = self._conn()
         try:
-            conn.execute("BEGIN" if commit else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            if not commit:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            elif durable:
+                conn.execute("BEGIN")
+            else:
+                conn.execute("BEGIN; SET LOCAL synchronous_commit TO OFF")
             yield _QmarkCursor(conn.cursor(row_factory=tuple_row))
             conn.execute("COMMIT" if commit else "ROLLBACK")
         except BaseException:

@@ -146,7 +146,7 @@ class SQLiteStore(Store):
         return [self.path, *(self.path + suffix for suffix in ("-wal", "-shm", "-journal"))]
 
     @contextmanager
-    def transaction(self, commit: bool = True) -> Iterator[Any]:
+    def transaction(self, commit: bool = True, *, durable: bool = True) -> Iterator[Any]:
         # BEGIN IMMEDIATE for writes: a deferred transaction that reads first cannot
         # upgrade to a write once another writer has committed (SQLITE_BUSY at once,
         # no busy wait), e.g. the swap racing a group commit.
@@ -156,24 +156,36 @@ class SQLiteStore(Store):
         # slept in steps (1, 2, 5, 10, 15, 20, 25 ms...) past the lock's release: the
         # service's tail (docs/benchmarks.md, "The service over HTTP"). Other processes'
         # writers still meet in SQLite's lock. A read takes no lock.
+        # durable=False (a view's commit, rule R3): synchronous=NORMAL for this one
+        # transaction, so its COMMIT returns without an fsync while it holds the writers'
+        # lock; WAL keeps it atomic, and the next commit that syncs the WAL (any append,
+        # synchronous=FULL) or a checkpoint puts it on disk. The connection is FULL
+        # again after it, whatever happened, so an append on this thread syncs as ever.
         if commit and self.read_only:
             raise ReadOnlyStore(self.url, "write")
         with self._write_lock if commit else nullcontext():
-            conn = self._reader()
-            cur = conn.cursor()
-            cur.execute("BEGIN IMMEDIATE" if commit else "BEGIN")
+            lazy = commit and not durable
+            conn = self._writer() if lazy else self._reader()  # NORMAL is atomic in WAL mode: made sure of first
+            if lazy:
+                conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield cur
-            except BaseException:
-                conn.rollback()
-                raise
-            else:
-                if commit:
-                    conn.commit()
-                else:
+                cur = conn.cursor()
+                cur.execute("BEGIN IMMEDIATE" if commit else "BEGIN")
+                try:
+                    yield cur
+                except BaseException:
                     conn.rollback()
+                    raise
+                else:
+                    if commit:
+                        conn.commit()
+                    else:
+                        conn.rollback()
+                finally:
+                    cur.close()
             finally:
-                cur.close()
+                if lazy:
+                    conn.execute("PRAGMA synchronous=FULL")
 
     # ------------------------------------------------------------- append
     def _insert(self, rows: list[_Row]) -> list[int]:

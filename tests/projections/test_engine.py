@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
+from contextlib import contextmanager
 
 import msgspec
 import pytest
@@ -267,6 +268,58 @@ def test_R3_follow_keeps_views_caught_up_live(ledger) -> None:
         follower_store.close()
     assert not thread.is_alive() and not errors
     assert verify_mod.verify_view(ledger._store, runs).difference is None
+
+
+def test_R3_a_views_commit_does_not_wait_for_the_disk_and_an_append_still_does(ledger, monkeypatch) -> None:
+    """A view's commit (commit_view) is the one write not waited onto the disk: it moves
+    only with its tracking position, so losing it in a crash leaves the view where the
+    next catch-up applies the same events again, once (R3). Every other write keeps its
+    wait: a rebuild's reset and swap, and every append on the same thread after a view's
+    commit, even one that failed (a lost compare-and-set). Seen on the connection itself:
+    SQLite's `PRAGMA synchronous` (1 NORMAL, 2 FULL), PostgreSQL's synchronous_commit."""
+    store = ledger._store
+    asked: list[tuple[bool, bool]] = []  # (commit, durable) of each write transaction, in turn
+    seen: list[str] = []  # the connection's setting inside each of them
+    real = store.transaction
+
+    def setting(cur) -> str:
+        if store.kind == "sqlite":
+            cur.execute("PRAGMA synchronous")
+        else:
+            cur.execute("SHOW synchronous_commit")
+        return str(cur.fetchone()[0])
+
+    @contextmanager
+    def spy(commit: bool = True, *, durable: bool = True):
+        with real(commit, durable=durable) as cur:
+            if commit:
+                asked.append((commit, durable))
+                seen.append(setting(cur))
+            yield cur
+
+    engine.catch_up_all(store)  # builds the views (a rebuild of each)
+    bulk_history(ledger, 5)
+    monkeypatch.setattr(store, "transaction", spy)
+    engine.catch_up_all(store)  # the views exist: a commit_view of each, nothing else
+    lazy, full = ("1", "2") if store.kind == "sqlite" else ("off", "on")
+    assert asked and all(not durable for _, durable in asked), asked
+    assert set(seen) == {lazy}, seen
+
+    asked.clear()
+    seen.clear()
+    engine.rebuild(store, runs)  # a reset and a swap: durable, around the shadow's commit_views
+    assert asked[0][1] and asked[-1][1] and not all(d for _, d in asked), asked
+    assert seen[0] == seen[-1] == full
+
+    with pytest.raises(ConflictError):  # a view's commit that fails: the setting is back after it
+        tables.commit_view(store, "runs", -1, 0, engine.table_of("runs"), ["status"], [], [])
+    monkeypatch.undo()
+    with store.transaction() as cur:
+        assert setting(cur) == full
+    if store.kind == "sqlite":  # the append's own connection on this thread: FULL, as before
+        ledger.queue("after-the-views")
+        assert store._writer().execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert verify_mod.verify_view(store, runs).difference is None
 
 
 # ------------------------------------------------------- views stored whole
