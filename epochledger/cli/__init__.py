@@ -16,6 +16,9 @@ bug and shows its traceback.
 
 from __future__ import annotations
 
+from epochledger.cli import msgspec_first  # noqa: F401 - first: msgspec without typing_extensions (its docstring)
+
+# isort: split
 import argparse
 import os
 import sys

@@ -10,10 +10,12 @@ import importlib
 import json
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typing_extensions
 
 import epochledger
 from epochledger.cli import COMMANDS, UsageError, build_parser, command_of, main, parse_line, plainly_named
@@ -155,6 +157,7 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         "secrets",
         "random",
         "base64",
+        "typing_extensions",  # msgspec's, which the command line imports without it (cli/msgspec_first.py)
         "shutil",  # argparse's terminal width, read by the CLI's formatter instead (cli.columns)
         "bz2",
         "lzma",
@@ -171,6 +174,38 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         check=True,
     )
     assert done.stdout.strip().splitlines()[-2] == "false"  # the catalogue's decoder was never built
+
+
+class _Shape(typing.TypedDict):
+    a: typing.Annotated[int, "x"]
+    b: typing.NotRequired[list[_Shape]]
+
+
+class _Extended(typing_extensions.TypedDict):
+    a: typing.Annotated[int, "x"]
+    b: typing_extensions.NotRequired[str | None]
+    c: typing.Required[int]
+
+
+def test_W2_the_command_lines_msgspec_is_msgspec_with_typing_extensions() -> None:
+    """The command line imports msgspec without typing_extensions (cli/msgspec_first.py):
+    msgspec then takes get_type_hints, Required and NotRequired from typing, which on
+    Python 3.11 and later is what typing_extensions hands it (checked here, where the
+    tests import typing_extensions as usual); typing_extensions stays importable after.
+    Mutations caught: msgspec_first.py imported after msgspec, or leaving
+    typing_extensions unimportable."""
+    assert (typing_extensions.Required, typing_extensions.NotRequired) == (typing.Required, typing.NotRequired)
+    for tp in (_Shape, _Extended):
+        ours = typing_extensions.get_type_hints(tp, include_extras=True)
+        assert ours == typing.get_type_hints(tp, include_extras=True), tp
+    code = (
+        "import json, sys, typing; from epochledger.cli import main; import msgspec._utils as u; "
+        "seen = 'typing_extensions' in sys.modules; import typing_extensions; "
+        "print(json.dumps([seen, u._get_type_hints is typing.get_type_hints, u.Required is typing.Required, "
+        "u.NotRequired is typing.NotRequired]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(done.stdout) == [False, True, True, True]
 
 
 def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does(
