@@ -157,6 +157,8 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         "secrets",
         "random",
         "base64",
+        "inspect",  # typing_extensions' and dataclasses' (the views' specs are Structs, the orphans view a class)
+        "dataclasses",
         "hashlib",  # the chain's links and a state's hash, made where used: a read links nothing
         "typing_extensions",  # msgspec's, which the command line imports without it (cli/msgspec_first.py)
         "shutil",  # argparse's terminal width, read by the CLI's formatter instead (cli.columns)
