@@ -56,11 +56,11 @@ from epochledger.projections import orphans as orphans_mod
 from epochledger.projections.orphans import MARGIN
 from epochledger.reports import Reports
 from epochledger.writes import (
-    _ABSENT,
     _RUN_TYPES,
     Batch,
     Commands,
     EpochArg,
+    Savepoint,
     _at_version,
     _epoch_id,
     _fold_stream,
@@ -96,8 +96,8 @@ __all__ = [  # the facade's own names, then what it re-exports from its pieces
     "Batch",
     "Commands",
     "EpochArg",
+    "Savepoint",
     "stream_of",
-    "_ABSENT",
     "_RUN_TYPES",
     "_at_version",
     "_epoch_id",

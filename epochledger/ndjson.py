@@ -774,7 +774,7 @@ class _Import:
             raise _Refused(str(e), evidence) from None
         except InvalidInput as e:
             raise _Refused(str(e)) from None
-        appended = self.batch.appended_since(point[0])
+        appended = self.batch.appended_since(point.pending)
         if not appended:
             self.result.held += 1
             return
@@ -872,7 +872,7 @@ class _Import:
             except LedgerError:  # evidence that cannot be kept: the line is still in the rejects
                 self.batch.rollback(point)
             else:
-                appended = self.batch.appended_since(point[0])
+                appended = self.batch.appended_since(point.pending)
                 known = self.known[stream]
                 for a in appended:
                     known.claimed.add(len(known.events))  # this line's own evidence

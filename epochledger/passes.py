@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from epochledger.ledger import passes
 from epochledger.ledger.codec import check_value
@@ -66,6 +66,30 @@ class ItemFailure:
     retired: bool
     recorded: bool
     exception: BaseException = field(repr=False, compare=False)
+
+    def to_builtins(self) -> ItemFailureDoc:
+        """JSON-ready: every field but the exception (TickReport.to_builtins)."""
+        return {
+            "name": self.name,
+            "item": self.item,
+            "error_class": self.error_class,
+            "error": self.error,
+            "deliveries": self.deliveries,
+            "retired": self.retired,
+            "recorded": self.recorded,
+        }
+
+
+class ItemFailureDoc(TypedDict):
+    """An ItemFailure as JSON: its fields, in order, but the exception."""
+
+    name: str
+    item: str
+    error_class: str
+    error: str
+    deliveries: int
+    retired: bool
+    recorded: bool
 
 
 def list_items(spec: CrossRunPass, name: str) -> list[tuple[str, Any]]:

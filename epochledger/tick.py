@@ -56,7 +56,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -88,7 +88,7 @@ from epochledger.ledger.events import (
 from epochledger.ledger.process import EpochRef, EpochState
 from epochledger.ledger.role import RoleState
 from epochledger.ledger.run import RunState, TickStreak
-from epochledger.passes import CrossRunPass, ItemFailure
+from epochledger.passes import CrossRunPass, ItemFailure, ItemFailureDoc
 from epochledger.projections import tick_health as tick_health_view
 
 DEFAULT_TICK_FAILURE_DEADLINE = timedelta(minutes=5)
@@ -283,6 +283,19 @@ class RunFailure:
     recorded: bool  # its event is in the ledger
     exception: BaseException = field(repr=False, compare=False)
 
+    def to_builtins(self) -> RunFailureDoc:
+        """JSON-ready: every field but the exception, the instant as msgspec writes it."""
+        return {
+            "run": self.run,
+            "step": self.step,
+            "error_class": self.error_class,
+            "error": self.error,
+            "failing_since": _instant(self.failing_since),
+            "failures": self.failures,
+            "dead_lettered": self.dead_lettered,
+            "recorded": self.recorded,
+        }
+
 
 @dataclass(frozen=True)
 class DeadLetter:
@@ -300,6 +313,21 @@ class DeadLetter:
     cleanup_error: str | None
     recorded: bool
 
+    def to_builtins(self) -> DeadLetterDoc:
+        """JSON-ready: the deadline in seconds, the instant as msgspec writes it."""
+        return {
+            "run": self.run,
+            "step": self.step,
+            "error_class": self.error_class,
+            "error": self.error,
+            "failing_since": _instant(self.failing_since),
+            "failures": self.failures,
+            "deadline": self.deadline.total_seconds(),
+            "reason": self.reason,
+            "cleanup_error": self.cleanup_error,
+            "recorded": self.recorded,
+        }
+
 
 @dataclass(frozen=True)
 class Unrecorded:
@@ -309,6 +337,10 @@ class Unrecorded:
     run: str
     event: str
     error: LedgerError
+
+    def to_builtins(self) -> UnrecordedDoc:
+        """JSON-ready: the error shown by its class and message."""
+        return {"run": self.run, "event": self.event, "error": f"{type(self.error).__name__}: {self.error}"}
 
 
 @dataclass(frozen=True)
@@ -323,11 +355,88 @@ class TickFatal:
     exclusive role failed (`role`, rule T7: no step ran; a grant asked for before the
     failure may have landed, and is this epoch's)."""
 
-    stage: Literal["list", "record", "stale_epoch", "abandoned_steps", "role"]
+    stage: FatalStage
     # "list" also covers a cross-run pass whose listing raised (rule T6): nothing ran.
     error_class: str
     error: str
     exception: BaseException = field(repr=False, compare=False)
+
+    def to_builtins(self) -> TickFatalDoc:
+        """JSON-ready: every field but the exception."""
+        return {"stage": self.stage, "error_class": self.error_class, "error": self.error}
+
+
+FatalStage = Literal["list", "record", "stale_epoch", "abandoned_steps", "role"]
+
+
+def _instant(at: datetime) -> str:
+    """An instant as msgspec writes it (RFC 3339; `Z` for UTC), as the JSON of a report
+    always showed it."""
+    text: str = msgspec.to_builtins(at)
+    return text
+
+
+# The report as JSON (TickReport.to_builtins): each part's fields, in their order, but
+# the exceptions (tests/app/test_typed_results.py checks each against its dataclass).
+class RunFailureDoc(TypedDict):
+    run: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: str
+    failures: int
+    dead_lettered: bool
+    recorded: bool
+
+
+class DeadLetterDoc(TypedDict):
+    run: str
+    step: str
+    error_class: str
+    error: str
+    failing_since: str
+    failures: int
+    deadline: float  # seconds
+    reason: str
+    cleanup_error: str | None
+    recorded: bool
+
+
+class UnrecordedDoc(TypedDict):
+    run: str
+    event: str
+    error: str  # "ErrorClass: message"
+
+
+class TickFatalDoc(TypedDict):
+    stage: FatalStage
+    error_class: str
+    error: str
+
+
+class TickReportDoc(TypedDict):
+    """A TickReport as JSON: its fields in their order, the five lists of failures and
+    the fatal error last, then `ok` (its tuples of run ids kept as tuples, as
+    msgspec.to_builtins keeps them: JSON arrays once encoded)."""
+
+    tick: str
+    started_at: str
+    active: int
+    advanced: tuple[str, ...]
+    recovered: tuple[str, ...]
+    skipped: tuple[str, ...]
+    appended: int
+    fenced: int
+    roles_held: dict[str, int]
+    roles_not_held: dict[str, str]
+    steps_skipped: tuple[str, ...]
+    items_recovered: tuple[str, ...]
+    item_failures: list[ItemFailureDoc]
+    failures: list[RunFailureDoc]
+    dead_letters: list[DeadLetterDoc]
+    unrecorded: list[UnrecordedDoc]
+    fatal: TickFatalDoc | None
+    ok: bool
 
 
 @dataclass(frozen=True)
@@ -363,33 +472,28 @@ class TickReport:
     def ok(self) -> bool:
         return self.fatal is None and not self.failures and not self.unrecorded and not self.item_failures
 
-    def to_builtins(self) -> dict[str, Any]:
+    def to_builtins(self) -> TickReportDoc:
         """JSON-ready (exceptions shown by class and message)."""
-
-        def plain(x: Any) -> Any:
-            d = {k: v for k, v in x.__dict__.items() if k != "exception"}
-            if isinstance(x, Unrecorded):
-                d["error"] = f"{type(x.error).__name__}: {x.error}"
-            if isinstance(x, DeadLetter):
-                d["deadline"] = x.deadline.total_seconds()
-            return d
-
-        built: dict[str, Any] = msgspec.to_builtins(
-            {
-                **{
-                    k: v
-                    for k, v in self.__dict__.items()
-                    if k not in ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")
-                },
-                "item_failures": [plain(f) for f in self.item_failures],
-                "failures": [plain(f) for f in self.failures],
-                "dead_letters": [plain(d) for d in self.dead_letters],
-                "unrecorded": [plain(u) for u in self.unrecorded],
-                "fatal": plain(self.fatal) if self.fatal else None,
-                "ok": self.ok,
-            }
-        )
-        return built
+        return {
+            "tick": self.tick,
+            "started_at": _instant(self.started_at),
+            "active": self.active,
+            "advanced": self.advanced,
+            "recovered": self.recovered,
+            "skipped": self.skipped,
+            "appended": self.appended,
+            "fenced": self.fenced,
+            "roles_held": dict(self.roles_held),
+            "roles_not_held": dict(self.roles_not_held),
+            "steps_skipped": self.steps_skipped,
+            "items_recovered": self.items_recovered,
+            "item_failures": [f.to_builtins() for f in self.item_failures],
+            "failures": [f.to_builtins() for f in self.failures],
+            "dead_letters": [d.to_builtins() for d in self.dead_letters],
+            "unrecorded": [u.to_builtins() for u in self.unrecorded],
+            "fatal": self.fatal.to_builtins() if self.fatal else None,
+            "ok": self.ok,
+        }
 
 
 # ------------------------------------------------------------- pure parts

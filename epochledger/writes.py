@@ -157,7 +157,16 @@ def _labels(labels: Any) -> Any:
     return dict(labels) if isinstance(labels, dict) else labels
 
 
-_ABSENT = object()  # Batch.savepoint: the stream was not held yet
+class Savepoint(msgspec.Struct, frozen=True, kw_only=True):
+    """What `Batch.rollback` needs to forget the submits since `Batch.savepoint` to one
+    stream: how many events were pending, the stream, whether the batch held its state
+    then (`held`) and that state, and how many epochs it had learned."""
+
+    pending: int
+    stream: str
+    held: bool
+    state: StreamState | None
+    epochs: int
 
 
 def _at_version(state: StreamState, version: int) -> StreamState:
@@ -549,21 +558,26 @@ class Batch(Commands, EpochLookup):
             if stream not in self._state:
                 self._state[stream] = _fold_stream(stream, history)
 
-    def savepoint(self, stream: str) -> tuple[int, str, Any, int]:
+    def savepoint(self, stream: str) -> Savepoint:
         """What `rollback` needs to forget the next submit to `stream`, and only it."""
-        return len(self._pending), stream, self._state.get(stream, _ABSENT), len(self._epochs)
+        return Savepoint(
+            pending=len(self._pending),
+            stream=stream,
+            held=stream in self._state,
+            state=self._state.get(stream),
+            epochs=len(self._epochs),
+        )
 
-    def rollback(self, point: tuple[int, str, Any, int]) -> None:
+    def rollback(self, point: Savepoint) -> None:
         """Forget every submit since `savepoint` (one stream's): the tolerant import
         refuses a line whose recorded event would differ from what it states, after
         deciding it (epochledger/ndjson.py)."""
-        pending, stream, state, epochs = point
-        del self._pending[pending:]
-        if state is _ABSENT:
-            self._state.pop(stream, None)
+        del self._pending[point.pending :]
+        if point.held:
+            self._state[point.stream] = point.state
         else:
-            self._state[stream] = state
-        for epoch in list(self._epochs)[epochs:]:  # learned since (a boot): forget them
+            self._state.pop(point.stream, None)
+        for epoch in list(self._epochs)[point.epochs :]:  # learned since (a boot): forget them
             del self._epochs[epoch]
 
     def mark(self) -> tuple[int, dict[str, StreamState | None], dict[str, str], dict[str, HostState | None]]:
@@ -587,10 +601,10 @@ class Batch(Commands, EpochLookup):
         nothing: the import judges a line at its place in the file (rule I1)."""
         point = self.savepoint(stream_of(command))
         hosts = dict(self._hosts)
-        self._state[point[1]] = state
+        self._state[point.stream] = state
         try:
             self._submit(command)
-            return [a.event for a in self.appended_since(point[0])]
+            return [a.event for a in self.appended_since(point.pending)]
         finally:
             self.rollback(point)
             self._hosts = hosts

@@ -585,9 +585,20 @@ def catch_up_all(
 ) -> list[Stats]:
     """catch_up for several views, in one pass over the log for those to rebuild and
     one for the catch-up of all (run_together). `batch`: events per batch of both
-    (default: REBUILD_BATCH for the rebuild, READ_BATCH for the catch-up)."""
-    views = [spec(v) for v in views]
-    stale = [v for v in views if not is_current(store, v)]
+    (default: REBUILD_BATCH for the rebuild, READ_BATCH for the catch-up).
+
+    Views whose tracking positions are all at the log's head (read after them) have
+    nothing to apply: the pass would read no event, so no runner is made (its decoder,
+    a whole view's row decoded) and the log is not read (a `show` of a caught-up
+    ledger, rule W2). Their Stats are the pass's: no events, at their positions."""
+    specs = [spec(v) for v in views]
+    tracked = [status(store, v) for v in specs]
+    if upto is None and all(t is not None and t[0] == v.VERSION for v, t in zip(specs, tracked, strict=True)):
+        head = store.max_position()
+        positions = [t[1] for t in tracked if t is not None]
+        if all(p >= head for p in positions):
+            return [Stats(view=v.NAME, position=p) for v, p in zip(specs, positions, strict=True)]
+    stale = [v for v, t in zip(specs, tracked, strict=True) if t is None or t[0] != v.VERSION]
     rebuilt = (
         {
             st.view: st
@@ -598,7 +609,7 @@ def catch_up_all(
         if stale
         else {}
     )
-    runners = [Runner(store, v, cache_limit=cache_limit) for v in views]
+    runners = [Runner(store, v, cache_limit=cache_limit) for v in specs]
     more, gone = run_together(
         runners, upto=upto, progress=progress, head=store.max_position(), batch=batch or READ_BATCH
     )

@@ -33,7 +33,6 @@ such as a flat 30-minute threshold, over the same view.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import msgspec
@@ -63,17 +62,20 @@ FALLBACK = "O3-fallback"
 UNJUDGED = "O9-no-slot"  # a running run no slot can judge (rule O9)
 
 
-@dataclass
-class View:
-    """Every process slot's epochs, every host's boots and every run's state, as of
-    `position`."""
+_INDEX = "_by_id"  # View.find_epoch's index, by epoch id
 
-    processes: dict[str, ProcessState] = field(default_factory=dict)
-    runs: dict[str, RunState] = field(default_factory=dict)
+
+class View(msgspec.Struct, dict=True):
+    """Every process slot's epochs, every host's boots and every run's state, as of
+    `position`. A msgspec Struct, not a dataclass, whose module imports `inspect` into
+    every start (rule W2); its epoch index (`find_epoch`) is a cache kept in the
+    instance's `__dict__`, outside its fields: never compared, shown or encoded."""
+
+    processes: dict[str, ProcessState] = msgspec.field(default_factory=dict)
+    runs: dict[str, RunState] = msgspec.field(default_factory=dict)
     position: int = 0
-    hosts: dict[str, HostState] = field(default_factory=dict)  # by machine id (rule O10)
+    hosts: dict[str, HostState] = msgspec.field(default_factory=dict)  # by machine id (rule O10)
     settings: Settings | None = None  # the ledger's own stream (ledger/settings.py)
-    _by_id: dict[str, list[EpochState]] | None = field(default=None, repr=False, compare=False)
 
     def epoch(self, process: str, epoch: str) -> EpochState | None:
         p = self.processes.get(process)
@@ -82,13 +84,14 @@ class View:
     def find_epoch(self, epoch: str) -> EpochState | None:
         """The epoch with this id, in whatever slot booted it; None if no slot did, or
         if two slots booted the same id (the view refuses to guess)."""
-        if self._by_id is None:
-            index: dict[str, list[EpochState]] = {}
+        index: dict[str, list[EpochState]] | None = self.__dict__.get(_INDEX)
+        if index is None:
+            index = {}
             for p in self.processes.values():
                 for e in p.epochs:
                     index.setdefault(e.epoch, []).append(e)
-            self._by_id = index
-        found = self._by_id.get(epoch, [])
+            self.__dict__[_INDEX] = index
+        found = index.get(epoch, [])
         return found[0] if len(found) == 1 else None
 
     def current(self, process: str) -> EpochState | None:
@@ -122,7 +125,7 @@ def evolve(view: View, rec: Recorded) -> View:
         view.settings = settings_mod.evolve(view.settings, e)
     elif isinstance(e, ProcessEventBase):  # a role's grant (rule T7) is no fact of the orphan rule
         view.processes[e.process] = process_mod.evolve(view.processes.get(e.process), e)
-        view._by_id = None
+        view.__dict__.pop(_INDEX, None)
         if (
             type(e) is ProcessBooted
             and e.machine is not None

@@ -34,7 +34,9 @@ so the engine reads attributes, never probes a module:
   (tests/projections/test_engine.py pins each view's set against its evolve). None: every event.
 
 The fields keep the names the view modules have always used (upper case for the
-constants, lower case for the functions), so a spec reads like its module.
+constants, lower case for the functions), so a spec reads like its module. A spec is a
+frozen msgspec Struct compared by identity, never encoded: not a dataclass, whose module
+imports `inspect` into every start (rule W2).
 
 A view whose state is not a dict is stored whole, as one row (docs/projections.md).
 """
@@ -42,8 +44,9 @@ A view whose state is not a dict is stored whole, as one row (docs/projections.m
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
 
 from epochledger.ledger.events import Recorded
 from epochledger.projections import fold_records
@@ -51,8 +54,7 @@ from epochledger.projections import fold_records
 S = TypeVar("S")
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Counts:
+class Counts(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     """Counts a view keeps of its rows: `key(*values)` of a row's columns `reads` is
     the row's group (None: not counted), a tuple of values of `COLUMNS` ((name, "text" |
     "int") pairs, the counts table's key); the one definition of what is counted, read
@@ -63,8 +65,7 @@ class Counts:
     key: Callable[..., tuple[Any, ...] | None]
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class ViewSpec(Generic[S]):
+class ViewSpec(msgspec.Struct, Generic[S], frozen=True, kw_only=True, eq=False):
     """A read model: its identity, its fold, and how the engine stores it. Compared by
     identity (eq=False): one spec per view, registered once."""
 
@@ -77,7 +78,7 @@ class ViewSpec(Generic[S]):
     columns: Callable[[str, Any], tuple[object, ...]] | None = None
     keys: Callable[[Recorded], tuple[str, ...]] | None = None
     KEY: str | None = None
-    INDEXES: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    INDEXES: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     COUNTS: Counts | None = None
     TYPES: frozenset[type] | None = None
 

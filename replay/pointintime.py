@@ -22,7 +22,6 @@ bytes.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any, Literal
 
@@ -53,6 +52,8 @@ def canonical_bytes(state: FleetState) -> bytes:
 
 
 def state_hash(state: FleetState) -> str:
+    import hashlib  # on first use: a start that hashes no state does not load OpenSSL (rule W2)
+
     return hashlib.sha256(canonical_bytes(state)).hexdigest()
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,8 +79,7 @@ class Beat(msgspec.Struct, frozen=True, kw_only=True):
     ref: str
 
 
-@dataclass
-class Sweep:
+class Sweep(msgspec.Struct):
     """One decision point: the sweep of `epoch`, as the record holds it.
 
     - `view`: the orphans view the sweep judged (the alternative's world: see the module doc);
@@ -97,7 +95,7 @@ class Sweep:
     position: int
     margin: timedelta = orphans.MARGIN
     fallback_skipped: str | None = None
-    beats: dict[str, Beat] = field(default_factory=dict)
+    beats: dict[str, Beat] = msgspec.field(default_factory=dict)
 
     def beat(self, run: str) -> Beat | None:
         return self.beats.get(run)
@@ -354,14 +352,12 @@ class WhatIf(msgspec.Struct, kw_only=True):
     differences: list[Difference]
 
 
-@dataclass
-class _Missed:
+class _Missed(msgspec.Struct):
     state: RunState  # as the recorded sweep found it
     diff: Difference
 
 
-@dataclass
-class _Killed:
+class _Killed(msgspec.Struct):
     diff: Difference
 
 

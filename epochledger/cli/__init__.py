@@ -16,6 +16,9 @@ bug and shows its traceback.
 
 from __future__ import annotations
 
+from epochledger.cli import msgspec_first  # noqa: F401 - first: msgspec without typing_extensions (its docstring)
+
+# isort: split
 import argparse
 import os
 import sys
@@ -226,8 +229,11 @@ def say_error(kind: str, message: str, code: int, fields: dict[str, Any], *, as_
 # Every command in a parser of its own. `only` (the command a line names, parse_line)
 # is the one whose arguments and help are built; the others get their name and summary
 # alone, so a start builds one command's ~5 arguments, not the ~130 of all of them
-# (rule W2). None: all of them (the reference, docs/cli.md); "": none.
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+# (rule W2). None: all of them (the reference, docs/cli.md); "": none. `alone`: the
+# others are left out, not even named, so a start builds 2 or 3 parsers, not 35 (each
+# with argparse's gettext lookups): for a line whose words before the command are
+# --store's alone (plainly_named), where no other command can change argparse's reading.
+def build_parser(only: str | None = None, *, alone: bool = False) -> argparse.ArgumentParser:
     common = Parser(add_help=False, formatter_class=HelpFormatter)
     common.add_argument(
         "--store",
@@ -259,6 +265,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, handler, args in sorted(
         COMMANDS, key=lambda c: areas.index(c[1].__module__)
     ):  # by area, then as registered
+        if alone and name != only:
+            continue
         doc = textwrap.dedent(handler.__doc__ or "")
         where, registered = sub, name
         if " " in name:  # a grouped command, e.g. "audit sync"
@@ -309,14 +317,33 @@ def command_of(args: list[str]) -> str | None:
     return None
 
 
+def plainly_named(args: list[str]) -> bool:
+    """Whether the words before the command of `args` are `--store VALUE` or
+    `--store=VALUE` alone, and a group's action follows its group at once: argparse then
+    reads those words with the top-level parser's --store, whatever commands it has (no
+    -h, no abbreviation of an option, nothing that another command's name could be
+    taken for), and the rest with the command's own parser."""
+    words = iter(args)
+    for word in words:
+        if word == "--store":
+            if next(words, "-").startswith("-"):
+                return False
+        elif not word.startswith("--store="):
+            if word in GROUPS:
+                return not next(words, "-").startswith("-")
+            return not word.startswith("-")
+    return False
+
+
 def parse_line(args: list[str]) -> argparse.Namespace:
     """argparse's reading of `args`, with the arguments of the command it names alone
-    built (build_parser(only=...)): the same namespace, help and usage errors as the whole
+    built (build_parser(only=...); with no other command at all where the line names it
+    plainly, plainly_named): the same namespace, help and usage errors as the whole
     parser's. A guess that argparse does not confirm, or a line it refuses, is read
     again by the whole parser, whose answer (or error) is the one given."""
     guess = command_of(args)
     try:  # no command named (`--help`): no command's arguments are built
-        ns = build_parser(only=guess or "").parse_args(args)
+        ns = build_parser(only=guess or "", alone=guess is not None and plainly_named(args)).parse_args(args)
     except UsageError:
         pass
     else:

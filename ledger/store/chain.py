@@ -25,11 +25,14 @@ follows the previous *chained* event, never `position - 1`.
 
 from __future__ import annotations
 
-import hashlib
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
+
+if TYPE_CHECKING:
+    from _hashlib import HASH
 
 CHAIN_TABLE = "epochledger_chain"
 GENESIS = bytes(32)
@@ -61,7 +64,18 @@ _HEAD = struct.Struct(">32sqI").pack  # previous link, position, len(stream)
 _MID = struct.Struct(">qI").pack  # version, len(topic)
 _LEN = struct.Struct(">I").pack  # len(state)
 _DOMAIN_HEAD = struct.Struct(f">{len(_DOMAIN)}s32sqI").pack  # _DOMAIN and _HEAD in one pack (link_rows)
-_sha256 = hashlib.sha256
+_sha256: Callable[[bytes], HASH] | None = None
+
+
+def _sha() -> Callable[[bytes], HASH]:
+    """hashlib.sha256, imported when the first link is made: a read that links nothing
+    (`show RUN`) does not load hashlib and the OpenSSL library under it (rule W2)."""
+    global _sha256
+    if _sha256 is None:
+        import hashlib
+
+        _sha256 = hashlib.sha256
+    return _sha256
 
 
 def event_link(prev: bytes, ev: ChainEvent) -> bytes:
@@ -81,7 +95,7 @@ def event_link(prev: bytes, ev: ChainEvent) -> bytes:
         position, version = _int(position), _int(version)
     else:
         s, t, b = stream.encode("utf-8", "surrogatepass"), topic.encode("utf-8", "surrogatepass"), state
-    return _sha256(
+    return _sha()(
         b"".join((_DOMAIN, _HEAD(prev, position, len(s)), s, _MID(version, len(t)), t, _LEN(len(b)), b))
     ).digest()
 
@@ -94,7 +108,7 @@ def link_rows(
     tight loop (this is the chain's whole CPU cost on append: docs/benchmarks.md)."""
     out: list[tuple[int, bytes]] = []
     append = out.append
-    join, sha, head, mid, length, domain = b"".join, _sha256, _DOMAIN_HEAD, _MID, _LEN, _DOMAIN
+    join, sha, head, mid, length, domain = b"".join, _sha(), _DOMAIN_HEAD, _MID, _LEN, _DOMAIN
     topics: dict[str, bytes] = {}  # a batch has a few topics: each encoded once
     for position, (stream, version, topic, state) in zip(positions, rows, strict=True):
         s = stream.encode("utf-8", "surrogatepass")

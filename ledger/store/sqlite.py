@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -380,6 +379,8 @@ class SQLiteStore(Store):
         which binds them as they are."""
         if not all(map(str.isprintable, streams)):
             return super()._select_whole_streams(streams)
+        import json  # here: a read of one run never encodes a list of streams (rule W2)
+
         with self._cursor() as cur:
             cur.execute(
                 f"SELECT e.rowid, e.originator_id, e.originator_version, e.state FROM json_each(?) w "

@@ -10,13 +10,15 @@ import importlib
 import json
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typing_extensions
 
 import epochledger
-from epochledger.cli import COMMANDS, UsageError, build_parser, command_of, main, parse_line
+from epochledger.cli import COMMANDS, UsageError, build_parser, command_of, main, parse_line, plainly_named
 
 # What a start must not import unless the command needs it: the store and its drivers,
 # the library (the facade, the write side, the sweep, the tick), the audit and DuckDB.
@@ -155,6 +157,10 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
         "secrets",
         "random",
         "base64",
+        "inspect",  # typing_extensions' and dataclasses' (the views' specs are Structs, the orphans view a class)
+        "dataclasses",
+        "hashlib",  # the chain's links and a state's hash, made where used: a read links nothing
+        "typing_extensions",  # msgspec's, which the command line imports without it (cli/msgspec_first.py)
         "shutil",  # argparse's terminal width, read by the CLI's formatter instead (cli.columns)
         "bz2",
         "lzma",
@@ -173,11 +179,48 @@ def test_W2_show_reads_a_run_without_the_audit_or_another_backend(tmp_path: Path
     assert done.stdout.strip().splitlines()[-2] == "false"  # the catalogue's decoder was never built
 
 
-def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does() -> None:
+class _Shape(typing.TypedDict):
+    a: typing.Annotated[int, "x"]
+    b: typing.NotRequired[list[_Shape]]
+
+
+class _Extended(typing_extensions.TypedDict):
+    a: typing.Annotated[int, "x"]
+    b: typing_extensions.NotRequired[str | None]
+    c: typing.Required[int]
+
+
+def test_W2_the_command_lines_msgspec_is_msgspec_with_typing_extensions() -> None:
+    """The command line imports msgspec without typing_extensions (cli/msgspec_first.py):
+    msgspec then takes get_type_hints, Required and NotRequired from typing, which on
+    Python 3.11 and later is what typing_extensions hands it (checked here, where the
+    tests import typing_extensions as usual); typing_extensions stays importable after.
+    Mutations caught: msgspec_first.py imported after msgspec, or leaving
+    typing_extensions unimportable."""
+    assert (typing_extensions.Required, typing_extensions.NotRequired) == (typing.Required, typing.NotRequired)
+    for tp in (_Shape, _Extended):
+        ours = typing_extensions.get_type_hints(tp, include_extras=True)
+        assert ours == typing.get_type_hints(tp, include_extras=True), tp
+    code = (
+        "import json, sys, typing; from epochledger.cli import main; import msgspec._utils as u; "
+        "seen = 'typing_extensions' in sys.modules; import typing_extensions; "
+        "print(json.dumps([seen, u._get_type_hints is typing.get_type_hints, u.Required is typing.Required, "
+        "u.NotRequired is typing.NotRequired]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(done.stdout) == [False, True, True, True]
+
+
+def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """main builds the arguments of the command the line names alone (parse_line,
-    build_parser(only=...)): that command's help and parse, the top-level help and a
-    refused line are the whole parser's. Mutations caught: a command's arguments left
-    out of its own parser; a guess of the command taken without argparse's check."""
+    build_parser(only=...)), and no other command where the words before it are
+    --store's alone (plainly_named, build_parser(alone=True)): that command's help and
+    parse, the top-level and a group's help and a refused line are the whole parser's.
+    Mutations caught: a command's arguments left out of its own parser; a guess of the
+    command taken without argparse's check; a line with -h (or an option argparse
+    abbreviates) before its command read by a parser that lacks the other commands."""
     whole = build_parser()
 
     def choices(parser: Any, dest: str) -> Any:
@@ -194,6 +237,16 @@ def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does() ->
             ), name
         else:
             assert one[name].format_help() == choices(whole, "command")[name].format_help(), name
+        alone = choices(build_parser(only=name, alone=True), "command")
+        assert list(alone) == [group], name  # no other command, not even its name
+        if action:
+            assert list(choices(alone[group], group + "_command")) == [action], name
+            assert (
+                choices(alone[group], group + "_command")[action].format_help()
+                == choices(choices(whole, "command")[group], group + "_command")[action].format_help()
+            ), name
+        else:
+            assert alone[name].format_help() == choices(whole, "command")[name].format_help(), name
     # `--sto runs demo`: argparse reads --sto as --store (an abbreviation) and runs as its
     # value; the guess (runs) is wrong, and argparse's own reading (demo) must win.
     lines = [
@@ -204,9 +257,42 @@ def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does() ->
         ["--store", "audit", "runs", "--status", "queued"],
         ["sweep", "--process", "w", "--margin", "2.5"],
         ["--sto", "runs", "demo"],
+        ["--store", "x", "show", "r1", "--store", "y"],
+        ["--store", "audit", "audit", "sync"],
+        ["audit", "--store", "x", "sync"],
     ]
     for line in lines:
         assert vars(parse_line(line)) == vars(whole.parse_args(line)), line
+    plain = (
+        ["show", "r1"],
+        ["--store", "x", "show", "r1"],
+        ["--store=x", "audit", "sync"],
+        ["--store", "show", "runs"],
+    )
+    assert all(plainly_named(line) for line in plain)
+    for line in (
+        ["-h", "show"],
+        ["--sto", "x", "show"],
+        ["audit", "--help", "sync"],
+        ["--store"],
+        ["--store", "-h"],
+        [],
+    ):
+        assert not plainly_named(line), line
+    for line in (
+        ["--help", "show", "r1"],
+        ["-h", "audit", "sync"],
+        ["--he", "show", "r1"],
+        ["audit", "-h", "sync"],
+        ["show", "--help"],
+        ["--store", "x", "audit", "sync", "--help"],
+    ):
+        with pytest.raises(SystemExit):
+            parse_line(line)
+        mine = capsys.readouterr()
+        with pytest.raises(SystemExit):
+            whole.parse_args(line)
+        assert mine == capsys.readouterr(), line
     assert (command_of(["--store", "show", "runs"]), command_of(["audit", "sync"]), command_of(["bogus"])) == (
         "runs",
         "audit sync",
@@ -222,6 +308,9 @@ def test_W2_a_parser_of_one_command_reads_its_line_as_the_whole_parser_does() ->
         ["--store"],
         ["runs", "--status", "nope"],
         ["show", "runs", "x"],
+        ["--store", "--store", "show", "r1"],
+        ["--store", "x", "show"],
+        ["--store", "x", "audit", "bogus"],
     ):
         with pytest.raises(UsageError) as mine:
             parse_line(bad)

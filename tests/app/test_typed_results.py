@@ -131,3 +131,119 @@ def test_C2_each_kinds_read_returns_its_state(tmp_path: Path, clock: ManualClock
         assert {type(s) for s in ledger.read_states([run_stream("r1")]).values()} == {RunState}
         with ledger.batch() as b:
             assert type(b.state(run_stream("r1"))) is RunState
+
+
+def _generic_report_json(report: tick.TickReport) -> dict[str, typing.Any]:
+    """The report's JSON as TickReport.to_builtins made it before it was typed: every
+    field walked from the dataclasses' own dicts (the reference the typed one keeps)."""
+
+    def plain(x: typing.Any) -> typing.Any:
+        d = {k: v for k, v in x.__dict__.items() if k != "exception"}
+        if isinstance(x, tick.Unrecorded):
+            d["error"] = f"{type(x.error).__name__}: {x.error}"
+        if isinstance(x, tick.DeadLetter):
+            d["deadline"] = x.deadline.total_seconds()
+        return d
+
+    lists = ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")
+    built: dict[str, typing.Any] = msgspec.to_builtins(
+        {
+            **{k: v for k, v in report.__dict__.items() if k not in lists},
+            "item_failures": [plain(f) for f in report.item_failures],
+            "failures": [plain(f) for f in report.failures],
+            "dead_letters": [plain(d) for d in report.dead_letters],
+            "unrecorded": [plain(u) for u in report.unrecorded],
+            "fatal": plain(report.fatal) if report.fatal else None,
+            "ok": report.ok,
+        }
+    )
+    return built
+
+
+def test_C2_the_tick_reports_json_and_a_batchs_savepoint_are_typed() -> None:
+    """TickReport.to_builtins returns a TickReportDoc (each part a TypedDict of its
+    dataclass's fields, in order, but the exception), the same dict, key order included,
+    as the untyped walk of the fields gave; Batch.savepoint a Savepoint, which
+    Batch.rollback takes. Mutations caught: a field left out of a part's JSON, or put
+    out of its order; `-> dict[str, Any]` back."""
+    import dataclasses
+    from datetime import UTC, datetime, timedelta
+
+    from epochledger import passes
+    from epochledger.ledger.errors import ConflictError
+
+    at = datetime(2026, 9, 9, 1, 2, 3, 456789, tzinfo=UTC)
+    boom = RuntimeError("boom")
+    failure = tick.RunFailure(
+        run="r1",
+        step="advance",
+        error_class="RuntimeError",
+        error="boom",
+        failing_since=at,
+        failures=3,
+        dead_lettered=True,
+        recorded=False,
+        exception=boom,
+    )
+    dead = tick.DeadLetter(
+        run="r1",
+        step="advance",
+        error_class="RuntimeError",
+        error="boom",
+        failing_since=at,
+        failures=3,
+        deadline=timedelta(minutes=5, microseconds=1),
+        reason="tick deadline",
+        cleanup_error=None,
+        recorded=True,
+    )
+    unrecorded = tick.Unrecorded(run="r2", event="run.tick_failed", error=ConflictError({"run:r2": (1, 2)}))
+    item = passes.ItemFailure(
+        name="p",
+        item="i1",
+        error_class="KeyError",
+        error="'x'",
+        deliveries=2,
+        retired=True,
+        recorded=True,
+        exception=boom,
+    )
+    fatal = tick.TickFatal(stage="record", error_class="StoreError", error="down", exception=boom)
+    report = tick.TickReport(
+        tick="t1",
+        started_at=at,
+        active=3,
+        advanced=("a",),
+        recovered=("b",),
+        failures=(failure,),
+        dead_letters=(dead,),
+        unrecorded=(unrecorded,),
+        fatal=fatal,
+        skipped=("c",),
+        appended=4,
+        fenced=1,
+        roles_held={"admission": 2},
+        roles_not_held={"gc": "epoch e of p, token 3"},
+        steps_skipped=("gc",),
+        item_failures=(item,),
+        items_recovered=("p/i0",),
+    )
+    for empty in (report, tick.TickReport(tick="t2", started_at=at)):
+        doc = empty.to_builtins()
+        assert list(doc.items()) == list(_generic_report_json(empty).items())
+        assert msgspec.json.encode(doc) == msgspec.json.encode(_generic_report_json(empty))
+    parts = [
+        (tick.RunFailure, tick.RunFailureDoc),
+        (tick.DeadLetter, tick.DeadLetterDoc),
+        (tick.Unrecorded, tick.UnrecordedDoc),
+        (tick.TickFatal, tick.TickFatalDoc),
+        (passes.ItemFailure, passes.ItemFailureDoc),
+    ]
+    for cls, doc_type in parts:
+        fields = [f.name for f in dataclasses.fields(cls) if f.name != "exception"]
+        assert list(typing.get_type_hints(doc_type)) == fields, cls
+    report_fields = [f.name for f in dataclasses.fields(tick.TickReport)]
+    assert sorted(typing.get_type_hints(tick.TickReportDoc)) == sorted([*report_fields, "ok"])
+    for f in (tick.TickReport.to_builtins, Batch.savepoint):
+        assert "Any" not in repr(_returns(f)), f
+    assert typing.get_type_hints(Batch.rollback)["point"] is typing.get_type_hints(Batch.savepoint)["return"]

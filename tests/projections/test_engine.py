@@ -4,7 +4,6 @@ why not."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -125,7 +124,7 @@ def test_R3_version_change_marks_the_view_for_rebuild(ledger, monkeypatch) -> No
     bulk_history(ledger, 20)
     assert engine.catch_up(ledger._store, runs).rebuilt  # never built: built
     assert not engine.catch_up(ledger._store, runs).rebuilt
-    monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, VERSION=runs.VERSION + 1))
+    monkeypatch.setattr(runs, "VIEW", msgspec.structs.replace(runs.VIEW, VERSION=runs.VERSION + 1))
     assert engine.behind(ledger._store, runs) == ledger._store.max_position()
     assert verify_mod.verify_view(ledger._store, runs).difference is not None
     stats = engine.catch_up(ledger._store, runs)
@@ -471,7 +470,7 @@ def test_R3_view_indexes_exist_after_every_rebuild_and_swap(ledger, monkeypatch)
     engine.rebuild(ledger._store, runs)  # resumes from the reset shadow, swaps it in
     assert view_indexes(ledger._store, "view_runs") == want
     assert not ledger._store.table_exists("view_runs__rebuild")
-    monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, VERSION=runs.VERSION + 1))
+    monkeypatch.setattr(runs, "VIEW", msgspec.structs.replace(runs.VIEW, VERSION=runs.VERSION + 1))
     assert engine.catch_up(ledger._store, runs).rebuilt
     assert view_indexes(ledger._store, "view_runs") == want
     assert live_rows(ledger._store, runs)[1] == replayed(ledger._store, runs)[0]
@@ -578,7 +577,7 @@ def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_th
         except Exception as e:
             raised.append((r.position, f"{type(e).__name__}: {e}"))
     assert len(raised) > len(bad)
-    monkeypatch.setattr(runs, "VIEW", dataclasses.replace(runs.VIEW, evolve=buggy))
+    monkeypatch.setattr(runs, "VIEW", msgspec.structs.replace(runs.VIEW, evolve=buggy))
     engine.rebuild(ledger._store, runs, batch=50)
     parked = tables.parked(ledger._store, "runs")
     assert [(p[1], p[4], p[5]) for p in parked] == [(p, e, engine.MAX_ATTEMPTS) for p, e in raised]

@@ -83,3 +83,44 @@ def test_R3_a_runner_put_behind_the_pass_by_a_swap_reads_the_events_it_missed(le
     assert stats[0].position == head
     assert _version_of(ledger, "a") == 3
     assert verify_mod.verify_view(ledger._store, runs).difference is None
+
+
+def test_W2_R3_a_catch_up_of_views_at_the_head_makes_no_runner_and_reads_no_event(ledger: Ledger, monkeypatch) -> None:
+    """Views whose tracking positions are at the log's head have nothing to apply: the
+    catch-up makes no runner and reads no event, and says what the pass would have said
+    (no events, at their positions). One view behind, or a view of another VERSION, and
+    the pass runs as before. Mutations caught: the head compared with the lowest
+    position's `>` for `>=`, or only the first view's position looked at."""
+    _four_events(ledger)
+    engine.catch_up_all(ledger._store, [runs, epochs])
+    made: list[str] = []
+    read: list[int] = []
+    runner, read_batches = engine.Runner, ledger._store.read_batches
+
+    def counted_runner(store: object, module: object, **kw: object) -> engine.Runner:
+        made.append(engine.spec(module).NAME)  # type: ignore[arg-type]
+        return runner(store, module, **kw)  # type: ignore[arg-type]
+
+    def counted_read(after: int, *args: object, **kw: object) -> object:
+        read.append(after)
+        return read_batches(after, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "Runner", counted_runner)
+    monkeypatch.setattr(ledger._store, "read_batches", counted_read)
+    stats = engine.catch_up_all(ledger._store, [runs, epochs])
+    assert [(s.view, s.events, s.parked, s.position, s.rebuilt) for s in stats] == [
+        ("runs", 0, 0, 4, False),
+        ("epochs", 0, 0, 4, False),
+    ]
+    assert (made, read) == ([], [])
+    engine.rebuild(ledger._store, epochs, upto=3)  # one view behind: the pass runs, for both
+    made.clear(), read.clear()
+    stats = engine.catch_up_all(ledger._store, [runs, epochs])
+    assert [(s.view, s.events, s.position) for s in stats] == [("runs", 0, 4), ("epochs", 1, 4)]
+    assert (made, read) == (["runs", "epochs"], [3])
+    made.clear(), read.clear()
+    ledger.checkpoint("a", "node", "ref-2")  # the head moves past both
+    stats = engine.catch_up_all(ledger._store, [runs, epochs])
+    assert [(s.view, s.position) for s in stats] == [("runs", 5), ("epochs", 5)]
+    assert (made, read) == (["runs", "epochs"], [4])
+    assert _version_of(ledger, "a") == 4
