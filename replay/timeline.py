@@ -20,6 +20,7 @@ sweep's `clock stepped back` marker that says why the time fallback took nothing
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -145,6 +146,7 @@ class History:
         return self.lanes[process]
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a picture names few instants, many times (10,000 bars started at once)
 def _iso(t: datetime | None) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "?"
 
@@ -573,12 +575,12 @@ def _extent(b: Bar, x_of: Callable[[datetime], float], end: datetime) -> tuple[f
     return x0, x1
 
 
-def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime) -> list[int]:
-    """A row for each bar, greedy in start order, so that bars of one row never overlap."""
+def _pack(extents: Sequence[tuple[float, float]]) -> list[int]:
+    """A row for each bar (its `_extent`), greedy in start order, so that bars of one row
+    never overlap."""
     rows: list[float] = []
     out = []
-    for b in bars:
-        x0, x1 = _extent(b, x_of, end)
+    for x0, x1 in extents:
         for i, free in enumerate(rows):
             if free <= x0:
                 rows[i] = x1 + 2
@@ -590,13 +592,11 @@ def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime)
     return out
 
 
-def _row_starts(
-    bars: Sequence[Bar], rows: Sequence[int], x_of: Callable[[datetime], float], end: datetime
-) -> dict[int, list[float]]:
-    """Where each bar of each row starts (`_extent`), in order: the room a name may take."""
+def _row_starts(extents: Sequence[tuple[float, float]], rows: Sequence[int]) -> dict[int, list[float]]:
+    """Where each bar of each row starts (its `_extent`), in order: the room a name may take."""
     starts: dict[int, list[float]] = {}
-    for b, row in zip(bars, rows, strict=True):
-        starts.setdefault(row, []).append(_extent(b, x_of, end)[0])
+    for (x0, _), row in zip(extents, rows, strict=True):
+        starts.setdefault(row, []).append(x0)
     return {row: sorted(xs) for row, xs in starts.items()}
 
 
@@ -712,7 +712,8 @@ def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set
     orphans), each with its instant, its distance from the cursor and its log position."""
     around = timedelta(seconds=(hi - lo).total_seconds() * NEAR)
     epochs: list[str] = []
-    found: list[tuple[datetime, int, str, str]] = []  # (at, position, what, detail)
+    # (at, position, what, detail): a segment's detail is made for the events listed only
+    found: list[tuple[datetime, int, str, str | tuple[Bar, Segment]]] = []
     for name in sorted(h.lanes):
         lane = h.lanes[name]
         bars = [b for b in lane.bars if b.segments and (wanted is None or b.run in wanted)]
@@ -723,12 +724,13 @@ def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set
         found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in lane.marks)
         for b in bars:
             found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in b.marks)
-            found.extend((s.start, s.position, str(s.status), _segment_detail(b, s)) for s in b.segments)
+            found.extend((s.start, s.position, str(s.status), (b, s)) for s in b.segments)
     near = [f for f in found if abs(f[0] - cursor) <= around]
     chosen = sorted(sorted(near, key=lambda f: (abs(f[0] - cursor), f[1]))[:NEAREST], key=lambda f: (f[0], f[1]))
     items = "".join(
         f'<li><time datetime="{_iso(at)}">{_iso(at)}</time> <span class="off">'
-        f"({_offset((at - cursor).total_seconds())})</span> <strong>{_esc(what)}</strong>: {_esc(detail)}</li>"
+        f"({_offset((at - cursor).total_seconds())})</span> <strong>{_esc(what)}</strong>: "
+        f"{_esc(detail if isinstance(detail, str) else _segment_detail(*detail))}</li>"
         for at, _, what, detail in chosen
     )
     count = f"the {len(chosen)} nearest of {len(near)} events" if len(near) > len(chosen) else f"{len(near)} events"
@@ -804,7 +806,8 @@ def render(
         )
         if wanted is not None and not bars:
             continue
-        rows = _pack(bars, x_of, hi)
+        extents = [_extent(b, x_of, hi) for b in bars]
+        rows = _pack(extents)
         n_rows = max(rows, default=-1) + 1
         height = EPOCH_ROW + max(n_rows, 1) * ROW + 8
         g = [
@@ -846,7 +849,7 @@ def render(
         spread = _spread(placed)
         for (_, my, m, extra), mx in zip(placed[:n_lane], spread[:n_lane], strict=True):
             g.append(_shape(m.kind, mx, my, m.detail, extra))
-        starts = _row_starts(bars, rows, x_of, hi)
+        starts = _row_starts(extents, rows)
         for bar, row, by in zip(bars, rows, by_of, strict=True):
             shown_runs += 1
             code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
