@@ -11,7 +11,7 @@ counted in SQL from the table's status and launch indexes, and listed (every run
 runs view in the lean RunRow shape, counted in Python). Prints JSON.
 
     .venv/bin/python -m bench.console [--runs 1000000] [--running 10000] [--slots 50] [--repeat 7]
-        [--slow-repeat 1] [--whole-day]
+        [--slow-repeat 1] [--whole-day] [--only NAME ...]
 
 The fleet ledger (SQLite, built once and kept in the temporary directory beside its
 marker file): `runs - running` runs of 3 events (bench/common.py's history: finished, or
@@ -21,11 +21,12 @@ the second slot's sweep gave up (rule O5), 50 running runs have an open tick fai
 streak and 5 were dead-lettered (rule T2). Every view is caught up once, when it is built.
 Its audit file (beside it, where the service looks) is synced before the rounds.
 
-The pages that read the whole log (the incident picture, the what-if: policy
-flat-age:30m) are timed `--slow-repeat` times each, without a warm-up. The incident
-hour (HOUR) draws the running runs, started 20 minutes before it; the whole day
-(DAY, --whole-day) draws every run of the ledger, each in its own row (the million
-short runs fall on one pixel), so it is off by default.
+The pages that read the whole log (the what-if: policy flat-age:30m; the incident hour
+as it was read before rule V2, in process) are timed `--slow-repeat` times each,
+without a warm-up. The incident hour (HOUR) draws the running runs, started 20
+minutes before it; the whole day (DAY, --whole-day) draws every run of the ledger,
+each in its own row (the million short runs fall on one pixel), so it is off by
+default. `--only NAME...`: only the pages whose names start so (`--only incident`).
 
 The incident ledger: bench/forensics.py's history (four worker slots, runs of 5
 events, redeploys with their sweeps), 10,000 events, built in a temporary directory; the
@@ -269,11 +270,18 @@ DAY = {"from": T0 - timedelta(hours=1), "to": T0 + timedelta(hours=23)}
 WHATIF_POLICY = "flat-age:30m"
 
 
-def pages(path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool) -> dict[str, Any]:
+def pages(
+    path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool, only: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Every console page over HTTP beside its facade call in process (module docstring):
-    `repeat` interleaved rounds after a warm-up for the pages that read views and key
-    ranges, `slow_repeat` rounds without one for those that read the whole log (the
-    incident picture of the fleet ledger, the what-if)."""
+    `repeat` interleaved rounds after a warm-up for the pages that read views, key
+    ranges or a window (rule V2), `slow_repeat` rounds without one for those that read
+    the whole log (the what-if, and the incident hour as it was read before V2).
+    `only`: the pages whose names start with one of these, if given."""
+
+    def chosen(reads: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in reads.items() if not only or k.startswith(only)}
+
     from bench.stream import _serve
     from epochledger import open_ledger
     from epochledger import reports as facade
@@ -313,12 +321,11 @@ def pages(path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool) 
             "run": f"/runs/{show}",
             "epochs": "/epochs",
             **{f"audit_{n}": f"/audit?{urlencode({'report': n})}" for n in names},
-        }
-        slow_paths = {
             **{k: f"/incident?{urlencode({k2: _stamp(v) for k2, v in w.items()})}" for k, w in windows.items()},
-            "whatif": f"/whatif?{urlencode({'policy': WHATIF_POLICY})}",
         }
+        slow_paths = {"whatif": f"/whatif?{urlencode({'policy': WHATIF_POLICY})}"}
         incident_paths = {"incident_10k": f"/incident?{urlencode(window)}"}
+        paths, slow_paths, incident_paths = chosen(paths), chosen(slow_paths), chosen(incident_paths)
         with open_ledger(ipath, create=False) as il:
             at = {k: datetime.fromisoformat(v) for k, v in window.items()}
 
@@ -345,11 +352,12 @@ def pages(path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool) 
                 "run": lambda: (lg.run_view(show), lg.history_of(show)),
                 "epochs": lg.liveness,
                 **{f"audit_{n}": report(n) for n in names},
+                **{k: picture(w) for k, w in windows.items()},
                 "incident_10k": lambda: il.timeline_page(
                     start=at["from"], end=at["to"], cursor=at["at"], assets="/", live=True
                 ),
             }
-            facade_wall = _rounds(in_process, repeat, facade_failed)
+            facade_wall = _rounds(chosen(in_process), repeat, facade_failed)
 
             def whole_log(w: dict[str, datetime]) -> Callable[[], Any]:  # the read before rule V2, same render
                 return lambda: timeline.render(
@@ -362,11 +370,10 @@ def pages(path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool) 
                 )
 
             slow_in_process: dict[str, Callable[[], Any]] = {
-                **{k: picture(w) for k, w in windows.items()},
                 **{f"{k}_whole_log_read": whole_log(w) for k, w in windows.items()},
                 "whatif": lambda: lg.whatif(WHATIF_POLICY),
             }
-            facade_wall.update(_rounds(slow_in_process, slow_repeat, facade_failed, warm=False))
+            facade_wall.update(_rounds(chosen(slow_in_process), slow_repeat, facade_failed, warm=False))
         served: dict[str, list[float]] = {}
         page_failed: dict[str, str] = {}
         sizes: dict[str, int] = {}
@@ -375,6 +382,8 @@ def pages(path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool) 
             (path, slow_paths, slow_repeat, False),
             (ipath, incident_paths, repeat, True),
         ):
+            if not wanted:
+                continue
             proc, base = _serve(f"sqlite:///{ledger_path}")
             try:
                 with httpx.Client(base_url=base, timeout=1800) as client:
@@ -485,14 +494,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--whole-day", action="store_true", help="also the fleet ledger's whole day (a picture of every run)"
     )
+    p.add_argument("--only", nargs="*", default=[], help="time only the pages whose names start so")
     p.add_argument("--build-only", action="store_true")
     ns = p.parse_args(argv)
     result: dict[str, Any] = {"bench": "console", "load_average_start": [round(x, 1) for x in os.getloadavg()]}
     path, build = console_file(ns.runs, ns.running, ns.slots)
     result["build_s"] = None if build is None else round(build, 1)
     if not ns.build_only:
-        result.update(pages(path, ns.runs, ns.repeat, ns.slow_repeat, ns.whole_day))
-        result["catch_up_cost"] = catch_up_cost(ns.repeat)
+        result.update(pages(path, ns.runs, ns.repeat, ns.slow_repeat, ns.whole_day, tuple(ns.only)))
+        if not ns.only:
+            result["catch_up_cost"] = catch_up_cost(ns.repeat)
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     emit(result)
     return result
