@@ -1,12 +1,17 @@
-"""The console at a million runs (issue 23, docs/console.md): the fleet page, a runs page
-with a filter and a cursor, one run's page and the incident page, each served by a real
-`epochledger serve` over loopback, beside the facade call that page makes, in process on
-the same ledger, measured in the same run (the anchor: what the page adds is its
-rendering and HTTP). Beside the counts the runs view keeps, what the same counts cost
+"""The console at a million runs (issue 23, docs/console.md): every page the console
+serves (the fleet, a runs page with a filter and a cursor, a slot's running runs, one
+run, the slots and epochs, each canned audit report, the incident picture over an hour
+of the fleet ledger, and, with --whole-day, its whole day, the what-if) on the fleet
+ledger (the incident hour also in process as the page was read before rule V2: the
+whole log folded, the same render), and the incident page of a 10,000-event ledger,
+each served by a real `epochledger serve` over loopback, beside the facade call that
+page makes, in process on the same ledger, measured in the same run (the anchor: what
+the page adds is its rendering and HTTP). Beside the counts the runs view keeps, what the same counts cost
 counted in SQL from the table's status and launch indexes, and listed (every run of the
 runs view in the lean RunRow shape, counted in Python). Prints JSON.
 
     .venv/bin/python -m bench.console [--runs 1000000] [--running 10000] [--slots 50] [--repeat 7]
+        [--slow-repeat 1] [--whole-day] [--only NAME ...]
 
 The fleet ledger (SQLite, built once and kept in the temporary directory beside its
 marker file): `runs - running` runs of 3 events (bench/common.py's history: finished, or
@@ -14,13 +19,22 @@ failed_resumable for 1 in 7), then `slots` slots booted and `running` runs start
 them; the first slot boots a second epoch (its runs are orphans, rule O2, none swept),
 the second slot's sweep gave up (rule O5), 50 running runs have an open tick failure
 streak and 5 were dead-lettered (rule T2). Every view is caught up once, when it is built.
+Its audit file (beside it, where the service looks) is synced before the rounds.
+
+The pages that read the whole log (the what-if: policy flat-age:30m; the incident hour
+as it was read before rule V2, in process) are timed `--slow-repeat` times each,
+without a warm-up. The incident hour (HOUR) draws the running runs, started 20
+minutes before it; the whole day (DAY, --whole-day) draws every run of the ledger,
+each in its own row (the million short runs fall on one pixel), so it is off by
+default. `--only NAME...`: only the pages whose names start so (`--only incident`).
 
 The incident ledger: bench/forensics.py's history (four worker slots, runs of 5
 events, redeploys with their sweeps), 10,000 events, built in a temporary directory; the
 page over its whole window with the cursor in the middle.
 
 Goal: each page's server time (the request's wall time over loopback, keep-alive) under
-100 ms at a million runs, the incident page under 1 s for 10,000 events.
+300 ms at the median and 1 s at the p99 (of 7 rounds: the slowest) at a million runs,
+the incident page under 1 s for 10,000 events.
 """
 
 from __future__ import annotations
@@ -188,33 +202,90 @@ def incident_file(directory: str, runs: int = 1996, boots: int = 4) -> tuple[str
     return path, events, window
 
 
-def _rounds(reads: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
-    """Each read once (a warm-up), then `repeat` interleaved rounds of all of them, so
-    the other sessions' load on the shared cores falls on each alike: wall seconds."""
-    for f in reads.values():
-        f()
+def audit_file(path: str) -> tuple[str, float]:
+    """The fleet ledger's audit file (the one the service finds beside its store), synced
+    up to the ledger's head: (its path, seconds the sync took; a sync of nothing new is
+    quick)."""
+    from epochledger import open_ledger
+    from epochledger.reports import audit_path
+
+    target = audit_path(f"sqlite:///{path}")
+    t0 = time.perf_counter()
+    with open_ledger(path, create=False) as lg:
+        lg.audit_sync(target)
+    return target, time.perf_counter() - t0
+
+
+def _rounds(
+    reads: dict[str, Callable[[], Any]], repeat: int, failed: dict[str, str], *, warm: bool = True
+) -> dict[str, list[float]]:
+    """Each read once (a warm-up, unless `warm` is False), then `repeat` interleaved
+    rounds of all of them, so the other sessions' load on the shared cores falls on each
+    alike: wall seconds. A read that raises is taken out of the rounds, its error kept
+    in `failed` (a page the console cannot serve at this size is a result too)."""
+    reads = dict(reads)
+    if warm:
+        for k, f in list(reads.items()):
+            try:
+                f()
+            except Exception as e:  # recorded as the read's result
+                failed[k] = f"{type(e).__name__}: {e}"[:300]
+                del reads[k]
     wall: dict[str, list[float]] = {k: [] for k in reads}
     for _ in range(repeat):
-        for k, f in reads.items():
+        for k, f in list(reads.items()):
             t0 = time.perf_counter()
-            f()
+            try:
+                f()
+            except Exception as e:
+                failed[k] = f"{type(e).__name__}: {e}"[:300]
+                del reads[k], wall[k]
+                continue
             wall[k].append(time.perf_counter() - t0)
     return wall
 
 
-def _get(client: httpx.Client, path: str) -> Callable[[], int]:
-    def get() -> int:
+def _get(client: httpx.Client, path: str, sizes: dict[str, int], key: str) -> Callable[[], None]:
+    """A GET of `path` that must answer 200, its body's size kept in `sizes[key]`."""
+
+    def get() -> None:
         r = client.get(path)
-        assert r.status_code == 200, (path, r.status_code, r.text[:300])
-        return len(r.content)
+        if r.status_code != 200:
+            raise RuntimeError(f"{path}: {r.status_code} {r.text[:300]}")
+        sizes[key] = len(r.content)
 
     return get
 
 
-def pages(path: str, runs: int, repeat: int) -> dict[str, Any]:
-    """The four pages over HTTP beside their facade calls in process (module docstring)."""
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# The fleet ledger's incident windows (its history: the 990,000 short runs within the
+# first second after T0, the slots booted 5 minutes before, the running runs queued and
+# started at T0 + 1 h, the restart, the sweep's give-up and the tick facts by T0 + 1 h 30).
+HOUR = {"from": T0 + timedelta(hours=1, minutes=20), "to": T0 + timedelta(hours=2, minutes=20)}
+HOUR_AT = T0 + timedelta(hours=1, minutes=30)
+DAY = {"from": T0 - timedelta(hours=1), "to": T0 + timedelta(hours=23)}
+WHATIF_POLICY = "flat-age:30m"
+
+
+def pages(
+    path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool, only: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Every console page over HTTP beside its facade call in process (module docstring):
+    `repeat` interleaved rounds after a warm-up for the pages that read views, key
+    ranges or a window (rule V2), `slow_repeat` rounds without one for those that read
+    the whole log (the what-if, and the incident hour as it was read before V2).
+    `only`: the pages whose names start with one of these, if given."""
+
+    def chosen(reads: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in reads.items() if not only or k.startswith(only)}
+
     from bench.stream import _serve
     from epochledger import open_ledger
+    from epochledger import reports as facade
+    from epochledger.replay import timeline
     from epochledger.reports import RUNNING_PREDICATE, encode_cursor
 
     def grouped(store: Any) -> list[Any]:
@@ -232,13 +303,39 @@ def pages(path: str, runs: int, repeat: int) -> dict[str, Any]:
     cursor = encode_cursor(middle)
     show = f"run-{runs // 2 + 1:07d}"
     slot = _slot(3)
+    url = f"sqlite:///{path}"
+    _, synced = audit_file(path)
+    names = facade.audit_report_names()
+    windows = {"incident_hour": {**HOUR, "at": HOUR_AT}}
+    if whole_day:
+        windows["incident_day"] = {**DAY, "at": HOUR_AT}
     with tempfile.TemporaryDirectory() as tmp, open_ledger(path, create=False) as lg:
+        t0 = time.perf_counter()
+        engine.catch_up_all(lg._store)  # a view this file was built without (a new one) is built here, untimed
+        caught_up = time.perf_counter() - t0
         ipath, events, window = incident_file(tmp)
-        listing = f"/runs?{urlencode({'status': status, 'after': cursor})}"
-        running = f"/runs?{urlencode({'predicate': 'counts_against_launch_limit', 'process': slot})}"
-        incident = f"/incident?{urlencode(window)}"
+        paths = {
+            "fleet": "/",
+            "runs_status_after_cursor": f"/runs?{urlencode({'status': status, 'after': cursor})}",
+            "runs_of_a_slot_running": f"/runs?{urlencode({'predicate': 'counts_against_launch_limit', 'process': slot})}",
+            "run": f"/runs/{show}",
+            "epochs": "/epochs",
+            **{f"audit_{n}": f"/audit?{urlencode({'report': n})}" for n in names},
+            **{k: f"/incident?{urlencode({k2: _stamp(v) for k2, v in w.items()})}" for k, w in windows.items()},
+        }
+        slow_paths = {"whatif": f"/whatif?{urlencode({'policy': WHATIF_POLICY})}"}
+        incident_paths = {"incident_10k": f"/incident?{urlencode(window)}"}
+        paths, slow_paths, incident_paths = chosen(paths), chosen(slow_paths), chosen(incident_paths)
         with open_ledger(ipath, create=False) as il:
             at = {k: datetime.fromisoformat(v) for k, v in window.items()}
+
+            def report(name: str) -> Callable[[], Any]:
+                return lambda: facade.audit_report(url, name)
+
+            def picture(w: dict[str, datetime]) -> Callable[[], Any]:
+                return lambda: lg.timeline_page(start=w["from"], end=w["to"], cursor=w["at"], assets="/", live=True)
+
+            facade_failed: dict[str, str] = {}
             in_process: dict[str, Callable[[], Any]] = {
                 "fleet": lg.fleet,
                 "fleet_counts_kept": lambda: engine.read_fleet_counts(lg._store),
@@ -253,53 +350,68 @@ def pages(path: str, runs: int, repeat: int) -> dict[str, Any]:
                     predicates=["counts_against_launch_limit"], processes=[slot], shape="listed", limit=100
                 ),
                 "run": lambda: (lg.run_view(show), lg.history_of(show)),
-                "incident": lambda: il.timeline_page(start=at["from"], end=at["to"], cursor=at["at"], assets="/"),
+                "epochs": lg.liveness,
+                **{f"audit_{n}": report(n) for n in names},
+                **{k: picture(w) for k, w in windows.items()},
+                "incident_10k": lambda: il.timeline_page(
+                    start=at["from"], end=at["to"], cursor=at["at"], assets="/", live=True
+                ),
             }
-            facade = _rounds(in_process, repeat)
-        served: dict[str, Any] = {}
+            facade_wall = _rounds(chosen(in_process), repeat, facade_failed)
+
+            def whole_log(w: dict[str, datetime]) -> Callable[[], Any]:  # the read before rule V2, same render
+                return lambda: timeline.render(
+                    timeline.whole_history(lg._store),
+                    start=w["from"],
+                    end=w["to"],
+                    cursor=w["at"],
+                    assets="/",
+                    live=True,
+                )
+
+            slow_in_process: dict[str, Callable[[], Any]] = {
+                **{f"{k}_whole_log_read": whole_log(w) for k, w in windows.items()},
+                "whatif": lambda: lg.whatif(WHATIF_POLICY),
+            }
+            facade_wall.update(_rounds(chosen(slow_in_process), slow_repeat, facade_failed, warm=False))
+        served: dict[str, list[float]] = {}
+        page_failed: dict[str, str] = {}
         sizes: dict[str, int] = {}
-        for ledger_path, wanted in (
-            (
-                path,
-                {
-                    "fleet": "/",
-                    "runs_status_after_cursor": listing,
-                    "runs_of_a_slot_running": running,
-                    "run": f"/runs/{show}",
-                },
-            ),
-            (ipath, {"incident": incident}),
+        for ledger_path, wanted, rounds, warm in (
+            (path, paths, repeat, True),
+            (path, slow_paths, slow_repeat, False),
+            (ipath, incident_paths, repeat, True),
         ):
+            if not wanted:
+                continue
             proc, base = _serve(f"sqlite:///{ledger_path}")
             try:
-                with httpx.Client(base_url=base, timeout=120) as client:
-                    gets = {k: _get(client, v) for k, v in wanted.items()}
-                    sizes.update({k: f() for k, f in gets.items()})
-                    served.update(_rounds(gets, repeat))
+                with httpx.Client(base_url=base, timeout=1800) as client:
+                    gets = {k: _get(client, v, sizes, k) for k, v in wanted.items()}
+                    served.update(_rounds(gets, rounds, page_failed, warm=warm))
             finally:
                 proc.terminate()
                 proc.wait(30)
         fleet = lg.fleet()
     med = {k: round(statistics.median(v) * 1000, 1) for k, v in served.items()}
-    anchors = {k: round(statistics.median(v) * 1000, 1) for k, v in facade.items()}
+    worst = {k: round(max(v) * 1000, 1) for k, v in served.items()}
+    anchors = {k: round(statistics.median(v) * 1000, 1) for k, v in facade_wall.items()}
     return {
         "runs": runs,
+        "events": lg_events(path),
         "incident_events": events,
         "repeat": repeat,
-        "pages": {
-            k: {"path": v}
-            for k, v in (
-                ("fleet", "/"),
-                ("runs_status_after_cursor", listing),
-                ("runs_of_a_slot_running", running),
-                ("run", f"/runs/{show}"),
-                ("incident", incident),
-            )
-        },
+        "slow_repeat": slow_repeat,
+        "audit_sync_s": round(synced, 1),
+        "views_caught_up_s": round(caught_up, 1),
+        "pages": {**paths, **slow_paths, **incident_paths},
         "page_median_ms": med,
+        "page_max_ms": worst,
         "facade_median_ms": anchors,
         "ratio_page_to_facade": {k: round(med[k] / anchors[k], 2) for k in med if anchors.get(k)},
         "page_bytes": sizes,
+        "page_failed": page_failed,
+        "facade_failed": facade_failed,
         "fleet": {
             "by_status": fleet.by_status,
             "slots_running": len(fleet.running_by_slot),
@@ -308,10 +420,24 @@ def pages(path: str, runs: int, repeat: int) -> dict[str, Any]:
             "dead_letters": fleet.tick_health.dead_letters,
             "sweeps_failed": len(fleet.sweep_failed),
         },
-        "goal_page_ms": GOAL_MS,
-        "goal_incident_ms": GOAL_INCIDENT_MS,
-        "goal_met": {k: v < (GOAL_INCIDENT_MS if k == "incident" else GOAL_MS) for k, v in med.items()},
+        "goal_median_ms": GOAL_MS,
+        "goal_max_ms": GOAL_MAX_MS,
+        "goal_incident_10k_ms": GOAL_INCIDENT_MS,
+        "goal_met": {
+            k: (v < GOAL_INCIDENT_MS if k == "incident_10k" else v < GOAL_MS and worst[k] < GOAL_MAX_MS)
+            for k, v in med.items()
+        }
+        | {k: False for k in page_failed},
     }
+
+
+def lg_events(path: str) -> int:
+    """The fleet ledger's events (its head: SQLite's positions have no gaps)."""
+    store = open_store(path)
+    try:
+        return store.max_position()
+    finally:
+        store.close()
 
 
 def catch_up_cost(repeat: int, runs: int = 20_000, more: int = 2_000) -> dict[str, Any]:
@@ -353,7 +479,8 @@ def catch_up_cost(repeat: int, runs: int = 20_000, more: int = 2_000) -> dict[st
     }
 
 
-GOAL_MS = 100  # a page's median server time at a million runs
+GOAL_MS = 300  # a page's median server time at a million runs (issue 23's second goal; the first was 100 ms)
+GOAL_MAX_MS = 1000  # its p99: the slowest of the rounds (of 7, the p99 is their maximum)
 GOAL_INCIDENT_MS = 1000  # the incident page of 10,000 events
 
 
@@ -363,14 +490,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--running", type=int, default=10_000)
     p.add_argument("--slots", type=int, default=50)
     p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--slow-repeat", type=int, default=1, help="rounds of the pages that read the whole log")
+    p.add_argument(
+        "--whole-day", action="store_true", help="also the fleet ledger's whole day (a picture of every run)"
+    )
+    p.add_argument("--only", nargs="*", default=[], help="time only the pages whose names start so")
     p.add_argument("--build-only", action="store_true")
     ns = p.parse_args(argv)
     result: dict[str, Any] = {"bench": "console", "load_average_start": [round(x, 1) for x in os.getloadavg()]}
     path, build = console_file(ns.runs, ns.running, ns.slots)
     result["build_s"] = None if build is None else round(build, 1)
     if not ns.build_only:
-        result.update(pages(path, ns.runs, ns.repeat))
-        result["catch_up_cost"] = catch_up_cost(ns.repeat)
+        result.update(pages(path, ns.runs, ns.repeat, ns.slow_repeat, ns.whole_day, tuple(ns.only)))
+        if not ns.only:
+            result["catch_up_cost"] = catch_up_cost(ns.repeat)
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     emit(result)
     return result

@@ -1139,3 +1139,60 @@ def read_fleet_counts(store: Store, *, catch_up_first: bool = True) -> tuple[lis
     if tracked is None or tracked[0] != runs.VERSION:  # never built, or another VERSION's: not the view
         return [], head
     return rows, max(0, head - tracked[1])
+
+
+class Spans(msgspec.Struct, frozen=True, kw_only=True):
+    """What the spans view says of an interval of ledger time (read_spans): the view's
+    position, its tally (the decoded events up to it, the last one's position, the
+    earliest and latest instants, None for an empty log), every lane of the picture
+    (slot -> whether it has process events) and the runs whose hull meets the interval."""
+
+    position: int
+    events: int
+    last: int
+    first_at: int | None
+    last_at: int | None
+    lanes: dict[str, bool]
+    runs: list[str]
+
+
+def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
+    """The spans view caught up, then read for the interval [lo, hi] (microseconds since
+    the Unix epoch, projections/spans.py) in one snapshot. None on a read-only store (a
+    backup copy cannot catch it up: the caller reads the log itself)."""
+    from epochledger.projections import spans
+
+    if store.read_only:
+        return None
+    catch_up(store, spans)
+    tables.ensure(store)
+    tracked, keys, rows = tables.span_rows(
+        store,
+        spans.NAME,
+        table_of(spans.NAME),
+        lo,
+        hi,
+        open_level=spans.OPEN,
+        levels=spans.LEVELS,
+        other=(spans.LANE_LEVEL, spans.TALLY_LEVEL),
+    )
+    if tracked is None or tracked[0] != spans.VERSION:  # another VERSION's table (a racing upgrade): not the view
+        return None
+    decode = msgspec.json.Decoder(spans.STATE).decode
+    lanes: dict[str, bool] = {}
+    tally = spans.Entry()
+    for k, state in rows:
+        entry = decode(state)
+        if k == spans.TALLY:
+            tally = entry
+        else:
+            lanes[k.removeprefix(spans.LANE)] = entry.slot
+    return Spans(
+        position=tracked[1],
+        events=tally.events,
+        last=tally.position,
+        first_at=tally.first,
+        last_at=tally.last,
+        lanes=lanes,
+        runs=sorted(k.removeprefix(spans.RUN) for k in keys),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from epochledger.projections import epoch_index, epochs, failures, hosts, runs, tick_health
+from epochledger.projections import epoch_index, epochs, failures, hosts, runs, spans, tick_health
 from epochledger.projections.view import ViewSpec
 
 VIEWS: tuple[ViewSpec[Any], ...] = (
@@ -15,6 +15,7 @@ VIEWS: tuple[ViewSpec[Any], ...] = (
     hosts.VIEW,  # host -> its boots: which host boot ids are over (O7), for end_of
     tick_health.VIEW,  # small, stored whole (open streaks, dead-letters)
     failures.VIEW,
+    spans.VIEW,  # where each run's events fall in ledger time: a window of the incident picture (V2)
 )
 
 

@@ -20,6 +20,7 @@ sweep's `clock stepped back` marker that says why the time fallback took nothing
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,11 +46,14 @@ from epochledger.ledger.events import (
     RunQueued,
     RunRecovered,
     Status,
+    process_stream,
+    run_stream,
 )
 from epochledger.ledger.store import Store
+from epochledger.projections import spans
 from epochledger.replay.whatif import EARLY, KILLED_LIVE, LATE, MISSED, WhatIf
 
-NO_SLOT = "(no slot)"
+NO_SLOT = spans.NO_SLOT  # the lane of a run whose first event names no slot
 
 
 # ------------------------------------------------------------------ the model
@@ -142,12 +146,7 @@ class History:
         return self.lanes[process]
 
 
-def _open_ended(status: Status, code: str) -> bool:
-    """A bar goes on while the run holds or waits for a slot, or waits for a human; it
-    ends at any other status (a terminal, a failure: a resume opens it again)."""
-    return lifecycle.is_active(status, code) or lifecycle.is_paused(status, code)
-
-
+@functools.lru_cache(maxsize=1 << 16)  # a picture names few instants, many times (10,000 bars started at once)
 def _iso(t: datetime | None) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "?"
 
@@ -211,7 +210,7 @@ def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
     if last is not None and last.end is None:
         last.end = e.at
     seg = Segment(e.status, e.code, e.at, position=rec.position)
-    if not _open_ended(e.status, e.code):
+    if not spans.bar_open(e.status, e.code):  # the bar rule, one place: projections/spans.py
         seg.end = e.at  # a point: the bar ends here (a resume opens a new segment)
     bar.segments.append(seg)
 
@@ -395,7 +394,8 @@ def with_whatif(h: History, found: WhatIf) -> History:
     """`h` with each differing verdict of the what-if `found` (replay/whatif.py, rule R4:
     its result, never judged again here) as a mark on its run's bar, at the sweep that
     judged it: on the bar of that run which had started by then (a run queued again has
-    a bar for each time), else its first. `h` itself is left as it was."""
+    a bar for each time; of two that started at one instant, the later in the log), else
+    its first. `h` itself is left as it was."""
     bars_of: dict[str, list[Bar]] = {}
     for lane in h.lanes.values():
         for bar in lane.bars:
@@ -403,7 +403,9 @@ def with_whatif(h: History, found: WhatIf) -> History:
                 bars_of.setdefault(bar.run, []).append(bar)
     added: dict[int, list[Mark]] = {}  # id(bar) -> its what-if marks
     for d in found.differences:
-        candidates = sorted(bars_of.get(d.run, []), key=lambda b: b.start)
+        # In log order within an instant (a bar's first segment's position), not in the
+        # order of the lanes: a windowed history's lanes are made in another order (V2).
+        candidates = sorted(bars_of.get(d.run, []), key=lambda b: (b.start, b.segments[0].position))
         if not candidates:
             continue  # a run with nothing drawn (no event of it is a bar's)
         bar = next((b for b in reversed(candidates) if b.start <= d.at), candidates[0])
@@ -573,12 +575,12 @@ def _extent(b: Bar, x_of: Callable[[datetime], float], end: datetime) -> tuple[f
     return x0, x1
 
 
-def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime) -> list[int]:
-    """A row for each bar, greedy in start order, so that bars of one row never overlap."""
+def _pack(extents: Sequence[tuple[float, float]]) -> list[int]:
+    """A row for each bar (its `_extent`), greedy in start order, so that bars of one row
+    never overlap."""
     rows: list[float] = []
     out = []
-    for b in bars:
-        x0, x1 = _extent(b, x_of, end)
+    for x0, x1 in extents:
         for i, free in enumerate(rows):
             if free <= x0:
                 rows[i] = x1 + 2
@@ -590,13 +592,11 @@ def _pack(bars: Sequence[Bar], x_of: Callable[[datetime], float], end: datetime)
     return out
 
 
-def _row_starts(
-    bars: Sequence[Bar], rows: Sequence[int], x_of: Callable[[datetime], float], end: datetime
-) -> dict[int, list[float]]:
-    """Where each bar of each row starts (`_extent`), in order: the room a name may take."""
+def _row_starts(extents: Sequence[tuple[float, float]], rows: Sequence[int]) -> dict[int, list[float]]:
+    """Where each bar of each row starts (its `_extent`), in order: the room a name may take."""
     starts: dict[int, list[float]] = {}
-    for b, row in zip(bars, rows, strict=True):
-        starts.setdefault(row, []).append(_extent(b, x_of, end)[0])
+    for (x0, _), row in zip(extents, rows, strict=True):
+        starts.setdefault(row, []).append(x0)
     return {row: sorted(xs) for row, xs in starts.items()}
 
 
@@ -712,7 +712,8 @@ def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set
     orphans), each with its instant, its distance from the cursor and its log position."""
     around = timedelta(seconds=(hi - lo).total_seconds() * NEAR)
     epochs: list[str] = []
-    found: list[tuple[datetime, int, str, str]] = []  # (at, position, what, detail)
+    # (at, position, what, detail): a segment's detail is made for the events listed only
+    found: list[tuple[datetime, int, str, str | tuple[Bar, Segment]]] = []
     for name in sorted(h.lanes):
         lane = h.lanes[name]
         bars = [b for b in lane.bars if b.segments and (wanted is None or b.run in wanted)]
@@ -723,12 +724,13 @@ def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set
         found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in lane.marks)
         for b in bars:
             found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in b.marks)
-            found.extend((s.start, s.position, str(s.status), _segment_detail(b, s)) for s in b.segments)
+            found.extend((s.start, s.position, str(s.status), (b, s)) for s in b.segments)
     near = [f for f in found if abs(f[0] - cursor) <= around]
     chosen = sorted(sorted(near, key=lambda f: (abs(f[0] - cursor), f[1]))[:NEAREST], key=lambda f: (f[0], f[1]))
     items = "".join(
         f'<li><time datetime="{_iso(at)}">{_iso(at)}</time> <span class="off">'
-        f"({_offset((at - cursor).total_seconds())})</span> <strong>{_esc(what)}</strong>: {_esc(detail)}</li>"
+        f"({_offset((at - cursor).total_seconds())})</span> <strong>{_esc(what)}</strong>: "
+        f"{_esc(detail if isinstance(detail, str) else _segment_detail(*detail))}</li>"
         for at, _, what, detail in chosen
     )
     count = f"the {len(chosen)} nearest of {len(near)} events" if len(near) > len(chosen) else f"{len(near)} events"
@@ -804,7 +806,8 @@ def render(
         )
         if wanted is not None and not bars:
             continue
-        rows = _pack(bars, x_of, hi)
+        extents = [_extent(b, x_of, hi) for b in bars]
+        rows = _pack(extents)
         n_rows = max(rows, default=-1) + 1
         height = EPOCH_ROW + max(n_rows, 1) * ROW + 8
         g = [
@@ -846,7 +849,7 @@ def render(
         spread = _spread(placed)
         for (_, my, m, extra), mx in zip(placed[:n_lane], spread[:n_lane], strict=True):
             g.append(_shape(m.kind, mx, my, m.detail, extra))
-        starts = _row_starts(bars, rows, x_of, hi)
+        starts = _row_starts(extents, rows)
         for bar, row, by in zip(bars, rows, by_of, strict=True):
             shown_runs += 1
             code = show_code(bar.code) if lifecycle.is_failure(bar.status, bar.code) else ""
@@ -1031,22 +1034,90 @@ def page(
     live: bool = False,
     whatif: WhatIf | None = None,
 ) -> str:
-    """The page of the whole log in `store` (undecodable events are left out, rule T4),
-    with a what-if's differing verdicts flagged on their runs if given (`render`).
-    InvalidInput for a window that ends before it starts or an instant without a time
-    zone; RunNotFound for a `runs` entry the log never queued."""
+    """The page of the log in `store` (undecodable events are left out, rule T4), with a
+    what-if's differing verdicts flagged on their runs if given (`render`). A window
+    with both ends is read through the spans view (`window_history`, rule V2); the whole
+    history, an open-ended window or a read-only copy from the whole log. InvalidInput
+    for a window that ends before it starts or an instant without a time zone;
+    RunNotFound for a `runs` entry the log never queued."""
     for name, t in (("--from", start), ("--to", end), ("--at", cursor)):
         if t is not None and t.tzinfo is None:
             raise InvalidInput("the instant needs a time zone (e.g. 2026-09-09T14:29:19Z)", where=name)
     if start is not None and end is not None and end <= start:
         raise InvalidInput(f"the window ends ({_iso(end)}) before it starts ({_iso(start)})", where="--to")
-    h = history(rec for chunk in store.read_batches(0) for rec in chunk if type(rec) is Recorded)
+    h = None
+    if start is not None and end is not None:
+        h = window_history(store, start, end, cursor=cursor, runs=runs, whatif=whatif)
+    if h is None:
+        h = whole_history(store)
     for run in runs or ():
         if run not in h.bars:
             raise RunNotFound(run)
     return render(
         h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live, whatif=whatif
     )
+
+
+def whole_history(store: Store) -> History:
+    """The model of the whole log."""
+    return history(rec for chunk in store.read_batches(0) for rec in chunk if type(rec) is Recorded)
+
+
+def window_history(
+    store: Store,
+    start: datetime,
+    end: datetime,
+    *,
+    cursor: datetime | None = None,
+    runs: Sequence[str] | None = None,
+    whatif: WhatIf | None = None,
+) -> History | None:
+    """The model the page of the window [start, end] draws, read in proportion to the
+    window (rule V2): the same page `render` makes of the whole log's `history`, from
+    the streams of the runs the spans view finds in the window and near the cursor
+    (projections/spans.py: the rule it keeps), of the runs asked for instead when
+    `runs` is given, of the runs a what-if flags near them, and of every slot. The
+    summary's counts and the lanes are the view's. None on a read-only copy (no view
+    to catch up): read the whole log.
+
+    Exact because everything `render` and its cursor panel read of a run comes from
+    its whole stream (a bar's segments and markers, and whether it is drawn at all),
+    every slot's epochs and markers from the slots' whole streams, and the only
+    facts of the rest of the log the page shows are the view's tally and lanes; a run
+    read that the window does not show draws nothing (tests/replay/test_timeline_window.py
+    holds it to the whole log's page)."""
+    from epochledger.projections import engine  # the store's view tables: only where a window is read
+
+    us = spans.micros
+    margin = 1_000_000  # a second each side: the panel's reach is computed in floats (_panel)
+    lo, hi = us(start), us(end)
+    if cursor is not None:  # the panel's events: within NEAR of the window each side of the cursor
+        around = int((hi - lo) * NEAR) + margin
+        lo, hi = min(lo, us(cursor) - around), max(hi, us(cursor) + around)
+    lo, hi = lo - margin, hi + margin
+    found = engine.read_spans(store, lo, hi)
+    if found is None:
+        return None
+    if runs:
+        chosen = set(runs)
+    else:
+        chosen = set(found.runs)
+        if whatif is not None:  # a flag near the cursor is in the panel, whichever bar it is on
+            chosen.update(d.run for d in whatif.differences if lo <= us(d.at) <= hi)
+    streams = [process_stream(p) for p, slot in sorted(found.lanes.items()) if slot]
+    read = store.read_streams([*streams, *(run_stream(r) for r in sorted(chosen))])
+    records = sorted(
+        (rec for recs in read.values() for rec in recs if type(rec) is Recorded and rec.position <= found.position),
+        key=lambda rec: rec.position,
+    )
+    h = history(records)
+    for lane in found.lanes:  # the lanes of runs the window does not show: drawn empty
+        h.lane(lane)
+    epoch0 = datetime(1970, 1, 1, tzinfo=UTC)
+    h.events, h.position = found.events, found.last
+    h.first = None if found.first_at is None else epoch0 + timedelta(microseconds=found.first_at)
+    h.last = None if found.last_at is None else epoch0 + timedelta(microseconds=found.last_at)
+    return h
 
 
 STYLE = _CSS  # the page's style and script, for a server that links them (`assets`)

@@ -106,6 +106,7 @@ RULE_IDS = [  # in the book's order (docs/rules.md)
     "A1",
     "S1",
     "V1",
+    "V2",
     "C1",
     "C2",
     "H1",

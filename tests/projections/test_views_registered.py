@@ -8,12 +8,23 @@ from datetime import timedelta
 
 from epochledger import ManualClock
 from epochledger.app import Ledger
-from epochledger.projections import engine, epoch_index, epochs, failures, hosts, orphans, registry, runs, tick_health
+from epochledger.projections import (
+    engine,
+    epoch_index,
+    epochs,
+    failures,
+    hosts,
+    orphans,
+    registry,
+    runs,
+    spans,
+    tick_health,
+)
 from epochledger.replay import verify as verify_mod
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:
-    assert set(registry.VIEWS) == {m.VIEW for m in (runs, epochs, epoch_index, hosts, tick_health, failures)}
+    assert set(registry.VIEWS) == {m.VIEW for m in (runs, epochs, epoch_index, hosts, tick_health, failures, spans)}
     assert len({v.NAME for v in registry.VIEWS}) == len(registry.VIEWS)
 
 
