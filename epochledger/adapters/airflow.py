@@ -15,7 +15,8 @@ The mapping, in one place:
   (Airflow has no hook for its own scheduled and queued states); a try that defers,
   reschedules or awaits input -> paused, kind `orchestrator` (Airflow waits on its own
   and resumes the try in a new task runner: never an orphan meanwhile), and that later
-  start -> resumed (by the orchestrator) and started, the next attempt; success -> finished;
+  start -> resumed (by the orchestrator) and started, the next attempt; a waiting try
+  Airflow ends (a mark by hand, the scheduler's failure) -> ended from its wait; success -> finished;
   a task that skips itself -> finished, reason "skipped"; failed -> failed, and
   up_for_retry -> failed_resumable, with the code of `failure_code`.
 - A failure the scheduler decides (a task instance whose heartbeat stopped, or whose
@@ -447,7 +448,10 @@ class Recorder:
         one (its heartbeat stopped, or its executor said it ended): PROCESS_EXITED, as
         Airflow reported it, and no exit fact. `ran`: Airflow had the try running (its
         task runner's start is recorded); a try it failed before it ran is queued, then
-        failed, as Airflow did. A try the ledger ended already (the probe found its
+        failed, as Airflow did. A try that waits (paused for the orchestrator) and that
+        the scheduler fails (its executor's word that a poke ended came once the next
+        poke was queued: Airflow calls the hook with previous_state running) is failed
+        from its wait (rule E1). A try the ledger ended already (the probe found its
         process gone first) is left as it is: the ledger refuses the scheduler's later
         word, and the spool writes it down with that reason."""
         at, actor = self._stamp(), "airflow-scheduler"
@@ -461,8 +465,10 @@ class Recorder:
         """A user set the try's state by hand (Airflow's API: mark success, failed or
         skipped). Failed: `failed` CANCELLED (an operator's decision, rule L2); success
         and skipped: `finished` (a try this adapter records is never left queued: its
-        queue and start are one commit). A try the ledger ended already, or never saw,
-        is left as it is: the ledger refuses the mark, and the spool writes it down."""
+        queue and start are one commit). A try that waits (paused for the orchestrator)
+        is ended from its wait the same way: Airflow ends it without running it again
+        (rule E1). A try the ledger ended already, or never saw, is left as it is: the
+        ledger refuses the mark, and the spool writes it down."""
         actor, reason, at = "airflow-api", f"airflow: marked {state} by hand", self._stamp()
         if state == "failed":
             event: StreamEvent = RunFailed(
