@@ -136,10 +136,10 @@ class _Writer:
     `threading.Thread.start()` blocks its caller until the new thread has been scheduled
     and has said so, and a spool opens on a hook's path (an Airflow task runner's boot,
     a Celery pool child's start, a Prefect flow run's first hook): on a loaded host that
-    wait was the largest part of the adapter's boot in a freshly forked process (4.1 ms
-    median, 58 ms at worst, at a load average of 9; `_thread.start_new_thread` returns in
-    0.07 ms). A daemon, as the spool's writer always was: a process that ends leaves its
-    lines in the file. `join` waits for `run` to return."""
+    wait was the largest part of the adapter's boot in a freshly forked process
+    (docs/benchmarks.md, "Airflow, a process per try"). A daemon, as the spool's writer
+    always was: a process that ends leaves its lines in the file. `join` waits for `run`
+    to return."""
 
     def __init__(self, run: Callable[[], None], name: str):
         self._run, self._name = run, name
@@ -241,7 +241,7 @@ class Spool:
             self._ledger = ledger
         try:
             self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except FileNotFoundError:  # the directory's first spool (a makedirs each time: 0.27 ms of a fresh process)
+        except FileNotFoundError:  # the directory's first spool: not a makedirs at every open
             os.makedirs(directory, exist_ok=True)
             self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
