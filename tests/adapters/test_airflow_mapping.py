@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +327,7 @@ def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_spool_and_has_boo
     parent_epoch = rec.component_started("task-runner")
     assert parent_epoch is not None and rec.flush(30)
     parent_spool = rec.spool
+    forked_at = datetime.now(UTC)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: what Airflow's executor and supervisor forks see
@@ -341,7 +343,11 @@ def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_spool_and_has_boo
     os.waitpid(pid, 0)
     assert rec.epoch == parent_epoch and rec.spool is parent_spool
     with _read(store) as led:
-        assert ledger_id("h", "task-runner", str(pid)) in {e.process for e in led.epochs()}
+        [child] = [e for e in led.epochs() if e.process == ledger_id("h", "task-runner", str(pid))]
+        # Its boot instant is the child's start, not the start of the process that made the
+        # Recorder (this test's, seconds earlier): the clock measures uptime from its own
+        # process's start (rule O1), so the child makes its own.
+        assert child.booted_at >= forked_at - timedelta(seconds=0.5), (child.booted_at, forked_at)
 
 
 def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_records_its_stop(
