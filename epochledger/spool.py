@@ -135,9 +135,9 @@ class _Writer:
     """A spool's writer thread, started without waiting for it to run.
     `threading.Thread.start()` blocks its caller until the new thread has been scheduled
     and has said so, and a spool opens on a hook's path (an Airflow task runner's boot,
-    a Celery pool child's start, a Prefect flow run's first hook): on a loaded host that
-    wait was the largest part of the adapter's boot in a freshly forked process
-    (docs/benchmarks.md, "Airflow, a process per try"). A daemon, as the spool's writer
+    a Celery pool child's start, a Prefect flow run's first hook): on a loaded host the
+    hook would wait for the kernel to schedule another thread (docs/benchmarks.md,
+    "Airflow, a process per try"). A daemon, as the spool's writer
     always was: a process that ends leaves its lines in the file. `join` waits for `run`
     to return."""
 
