@@ -10,19 +10,22 @@ calls them, beside the same tasks without the adapter, in the same run (the anch
   running). No broker: Celery's tracer is called the way the prefork pool calls it
   (`app.tasks[name].apply`, which runs the same tracer in the calling process), so the
   broker's round trip, the same with and without, is out.
-- airflow: each task is one try in a task runner of its own, as Airflow runs it: the
+- airflow: each task is one try in a task runner of its own, as Airflow runs it: a
+  process forked for the try (its own pid, so its own slot and spool), making the
   Recorder calls the plugin makes for it, one per hook (`on_starting`: the runner's
   boot and its spool opened; `on_task_instance_running`; the task; `..._success`;
   `before_stopping`: the runner's stop, then its spool drained and closed, bounded by
-  2 s, or, while a watcher holds the directory's watch, left to its reap), through a
-  spool of its own per try, once with no watcher and once with one. Airflow's hook dispatch and the plugin's
-  reads of Airflow's objects are not in it (no Airflow in this venv); neither is the
-  task runner's fork and its execution API calls, the same with and without.
+  2 s, or, while a watcher holds the directory's watch, left to its reap, which the
+  bench then does, untimed, as the watcher's next round would), once with no watcher and
+  once with one. Airflow's hook dispatch and the plugin's reads of Airflow's objects are
+  not in it (no Airflow in this venv); neither is the fork and the task runner's
+  execution API calls, the same with and without, nor the imports (done before the fork).
 - prefect: a real flow run of `add` on Prefect's ephemeral API (a server process
   started for the run), with the adapter's hooks (`on_running`, `on_completion`) and
   without, in one process (its spool opened once, as in a flow process or a runner);
   and, beside the flow runs' wall time, the time Prefect's engine spends in the
-  flow's hooks (`hooks_ms_per_task`, see `prefect_round`).
+  flow's hooks (`hooks_ms_per_task`, see `prefect_round`), and within it the adapter's
+  own hook functions, their wall time and their thread's CPU time.
 
 Two figures a task, each the median over rounds that alternate the two modes:
 - hot: the tasks' wall time while the writer thread imports behind them (what a task
@@ -96,16 +99,21 @@ def one_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
 
 
 def airflow_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
-    """One task runner per task, as Airflow runs a try (see the module's docstring):
-    `tasks` tries with no watcher on the spool directory (each exit drains its spool),
-    then `tasks` tries while a watcher holds the directory's watch (each exit leaves its
-    spool to the watcher's reap; the bench holds the watch itself, as the scheduler's
-    watcher does, and waits, untimed, for the writers to land every line)."""
+    """One task runner per task, as Airflow runs a try (see the module's docstring): each
+    try in a process of its own, forked from this one (as Airflow's supervisor forks a
+    task runner), so its own pid, its own slot (rule O8) and its own spool, whose writer
+    opens the store in that process; its times come back through a pipe. `tasks` tries
+    with no watcher on the spool directory (each exit drains its spool), then `tasks`
+    tries while a watcher holds the directory's watch (the bench holds it itself, as the
+    scheduler's watcher does): each exit leaves its spool, the process ends, and the
+    bench reaps the directory (untimed), as the watcher's next round would."""
     import os
+    import socket
+    import struct
 
     from epochledger import open_ledger
     from epochledger import spool as spool_mod
-    from epochledger.adapters.airflow import Recorder, TaskTry
+    from epochledger.adapters import airflow
 
     def add(x: int, y: int) -> int:
         return x + y
@@ -114,50 +122,71 @@ def airflow_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
     store = f"sqlite:///{tmp}/ledger.db"
     open_ledger(store).close()
 
-    def tries(spool: str, prefix: str, *, watched: bool) -> tuple[float, float]:
-        rec = Recorder(store, spool=spool, fsync=fsync, host="bench") if adapter else None  # type: ignore[arg-type]
-        hot = ended = 0.0
-        for i in range(tasks + 1):  # the first is the warm-up: imports, the store's first open
-            t = TaskTry(dag_id="bench", run_id="r", task_id=f"{prefix}-{i}")
-            t0 = time.perf_counter()
-            if rec is not None:
-                rec.component_started("task-runner")
-                rec.task_running(t)
-            add(i, i)
-            if rec is not None:
-                rec.task_succeeded(t)
-            t1 = time.perf_counter()
-            left = rec.spool if rec is not None and watched else None
-            if rec is not None:
-                rec.component_stopping()
-            t2 = time.perf_counter()
+    def one(rec: airflow.Recorder | None, t: airflow.TaskTry, i: int) -> tuple[float, ...]:
+        """A task runner's life in a child process: its boot, up to the outcome, up to the
+        end of its stop, in seconds of wall time, then the CPU time of its main thread up to
+        the outcome (the adapter's own work, without the waits of a loaded host: another
+        process's turn on the CPU, the writer thread's). The child never returns into the
+        bench."""
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                t0, c0 = time.perf_counter(), time.thread_time()
+                if rec is not None:
+                    rec.component_started("task-runner")
+                booted = time.perf_counter()
+                if rec is not None:
+                    rec.task_running(t)
+                add(i, i)
+                if rec is not None:
+                    rec.task_succeeded(t)
+                t1, c1 = time.perf_counter(), time.thread_time()
+                if rec is not None:
+                    rec.component_stopping()
+                t2 = time.perf_counter()
+                os.write(write, struct.pack("dddd", booted - t0, t1 - t0, t2 - t0, c1 - c0))
+            finally:
+                os._exit(0)  # the task runner's end: a left writer dies with it
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            got = f.read()
+        os.waitpid(pid, 0)
+        assert len(got) == 32, "a try's process ended without its times"
+        return struct.unpack("dddd", got)
+
+    def tries(spool: str, prefix: str, *, watched: bool) -> tuple[float, float, float, float]:
+        rec = airflow.Recorder(store, spool=spool, fsync=fsync) if adapter else None  # type: ignore[arg-type]
+        boot = hot = ended = cpu = 0.0
+        for i in range(tasks + 1):  # the first is the warm-up: the store's first open
+            a, b, c, d = one(rec, airflow.TaskTry(dag_id="bench", run_id="r", task_id=f"{prefix}-{i}"), i)
             if i:
-                hot, ended = hot + (t1 - t0), ended + (t2 - t0)
-            if left is not None:
-                # Untimed: a task runner's writer ends with its process; here the next try
-                # would share the interpreter with it, so it finishes first.
-                assert left.flush(60)
-        return hot, ended
+                boot, hot, ended, cpu = boot + a, hot + b, ended + c, cpu + d
+            if watched and adapter:
+                with open_ledger(store) as led:  # untimed: the watcher's round after the runner's end
+                    airflow.reap(led, spool, host=socket.gethostname(), epoch=None)
+        return boot, hot, ended, cpu
 
     def finished() -> int:
         with open_ledger(store) as ledger:
             return sum(1 for r in ledger.runs() if r.status.value == "finished")
 
-    hot, drained = tries(f"{tmp}/spool", "add", watched=False)
+    boot, hot, drained, cpu = tries(f"{tmp}/spool", "add", watched=False)
     watch = spool_mod.watch(f"{tmp}/spool-watched")
     try:
-        _, left = tries(f"{tmp}/spool-watched", "left", watched=True)
+        _, _, left, _ = tries(f"{tmp}/spool-watched", "left", watched=True)
         if adapter:
             assert not [f for f in os.listdir(f"{tmp}/spool") if f.endswith(".spool")]  # every runner drained
-            deadline = time.monotonic() + 120
-            while finished() < 2 * (tasks + 1) and time.monotonic() < deadline:
-                time.sleep(0.05)
+            assert not [f for f in os.listdir(f"{tmp}/spool-watched") if f.endswith(".spool")]  # every one reaped
             assert finished() == 2 * (tasks + 1)  # what the runners left landed
     finally:
         assert watch is not None
         os.close(watch)
     return {
+        "boot_ms_per_task": round(boot / tasks * 1000, 4),
         "hot_ms_per_task": round(hot / tasks * 1000, 4),
+        "hot_cpu_ms_per_task": round(cpu / tasks * 1000, 4),
         "drained_ms_per_task": round(drained / tasks * 1000, 4),
         "watched_exit_ms_per_task": round(left / tasks * 1000, 4),
     }
@@ -194,14 +223,16 @@ def prefect_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
     open_ledger(store).close()
     found = install(store=store, spool=f"{tmp}/spool", fsync=fsync) if adapter else None  # type: ignore[arg-type]
     in_ours = [0.0]  # the adapter's own hook functions, inside Prefect's call_hooks
+    ours_cpu = [0.0]  # and the CPU time of their own thread meanwhile (the rest of their wall time: waits)
 
     def ours(hook: Any) -> Any:
         def timed_hook(*args: Any) -> None:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 hook(*args)
             finally:
                 in_ours[0] += time.perf_counter() - t
+                ours_cpu[0] += time.thread_time() - c
 
         timed_hook.__name__ = hook.__name__
         return timed_hook
@@ -215,7 +246,7 @@ def prefect_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
     add(0, 0)  # warm: the flow's first run, the spool opened and its first write done
     if found is not None:
         assert found.flush(30)
-    in_hooks[0] = in_ours[0] = 0.0
+    in_hooks[0] = in_ours[0] = ours_cpu[0] = 0.0
     t0 = time.perf_counter()
     try:
         for i in range(tasks):
@@ -227,6 +258,7 @@ def prefect_round(tasks: int, adapter: bool, fsync: str) -> dict[str, float]:
         "hot_ms_per_task": round(hot / tasks * 1000, 4),
         "hooks_ms_per_task": round(in_hooks[0] / tasks * 1000, 4),
         "adapter_hooks_ms_per_task": round(in_ours[0] / tasks * 1000, 4),
+        "adapter_hooks_cpu_ms_per_task": round(ours_cpu[0] / tasks * 1000, 4),
     }
     if found is not None:
         t1 = time.perf_counter()
@@ -308,6 +340,9 @@ def main(argv: list[str] | None = None) -> None:
         "raw": {"without": results[False], "with": results[True]},
     }
     if ns.adapter == "airflow":
+        out["with_boot_ms_per_task"] = med(True, "boot_ms_per_task")
+        out["without_hot_cpu_ms_per_task"] = med(False, "hot_cpu_ms_per_task")
+        out["with_hot_cpu_ms_per_task"] = med(True, "hot_cpu_ms_per_task")
         out["with_watched_exit_ms_per_task"] = med(True, "watched_exit_ms_per_task")
         out["added_watched_exit_ms_per_task"] = round(
             med(True, "watched_exit_ms_per_task") - med(False, "hot_ms_per_task"), 4
@@ -317,6 +352,7 @@ def main(argv: list[str] | None = None) -> None:
         out["with_hooks_ms_per_task"] = med(True, "hooks_ms_per_task")
         out["added_hooks_ms_per_task"] = round(med(True, "hooks_ms_per_task") - med(False, "hooks_ms_per_task"), 4)
         out["with_adapter_hooks_ms_per_task"] = med(True, "adapter_hooks_ms_per_task")
+        out["with_adapter_hooks_cpu_ms_per_task"] = med(True, "adapter_hooks_cpu_ms_per_task")
         out["added_hooks_drained_ms_per_task"] = round(
             med(True, "hooks_drained_ms_per_task") - med(False, "hooks_ms_per_task"), 4
         )

@@ -35,6 +35,7 @@ child's death (docs/adapters.md, "Celery").
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
 import fcntl
@@ -130,6 +131,35 @@ class _StoreGuard:
 _guard = _StoreGuard()
 
 
+class _Writer:
+    """A spool's writer thread, started without waiting for it to run.
+    `threading.Thread.start()` blocks its caller until the new thread has been scheduled
+    and has said so, and a spool opens on a hook's path (an Airflow task runner's boot,
+    a Celery pool child's start, a Prefect flow run's first hook): on a loaded host the
+    hook would wait for the kernel to schedule another thread (docs/benchmarks.md,
+    "Airflow, a process per try"). A daemon, as the spool's writer
+    always was: a process that ends leaves its lines in the file. `join` waits for `run`
+    to return."""
+
+    def __init__(self, run: Callable[[], None], name: str):
+        self._run, self._name = run, name
+        self._done = threading.Event()
+        self.ident: int = _thread.start_new_thread(self._main, ())
+
+    def _main(self) -> None:
+        threading.current_thread().name = self._name  # for the log lines it writes
+        try:
+            self._run()
+        finally:
+            self._done.set()
+
+    def join(self, timeout: float) -> None:
+        self._done.wait(timeout)
+
+    def is_current(self) -> bool:
+        return threading.get_ident() == self.ident
+
+
 def _forked_child() -> None:
     """In a forked child, the parent's spools are not the child's: their descriptors are
     closed (never unlocked: the flock is the parent's, and LOCK_UN on a shared open file
@@ -193,7 +223,6 @@ class Spool:
             raise InvalidInput(f"expected 'always' or 'batch', got {fsync!r}", where="fsync")
         if not name or "/" in name or name.startswith("."):
             raise InvalidInput(f"a spool's name is a file name, got {name!r}", where="name")
-        os.makedirs(directory, exist_ok=True)
         self.directory = directory
         self.name = name
         self.path = os.path.join(directory, name + ".spool")
@@ -210,7 +239,11 @@ class Spool:
             self._open = ledger
         else:
             self._ledger = ledger
-        self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:  # the directory's first spool: not a makedirs at every open
+            os.makedirs(directory, exist_ok=True)
+            self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -218,7 +251,7 @@ class Spool:
             raise InvalidInput(f"spool {self.path} is in use by another live process", where="name") from None
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         size = os.fstat(self._fd).st_size
-        self._pos = _read_pos(self.pos_path, size)
+        self._pos = _read_pos(self.pos_path, size) if size else 0  # an empty spool: any position reads as 0
         # Lines a previous owner left: some may have landed after its last position,
         # so they go through the import, whose rule I1 finds them (duplicates).
         self._unsure = self._pos < size
@@ -228,7 +261,7 @@ class Spool:
         self._wake = threading.Event()
         self._idle = threading.Condition()
         self._stop = False
-        self._thread: threading.Thread | None = None
+        self._thread: _Writer | None = None
         self._held: tuple[int, float] | None = None  # (offset of a refused line, when first refused)
         self._names: list[str] = []  # the other spools of the directory, listed again every second
         self._names_at = 0.0
@@ -297,8 +330,7 @@ class Spool:
         """Start the writer thread (a daemon: a process that exits without `close`
         leaves its lines in the file, for its next start or a `reap`)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"epochledger-spool-{self.name}", daemon=True)
-            self._thread.start()
+            self._thread = _Writer(self._run, f"epochledger-spool-{self.name}")
         return self
 
     def pending(self) -> int:
@@ -340,7 +372,7 @@ class Spool:
         drained = self.flush(timeout)
         self._stop = True
         self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is not None and not self._thread.is_current():
             self._thread.join(timeout=max(timeout, 1.0))
         _SPOOLS.discard(self)
         if drained:

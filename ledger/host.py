@@ -103,9 +103,12 @@ class SystemHost:
 
 
 def _read_id(path: str) -> str | None:
+    # Read as bytes, then decoded: a process's first text-mode open costs it far more CPU
+    # than a binary one, and an adapter's process (an Airflow task runner, a fresh fork
+    # per try) reads these ids at its boot (docs/benchmarks.md, "Airflow, a process per try").
     try:
-        with open(path, encoding="ascii") as f:
-            found = f.read().strip()
+        with open(path, "rb") as f:
+            found = f.read().decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return found or None

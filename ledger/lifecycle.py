@@ -38,9 +38,11 @@ def as_status(value: StatusLike) -> Status:
 
 # --------------------------------------------------------------- status sets
 _PAUSED = frozenset({S.PAUSED_OPERATOR, S.PAUSED_WAITING_HUMAN, S.PAUSED_ORCHESTRATOR})
-# Resumable by the orchestrator that runs the work: its own wait (an Airflow deferral or
-# reschedule), and nothing else; nor is its wait the ledger's automation's to end.
-_ORCHESTRATOR_RESUMABLE = frozenset({S.PAUSED_ORCHESTRATOR})
+# The orchestrator's own wait (an Airflow deferral or reschedule): resumed by the
+# orchestrator that runs the work, and nothing else is; nor is it the ledger's
+# automation's to end. The orchestrator holds the work while it waits, so it may also end
+# it from there (a failure, a finish: the transition table below; rule E1).
+_ORCHESTRATOR_WAIT = frozenset({S.PAUSED_ORCHESTRATOR})
 # Resumable by an operator: a pause, a resumable failure, and a cancel (an operator
 # may undo an operator's stop; automation may not, see can_auto_resume).
 _TERMINAL_RESUMABLE = _PAUSED | {S.FAILED_RESUMABLE, S.CANCELLED}
@@ -130,7 +132,7 @@ def can_orchestrator_resume(status: StatusLike, code: str = "") -> bool:
     Fenced evidence does not bind it (rule F2 binds the ledger's decisions): the
     orchestrator resumes the work whatever the ledger holds, and refusing its word would
     lose a transition it made (rule E1). Asked by ledger.run decide."""
-    return as_status(status) in _ORCHESTRATOR_RESUMABLE
+    return as_status(status) in _ORCHESTRATOR_WAIT
 
 
 def counts_against_launch_limit(status: StatusLike, code: str = "") -> bool:
@@ -179,8 +181,12 @@ def predicates(status: StatusLike, code: str = "", *, fenced_end: bool = False) 
 
 # ---------------------------------------------------------- transition table
 # Which statuses each event is legal from. `None` stands for "no such run yet".
-# run.resumed is gated by can_operator_resume / can_auto_resume (by = operator/auto);
-# run.deleted is legal from everywhere. Failed and finished absorb everything else:
+# run.resumed is gated by can_operator_resume / can_auto_resume / can_orchestrator_resume
+# (by = operator/auto/orchestrator); run.deleted is legal from everywhere. A pause is left
+# by a resume or a cancel, but for the orchestrator's own wait: the orchestrator holds
+# that work, and when it fails or finishes it while it waits (an Airflow user's mark by
+# hand, its scheduler's failure of a waiting try), the ledger records that end from the
+# wait, or it would lose a transition the orchestrator made (rule E1). Failed and finished absorb everything else:
 # rewind is "from any non-running status" except those two, because a verdict that
 # downstream systems may already have acted on is only changed by an audited
 # correction (docs/lifecycle.md).
@@ -193,9 +199,9 @@ TRANSITIONS: dict[str, frozenset[Status | None]] = {
     "run.checkpointed": frozenset({S.RUNNING}),
     "run.paused": frozenset({S.RUNNING}),
     "run.resumed": frozenset(_TERMINAL_RESUMABLE),
-    "run.failed": frozenset(_ACTIVE),
+    "run.failed": frozenset(_ACTIVE | _ORCHESTRATOR_WAIT),
     "run.cancelled": frozenset((_ACTIVE | _TERMINAL_RESUMABLE) - {S.CANCELLED}),
-    "run.finished": frozenset({S.RUNNING}),
+    "run.finished": frozenset({S.RUNNING} | _ORCHESTRATOR_WAIT),
     "run.rewound": frozenset(_ALL - _FINAL - {S.RUNNING}),
     "run.deleted": frozenset(_ALL),
     "run.corrected": frozenset(_FINAL),

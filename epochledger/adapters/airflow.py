@@ -15,7 +15,8 @@ The mapping, in one place:
   (Airflow has no hook for its own scheduled and queued states); a try that defers,
   reschedules or awaits input -> paused, kind `orchestrator` (Airflow waits on its own
   and resumes the try in a new task runner: never an orphan meanwhile), and that later
-  start -> resumed (by the orchestrator) and started, the next attempt; success -> finished;
+  start -> resumed (by the orchestrator) and started, the next attempt; a waiting try
+  Airflow ends (a mark by hand, the scheduler's failure) -> ended from its wait; success -> finished;
   a task that skips itself -> finished, reason "skipped"; failed -> failed, and
   up_for_retry -> failed_resumable, with the code of `failure_code`.
 - A failure the scheduler decides (a task instance whose heartbeat stopped, or whose
@@ -54,6 +55,7 @@ import hashlib
 import itertools
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -131,12 +133,18 @@ CLOSE_S = 2.0  # how long an unwatched process's exit waits for its spool to dra
 DAG_RUNS = f"{SOURCE}/dag-runs"
 
 
+# The characters that send an id to its hashed form: whitespace (str.isspace's, which the
+# pattern's \s is) and the control characters below 0x20. One search, not a loop over the
+# characters in Python: an id is made several times per hook.
+_NOT_IN_ID = re.compile(r"[\s\x00-\x1f]")
+
+
 def ledger_id(*parts: str) -> str:
     """A ledger id for Airflow's ids: `airflow/` and the parts joined by `/` (Airflow's
     dag, run and task ids cannot hold one, so the parts stay apart). Past the id bound,
     `airflow/h/` and a hash of it; the labels keep the parts whole."""
     full = "/".join((SOURCE, *parts))
-    if len(full) <= MAX_ID and not any(c.isspace() or ord(c) < 0x20 for c in full):
+    if len(full) <= MAX_ID and _NOT_IN_ID.search(full) is None:
         return full
     return f"{SOURCE}/h/{hashlib.sha256(full.encode()).hexdigest()[:40]}"
 
@@ -232,6 +240,7 @@ class Recorder:
         self.fsync: Fsync = fsync
         self.hold = hold
         self.clock = checked_clock(clock or SystemClock())
+        self._own_clock = clock is None  # the system's: its process's start is read when it is made
         self.facts = SystemHost()
         self.epoch: str | None = None  # the task runner's epoch, once booted
         self.process: str | None = None  # and its slot
@@ -245,16 +254,24 @@ class Recorder:
     def _forked(self) -> None:
         """In a forked child: nothing booted here yet, no watcher, no spool (the parent's
         turned itself off: epochledger/spool.py), a fresh lock (the parent's may have
-        been held at the fork)."""
+        been held at the fork), and the system clock made again: it measures uptime from
+        its own process's start, so the parent's would give the child the boot instant
+        of the process that made this Recorder (rule O1)."""
         self.spool, self.epoch, self.process, self._watcher = None, None, None, None
         self._lock = threading.RLock()
+        if self._own_clock:
+            self.clock = checked_clock(SystemClock())
 
     # ----------------------------------------------------------- the seam
     def _open(self) -> Ledger:
         return self.opener(self.store)
 
-    def _here(self) -> Spool:
-        """This process's spool, opened (and its writer started) on first use."""
+    def _here(self, process: str | None = None, epoch: str | None = None) -> Spool:
+        """This process's spool, opened (and its writer started) on first use; `process`
+        and `epoch`: the task runner's slot and epoch for its lock file, written with the
+        opening's own write of it when the spool opens here (one write, not two)."""
+        if self.spool is not None and (process is not None or epoch is not None):
+            self.spool.set_owner(process=process, epoch=epoch)
         if self.spool is None:
             pid = os.getpid()
             # One Recorder per process in Airflow; a second one (a test's API server
@@ -266,7 +283,7 @@ class Recorder:
                 f"{SOURCE}.{self.host}.{pid}" + (f".{n}" if n else ""),
                 fsync=self.fsync,
                 hold=self.hold,
-                owner=Owner(pid=pid),
+                owner=Owner(pid=pid, process=process, epoch=epoch),
             )
             self.spool = spool.start()
             atexit.register(self._at_exit, pid)
@@ -315,8 +332,7 @@ class Recorder:
         boot = boot_event(self.facts, self.clock, slot, epoch=epoch, host=self.host, actor=ACTOR)
         with self._lock:
             try:
-                spool = self._here()
-                spool.set_owner(process=slot, epoch=epoch)
+                self._here(process=slot, epoch=epoch)
             except (LedgerError, OSError) as error:
                 log.warning("epochledger: boot of %s not recorded: %s: %s", slot, type(error).__name__, error)
                 return None
@@ -447,7 +463,10 @@ class Recorder:
         one (its heartbeat stopped, or its executor said it ended): PROCESS_EXITED, as
         Airflow reported it, and no exit fact. `ran`: Airflow had the try running (its
         task runner's start is recorded); a try it failed before it ran is queued, then
-        failed, as Airflow did. A try the ledger ended already (the probe found its
+        failed, as Airflow did. A try that waits (paused for the orchestrator) and that
+        the scheduler fails (its executor's word that a poke ended came once the next
+        poke was queued: Airflow calls the hook with previous_state running) is failed
+        from its wait (rule E1). A try the ledger ended already (the probe found its
         process gone first) is left as it is: the ledger refuses the scheduler's later
         word, and the spool writes it down with that reason."""
         at, actor = self._stamp(), "airflow-scheduler"
@@ -461,8 +480,10 @@ class Recorder:
         """A user set the try's state by hand (Airflow's API: mark success, failed or
         skipped). Failed: `failed` CANCELLED (an operator's decision, rule L2); success
         and skipped: `finished` (a try this adapter records is never left queued: its
-        queue and start are one commit). A try the ledger ended already, or never saw,
-        is left as it is: the ledger refuses the mark, and the spool writes it down."""
+        queue and start are one commit). A try that waits (paused for the orchestrator)
+        is ended from its wait the same way: Airflow ends it without running it again
+        (rule E1). A try the ledger ended already, or never saw, is left as it is: the
+        ledger refuses the mark, and the spool writes it down."""
         actor, reason, at = "airflow-api", f"airflow: marked {state} by hand", self._stamp()
         if state == "failed":
             event: StreamEvent = RunFailed(

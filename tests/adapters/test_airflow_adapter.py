@@ -1,11 +1,12 @@
 """The Airflow 3 adapter against a real Airflow (rule E1; docs/adapters.md, "Airflow").
 
 One Airflow for the module (tests/helpers/airflow_instance.py: API server, scheduler with the
-LocalExecutor, DAG processor, on SQLite), six DAG runs triggered at once, each test
+LocalExecutor, DAG processor, on SQLite), eight DAG runs triggered at once, each test
 judging one: a success, a failure retried, a task process SIGKILLed under its live
 supervisor, a task lost with its supervisor (Airflow's heartbeat detection beside
 the adapter's probe), a sensor in reschedule mode (Airflow's own wait, resumed by
-Airflow in a new task runner), and a task runner that leaves its spool to the watcher;
+Airflow in a new task runner), two such sensors marked failed and success by hand
+while they wait, and a task runner that leaves its spool to the watcher;
 the last test SIGKILLs the watcher and triggers a seventh, whose task runner drains its own. Skipped, saying why, when the Airflow venv is missing; with
 EPOCHLEDGER_TEST_AIRFLOW=require (CI) that is a failure.
 
@@ -33,6 +34,7 @@ from epochledger.ledger.events import tag_of
 from tests.helpers.airflow_instance import (
     AIRFLOW,
     HEARTBEAT_TIMEOUT_S,
+    POKE_INTERVAL_S,
     PROBE_INTERVAL_S,
     REQUIRE,
     Airflow,
@@ -57,7 +59,17 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     gen = running(home, f"sqlite:///{home / 'ledger.db'}")
     instance = next(gen)
     instance.runs = {
-        dag: instance.trigger(dag) for dag in ("el_ok", "el_retry", "el_kill", "el_lost", "el_wait", "el_left")
+        dag: instance.trigger(dag)
+        for dag in (
+            "el_ok",
+            "el_retry",
+            "el_kill",
+            "el_lost",
+            "el_wait",
+            "el_mark_failed",
+            "el_mark_success",
+            "el_left",
+        )
     }
     try:
         yield instance
@@ -325,6 +337,49 @@ def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and
         # sweep passed over the paused try, whose task runner had stopped, and left it.
         assert gaps and min(gaps) >= PROBE_INTERVAL_S * 2, gaps
         _figures(airflow, "sensor rescheduled", {"waits_s": gaps, "attempts": run.attempt, "first_seen": seen["state"]})
+
+
+@pytest.mark.parametrize(("state", "status", "code"), [("failed", "failed", "CANCELLED"), ("success", "finished", "")])
+def test_E1_a_waiting_sensor_marked_by_hand_is_ended_from_its_wait_as_the_user_marked_it(
+    airflow: Airflow, state: str, status: str, code: str
+) -> None:
+    """A sensor in reschedule mode waits between two pokes (its try up_for_reschedule,
+    paused for the orchestrator in the ledger) and a user marks it failed or success by
+    hand through Airflow's REST API: Airflow ends the try without running it again, and
+    the ledger records that end from the wait, by the API server's hook (actor
+    `airflow-api`; a failure by hand is an operator's decision, CANCELLED), with no line
+    refused. Before, the ledger refused the mark (a pause was left only by a resume or a
+    cancel), wrote it in NAME.rejected, and kept the try paused_orchestrator."""
+    dag = f"el_mark_{state}"
+    t = _try(airflow, dag, "waits")
+
+    def between_two_pokes() -> bool | None:
+        # Paused in the ledger less than half a poke interval ago, and Airflow holds the try
+        # (up_for_reschedule): its next poke is over 15 s away, the mark lands before it.
+        with _ledger(airflow) as led:
+            try:
+                run = led.get_run(t.run)
+            except Exception:
+                return None
+        fresh = (datetime.now(UTC) - run.updated_at).total_seconds() < POKE_INTERVAL_S / 2
+        row = airflow.ti(dag, "waits")
+        held = row is not None and row["state"] == "up_for_reschedule"
+        return True if str(run.status) == "paused_orchestrator" and fresh and held else None
+
+    wait_for("the sensor's try to wait, in the ledger and in Airflow", between_two_pokes, 180, every=0.2)
+    airflow.mark(dag, "waits", state)
+    wait_for(f"the mark in the ledger ({status})", lambda: _status(airflow, t.run) == status or None, 60)
+    with _ledger(airflow) as led:
+        run = led.get_run(t.run)
+        assert (str(run.status), run.code, run.actor) == (status, code, "airflow-api")
+        tags = _tags(led, t.run)
+        assert tags[-2:] == ["run.paused", "run.failed" if state == "failed" else "run.finished"], tags
+        assert "run.fenced" not in tags and "run.recovered" not in tags, tags
+        assert run.attempt == tags.count("run.started")  # no start the orchestrator never made
+    rejected = [f.read_text() for f in (airflow.home / "epochledger-spool").glob("*.rejected")]
+    assert not [r for r in rejected if t.run in r], rejected
+    assert airflow.ti(dag, "waits")["state"] == state  # type: ignore[index]
+    assert _ended(airflow, dag, timeout=60) == state
 
 
 def test_E1_a_task_runner_leaves_its_spool_to_the_watcher_and_drains_it_itself_once_the_watcher_is_sigkilled(

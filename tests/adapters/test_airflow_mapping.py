@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,46 @@ def test_E1_O2_a_try_airflow_defers_is_paused_for_the_orchestrator_never_an_orph
     ]
 
 
+def test_E1_a_waiting_try_that_airflow_ends_by_a_mark_or_its_schedulers_failure_is_ended_from_its_wait(
+    store: str, spool: str
+) -> None:
+    """Three tries wait (a reschedule); Airflow ends each without running it again: a
+    user marks one failed and one success by hand (the API server's hooks), and the
+    scheduler fails the third (its race with a sensor in reschedule mode: the
+    executor's word that a poke ended reaches it once the next poke is queued, and
+    `handle_failure` calls the failure hook with previous_state running). Each is
+    recorded from the wait, as Airflow said it, and nothing is refused. Before, the
+    ledger refused the three (a pause was left only by a resume or a cancel), wrote
+    them in NAME.rejected, and kept the tries paused_orchestrator."""
+    rec = _rec(store, spool, host="h")
+    rec.component_started("task-runner")
+    tries = {state: _t(state) for state in ("failed", "success", "scheduler")}
+    for t in tries.values():
+        rec.task_running(t)
+        rec.task_waiting(t, "up_for_reschedule")
+    rec.component_stopping()
+    with _read(store) as led:
+        assert {str(led.get_run(t.run).status) for t in tries.values()} == {"paused_orchestrator"}
+    api = _rec(store, spool, host="h")  # the API server's process
+    api.task_marked(tries["failed"], "failed", note="TaskInstance's state was manually set to `failed`.")
+    api.task_marked(tries["success"], "success")
+    scheduler = _rec(store, spool, host="h")
+    error = "Executor reported that the task instance finished with state success, but its state attribute is queued."
+    scheduler.task_failed_by_scheduler(tries["scheduler"], retry=False, error=error)
+    with _read(store) as led:
+        got = {k: led.get_run(t.run) for k, t in tries.items()}
+        assert {k: (str(r.status), r.code, r.actor, r.attempt) for k, r in got.items()} == {
+            "failed": ("failed", "CANCELLED", "airflow-api", 1),
+            "success": ("finished", "", "airflow-api", 1),
+            "scheduler": ("failed", "PROCESS_EXITED", "airflow-scheduler", 1),
+        }
+        assert got["scheduler"].error == error
+    for t in tries.values():
+        assert _tags(store, t.run)[2:] in (["run.paused", "run.failed"], ["run.paused", "run.finished"])
+    assert [r.spool.rejected for r in (rec, api, scheduler) if r.spool is not None] == [0, 0]
+    assert not list(Path(spool).glob("*.rejected"))
+
+
 def test_E1_O7_the_schedulers_failure_of_a_running_try_is_process_exited_with_no_exit_fact(
     store: str, spool: str
 ) -> None:
@@ -286,6 +327,7 @@ def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_spool_and_has_boo
     parent_epoch = rec.component_started("task-runner")
     assert parent_epoch is not None and rec.flush(30)
     parent_spool = rec.spool
+    forked_at = datetime.now(UTC)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: what Airflow's executor and supervisor forks see
@@ -301,7 +343,11 @@ def test_E1_a_recorder_reached_in_a_forked_child_opens_its_own_spool_and_has_boo
     os.waitpid(pid, 0)
     assert rec.epoch == parent_epoch and rec.spool is parent_spool
     with _read(store) as led:
-        assert ledger_id("h", "task-runner", str(pid)) in {e.process for e in led.epochs()}
+        [child] = [e for e in led.epochs() if e.process == ledger_id("h", "task-runner", str(pid))]
+        # Its boot instant is the child's start, not the start of the process that made the
+        # Recorder (this test's, seconds earlier): the clock measures uptime from its own
+        # process's start (rule O1), so the child makes its own.
+        assert child.booted_at >= forked_at - timedelta(seconds=0.5), (child.booted_at, forked_at)
 
 
 def test_E1_O7_the_schedulers_watcher_starts_its_slot_probes_the_host_and_records_its_stop(

@@ -87,7 +87,7 @@ TABLE = {
     "running":              (X,         NOOP,       "running",  "paused_operator",  "paused_waiting_human",  "paused_orchestrator",  X,         X,         X,         "failed_resumable",  "failed",  "cancelled",  "finished",  X,         DEL,  X,         X),
     "paused_operator":      (X,         X,          X,          NOOP,               X,                       X,                      "queued",  X,         X,         X,                   X,         "cancelled",  X,           "queued",  DEL,  X,         X),
     "paused_waiting_human": (X,         X,          X,          X,                  NOOP,                    X,                      "queued",  X,         X,         X,                   X,         "cancelled",  X,           "queued",  DEL,  X,         X),
-    "paused_orchestrator":  (X,         X,          X,          X,                  X,                       NOOP,                   "queued",  X,         "queued",  X,                   X,         "cancelled",  X,           "queued",  DEL,  X,         X),
+    "paused_orchestrator":  (X,         X,          X,          X,                  X,                       NOOP,                   "queued",  X,         "queued",  "failed_resumable",  "failed",  "cancelled",  "finished",  "queued",  DEL,  X,         X),
     "failed_resumable":     (X,         X,          X,          X,                  X,                       X,                      "queued",  "queued",  X,         NOOP,                X,         "cancelled",  X,           "queued",  DEL,  X,         X),
     "failed":               (X,         X,          X,          X,                  X,                       X,                      X,         X,         X,         X,                   NOOP,      X,            X,           X,         DEL,  "failed",  "finished"),
     "cancelled":            (X,         X,          X,          X,                  X,                       X,                      "queued",  X,         X,         X,                   X,         NOOP,         X,           "queued",  DEL,  X,         X),
@@ -241,6 +241,38 @@ def test_E1_P1_the_orchestrators_own_wait_is_resumed_by_the_orchestrator_and_its
     assert state is not None and (state.status, state.epoch, state.attempt) == (Status.RUNNING, "e2", 2)
     with pytest.raises(IllegalTransition, match="automation may not resume a run that is paused_operator"):
         decide(COMMANDS["resume_auto"](at(30)), given("paused_operator"))
+
+
+def test_E1_L2_the_orchestrators_own_wait_ended_by_the_orchestrator_is_failed_or_finished_as_it_said() -> None:
+    """An Airflow user marks a waiting try failed or success by hand, or Airflow's
+    scheduler fails it: the orchestrator ended the work while it waited. The ledger
+    records that end from the wait, with the orchestrator's actor, code and error, and
+    no start it never made (the attempt stays); another pause is still left only by a
+    resume or a cancel. Repro (before the fix): both were refused, and the try stayed
+    paused_orchestrator where Airflow had ended it."""
+    waiting = given("paused_orchestrator")
+    assert waiting is not None and waiting.attempt == 1
+    marked = RunFailed(
+        at=at(100), run=RUN, code="CANCELLED", resumable=False, error="marked failed", actor="airflow-api"
+    )
+    failed = fold(decide(marked, waiting), waiting)
+    assert failed is not None
+    assert (failed.status, failed.code, failed.error, failed.actor, failed.attempt) == (
+        Status.FAILED,
+        "CANCELLED",
+        "marked failed",
+        "airflow-api",
+        1,
+    )
+    by_scheduler = RunFailed(at=at(100), run=RUN, code="PROCESS_EXITED", resumable=True, actor="airflow-scheduler")
+    retried = fold(decide(by_scheduler, waiting), waiting)
+    assert retried is not None and (retried.status, retried.code) == (Status.FAILED_RESUMABLE, "PROCESS_EXITED")
+    done = fold(decide(RunFinished(at=at(100), run=RUN, actor="airflow-api"), waiting), waiting)
+    assert done is not None and (done.status, done.code, done.attempt) == (Status.FINISHED, "", 1)
+    for other in ("paused_operator", "paused_waiting_human"):
+        for command in (marked, RunFinished(at=at(100), run=RUN, actor="airflow-api")):
+            with pytest.raises(IllegalTransition):
+                decide(command, given(other))
 
 
 def test_L7_a_cancel_of_a_human_wait_drops_its_question_and_answers() -> None:

@@ -125,7 +125,14 @@ def test_P1_transitions_are_decided_by_the_same_predicates() -> None:
         assert lifecycle.allowed_from("run.corrected", s) == (
             lifecycle.is_final_success(s) or lifecycle.is_final_failure(s)
         )
-        assert lifecycle.allowed_from("run.failed", s) == lifecycle.is_active(s)
+        # A failure or a finish ends active work, or the orchestrator's own wait (rule E1):
+        # no other pause, and nothing terminal.
+        assert lifecycle.allowed_from("run.failed", s) == (
+            lifecycle.is_active(s) or lifecycle.can_orchestrator_resume(s)
+        )
+        assert lifecycle.allowed_from("run.finished", s) == (
+            lifecycle.counts_against_launch_limit(s) or lifecycle.can_orchestrator_resume(s)
+        )
 
 
 def test_P2_docs_lifecycle_table_is_generated_from_the_code() -> None:
