@@ -43,18 +43,33 @@ def _process_start_boottime() -> float | None:
 _IMPORT_MONOTONIC = time.monotonic()
 
 
+def _forked() -> None:
+    global _IMPORT_MONOTONIC  # the fallback's origin: a forked child starts now
+    _IMPORT_MONOTONIC = time.monotonic()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 class SystemClock:
     """The real clock. On Linux, uptime is measured from the process's start as the
     kernel recorded it; elsewhere from the first import of this module (documented in
-    docs/operations.md as a residual risk)."""
+    docs/operations.md as a residual risk). A clock that crosses a fork() (a prefork
+    pool's child, an executor's task process) reads its new process's start the first
+    time the child asks: the parent's start would date the child's boot back to its
+    ancestor's (rule O1)."""
 
     def __init__(self) -> None:
+        self._pid = os.getpid()
         self._start = _process_start_boottime()
 
     def now(self) -> datetime:
         return datetime.now(UTC)
 
     def uptime(self) -> float:
+        if os.getpid() != self._pid:  # forked since it was made: this process's own start
+            self._pid, self._start = os.getpid(), _process_start_boottime()
         if self._start is not None and hasattr(time, "CLOCK_BOOTTIME"):
             return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - self._start)
         return time.monotonic() - _IMPORT_MONOTONIC

@@ -240,7 +240,6 @@ class Recorder:
         self.fsync: Fsync = fsync
         self.hold = hold
         self.clock = checked_clock(clock or SystemClock())
-        self._own_clock = clock is None  # the system's: its process's start is read when it is made
         self.facts = SystemHost()
         self.epoch: str | None = None  # the task runner's epoch, once booted
         self.process: str | None = None  # and its slot
@@ -254,13 +253,10 @@ class Recorder:
     def _forked(self) -> None:
         """In a forked child: nothing booted here yet, no watcher, no spool (the parent's
         turned itself off: epochledger/spool.py), a fresh lock (the parent's may have
-        been held at the fork), and the system clock made again: it measures uptime from
-        its own process's start, so the parent's would give the child the boot instant
-        of the process that made this Recorder (rule O1)."""
+        been held at the fork). The system clock reads the child's own start by itself
+        (ledger/clock.py, rule O1)."""
         self.spool, self.epoch, self.process, self._watcher = None, None, None, None
         self._lock = threading.RLock()
-        if self._own_clock:
-            self.clock = checked_clock(SystemClock())
 
     # ----------------------------------------------------------- the seam
     def _open(self) -> Ledger:

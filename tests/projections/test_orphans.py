@@ -56,6 +56,33 @@ def test_O1_system_clock_uptime_counts_from_process_start_not_import():
     assert float(res.stdout) >= 0.6
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process start time is read from /proc (Linux)")
+def test_O1_a_system_clock_that_crosses_a_fork_counts_the_childs_uptime_from_the_childs_start():
+    """Catches: SystemClock keeping the start of the process that made it, so a forked
+    child (a prefork pool's, an executor's task process) stamps its boot at its
+    ancestor's start. The clock is made, then the parent waits before forking: the
+    child's uptime must be less than that wait."""
+    code = textwrap.dedent(
+        """
+        import os, time
+        from epochledger.ledger.clock import SystemClock
+        clock = SystemClock()
+        clock.uptime()
+        time.sleep(0.8)
+        pid = os.fork()
+        if pid == 0:
+            print(clock.uptime(), flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(clock.uptime(), flush=True)
+        """
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    child, parent = (float(v) for v in res.stdout.split())
+    assert parent >= 0.8
+    assert child < 0.8, f"the child's uptime {child} s counts from its parent's start"
+
+
 def test_O1_run_started_between_process_start_and_boot_record_is_not_swept(ledger, clock):
     """A process starts at T, spends 30 s importing, and meanwhile starts an unowned run
     at T+10; it records its boot at T+30 (uptime 30). The run is the new process's own.
