@@ -39,6 +39,7 @@ from epochledger.projections.engine import (
 )
 from epochledger.projections.orphans import MARGIN, Unjudged, Verdict
 from epochledger.projections.runs import fleet_of, predicates_of
+from epochledger.projections.tick_health import OpenStreak
 from epochledger.replay import canonical_bytes, state_at, state_hash
 from epochledger.replay.pointintime import FleetState
 from epochledger.replay.verify import Verification
@@ -176,7 +177,7 @@ class TickHealth(msgspec.Struct, kw_only=True):
     rows of builtins), dead-letters and their counts by step and by error class."""
 
     now: datetime | None  # ledger time: the `at` of the last event the view has seen
-    open_streaks: list[dict[str, Any]]
+    open_streaks: list[OpenStreak]
     dead_letters: int
     dead_letters_by_step: dict[str, int]
     dead_letters_by_error_class: dict[str, int]
@@ -355,7 +356,7 @@ class Streaking(msgspec.Struct, kw_only=True):
     """A run with an open tick failure streak, oldest streak first (docs/tick.md)."""
 
     state: RunState
-    streak: dict[str, Any]
+    streak: OpenStreak
 
 
 class StreakingRuns(msgspec.Struct, kw_only=True):
@@ -714,10 +715,10 @@ class Reports:
                 statuses=statuses,
                 predicates=predicates,
                 processes=processes,
-                keys=sorted({st["run"] for st in streaks}),
+                keys=sorted({st.run for st in streaks}),
             )
         by_run = {s.run: s for s in found}
-        rows = [Streaking(state=by_run[st["run"]], streak=st) for st in streaks if st["run"] in by_run]
+        rows = [Streaking(state=by_run[st.run], streak=st) for st in streaks if st.run in by_run]
         return StreakingRuns(runs=rows, lag=lag)
 
     def fleet(self) -> Fleet:

@@ -140,18 +140,12 @@ def run_health(view: View, run: str) -> RunTickHealth:
     )
 
 
-def streak_row(view: View, run: str) -> dict[str, Any] | None:
-    """open_streak as a row of builtins (strings for instants), for listings."""
-    found = open_streak(view, run)
-    return None if found is None else msgspec.to_builtins(found)
-
-
-def open_streaks(view: View) -> list[dict[str, Any]]:
+def open_streaks(view: View) -> list[OpenStreak]:
     """Open streaks, oldest first."""
     return [
-        r
-        for r in (streak_row(view, run) for run in sorted(view.streaks, key=lambda k: (view.streaks[k].since, k)))
-        if r
+        s
+        for s in (open_streak(view, run) for run in sorted(view.streaks, key=lambda k: (view.streaks[k].since, k)))
+        if s is not None
     ]
 
 

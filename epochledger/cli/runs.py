@@ -554,7 +554,7 @@ def cmd_runs(ns: argparse.Namespace) -> None:
     say_lag(lag)
     with gc_paused():  # a listing of 100k runs: ~1.5x faster without the GC
         if ns.streaking:
-            rows = [{**run_record(r.state), "streak": r.streak} for r in streaking]
+            rows = [{**run_record(r.state), "streak": msgspec.to_builtins(r.streak)} for r in streaking]
             if ns.json:
                 out_json(rows)
                 return

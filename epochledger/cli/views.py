@@ -43,7 +43,9 @@ def cmd_tick_health(ns: argparse.Namespace) -> None:
     now = summary.now
     out(f"ledger time: {msgspec.to_builtins(now) if now is not None else '(empty log)'}")
     out(f"open streaks: {len(summary.open_streaks)}")
-    table(summary.open_streaks, ["run", "since", "age_s", "failures", "step", "error_class", "error"])
+    table(
+        msgspec.to_builtins(summary.open_streaks), ["run", "since", "age_s", "failures", "step", "error_class", "error"]
+    )
     out(f"dead-letters: {summary.dead_letters}")
     for key, counts in (
         ("by_step", summary.dead_letters_by_step),

@@ -243,9 +243,9 @@ def fleet(request: Req) -> Response[str]:
     streaks = [
         [
             f"<td>{run_link(s.state.run)}</td>",
-            _cell(s.streak.get("failures")),
-            _cell(_age(s.streak.get("age_s"))),
-            _cell(s.streak.get("error_class")),
+            _cell(s.streak.failures),
+            _cell(_age(s.streak.age_s)),
+            _cell(s.streak.error_class),
         ]
         for s in now.streaking
     ]
@@ -281,7 +281,7 @@ def _by_error_class(now: Fleet) -> list[tuple[str, int, int]]:
     dead-letters the tick-health view's own count by class. No page lists the runs of a
     class (the runs filters have no error class; every dead-letter's code is the same),
     so a class links nowhere."""
-    streaks = Counter(str(s.streak.get("error_class", "")) for s in now.streaking)
+    streaks = Counter(s.streak.error_class for s in now.streaking)
     dead = now.tick_health.dead_letters_by_error_class
     return [(c, streaks.get(c, 0), dead.get(c, 0)) for c in sorted(streaks.keys() | dead.keys())]
 

@@ -179,7 +179,7 @@ class _LedgerGauges(Collector):
             "Runs with an open tick failure streak (T1)",
             value=len(health.open_streaks),
         )
-        ages = [s["age_s"] for s in health.open_streaks if s.get("age_s") is not None]
+        ages = [s.age_s for s in health.open_streaks if s.age_s is not None]
         yield GaugeMetricFamily(
             "epochledger_tick_streak_oldest_age_seconds",
             "Age of the oldest open tick streak, in ledger time (0 when none is open)",

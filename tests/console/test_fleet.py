@@ -95,7 +95,7 @@ def test_H9_fleet_orphans_and_streaks_are_the_whole_fleets(ledger: Ledger, clock
     assert [(o.state.run, o.rule) for o in now.orphans if o.verdict is not None] == [(v.run, v.rule) for v in whole]
     folded = tick_health.open_streaks(tick_health.fold(ledger.events()))
     live = {s.run for s in runs_view.fold(ledger.events()).values() if not s.deleted}
-    assert [s.state.run for s in now.streaking] == [st["run"] for st in folded if st["run"] in live]
+    assert [s.state.run for s in now.streaking] == [st.run for st in folded if st.run in live]
     assert {"stuck", "stuck-2"} <= {s.state.run for s in now.streaking} and "gone" not in {
         s.state.run for s in now.streaking
     }

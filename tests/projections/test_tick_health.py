@@ -70,7 +70,7 @@ def test_T3_tick_health_view_open_streaks_age_in_ledger_time_and_dead_letters(
     clock.advance(3600)  # the wall clock moves on; the view must not notice
     view = tick_health.fold(ledger.events())
     assert view.now == T0 + timedelta(seconds=360)
-    rows = tick_health.open_streaks(view)
+    rows = [msgspec.to_builtins(s) for s in tick_health.open_streaks(view)]
     assert [r["run"] for r in rows] == ["stuck"]
     (stuck,) = rows
     assert stuck["age_s"] == 240.0 and stuck["failures"] == 5

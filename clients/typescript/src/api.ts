@@ -1040,7 +1040,7 @@ export interface StopCommand {
 
 export interface Streaking {
   state: RunState;
-  streak: { [key: string]: unknown; };
+  streak: OpenStreak;
 }
 
 export interface StreakingRuns {
@@ -1089,7 +1089,7 @@ export interface TickHealth {
   dead_letters_by_error_class: { [key: string]: number; };
   dead_letters_by_step: { [key: string]: number; };
   now: string | null;
-  open_streaks: { [key: string]: unknown; }[];
+  open_streaks: OpenStreak[];
 }
 
 export interface TickOutcome {
