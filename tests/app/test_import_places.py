@@ -1,0 +1,101 @@
+"""A line judged at its place through its slot (rule I1): a run line that comes before a
+recorded line of the slot whose epoch it names (or the slot a start is stamped with) is
+judged there, not at the end of the slot's history, and appends nothing; the counts of
+the lines judged there; a stated field telling a line from kept evidence."""
+
+from __future__ import annotations
+
+from epochledger.app import Ledger
+from epochledger.ledger.events import RunFenced, Status
+from epochledger.ndjson import import_events
+from tests.app.test_ndjson import lines
+
+BOOT = {
+    "type": "process.booted",
+    "at": "2026-09-09T14:00:00Z",
+    "process": "w-1",
+    "epoch": "e1",
+    "booted_at": "2026-09-09T13:59:58Z",
+}
+# Another slot that booted the same epoch id: only the slot a line names finds the epoch.
+TWIN = {**BOOT, "at": "2026-09-09T14:00:00.5Z", "process": "w-2", "booted_at": "2026-09-09T13:59:59Z"}
+Q = {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r"}
+S = {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r", "epoch": "e1"}
+OUT_OF_PLACE = "out of place: line {}, after it in the file, is already recorded (position 1)"
+
+
+def test_I1_a_start_before_a_recorded_boot_of_the_slot_it_names_is_judged_there(ledger: Ledger) -> None:
+    """The slot is the one the start names (`process`), where two slots booted its epoch
+    id; or the one its queue named, when the start names none. Either way the boot after
+    the start in the file is recorded, so the start is judged at its place and appends
+    nothing, in whichever way the slot is found.
+    Mutations caught: `_Import._slot` without the slot hint (the epoch id is then
+    ambiguous and no slot is found), without the run's queued slot, or returning none."""
+    import_events(ledger, lines([BOOT, TWIN]))
+    named = import_events(ledger, lines([Q, {**S, "process": "w-1"}, BOOT]), on_error="skip")
+    assert (named.landed, named.duplicates, [r.line for r in named.rejected]) == (1, 1, [2])
+    assert named.rejected[0].reason.startswith(OUT_OF_PLACE.format(3))
+    queued = [{**Q, "run": "q", "process": "w-1"}, {"type": "run.started", "at": S["at"], "run": "q"}, BOOT]
+    by_queue = import_events(ledger, lines(queued), on_error="skip")
+    assert (by_queue.landed, by_queue.duplicates, [r.line for r in by_queue.rejected]) == (1, 1, [2])
+    assert by_queue.rejected[0].reason.startswith(OUT_OF_PLACE.format(3))
+    assert ledger.get_run("r").status is Status.QUEUED and ledger.get_run("q").status is Status.QUEUED
+
+
+def test_I1_a_report_naming_its_runs_owner_epoch_is_judged_at_the_place_of_that_slot(ledger: Ledger) -> None:
+    """A checkpoint written for the epoch that owns its run (which two slots booted by
+    that id): the slot is the run's owner's, and the boot recorded after the checkpoint in
+    the file places it. Mutations caught: `slot_hint` given no run state (or the state of
+    no stream): the epoch is not found, and the checkpoint lands after the boot."""
+    import_events(ledger, lines([BOOT, TWIN, Q, {**S, "process": "w-1"}]))
+    before = ledger._store.max_position()
+    checkpoint = {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r", "node": "n", "ref": "c/1"}
+    result = import_events(ledger, lines([{**checkpoint, "epoch": "e1"}, BOOT]), on_error="skip")
+    assert (result.landed, result.duplicates, [r.line for r in result.rejected]) == (0, 1, [1])
+    assert result.rejected[0].reason.startswith(OUT_OF_PLACE.format(2))
+    assert ledger._store.max_position() == before and ledger.get_run("r").checkpoint is None
+
+
+def test_I1_each_line_whose_effect_held_at_its_place_is_counted_held(ledger: Ledger) -> None:
+    """Two re-sent `process.stopping` lines between the recorded stopping and the
+    recorded stop: the second import judges each at its place (before the stop, the
+    epoch stopping), where its effect held. Mutations caught: `_Import._behind` setting
+    the count instead of adding one, or adding another amount."""
+    stopping = {"type": "process.stopping", "at": "2026-09-09T14:00:03Z", "process": "w-1", "epoch": "e1"}
+    stopped = {"type": "process.stopped", "at": "2026-09-09T14:00:09Z", "process": "w-1", "epoch": "e1"}
+    rows = [BOOT, stopping, {**stopping, "at": "2026-09-09T14:00:04Z"}, {**stopping, "at": "2026-09-09T14:00:05Z"}]
+    first = import_events(ledger, lines([*rows, stopped]))
+    assert (first.landed, first.held) == (3, 2)
+    again = import_events(ledger, lines([*rows, stopped]))
+    assert (again.lines, again.landed, again.duplicates, again.held, again.appended) == (5, 0, 3, 2, 0)
+
+
+def test_I1_a_start_listed_before_its_epochs_boot_stays_rejected_on_a_second_import(ledger: Ledger) -> None:
+    """The start of an epoch not yet booted is refused; the same start after the boot
+    lands. On the second import both lines state the recorded start, but the boot
+    between them in the file is the slot's, so the start recorded is the later line's
+    and the first is judged at its place again: rejected, not a duplicate.
+    Mutation caught: `_Import._stated_slot` not asking the stored start for its slot
+    (only the run's own stream counted): the first line became a duplicate."""
+    rows = [Q, S, BOOT, S]
+    first = import_events(ledger, lines(rows), on_error="skip")
+    assert (first.landed, [r.line for r in first.rejected]) == (3, [2])
+    assert "no process slot ever booted epoch 'e1'" in first.rejected[0].reason
+    again = import_events(ledger, lines(rows), on_error="skip")
+    assert (again.landed, again.duplicates, [r.line for r in again.rejected]) == (0, 3, [2])
+    assert again.rejected[0].reason.startswith("out of place: line 4, after it in the file, is already recorded")
+
+
+def test_I1_a_line_stating_a_stamped_field_is_not_the_evidence_kept_for_a_report_without_it(ledger: Ledger) -> None:
+    """A stale epoch's start kept as run.fenced evidence; the same start stating its slot
+    (a field the ledger stamps when left out) is another report: its own evidence is
+    kept, the first is not claimed. Mutations caught: `_kept` comparing only the fields
+    that are stated and not stamped (or leaving out the stated stamped ones)."""
+    superseded = {**BOOT, "at": "2026-09-09T14:00:00.5Z", "epoch": "e2"}
+    first = import_events(ledger, lines([BOOT, superseded, Q, S]), on_error="skip")
+    assert (first.landed, first.evidence) == (3, 1)
+    named = import_events(ledger, lines([{**S, "process": "w-1"}]), on_error="skip")
+    assert (named.duplicates, named.evidence, named.appended) == (0, 1, 1)
+    assert [r.kept for r in named.rejected] == ["run.fenced"]
+    kept = [r.event for r in ledger.history("r") if isinstance(r.event, RunFenced)]
+    assert [k.report.get("process") for k in kept] == [None, "w-1"]
