@@ -70,6 +70,66 @@ def test_I1_each_line_whose_effect_held_at_its_place_is_counted_held(ledger: Led
     assert (again.lines, again.landed, again.duplicates, again.held, again.appended) == (5, 0, 3, 2, 0)
 
 
+def test_I1_a_line_placed_before_the_first_event_of_its_run_has_no_previous_time(ledger: Ledger) -> None:
+    """Another queue of a recorded run, listed before the recorded queue: its place is
+    the start of the run's history, where no event came before it, so it is out of
+    place (the whole reason, as the rejects file shows it), not "time goes backwards"
+    against the run's last event. Mutations caught: `_Known.before` looking one event
+    past the start of the history (it wraps to the last event), and every word of the
+    reason."""
+    import_events(ledger, lines([BOOT, Q, S]))
+    other = {**Q, "at": "2026-09-09T14:00:00.5Z", "workflow": "other"}
+    result = import_events(ledger, lines([other, Q]), on_error="skip")
+    assert (result.duplicates, [r.line for r in result.rejected]) == (1, [1])
+    assert result.rejected[0].reason == (
+        "out of place: line 2, after it in the file, is already recorded (position 2), so this line's place in "
+        "the history is taken; nothing is appended before recorded events (rule I1: a line is judged at its place)"
+    )
+
+
+def test_I1_a_line_at_its_place_is_timed_against_the_last_transition_before_it(ledger: Ledger) -> None:
+    """The run's history: queued, a refused finish kept as evidence, cancelled. A start
+    placed before the recorded cancel and earlier than the queue goes backwards against
+    the queue (evidence is no transition), named with its position; a checkpoint placed
+    before a recorded checkpoint at the very instant of the start before it is not
+    earlier, so it is out of place. Mutations caught: `_Known.before` stepping over
+    every other event (it missed the queue behind the evidence), `_behind`'s `<` as
+    `<=`, and the words of the time reason."""
+    queued = {"type": "run.queued", "at": "2026-09-09T14:00:00Z", "run": "x"}
+    cancel = {"type": "run.cancelled", "at": "2026-09-09T14:00:05Z", "run": "x"}
+    finish = {"type": "run.finished", "at": "2026-09-09T14:00:10Z", "run": "x"}
+    assert import_events(ledger, lines([queued, finish, cancel]), on_error="skip").evidence == 1
+    start = {"type": "run.started", "at": "2026-09-09T13:59:59Z", "run": "x"}
+    result = import_events(ledger, lines([start, cancel]), on_error="skip")
+    assert [r.reason for r in result.rejected] == [
+        "time goes backwards in run 'x': at 2026-09-09T13:59:59+00:00 is earlier than 2026-09-09T14:00:00+00:00, "
+        "the time of its previous event (position 1); the run would show a negative duration (an export of a "
+        "ledger whose clock stepped back imports with --clock-steps keep)"
+    ]
+    checkpoint = {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r", "node": "n", "ref": "c/1"}
+    import_events(ledger, lines([BOOT, Q, S, checkpoint]))
+    same_instant = {**checkpoint, "at": S["at"], "ref": "c/0"}
+    result = import_events(ledger, lines([same_instant, checkpoint]), on_error="skip")
+    assert [r.reason[:13] for r in result.rejected] == ["out of place:"]
+
+
+def test_I1_evidence_kept_in_a_batch_holds_only_its_own_event_for_its_run(ledger: Ledger) -> None:
+    """A finish of a queued run is refused and kept as evidence in the middle of a file
+    whose earlier line queued another run later; the cancel after it is timed against
+    its own run's queue and lands. Mutation caught: `_Import._reject` taking every
+    append of the batch for the evidence's (`appended_since(None)`): the other run's
+    queue became this run's last event, and the cancel went "backwards"."""
+    rows = [
+        {"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "a"},
+        {"type": "run.queued", "at": "2026-09-09T14:00:09Z", "run": "b"},
+        {"type": "run.finished", "at": "2026-09-09T14:00:05Z", "run": "a"},
+        {"type": "run.cancelled", "at": "2026-09-09T14:00:06Z", "run": "a"},
+    ]
+    result = import_events(ledger, lines(rows), on_error="skip")
+    assert (result.landed, result.evidence, [(r.line, r.kept) for r in result.rejected]) == (3, 1, [(3, "run.fenced")])
+    assert ledger.get_run("a").status is Status.CANCELLED
+
+
 def test_I1_a_start_listed_before_its_epochs_boot_stays_rejected_on_a_second_import(ledger: Ledger) -> None:
     """The start of an epoch not yet booted is refused; the same start after the boot
     lands. On the second import both lines state the recorded start, but the boot
@@ -81,6 +141,7 @@ def test_I1_a_start_listed_before_its_epochs_boot_stays_rejected_on_a_second_imp
     first = import_events(ledger, lines(rows), on_error="skip")
     assert (first.landed, [r.line for r in first.rejected]) == (3, [2])
     assert "no process slot ever booted epoch 'e1'" in first.rejected[0].reason
+    assert (first.rejected[0].kept, first.rejected[0].position) == (None, None)  # refused, not kept as evidence
     again = import_events(ledger, lines(rows), on_error="skip")
     assert (again.landed, again.duplicates, [r.line for r in again.rejected]) == (0, 3, [2])
     assert again.rejected[0].reason.startswith("out of place: line 4, after it in the file, is already recorded")

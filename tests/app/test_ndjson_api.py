@@ -1,0 +1,49 @@
+"""The NDJSON functions a caller uses directly (rules L3, L4): `parse_line` gives the
+typed event or names the line it refuses; `export_lines`, `export_to` and `export_file`
+write the log after a position, count what they wrote, and never write over the
+ledger's own files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from epochledger import ImportRejected, InvalidInput
+from epochledger.app import Ledger
+from epochledger.ledger.events import RunQueued
+from epochledger.ndjson import export_file, export_lines, export_to, import_lines, parse_line
+from tests.app.test_ndjson import GOOD, lines
+
+
+def test_L4_parse_line_gives_the_typed_event_or_refuses_naming_the_line() -> None:
+    event = parse_line('{"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1"}', 7)
+    assert isinstance(event, RunQueued) and event.run == "r1"
+    with pytest.raises(ImportRejected) as e:
+        parse_line(b'{"type": "run.queued", "at": "2026-09-09T14:00:01Z"}', 7)
+    assert e.value.line == 7 and str(e.value).startswith("line 7: run.queued: ")
+
+
+def test_L3_export_writes_the_log_after_a_position_and_counts_its_lines(ledger: Ledger, tmp_path: Path) -> None:
+    """Mutations caught: the default `after` of `export_lines` one past the log's start
+    (the first event lost), `export_to` ignoring `after` or miscounting, `export_file`
+    ignoring `after`, its path or the ledger's files."""
+    assert import_lines(ledger, lines(GOOD)) == len(GOOD)
+    whole = b"".join(export_lines(ledger))
+    assert whole.splitlines() == [x.rstrip(b"\n") for x in export_lines(ledger, 0)]
+    assert len(whole.splitlines()) == len(GOOD)
+    buf = io.BytesIO()
+    assert export_to(ledger, buf) == len(GOOD) and buf.getvalue() == whole
+    tail = io.BytesIO()
+    assert export_to(ledger, tail, 3) == len(GOOD) - 3
+    assert tail.getvalue().splitlines() == whole.splitlines()[3:]
+    out = tmp_path / "out.ndjson"
+    assert export_file(ledger, str(out)) == len(GOOD) and out.read_bytes() == whole
+    assert export_file(ledger, str(out), 5) == len(GOOD) - 5
+    assert out.read_bytes().splitlines() == whole.splitlines()[5:]
+    for own in [f for f in ledger.local_files() if Path(f).exists()]:  # SQLite's files; PostgreSQL has none
+        before = Path(own).read_bytes()
+        with pytest.raises(InvalidInput, match="refusing to overwrite"):
+            export_file(ledger, own)
+        assert Path(own).read_bytes() == before
