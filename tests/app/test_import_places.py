@@ -5,10 +5,12 @@ the lines judged there; a stated field telling a line from kept evidence."""
 
 from __future__ import annotations
 
+from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.ledger.events import RunFenced, Status
 from epochledger.ndjson import import_events
 from tests.app.test_ndjson import lines
+from tests.helpers.engine_helpers import corrupt
 
 BOOT = {
     "type": "process.booted",
@@ -160,3 +162,43 @@ def test_I1_a_line_stating_a_stamped_field_is_not_the_evidence_kept_for_a_report
     assert [r.kept for r in named.rejected] == ["run.fenced"]
     kept = [r.event for r in ledger.history("r") if isinstance(r.event, RunFenced)]
     assert [k.report.get("process") for k in kept] == [None, "w-1"]
+
+
+def test_I1_a_re_sent_start_holds_after_its_run_moved_on_only_in_the_slot_of_the_original(ledger: Ledger) -> None:
+    """A start re-sent by another actor, alone in a later file, after the run was
+    checkpointed and cancelled: decide would call it the recorded start again had it come
+    right after it (rule L1), so it holds. Stating another slot makes it another start,
+    judged as a new line: refused, earlier than the cancel. Mutations caught: `_holds_again` never holding for a
+    run that exists, and giving a start that states its slot the original's slot."""
+    other_slot = {**BOOT, "process": "w-2", "epoch": "e2"}
+    started = {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r", "process": "w-1"}
+    import_events(ledger, lines([BOOT, other_slot, Q, started]))
+    checkpoint = {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r", "node": "n", "ref": "c/1"}
+    import_events(ledger, lines([checkpoint, {"type": "run.cancelled", "at": "2026-09-09T14:00:04Z", "run": "r"}]))
+    resent = {"type": "run.started", "at": "2026-09-09T14:00:02.5Z", "run": "r", "actor": "someone"}
+    again = import_events(ledger, lines([resent]), on_error="skip")
+    assert (again.held, again.appended, again.rejected) == (1, 0, [])
+    elsewhere = import_events(ledger, lines([{**resent, "process": "w-2"}]), on_error="skip")
+    assert (elsewhere.held, elsewhere.appended, len(elsewhere.rejected)) == (0, 0, 1)
+    assert elsewhere.rejected[0].reason.startswith("time goes backwards in run 'r'")
+
+
+def test_I1_T4_a_re_sent_start_of_a_run_whose_queue_row_is_damaged_is_refused_not_held(
+    ledger: Ledger, store_url: str
+) -> None:
+    """The run's queue no longer decodes (a disk fault): its stream folds to no run
+    (rule T4 skips the row, and a start alone is no run). A start re-sent after the
+    recorded one is then no re-send of a run's start: it is refused as a start of no
+    run, as decide refuses it. Mutation caught: `_holds_again` holding for a run with no
+    state."""
+    started = {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r"}
+    import_events(ledger, lines([Q, started]))
+    corrupt(store_url, 1, b"\x00 no longer decodes")
+    with open_ledger(store_url) as damaged:
+        result = import_events(
+            damaged, lines([{**started, "at": "2026-09-09T14:00:03Z", "actor": "x"}]), on_error="skip"
+        )
+    assert (result.held, result.appended) == (0, 0)
+    assert [r.reason for r in result.rejected] == [
+        "run 'r' is (no such run): run.started refused (a run begins with run.queued)"
+    ]
