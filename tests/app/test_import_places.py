@@ -202,3 +202,72 @@ def test_I1_T4_a_re_sent_start_of_a_run_whose_queue_row_is_damaged_is_refused_no
     assert [r.reason for r in result.rejected] == [
         "run 'r' is (no such run): run.started refused (a run begins with run.queued)"
     ]
+
+
+START = {"type": "run.started", "at": "2026-09-09T14:00:02Z", "run": "r", "process": "w-1"}
+CHECKPOINT = {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r", "node": "n", "ref": "c/1"}
+CANCEL = {"type": "run.cancelled", "at": "2026-09-09T14:00:04Z", "run": "r"}
+
+
+def _resend(ledger: Ledger, later: list[dict], at: str, **fields: str) -> tuple[int, int, list[str]]:
+    """The run queued and started, then `later` imported; then the start re-sent by
+    another actor at `at`, alone: (held, appended, reasons rejected)."""
+    import_events(ledger, lines([BOOT, Q, START]))
+    if later:
+        import_events(ledger, lines(later))
+    line = {"type": "run.started", "at": at, "run": "r", "actor": "someone", **fields}
+    result = import_events(ledger, lines([line]), on_error="skip")
+    return result.held, result.appended, [r.reason for r in result.rejected]
+
+
+def test_I1_L1_a_re_sent_start_after_a_checkpoint_holds(ledger: Ledger) -> None:
+    """Mutation caught: `_Known.resent` stepping over every other event (the start behind
+    the checkpoint was never reached)."""
+    assert _resend(ledger, [CHECKPOINT], "2026-09-09T14:00:02.5Z") == (1, 0, [])
+
+
+def test_I1_L1_a_re_sent_start_at_the_instant_of_its_original_holds(ledger: Ledger) -> None:
+    """Mutation caught: `_Known.resent` asking the original to be strictly earlier."""
+    assert _resend(ledger, [CHECKPOINT, CANCEL], START["at"]) == (1, 0, [])
+
+
+def test_I1_L1_a_re_sent_start_at_the_instant_of_a_later_event_without_a_status_change_holds(
+    ledger: Ledger,
+) -> None:
+    """The checkpoint after the start, at the re-send's instant, changes no status: it is
+    no later transition, so the re-send holds. Mutations caught: `_Known.resent`
+    stopping at any event as early as the re-send, or reading the status of no event
+    (or of the wrong one) for the change."""
+    assert _resend(ledger, [CHECKPOINT], CHECKPOINT["at"]) == (1, 0, [])
+
+
+def test_I1_L1_a_start_re_sent_for_a_superseded_epoch_holds_on_the_start_it_repeats(ledger: Ledger) -> None:
+    """The run's last event is its start by epoch e1, since superseded: a re-send of
+    that start by another actor is that start again (rule L1), not a stale epoch's new
+    report to keep as evidence. Mutation caught: `_Known.resent` skipping the last event
+    of the stream."""
+    started = {**START, "epoch": "e1"}
+    import_events(ledger, lines([BOOT, Q, started, {**BOOT, "at": "2026-09-09T14:00:02.2Z", "epoch": "e2"}]))
+    result = import_events(ledger, lines([{**started, "at": "2026-09-09T14:00:02.5Z", "actor": "someone"}]))
+    assert (result.held, result.appended, result.evidence) == (1, 0, 0)
+
+
+def test_I1_L1_a_queue_re_sent_after_a_start_at_the_same_instant_is_refused(ledger: Ledger) -> None:
+    """A start at the queue's very instant changed the run's status: a queue re-sent at
+    that instant comes after it, so it is no re-send of the queue (it would queue a
+    running run). Mutation caught: `_Known.resent` not asking about a status change
+    at the second event of a stream."""
+    same = "2026-09-09T14:00:01Z"
+    import_events(ledger, lines([BOOT, Q, {**START, "at": same}]))
+    result = import_events(ledger, lines([{**Q, "actor": "someone"}]), on_error="skip")
+    assert (result.held, result.appended) == (0, 0)
+    assert [r.reason for r in result.rejected] == ["run 'r' is running: run.queued refused"]
+
+
+def test_I1_a_line_that_leaves_out_a_field_the_recorded_event_has_is_not_that_event(ledger: Ledger) -> None:
+    """The start recorded by actor "x"; a line stating the same start without an actor is
+    another event (its effect holds: `held`), not a duplicate. Mutation caught: `_same`
+    comparing only the fields a line states."""
+    import_events(ledger, lines([BOOT, Q, {**START, "actor": "x"}]))
+    result = import_events(ledger, lines([START]))
+    assert (result.duplicates, result.held, result.appended) == (0, 1, 0)
