@@ -8,7 +8,7 @@ from __future__ import annotations
 from epochledger import open_ledger
 from epochledger.app import Ledger
 from epochledger.ledger.events import RunFenced, Status
-from epochledger.ndjson import import_events
+from epochledger.ndjson import export_lines, import_events
 from tests.app.test_ndjson import lines
 from tests.helpers.engine_helpers import corrupt
 
@@ -271,3 +271,36 @@ def test_I1_a_line_that_leaves_out_a_field_the_recorded_event_has_is_not_that_ev
     import_events(ledger, lines([BOOT, Q, {**START, "actor": "x"}]))
     result = import_events(ledger, lines([START]))
     assert (result.duplicates, result.held, result.appended) == (0, 1, 0)
+
+
+def test_I1_L1_re_sent_starts_held_in_a_file_are_held_again_at_their_place(ledger: Ledger) -> None:
+    """Two re-sends of the start, listed after the checkpoint (earlier than it, but the
+    start they repeat is earlier still: they hold, rule L1), then the cancel. Imported
+    again, each is judged at its place (before the recorded cancel, the run last
+    checkpointed), where it is a re-send of the start: both held again, nothing refused.
+    Mutations caught: `_Import._line` asking `resent` about no state at the place, or
+    setting the held count instead of adding to it."""
+    rows = [
+        BOOT,
+        Q,
+        START,
+        CHECKPOINT,
+        {**START, "at": "2026-09-09T14:00:02.5Z", "actor": "someone"},
+        {**START, "at": "2026-09-09T14:00:02.6Z", "actor": "another"},
+        CANCEL,
+    ]
+    first = import_events(ledger, lines(rows))
+    assert (first.landed, first.held) == (5, 2)
+    again = import_events(ledger, lines(rows), on_error="skip")
+    assert (again.duplicates, again.held, again.appended, again.rejected) == (5, 2, 0, [])
+
+
+def test_I1_an_export_holding_kept_evidence_imports_again_as_duplicates(ledger: Ledger) -> None:
+    """A run.fenced line is a line like any: the evidence recorded is its duplicate, not
+    a refused report to list again. Mutation caught: `_Import._line` treating a
+    run.fenced line that matches kept evidence as the report it keeps (rejected)."""
+    finish = {"type": "run.finished", "at": "2026-09-09T14:00:05Z", "run": "r"}
+    assert import_events(ledger, lines([Q, finish]), on_error="skip").evidence == 1
+    export = list(export_lines(ledger))
+    again = import_events(ledger, export, on_error="skip")
+    assert (again.lines, again.duplicates, again.appended, again.rejected) == (2, 2, 0, [])
