@@ -304,3 +304,13 @@ def test_I1_an_export_holding_kept_evidence_imports_again_as_duplicates(ledger: 
     export = list(export_lines(ledger))
     again = import_events(ledger, export, on_error="skip")
     assert (again.lines, again.duplicates, again.appended, again.rejected) == (2, 2, 0, [])
+
+
+def test_I1_a_start_after_a_recorded_boot_of_its_slot_lands(ledger: Ledger) -> None:
+    """The boot is recorded and listed first: the run's lines after it in the file have
+    no recorded line of the slot after them, so they land. Mutation caught:
+    `_Import._line` taking any line with a slot for one with a place in it (a crash)."""
+    import_events(ledger, lines([BOOT]))
+    result = import_events(ledger, lines([BOOT, Q, {**S, "process": "w-1"}]))
+    assert (result.duplicates, result.landed, result.appended) == (1, 2, 2)
+    assert ledger.get_run("r").status is Status.RUNNING
