@@ -25,6 +25,19 @@ def test_L4_parse_line_gives_the_typed_event_or_refuses_naming_the_line() -> Non
     assert e.value.line == 7 and str(e.value).startswith("line 7: run.queued: ")
 
 
+def test_L4_an_escaped_colon_sends_a_line_to_the_exact_duplicate_check_which_finds_only_real_duplicates() -> None:
+    """`\\u003a` in a line defeats the colon count (the re-encoding writes a plain
+    colon), so the line takes the exact check: it passes without a duplicate key and is
+    refused, naming the key, with one. Mutations caught: the exact check naming the first
+    key of any object, or failing when it finds none."""
+    line = '{"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r1", "reason": "a\\u003ab"}'
+    event = parse_line(line, 1)
+    assert isinstance(event, RunQueued) and event.reason == "a:b"
+    twice = line.replace('"run": "r1"', '"run": "r1", "run": "r2"')
+    with pytest.raises(ImportRejected, match="line 1: duplicate key 'run'"):
+        parse_line(twice, 1)
+
+
 def test_L3_export_writes_the_log_after_a_position_and_counts_its_lines(ledger: Ledger, tmp_path: Path) -> None:
     """Mutations caught: the default `after` of `export_lines` one past the log's start
     (the first event lost), `export_to` ignoring `after` or miscounting, `export_file`
