@@ -13,7 +13,7 @@ import pytest
 from epochledger import ImportRejected, InvalidInput
 from epochledger.app import Ledger
 from epochledger.ledger.events import RunQueued
-from epochledger.ndjson import export_file, export_lines, export_to, import_lines, parse_line
+from epochledger.ndjson import MAX_LINE, export_file, export_lines, export_to, import_lines, parse_line
 from tests.app.test_ndjson import GOOD, lines
 
 
@@ -23,6 +23,27 @@ def test_L4_parse_line_gives_the_typed_event_or_refuses_naming_the_line() -> Non
     with pytest.raises(ImportRejected) as e:
         parse_line(b'{"type": "run.queued", "at": "2026-09-09T14:00:01Z"}', 7)
     assert e.value.line == 7 and str(e.value).startswith("line 7: run.queued: ")
+
+
+NESTED = (
+    b'{"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r", "labels": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+)
+REFUSED = [
+    ("\ud800", "not UTF-8: surrogates not allowed at character 0"),
+    (b"x" * (MAX_LINE + 1), f"line is longer than {MAX_LINE} bytes"),
+    (b"{oops", "not JSON: JSON is malformed: object keys must be strings (byte 1)"),
+    (b"[1]", "expected a JSON object"),
+    (NESTED, "JSON nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("line", "reason"), REFUSED, ids=["surrogate", "long", "not-json", "not-object", "nested"])
+def test_L4_parse_line_names_the_line_and_the_reason_of_every_refusal(line: bytes | str, reason: str) -> None:
+    """Mutations caught: each refusal raised without the line's number, or with its
+    reason missing or reworded."""
+    with pytest.raises(ImportRejected) as e:
+        parse_line(line, 3)
+    assert (e.value.line, e.value.reason) == (3, reason)
 
 
 def test_L4_an_escaped_colon_sends_a_line_to_the_exact_duplicate_check_which_finds_only_real_duplicates() -> None:
