@@ -25,6 +25,7 @@ def test_L4_parse_line_gives_the_typed_event_or_refuses_naming_the_line() -> Non
     assert e.value.line == 7 and str(e.value).startswith("line 7: run.queued: ")
 
 
+QUEUED = b'{"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r"'
 NESTED = (
     b'{"type": "run.queued", "at": "2026-09-09T14:00:01Z", "run": "r", "labels": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 )
@@ -34,10 +35,36 @@ REFUSED = [
     (b"{oops", "not JSON: JSON is malformed: object keys must be strings (byte 1)"),
     (b"[1]", "expected a JSON object"),
     (NESTED, "JSON nested too deeply"),
+    (b'{"type": "run.nope"}', "unknown type 'run.nope'"),
+    (b'{"at": 1}', "missing field 'type'"),
+    (QUEUED + b', "zzz": 1}', "unknown field 'zzz' for run.queued"),
+    (QUEUED + b', "run": "s"}', "duplicate key 'run' (JSON would keep only its last value)"),
+    (b'{"type": "run.queued", "at": "2026-09-09T14:00:01Z"}', "run.queued: Object missing required field `run`"),
+    (
+        b'{"type": "run.queued", "at": "2026-09-09T14:00:01.0000001Z", "run": "r"}',
+        "run.queued: not stored as given: '2026-09-09T14:00:01.0000001Z' is finer than a microsecond; it would be "
+        "stored as 2026-09-09T14:00:01+00:00 - at `$.at`",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("line", "reason"), REFUSED, ids=["surrogate", "long", "not-json", "not-object", "nested"])
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    REFUSED,
+    ids=[
+        "surrogate",
+        "long",
+        "not-json",
+        "not-object",
+        "nested",
+        "unknown-type",
+        "no-type",
+        "unknown-field",
+        "duplicate",
+        "invalid",
+        "finer",
+    ],
+)
 def test_L4_parse_line_names_the_line_and_the_reason_of_every_refusal(line: bytes | str, reason: str) -> None:
     """Mutations caught: each refusal raised without the line's number, or with its
     reason missing or reworded."""
