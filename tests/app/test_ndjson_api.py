@@ -5,15 +5,18 @@ ledger's own files."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from epochledger import ImportRejected, InvalidInput
 from epochledger.app import Ledger
 from epochledger.ledger.events import RunQueued
-from epochledger.ndjson import MAX_LINE, export_file, export_lines, export_to, import_lines, parse_line
+from epochledger.ndjson import MAX_LINE, export_file, export_lines, export_to, import_events, import_lines, parse_line
 from tests.app.test_ndjson import GOOD, lines
 
 
@@ -108,3 +111,50 @@ def test_L3_export_writes_the_log_after_a_position_and_counts_its_lines(ledger: 
         with pytest.raises(InvalidInput, match="refusing to overwrite"):
             export_file(ledger, own)
         assert Path(own).read_bytes() == before
+
+
+def test_I1_the_import_refuses_each_bad_option_by_name_and_says_so(ledger: Ledger, tmp_path: Path) -> None:
+    """Mutations caught: each usage refusal of `import_events` and `with_rejects` with
+    its text missing or reworded, or naming another option."""
+    cases: list[tuple[dict[str, Any], str, str]] = [
+        ({"clock_steps": "sometimes"}, "--clock-steps", "expected 'refuse' or 'keep', got 'sometimes'"),
+        ({"on_error": "ignore"}, "--on-error", "expected 'stop' or 'skip', got 'ignore'"),
+        (
+            {"rejects": str(tmp_path / "r.ndjson")},
+            "--rejects",
+            "a rejects file needs --on-error skip (a strict import rejects the whole file)",
+        ),
+        (
+            {"on_error": "skip", "rejects": str(tmp_path)},
+            "--rejects",
+            "is a directory, not a file for the rejected lines (nothing was imported)",
+        ),
+    ]
+    for options, where, message in cases:
+        with pytest.raises(InvalidInput) as e:
+            import_events(ledger, lines(GOOD[:1]), **options)
+        assert (e.value.where, e.value.message) == (where, message)
+    assert ledger._store.max_position() == 0
+
+
+def test_I1_a_rejects_file_that_cannot_be_written_after_the_commit_says_both(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import committed; only the rejects file failed (its fsync): the refusal says
+    what was committed and why the file was not written. Mutations caught: the text,
+    the counts or the option missing from it."""
+
+    def fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rows = [*GOOD[:2], {"type": "run.nope", "at": "2026-09-09T14:00:03Z"}]
+    rejects = tmp_path / "r.ndjson"
+    with pytest.raises(InvalidInput) as e:
+        import_events(ledger, lines(rows), on_error="skip", rejects=str(rejects))
+    assert e.value.where == "--rejects"
+    assert e.value.message == (
+        "the import was committed (2 events appended, 1 lines rejected), but the rejects file could not be "
+        f"written: {rejects}: cannot write: Input/output error"
+    )
+    assert ledger._store.max_position() == 2 and not rejects.exists()
