@@ -134,6 +134,11 @@ def test_I1_the_import_refuses_each_bad_option_by_name_and_says_so(ledger: Ledge
         with pytest.raises(InvalidInput) as e:
             import_events(ledger, lines(GOOD[:1]), **options)
         assert (e.value.where, e.value.message) == (where, message)
+    source = tmp_path / "in.ndjson"  # a file the caller protects (the CLI: the file it imports)
+    source.write_bytes(b"".join(lines(GOOD[:1])))
+    with pytest.raises(InvalidInput) as e:
+        import_events(ledger, lines(GOOD[:1]), on_error="skip", rejects=str(source), protected=[str(source)])
+    assert e.value.where == "--rejects" and "refusing to overwrite it" in e.value.message
     assert ledger._store.max_position() == 0
 
 
