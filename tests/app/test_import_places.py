@@ -314,3 +314,38 @@ def test_I1_a_start_after_a_recorded_boot_of_its_slot_lands(ledger: Ledger) -> N
     result = import_events(ledger, lines([BOOT, Q, {**S, "process": "w-1"}]))
     assert (result.duplicates, result.landed, result.appended) == (1, 2, 2)
     assert ledger.get_run("r").status is Status.RUNNING
+
+
+def test_I1_lines_before_the_recorded_ones_in_a_chunk_do_not_hide_them(ledger: Ledger) -> None:
+    """The file of the test above led by a line that is no JSON, a line of a run the
+    ledger has not seen, and a line of the recorded run at an instant out of range (it
+    cannot even be looked up: hashing it overflows): the recorded lines after them are
+    still found recorded, so the start listed before its epoch's boot is rejected again,
+    not a duplicate. Mutations caught: `_Import._read` stopping at a refused line or at
+    an instant out of range instead of going on to the next."""
+    rows = [Q, S, BOOT, S]
+    import_events(ledger, lines(rows), on_error="skip")
+    led = [b"{oops\n", *lines([{**Q, "run": "new"}, {**Q, "at": "0001-01-01T00:00:00+14:00"}, *rows])]
+    again = import_events(ledger, led, on_error="skip")
+    assert (again.landed, again.duplicates, [r.line for r in again.rejected]) == (1, 3, [1, 3, 5])
+    assert "from 1970 to before 9000 UTC" in again.rejected[1].reason
+    assert again.rejected[2].reason.startswith("out of place: line 7, after it in the file, is already recorded")
+
+
+def test_I1_a_file_longer_than_a_chunk_is_judged_whole(ledger: Ledger) -> None:
+    """2,001 runs queued and started (4,002 lines: more than two chunks of CHUNK lines),
+    after a line that is no JSON, imported tolerantly twice: the first time every good
+    line lands and the bad one is listed; the second time every good line is a
+    duplicate and the bad one is listed again. Mutations caught: `_Import.run` reading no
+    chunk, keeping only the last chunk's lines, dropping the refusals of a chunk read
+    (they were parsed again, outside the tolerant catch), or not starting a new chunk."""
+    rows = [
+        {"type": t, "at": f"2026-09-09T{14 + n // 3600}:{n // 60 % 60:02d}:{n % 60:02d}Z", "run": f"r{n}"}
+        for n in range(2001)
+        for t in ("run.queued", "run.started")
+    ]
+    content = [b"{oops\n", *lines(rows)]
+    first = import_events(ledger, content, on_error="skip")
+    assert (first.lines, first.landed, [r.line for r in first.rejected]) == (4003, 4002, [1])
+    again = import_events(ledger, content, on_error="skip")
+    assert (again.lines, again.duplicates, again.appended, [r.line for r in again.rejected]) == (4003, 4002, 0, [1])
