@@ -349,3 +349,31 @@ def test_I1_a_file_longer_than_a_chunk_is_judged_whole(ledger: Ledger) -> None:
     assert (first.lines, first.landed, [r.line for r in first.rejected]) == (4003, 4002, [1])
     again = import_events(ledger, content, on_error="skip")
     assert (again.lines, again.duplicates, again.appended, [r.line for r in again.rejected]) == (4003, 4002, 0, [1])
+
+
+def test_I1_the_first_line_of_a_file_has_no_frontier(ledger: Ledger) -> None:
+    """The start recorded at position 3 is stated by the file's first and third lines,
+    and the boot between them is recorded at position 1: nothing before the first line
+    states an event (its frontier is 0), so the boot, stated between the two, puts the
+    recorded start after it in the file's order: the start is the third line's, and the
+    first is judged at its place (rule I1). Mutation caught: `_Import._take` starting
+    the frontier at position 1 (the boot then proved nothing, and both were duplicates)."""
+    import_events(ledger, lines([BOOT, Q, S]))
+    result = import_events(ledger, lines([S, BOOT, S]), on_error="skip")
+    assert (result.duplicates, [r.line for r in result.rejected]) == (2, [1])
+    assert result.rejected[0].reason.startswith("out of place: line 3, after it in the file, is already recorded")
+
+
+def test_I1_events_recorded_before_the_files_own_prove_nothing_about_its_order(ledger: Ledger) -> None:
+    """The boot is recorded at position 1, before the queue and the start the file's
+    first lines state: a boot listed after them tells nothing of where the start stands,
+    so both lines stating the start are its duplicates; and a file stating the start
+    twice with no line of its slot finds it recorded twice. Mutations caught:
+    `_Import._take` moving the frontier with taken lines only (the boot then took the
+    start from its first line), or looking up a slot no line states without a default
+    (a crash)."""
+    import_events(ledger, lines([BOOT, Q, S]))
+    result = import_events(ledger, lines([Q, S, BOOT, S]), on_error="skip")
+    assert (result.duplicates, result.rejected) == (4, [])
+    twice = import_events(ledger, lines([Q, S, S]), on_error="skip")
+    assert (twice.duplicates, twice.rejected) == (3, [])
