@@ -377,3 +377,18 @@ def test_I1_events_recorded_before_the_files_own_prove_nothing_about_its_order(l
     assert (result.duplicates, result.rejected) == (4, [])
     twice = import_events(ledger, lines([Q, S, S]), on_error="skip")
     assert (twice.duplicates, twice.rejected) == (3, [])
+
+
+def test_I1_a_taken_line_says_nothing_of_the_order_of_the_lines_after_it(ledger: Ledger) -> None:
+    """As in the test above, the file's first line gives its start to the third; the
+    checkpoint recorded after that start is stated by the file's third and fifth lines.
+    The only event stated first before the checkpoint's line and recorded before it is
+    that start, and its first line is taken (the start is a later line's), so it places
+    nothing: the checkpoint is its first line's, a duplicate. (The first line, judged at
+    its place before the checkpoint, repeats the start there: held.) Mutations caught:
+    `_Import._take` counting the first statements before the line too, and `_settle`
+    counting every statement of an event as its first."""
+    checkpoint = {"type": "run.checkpointed", "at": "2026-09-09T14:00:03Z", "run": "r", "node": "n", "ref": "c/1"}
+    import_events(ledger, lines([BOOT, Q, S, checkpoint]))
+    result = import_events(ledger, lines([S, BOOT, checkpoint, S, checkpoint]), on_error="skip")
+    assert (result.duplicates, result.held, result.rejected) == (4, 1, [])
