@@ -67,18 +67,6 @@ class ItemFailure:
     recorded: bool
     exception: BaseException = field(repr=False, compare=False)
 
-    def to_builtins(self) -> ItemFailureDoc:
-        """JSON-ready: every field but the exception (TickReport.to_builtins)."""
-        return {
-            "name": self.name,
-            "item": self.item,
-            "error_class": self.error_class,
-            "error": self.error,
-            "deliveries": self.deliveries,
-            "retired": self.retired,
-            "recorded": self.recorded,
-        }
-
 
 class ItemFailureDoc(TypedDict):
     """An ItemFailure as JSON: its fields, in order, but the exception."""

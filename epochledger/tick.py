@@ -283,19 +283,6 @@ class RunFailure:
     recorded: bool  # its event is in the ledger
     exception: BaseException = field(repr=False, compare=False)
 
-    def to_builtins(self) -> RunFailureDoc:
-        """JSON-ready: every field but the exception, the instant as msgspec writes it."""
-        return {
-            "run": self.run,
-            "step": self.step,
-            "error_class": self.error_class,
-            "error": self.error,
-            "failing_since": _instant(self.failing_since),
-            "failures": self.failures,
-            "dead_lettered": self.dead_lettered,
-            "recorded": self.recorded,
-        }
-
 
 @dataclass(frozen=True)
 class DeadLetter:
@@ -313,21 +300,6 @@ class DeadLetter:
     cleanup_error: str | None
     recorded: bool
 
-    def to_builtins(self) -> DeadLetterDoc:
-        """JSON-ready: the deadline in seconds, the instant as msgspec writes it."""
-        return {
-            "run": self.run,
-            "step": self.step,
-            "error_class": self.error_class,
-            "error": self.error,
-            "failing_since": _instant(self.failing_since),
-            "failures": self.failures,
-            "deadline": self.deadline.total_seconds(),
-            "reason": self.reason,
-            "cleanup_error": self.cleanup_error,
-            "recorded": self.recorded,
-        }
-
 
 @dataclass(frozen=True)
 class Unrecorded:
@@ -337,10 +309,6 @@ class Unrecorded:
     run: str
     event: str
     error: LedgerError
-
-    def to_builtins(self) -> UnrecordedDoc:
-        """JSON-ready: the error shown by its class and message."""
-        return {"run": self.run, "event": self.event, "error": f"{type(self.error).__name__}: {self.error}"}
 
 
 @dataclass(frozen=True)
@@ -361,19 +329,8 @@ class TickFatal:
     error: str
     exception: BaseException = field(repr=False, compare=False)
 
-    def to_builtins(self) -> TickFatalDoc:
-        """JSON-ready: every field but the exception."""
-        return {"stage": self.stage, "error_class": self.error_class, "error": self.error}
-
 
 FatalStage = Literal["list", "record", "stale_epoch", "abandoned_steps", "role"]
-
-
-def _instant(at: datetime) -> str:
-    """An instant as msgspec writes it (RFC 3339; `Z` for UTC), as the JSON of a report
-    always showed it."""
-    text: str = msgspec.to_builtins(at)
-    return text
 
 
 # The report as JSON (TickReport.to_builtins): each part's fields, in their order, but
@@ -473,27 +430,30 @@ class TickReport:
         return self.fatal is None and not self.failures and not self.unrecorded and not self.item_failures
 
     def to_builtins(self) -> TickReportDoc:
-        """JSON-ready (exceptions shown by class and message)."""
-        return {
-            "tick": self.tick,
-            "started_at": _instant(self.started_at),
-            "active": self.active,
-            "advanced": self.advanced,
-            "recovered": self.recovered,
-            "skipped": self.skipped,
-            "appended": self.appended,
-            "fenced": self.fenced,
-            "roles_held": dict(self.roles_held),
-            "roles_not_held": dict(self.roles_not_held),
-            "steps_skipped": self.steps_skipped,
-            "items_recovered": self.items_recovered,
-            "item_failures": [f.to_builtins() for f in self.item_failures],
-            "failures": [f.to_builtins() for f in self.failures],
-            "dead_letters": [d.to_builtins() for d in self.dead_letters],
-            "unrecorded": [u.to_builtins() for u in self.unrecorded],
-            "fatal": self.fatal.to_builtins() if self.fatal else None,
-            "ok": self.ok,
-        }
+        """JSON-ready (exceptions shown by class and message): each part's fields walked
+        from the dataclass itself, so the document's shape is the TypedDicts above."""
+
+        def plain(x: Any) -> Any:
+            d = {k: v for k, v in x.__dict__.items() if k != "exception"}
+            if isinstance(x, Unrecorded):
+                d["error"] = f"{type(x.error).__name__}: {x.error}"
+            if isinstance(x, DeadLetter):
+                d["deadline"] = x.deadline.total_seconds()
+            return d
+
+        lists = ("failures", "dead_letters", "unrecorded", "fatal", "item_failures")
+        built: TickReportDoc = msgspec.to_builtins(
+            {
+                **{k: v for k, v in self.__dict__.items() if k not in lists},
+                "item_failures": [plain(f) for f in self.item_failures],
+                "failures": [plain(f) for f in self.failures],
+                "dead_letters": [plain(d) for d in self.dead_letters],
+                "unrecorded": [plain(u) for u in self.unrecorded],
+                "fatal": plain(self.fatal) if self.fatal else None,
+                "ok": self.ok,
+            }
+        )
+        return built
 
 
 # ------------------------------------------------------------- pure parts
