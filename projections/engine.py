@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from operator import attrgetter, itemgetter
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import msgspec
 
@@ -484,7 +484,12 @@ def status(store: Store, module: View) -> tuple[int, int] | None:
 
 def is_current(store: Store, module: View) -> bool:
     module = spec(module)
-    tracking = status(store, module)
+    return _is_built(status(store, module), module)
+
+
+def _is_built(tracking: tuple[int, int] | None, module: ViewSpec[Any]) -> TypeGuard[tuple[int, int]]:
+    """Whether a tracking row (VERSION, position) is this view's: built, and by its
+    VERSION (another VERSION's table is not the view: it is rebuilt)."""
     return tracking is not None and tracking[0] == module.VERSION
 
 
@@ -521,7 +526,7 @@ def rebuild_all(
     shadows = [(m.NAME + SHADOW, table_of(m.NAME + SHADOW)) for m in specs]
     for m, (shadow_key, shadow_table) in zip(specs, shadows, strict=True):
         tracking = tables.tracking(store, shadow_key)
-        if tracking is None or tracking[0] != m.VERSION:
+        if not _is_built(tracking, m):
             tables.reset_view(store, shadow_key, shadow_table, column_spec(m), m.VERSION)
     head = store.max_position() if upto is None else upto
     runners = [Runner(store, m, shadow=True, cache_limit=cache_limit) for m in specs]
@@ -593,12 +598,12 @@ def catch_up_all(
     ledger, rule W2). Their Stats are the pass's: no events, at their positions."""
     specs = [spec(v) for v in views]
     tracked = [status(store, v) for v in specs]
-    if upto is None and all(t is not None and t[0] == v.VERSION for v, t in zip(specs, tracked, strict=True)):
+    if upto is None and all(_is_built(t, v) for v, t in zip(specs, tracked, strict=True)):
         head = store.max_position()
         positions = [t[1] for t in tracked if t is not None]
         if all(p >= head for p in positions):
             return [Stats(view=v.NAME, position=p) for v, p in zip(specs, positions, strict=True)]
-    stale = [v for v, t in zip(specs, tracked, strict=True) if t is None or t[0] != v.VERSION]
+    stale = [v for v, t in zip(specs, tracked, strict=True) if not _is_built(t, v)]
     rebuilt = (
         {
             st.view: st
@@ -1136,7 +1141,7 @@ def read_fleet_counts(store: Store, *, catch_up_first: bool = True) -> tuple[lis
     tables.ensure(store)
     tracked, rows = tables.kept_counts(store, runs.NAME, table_of(runs.NAME), runs.COUNTS)
     head = store.max_position()
-    if tracked is None or tracked[0] != runs.VERSION:  # never built, or another VERSION's: not the view
+    if not _is_built(tracked, spec(runs)):  # never built, or another VERSION's: not the view
         return [], head
     return rows, max(0, head - tracked[1])
 
@@ -1176,7 +1181,7 @@ def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
         levels=spans.LEVELS,
         other=(spans.LANE_LEVEL, spans.TALLY_LEVEL),
     )
-    if tracked is None or tracked[0] != spans.VERSION:  # another VERSION's table (a racing upgrade): not the view
+    if not _is_built(tracked, spec(spans)):  # another VERSION's table (a racing upgrade): not the view
         return None
     decode = msgspec.json.Decoder(spans.STATE).decode
     lanes: dict[str, bool] = {}
