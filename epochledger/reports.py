@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import IO, TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast, overload
 
 import msgspec
 
@@ -27,13 +27,15 @@ from epochledger.ledger.errors import ChainBroken, InvalidInput
 from epochledger.ledger.events import AnyEvent
 from epochledger.ledger.process import EpochState
 from epochledger.ledger.role import RoleState
-from epochledger.ledger.run import RunState
+from epochledger.ledger.run import FencedEnd, RunState
 from epochledger.ledger.store import Poison, Store
 from epochledger.ledger.store.chain import ChainReport, Digest, Sealed
 from epochledger.projections import audit, engine, registry, tables
 from epochledger.projections import tick_health as tick_health_view
 from epochledger.projections.audit import AuditStatus, ParquetExport, SyncResult
+from epochledger.projections.audit import Cell as AuditCell
 from epochledger.projections.audit import Result as AuditResult
+from epochledger.projections.audit import text as audit_text
 from epochledger.projections.engine import (
     gc_paused,  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
 )
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VIEW_NAMES",
+    "AuditCell",
     "AuditResult",
     "AuditStatus",
     "AuditTable",
@@ -90,6 +93,7 @@ __all__ = [
     "audit_path",
     "audit_query",
     "audit_report",
+    "audit_text",
     "chain_error",
     "check_policy",
     "decode_cursor",
@@ -278,7 +282,7 @@ class RunRow(msgspec.Struct, kw_only=True):
     actor: str | None = None
     labels: dict[str, str] = {}
     deleted: bool = False
-    fenced_end: Any = None  # read by predicates_of where a listing filters in memory (rule P4)
+    fenced_end: FencedEnd | None = None  # read by predicates_of where a listing filters in memory (rule P4)
     parent: str | None = None  # read where a listing filters by parent in memory (a read-only store, rule I2)
 
 
@@ -286,13 +290,17 @@ Shape = Literal["state", "listed", "row"]
 _SHAPES: dict[str, Any] = {"state": RunState, "listed": ListedRun, "row": RunRow}
 
 
-class Runs(msgspec.Struct, kw_only=True):
-    """A listing of runs (sorted by run id; a page: in the store's key order) and how
-    far the runs view was behind. shape "state": RunStates; "listed": ListedRuns with
-    their shown code and predicates; "row": RunRows (the table's fields). `next`: a
-    page's cursor, for `after=` of the next page; None on the last page or unpaged."""
+Shaped = TypeVar("Shaped")
 
-    runs: list[Any]
+
+class Runs(msgspec.Struct, Generic[Shaped], kw_only=True):
+    """A listing of runs (sorted by run id; a page: in the store's key order) and how
+    far the runs view was behind, each run in the listing's shape (`list_runs`): shape
+    "state": RunStates; "listed": ListedRuns with their shown code and predicates;
+    "row": RunRows (the table's fields). `next`: a page's cursor, for `after=` of the
+    next page; None on the last page or unpaged."""
+
+    runs: list[Shaped]
     lag: int
     next: str | None = None
 
@@ -392,11 +400,11 @@ class RoleHolder(msgspec.Struct, kw_only=True):
 
 
 class AuditTable(msgspec.Struct, kw_only=True):
-    """An audit result as data: its columns and its rows (each a list, in columns'
-    order), the values as DuckDB returned them."""
+    """An audit result as data: its columns and its rows (each a list of Cells in
+    columns' order: JSON values, docs/audit.md "Values")."""
 
     columns: list[str]
-    rows: list[list[Any]]
+    rows: list[list[AuditCell]]
 
     @classmethod
     def of(cls, result: AuditResult) -> AuditTable:
@@ -643,6 +651,55 @@ class Reports:
             children=[c.run for c in children],
         )
 
+    @overload
+    def list_runs(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        predicates: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
+        parents: Sequence[str] = (),
+        catch_up_first: bool = True,
+        shape: Literal["state"] = "state",
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> Runs[RunState]: ...
+
+    @overload
+    def list_runs(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        predicates: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
+        parents: Sequence[str] = (),
+        catch_up_first: bool = True,
+        shape: Literal["listed"],
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> Runs[ListedRun]:  # type: ignore[valid-type]  # made by defstruct from RunState's fields
+        ...
+
+    @overload
+    def list_runs(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        predicates: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
+        parents: Sequence[str] = (),
+        catch_up_first: bool = True,
+        shape: Literal["row"],
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> Runs[RunRow]: ...
+
     def list_runs(
         self,
         *,
@@ -656,7 +713,7 @@ class Reports:
         shape: Shape = "state",
         after: str | None = None,
         limit: int | None = None,
-    ) -> Runs:
+    ) -> Runs[Any]:
         """Live runs from the runs view, filtered: `statuses`, `predicates` (the
         columns the view stored from the one evaluation of each predicate, rule P4),
         `processes` (slots) and `parents` (rule I2) in SQL, `codes` (shown: UNKNOWN for

@@ -636,7 +636,7 @@ def status(path: str, store: Store | None = None) -> AuditStatus:
 def _result(rel: Any) -> Result:
     if rel is None:
         return Result([], [])
-    return Result([d[0] for d in rel.description], rel.fetchall())
+    return Result.of([d[0] for d in rel.description], [str(d[1]) for d in rel.description], rel.fetchall())
 
 
 _PARAM = re.compile(r"\$([a-z_]+)")

@@ -247,3 +247,26 @@ def test_C2_the_tick_reports_json_and_a_batchs_savepoint_are_typed() -> None:
     for f in (tick.TickReport.to_builtins, Batch.savepoint):
         assert "Any" not in repr(_returns(f)), f
     assert typing.get_type_hints(Batch.rollback)["point"] is typing.get_type_hints(Batch.savepoint)["return"]
+
+
+def test_C2_the_audit_results_and_the_run_listings_are_typed() -> None:
+    """The audit reports' rows are Cells (docs/audit.md, "Values"), the facade's
+    AuditTable too, and a listing's runs are of its shape: RunStates, ListedRuns or
+    RunRows, one overload each. Mutation caught: a row or a listing back to Any."""
+    from epochledger import reports
+    from epochledger.projections.audit.results import Result
+
+    for f in (audit.report, audit.query, reports.audit_report, reports.audit_query):
+        assert _returns(f) is Result, f
+    for hints in (typing.get_type_hints(Result), typing.get_type_hints(reports.AuditTable)):
+        assert "Any" not in repr(hints["rows"]), hints["rows"]
+    assert "Any" not in repr(typing.get_type_hints(reports.RunRow))
+    shapes = {
+        o.__annotations__["shape"]: o.__annotations__["return"] for o in typing.get_overloads(reports.Reports.list_runs)
+    }
+    assert shapes == {
+        "Literal['state']": "Runs[RunState]",
+        "Literal['listed']": "Runs[ListedRun]",
+        "Literal['row']": "Runs[RunRow]",
+    }
+    assert typing.get_type_hints(reports.Runs)["runs"] == list[reports.Shaped]  # type: ignore[valid-type]

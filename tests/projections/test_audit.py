@@ -27,6 +27,7 @@ from epochledger.ledger.errors import InvalidInput, QueryRefused, RunNotFound, S
 from epochledger.ledger.events import TAGS, Status
 from epochledger.projections import audit
 from epochledger.projections.audit import duck
+from epochledger.projections.audit.results import cell
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 AS_OF = datetime(2026, 9, 10, 23, 59, 59, tzinfo=UTC)
@@ -451,7 +452,7 @@ def test_A1_P1_runs_view_equals_the_fold_with_lifecycle_predicates(sqlite_ledger
     assert sorted(got) == [s.run for s in want]
     for s in want:
         row = got[s.run]
-        assert {f: row[f] for f in fields} == {f: getattr(s, f) for f in fields}
+        assert {f: row[f] for f in fields} == {f: cell(getattr(s, f)) for f in fields}  # JSON values (docs/audit.md)
         assert {p: row[p] for p in lifecycle.PREDICATES} == lifecycle.predicates(
             s.status, s.code, fenced_end=s.fenced_end is not None
         )
@@ -475,7 +476,7 @@ def test_A1_O3_runs_view_follows_the_log_not_the_clock(sqlite_ledger: Ledger, tm
     audit.sync(lg._store, path)
     s = lg.get_run("x")
     assert audit.query(path, "SELECT epoch, started_at, updated_at FROM runs").rows == [
-        ("e2", s.started_at, s.updated_at)
+        ("e2", cell(s.started_at), cell(s.updated_at))
     ]
 
 
@@ -765,9 +766,9 @@ def test_O5_A1_recoveries_per_epoch_lists_each_sweep_with_its_evidence(
 def test_T2_A1_dead_letters_report_the_streak_and_the_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, path = _golden_file(tmp_path, capsys)
     rows = audit.report(path, "dead_letters", as_of=AS_OF).records()
-    assert [
-        (r["run"], r["code"], r["step"], r["failures"], str(r["failing_since"]), r["deadline_s"]) for r in rows
-    ] == [("i", "TICK_DEADLINE_EXCEEDED", "advance", 3, "2026-09-10 11:03:00+00:00", 300.0)]
+    assert [(r["run"], r["code"], r["step"], r["failures"], r["failing_since"], r["deadline_s"]) for r in rows] == [
+        ("i", "TICK_DEADLINE_EXCEEDED", "advance", 3, "2026-09-10T11:03:00Z", 300.0)
+    ]
     assert audit.query(path, "SELECT status FROM runs WHERE run = 'i'").rows == [("failed",)]
     assert audit.report(path, "dead_letters", as_of=datetime(2026, 9, 10, 11, 8, tzinfo=UTC)).rows == []
 
@@ -1078,7 +1079,7 @@ def test_A1_R3_syncing_in_parts_equals_the_log_and_runs_equal_the_fold(
         want = {s.run: s for s in lg.runs()}
         assert sorted(got) == sorted(want)
         for run, s in want.items():
-            assert {f: got[run][f] for f in fields} == {f: getattr(s, f) for f in fields}, run
+            assert {f: got[run][f] for f in fields} == {f: cell(getattr(s, f)) for f in fields}, run
             assert {p: got[run][p] for p in lifecycle.PREDICATES} == lifecycle.predicates(s.status, s.code)
 
 

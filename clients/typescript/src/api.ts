@@ -3,7 +3,7 @@
 
 export interface AuditTable {
   columns: string[];
-  rows: unknown[][];
+  rows: ((string | number | boolean | ((string | number | boolean | null)[]) | ({ [key: string]: string | number | boolean | null; }) | null)[])[];
 }
 
 export interface BatchBody {
