@@ -41,7 +41,7 @@ from epochledger.projections.engine import (
 )
 from epochledger.projections.orphans import MARGIN, Unjudged, Verdict
 from epochledger.projections.runs import fleet_of, predicates_of
-from epochledger.projections.tick_health import OpenStreak
+from epochledger.projections.tick_health import DeadLetterRow, OpenStreak
 from epochledger.replay import canonical_bytes, state_at, state_hash
 from epochledger.replay.pointintime import FleetState
 from epochledger.replay.verify import Verification
@@ -64,6 +64,7 @@ __all__ = [
     "ChainReport",
     "Digest",
     "EpochLiveness",
+    "ErrorClassHealth",
     "HistoryEntry",
     "LogEntry",
     "LogPage",
@@ -290,7 +291,7 @@ Shape = Literal["state", "listed", "row"]
 _SHAPES: dict[str, Any] = {"state": RunState, "listed": ListedRun, "row": RunRow}
 
 
-Shaped = TypeVar("Shaped")
+Shaped = TypeVar("Shaped", covariant=True)  # a page of RunRows is a page of runs
 
 
 class Runs(msgspec.Struct, Generic[Shaped], kw_only=True):
@@ -372,6 +373,18 @@ class StreakingRuns(msgspec.Struct, kw_only=True):
     view's lag (`runs --streaking`)."""
 
     runs: list[Streaking]
+    lag: int
+
+
+class ErrorClassHealth(msgspec.Struct, kw_only=True):
+    """One error class's tick health (docs/tick.md): the listed runs whose open streak
+    is of this class, oldest streak first (as `streaking` lists them), and its
+    dead-letters in log order (as the tick-health view counts them by class), with the
+    runs view's lag. What the fleet's row of this class counts, run by run."""
+
+    error_class: str
+    streaking: list[Streaking]
+    dead_letters: list[DeadLetterRow]
     lag: int
 
 
@@ -713,7 +726,7 @@ class Reports:
         shape: Shape = "state",
         after: str | None = None,
         limit: int | None = None,
-    ) -> Runs[Any]:
+    ) -> Runs[RunState | ListedRun | RunRow]:  # type: ignore[valid-type]  # ListedRun: made by defstruct
         """Live runs from the runs view, filtered: `statuses`, `predicates` (the
         columns the view stored from the one evaluation of each predicate, rule P4),
         `processes` (slots) and `parents` (rule I2) in SQL, `codes` (shown: UNKNOWN for
@@ -762,6 +775,19 @@ class Reports:
         ledger time (docs/tick.md), and the runs view's lag. Reads the runs the open
         streaks name, by key, not the fleet."""
         view = read_tick_health(self._store, catch_up_first=catch_up_first)
+        return self._streaking(view, statuses, predicates, codes, labels, processes, catch_up_first=catch_up_first)
+
+    def _streaking(
+        self,
+        view: tick_health_view.View,
+        statuses: Sequence[str] = (),
+        predicates: Sequence[str] = (),
+        codes: Sequence[str] = (),
+        labels: Sequence[tuple[str, str]] = (),
+        processes: Sequence[str] = (),
+        *,
+        catch_up_first: bool,
+    ) -> StreakingRuns:
         streaks = tick_health_view.open_streaks(view)
         keep = _keep(codes, labels) if codes or labels else None
         with engine.gc_paused():
@@ -777,6 +803,19 @@ class Reports:
         by_run = {s.run: s for s in found}
         rows = [Streaking(state=by_run[st.run], streak=st) for st in streaks if st.run in by_run]
         return StreakingRuns(runs=rows, lag=lag)
+
+    def error_class_health(self, error_class: str, *, catch_up_first: bool = True) -> ErrorClassHealth:
+        """The runs of one error class (`OpenStreak.error_class`, a dead-letter's
+        `error_class`): its open streaks, each with its run, and its dead-letters. A class
+        the log never named has neither: an empty result, not an error."""
+        view = read_tick_health(self._store, catch_up_first=catch_up_first)  # one read: streaks and dead-letters agree
+        listed = self._streaking(view, catch_up_first=catch_up_first)
+        return ErrorClassHealth(
+            error_class=error_class,
+            streaking=[s for s in listed.runs if s.streak.error_class == error_class],
+            dead_letters=[d for d in view.dead_letters if d.error_class == error_class],
+            lag=listed.lag,
+        )
 
     def fleet(self) -> Fleet:
         """The fleet now (`Fleet`): the counts the runs view keeps (projections/runs.py

@@ -38,6 +38,7 @@ READS: Final = frozenset(
         "unjudged",
         "preview_sweep",
         "tick_health_summary",
+        "error_class_health",
         "streaking",
         "settings",
         "role",

@@ -41,7 +41,16 @@ from epochledger.ledger.errors import InvalidInput
 from epochledger.ledger.events import Status
 from epochledger.replay import timeline
 from epochledger.replay.whatif import BUILTIN
-from epochledger.reports import AuditTable, EpochLiveness, Fleet, HistoryEntry, RunPage, RunView, WhatIf
+from epochledger.reports import (
+    AuditTable,
+    EpochLiveness,
+    ErrorClassHealth,
+    Fleet,
+    HistoryEntry,
+    RunPage,
+    RunView,
+    WhatIf,
+)
 from epochledger.service import auth, problems, reads
 from epochledger.service.problems import AccessRefused
 
@@ -258,7 +267,7 @@ def fleet(request: Req) -> Response[str]:
     parts.append(
         f"<h2>Dead-letters: {esc(health.dead_letters)}</h2>" + table(["step", "dead-letters"], dead, empty="none")
     )
-    classes = [[_cell(c), _cell(s), _cell(d)] for c, s, d in _by_error_class(now)]
+    classes = [[f"<td>{error_class_link(c)}</td>", _cell(s), _cell(d)] for c, s, d in _by_error_class(now)]
     parts.append(
         '<h2 id="by-error-class">Tick health by error class</h2>'
         + table(["error class", "open streaks", "dead-letters"], classes, empty="no open streak, no dead-letter")
@@ -278,12 +287,53 @@ def fleet(request: Req) -> Response[str]:
 def _by_error_class(now: Fleet) -> list[tuple[str, int, int]]:
     """(error class, open streaks, dead-letters), by class name: the open streaks are
     those of the streaking runs the page lists (a deleted run's left out, as there), the
-    dead-letters the tick-health view's own count by class. No page lists the runs of a
-    class (the runs filters have no error class; every dead-letter's code is the same),
-    so a class links nowhere."""
+    dead-letters the tick-health view's own count by class. Each class links to its page
+    (`error_class_page`), which lists the runs these count."""
     streaks = Counter(s.streak.error_class for s in now.streaking)
     dead = now.tick_health.dead_letters_by_error_class
     return [(c, streaks.get(c, 0), dead.get(c, 0)) for c in sorted(streaks.keys() | dead.keys())]
+
+
+def error_class_link(error_class: str) -> str:
+    return f'<a class="id" href="/tick-health?{esc(urlencode({"error_class": error_class}))}">{esc(error_class)}</a>'
+
+
+@get("/tick-health", opt={"op": "error_class_health"}, sync_to_thread=True, include_in_schema=False)
+def error_class_page(request: Req, error_class: str) -> Response[str]:
+    """One error class's tick health (the fleet's row of the class, run by run): the
+    runs whose open streak is of this class, and its dead-letters (docs/tick.md)."""
+    found = cast("ErrorClassHealth", reads.error_class_health.fn(request.app.state, name=error_class))
+    streaks = [
+        [
+            f"<td>{run_link(s.state.run)}</td>",
+            _cell(s.streak.failures),
+            _cell(_age(s.streak.age_s)),
+            _cell(_when(s.streak.since)),
+            _cell(s.streak.step),
+            _cell(s.streak.error),
+        ]
+        for s in found.streaking
+    ]
+    dead = [
+        [
+            f"<td>{run_link(d.run)}</td>",
+            _cell(_when(d.at)),
+            _cell(d.step),
+            _cell(d.failures),
+            _cell(_when(d.failing_since)),
+            _cell(f"{d.deadline_s:g} s"),
+            _cell(d.error),
+        ]
+        for d in found.dead_letters
+    ]
+    body = (
+        f'<div id="error-class" data-live><h2>Open streaks: {esc(len(streaks))}</h2>'
+        + table(["run", "failures", "streak age", "failing since", "step", "error"], streaks, empty="no open streak")
+        + f"<h2>Dead-letters: {esc(len(dead))}</h2>"
+        + table(["run", "dead-lettered", "step", "failures", "failing since", "deadline", "error"], dead, empty="none")
+        + '</div><p><a href="/#by-error-class">Back to tick health by error class</a></p>'
+    )
+    return page(request, f"Error class {isolate(error_class)}", body, current="/")
 
 
 def _age(seconds: object) -> str:
@@ -855,6 +905,7 @@ ROUTER = Router(
     route_handlers=[
         static,
         fleet,
+        error_class_page,
         runs,
         run_page,
         epochs,

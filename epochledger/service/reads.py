@@ -29,6 +29,7 @@ from epochledger.reports import (
     AuditTable,
     Digest,
     EpochLiveness,
+    ErrorClassHealth,
     HistoryEntry,
     Orphaned,
     ReplayedDocument,
@@ -177,6 +178,22 @@ def tick_health_summary(state: State) -> TickHealth:
 
 
 @get(
+    "/v1/tick-health/error-class",
+    opt={"op": "error_class_health"},
+    sync_to_thread=True,
+    summary="One error class's open streaks and dead-letters",
+)
+def error_class_health(
+    state: State, name: Annotated[str, Parameter(description="the error class, as tick health names it")]
+) -> ErrorClassHealth:
+    """The runs whose open tick streak is of this error class (oldest first) and its
+    dead-letters in log order: what the fleet's row of the class counts (docs/tick.md).
+    A class the log never named has neither."""
+    with _service(state).use() as ledger:
+        return ledger.error_class_health(name)
+
+
+@get(
     "/v1/replay",
     opt={"op": "replay"},
     sync_to_thread=True,
@@ -283,6 +300,7 @@ ROUTES: list[Any] = [
     epoch_liveness,
     role_holder,
     tick_health_summary,
+    error_class_health,
     replay,
     whatif,
     verify,

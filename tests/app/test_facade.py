@@ -62,6 +62,7 @@ def test_H1_the_reports_cover_what_the_cli_did_past_the_facade() -> None:
         "streaking",
         "orphaned",
         "tick_health_summary",
+        "error_class_health",
         "import_ndjson",
         "export_ndjson",
         "export_ndjson_file",

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -146,6 +147,82 @@ def test_H11_axe_finds_no_serious_violation_on_the_fleet_with_tick_health(browse
         t = Tab(context.new_page(), base)
         t.go("/")
         assert t.page.locator(ROWS).count() == 3
+        t.page.add_script_tag(path=AXE)
+        found = t.page.evaluate(
+            """() => axe.run().then(r => r.violations
+                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                 .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')))"""
+        )
+        assert found == []
+    finally:
+        context.close()
+
+
+def _of_class(lg: Ledger, error_class: str) -> tuple[set[str], list[str]]:
+    """One class's open streaks (their live runs) and dead-letters (runs, in log order),
+    as a fold over the log gives them."""
+    view = tick_health.fold(lg.events())
+    live = {s.run for s in runs_view.fold(lg.events()).values() if not s.deleted}
+    streaks = {run for run, st in view.streaks.items() if run in live and st.error_class == error_class}
+    return streaks, [d.run for d in view.dead_letters if d.error_class == error_class]
+
+
+def _listed(t: Tab, heading: str) -> list[str]:
+    rows = t.page.locator(f"h2:text-matches('^{heading}') + table tbody tr td:first-child").all()
+    return [r.text_content() or "" for r in rows]
+
+
+def test_H9_H11_each_error_class_links_to_its_streaks_and_dead_letters_in_chromium(
+    browser: Any, base: str, fleet: Fleet
+) -> None:
+    """A click on a class of the fleet's table opens the class's page, which lists the
+    runs that row counts: its open streaks and its dead-letters, as the fold gives them;
+    the hostile class's page names it as the text it is, and no script ran."""
+    context = browser.new_context(viewport={"width": 1420, "height": 900})
+    try:
+        t = Tab(context.new_page(), base)
+        for error_class in ("TimeoutError", HOSTILE_CLASS):
+            t.go("/")
+            t.page.locator("#by-error-class + table tbody a").filter(has_text=error_class).click()
+            t.page.wait_for_load_state("load")
+            assert t.page.locator("h1").text_content() == f"Error class \u2068{error_class}\u2069"
+            with open_ledger(fleet.db, create=False) as lg:
+                streaks, dead = _of_class(lg, error_class)
+            assert dead, f"the fixture dead-letters runs of {error_class}"
+            assert set(_listed(t, "Open streaks")) == streaks
+            assert _listed(t, "Dead-letters") == dead
+        t.stayed_home()
+    finally:
+        context.close()
+
+
+def test_H2_an_error_class_over_http_is_the_facades(base: str, fleet: Fleet) -> None:
+    """`GET /v1/tick-health/error-class?name=`: the facade's ErrorClassHealth as JSON; a
+    class the log never named has no streak and no dead-letter; no name is a 422 problem
+    naming the parameter."""
+    import httpx
+    import msgspec
+
+    with open_ledger(fleet.db, create=False) as lg:
+        want = {c: msgspec.to_builtins(lg.error_class_health(c)) for c in ("TimeoutError", "NeverRaised")}
+    with httpx.Client(base_url=base) as http:
+        for error_class, health in want.items():
+            got = http.get("/v1/tick-health/error-class", params={"name": error_class})
+            assert got.status_code == 200 and got.json() == health
+        assert want["NeverRaised"] == {"error_class": "NeverRaised", "streaking": [], "dead_letters": [], "lag": 0}
+        missing = http.get("/v1/tick-health/error-class")
+        assert missing.status_code == 422 and missing.headers["content-type"].startswith("application/problem+json")
+        assert "name" in missing.text, missing.text
+
+
+def test_H11_axe_finds_no_serious_violation_on_an_error_class_page(browser: Any, base: str) -> None:
+    if not os.path.exists(AXE):
+        no_browser(f"axe-core is not installed at {AXE} (make axe)")
+    context = browser.new_context(bypass_csp=True)
+    try:
+        t = Tab(context.new_page(), base)
+        t.go("/tick-health?" + urlencode({"error_class": HOSTILE_CLASS}))
+        assert _listed(t, "Dead-letters") or _listed(t, "Open streaks")
         t.page.add_script_tag(path=AXE)
         found = t.page.evaluate(
             """() => axe.run().then(r => r.violations

@@ -210,6 +210,13 @@ export interface EpochWritten {
   recorded: boolean;
 }
 
+export interface ErrorClassHealth {
+  dead_letters: DeadLetterRow[];
+  error_class: string;
+  lag: number;
+  streaking: Streaking[];
+}
+
 export interface ExitedBody {
   actor?: string | null;
   at?: string | null;
@@ -1344,6 +1351,13 @@ export interface Operations {
     };
     answer: EpochLiveness[];
   };
+  /** One error class's open streaks and dead-letters: GET /v1/tick-health/error-class */
+  error_class_health: {
+    args: {
+    query: { name: string };
+    };
+    answer: ErrorClassHealth;
+  };
   /** Record that an epoch's process exited, as whoever saw it (rule O7): POST /v1/processes/{process}/epochs/{epoch}/exited */
   exited: {
     args: {
@@ -1576,6 +1590,7 @@ export const ROUTES: { readonly [K in keyof Operations]: { readonly method: stri
   correct: { method: "POST", path: "/v1/runs/{run}/correct" },
   delete: { method: "POST", path: "/v1/runs/{run}/delete" },
   epoch_liveness: { method: "GET", path: "/v1/epochs" },
+  error_class_health: { method: "GET", path: "/v1/tick-health/error-class" },
   exited: { method: "POST", path: "/v1/processes/{process}/epochs/{epoch}/exited" },
   fail: { method: "POST", path: "/v1/runs/{run}/fail" },
   finish: { method: "POST", path: "/v1/runs/{run}/finish" },
