@@ -32,7 +32,7 @@ import msgspec
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
-from litestar.params import Body, Parameter
+from litestar.params import Body, FromPath, Parameter
 
 from epochledger import reports as facade
 from epochledger.ledger import access
@@ -90,7 +90,7 @@ ASSETS = f"/static/{VERSION}/"  # a new release's files have new URLs: cached fo
 
 
 @get("/static/{version:str}/{name:str}", opt={"op": "console_static"}, include_in_schema=False)
-async def static(version: str, name: str) -> Response[bytes]:
+async def static(version: FromPath[str], name: FromPath[str]) -> Response[bytes]:
     """The console's style sheet and script, and the incident page's (public: the
     package's own files)."""
     found = STATIC.get(name)
@@ -501,7 +501,7 @@ def _acts_form(request: Req, run: str) -> str:
 
 
 @get("/runs/{run:str}", opt={"op": "run_view"}, sync_to_thread=True, include_in_schema=False)
-def run_page(request: Req, run: str) -> Response[str]:
+def run_page(request: Req, run: FromPath[str]) -> Response[str]:
     """A run: its facts, every lifecycle predicate, its history (corrections and fenced
     reports stand out), and, for an operator, the acts it may make."""
     view = cast("RunView", reads.run_view.fn(request.app.state, run=run))
@@ -739,7 +739,7 @@ def audit_sql(request: Req, sql: str) -> Response[str]:
 
 # --------------------------------------------------------------- the acts
 @post("/runs/{run:str}/confirm", opt={"op": "run_view"}, sync_to_thread=True, status_code=200, include_in_schema=False)
-def confirm(request: Req, run: str, data: Form) -> Response[str]:
+def confirm(request: Req, run: FromPath[str], data: Form) -> Response[str]:
     """The confirmation step of an operator's act: what will be written, and a button
     that posts it. Writes nothing."""
     check_csrf(request, data)
@@ -774,7 +774,7 @@ def _done(run: str) -> Response[str]:
 
 
 @post("/runs/{run:str}/correct", opt={"op": "correct"}, sync_to_thread=True, include_in_schema=False)
-def act_correct(request: Req, run: str, data: Form) -> Response[str]:
+def act_correct(request: Req, run: FromPath[str], data: Form) -> Response[str]:
     """Correct a final run's verdict (rule C1), from the confirmation page."""
     check_csrf(request, data)
     to = data.get("to", "")
@@ -789,7 +789,7 @@ def act_correct(request: Req, run: str, data: Form) -> Response[str]:
 
 
 @post("/runs/{run:str}/cancel", opt={"op": "cancel.operator"}, sync_to_thread=True, include_in_schema=False)
-def act_cancel(request: Req, run: str, data: Form) -> Response[str]:
+def act_cancel(request: Req, run: FromPath[str], data: Form) -> Response[str]:
     """Cancel a run as an operator, from the confirmation page."""
     check_csrf(request, data)
     actor = _operator(request)
@@ -801,7 +801,7 @@ def act_cancel(request: Req, run: str, data: Form) -> Response[str]:
 
 
 @post("/runs/{run:str}/resume", opt={"op": "resume.operator"}, sync_to_thread=True, include_in_schema=False)
-def act_resume(request: Req, run: str, data: Form) -> Response[str]:
+def act_resume(request: Req, run: FromPath[str], data: Form) -> Response[str]:
     """Resume a run as an operator (rule P1), from the confirmation page."""
     check_csrf(request, data)
     auth.check_act(request, "resume", by="operator")

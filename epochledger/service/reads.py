@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from litestar import Response, get
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import FromPath, Parameter
 
 from epochledger import reports
 from epochledger.ledger.codec import instant
@@ -96,7 +96,7 @@ def list_runs(
 
 
 @get("/v1/runs/{run:str}", opt={"op": "run_view"}, sync_to_thread=True, summary="One run")
-def run_view(state: State, run: str) -> RunView:
+def run_view(state: State, run: FromPath[str]) -> RunView:
     """One run: its state, shown code, every lifecycle predicate, checkpoint, labels,
     parent and children, attempts and tick health."""
     with _service(state).use() as ledger:
@@ -104,7 +104,7 @@ def run_view(state: State, run: str) -> RunView:
 
 
 @get("/v1/runs/{run:str}/history", opt={"op": "history_of"}, sync_to_thread=True, summary="A run's history")
-def history_of(state: State, run: str) -> list[HistoryEntry]:
+def history_of(state: State, run: FromPath[str]) -> list[HistoryEntry]:
     """Every event of a run in order, with the status before it and its label:
     corrections (`CORRECTION A -> B`), fenced late reports (`FENCED ...`) and
     undecodable events stand out; each event names its actor, reason and code."""
@@ -162,7 +162,7 @@ def epoch_liveness(
 
 
 @get("/v1/roles/{role:str}", opt={"op": "role_holder"}, sync_to_thread=True, summary="Who holds an exclusive role")
-def role_holder(state: State, role: str) -> RoleHolder:
+def role_holder(state: State, role: FromPath[str]) -> RoleHolder:
     """The role's last grant (holder epoch and slot, fencing token, when granted; null
     if never granted) and whether that holder's epoch is live by the facts of O7 (rule
     T7): a holder no longer live keeps the grant until a live epoch acquires the role."""
@@ -260,7 +260,7 @@ def take_digest(state: State) -> Digest:
 @get("/v1/audit/reports/{name:str}", opt={"op": "audit_report"}, sync_to_thread=True, summary="A canned audit report")
 def audit_report(
     state: State,
-    name: str,
+    name: FromPath[str],
     as_of: Annotated[str | None, Parameter(description="RFC 3339 with a time zone")] = None,
     period: str = "day",
     label: str | None = None,
