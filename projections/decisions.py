@@ -73,7 +73,9 @@ class Entry(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 View = dict[str, Entry]
 STATE = Entry
-_MARKERS = (RunFenced, RunImported)  # evidence and bookkeeping: run.evolve keeps the status
+# Evidence and bookkeeping: run.evolve keeps the status they are stamped with
+# (tests/replay/test_whatif_reads.py holds this to evolve, event class by class).
+_MARKERS = (RunFenced, RunImported)
 
 
 def sweep_records(e: Any) -> str | None:

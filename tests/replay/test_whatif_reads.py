@@ -301,3 +301,43 @@ def test_R4_a_stream_with_a_removed_event_is_replayed_from_the_whole_log(tmp_pat
         same_result(store, "flat-age:30m")
     finally:
         store.close()
+
+
+def test_R4_the_views_markers_are_the_run_events_whose_stamped_status_run_evolve_ignores() -> None:
+    """The decisions view reads a run's stretches from its events' stamped statuses,
+    except the events whose status `run.evolve` keeps (projections/decisions.py
+    `_MARKERS`): every run event, stamped with a status other than the run's, is one
+    of those exactly when evolve keeps the run's status, so the view's stretches are
+    a superset of the fold's (a marker read as a transition could end a stretch the
+    fold keeps open, and lose a run a sweep judged)."""
+    import typing
+    from datetime import datetime
+
+    from epochledger.ledger import run as run_mod
+    from epochledger.ledger.events import RunEvent
+
+    def filler(name: str, tp: Any) -> Any:
+        while typing.get_origin(tp) is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        if typing.get_origin(tp) is typing.Literal:
+            return typing.get_args(tp)[0]
+        return {"at": T0, "run": "r"}.get(name) or {
+            str: "x",
+            int: 1,
+            float: 1.0,
+            bool: True,
+            datetime: T0,
+            Status: Status.FINISHED,
+        }[tp]
+
+    state = run_mod.evolve(
+        run_mod.evolve(None, RunQueued(at=T0, run="r", status=Status.QUEUED)),
+        RunStarted(at=T0, run="r", status=Status.RUNNING),
+    )
+    kinds = typing.get_args(RunEvent)
+    assert len(kinds) > 10
+    for kind in kinds:
+        fields = {f.name: filler(f.name, f.type) for f in msgspec.structs.fields(kind) if f.required}
+        e = kind(**fields, status=Status.FINISHED)
+        kept = run_mod.evolve(state, e).status is Status.RUNNING
+        assert kept == (kind in decisions._MARKERS), kind
