@@ -29,6 +29,12 @@ A policy is a plain function (`Policy` below); a NAME[:ARG] is turned into one b
 factory, built in (`BUILTIN`) or installed under the entry point group
 `epochledger.policies` (docs/forensics.md, "What-if"). Nothing here reads the clock:
 the sweep's "now" is the wall-clock reading its records carry.
+
+What is read. A built-in policy judges a run by that run alone (`_judges_one_run`), so
+its what-if reads the slots' streams, the ledger's settings and the runs a sweep could
+judge (projections/decisions.py: the rule that makes it enough), and every other event
+by its position only (`_judged`, `_Replay.passed`); a plug-in's reads the whole log.
+The two give the same result (tests/replay/test_whatif_reads.py).
 """
 
 from __future__ import annotations
