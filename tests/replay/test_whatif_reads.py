@@ -86,6 +86,12 @@ class Whatifs(Recorder):
 WHATIF_STEP = st.one_of(
     STEP,
     st.tuples(st.sampled_from(["role", "default", "sweep"]), st.integers(0, 7), st.integers(-120, 600)),
+    # what makes differences: runs queued and started, then boots and sweeps over them
+    st.tuples(
+        st.sampled_from(["queue", "start", "start", "checkpoint", "boot", "recover", "sweep"]),
+        st.integers(0, 7),
+        st.integers(-120, 600),
+    ),
 )
 
 
@@ -179,9 +185,12 @@ def test_R4_a_builtin_policys_whatif_is_the_whole_logs_on_sqlite_and_postgresql(
                 rec.step(*s)
             found = engine.read_decisions(store)
             assert found is not None and "r2" not in found.runs and {"r0", "r1", "r3"} <= set(found.runs)
+            seen: set[str] = set()  # every kind of difference is among the results compared
             for policy in POLICIES:
                 for minutes in (None, 61, 62, 90, 150):
-                    same_result(store, policy, at=None if minutes is None else T0 + timedelta(minutes=minutes))
+                    at = None if minutes is None else T0 + timedelta(minutes=minutes)
+                    seen |= {d.kind for d in same_result(store, policy, at=at).differences}
+            assert seen == {"killed-live", "missed", "late", "early"}
             kinds = {(d.kind, d.run) for d in same_result(store, "flat-age:30m").differences}
             assert {("killed-live", "r1"), ("missed", "r7")} <= kinds, kinds
         finally:
