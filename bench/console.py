@@ -1,9 +1,11 @@
 """The console at a million runs (issue 23, docs/console.md): every page the console
 serves (the fleet, a runs page with a filter and a cursor, a slot's running runs, one
 run, the slots and epochs, each canned audit report, the incident picture over an hour
-of the fleet ledger, and, with --whole-day, its whole day, the what-if) on the fleet
-ledger (the incident hour also in process as the page was read before rule V2: the
-whole log folded, the same render), and the incident page of a 10,000-event ledger,
+of the fleet ledger, alone and with the what-if's flags, and, with --whole-day, its
+whole day, the what-if) on the fleet ledger (the incident hour also in process as the
+page was read before rule V2: the whole log folded, the same render; the what-if as it
+was read before rule R4's decisions view: the whole log replayed, the same policy),
+and the incident page of a 10,000-event ledger,
 each served by a real `epochledger serve` over loopback, beside the facade call that
 page makes, in process on the same ledger, measured in the same run (the anchor: what
 the page adds is its rendering and HTTP). Beside the counts the runs view keeps, what the same counts cost
@@ -21,9 +23,9 @@ the second slot's sweep gave up (rule O5), 50 running runs have an open tick fai
 streak and 5 were dead-lettered (rule T2). Every view is caught up once, when it is built.
 Its audit file (beside it, where the service looks) is synced before the rounds.
 
-The pages that read the whole log (the what-if: policy flat-age:30m; the incident hour
-as it was read before rule V2, in process) are timed `--slow-repeat` times each,
-without a warm-up. The incident hour (HOUR) draws the running runs, started 20
+The reads of the whole log (the incident hour as it was read before rule V2 and the
+what-if, policy flat-age:30m, as it was read before R4's decisions view, both in
+process) are timed `--slow-repeat` times each, without a warm-up. The incident hour (HOUR) draws the running runs, started 20
 minutes before it; the whole day (DAY, --whole-day) draws every run of the ledger,
 each in its own row (the million short runs fall on one pixel), so it is off by
 default. `--only NAME...`: only the pages whose names start so (`--only incident`).
@@ -274,10 +276,11 @@ def pages(
     path: str, runs: int, repeat: int, slow_repeat: int, whole_day: bool, only: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """Every console page over HTTP beside its facade call in process (module docstring):
-    `repeat` interleaved rounds after a warm-up for the pages that read views, key
-    ranges or a window (rule V2), `slow_repeat` rounds without one for those that read
-    the whole log (the what-if, and the incident hour as it was read before V2).
-    `only`: the pages whose names start with one of these, if given."""
+    `repeat` interleaved rounds after a warm-up (every page reads views, key ranges, a
+    window (rule V2) or the runs a sweep could judge (R4)), and `slow_repeat` rounds
+    without one of the in-process reads of the whole log they replaced (the incident
+    hour as it was read before V2, the what-if before R4's decisions view). `only`: the
+    pages whose names start with one of these, if given."""
 
     def chosen(reads: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in reads.items() if not only or k.startswith(only)}
@@ -323,9 +326,11 @@ def pages(
             **{f"audit_{n}": f"/audit?{urlencode({'report': n})}" for n in names},
             **{k: f"/incident?{urlencode({k2: _stamp(v) for k2, v in w.items()})}" for k, w in windows.items()},
         }
-        slow_paths = {"whatif": f"/whatif?{urlencode({'policy': WHATIF_POLICY})}"}
+        paths["whatif"] = f"/whatif?{urlencode({'policy': WHATIF_POLICY})}"
+        flagged = {**{k2: _stamp(v) for k2, v in windows["incident_hour"].items()}, "policy": WHATIF_POLICY}
+        paths["incident_hour_whatif"] = f"/incident?{urlencode(flagged)}"
         incident_paths = {"incident_10k": f"/incident?{urlencode(window)}"}
-        paths, slow_paths, incident_paths = chosen(paths), chosen(slow_paths), chosen(incident_paths)
+        paths, incident_paths = chosen(paths), chosen(incident_paths)
         with open_ledger(ipath, create=False) as il:
             at = {k: datetime.fromisoformat(v) for k, v in window.items()}
 
@@ -353,6 +358,15 @@ def pages(
                 "epochs": lg.liveness,
                 **{f"audit_{n}": report(n) for n in names},
                 **{k: picture(w) for k, w in windows.items()},
+                "whatif": lambda: lg.whatif(WHATIF_POLICY),
+                "incident_hour_whatif": lambda: lg.timeline_page(
+                    start=HOUR["from"],
+                    end=HOUR["to"],
+                    cursor=HOUR_AT,
+                    assets="/",
+                    live=True,
+                    whatif=lg.whatif(WHATIF_POLICY),
+                ),
                 "incident_10k": lambda: il.timeline_page(
                     start=at["from"], end=at["to"], cursor=at["at"], assets="/", live=True
                 ),
@@ -371,24 +385,21 @@ def pages(
 
             slow_in_process: dict[str, Callable[[], Any]] = {
                 **{f"{k}_whole_log_read": whole_log(w) for k, w in windows.items()},
-                "whatif": lambda: lg.whatif(WHATIF_POLICY),
+                # the same policy's verdicts, not marked as a built-in's: the whole log replayed
+                "whatif_whole_log_read": lambda: lg.whatif(whole_log_policy(WHATIF_POLICY), name=WHATIF_POLICY),
             }
             facade_wall.update(_rounds(chosen(slow_in_process), slow_repeat, facade_failed, warm=False))
         served: dict[str, list[float]] = {}
         page_failed: dict[str, str] = {}
         sizes: dict[str, int] = {}
-        for ledger_path, wanted, rounds, warm in (
-            (path, paths, repeat, True),
-            (path, slow_paths, slow_repeat, False),
-            (ipath, incident_paths, repeat, True),
-        ):
+        for ledger_path, wanted in ((path, paths), (ipath, incident_paths)):
             if not wanted:
                 continue
             proc, base = _serve(f"sqlite:///{ledger_path}")
             try:
                 with httpx.Client(base_url=base, timeout=1800) as client:
                     gets = {k: _get(client, v, sizes, k) for k, v in wanted.items()}
-                    served.update(_rounds(gets, rounds, page_failed, warm=warm))
+                    served.update(_rounds(gets, repeat, page_failed))
             finally:
                 proc.terminate()
                 proc.wait(30)
@@ -404,7 +415,7 @@ def pages(
         "slow_repeat": slow_repeat,
         "audit_sync_s": round(synced, 1),
         "views_caught_up_s": round(caught_up, 1),
-        "pages": {**paths, **slow_paths, **incident_paths},
+        "pages": {**paths, **incident_paths},
         "page_median_ms": med,
         "page_max_ms": worst,
         "facade_median_ms": anchors,
@@ -429,6 +440,19 @@ def pages(
         }
         | {k: False for k in page_failed},
     }
+
+
+def whole_log_policy(spec: str) -> Any:
+    """The built-in policy `spec` as a plug-in gives it (the same verdicts, unmarked):
+    its what-if replays the whole log, as every what-if did before R4's decisions view."""
+    from epochledger.replay.whatif import resolve
+
+    builtin = resolve(spec)
+
+    def policy(sweep: Any, run: Any, relative_to: Any) -> Any:
+        return builtin(sweep, run, relative_to)
+
+    return policy
 
 
 def lg_events(path: str) -> int:

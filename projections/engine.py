@@ -1201,3 +1201,45 @@ def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
         lanes=lanes,
         runs=sorted(k.removeprefix(spans.RUN) for k in keys),
     )
+
+
+class Decisions(msgspec.Struct, frozen=True, kw_only=True):
+    """What the decisions view says (read_decisions, projections/decisions.py): its
+    position, the slots with process events, the runs a sweep could judge, and each
+    block's latest instant (microseconds since the Unix epoch) by block number."""
+
+    position: int
+    slots: list[str]
+    runs: list[str]
+    blocks: dict[int, int]
+
+
+def read_decisions(store: Store) -> Decisions | None:
+    """The decisions view caught up, then read whole in one snapshot (its rows are the
+    running runs, those a sweep could judge, the slots and the blocks, not the fleet).
+    None on a read-only store (a backup copy cannot catch it up: the caller reads the
+    log itself)."""
+    from epochledger.projections import decisions
+
+    if store.read_only:
+        return None
+    rows, position, _head = _stored_rows(store, decisions, key=None, catch_up_first=True, where=())
+    if position is None:  # another VERSION's table (a racing upgrade): not the view
+        return None
+    decode = msgspec.json.Decoder(decisions.STATE).decode
+    entries = {k: decode(state) for k, state in rows}
+    points = entries[decisions.TALLY].points if decisions.TALLY in entries else 0
+    return Decisions(
+        position=position,
+        slots=sorted(k.removeprefix(decisions.SLOT) for k in entries if k.startswith(decisions.SLOT)),
+        runs=sorted(
+            k.removeprefix(decisions.RUN)
+            for k, entry in entries.items()
+            if k.startswith(decisions.RUN) and decisions.judged(entry, points)
+        ),
+        blocks={
+            int(k.removeprefix(decisions.BLOCK_KEY)): entry.latest
+            for k, entry in entries.items()
+            if k.startswith(decisions.BLOCK_KEY) and entry.latest is not None
+        },
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from epochledger.projections import epoch_index, epochs, failures, hosts, runs, spans, tick_health
+from epochledger.projections import decisions, epoch_index, epochs, failures, hosts, runs, spans, tick_health
 from epochledger.projections.view import ViewSpec
 
 VIEWS: tuple[ViewSpec[Any], ...] = (
@@ -16,6 +16,7 @@ VIEWS: tuple[ViewSpec[Any], ...] = (
     tick_health.VIEW,  # small, stored whole (open streaks, dead-letters)
     failures.VIEW,
     spans.VIEW,  # where each run's events fall in ledger time: a window of the incident picture (V2)
+    decisions.VIEW,  # which runs a sweep could judge: what a what-if reads (R4)
 )
 
 

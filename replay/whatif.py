@@ -29,12 +29,18 @@ A policy is a plain function (`Policy` below); a NAME[:ARG] is turned into one b
 factory, built in (`BUILTIN`) or installed under the entry point group
 `epochledger.policies` (docs/forensics.md, "What-if"). Nothing here reads the clock:
 the sweep's "now" is the wall-clock reading its records carry.
+
+What is read. A built-in policy judges a run by that run alone (`_judges_one_run`), so
+its what-if reads the slots' streams, the ledger's settings and the runs a sweep could
+judge (projections/decisions.py: the rule that makes it enough), and every other event
+by its position only (`_judged`, `_Replay.passed`); a plug-in's reads the whole log.
+The two give the same result (tests/replay/test_whatif_reads.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,7 +48,7 @@ import msgspec
 
 from epochledger.ledger import lifecycle
 from epochledger.ledger.codes import PROCESS_ORPHANED
-from epochledger.ledger.errors import BadPolicy, InvalidInput
+from epochledger.ledger.errors import BadPolicy, InvalidInput, StreamGap
 from epochledger.ledger.events import (
     ProcessBooted,
     ProcessSweepFailed,
@@ -55,12 +61,17 @@ from epochledger.ledger.events import (
     RunRecovered,
     RunStarted,
     Status,
+    ledger_stream,
+    process_stream,
+    run_stream,
 )
 from epochledger.ledger.process import EpochState
 from epochledger.ledger.run import RunState
 from epochledger.ledger.store import Store, check_position
-from epochledger.projections import orphans
+from epochledger.projections import decisions, orphans
+from epochledger.projections.decisions import sweep_records
 from epochledger.projections.orphans import Verdict, View
+from epochledger.projections.spans import micros
 
 if TYPE_CHECKING:  # importlib.metadata (~10 ms of a traced start) is imported where a policy is looked up (W2)
     from importlib import metadata
@@ -118,6 +129,19 @@ class Policy(Protocol):
 
 Factory = Callable[[str | None], Policy]  # NAME[:ARG] -> a policy; raises ValueError on a bad ARG
 
+_ONE_RUN = "_judges_one_run"  # set on each built-in policy by _judges_one_run
+
+
+def _judges_one_run(policy: Policy) -> Policy:
+    """A built-in policy, marked: its verdict on a run rests on that run's own state and
+    beat, the sweep's epoch, instant, margin and step-back skip, and the view's slots,
+    hosts and settings, and it judges only a run the orphan rule can judge at all
+    (`lifecycle.can_be_orphaned`). The what-if then reads only the runs a sweep could
+    judge (projections/decisions.py); a plug-in, which may judge a run by the others,
+    is replayed over the whole log."""
+    setattr(policy, _ONE_RUN, True)
+    return policy
+
 
 # ------------------------------------------------------------ built-in policies
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
@@ -150,7 +174,7 @@ def epoch_rule(arg: str | None) -> Policy:
         v = orphans.epoch_policy(sweep.view, run, relative_to, sweep.margin)
         return None if v is not None and v.uses_time and sweep.fallback_skipped is not None else v
 
-    return policy
+    return _judges_one_run(policy)
 
 
 def flat_age(arg: str | None) -> Policy:
@@ -173,7 +197,7 @@ def flat_age(arg: str | None) -> Policy:
             cutoff=sweep.now - limit,
         )
 
-    return policy
+    return _judges_one_run(policy)
 
 
 def floor(arg: str | None) -> Policy:
@@ -189,7 +213,7 @@ def floor(arg: str | None) -> Policy:
             return None
         return v
 
-    return policy
+    return _judges_one_run(policy)
 
 
 def clamp(arg: str | None) -> Policy:
@@ -232,7 +256,7 @@ def clamp(arg: str | None) -> Policy:
             )
         return None
 
-    return policy
+    return _judges_one_run(policy)
 
 
 def heartbeat(arg: str | None) -> Policy:
@@ -257,7 +281,7 @@ def heartbeat(arg: str | None) -> Policy:
             cutoff=sweep.now - limit,
         )
 
-    return policy
+    return _judges_one_run(policy)
 
 
 def _no_arg(name: str, arg: str | None) -> None:
@@ -361,15 +385,6 @@ class _Killed(msgspec.Struct):
     diff: Difference
 
 
-def _sweep_records(e: Any) -> str | None:
-    """The epoch whose sweep wrote this event, if it is a sweep's record."""
-    if type(e) is RunRecovered:
-        return e.swept_by
-    if type(e) is ProcessSweepSkipped:
-        return e.epoch
-    return None
-
-
 class _Replay:
     def __init__(self, name: str, policy: Policy):
         self.name = name
@@ -415,7 +430,7 @@ class _Replay:
     # -- the pass
     def apply(self, rec: Recorded) -> None:
         e = rec.event
-        owner = _sweep_records(e)
+        owner = sweep_records(e)
         if self.open is not None and owner != self.open[0].epoch.epoch:
             self.close()
         if owner is not None and self.open is None:
@@ -438,6 +453,14 @@ class _Replay:
             epoch = self.view.epoch(e.process, e.epoch)
             if epoch is not None:
                 self.at_boot(epoch, e.at)
+
+    def passed(self, position: int) -> None:
+        """An event the replay does not read (of a run no sweep could judge: `whatif`)
+        lies at `position`: like every event that is no sweep's record, it ends a sweep
+        being read, and the view stood at it (what the next sweep judged)."""
+        if self.open is not None:
+            self.close()
+        self.view.position = position
 
     def at_boot(self, epoch: EpochState, now: datetime) -> None:
         sweep = self.point(epoch, now, None)
@@ -588,6 +611,72 @@ def _records(store: Store, at: datetime | None, position: int | None) -> Iterato
             yield rec
 
 
+class _Read(msgspec.Struct):
+    """What the what-if of a built-in policy reads (`_judged`): the events of every
+    slot, of the ledger's settings and of the runs a sweep could judge, in log order,
+    and the last event of the prefix replayed (None for an empty one)."""
+
+    records: list[Recorded]
+    last: Recorded | None
+
+
+def _last_event(store: Store, upto: int, after: int = 0) -> Recorded | None:
+    """The last decoded event with after < position <= upto: read backwards from
+    `upto`, a window 16 times the last each time, so the read is the distance to it."""
+    window = 16
+    while upto > after:
+        lo = max(after, upto - window)
+        found = [rec for chunk in store.read_batches(lo, upto) for rec in chunk if type(rec) is Recorded]
+        if found:
+            return found[-1]
+        upto, window = lo, window * 16
+    return None
+
+
+def _first_after(store: Store, blocks: dict[int, int], at: datetime, upto: int) -> int | None:
+    """The position of the first decoded event (up to `upto`) stamped after `at`: in
+    the first block whose latest instant is after it (projections/decisions.py), read
+    whole; None if there is none."""
+    t = micros(at)
+    for n in sorted(blocks):
+        if blocks[n] <= t:
+            continue
+        lo = n * decisions.BLOCK
+        if lo > upto:
+            return None
+        for chunk in store.read_batches(max(0, lo - 1), min(upto, lo + decisions.BLOCK - 1)):
+            for rec in chunk:
+                if type(rec) is Recorded and rec.event.at > at:
+                    return rec.position
+        return None
+    return None
+
+
+def _judged(store: Store, at: datetime | None, position: int | None) -> _Read | None:
+    """The prefix `_records` gives, of the streams a built-in policy's what-if can
+    depend on (projections/decisions.py): every slot's, the ledger's settings and the
+    runs a sweep could judge, up to the decisions view's position. None on a read-only
+    copy (no view to catch up) or a stream with a removed event: read the whole log."""
+    from epochledger.projections import engine  # the store's view tables: only where they are read
+
+    found = engine.read_decisions(store)
+    if found is None:
+        return None
+    upto = found.position if position is None else min(found.position, position)
+    if at is not None and (cut := _first_after(store, found.blocks, at, upto)) is not None:
+        upto = cut - 1
+    streams = [ledger_stream(), *map(process_stream, found.slots), *map(run_stream, found.runs)]
+    try:
+        read = store.read_streams(streams)
+    except StreamGap:
+        return None
+    records = sorted(
+        (rec for recs in read.values() for rec in recs if type(rec) is Recorded and rec.position <= upto),
+        key=lambda rec: rec.position,
+    )
+    return _Read(records=records, last=_last_event(store, upto))
+
+
 def whatif(
     store: Store,
     policy: str | Policy,
@@ -597,7 +686,13 @@ def whatif(
     name: str | None = None,
 ) -> WhatIf:
     """Replay the log (up to `at` or `position`, as `replay` cuts it) and list every verdict
-    `policy` (NAME[:ARG], or a Policy) gives differently from the recorded sweeps."""
+    `policy` (NAME[:ARG], or a Policy) gives differently from the recorded sweeps.
+
+    A built-in policy's what-if reads only what its verdicts can depend on (`_judged`:
+    the slots' streams and the runs a sweep could judge, rule R4); each event it does
+    not read counts by its position alone, where it ends a sweep group (`passed`), and
+    the last event replayed is the log's. A plug-in's reads the whole log. Both give the
+    same result (tests/replay/test_whatif_reads.py holds them to it)."""
     if at is not None and at.tzinfo is None:
         raise InvalidInput("the instant needs a time zone (e.g. 2026-09-09T14:29:19Z)", where="--at")
     if position is not None:
@@ -605,18 +700,30 @@ def whatif(
     label = policy if isinstance(policy, str) else (name or str(getattr(policy, "__name__", "policy")))
     fn = resolve(policy) if isinstance(policy, str) else policy
     replay = _Replay(label, fn)
+    read = _judged(store, at, position) if getattr(fn, _ONE_RUN, False) is True else None
+
+    def records() -> Iterable[Recorded]:
+        return read.records if read is not None else _records(store, at, position)
+
     # Two passes: the first finds which epochs' sweeps left records, so that a boot whose
     # sweep came later (a boot, other events, then `sweep`) is judged where its sweep ran.
-    for rec in _records(store, at, position):
-        if (owner := _sweep_records(rec.event)) is not None:
+    for rec in records():
+        if (owner := sweep_records(rec.event)) is not None:
             replay.swept.add(owner)
         elif type(rec.event) is ProcessSweepFailed:
             replay.failed.add(rec.event.epoch)
     replay.failed -= replay.swept
-    last_position, last_at = 0, None
-    for rec in _records(store, at, position):
+    last_position, last_at, previous = 0, None, 0
+    for rec in records():
+        if read is not None and rec.position > previous + 1 and sweep_records(rec.event) is not None:
+            # Between the last event read and a sweep's record: an event not read ends the
+            # sweep group before it, and the sweep judged the view as of the last of them.
+            if (other := _last_event(store, rec.position - 1, previous)) is not None:
+                replay.passed(other.position)
         replay.apply(rec)
-        last_position, last_at = rec.position, rec.event.at
+        last_position, last_at, previous = rec.position, rec.event.at, rec.position
+    if read is not None and read.last is not None:
+        last_position, last_at = read.last.position, read.last.event.at
     end = at if at is not None else last_at
     replay.end(end)
     order = {KILLED_LIVE: 0, EARLY: 1, LATE: 2, MISSED: 3}

@@ -15,6 +15,7 @@ MODULES = [
     "projections/runs.py",
     "projections/failures.py",
     "projections/registry.py",
+    "projections/decisions.py",
     "replay/pointintime.py",
     "replay/__init__.py",
     "replay/whatif.py",

@@ -9,6 +9,7 @@ from datetime import timedelta
 from epochledger import ManualClock
 from epochledger.app import Ledger
 from epochledger.projections import (
+    decisions,
     engine,
     epoch_index,
     epochs,
@@ -24,7 +25,9 @@ from epochledger.replay import verify as verify_mod
 
 
 def test_R3_registry_holds_every_fleet_view() -> None:
-    assert set(registry.VIEWS) == {m.VIEW for m in (runs, epochs, epoch_index, hosts, tick_health, failures, spans)}
+    assert set(registry.VIEWS) == {
+        m.VIEW for m in (runs, epochs, epoch_index, hosts, tick_health, failures, spans, decisions)
+    }
     assert len({v.NAME for v in registry.VIEWS}) == len(registry.VIEWS)
 
 
