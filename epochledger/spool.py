@@ -138,20 +138,33 @@ class _Writer:
     a Celery pool child's start, a Prefect flow run's first hook): on a loaded host the
     hook would wait for the kernel to schedule another thread (docs/benchmarks.md,
     "Airflow, a process per try"). A daemon, as the spool's writer
-    always was: a process that ends leaves its lines in the file. `join` waits for `run`
-    to return."""
+    always was: a process that ends leaves its lines in the file. `delay`: its first
+    round waits that long (the spool's linger, as after every wake-up) unless `hurry`
+    ends it (a flush, a close). `join` waits for `run` to return."""
 
-    def __init__(self, run: Callable[[], None], name: str):
-        self._run, self._name = run, name
+    def __init__(self, run: Callable[[], None], name: str, *, delay: float = 0.0):
+        self._run, self._name, self._delay = run, name, delay
         self._done = threading.Event()
+        self._hurry = threading.Event()  # `hurry`: someone waits for the writer, its delay ends
         self.ident: int = _thread.start_new_thread(self._main, ())
 
     def _main(self) -> None:
-        threading.current_thread().name = self._name  # for the log lines it writes
         try:
+            # Asleep first, before any other work: the new thread holds the interpreter
+            # from its first instruction until it blocks, and on a loaded host it may be
+            # descheduled holding it, the hook that started it waiting meanwhile. The
+            # lines that follow at once (a task runner's boot, its try's start) are one
+            # round after it (docs/benchmarks.md, "Airflow, a process per try").
+            if self._delay:
+                self._hurry.wait(self._delay)
+            threading.current_thread().name = self._name  # for the log lines it writes
             self._run()
         finally:
             self._done.set()
+
+    def hurry(self) -> None:
+        """End the start's delay now: a flush or a close waits for the writer."""
+        self._hurry.set()
 
     def join(self, timeout: float) -> None:
         self._done.wait(timeout)
@@ -330,7 +343,7 @@ class Spool:
         """Start the writer thread (a daemon: a process that exits without `close`
         leaves its lines in the file, for its next start or a `reap`)."""
         if self._thread is None:
-            self._thread = _Writer(self._run, f"epochledger-spool-{self.name}")
+            self._thread = _Writer(self._run, f"epochledger-spool-{self.name}", delay=self.linger)
         return self
 
     def pending(self) -> int:
@@ -353,6 +366,7 @@ class Spool:
                     return False
                 time.sleep(FIRST_RETRY_S)
         deadline = time.monotonic() + timeout
+        self._thread.hurry()
         with self._idle:
             while self.pending() or self._when_drained:
                 left = deadline - time.monotonic()
@@ -373,6 +387,7 @@ class Spool:
         self._stop = True
         self._wake.set()
         if self._thread is not None and not self._thread.is_current():
+            self._thread.hurry()
             self._thread.join(timeout=max(timeout, 1.0))
         _SPOOLS.discard(self)
         if drained:

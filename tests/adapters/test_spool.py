@@ -311,3 +311,22 @@ def test_E1_a_fork_waits_for_the_spool_writer_to_leave_the_store_and_no_longer_t
     finally:
         leave.set()
         spool.close(10)
+
+
+def test_E1_the_writers_first_round_waits_its_linger_off_the_hooks_path_and_a_flush_cuts_it_short(tmp_path) -> None:
+    """A spool opens on a hook's path, and its writer's first round waits the spool's
+    linger before it reads anything: the new thread holds the interpreter only to fall
+    asleep, not to open the store while the hook runs (an Airflow task runner's boot,
+    docs/benchmarks.md). Whoever waits for the store (a flush, a close: a task runner's
+    drained exit) ends that wait at once: with a linger of 3 s, the lines still wait
+    after 0.3 s, and a flush lands them in well under the linger."""
+    ledger = open_ledger(f"sqlite:///{tmp_path}/ledger.db")
+    spool = Spool(ledger, str(tmp_path / "spool"), "late", linger=3.0).start()
+    spool.append(*transitions(ledger, 2))  # type: ignore[arg-type]
+    time.sleep(0.3)
+    assert spool.pending() > 0 and spool.landed == 0  # the writer is still asleep
+    t0 = time.monotonic()
+    assert spool.flush(10)
+    assert time.monotonic() - t0 < 1.5  # not the linger's 3 s
+    each_once(ledger, 2)
+    assert spool.close()
