@@ -330,3 +330,28 @@ def test_E1_the_writers_first_round_waits_its_linger_off_the_hooks_path_and_a_fl
     assert time.monotonic() - t0 < 1.5  # not the linger's 3 s
     each_once(ledger, 2)
     assert spool.close()
+
+
+def test_E1_a_writer_reads_another_spool_again_only_once_its_file_moved(tmp_path, monkeypatch) -> None:
+    """The order across processes asks each round for the oldest line pending in the
+    directory's other spools. One found drained is not read again while its file is
+    unchanged (one stat: inode, size, modification time), and is read again as soon as a
+    line is appended to it: its new line, unlanded, holds this spool's later lines back.
+    Without the stat, a cache would hide that line; without the cache, every round reads
+    every spool's position and head (docs/benchmarks.md)."""
+    ledger = open_ledger(f"sqlite:///{tmp_path}/ledger.db")
+    directory = str(tmp_path / "spool")
+    ours, other = Spool(ledger, directory, "a"), Spool(ledger, directory, "b")
+    other.append(*transitions(ledger, 1, prefix="b"))  # type: ignore[arg-type]
+    assert other.flush(10)  # no writer thread: replayed here, drained
+    reads: list[str] = []
+    head_of = spool_mod._head_of
+    monkeypatch.setattr(spool_mod, "_head_of", lambda d, n: reads.append(n) or head_of(d, n))
+    assert ours._oldest_elsewhere() is None and reads == ["b"]
+    assert ours._oldest_elsewhere() is None and reads == ["b"]  # unchanged: not read again
+    late = RunQueued(at=ledger.clock.now(), run="b-late", workflow="w")
+    other.append(late)
+    assert ours._oldest_elsewhere() == late.at and reads == ["b", "b"]
+    assert other.flush(10)
+    assert ours._oldest_elsewhere() is None and reads == ["b", "b", "b"]
+    assert other.close() and ours.close()
