@@ -32,8 +32,11 @@ def _process_start_boottime() -> float | None:
     compared against CLOCK_BOOTTIME, not CLOCK_MONOTONIC (they differ by suspend time).
     """
     try:
-        with open("/proc/self/stat", "rb") as f:
-            stat = f.read().decode()
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)  # no file object: read in a fresh fork
+        try:
+            stat = os.read(fd, 4096).decode()  # one read: the file is well under a page
+        finally:
+            os.close(fd)
         fields = stat[stat.rindex(")") + 2 :].split()
         return int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):

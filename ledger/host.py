@@ -69,19 +69,33 @@ def read_stat(text: str) -> PidFacts:
 class SystemHost:
     """This host, as Linux's /proc tells it. Elsewhere `boot_id()` is None and
     `process()` cannot judge a pid (it raises OSError), so boot() records no liveness
-    facts and the probe refuses to run (docs/operations.md, residual risks)."""
+    facts and the probe refuses to run (docs/operations.md, residual risks).
+
+    The boot id and the machine id are read once per instance and kept: no process
+    outlives its kernel's boot, and a forked child runs on its parent's host, so a
+    SystemHost made before a fork hands its children the ids it read (an Airflow task
+    runner, forked per try, boots without reading them again: docs/benchmarks.md). A
+    machine id not yet there (none, or systemd's `uninitialized`) is read again."""
+
+    def __init__(self) -> None:
+        self._boot_id: tuple[str | None] | None = None
+        self._machine_id: str | None = None
 
     def name(self) -> str:
         return socket.gethostname()
 
     def boot_id(self) -> str | None:
-        return _read_id(BOOT_ID)
+        if self._boot_id is None:
+            self._boot_id = (_read_id(BOOT_ID),)
+        return self._boot_id[0]
 
     def machine_id(self) -> str | None:
-        for path in MACHINE_ID:
-            if (found := _read_id(path)) is not None and found != "uninitialized":  # systemd's first-boot marker
-                return hmac.new(found.encode("ascii"), MACHINE_ID_APP, hashlib.sha256).hexdigest()[:32]
-        return None
+        if self._machine_id is None:
+            for path in MACHINE_ID:
+                if (found := _read_id(path)) is not None and found != "uninitialized":  # systemd's first-boot marker
+                    self._machine_id = hmac.new(found.encode("ascii"), MACHINE_ID_APP, hashlib.sha256).hexdigest()[:32]
+                    break
+        return self._machine_id
 
     def pid(self) -> int:
         return os.getpid()
@@ -90,8 +104,7 @@ class SystemHost:
         if pid <= 0:
             return None
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                text = f.read().decode("utf-8", "replace")
+            text = read_small(f"/proc/{pid}/stat").decode("utf-8", "replace")
         except (FileNotFoundError, ProcessLookupError):
             if not os.path.isdir("/proc/self"):
                 raise OSError("no /proc on this host: a pid cannot be judged") from None
@@ -102,13 +115,27 @@ class SystemHost:
             return None  # it vanished while we read it
 
 
+def read_small(path: str) -> bytes:
+    """A small file's bytes (/proc's, an id), by `os.open` and `os.read`: no file object.
+    A process forked per try (an Airflow task runner) reads /proc/self/stat at its boot,
+    and in a fresh fork the objects of `open()` (a buffered reader over a FileIO) cost
+    it more than the read: every page they touch is copied from the parent's
+    (docs/benchmarks.md, "Airflow, a process per try")."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def _read_id(path: str) -> str | None:
     # Read as bytes, then decoded: a process's first text-mode open costs it far more CPU
-    # than a binary one, and an adapter's process (an Airflow task runner, a fresh fork
-    # per try) reads these ids at its boot (docs/benchmarks.md, "Airflow, a process per try").
+    # than a binary one.
     try:
-        with open(path, "rb") as f:
-            found = f.read().decode("ascii").strip()
+        found = read_small(path).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return found or None

@@ -241,6 +241,10 @@ class Recorder:
         self.hold = hold
         self.clock = checked_clock(clock or SystemClock())
         self.facts = SystemHost()
+        # Read here, once: a task runner is forked per try from the process that made the
+        # Recorder (the scheduler's executor), and boots with the ids its parent read.
+        self.facts.boot_id()
+        self.facts.machine_id()
         self.epoch: str | None = None  # the task runner's epoch, once booted
         self.process: str | None = None  # and its slot
         self.spool: Spool | None = None

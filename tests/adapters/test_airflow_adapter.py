@@ -1,11 +1,12 @@
 """The Airflow 3 adapter against a real Airflow (rule E1; docs/adapters.md, "Airflow").
 
 One Airflow for the module (tests/helpers/airflow_instance.py: API server, scheduler with the
-LocalExecutor, DAG processor, on SQLite), eight DAG runs triggered at once, each test
+LocalExecutor, DAG processor, triggerer, on SQLite), nine DAG runs triggered at once, each test
 judging one: a success, a failure retried, a task process SIGKILLed under its live
 supervisor, a task lost with its supervisor (Airflow's heartbeat detection beside
 the adapter's probe), a sensor in reschedule mode (Airflow's own wait, resumed by
-Airflow in a new task runner), two such sensors marked failed and success by hand
+Airflow in a new task runner), a deferrable sensor whose trigger runs in the triggerer,
+two sensors in reschedule mode marked failed and success by hand
 while they wait, and a task runner that leaves its spool to the watcher;
 the last test SIGKILLs the watcher and triggers a seventh, whose task runner drains its own. Skipped, saying why, when the Airflow venv is missing; with
 EPOCHLEDGER_TEST_AIRFLOW=require (CI) that is a failure.
@@ -69,6 +70,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
             "el_mark_failed",
             "el_mark_success",
             "el_left",
+            "el_defer",
         )
     }
     try:
@@ -337,6 +339,58 @@ def test_E1_O2_a_rescheduled_sensor_waits_paused_for_airflow_never_an_orphan_and
         # sweep passed over the paused try, whose task runner had stopped, and left it.
         assert gaps and min(gaps) >= PROBE_INTERVAL_S * 2, gaps
         _figures(airflow, "sensor rescheduled", {"waits_s": gaps, "attempts": run.attempt, "first_seen": seen["state"]})
+
+
+def test_E1_O2_a_deferred_sensor_waits_paused_for_airflow_while_the_triggerer_runs_its_trigger_then_resumes(
+    airflow: Airflow,
+) -> None:
+    """A deferrable sensor (FileSensor, deferrable=True) finds no file and defers: its task
+    runner ends with the try deferred, and the trigger runs in Airflow's triggerer, a real
+    `airflow triggerer` process. The ledger pauses the try for the orchestrator (reason
+    `airflow: deferred`) before the task runner's clean stop; the watcher's rounds pass
+    over it while it waits. The test makes the file, the trigger fires, and Airflow
+    resumes the try in a new task runner at `execute_complete`: the ledger records the
+    orchestrator's resume (`next_method=execute_complete`) and a start under the new
+    runner's epoch, the try's second attempt, then its finish. The triggerer has no slot
+    (no try runs under it)."""
+    t = _try(airflow, "el_defer", "defers")
+    wait_for(
+        "the deferred try to wait in the ledger", lambda: _status(airflow, t.run) == "paused_orchestrator" or None, 180
+    )
+    with _ledger(airflow) as led:
+        paused = led.get_run(t.run)
+        assert paused.reason == "airflow: deferred" and paused.code == "", paused
+        stopped = wait_for("the deferring task runner's stop", lambda: _epoch(airflow, paused.epoch).stopped_at, 10)
+        assert stopped is not None and _epoch(airflow, paused.epoch).exited_at is None
+    # Airflow holds the try in the triggerer's hands: deferred, with a trigger and the method it resumes in.
+    row = wait_for(
+        "the try deferred in Airflow, with its trigger",
+        lambda: r if (r := airflow.ti("el_defer", "defers")) and r["state"] == "deferred" and r["trigger_id"] else None,
+        30,
+    )
+    assert row["next_method"] == "execute_complete" and row["try_number"] == 1, row
+    time.sleep(PROBE_INTERVAL_S * 3)  # the watcher's rounds (reap, probe, sweep) pass over it
+    assert _status(airflow, t.run) == "paused_orchestrator"
+    (airflow.home / "pids" / "el_defer.go").write_text("go")
+    ended = _ended(airflow, "el_defer", timeout=180)
+    assert ended == "success", f"el_defer's DAG run ended {ended}: " + airflow.why("el_defer", "defers")
+    with _ledger(airflow) as led:
+        wait_for("the try's end in the ledger", lambda: _status(airflow, t.run) == "finished" or None, 30)
+        events = [r.event for r in led.history(t.run)]
+        tags = [tag_of(e) for e in events]
+        assert tags == ["run.queued", "run.started", "run.paused", "run.resumed", "run.started", "run.finished"], tags
+        resumed = events[3]
+        assert resumed.by == "orchestrator" and resumed.reason == "airflow: resumed, next_method=execute_complete"
+        first, second = events[1], events[4]
+        assert first.epoch == paused.epoch and second.epoch != first.epoch  # a new task runner (O8)
+        assert led.get_run(t.run).attempt == 2
+        assert led.get_run(t.run).labels["airflow.try_number"] == "1"  # a deferral is not a retry (I2)
+        assert led.epoch(second.epoch).stopped_at is not None
+        assert not [e for e in led.epochs() if "triggerer" in e.process], "the triggerer has no slot"
+        waited = (events[3].at - events[2].at).total_seconds()
+    rejected = [f.read_text() for f in (airflow.home / "epochledger-spool").glob("*.rejected")]
+    assert not [r for r in rejected if t.run in r], rejected
+    _figures(airflow, "sensor deferred", {"waited_s": waited})
 
 
 @pytest.mark.parametrize(("state", "status", "code"), [("failed", "failed", "CANCELLED"), ("success", "finished", "")])

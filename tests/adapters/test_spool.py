@@ -311,3 +311,47 @@ def test_E1_a_fork_waits_for_the_spool_writer_to_leave_the_store_and_no_longer_t
     finally:
         leave.set()
         spool.close(10)
+
+
+def test_E1_the_writers_first_round_waits_its_linger_off_the_hooks_path_and_a_flush_cuts_it_short(tmp_path) -> None:
+    """A spool opens on a hook's path, and its writer's first round waits the spool's
+    linger before it reads anything: the new thread holds the interpreter only to fall
+    asleep, not to open the store while the hook runs (an Airflow task runner's boot,
+    docs/benchmarks.md). Whoever waits for the store (a flush, a close: a task runner's
+    drained exit) ends that wait at once: with a linger of 3 s, the lines still wait
+    after 0.3 s, and a flush lands them in well under the linger."""
+    ledger = open_ledger(f"sqlite:///{tmp_path}/ledger.db")
+    spool = Spool(ledger, str(tmp_path / "spool"), "late", linger=3.0).start()
+    spool.append(*transitions(ledger, 2))  # type: ignore[arg-type]
+    time.sleep(0.3)
+    assert spool.pending() > 0 and spool.landed == 0  # the writer is still asleep
+    t0 = time.monotonic()
+    assert spool.flush(10)
+    assert time.monotonic() - t0 < 1.5  # not the linger's 3 s
+    each_once(ledger, 2)
+    assert spool.close()
+
+
+def test_E1_a_writer_reads_another_spool_again_only_once_its_file_moved(tmp_path, monkeypatch) -> None:
+    """The order across processes asks each round for the oldest line pending in the
+    directory's other spools. One found drained is not read again while its file is
+    unchanged (one stat: inode, size, modification time), and is read again as soon as a
+    line is appended to it: its new line, unlanded, holds this spool's later lines back.
+    Without the stat, a cache would hide that line; without the cache, every round reads
+    every spool's position and head (docs/benchmarks.md)."""
+    ledger = open_ledger(f"sqlite:///{tmp_path}/ledger.db")
+    directory = str(tmp_path / "spool")
+    ours, other = Spool(ledger, directory, "a"), Spool(ledger, directory, "b")
+    other.append(*transitions(ledger, 1, prefix="b"))  # type: ignore[arg-type]
+    assert other.flush(10)  # no writer thread: replayed here, drained
+    reads: list[str] = []
+    head_of = spool_mod._head_of
+    monkeypatch.setattr(spool_mod, "_head_of", lambda d, n: reads.append(n) or head_of(d, n))
+    assert ours._oldest_elsewhere() is None and reads == ["b"]
+    assert ours._oldest_elsewhere() is None and reads == ["b"]  # unchanged: not read again
+    late = RunQueued(at=ledger.clock.now(), run="b-late", workflow="w")
+    other.append(late)
+    assert ours._oldest_elsewhere() == late.at and reads == ["b", "b"]
+    assert other.flush(10)
+    assert ours._oldest_elsewhere() is None and reads == ["b", "b", "b"]
+    assert other.close() and ours.close()

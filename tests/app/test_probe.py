@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -364,3 +365,21 @@ def test_O10_the_machine_id_recorded_is_a_keyed_hash_never_the_id_itself() -> No
     found = SystemHost().machine_id()
     assert found is not None and len(found) == 32 and found != raw and raw not in found
     assert found == SystemHost().machine_id()
+
+
+def test_O7_a_system_host_reads_its_ids_once_and_keeps_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The boot id and the machine id are read once per SystemHost and kept (no process
+    outlives its kernel's boot; a forked child runs on its parent's host): an Airflow task
+    runner, forked per try from the process that made its Recorder, boots without reading
+    them again. Ids read after the files are gone are the kept ones; a new SystemHost reads
+    the files (here: none)."""
+    from epochledger.ledger import host as host_mod
+
+    here = SystemHost()
+    boot, machine = here.boot_id(), here.machine_id()
+    if boot is None:
+        pytest.skip("this machine has no boot id")
+    monkeypatch.setattr(host_mod, "BOOT_ID", str(tmp_path / "no-boot-id"))
+    monkeypatch.setattr(host_mod, "MACHINE_ID", (str(tmp_path / "no-machine-id"),))
+    assert (here.boot_id(), here.machine_id()) == (boot, machine)
+    assert (SystemHost().boot_id(), SystemHost().machine_id()) == (None, None)

@@ -3,8 +3,8 @@
 Airflow's pins clash with the dev venv's, so it lives in a venv of its own
 (`.venv-airflow`, made by `make test`; EPOCHLEDGER_AIRFLOW_VENV names another) and runs
 here as subprocesses: `airflow db migrate`, then the API server, the scheduler
-(LocalExecutor: each task in a real task runner process under a supervisor) and the
-DAG processor, with a fresh AIRFLOW_HOME, the metadata database on SQLite and the
+(LocalExecutor: each task in a real task runner process under a supervisor), the
+DAG processor and the triggerer (a deferred try's trigger runs there), with a fresh AIRFLOW_HOME, the metadata database on SQLite and the
 ledger on SQLite beside it. The adapter's plugin is the entry point the extra
 installs; the test process reads the ledger with the dev venv's epochledger and
 Airflow's metadata database with sqlite3 (read only).
@@ -134,6 +134,22 @@ el_wait()
 # by hand (Airflow's REST API) while Airflow holds it between two pokes.
 for _state in ("failed", "success"):
     DAGS[f"el_mark_{_state}"] = DAGS["el_wait"].replace("el_wait", f"el_mark_{_state}")
+# A deferrable sensor (the standard provider's FileSensor, deferrable=True): its first
+# execute finds no file and defers to a FileTrigger, its task runner ends with the try
+# deferred, and Airflow's triggerer (a process of the instance) polls for the file; once
+# the test makes it, the trigger fires and Airflow resumes the try in a new task runner
+# at `execute_complete`. Its connection (`el_fs`, the pids directory) is in the env.
+DAGS["el_defer"] = """
+from datetime import datetime
+from airflow.sdk import dag
+from airflow.providers.standard.sensors.filesystem import FileSensor
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_defer():
+    FileSensor(task_id="defers", fs_conn_id="el_fs", filepath="el_defer.go", poke_interval=1, timeout=600, deferrable=True)
+
+el_defer()
+"""
 
 
 def _free_port() -> int:
@@ -188,6 +204,7 @@ class Airflow:
             **({"AIRFLOW__EPOCHLEDGER__STORE": self.ledger_url} if self.ledger_url else {}),
             AIRFLOW__EPOCHLEDGER__PROBE_INTERVAL=str(PROBE_INTERVAL_S),
             EL_PIDS=str(self.home / "pids"),
+            AIRFLOW_CONN_EL_FS=json.dumps({"conn_type": "fs", "extra": {"path": str(self.home / "pids")}}),
             PATH=f"{VENV / 'bin'}:{os.environ.get('PATH', '')}",
         )
         return env
@@ -206,7 +223,12 @@ class Airflow:
             stderr=subprocess.STDOUT,
             timeout=120,
         )
-        for name, cmd in (("api", "api-server"), ("scheduler", "scheduler"), ("dag-processor", "dag-processor")):
+        for name, cmd in (
+            ("api", "api-server"),
+            ("scheduler", "scheduler"),
+            ("dag-processor", "dag-processor"),
+            ("triggerer", "triggerer"),  # runs deferred tries' triggers (el_defer)
+        ):
             self.procs[name] = subprocess.Popen(
                 [str(AIRFLOW), cmd],
                 env=self.env,
@@ -280,12 +302,14 @@ class Airflow:
 
     # ------------------------------------------------- the metadata database
     def ti(self, dag_id: str, task_id: str) -> dict[str, Any] | None:
-        """The task instance's row (state, try_number, pid, start_date, end_date), read only."""
+        """The task instance's row (state, try_number, pid, start_date, end_date, and a
+        deferred try's trigger_id and next_method), read only."""
         db = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
         try:
             db.row_factory = sqlite3.Row
             row = db.execute(
-                "select state, try_number, pid, start_date, end_date from task_instance where dag_id=? and task_id=?",
+                "select state, try_number, pid, start_date, end_date, trigger_id, next_method from task_instance"
+                " where dag_id=? and task_id=?",
                 (dag_id, task_id),
             ).fetchone()
         except sqlite3.OperationalError:
