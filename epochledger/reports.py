@@ -853,12 +853,19 @@ class Reports:
         end: datetime | None = None,
         cursor: datetime | None = None,
         runs: Sequence[str] | None = None,
+        policy: str | Policy | None = None,
+        upto: datetime | None = None,
+        name: str | None = None,
     ) -> TimelineWritten:
         """Write the incident's page (rule V1) to `output`, atomically, never over the
-        ledger's own files."""
+        ledger's own files. With `policy` (NAME[:ARG] or a resolved policy, `name` its
+        label): the what-if `Reports.whatif` gives up to `upto` (the whole log without
+        it), each differing verdict flagged on its run, as the console's incident page
+        draws it with `policy=` and `upto=`."""
         from epochledger.files import atomic_write
 
-        text = self.timeline_page(start=start, end=end, cursor=cursor, runs=runs).encode()
+        found = None if policy is None else self.whatif(policy, at=upto, name=name)
+        text = self.timeline_page(start=start, end=end, cursor=cursor, runs=runs, whatif=found).encode()
         with atomic_write(output, protected=self._store.local_files()) as f:
             f.write(text)
         return TimelineWritten(path=output, size=len(text))
