@@ -24,7 +24,7 @@ import msgspec
 from epochledger.ledger import codec, lifecycle
 from epochledger.ledger.codes import show_code
 from epochledger.ledger.errors import ChainBroken, InvalidInput
-from epochledger.ledger.events import AnyEvent
+from epochledger.ledger.events import AnyEvent, Status
 from epochledger.ledger.process import EpochState
 from epochledger.ledger.role import RoleState
 from epochledger.ledger.run import RunState
@@ -881,12 +881,14 @@ class Reports:
         header: str = "",
         live: bool = False,
         whatif: WhatIf | None = None,
+        fold_link: Callable[[str, Status], str | None] | None = None,
     ) -> str:
         """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
         style and script from instead of inlining them; `header`: the caller's HTML
         before its title; `live`: its picture marked for the console's live script;
         `whatif`: a what-if's result (`Reports.whatif`), each differing verdict flagged
-        on its run (replay/timeline.py)."""
+        on its run; `fold_link`: the URL that opens a slot's runs of a status, which a
+        density band of them links to when the window folds its runs (replay/timeline.py)."""
         from epochledger.replay.timeline import page
 
         return page(
@@ -899,6 +901,7 @@ class Reports:
             header=header,
             live=live,
             whatif=whatif,
+            fold_link=fold_link,
         )
 
     # --------------------------------------------------- import, export, digests
