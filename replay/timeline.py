@@ -713,28 +713,30 @@ def _segment_detail(bar: Bar, seg: Segment) -> str:
 # runs that matter as rows and folds the rest into density bands (`_fold`, `_bands`).
 RUNS_MAX = 500  # runs a picture draws as rows at most (rule V1: readable at 500 runs)
 BUCKET = 5  # px of time per cell of a density band
-MARKED, AT_CURSOR, MOVED = 0, 1, 2  # why a run matters, most first (`_matters`)
+MARKED, AT_CURSOR, FAILING, MOVED = 0, 1, 2, 3  # why a run matters, most first (`_matters`)
 
 
 def _matters(bar: Bar, lo: datetime, hi: datetime, near: tuple[datetime, datetime] | None) -> int | None:
     """Why the incident is about this run, if it is, most first: a marker in the window
     (a recovery, a fenced report, a correction, a what-if's verdict: `_key`'s runs), an
-    event within the cursor's reach (the runs its panel speaks of), a transition in the
-    window. None: the run only passes through the window (its bar began before it and
-    nothing happens to it there)."""
+    event within the cursor's reach (the runs its panel speaks of), a failure in the
+    window (`lifecycle.is_failure`), another transition in the window. None: the run
+    only passes through the window (its bar began before it and nothing happens to it
+    there)."""
     for m in bar.marks:
         if lo <= m.at <= hi:
             return MARKED
-    moved = False
+    why = None
     for seg in bar.segments:
         if near is not None and near[0] <= seg.start <= near[1]:
             return AT_CURSOR
-        moved = moved or lo <= seg.start <= hi
+        if lo <= seg.start <= hi and why != FAILING:
+            why = FAILING if lifecycle.is_failure(seg.status, seg.code) else MOVED
     if near is not None:
         for m in bar.marks:
             if near[0] <= m.at <= near[1]:
                 return AT_CURSOR
-    return MOVED if moved else None
+    return why
 
 
 def _fold(

@@ -372,3 +372,36 @@ def test_V1_a_folded_window_in_chromium_its_bands_under_the_rows_and_no_serious_
              .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')))"""
     )
     assert found == []
+
+
+def test_V1_a_crowded_window_keeps_a_late_failure_as_a_row_before_earlier_quiet_runs(tmp_path) -> None:
+    """600 runs that finished, a minute apart, and the last one failed: the whole
+    history folds 100 of them, and the failure (rule P1's `is_failure`) is a row, with
+    its code, ahead of the earlier runs that only finished."""
+    from epochledger.ledger.events import RunFailed, RunFinished, RunQueued, RunStarted, run_stream
+    from epochledger.ledger.store import Append, open_store
+
+    db = str(tmp_path / "l.db")
+    t = datetime(2026, 9, 9, tzinfo=UTC)
+    store = open_store(db)
+    try:
+        appends = []
+        for i in range(600):
+            run, at = f"r{i:03d}", t + timedelta(minutes=i)
+            appends.append(Append(run_stream(run), 1, RunQueued(at=at, run=run, status=Status.QUEUED, process="w")))
+            appends.append(Append(run_stream(run), 2, RunStarted(at=at, run=run, status=Status.RUNNING, process="w")))
+            end = at + timedelta(minutes=5)
+            last = (
+                RunFailed(at=end, run=run, status=Status.FAILED, code="OOM", resumable=False)
+                if i == 599
+                else RunFinished(at=end, run=run, status=Status.FINISHED)
+            )
+            appends.append(Append(run_stream(run), 3, last))
+        store.append(appends)
+        text = timeline.page(store)
+    finally:
+        store.close()
+    rows = [chunk.split('"', 1)[0] for chunk in text.split('<g class="run" data-run="')[1:]]
+    assert len(rows) == 500 and "r599" in rows and "r499" not in rows and "r498" in rows
+    assert '<g class="run" data-run="r599" data-status="failed" data-code="OOM">' in text
+    assert "100 more folded" in text
