@@ -1228,7 +1228,7 @@ def _page(
     folded: int = 0,
 ) -> str:
     more = (
-        f" as rows (the runs that matter: marked, at the cursor, moving in the window), {folded:,} more folded "
+        f" as rows (the runs that matter: marked, at the cursor, failing or moving in the window), {folded:,} more folded "
         "into each slot's density bands"
         if folded
         else " shown"
