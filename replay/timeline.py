@@ -795,8 +795,9 @@ def _bands(
         spans_of: dict[Status, list[tuple[int, int]]] = {}  # the cells of each status it is in
         for seg in b.segments:
             end = seg.end or hi
-            if seg.start <= hi and end >= lo:
-                spans_of.setdefault(seg.status, []).append((cell(seg.start), cell(end)))
+            if seg.start <= hi and end >= lo:  # drawn from its start on, as its rect is (a clock stepped back)
+                c0 = cell(seg.start)
+                spans_of.setdefault(seg.status, []).append((c0, max(c0, cell(end))))
         for status, cs in spans_of.items():  # a run counts once in a cell, whatever its segments there
             d = diff.get(status)
             if d is None:

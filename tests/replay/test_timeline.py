@@ -405,3 +405,37 @@ def test_V1_a_crowded_window_keeps_a_late_failure_as_a_row_before_earlier_quiet_
     assert len(rows) == 500 and "r599" in rows and "r499" not in rows and "r498" in rows
     assert '<g class="run" data-run="r599" data-status="failed" data-code="OOM">' in text
     assert "100 more folded" in text
+
+
+def test_V1_a_folded_run_whose_clock_stepped_back_counts_once_from_its_start(tmp_path) -> None:
+    """A folded run whose end was stamped before its start (its writer's clock stepped
+    back, as recorded) counts in its band's cells from its start on, as its bar would be
+    drawn: no cell counts below zero, none counts a run twice."""
+    from epochledger.ledger.events import RunFinished, RunQueued, RunStarted, run_stream
+    from epochledger.ledger.store import Append, open_store
+
+    db = str(tmp_path / "l.db")
+    t = datetime(2026, 9, 9, tzinfo=UTC)
+    store = open_store(db)
+    try:
+        appends = []
+        for i in range(600):
+            run, at = f"r{i:03d}", t + timedelta(minutes=i)
+            back = i == 599  # the last run, folded: finished before any run started
+            appends.append(Append(run_stream(run), 1, RunQueued(at=at, run=run, status=Status.QUEUED, process="w")))
+            appends.append(Append(run_stream(run), 2, RunStarted(at=at, run=run, status=Status.RUNNING, process="w")))
+            end = t - timedelta(hours=1) if back else at + timedelta(minutes=5)
+            appends.append(Append(run_stream(run), 3, RunFinished(at=end, run=run, status=Status.FINISHED)))
+        store.append(appends)
+        text = timeline.page(store)
+    finally:
+        store.close()
+    assert 'data-run="r599"' not in text.split("<svg xmlns", 1)[1].split('<g class="fold"', 1)[0]
+    cells = [int(c.split('"', 1)[0]) for c in text.split('<rect class="cell" data-count="')[1:]]
+    assert cells and min(cells) > 0
+    running = text.split('<g class="fold" data-status="running" data-count="', 1)[1]
+    total = int(running.split('"', 1)[0])
+    assert (
+        total == 100
+        and max(int(c.split('"', 1)[0]) for c in running.split("</g>", 1)[0].split('data-count="')[1:]) <= total
+    )
