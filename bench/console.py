@@ -3,9 +3,10 @@ serves (the fleet, a runs page with a filter and a cursor, a slot's running runs
 run, the slots and epochs, each canned audit report, the incident picture over an hour
 of the fleet ledger, alone and with the what-if's flags, and, with --whole-day, its
 whole day, the what-if) on the fleet ledger (the incident hour also in process as the
-page was read before rule V2: the whole log folded, the same render; the what-if as it
-was read before rule R4's decisions view: the whole log replayed, the same policy),
-and the incident page of a 10,000-event ledger,
+page was read before rule V2: the whole log folded, the same render; and as it was
+drawn before it folded its runs: every run of the window a row; the what-if as it was
+read before rule R4's decisions view: the whole log replayed, the same policy), and
+the incident page of a 10,000-event ledger,
 each served by a real `epochledger serve` over loopback, beside the facade call that
 page makes, in process on the same ledger, measured in the same run (the anchor: what
 the page adds is its rendering and HTTP). Beside the counts the runs view keeps, what the same counts cost
@@ -25,9 +26,11 @@ Its audit file (beside it, where the service looks) is synced before the rounds.
 
 The reads of the whole log (the incident hour as it was read before rule V2 and the
 what-if, policy flat-age:30m, as it was read before R4's decisions view, both in
-process) are timed `--slow-repeat` times each, without a warm-up. The incident hour (HOUR) draws the running runs, started 20
-minutes before it; the whole day (DAY, --whole-day) draws every run of the ledger,
-each in its own row (the million short runs fall on one pixel), so it is off by
+process) are timed `--slow-repeat` times each, without a warm-up. The incident hour
+(HOUR) shows the 10,000 running runs, started 20 minutes before it: the runs that
+matter as rows, the others folded into each slot's density bands (replay/timeline.py,
+RUNS_MAX); the whole day (DAY, --whole-day) shows every run of the ledger (the million
+short runs fall on one pixel), so it is off by
 default. `--only NAME...`: only the pages whose names start so (`--only incident`).
 
 The incident ledger: bench/forensics.py's history (four worker slots, runs of 5
@@ -340,6 +343,20 @@ def pages(
             def picture(w: dict[str, datetime]) -> Callable[[], Any]:
                 return lambda: lg.timeline_page(start=w["from"], end=w["to"], cursor=w["at"], assets="/", live=True)
 
+            def every_run(w: dict[str, datetime]) -> Callable[[], Any]:
+                """The same page with every run of the window a row (RUNS_MAX lifted): the
+                picture as it was drawn before it folded the runs that do not matter."""
+
+                def draw() -> Any:
+                    kept = timeline.RUNS_MAX
+                    timeline.RUNS_MAX = sys.maxsize
+                    try:
+                        return picture(w)()
+                    finally:
+                        timeline.RUNS_MAX = kept
+
+                return draw
+
             facade_failed: dict[str, str] = {}
             in_process: dict[str, Callable[[], Any]] = {
                 "fleet": lg.fleet,
@@ -367,6 +384,7 @@ def pages(
                     live=True,
                     whatif=lg.whatif(WHATIF_POLICY),
                 ),
+                **{f"{k}_every_run_a_row": every_run(w) for k, w in windows.items()},
                 "incident_10k": lambda: il.timeline_page(
                     start=at["from"], end=at["to"], cursor=at["at"], assets="/", live=True
                 ),

@@ -24,7 +24,7 @@ import msgspec
 from epochledger.ledger import codec, lifecycle
 from epochledger.ledger.codes import show_code
 from epochledger.ledger.errors import ChainBroken, InvalidInput
-from epochledger.ledger.events import AnyEvent
+from epochledger.ledger.events import AnyEvent, Status
 from epochledger.ledger.process import EpochState
 from epochledger.ledger.role import RoleState
 from epochledger.ledger.run import FencedEnd, RunState
@@ -949,12 +949,19 @@ class Reports:
         end: datetime | None = None,
         cursor: datetime | None = None,
         runs: Sequence[str] | None = None,
+        policy: str | Policy | None = None,
+        upto: datetime | None = None,
+        name: str | None = None,
     ) -> TimelineWritten:
         """Write the incident's page (rule V1) to `output`, atomically, never over the
-        ledger's own files."""
+        ledger's own files. With `policy` (NAME[:ARG] or a resolved policy, `name` its
+        label): the what-if `Reports.whatif` gives up to `upto` (the whole log without
+        it), each differing verdict flagged on its run, as the console's incident page
+        draws it with `policy=` and `upto=`."""
         from epochledger.files import atomic_write
 
-        text = self.timeline_page(start=start, end=end, cursor=cursor, runs=runs).encode()
+        found = None if policy is None else self.whatif(policy, at=upto, name=name)
+        text = self.timeline_page(start=start, end=end, cursor=cursor, runs=runs, whatif=found).encode()
         with atomic_write(output, protected=self._store.local_files()) as f:
             f.write(text)
         return TimelineWritten(path=output, size=len(text))
@@ -970,12 +977,14 @@ class Reports:
         header: str = "",
         live: bool = False,
         whatif: WhatIf | None = None,
+        fold_link: Callable[[str, Status], str | None] | None = None,
     ) -> str:
         """The incident's page (rule V1) as text; `assets`: the URL prefix it links its
         style and script from instead of inlining them; `header`: the caller's HTML
         before its title; `live`: its picture marked for the console's live script;
         `whatif`: a what-if's result (`Reports.whatif`), each differing verdict flagged
-        on its run (replay/timeline.py)."""
+        on its run; `fold_link`: the URL that opens a slot's runs of a status, which a
+        density band of them links to when the window folds its runs (replay/timeline.py)."""
         from epochledger.replay.timeline import page
 
         return page(
@@ -988,6 +997,7 @@ class Reports:
             header=header,
             live=live,
             whatif=whatif,
+            fold_link=fold_link,
         )
 
     # --------------------------------------------------- import, export, digests

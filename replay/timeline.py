@@ -57,7 +57,7 @@ NO_SLOT = spans.NO_SLOT  # the lane of a run whose first event names no slot
 
 
 # ------------------------------------------------------------------ the model
-@dataclass
+@dataclass(slots=True)  # slots: a window of a fleet holds tens of thousands of them
 class Segment:
     status: Status
     code: str
@@ -66,7 +66,7 @@ class Segment:
     position: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Mark:
     kind: str  # a key of MARKS: boot | stop | stopping | supersede | exit | reboot | sweep | ... | correction
     at: datetime
@@ -76,7 +76,7 @@ class Mark:
     epoch: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Bar:
     run: str
     process: str
@@ -151,13 +151,41 @@ def _iso(t: datetime | None) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "?"
 
 
+@functools.lru_cache(maxsize=1024)  # of a status and a code: a few pairs, asked once per event
+def _bar_open(status: Status, code: str) -> bool:
+    return spans.bar_open(status, code)  # the bar rule, one place: projections/spans.py
+
+
 def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
     bar = h.bars.get(e.run)
-    if isinstance(e, RunQueued) or bar is None:
+    if bar is None or isinstance(e, RunQueued):
         process = getattr(e, "process", None) or NO_SLOT
         bar = Bar(run=e.run, process=process, workflow=getattr(e, "workflow", None))
         h.bars[e.run] = bar
         h.lane(process).bars.append(bar)
+    kind = type(e)
+    if kind is RunFenced or kind is RunRecovered or kind is RunCorrected:
+        _marked(bar, rec, e)
+        if kind is RunFenced:
+            return
+    last = bar.segments[-1] if bar.segments else None
+    if kind is RunDeleted:
+        if last is not None and last.end is None:
+            last.end = e.at
+        return
+    assert e.status is not None
+    if last is not None and last.end is None:
+        if last.status is e.status and last.code == e.code:
+            return  # a checkpoint, a tick failure: same status, same segment
+        last.end = e.at
+    seg = Segment(e.status, e.code, e.at, None, rec.position)
+    if not _bar_open(e.status, e.code):
+        seg.end = e.at  # a point: the bar ends here (a resume opens a new segment)
+    bar.segments.append(seg)
+
+
+def _marked(bar: Bar, rec: Recorded, e: RunEventBase) -> None:
+    """The marker of a fenced report, a recovery or a correction, on its run's bar."""
     where = f"position {rec.position}"
     if type(e) is RunFenced:
         claim = f", claiming {e.reported}" if e.reported is not None else ""
@@ -200,19 +228,6 @@ def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
                 detail=(f"{e.run}: corrected to {e.to} by {e.actor} at {_iso(e.at)} ({where}): {e.reason or ''}"),
             )
         )
-    last = bar.segments[-1] if bar.segments else None
-    if type(e) is RunDeleted:
-        if last is not None and last.end is None:
-            last.end = e.at
-        return
-    if last is not None and last.end is None and last.status is e.status and last.code == e.code:
-        return  # a checkpoint, a tick failure: same status, same segment
-    if last is not None and last.end is None:
-        last.end = e.at
-    seg = Segment(e.status, e.code, e.at, position=rec.position)
-    if not spans.bar_open(e.status, e.code):  # the bar rule, one place: projections/spans.py
-        seg.end = e.at  # a point: the bar ends here (a resume opens a new segment)
-    bar.segments.append(seg)
 
 
 def _process_event(h: History, rec: Recorded, e: ProcessEventBase) -> None:
@@ -694,6 +709,160 @@ def _segment_detail(bar: Bar, seg: Segment) -> str:
     )
 
 
+# When a picture would draw more runs than it can usefully show as rows, it draws the
+# runs that matter as rows and folds the rest into density bands (`_fold`, `_bands`).
+RUNS_MAX = 500  # runs a picture draws as rows at most (rule V1: readable at 500 runs)
+BUCKET = 5  # px of time per cell of a density band
+MARKED, AT_CURSOR, FAILING, MOVED = 0, 1, 2, 3  # why a run matters, most first (`_matters`)
+
+
+def _matters(bar: Bar, lo: datetime, hi: datetime, near: tuple[datetime, datetime] | None) -> int | None:
+    """Why the incident is about this run, if it is, most first: a marker in the window
+    (a recovery, a fenced report, a correction, a what-if's verdict: `_key`'s runs), an
+    event within the cursor's reach (the runs its panel speaks of), a failure in the
+    window (`lifecycle.is_failure`), another transition in the window. None: the run
+    only passes through the window (its bar began before it and nothing happens to it
+    there)."""
+    for m in bar.marks:
+        if lo <= m.at <= hi:
+            return MARKED
+    why = None
+    for seg in bar.segments:
+        if near is not None and near[0] <= seg.start <= near[1]:
+            return AT_CURSOR
+        if lo <= seg.start <= hi and why != FAILING:
+            why = FAILING if lifecycle.is_failure(seg.status, seg.code) else MOVED
+    if near is not None:
+        for m in bar.marks:
+            if near[0] <= m.at <= near[1]:
+                return AT_CURSOR
+    return why
+
+
+def _fold(
+    shown: dict[str, list[Bar]], lo: datetime, hi: datetime, cursor: datetime | None
+) -> tuple[dict[str, list[Bar]], dict[str, list[Bar]]]:
+    """(the bars each lane draws as rows, those it folds into its density bands). At
+    most RUNS_MAX runs in the picture: all of them as rows. More: the runs that matter
+    (`_matters`), most first, then by start and name, up to RUNS_MAX, as rows; every
+    other run of the window folded. A function of the bars the window shows and the
+    window alone, so a window's page is the whole log's (rule V2)."""
+    if sum(len(bars) for bars in shown.values()) <= RUNS_MAX:
+        return shown, {}
+    near = None if cursor is None else _reach(cursor, _around(lo, hi))
+    ranked = []
+    for name, bars in shown.items():
+        for b in bars:
+            why = _matters(b, lo, hi, near)
+            if why is not None:
+                ranked.append((why, b.start, b.run, b.segments[0].position, name))
+    kept = {(name, run, position) for _, _, run, position, name in sorted(ranked)[:RUNS_MAX]}
+    rows: dict[str, list[Bar]] = {}
+    folded: dict[str, list[Bar]] = {}
+    for name, bars in shown.items():
+        for b in bars:
+            into = rows if (name, b.run, b.segments[0].position) in kept else folded
+            into.setdefault(name, []).append(b)
+    return rows, folded
+
+
+def _bands(
+    lane: str,
+    bars: Sequence[Bar],
+    x_of: Callable[[datetime], float],
+    t_of: Callable[[float], datetime],
+    lo: datetime,
+    hi: datetime,
+    y0: float,
+    link: Callable[[str, Status], str | None] | None,
+) -> list[str]:
+    """The density bands of a lane's folded runs: a row per status they are in within the
+    window, in the order of the Status enum, cut in cells of BUCKET px; each cell run of
+    one count is a rect shaded by it, whose details say how many runs were in that
+    status there, and the row's label counts the runs and, given `link`, opens them."""
+    cells = int(WIDTH / BUCKET) + 1
+    diff: dict[Status, list[int]] = {}
+    runs: dict[Status, list[str]] = {}
+    known: dict[datetime, int] = {}  # instant -> its cell: a fleet's runs share a few instants
+
+    def cell(t: datetime) -> int:
+        c = known.get(t)
+        if c is None:
+            c = known[t] = int((x_of(t) - LEFT) // BUCKET)
+        return c
+
+    for b in bars:
+        spans_of: dict[Status, list[tuple[int, int]]] = {}  # the cells of each status it is in
+        for seg in b.segments:
+            end = seg.end or hi
+            if seg.start <= hi and end >= lo:  # drawn from its start on, as its rect is (a clock stepped back)
+                c0 = cell(seg.start)
+                spans_of.setdefault(seg.status, []).append((c0, max(c0, cell(end))))
+        for status, cs in spans_of.items():  # a run counts once in a cell, whatever its segments there
+            d = diff.get(status)
+            if d is None:
+                d = diff[status] = [0] * (cells + 1)
+                runs[status] = []
+            runs[status].append(b.run)
+            if len(cs) > 1:
+                cs.sort()
+            a, z = cs[0]
+            for c0, c1 in cs[1:]:
+                if c0 > z:
+                    d[a] += 1
+                    d[z + 1] -= 1
+                    a, z = c0, c1
+                else:
+                    z = max(z, c1)
+            d[a] += 1
+            d[z + 1] -= 1
+    out = []
+    for k, status in enumerate(s for s in Status if s in diff):
+        counts, n = [], 0
+        for delta in diff[status][:cells]:
+            n += delta
+            counts.append(n)
+        peak = max(counts)
+        y = y0 + k * ROW
+        names = sorted(runs[status])
+        total = len(names)
+        listed = ", ".join(names[:FOLD_NAMES]) + (f" and {total - FOLD_NAMES:,} more" if total > FOLD_NAMES else "")
+        about = f"{lane}: {total:,} more runs {status} in the window, folded into this band: {listed}"
+        parts = [f'<g class="fold" data-status="{status}" data-count="{total}">']
+        c = 0
+        while c < cells:
+            n = counts[c]
+            e = c
+            while e + 1 < cells and counts[e + 1] == n:
+                e += 1
+            if n:
+                x0, x1 = LEFT + c * BUCKET, min(LEFT + (e + 1) * BUCKET, LEFT + WIDTH)
+                detail = (
+                    f"{lane}: {n:,} run{'s' if n != 1 else ''} {status} from {_iso(t_of(x0))} to {_iso(t_of(x1))}, "
+                    f"folded into this band (of {total:,})"
+                )
+                parts.append(
+                    f'<rect class="cell" data-count="{n}" data-detail="{_esc(detail)}" x="{x0:.1f}" y="{y:.1f}" '
+                    f'width="{max(x1 - x0, 1):.1f}" height="{ROW - 4}" fill="{COLOURS[status]}" '
+                    f'fill-opacity="{0.25 + 0.75 * n / peak:.2f}"><title>{_esc(detail)}</title></rect>'
+                )
+            c = e + 1
+        label = f'<text class="fold-label" x="12" y="{y + ROW - 6:.1f}">{total:,} {_esc(status)}</text>'
+        href = None if link is None else link(lane, status)
+        title = f"<title>{_esc(about)}</title>"
+        if href is not None:
+            label = f'<a href="{_esc(href)}">{title}{label}</a>'
+        else:
+            label = f'<g class="fold-names" data-detail="{_esc(about)}">{title}{label}</g>'
+        parts.append(label)
+        parts.append("</g>")
+        out.append("".join(parts))
+    return out
+
+
+FOLD_NAMES = 10  # runs a band's label names, the first by name
+
+
 NEAR = 0.05  # of the window, each side of the cursor: what the cursor's panel calls around it
 NEAREST = 14  # events the panel lists at most, the nearest to the cursor
 
@@ -704,16 +873,40 @@ def _offset(seconds: float) -> str:
     return ("-" if seconds < 0 else "+") + text
 
 
+def _around(lo: datetime, hi: datetime) -> timedelta:
+    """How far each side of the cursor its panel reaches (NEAR of the window drawn), and
+    the cursor's runs the picture keeps as rows when it folds (`_fold`)."""
+    return timedelta(seconds=(hi - lo).total_seconds() * NEAR)
+
+
+_MIN, _MAX = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
+def _reach(cursor: datetime, around: timedelta) -> tuple[datetime, datetime]:
+    """The instants within `around` of the cursor, as an interval (its ends clamped to
+    what a datetime holds): `abs(t - cursor) <= around` is `a <= t <= z`."""
+    try:
+        a = cursor - around
+    except OverflowError:
+        a = _MIN
+    try:
+        z = cursor + around
+    except OverflowError:
+        z = _MAX
+    return a, z
+
+
 def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set[str] | None) -> str:
     """What happened at and around the cursor, in words: each slot's epochs live there
     (the picture's epoch bands, ended where end_of says), then the events within NEAR of
     the window each side (the NEAREST nearest): transitions, and the markers' verdicts
     and evidence (a recovery's rule and reason, a fenced report's refusal, a sweep's
     orphans), each with its instant, its distance from the cursor and its log position."""
-    around = timedelta(seconds=(hi - lo).total_seconds() * NEAR)
+    around = _around(lo, hi)
     epochs: list[str] = []
     # (at, position, what, detail): a segment's detail is made for the events listed only
-    found: list[tuple[datetime, int, str, str | tuple[Bar, Segment]]] = []
+    near: list[tuple[datetime, int, str, str | tuple[Bar, Segment]]] = []
+    a, z = _reach(cursor, around)  # the events within it, in the order they are met
     for name in sorted(h.lanes):
         lane = h.lanes[name]
         bars = [b for b in lane.bars if b.segments and (wanted is None or b.run in wanted)]
@@ -721,11 +914,13 @@ def _panel(h: History, cursor: datetime, lo: datetime, hi: datetime, wanted: set
             continue
         live = [ep for ep in lane.epochs if ep.booted_at <= cursor and (ep.end is None or cursor < ep.end)]
         epochs.extend(f"<li>{_esc(_epoch_detail(ep))}</li>" for ep in live)
-        found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in lane.marks)
+        near.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in lane.marks if a <= m.at <= z)
         for b in bars:
-            found.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in b.marks)
-            found.extend((s.start, s.position, str(s.status), (b, s)) for s in b.segments)
-    near = [f for f in found if abs(f[0] - cursor) <= around]
+            if b.marks:
+                near.extend((m.at, m.position, KINDS[m.kind][2], m.detail) for m in b.marks if a <= m.at <= z)
+            for seg in b.segments:
+                if a <= seg.start <= z:
+                    near.append((seg.start, seg.position, str(seg.status), (b, seg)))
     chosen = sorted(sorted(near, key=lambda f: (abs(f[0] - cursor), f[1]))[:NEAREST], key=lambda f: (f[0], f[1]))
     items = "".join(
         f'<li><time datetime="{_iso(at)}">{_iso(at)}</time> <span class="off">'
@@ -754,6 +949,7 @@ def render(
     header: str = "",
     live: bool = False,
     whatif: WhatIf | None = None,
+    fold_link: Callable[[str, Status], str | None] | None = None,
 ) -> str:
     """The page, as text. `start`/`end`: the window (default: the whole history);
     `cursor`: the instant under investigation; `runs`: only these runs (and their lanes);
@@ -764,10 +960,13 @@ def render(
     navigation and window form; `live`: the picture, its summary and the cursor's panel
     marked `data-live` (one part, `#picture`), for the console's script to swap in anew;
     `whatif`: a what-if's result, each differing verdict a mark on its run (`with_whatif`),
-    named beside it and in the legend. With a cursor, the page says under the picture what happened at and around it
+    named beside it and in the legend; `fold_link`: the URL (or None) that opens a slot's
+    runs of a status, which the label of a density band of them links to. With a cursor, the page says under the picture what happened at and around it
     (`_panel`). Markers that fall on each other are fanned out (`_spread`) and counted
     (`_clusters`); a key run is named without hover (`_label`), another where its row
-    leaves room (`_fits`); the axis names the date of each day's first tick."""
+    leaves room (`_fits`); the axis names the date of each day's first tick. A window
+    that shows more than RUNS_MAX runs draws those that matter as rows and folds the
+    others into each slot's density bands (`_fold`, `_bands`)."""
     if whatif is not None:
         h = with_whatif(h, whatif)
     lo = start or h.first or datetime(1970, 1, 1, tzinfo=UTC)
@@ -789,32 +988,44 @@ def render(
     def visible(a: datetime, b: datetime | None) -> bool:
         return a <= hi and (b is None or b >= lo)
 
+    def t_of(x: float) -> datetime:
+        return lo + timedelta(seconds=(x - LEFT) / WIDTH * span)
+
     wanted = set(runs) if runs else None
     body: list[str] = []
     y = TOP + 10
     step, ticks = _ticks(lo, hi)
     shown_runs = 0
-    for name in sorted(h.lanes):
-        lane = h.lanes[name]
-        bars = sorted(
+    shown = {
+        name: sorted(
             (
                 b
-                for b in lane.bars
+                for b in h.lanes[name].bars
                 if b.segments and (wanted is None or b.run in wanted) and visible(b.start, b.segments[-1].end)
             ),
             key=lambda b: (b.start, b.run),
         )
-        if wanted is not None and not bars:
+        for name in sorted(h.lanes)
+    }
+    drawn, folded = _fold(shown, lo, hi, cursor)
+    for name in sorted(h.lanes):
+        lane = h.lanes[name]
+        bars, rest = drawn.get(name, []), folded.get(name, [])
+        if wanted is not None and not shown[name]:
             continue
         extents = [_extent(b, x_of, hi) for b in bars]
         rows = _pack(extents)
         n_rows = max(rows, default=-1) + 1
-        height = EPOCH_ROW + max(n_rows, 1) * ROW + 8
+        # The bands go under the rows, and under the lane's second line of words (row 0's left).
+        first_band = max(n_rows, 1)
+        bands = _bands(name, rest, x_of, t_of, lo, hi, EPOCH_ROW + first_band * ROW + 2, fold_link) if rest else []
+        height = EPOCH_ROW + (first_band + len(bands) if bands else max(n_rows, 1)) * ROW + 8
+        sub = f"{len(lane.epochs)} epochs, {len(shown[name])} runs"
         g = [
             f'<g class="lane" data-process="{_esc(name)}" transform="translate(0,{y})">',
             f'<rect class="lane-bg" x="0" y="0" width="{LEFT + WIDTH + 10}" height="{height}"/>',
             f'<text class="lane-label" x="8" y="13">{_esc(name)}</text>',
-            f'<text class="lane-sub" x="8" y="26">{len(lane.epochs)} epochs, {len(bars)} runs</text>',
+            f'<text class="lane-sub" x="8" y="26">{sub}</text>',
         ]
         for i, ep in enumerate(lane.epochs):
             if not visible(ep.booted_at, ep.end):
@@ -886,6 +1097,7 @@ def render(
         for (_, my, m, extra), mx in zip(placed[n_lane:], spread[n_lane:], strict=True):
             g.append(_shape(m.kind, mx, my, m.detail, extra))
         g.extend(_clusters(placed))
+        g.extend(bands)
         g.append("</g>")
         body.append("\n".join(g))
         y += height + LANE_GAP
@@ -928,7 +1140,22 @@ def render(
         + "</svg>"
     )
     panel = "" if cursor is None else _panel(h, cursor, lo, hi, wanted)
-    return _page(title, h, lo, hi, cursor, shown_runs, svg, assets, header, panel=panel, live=live, whatif=whatif)
+    n_folded = sum(len(bars) for bars in folded.values())
+    return _page(
+        title,
+        h,
+        lo,
+        hi,
+        cursor,
+        shown_runs,
+        svg,
+        assets,
+        header,
+        panel=panel,
+        live=live,
+        whatif=whatif,
+        folded=n_folded,
+    )
 
 
 def _legend(whatif: WhatIf | None = None) -> str:
@@ -961,6 +1188,7 @@ svg.timeline{display:block} .lane-bg{fill:#f9fafb;stroke:#e5e7eb}
 header form.window{margin:6px 0 12px} header input{font:inherit;width:15em}
 .tick.zone{text-anchor:end;font-weight:600} .tick.date{font-weight:600;fill:#111827}
 .cluster rect{fill:#111827} .cluster text{fill:#fff;font-size:10px;font-weight:700;text-anchor:middle}
+.fold .cell{stroke:none} .fold-label{font-size:10px;fill:#374151} .fold a .fold-label{fill:#1d4ed8;text-decoration:underline}
 #cursor-panel{max-width:1390px;border-top:2px solid #e11d48;margin:8px 0;padding:4px 0}
 #cursor-panel h2{font-size:15px;margin:4px 0;color:#9f1239} #cursor-panel h3{font-size:13px;margin:8px 0 2px}
 #cursor-panel ol,#cursor-panel ul{margin:0;padding-left:22px} #cursor-panel .off{color:#4b5563}
@@ -998,9 +1226,16 @@ def _page(
     panel: str = "",
     live: bool = False,
     whatif: WhatIf | None = None,
+    folded: int = 0,
 ) -> str:
+    more = (
+        f" as rows (the runs that matter: marked, at the cursor, failing or moving in the window), {folded:,} more folded "
+        "into each slot's density bands"
+        if folded
+        else " shown"
+    )
     sub = (
-        f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs shown; "
+        f"{h.events} events up to log position {h.position}; {len(h.lanes)} process slots, {shown} runs{more}; "
         f"ledger time {_iso(lo)} to {_iso(hi)}" + (f"; cursor at {_iso(cursor)}" if cursor is not None else "")
     )
     if whatif is not None:
@@ -1033,6 +1268,7 @@ def page(
     header: str = "",
     live: bool = False,
     whatif: WhatIf | None = None,
+    fold_link: Callable[[str, Status], str | None] | None = None,
 ) -> str:
     """The page of the log in `store` (undecodable events are left out, rule T4), with a
     what-if's differing verdicts flagged on their runs if given (`render`). A window
@@ -1054,7 +1290,16 @@ def page(
         if run not in h.bars:
             raise RunNotFound(run)
     return render(
-        h, start=start, end=end, cursor=cursor, runs=runs, assets=assets, header=header, live=live, whatif=whatif
+        h,
+        start=start,
+        end=end,
+        cursor=cursor,
+        runs=runs,
+        assets=assets,
+        header=header,
+        live=live,
+        whatif=whatif,
+        fold_link=fold_link,
     )
 
 

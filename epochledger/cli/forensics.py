@@ -66,6 +66,13 @@ def cmd_whatif(ns: argparse.Namespace) -> None:
         metavar="R",
         help="only these runs (--run a b, or --run a --run b) and the lanes they are in",
     ),
+    arg(
+        "--policy",
+        metavar="NAME[:ARG]",
+        help="flag each verdict this orphan policy gives differently from the recorded sweeps on its run "
+        "(the what-if of `whatif --policy`, rule R4)",
+    ),
+    arg("--upto", metavar="T", help="with --policy: replay the what-if up to this instant, as `whatif --at` does"),
     arg("-o", "--output", required=True, metavar="FILE.html", help="the page to write (atomically)"),
 )
 def cmd_timeline(ns: argparse.Namespace) -> None:
@@ -76,10 +83,24 @@ def cmd_timeline(ns: argparse.Namespace) -> None:
     sweeps, recoveries, fenced late reports and corrections; a cursor at --at; a
     legend; hover shows each element's details. Inline SVG and CSS: nothing is fetched.
     The page is a pure function of the log: the same history gives the same bytes.
+    With --policy, each verdict the what-if gives differently is a flag of its kind on
+    its run, named beside the run and in the legend and the cursor's panel, as the
+    console's incident page draws it with policy=; an unknown policy or a bad argument
+    exits 3 before the log is read, as does --upto without --policy.
 
     Example: epochledger timeline --at 2026-09-09T14:20:00Z -o incident.html
+             epochledger timeline --policy flat-age:30m --at 2026-09-09T14:20:00Z -o whatif.html
     """
+    from epochledger.ledger.errors import InvalidInput
+    from epochledger.reports import check_policy
+
     start, end, at = instant(ns.start, "--from"), instant(ns.end, "--to"), instant(ns.at, "--at")
+    upto = instant(ns.upto, "--upto")
+    if upto is not None and ns.policy is None:
+        raise InvalidInput("cuts the what-if's replay: it needs --policy", where="--upto")
+    policy = None if ns.policy is None else check_policy(ns.policy)  # refused before the store is opened
     with open_ns(ns) as ledger:
-        written = ledger.timeline(ns.output, start=start, end=end, cursor=at, runs=ns.run)
+        written = ledger.timeline(
+            ns.output, start=start, end=end, cursor=at, runs=ns.run, policy=policy, upto=upto, name=ns.policy
+        )
     out(f"wrote {written.path} ({written.size:,} bytes)")

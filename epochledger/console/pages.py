@@ -601,8 +601,17 @@ def incident(
             header=f"<header>{header}</header>",
             live=True,
             whatif=found,
+            fold_link=_runs_of,
         )
     return _html(request, text)
+
+
+def _runs_of(slot: str, status: Status) -> str | None:
+    """The runs page of a slot's runs of a status (a density band's link, rule V1); none
+    for the lane of runs that name no slot, which the runs filters cannot choose."""
+    if slot == timeline.NO_SLOT:
+        return None
+    return "/runs?" + urlencode({"process": slot, "status": status})
 
 
 # What a difference says, in the columns of the what-if table (rule R4's evidence).

@@ -191,3 +191,60 @@ def test_L1_A1_a_runs_attempt_counts_its_starts_in_show_runs_json_and_the_audit(
     assert audit.query(path, "SELECT run, attempt FROM runs ORDER BY run").rows == [("t-0", 0), ("t-1", 2)]
     columns = [c for (c,) in audit.query(path, "SELECT column_name FROM (DESCRIBE runs)").rows]
     assert columns[columns.index("labels") + 1] == "attempt"
+
+
+@pytest.mark.parametrize("policy", ["flat-age:30s", "floor:1h"])
+def test_R4_V1_timeline_with_a_policy_draws_the_consoles_what_if_picture(capsys, tmp_path, policy: str) -> None:
+    """`timeline -o --policy` writes the page the console's incident page draws with
+    `policy=` (and `upto=` as `--upto`): each verdict the what-if gives differently
+    flagged on its run, the same bytes as the facade's page given `Reports.whatif`'s
+    result, windowed or whole; without --policy the page is the one it was."""
+    from datetime import UTC, datetime
+
+    from epochledger import open_ledger
+    from epochledger.demo import run_demo
+
+    db = str(tmp_path / "demo.db")
+    run_demo(db, out=lambda _: None)
+    cursor, upto = datetime(2026, 9, 9, 14, 20, tzinfo=UTC), datetime(2026, 9, 9, 15, 0, tzinfo=UTC)
+    window = {"start": datetime(2026, 9, 9, 14, 0, tzinfo=UTC), "end": datetime(2026, 9, 9, 16, 0, tzinfo=UTC)}
+    flags = ["--at", "2026-09-09T14:20:00Z"]
+    out = str(tmp_path / "t.html")
+    with open_ledger(db, create=False) as lg:
+        for extra, kwargs, cut in (
+            ([], {}, None),
+            (["--from", "2026-09-09T14:00:00Z", "--to", "2026-09-09T16:00:00Z"], window, None),
+            (["--upto", "2026-09-09T15:00:00Z"], {}, upto),
+        ):
+            code, said, err = cli(capsys, "--store", db, "timeline", "-o", out, "--policy", policy, *flags, *extra)
+            assert code == 0, err
+            found = lg.whatif(policy, at=cut, name=policy)
+            assert found.differences or cut is not None
+            page = lg.timeline_page(cursor=cursor, whatif=found, **kwargs)
+            assert open(out).read() == page and f"wrote {out}" in said
+            for d in found.differences if not extra else ():  # the whole history: every flag is drawn
+                bar = page[page.index(f'<g class="run" data-run="{d.run}"') :]
+                label = bar[: bar.index("</g>")].rsplit(" (what-if: ", 1)[1]  # the verdicts named beside the run
+                assert f'data-kind="whatif-{d.kind}"' in bar and d.kind in label.split(")</text>")[0]
+        assert cli(capsys, "--store", db, "timeline", "-o", out, *flags)[0] == 0
+        assert open(out).read() == lg.timeline_page(cursor=cursor) and "what-if" not in open(out).read()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "nope"], "BadPolicy: --policy: no policy named 'nope'"),
+        (["--policy", "flat-age:soon"], "BadPolicy: --policy: policy 'flat-age': not a duration: 'soon'"),
+        (["--policy", "clamp", "--upto", "yesterday"], "--upto: not an RFC 3339 instant"),
+        (["--upto", "2026-09-09T15:00:00Z"], "--upto: cuts the what-if's replay: it needs --policy"),
+    ],
+)
+def test_R4_L4_timeline_refuses_a_bad_policy_before_the_log_is_read(capsys, tmp_path, args, message) -> None:
+    """A bad policy, its bad argument or a bad --upto is refused by its flag's name with
+    exit 3 (as `whatif --policy` is, and as the console's incident page names `policy`
+    and `upto`), before the store is opened: a store that does not exist is not what
+    is named, and nothing is written."""
+    missing, out = str(tmp_path / "missing.db"), str(tmp_path / "t.html")
+    code, _, err = cli(capsys, "--store", missing, "timeline", "-o", out, *args)
+    assert code == 3 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "missing.db").exists() and not (tmp_path / "t.html").exists()

@@ -284,6 +284,7 @@ def test_L4_serve_is_fuzzed_up_to_where_it_listens(
         ["timeline", "-o", "page.html", "--from"],
         ["timeline", "-o", "page.html", "--to"],
         ["timeline", "-o", "page.html", "--at"],
+        ["timeline", "-o", "page.html", "--policy", "clamp", "--upto"],
         ["replay", "--at"],
         ["whatif", "--policy", "clamp", "--at"],
     ],

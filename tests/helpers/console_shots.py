@@ -1,6 +1,7 @@
 """`python -m tests.helpers.console_shots`: the console's screenshots for docs/console.md
 (`make screenshots`), one PNG a page under docs/console/, taken in headless Chromium
-from a real `epochledger serve` on the demo's ledger, an operator logged in."""
+from a real `epochledger serve` on the demo's ledger, an operator logged in, and one
+of a crowded hour's folded runs on a fleet ledger of its own."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import tempfile
 
 from epochledger import open_ledger
 from epochledger.demo import run_demo
+from tests.helpers import fleet_ledgers
 from tests.helpers.server import served
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,6 +30,12 @@ SHOTS = [
     ("whatif.png", "/whatif?policy=flat-age:30s"),
     ("login.png", "/login"),
 ]
+# A crowded hour (tests/helpers/fleet_ledgers.py: 1,500 running runs on 3 slots and an
+# incident in it): the runs that matter as rows, the others folded into density bands.
+FOLDED = (
+    "incident-folded.png",
+    "/incident?from=2026-09-09T11:00:00Z&to=2026-09-09T12:00:00Z&at=2026-09-09T11:30:00Z",
+)
 
 
 def draw(out: str = OUT, chromium: str = os.environ.get("EPOCHLEDGER_CHROMIUM", "/usr/bin/chromium")) -> list[str]:
@@ -53,6 +61,18 @@ def draw(out: str = OUT, chromium: str = os.environ.get("EPOCHLEDGER_CHROMIUM", 
                 target = os.path.join(out, name)
                 page.screenshot(path=target, full_page=True)
                 written.append(target)
+            browser.close()
+        dense = os.path.join(d, "dense.db")
+        fleet_ledgers.dense(dense, 1500)
+        with served(dense) as base, sync_playwright() as p:  # no tokens: loopback, no login
+            browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1420, "height": 800})
+            name, path = FOLDED
+            page.goto(base + path)
+            page.wait_for_load_state("load")
+            target = os.path.join(out, name)
+            page.screenshot(path=target, full_page=True)
+            written.append(target)
             browser.close()
     return written
 

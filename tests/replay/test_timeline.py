@@ -21,6 +21,7 @@ from epochledger.demo import run_demo
 from epochledger.ledger.events import Status
 from epochledger.ndjson import import_lines
 from epochledger.replay import timeline, whatif
+from tests.helpers import fleet_ledgers
 from tests.helpers import incident_histories as incidents
 from tests.helpers.browser import browser as browser  # the fixture
 
@@ -287,3 +288,154 @@ def test_V1_the_whole_day_counts_a_takeover_names_its_run_dates_its_axis_and_say
     panel = page.page.locator("#cursor-panel").text_content()  # type: ignore[attr-defined]
     assert "At the cursor, 2026-09-09T14:20:00Z" in panel and "rule O2-superseded" in panel and "FENCED" in panel
     _no_fetch(page)
+
+
+def test_V1_a_window_of_more_runs_than_it_can_show_draws_those_that_matter_and_folds_the_rest(tmp_path) -> None:
+    """An hour of 1,500 running runs: the runs the incident is about (a marker in the
+    window, an event at the cursor, a transition in the window) are rows, named; each
+    slot's other runs are one density band per status, whose cells count them (the
+    whole hour: every one of them), whose label counts them and opens them through
+    `fold_link`; the summary and each lane say how many are folded. At 500 runs or
+    fewer nothing is folded (test_V1_readable_at_500_runs)."""
+    db = str(tmp_path / "dense.db")
+    t, matter = fleet_ledgers.dense(db, 1500)
+    window = {
+        "start": t + timedelta(hours=1),
+        "end": t + timedelta(hours=2),
+        "cursor": t + timedelta(hours=1, minutes=30),
+    }
+    with open_ledger(db, create=False) as lg:
+        text = timeline.page(
+            lg._store, **window, fold_link=lambda lane, status: f"/runs?process={lane}&status={status}"
+        )
+    svg = text[text.index("<svg xmlns") :]
+    drawn = sorted(chunk.split('"', 1)[0] for chunk in svg.split('<g class="run" data-run="')[1:])
+    assert drawn == sorted(matter)
+    for run in matter:  # a run that matters is named without hover
+        assert f">{run}" in svg.split(f'<g class="run" data-run="{run}"', 1)[1].split("</g>", 1)[0], run
+    for k in range(3):
+        lane = svg.split(f'<g class="lane" data-process="w{k}"', 1)[1].split('<g class="lane"', 1)[0]
+        mine = {r for r in matter if (r == "late" and k == 2) or (r != "late" and int(r[-5:]) % 3 == k)}
+        rest = 500 - len(mine - {"late"})
+        assert f"1 epochs, {500 + (k == 2)} runs</text>" in lane
+        band = lane.split('<g class="fold" data-status="running"', 1)[1].split("</g>", 1)[0]
+        assert band.startswith(f' data-count="{rest}">')
+        cells = [int(c.split('"', 1)[0]) for c in band.split('<rect class="cell" data-count="')[1:]]
+        assert cells == [rest]  # one cell run over the whole hour: every folded run is running throughout
+        assert f'<a href="/runs?process=w{k}&amp;status=running">' in band and f">{rest:,} running</text>" in band
+        assert 'data-status="failed_resumable"' not in lane.split('<g class="fold"', 1)[1]
+    assert f"{len(matter)} runs as rows" in text and "1,495 more folded into each slot" in text
+    assert "At the cursor, 2026-09-09T11:30:00Z" in text and text.count("<a href=") == 3
+    assert len(text) < 200_000
+
+
+def test_V1_a_folded_window_in_chromium_its_bands_under_the_rows_and_no_serious_axe_violation(load, tmp_path) -> None:
+    """The folded hour of 1,500 runs in Chromium: each slot's rows, then its bands under
+    them, none over another nor over the lane's words; each band's label a link with
+    its count as text; nothing fetched; and axe-core finds no serious or critical
+    violation (as on the console's pages, tests/console/test_console_browser.py)."""
+    from tests.console.test_console_browser import AXE
+    from tests.helpers.browser import no_browser
+
+    db, html_path = str(tmp_path / "dense.db"), str(tmp_path / "dense.html")
+    t, _ = fleet_ledgers.dense(db, 1500)
+    with open_ledger(db, create=False) as lg:  # with links, as the console draws it
+        text = lg.timeline_page(
+            start=t + timedelta(hours=1),
+            end=t + timedelta(hours=2),
+            cursor=t + timedelta(hours=1, minutes=30),
+            fold_link=lambda lane, status: f"runs.html?process={lane}&status={status}",
+        )
+    with open(html_path, "w") as f:
+        f.write(text)
+    page = load(html_path)
+    boxes = page.page.evaluate("""() => [...document.querySelectorAll('g.lane')].map(l => ({
+        words: [...l.querySelectorAll(':scope > text')].map(e => e.getBBox()).map(b => [b.y, b.y + b.height]),
+        rows: [...l.querySelectorAll('g.run rect.seg')].map(e => e.getBBox()).map(b => [b.y, b.y + b.height]),
+        bands: [...l.querySelectorAll('g.fold')].map(g => [g.getBBox().y, g.getBBox().y + g.getBBox().height]),
+        labels: [...l.querySelectorAll('g.fold a')].map(a => [a.getBBox().y, a.getBBox().y + a.getBBox().height,
+                                                              a.textContent]) }))""")  # type: ignore[attr-defined]
+    assert len(boxes) == 3
+    for lane in boxes:
+        assert len(lane["bands"]) == 1 and len(lane["labels"]) == 1
+        top = max(b for _, b in lane["rows"])
+        assert lane["bands"][0][0] >= top  # the band under the rows
+        assert all(b <= lane["labels"][0][0] for _, b in lane["words"])  # and its label under the lane's words
+        assert lane["labels"][0][2].endswith(" running")
+    _no_fetch(page)
+    if not os.path.exists(AXE):
+        no_browser(f"axe-core is not installed at {AXE} (make axe)")
+    page.page.add_script_tag(path=AXE)  # type: ignore[attr-defined]
+    found = page.page.evaluate(  # type: ignore[attr-defined]
+        """() => axe.run().then(r => r.violations
+             .filter(v => v.impact === 'serious' || v.impact === 'critical')
+             .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')))"""
+    )
+    assert found == []
+
+
+def test_V1_a_crowded_window_keeps_a_late_failure_as_a_row_before_earlier_quiet_runs(tmp_path) -> None:
+    """600 runs that finished, a minute apart, and the last one failed: the whole
+    history folds 100 of them, and the failure (rule P1's `is_failure`) is a row, with
+    its code, ahead of the earlier runs that only finished."""
+    from epochledger.ledger.events import RunFailed, RunFinished, RunQueued, RunStarted, run_stream
+    from epochledger.ledger.store import Append, open_store
+
+    db = str(tmp_path / "l.db")
+    t = datetime(2026, 9, 9, tzinfo=UTC)
+    store = open_store(db)
+    try:
+        appends = []
+        for i in range(600):
+            run, at = f"r{i:03d}", t + timedelta(minutes=i)
+            appends.append(Append(run_stream(run), 1, RunQueued(at=at, run=run, status=Status.QUEUED, process="w")))
+            appends.append(Append(run_stream(run), 2, RunStarted(at=at, run=run, status=Status.RUNNING, process="w")))
+            end = at + timedelta(minutes=5)
+            last = (
+                RunFailed(at=end, run=run, status=Status.FAILED, code="OOM", resumable=False)
+                if i == 599
+                else RunFinished(at=end, run=run, status=Status.FINISHED)
+            )
+            appends.append(Append(run_stream(run), 3, last))
+        store.append(appends)
+        text = timeline.page(store)
+    finally:
+        store.close()
+    rows = [chunk.split('"', 1)[0] for chunk in text.split('<g class="run" data-run="')[1:]]
+    assert len(rows) == 500 and "r599" in rows and "r499" not in rows and "r498" in rows
+    assert '<g class="run" data-run="r599" data-status="failed" data-code="OOM">' in text
+    assert "100 more folded" in text
+
+
+def test_V1_a_folded_run_whose_clock_stepped_back_counts_once_from_its_start(tmp_path) -> None:
+    """A folded run whose end was stamped before its start (its writer's clock stepped
+    back, as recorded) counts in its band's cells from its start on, as its bar would be
+    drawn: no cell counts below zero, none counts a run twice."""
+    from epochledger.ledger.events import RunFinished, RunQueued, RunStarted, run_stream
+    from epochledger.ledger.store import Append, open_store
+
+    db = str(tmp_path / "l.db")
+    t = datetime(2026, 9, 9, tzinfo=UTC)
+    store = open_store(db)
+    try:
+        appends = []
+        for i in range(600):
+            run, at = f"r{i:03d}", t + timedelta(minutes=i)
+            back = i == 599  # the last run, folded: finished before any run started
+            appends.append(Append(run_stream(run), 1, RunQueued(at=at, run=run, status=Status.QUEUED, process="w")))
+            appends.append(Append(run_stream(run), 2, RunStarted(at=at, run=run, status=Status.RUNNING, process="w")))
+            end = t - timedelta(hours=1) if back else at + timedelta(minutes=5)
+            appends.append(Append(run_stream(run), 3, RunFinished(at=end, run=run, status=Status.FINISHED)))
+        store.append(appends)
+        text = timeline.page(store)
+    finally:
+        store.close()
+    assert 'data-run="r599"' not in text.split("<svg xmlns", 1)[1].split('<g class="fold"', 1)[0]
+    cells = [int(c.split('"', 1)[0]) for c in text.split('<rect class="cell" data-count="')[1:]]
+    assert cells and min(cells) > 0
+    running = text.split('<g class="fold" data-status="running" data-count="', 1)[1]
+    total = int(running.split('"', 1)[0])
+    assert (
+        total == 100
+        and max(int(c.split('"', 1)[0]) for c in running.split("</g>", 1)[0].split('data-count="')[1:]) <= total
+    )

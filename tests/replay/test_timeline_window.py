@@ -47,6 +47,7 @@ from epochledger.projections import engine, spans
 from epochledger.replay import timeline
 from epochledger.replay.whatif import whatif
 from tests.conftest import new_pg_store
+from tests.helpers import fleet_ledgers
 from tests.helpers import incident_histories as incidents
 
 T0 = datetime(2026, 9, 9, 12, 0, tzinfo=UTC)
@@ -339,3 +340,39 @@ def test_V2_the_window_reads_its_runs_not_the_log(tmp_path) -> None:
         same_page(store, **window)
     finally:
         store.close()
+
+
+def test_V2_a_window_that_folds_its_runs_is_the_whole_logs_page(tmp_path) -> None:
+    """Over RUNS_MAX runs the picture draws those that matter and folds the others
+    (rule V1): which runs are folded, and each band's counts, are the window's, so a
+    windowed page is still the whole log's, every byte (with a cursor, whose runs are
+    kept as rows; with a what-if-like fold link; and the whole history, where runs
+    that finished are folded too, by status)."""
+    db = str(tmp_path / "dense.db")
+    t, matter = fleet_ledgers.dense(db, 900, finished=400)
+    with open_ledger(db, create=False) as lg:
+        store = lg._store
+        link = lambda lane, status: f"/runs?process={lane}&status={status}"
+        hour = t + timedelta(hours=1)
+        for start, end, cursor in (
+            (hour, hour + timedelta(hours=1), hour + timedelta(minutes=30)),
+            (hour, hour + timedelta(hours=1), None),
+            (t - timedelta(minutes=5), t + timedelta(minutes=30), t + timedelta(minutes=3)),
+            (hour + timedelta(minutes=19), hour + timedelta(minutes=21), hour + timedelta(minutes=20)),
+        ):
+            page = timeline.page(store, start=start, end=end, cursor=cursor, fold_link=link)
+            assert page == whole(store, start=start, end=end, cursor=cursor, fold_link=link)
+            assert 'class="fold"' in page, (start, end)
+        everything = timeline.page(store)
+        bands = everything.split('<g class="fold" data-status="')[1:]
+        counts: dict[str, int] = {}
+        for band in bands:
+            status, n = band.split('"', 1)[0], int(band.split('data-count="', 1)[1].split('"', 1)[0])
+            counts[status] = counts.get(status, 0) + n
+        # 1,301 runs, 500 drawn: the two marked, then by start and name (every one moved
+        # in the whole history): done-00000 and the fleet's first 498; the 801 others
+        # folded, each in a band of each status it was in: the 400 late finished runs but
+        # the first, the fleet's rest, and the run queued at 1 h 29 (queued only)
+        assert everything.count('<g class="run" data-run="') == 500
+        assert 'data-run="done-00000"' in everything and 'data-run="done-00001"' not in everything
+        assert counts == {"queued": 801, "running": 800, "finished": 399}
