@@ -23,7 +23,10 @@ next chunk's file is written while DuckDB loads the previous one.
 Every other table in the file is a view over `events` (projections/audit/views.sql)
 except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
 every (status, code) pair seen: the lifecycle module stays the only home of status
-sets (rule P3); no SQL here names a status.
+sets (rule P3); no SQL here names a status; and `transitions` (each run event with
+the status and code it left) with its lookup `run_stream_heads`, which sync derives
+from `events` in each chunk's transaction (_derive), so that no report sorts every
+run event again (issue 23).
 
 `query` runs arbitrary SQL on a read-only connection with file-system access
 disabled and the configuration locked: no statement can change the audit file, write
@@ -576,8 +579,9 @@ FROM audit_steps
 WINDOW w AS (PARTITION BY stream ORDER BY version)
 ORDER BY position
 """,
+    "DELETE FROM run_stream_heads WHERE stream IN (SELECT stream FROM audit_steps)",
     """
-INSERT OR REPLACE INTO run_stream_heads
+INSERT INTO run_stream_heads
 SELECT stream, max(version), arg_max_null(status, version), arg_max_null(code, version)
 FROM audit_steps GROUP BY stream
 """,
@@ -810,7 +814,8 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
 
 def export_parquet(path: str, directory: str) -> ParquetExport:
     """Write the events table as Parquet under `directory`, partitioned by event date
-    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
+    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet and
+    transitions.parquet (derived by sync: views.sql reads the three). DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
     if not directory:
         raise InvalidInput("needs a directory", where="directory")
@@ -833,10 +838,8 @@ def export_parquet(path: str, directory: str) -> ParquetExport:
                 "TO ? (FORMAT parquet, PARTITION_BY (event_date), COMPRESSION zstd)",
                 [events_dir],
             )
-            con.execute(
-                "COPY lifecycle_predicates TO ? (FORMAT parquet)",
-                [os.path.join(directory, "lifecycle_predicates.parquet")],
-            )
+            for table in ("lifecycle_predicates", "transitions"):  # views.sql reads them beside events
+                con.execute(f"COPY {table} TO ? (FORMAT parquet)", [os.path.join(directory, f"{table}.parquet")])
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()

@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS transitions (
 -- The event of each run stream with the highest version so far: the one the stream's
 -- next synced event follows (sync's lookup, so a chunk never sorts the whole history).
 CREATE TABLE IF NOT EXISTS run_stream_heads (
-    stream  VARCHAR PRIMARY KEY,
+    stream  VARCHAR NOT NULL,  -- one row a stream (no key: an index would double the file)
     version BIGINT NOT NULL,
     status  VARCHAR,
     code    VARCHAR
