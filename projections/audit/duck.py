@@ -210,7 +210,12 @@ def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float)
     tries = max(1, math.ceil(wait / _LOCK_RETRY_S) + 1)
     for attempt in range(tries):
         try:
-            return duckdb.connect(path, read_only=read_only, config=config)
+            con = duckdb.connect(path, read_only=read_only, config=config)
+            # DuckDB draws a progress bar on standard output for a statement that runs
+            # more than 2 s (a chunk's derivation on a loaded machine, a long report): it
+            # would corrupt the --json of `audit sync` and `audit report`.
+            con.execute("SET enable_progress_bar = false")
+            return con
         except duckdb.IOException as e:
             if "lock" not in str(e).lower():
                 raise

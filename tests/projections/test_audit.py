@@ -1832,3 +1832,25 @@ def test_A1_an_audit_file_of_the_former_schema_is_refused_saying_to_sync_again(
         with pytest.raises(InvalidInput, match="audit schema version 1"):
             read()
     assert file_digest(path) == before
+
+
+PROGRESS_BAR = """
+import sys
+from epochledger.projections.audit import duck
+for connect in (duck._connect_ro, duck._connect_rw):
+    con = connect(sys.argv[1])
+    print(con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0])
+    con.close()
+"""
+
+
+def test_A1_no_audit_connection_draws_duckdbs_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (issue 23's benchmark): DuckDB draws a progress bar on standard output for a
+    statement that runs over 2 s, and a chunk's derivation did on a loaded machine,
+    corrupting the JSON a sync's process printed; a long report would do the same to
+    `audit report --json`. Every connection the audit opens, the sync's and the reads',
+    turns it off. In a process of its own: DuckDB turns it on there (not under pytest's
+    capture)."""
+    _, path = _golden_file(tmp_path, capsys)
+    out = subprocess.run([sys.executable, "-c", PROGRESS_BAR, path], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
