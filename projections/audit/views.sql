@@ -241,4 +241,6 @@ SELECT
     e.payload
 FROM transitions t
 JOIN events e ON e.position = t.position
-WHERE t.type = 'run.corrected';
+-- e.type is t.type (the same event): said on both sides, so neither side of the join is
+-- every event (the planner built its hash table on all of them)
+WHERE t.type = 'run.corrected' AND e.type = 'run.corrected';
