@@ -23,7 +23,10 @@ next chunk's file is written while DuckDB loads the previous one.
 Every other table in the file is a view over `events` (projections/audit/views.sql)
 except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
 every (status, code) pair seen: the lifecycle module stays the only home of status
-sets (rule P3); no SQL here names a status.
+sets (rule P3); no SQL here names a status; and `transitions` (each run event with
+the status and code it left) with its lookup `run_stream_heads`, which sync derives
+from `events` in each chunk's transaction (_derive), so that no report sorts every
+run event again (issue 23).
 
 `query` runs arbitrary SQL on a read-only connection with file-system access
 disabled and the configuration locked: no statement can change the audit file, write
@@ -61,7 +64,7 @@ from epochledger.ledger.events import Status
 from epochledger.ledger.store import Store, resolve_url
 from epochledger.projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the transitions table and run_stream_heads (version 1 had a transitions view)
 DEFAULT_FILE = "epochledger.duckdb"
 CHUNK = 100_000  # events per DuckDB transaction
 
@@ -207,7 +210,12 @@ def _connect(path: str, *, read_only: bool, config: dict[str, Any], wait: float)
     tries = max(1, math.ceil(wait / _LOCK_RETRY_S) + 1)
     for attempt in range(tries):
         try:
-            return duckdb.connect(path, read_only=read_only, config=config)
+            con = duckdb.connect(path, read_only=read_only, config=config)
+            # DuckDB draws a progress bar on standard output for a statement that runs
+            # more than 2 s (a chunk's derivation on a loaded machine, a long report): it
+            # would corrupt the --json of `audit sync` and `audit report`.
+            con.execute("SET enable_progress_bar = false")
+            return con
         except duckdb.IOException as e:
             if "lock" not in str(e).lower():
                 raise
@@ -328,6 +336,8 @@ def _connect_ro(
             raise InvalidInput(
                 "not an epochledger audit file (no audit_sync table); `epochledger audit sync` makes one", where=path
             )
+        if (version := _schema_version(con)) not in (None, SCHEMA_VERSION):
+            raise _old_schema(version)
     except BaseException:
         con.close()
         raise
@@ -420,9 +430,30 @@ def _add_predicates(con: duckdb.DuckDBPyConnection, after: int) -> None:
 
 
 # ------------------------------------------------------------------- sync
+def _old_schema(version: object) -> InvalidInput:
+    """An audit file of another schema version: derived, so it is rebuilt, never read or
+    written as if it were this version's (docs/audit.md, "What sync does")."""
+    return InvalidInput(
+        f"audit schema version {version}, this epochledger writes {SCHEMA_VERSION}: "
+        "the file is derived, delete it and sync again",
+        where=AUDIT_FILE,
+    )
+
+
+def _schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The file's schema version; None for a file without its sync row yet."""
+    row = con.execute("SELECT schema_version FROM audit_sync").fetchone()
+    return None if row is None else int(row[0])
+
+
 def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
     """Create or check the file; return its sync position."""
     con.execute("BEGIN")
+    if _is_audit_file(con)[0] and (version := _schema_version(con)) not in (None, SCHEMA_VERSION):
+        # checked before schema.sql runs: an older file's objects may not be this version's
+        # (version 1 had a view named transitions)
+        con.execute("ROLLBACK")
+        raise _old_schema(version)
     con.execute(_sql("schema.sql"))
     row = con.execute("SELECT store, position, schema_version, predicates FROM audit_sync").fetchall()
     signature = _predicate_signature()
@@ -434,13 +465,6 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, store_url: str) -> int:
         con.execute("ROLLBACK")
         raise InvalidInput(
             f"this audit file mirrors {store}, not {store_url}; use another audit file", where=AUDIT_FILE
-        )
-    if version != SCHEMA_VERSION:
-        con.execute("ROLLBACK")
-        raise InvalidInput(
-            f"audit schema version {version}, this epochledger writes {SCHEMA_VERSION}: "
-            "the file is derived, delete it and sync again",
-            where=AUDIT_FILE,
         )
     if predicates != signature:
         # lifecycle changed (or first sync): recompute every pair seen so far.
@@ -516,8 +540,70 @@ def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
         f.write(b"".join(map(_checked_line, rows)))
 
 
+# The derived tables (schema.sql: transitions, run_stream_heads) after a chunk's rows,
+# in the chunk's transaction. A transition's from_status and from_code are those of the
+# previous event of its stream by version, over the whole history: the new rows of a
+# stream whose versions all follow its head (as every ledger appends them) follow the
+# head, then each other; a stream with a new version at or below its head (a store
+# written past the ledger) has its every row derived again, as if synced at once. So
+# the tables are always what one sync of the whole history gives (tests/projections/
+# test_audit.py, the law against the former views).
+_DERIVE = (
+    """
+CREATE OR REPLACE TEMP TABLE audit_fresh AS
+SELECT e.run, e.position, e.stream, e.version, e.occurred_at, e.type, e.status, e.code, e.actor, e.reason,
+       h.version AS head_version, h.status AS head_status, h.code AS head_code
+FROM events e LEFT JOIN run_stream_heads h ON h.stream = e.stream
+WHERE e.position > $before AND starts_with(e.stream, 'run:')
+""",
+    """
+CREATE OR REPLACE TEMP TABLE audit_redone AS
+SELECT DISTINCT stream FROM audit_fresh WHERE version <= head_version
+""",
+    """
+DELETE FROM transitions WHERE position IN (
+    SELECT e.position FROM events e SEMI JOIN audit_redone r ON r.stream = e.stream WHERE e.position <= $before
+)
+""",
+    """
+CREATE OR REPLACE TEMP TABLE audit_steps AS
+SELECT f.* EXCLUDE (head_version) FROM audit_fresh f ANTI JOIN audit_redone r ON r.stream = f.stream
+UNION ALL
+SELECT e.run, e.position, e.stream, e.version, e.occurred_at, e.type, e.status, e.code, e.actor, e.reason,
+       NULL, NULL
+FROM events e SEMI JOIN audit_redone r ON r.stream = e.stream
+""",
+    """
+INSERT INTO transitions
+SELECT run, position, version, occurred_at, type,
+       CASE WHEN row_number() OVER w = 1 THEN head_status ELSE lag(status) OVER w END,
+       status,
+       CASE WHEN row_number() OVER w = 1 THEN head_code ELSE lag(code) OVER w END,
+       code, actor, reason
+FROM audit_steps
+WINDOW w AS (PARTITION BY stream ORDER BY version)
+ORDER BY position
+""",
+    "DELETE FROM run_stream_heads WHERE stream IN (SELECT stream FROM audit_steps)",
+    """
+INSERT INTO run_stream_heads
+SELECT stream, max(version), arg_max_null(status, version), arg_max_null(code, version)
+FROM audit_steps GROUP BY stream
+""",
+    "DROP TABLE audit_fresh; DROP TABLE audit_redone; DROP TABLE audit_steps",
+)
+
+
+def _derive(con: duckdb.DuckDBPyConnection, before: int) -> None:
+    """Derive transitions and run_stream_heads for the events after position `before`
+    (the caller's transaction; before = 0 on empty tables derives them whole)."""
+    for statement in _DERIVE:
+        con.execute(statement, {"before": before} if "$before" in statement else None)
+
+
 def _load(con: duckdb.DuckDBPyConnection, path: str, chunk: _Chunk, before: int) -> int:
-    """One chunk, one transaction: the rows, their predicates, the new position."""
+    """One chunk, one transaction: the rows, what is derived from them, their predicates,
+    the new position."""
     con.execute("BEGIN")
     try:
         (position,) = con.execute("SELECT position FROM audit_sync").fetchone()  # type: ignore[misc]
@@ -534,6 +620,7 @@ def _load(con: duckdb.DuckDBPyConnection, path: str, chunk: _Chunk, before: int)
             os.remove(path)
             _rewrite_checked(chunk.rows(), stem + ".ndjson")
             con.execute(_INSERTS[".ndjson"], [stem + ".ndjson"])
+        _derive(con, before)
         _add_predicates(con, before)
         con.execute("UPDATE audit_sync SET position = ?", [chunk.last])
         con.execute("COMMIT")
@@ -732,7 +819,8 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
 
 def export_parquet(path: str, directory: str) -> ParquetExport:
     """Write the events table as Parquet under `directory`, partitioned by event date
-    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet. DuckDB
+    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet and
+    transitions.parquet (derived by sync: views.sql reads the three). DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
     if not directory:
         raise InvalidInput("needs a directory", where="directory")
@@ -755,10 +843,8 @@ def export_parquet(path: str, directory: str) -> ParquetExport:
                 "TO ? (FORMAT parquet, PARTITION_BY (event_date), COMPRESSION zstd)",
                 [events_dir],
             )
-            con.execute(
-                "COPY lifecycle_predicates TO ? (FORMAT parquet)",
-                [os.path.join(directory, "lifecycle_predicates.parquet")],
-            )
+            for table in ("lifecycle_predicates", "transitions"):  # views.sql reads them beside events
+                con.execute(f"COPY {table} TO ? (FORMAT parquet)", [os.path.join(directory, f"{table}.parquet")])
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
         finally:
             con.close()

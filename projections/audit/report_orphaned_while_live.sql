@@ -8,21 +8,21 @@
 -- (rules O2, O4, O7). Returns the offending marks up to $as_of;
 -- an empty result proves the invariant on the data.
 WITH marked AS (
-    SELECT
-        run, position, occurred_at, type, code, actor,
-        payload->>'owner_epoch' AS recorded_owner,
-        lag(code) OVER (PARTITION BY stream ORDER BY version) AS previous_code
-    FROM events
-    WHERE starts_with(stream, 'run:')
+    -- transitions carries each event's previous code (from_code): no sort of every event
+    SELECT t.run, t.position, t.occurred_at, t.type, t.failure_code AS code, t.actor
+    FROM transitions t
+    WHERE (t.type = 'run.recovered'
+           OR (t.failure_code = 'PROCESS_ORPHANED' AND t.from_code IS DISTINCT FROM 'PROCESS_ORPHANED'))
+      AND t.occurred_at <= $as_of
 ), marks AS (
-    SELECT m.*, coalesce(m.recorded_owner, s.epoch) AS owner_epoch
+    SELECT m.*, coalesce(e.payload->>'owner_epoch', s.epoch) AS owner_epoch
     FROM marked m
+    JOIN events e ON e.position = m.position
     ASOF LEFT JOIN (
-        SELECT run, position, epoch, process FROM events WHERE type = 'run.started'
+        -- the starts of the marked runs only
+        SELECT run, position, epoch, process FROM events
+        WHERE type = 'run.started' AND run IN (SELECT run FROM marked)
     ) s ON s.run = m.run AND m.position > s.position
-    WHERE (m.type = 'run.recovered'
-           OR (m.code = 'PROCESS_ORPHANED' AND m.previous_code IS DISTINCT FROM 'PROCESS_ORPHANED'))
-      AND m.occurred_at <= $as_of
 )
 SELECT
     m.position,

@@ -1,6 +1,8 @@
 -- The audit file's base tables (docs/audit.md). Created by `epochledger audit sync`;
--- everything else in the file is a view over `events` (projections/audit/views.sql),
--- so the views can never disagree with the rows they are computed from.
+-- everything else in the file is a view over these tables (projections/audit/views.sql).
+-- `events` is the ledger's rows as stored; `transitions` and `run_stream_heads` are
+-- derived from `events` alone, by sync, in the same transaction as the rows they are
+-- derived from (projections/audit/duck.py, _derive), so they never disagree with them.
 
 -- One row per ledger event, as stored. Common fields are columns; `payload` is the
 -- whole event exactly as the ledger holds it, so fields and codes this version does
@@ -22,6 +24,33 @@ CREATE TABLE IF NOT EXISTS events (
     actor       VARCHAR,
     reason      VARCHAR,
     payload     JSON NOT NULL USING COMPRESSION zstd
+);
+
+-- Every run event with the status and code of its stream's previous event (by version;
+-- NULL on a stream's first event): what `lag(status) OVER (PARTITION BY stream ORDER BY
+-- version)` over the run streams of `events` gives, kept so that no report sorts every
+-- event again. run.checkpointed and run.deleted keep the status (from_status = to_status).
+CREATE TABLE IF NOT EXISTS transitions (
+    run          VARCHAR,
+    position     BIGINT NOT NULL,
+    version      BIGINT NOT NULL,
+    occurred_at  TIMESTAMPTZ,
+    type         VARCHAR,
+    from_status  VARCHAR,
+    to_status    VARCHAR,
+    from_code    VARCHAR,
+    failure_code VARCHAR,
+    actor        VARCHAR,
+    reason       VARCHAR
+);
+
+-- The event of each run stream with the highest version so far: the one the stream's
+-- next synced event follows (sync's lookup, so a chunk never sorts the whole history).
+CREATE TABLE IF NOT EXISTS run_stream_heads (
+    stream  VARCHAR NOT NULL,  -- one row a stream (no key: an index would double the file)
+    version BIGINT NOT NULL,
+    status  VARCHAR,
+    code    VARCHAR
 );
 
 -- Where the last sync stopped: one row, updated in the same transaction as the rows.

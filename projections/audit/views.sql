@@ -1,26 +1,11 @@
--- Views over `events` (docs/audit.md). Re-created by every `audit sync`.
+-- Views over `events` and the tables sync derives from it (schema.sql; docs/audit.md).
+-- Re-created by every `audit sync`.
 -- No status appears as a literal here: every policy question is a column of
 -- `lifecycle_predicates`, which sync computes from ledger/lifecycle.py (rule P3).
 
--- Every run event with the status it left and the status it entered. run.checkpointed
--- and run.deleted keep the status (from_status = to_status); filter
--- `from_status IS DISTINCT FROM to_status` for status changes only.
-CREATE OR REPLACE VIEW transitions AS
-SELECT
-    run,
-    position,
-    version,
-    occurred_at,
-    type,
-    lag(status) OVER w AS from_status,
-    status AS to_status,
-    lag(code) OVER w AS from_code,
-    code AS failure_code,
-    actor,
-    reason
-FROM events
-WHERE starts_with(stream, 'run:')
-WINDOW w AS (PARTITION BY stream ORDER BY version);
+-- `transitions` (every run event with the status it left and the status it entered)
+-- is a table, derived by sync from `events` (schema.sql): a view here sorted every run
+-- event again for each query that read it.
 
 -- Every time a run entered a failure status (lifecycle's is_failure): from a status
 -- that is not a failure (or from none), or with a change of code. A correction from
@@ -114,7 +99,10 @@ SELECT
     e.payload->'report' AS report
 FROM events e
 LEFT JOIN (
-    SELECT run, max(position) AS last_start FROM events WHERE type = 'run.started' GROUP BY run
+    -- the last start of the fenced runs only: not an aggregate over every run
+    SELECT run, max(position) AS last_start FROM events
+    WHERE type = 'run.started' AND run IN (SELECT run FROM events WHERE type = 'run.fenced')
+    GROUP BY run
 ) s ON s.run = e.run
 WHERE e.type = 'run.fenced';
 
@@ -159,12 +147,15 @@ WITH boots AS (
     WHERE type IN ('process.stopping', 'process.stopped', 'process.exited')
     GROUP BY process, epoch
 ), host_boots AS (
-    SELECT machine, host_boot, min(boot_position) AS first_position
+    -- the boot that first recorded a host boot id, and when it was recorded
+    SELECT machine, host_boot, min(boot_position) AS first_position,
+        arg_min_null(recorded_at, boot_position) AS first_recorded_at
     FROM boots WHERE machine IS NOT NULL AND host_boot IS NOT NULL
     GROUP BY machine, host_boot
 ), host_ends AS (
     SELECT machine, host_boot,
         lead(host_boot) OVER h AS rebooted_to,
+        lead(first_recorded_at) OVER h AS rebooted_at,
         lead(first_position) OVER h AS rebooted_position
     FROM host_boots
     WINDOW h AS (PARTITION BY machine ORDER BY first_position)
@@ -178,13 +169,12 @@ SELECT
     s.exited_position,
     s.exited_by,
     h.rebooted_to,
-    r.occurred_at AS rebooted_at,
+    h.rebooted_at,
     h.rebooted_position,
     (b.superseded_by IS NULL AND s.stopped_at IS NULL AND s.exited_at IS NULL AND h.rebooted_position IS NULL) AS live
 FROM boots b
 LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch
-LEFT JOIN host_ends h ON h.machine = b.machine AND h.host_boot = b.host_boot
-LEFT JOIN events r ON r.position = h.rebooted_position;
+LEFT JOIN host_ends h ON h.machine = b.machine AND h.host_boot = b.host_boot;
 
 -- Sweep recoveries (run.recovered, rule O5): who recovered the run (the sweeping
 -- epoch), which epoch owned it (as the event says; else the epoch of the run's last
@@ -206,7 +196,9 @@ SELECT
     e.payload AS evidence
 FROM events e
 ASOF LEFT JOIN (
-    SELECT run, position, epoch, process FROM events WHERE type = 'run.started'
+    -- the starts of the recovered runs only: not every run's
+    SELECT run, position, epoch, process FROM events
+    WHERE type = 'run.started' AND run IN (SELECT run FROM events WHERE type = 'run.recovered')
 ) s ON s.run = e.run AND e.position > s.position
 WHERE e.type = 'run.recovered';
 
@@ -249,4 +241,6 @@ SELECT
     e.payload
 FROM transitions t
 JOIN events e ON e.position = t.position
-WHERE t.type = 'run.corrected';
+-- e.type is t.type (the same event): said on both sides, so neither side of the join is
+-- every event (the planner built its hash table on all of them)
+WHERE t.type = 'run.corrected' AND e.type = 'run.corrected';

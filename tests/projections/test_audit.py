@@ -695,9 +695,12 @@ def test_O2_O5_A1_a_real_sweep_shows_in_recoveries_and_keeps_the_invariant(ledge
 
 def _insert(path: str, rows: list[dict]) -> None:
     """Rows for event tags other issues are adding (run.recovered, run.dead_lettered,
-    run.corrected, ...), written straight into the events table as sync would."""
+    run.corrected, ...), written straight into the events table as sync would, with
+    what sync derives from them (duck._derive, the rows after the first one's position)."""
     con = duckdb.connect(path)
     try:
+        con.execute("BEGIN")
+        before = min(r["position"] for r in rows) - 1
         for r in rows:
             payload = json.dumps(r)
             con.execute(
@@ -718,6 +721,8 @@ def _insert(path: str, rows: list[dict]) -> None:
                     payload,
                 ],
             )
+        duck._derive(con, before)
+        con.execute("COMMIT")
     finally:
         con.close()
 
@@ -935,6 +940,8 @@ def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(
         f"THEN 1 ELSE 0 END) FROM read_parquet('{out}/events/**/*.parquet', hive_partitioning = true)"
     ).fetchall()
     assert got == [(51, 51, 2)]
+    derived = con.execute(f"SELECT * FROM read_parquet('{out}/transitions.parquet') ORDER BY position").fetchall()
+    assert derived == audit.query(path, "SELECT * FROM transitions ORDER BY position").rows  # views.sql reads it
     assert main(["--store", store, "audit", "export-parquet", str(out)]) == 3  # not empty: refused
 
 
@@ -1471,3 +1478,380 @@ def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
         audit.sync(Shrinking(), path)  # type: ignore[arg-type]
     assert audit.status(path).position == 0 and positions(path) == []
     assert audit.sync(store, path).appended == 3
+
+
+# ------------------------------------------------ issue 23: the reports made fast
+# The former SQL of what issue 23 rewrote, kept here alone, as the oracle: the
+# transitions view (a window over every run event, now the table sync derives), the
+# views whose joins read every run or event, and orphaned_while_live's own window.
+FORMER_VIEWS = """
+CREATE OR REPLACE VIEW transitions AS
+SELECT
+    run,
+    position,
+    version,
+    occurred_at,
+    type,
+    lag(status) OVER w AS from_status,
+    status AS to_status,
+    lag(code) OVER w AS from_code,
+    code AS failure_code,
+    actor,
+    reason
+FROM events
+WHERE starts_with(stream, 'run:')
+WINDOW w AS (PARTITION BY stream ORDER BY version);
+
+CREATE OR REPLACE VIEW fenced_reports AS
+SELECT
+    e.run,
+    e.position,
+    e.occurred_at,
+    e.epoch,
+    e.payload->>'refused' AS refused,
+    e.payload->>'reported' AS reported,
+    e.payload->>'why' AS why,
+    e.payload->>'superseded_by' AS superseded_by,
+    e.status AS status_kept,
+    e.payload->>'reported' IS NOT NULL AND e.position > coalesce(s.last_start, 0) AS binds_automation,
+    e.payload->'report' AS report
+FROM events e
+LEFT JOIN (
+    SELECT run, max(position) AS last_start FROM events WHERE type = 'run.started' GROUP BY run
+) s ON s.run = e.run
+WHERE e.type = 'run.fenced';
+
+CREATE OR REPLACE VIEW epochs AS
+WITH boots AS (
+    SELECT
+        process,
+        epoch,
+        (payload->>'booted_at')::TIMESTAMPTZ AS booted_at,
+        occurred_at AS recorded_at,
+        payload->>'host' AS host,
+        TRY_CAST(payload->>'pid' AS BIGINT) AS pid,
+        payload->>'host_boot' AS host_boot,
+        TRY_CAST(payload->>'pid_start' AS BIGINT) AS pid_start,
+        payload->>'machine' AS machine,
+        actor,
+        position AS boot_position,
+        lead(epoch) OVER w AS superseded_by,
+        lead(occurred_at) OVER w AS superseded_at,
+        lead(position) OVER w AS superseded_position
+    FROM events
+    WHERE type = 'process.booted'
+    WINDOW w AS (PARTITION BY process ORDER BY position)
+), stops AS (
+    SELECT
+        process,
+        epoch,
+        min(occurred_at) FILTER (WHERE type = 'process.stopping') AS stopping_at,
+        min(occurred_at) FILTER (WHERE type = 'process.stopped') AS stopped_at,
+        min(position) FILTER (WHERE type = 'process.stopped') AS stopped_position,
+        min(occurred_at) FILTER (WHERE type = 'process.exited') AS exited_at,
+        min(position) FILTER (WHERE type = 'process.exited') AS exited_position,
+        arg_min(payload->>'observed_by', position) FILTER (WHERE type = 'process.exited') AS exited_by
+    FROM events
+    WHERE type IN ('process.stopping', 'process.stopped', 'process.exited')
+    GROUP BY process, epoch
+), host_boots AS (
+    SELECT machine, host_boot, min(boot_position) AS first_position
+    FROM boots WHERE machine IS NOT NULL AND host_boot IS NOT NULL
+    GROUP BY machine, host_boot
+), host_ends AS (
+    SELECT machine, host_boot,
+        lead(host_boot) OVER h AS rebooted_to,
+        lead(first_position) OVER h AS rebooted_position
+    FROM host_boots
+    WINDOW h AS (PARTITION BY machine ORDER BY first_position)
+)
+SELECT
+    b.*,
+    s.stopping_at,
+    s.stopped_at,
+    s.stopped_position,
+    s.exited_at,
+    s.exited_position,
+    s.exited_by,
+    h.rebooted_to,
+    r.occurred_at AS rebooted_at,
+    h.rebooted_position,
+    (b.superseded_by IS NULL AND s.stopped_at IS NULL AND s.exited_at IS NULL AND h.rebooted_position IS NULL) AS live
+FROM boots b
+LEFT JOIN stops s ON s.process = b.process AND s.epoch = b.epoch
+LEFT JOIN host_ends h ON h.machine = b.machine AND h.host_boot = b.host_boot
+LEFT JOIN events r ON r.position = h.rebooted_position;
+
+CREATE OR REPLACE VIEW recoveries AS
+SELECT
+    e.run,
+    e.position,
+    e.occurred_at,
+    coalesce(e.payload->>'swept_by', e.actor) AS recovered_by,
+    e.payload->>'swept_by_process' AS recovered_by_process,
+    e.payload->>'rule' AS rule,
+    coalesce(e.payload->>'owner_epoch', s.epoch) AS owner_epoch,
+    coalesce(e.payload->>'owner_process', s.process) AS owner_process,
+    e.status,
+    e.code,
+    e.reason,
+    e.payload AS evidence
+FROM events e
+ASOF LEFT JOIN (
+    SELECT run, position, epoch, process FROM events WHERE type = 'run.started'
+) s ON s.run = e.run AND e.position > s.position
+WHERE e.type = 'run.recovered';
+"""
+FORMER_REPORTS = {
+    "orphaned_while_live": """
+WITH marked AS (
+    SELECT
+        run, position, occurred_at, type, code, actor,
+        payload->>'owner_epoch' AS recorded_owner,
+        lag(code) OVER (PARTITION BY stream ORDER BY version) AS previous_code
+    FROM events
+    WHERE starts_with(stream, 'run:')
+), marks AS (
+    SELECT m.*, coalesce(m.recorded_owner, s.epoch) AS owner_epoch
+    FROM marked m
+    ASOF LEFT JOIN (
+        SELECT run, position, epoch, process FROM events WHERE type = 'run.started'
+    ) s ON s.run = m.run AND m.position > s.position
+    WHERE (m.type = 'run.recovered'
+           OR (m.code = 'PROCESS_ORPHANED' AND m.previous_code IS DISTINCT FROM 'PROCESS_ORPHANED'))
+      AND m.occurred_at <= $as_of
+)
+SELECT
+    m.position,
+    m.occurred_at,
+    m.run,
+    m.type,
+    m.actor AS marked_by,
+    m.owner_epoch,
+    ep.process AS owner_process,
+    ep.recorded_at AS owner_booted_at,
+    ep.superseded_at AS owner_superseded_at,
+    ep.stopped_at AS owner_stopped_at,
+    ep.exited_at AS owner_exited_at,
+    ep.rebooted_at AS owner_host_rebooted_at
+FROM marks m
+JOIN epochs ep ON ep.epoch = m.owner_epoch
+WHERE ep.recorded_at <= m.occurred_at
+  AND (ep.superseded_at IS NULL OR ep.superseded_at > m.occurred_at)
+  AND (ep.stopped_at IS NULL OR ep.stopped_at > m.occurred_at)
+  AND (ep.exited_at IS NULL OR ep.exited_at > m.occurred_at)
+  AND (ep.rebooted_at IS NULL OR ep.rebooted_at > m.occurred_at)
+ORDER BY m.position
+""",
+}
+
+_RAW_TAGS = ["run.recovered", "run.failed", "run.corrected", "run.fenced", "run.started", "run.deleted", "run.queued"]
+
+
+@st.composite
+def _raw_event(draw: st.DrawFn) -> tuple[str, int, bytes]:
+    """An event written into the store past the ledger (as a tampered or foreign store
+    could hold it): a run event of a tag the reports read, with a version anywhere in
+    its stream (below its head too, so sync derives the stream again), or a boot of a
+    slot on a host, at any instant of the history's two days."""
+    at = f"2026-09-{draw(st.sampled_from(['09', '10']))}T{draw(st.integers(0, 23)):02d}:{draw(st.integers(0, 59)):02d}:00Z"
+    if draw(st.integers(0, 4)) == 0:
+        process = f"w{draw(st.integers(0, 2))}"
+        event = {
+            "type": "process.booted",
+            "at": at,
+            "process": process,
+            "epoch": f"{process}.x{draw(st.integers(0, 3))}",
+            "booted_at": at,
+            "machine": draw(st.sampled_from(["m1", "m2"])),
+            "host_boot": draw(st.sampled_from(["hb1", "hb2", "hb3"])),
+        }
+        return f"process:{process}", draw(st.integers(-3, 60)), json.dumps(event).encode()
+    run = f"run-{draw(st.integers(0, 4)):03d}"
+    event = {
+        "type": draw(st.sampled_from(_RAW_TAGS)),
+        "at": at,
+        "run": run,
+        "status": draw(st.sampled_from([s.value for s in Status])),
+        "code": draw(st.sampled_from(["", "PROCESS_ORPHANED", "TIMEOUT"])),
+        "epoch": f"w{draw(st.integers(0, 2))}.e{draw(st.integers(0, 3))}",
+        "actor": "someone",
+        "owner_epoch": draw(st.sampled_from(["e0", "e1", "w1.x1"])),
+        "swept_by": "e1",
+        "reported": draw(st.sampled_from(["finished", "failed"])),
+    }
+    return f"run:{run}", draw(st.integers(-3, 60)), json.dumps(event).encode()
+
+
+def _report_rows(con: duckdb.DuckDBPyConnection, sql: str, as_of: datetime, period: str, label: str | None) -> list:
+    values = {"as_of": as_of, "period": period, "label": label}
+    return con.execute(sql, {k: values[k] for k in sorted(set(duck._PARAM.findall(sql)))}).fetchall()
+
+
+def _every_report(path: str, sql: dict[str, str]) -> dict[tuple[str, str, str, str | None], list]:
+    """Every report, by the given SQL, at instants across the history, by day and by
+    hour, for every label and for one."""
+    con = duckdb.connect(path, read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        instants = [datetime(2026, 9, 9, 12, tzinfo=UTC), datetime(2026, 9, 10, 6, tzinfo=UTC), AS_OF]
+        return {
+            (name, str(at), period, label): _report_rows(con, sql[name], at, period, label)
+            for name in audit.report_names()
+            for at in instants
+            for period in ("day", "hour")
+            for label in ((None, "team") if "$label" in sql[name] else (None,))
+        }
+    finally:
+        con.close()
+
+
+def _former_reports(path: str, copy: str) -> dict[tuple[str, str, str, str | None], list]:
+    """The reports as the former SQL computes them, on a copy of the file whose
+    derived tables are replaced by the former views."""
+    import shutil
+
+    shutil.copyfile(path, copy)
+    con = duckdb.connect(copy)
+    try:
+        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads")
+        con.execute(FORMER_VIEWS)
+    finally:
+        con.close()
+    return _every_report(copy, {n: FORMER_REPORTS.get(n, duck._sql(f"report_{n}.sql")) for n in audit.report_names()})
+
+
+def _derived(path: str) -> list:
+    con = duckdb.connect(path, read_only=True)
+    try:
+        return [
+            con.execute("SELECT * FROM transitions ORDER BY position").fetchall(),
+            con.execute("SELECT * FROM run_stream_heads ORDER BY stream").fetchall(),
+        ]
+    finally:
+        con.close()
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    seed=st.integers(0, 10**6),
+    raw=st.lists(_raw_event(), max_size=12),
+    chunk=st.integers(1, 40),
+    cut=st.integers(0, 300),
+)
+def test_A1_R3_every_report_equals_its_former_sql_and_a_sync_in_parts_equals_one_sync(
+    tmp_path_factory, seed: int, raw: list[tuple[str, int, bytes]], chunk: int, cut: int
+) -> None:
+    """Law (issue 23): on random histories (the ledger's own, then events written past
+    it: marks, recoveries, corrections and fenced reports, versions below a stream's
+    head, boots of slots on rebooted hosts), every report equals what its former SQL
+    (FORMER_VIEWS, FORMER_REPORTS: the windows over every event) gives, at instants
+    across the history, by day and by hour; and the file synced in two parts (sync,
+    append, sync again; any chunk size) holds the same derived tables and gives the
+    same reports as one sync of the whole history."""
+    from epochledger.app import open_ledger as open_
+    from epochledger.ledger.clock import ManualClock
+    from tests.helpers.engine_helpers import random_history
+
+    tmp = tmp_path_factory.mktemp("former")
+    db = tmp / "ledger.db"
+    with open_(str(db), clock=ManualClock(datetime(2026, 9, 9, tzinfo=UTC), uptime=5.0)) as lg:
+        random_history(lg, seed, runs=5, ops=60)
+        top = lg._store.max_position()
+        split = min(cut, top)
+
+        class Upto:  # the store seen up to `split`: the first of the two syncs
+            url = lg._store.url
+
+            def read_raw(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # type: ignore[no-untyped-def]
+                return lg._store.read_raw(after, split if upto is None else min(upto, split), batch)
+
+            def read_lines(self, after: int = 0, upto: int | None = None, batch: int = 10_000):  # type: ignore[no-untyped-def]
+                return lg._store.read_lines(after, split if upto is None else min(upto, split), batch)
+
+        parts = str(tmp / "parts.duckdb")
+        audit.sync(Upto(), parts, chunk=chunk)  # type: ignore[arg-type]
+        random_history(lg, seed + 1, runs=5, ops=20)  # appended after the first sync
+        with sqlite3.connect(db) as conn:  # and, last, written past the ledger
+            for stream, version, state in raw:
+                conn.execute(
+                    "INSERT OR IGNORE INTO epochledger_events (originator_id, originator_version, topic, state) "
+                    "VALUES (?,?,?,?)",
+                    (stream, version, "t", state),
+                )
+        conn.close()
+        audit.sync(lg._store, parts, chunk=chunk)
+        once = str(tmp / "once.duckdb")
+        audit.sync(lg._store, once)
+    new = {n: duck._sql(f"report_{n}.sql") for n in audit.report_names()}
+    assert _derived(parts) == _derived(once)
+    got = _every_report(parts, new)
+    assert got == _every_report(once, new)
+    assert got == _former_reports(parts, str(tmp / "former.duckdb"))
+
+
+def test_A1_the_former_sql_oracle_can_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The oracle sees a wrong derivation: the golden file's transitions with one
+    from_code lost no longer give the former SQL's reports."""
+    _, path = _golden_file(tmp_path, capsys)
+    new = {n: duck._sql(f"report_{n}.sql") for n in audit.report_names()}
+    former = _former_reports(path, str(tmp_path / "former.duckdb"))
+    assert _every_report(path, new) == former
+    con = duckdb.connect(path)
+    try:
+        con.execute("UPDATE transitions SET from_code = NULL WHERE from_code = 'PROCESS_ORPHANED'")
+    finally:
+        con.close()
+    assert _every_report(path, new) != former
+
+
+def test_A1_an_audit_file_of_the_former_schema_is_refused_saying_to_sync_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A version-1 file (a transitions view, no derived tables) is derived data of
+    another schema: sync and the reads refuse it, naming both versions and what to do,
+    and leave it as it was."""
+    store, path = _golden_file(tmp_path, capsys)
+    con = duckdb.connect(path)
+    try:
+        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads")
+        con.execute(FORMER_VIEWS)
+        con.execute("UPDATE audit_sync SET schema_version = 1")
+    finally:
+        con.close()
+    before = file_digest(path)
+    with open_ledger(store) as lg:
+        with pytest.raises(InvalidInput, match="audit schema version 1, this epochledger writes 2.*delete it and sync"):
+            audit.sync(lg._store, path)
+    for read in (
+        lambda: audit.report(path, "corrections"),
+        lambda: audit.query(path, "SELECT 1"),
+        lambda: audit.status(path),
+    ):
+        with pytest.raises(InvalidInput, match="audit schema version 1"):
+            read()
+    assert file_digest(path) == before
+
+
+PROGRESS_BAR = """
+import sys
+from epochledger.projections.audit import duck
+for connect in (duck._connect_ro, duck._connect_rw):
+    con = connect(sys.argv[1])
+    print(con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0])
+    con.close()
+"""
+
+
+def test_A1_no_audit_connection_draws_duckdbs_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repro (issue 23's benchmark): DuckDB draws a progress bar on standard output for a
+    statement that runs over 2 s, and a chunk's derivation did on a loaded machine,
+    corrupting the JSON a sync's process printed; a long report would do the same to
+    `audit report --json`. Every connection the audit opens, the sync's and the reads',
+    turns it off. In a process of its own: DuckDB turns it on there (not under pytest's
+    capture)."""
+    _, path = _golden_file(tmp_path, capsys)
+    out = subprocess.run([sys.executable, "-c", PROGRESS_BAR, path], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
