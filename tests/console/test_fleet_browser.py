@@ -188,7 +188,7 @@ def test_H9_H11_each_error_class_links_to_its_streaks_and_dead_letters_in_chromi
             assert t.page.locator("h1").text_content() == f"Error class \u2068{error_class}\u2069"
             with open_ledger(fleet.db, create=False) as lg:
                 streaks, dead = _of_class(lg, error_class)
-            assert dead, f"the fixture dead-letters runs of {error_class}"
+            assert streaks or dead, f"the fixture's ticks fail runs with {error_class}"  # before or after the live tick
             assert set(_listed(t, "Open streaks")) == streaks
             assert _listed(t, "Dead-letters") == dead
         t.stayed_home()
