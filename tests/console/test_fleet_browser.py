@@ -139,6 +139,17 @@ def test_H9_H11_the_fleet_shows_tick_health_by_error_class_live_in_chromium(
         context.close()
 
 
+def _serious_violations(t: Tab) -> list[str]:
+    """What axe-core, run in the page, finds serious or critical (rule H11)."""
+    t.page.add_script_tag(path=AXE)
+    found: list[str] = t.page.evaluate(
+        """() => axe.run().then(r => r.violations
+             .filter(v => v.impact === 'serious' || v.impact === 'critical')
+             .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')))"""
+    )
+    return found
+
+
 def test_H11_axe_finds_no_serious_violation_on_the_fleet_with_tick_health(browser: Any, base: str) -> None:
     if not os.path.exists(AXE):
         no_browser(f"axe-core is not installed at {AXE} (make axe)")
@@ -147,13 +158,7 @@ def test_H11_axe_finds_no_serious_violation_on_the_fleet_with_tick_health(browse
         t = Tab(context.new_page(), base)
         t.go("/")
         assert t.page.locator(ROWS).count() == 3
-        t.page.add_script_tag(path=AXE)
-        found = t.page.evaluate(
-            """() => axe.run().then(r => r.violations
-                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
-                 .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')))"""
-        )
-        assert found == []
+        assert _serious_violations(t) == []
     finally:
         context.close()
 
@@ -223,12 +228,6 @@ def test_H11_axe_finds_no_serious_violation_on_an_error_class_page(browser: Any,
         t = Tab(context.new_page(), base)
         t.go("/tick-health?" + urlencode({"error_class": HOSTILE_CLASS}))
         assert _listed(t, "Dead-letters") or _listed(t, "Open streaks")
-        t.page.add_script_tag(path=AXE)
-        found = t.page.evaluate(
-            """() => axe.run().then(r => r.violations
-                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
-                 .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')))"""
-        )
-        assert found == []
+        assert _serious_violations(t) == []
     finally:
         context.close()
