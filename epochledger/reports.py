@@ -35,7 +35,6 @@ from epochledger.projections import tick_health as tick_health_view
 from epochledger.projections.audit import AuditStatus, ParquetExport, SyncResult
 from epochledger.projections.audit import Cell as AuditCell
 from epochledger.projections.audit import Result as AuditResult
-from epochledger.projections.audit import text as audit_text
 from epochledger.projections.engine import (
     gc_paused,  # for a skin rendering 100k runs (docs/benchmarks.md, "Fleet size")
 )
@@ -94,7 +93,6 @@ __all__ = [
     "audit_path",
     "audit_query",
     "audit_report",
-    "audit_text",
     "chain_error",
     "check_policy",
     "decode_cursor",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from epochledger.cli.common import JSON, QUIET, Progress, arg, cells_table, command, instant, open_ns, out, out_json
+from epochledger.cli.common import JSON, QUIET, Progress, arg, command, instant, open_ns, out, out_json, table
 
 if TYPE_CHECKING:  # imported where used: the registry and `--help` load neither (rule W2)
     from epochledger.reports import AuditResult
@@ -48,8 +48,6 @@ def _duckdb(ns: argparse.Namespace) -> str:
 
 
 def _print_result(result: AuditResult, fmt: str) -> None:
-    from epochledger.reports import audit_text
-
     if fmt == "json":
         sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(result.records()), indent=2) + b"\n")
         sys.stdout.flush()
@@ -58,9 +56,9 @@ def _print_result(result: AuditResult, fmt: str) -> None:
 
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(result.columns)
-        w.writerows([[audit_text(v) for v in r] for r in result.rows])
+        w.writerows(result.rows)
     else:
-        cells_table([tuple(audit_text(v) for v in r) for r in result.rows], result.columns)
+        table(result.records(), result.columns)
 
 
 @command(

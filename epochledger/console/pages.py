@@ -684,7 +684,7 @@ def whatif(request: Req, policy: str | None = None, at: str | None = None) -> Re
 
 
 def _audit_table(found: AuditTable) -> str:
-    rows = [[_cell(facade.audit_text(v)) for v in row] for row in found.rows]
+    rows = [[_cell(v) for v in row] for row in found.rows]
     return table(found.columns, rows, empty="no rows") + f'<p class="muted">{esc(len(found.rows))} rows</p>'
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 # in its signatures, so they load with it. The code in duck.py is imported on first use
 # of one of its names (PEP 562), so a start that never touches the audit (`show RUN`,
 # rule W2) does not pay for it. Not cached here: duck's own attribute is the one object.
-from epochledger.projections.audit.results import AuditStatus, Cell, ParquetExport, Result, SyncResult, text
+from epochledger.projections.audit.results import AuditStatus, Cell, ParquetExport, Result, SyncResult
 
 if TYPE_CHECKING:
     from epochledger.projections.audit.duck import (
@@ -62,5 +62,4 @@ __all__ = [
     "report_names",
     "status",
     "sync",
-    "text",
 ]

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, TypeAlias
 
 import msgspec
 
-__all__ = ["AuditStatus", "Cell", "ParquetExport", "Result", "Scalar", "SyncResult", "cell", "text"]
+__all__ = ["AuditStatus", "Cell", "ParquetExport", "Result", "Scalar", "SyncResult", "cell"]
 
 # An audit value as data (docs/audit.md, "Values"): a JSON scalar, a list of them, or an
 # object of them. DuckDB's other values are what JSON made of them: an instant, a date, a
@@ -98,11 +98,6 @@ def cell(value: object) -> Cell:
     if isinstance(built, dict) and all(_is_scalar(v) for v in built.values()):
         return built
     return msgspec.json.encode(built).decode()
-
-
-def text(value: Cell) -> str:
-    """A Cell as a table or CSV shows it: None as nothing, any other as str() gives it."""
-    return "" if value is None else str(value)
 
 
 def _is_scalar(value: object) -> bool:
