@@ -1320,8 +1320,9 @@ def window_history(
     """The model the page of the window [start, end] draws, read in proportion to the
     window (rule V2): the same page `render` makes of the whole log's `history`, from
     the streams of the runs the spans view finds in the window and near the cursor
-    (projections/spans.py: the rule it keeps), of the runs asked for instead when
-    `runs` is given, of the runs a what-if flags near them, and of every slot. The
+    (projections/spans.py: the rule it keeps), of the runs asked for when `runs` is
+    given (with the window's: their recoveries are the sweeps marked on the lanes shown),
+    of the runs a what-if flags near them, and of every slot. The
     summary's counts and the lanes are the view's. None on a read-only copy (no view
     to catch up): read the whole log.
 
@@ -1343,12 +1344,11 @@ def window_history(
     found = engine.read_spans(store, lo, hi)
     if found is None:
         return None
-    if runs:
-        chosen = set(runs)
-    else:
-        chosen = set(found.runs)
-        if whatif is not None:  # a flag near the cursor is in the panel, whichever bar it is on
-            chosen.update(d.run for d in whatif.differences if lo <= us(d.at) <= hi)
+    # The window's runs also when `runs` names some: a sweep's marker is on the slot's
+    # lane, made of every run that sweep recovered, and a lane of a run asked for shows it.
+    chosen = set(found.runs) | set(runs or ())
+    if whatif is not None:  # a flag near the cursor is in the panel, whichever bar it is on
+        chosen.update(d.run for d in whatif.differences if lo <= us(d.at) <= hi)
     streams = [process_stream(p) for p, slot in sorted(found.lanes.items()) if slot]
     read = store.read_streams([*streams, *(run_stream(r) for r in sorted(chosen))])
     records = sorted(
