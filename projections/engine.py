@@ -1150,7 +1150,9 @@ class Spans(msgspec.Struct, frozen=True, kw_only=True):
     """What the spans view says of an interval of ledger time (read_spans): the view's
     position, its tally (the decoded events up to it, the last one's position, the
     earliest and latest instants, None for an empty log), every lane of the picture
-    (slot -> whether it has process events) and the runs whose hull meets the interval."""
+    (slot -> whether it has process events), the runs whose hull meets the interval, and
+    the runs that only pass through it (projections/spans.py, `passes_through`), each with
+    its bar's open segment: (run, lane, status, code, start in microseconds, position)."""
 
     position: int
     events: int
@@ -1159,6 +1161,7 @@ class Spans(msgspec.Struct, frozen=True, kw_only=True):
     last_at: int | None
     lanes: dict[str, bool]
     runs: list[str]
+    passing: list[tuple[str, str, str, str, int, int]] = []
 
 
 def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
@@ -1171,7 +1174,7 @@ def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
         return None
     catch_up(store, spans)
     tables.ensure(store)
-    tracked, keys, rows = tables.span_rows(
+    tracked, keys, ended, rows = tables.span_rows(
         store,
         spans.NAME,
         table_of(spans.NAME),
@@ -1192,6 +1195,15 @@ def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
             tally = entry
         else:
             lanes[k.removeprefix(spans.LANE)] = entry.slot
+    meets = [k.removeprefix(spans.RUN) for k in keys]
+    passing = []
+    for k, state in ended:  # open hulls before the interval: a bar left open earlier is read whole
+        entry = decode(state)
+        run = k.removeprefix(spans.RUN)
+        if spans.passes_through(entry, lo):
+            passing.append((run, entry.lane, entry.status, entry.code, entry.since, entry.since_position))
+        else:
+            meets.append(run)
     return Spans(
         position=tracked[1],
         events=tally.events,
@@ -1199,7 +1211,8 @@ def read_spans(store: Store, lo: int, hi: int) -> Spans | None:
         first_at=tally.first,
         last_at=tally.last,
         lanes=lanes,
-        runs=sorted(k.removeprefix(spans.RUN) for k in keys),
+        runs=sorted(meets),
+        passing=passing,
     )
 
 

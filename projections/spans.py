@@ -17,9 +17,18 @@ ones whose earliest instant is at most b. Those are all the runs the picture of 
 interval can draw, and a few it will not; it draws from their whole streams, so no run
 is cut at the window's edge.
 
+One kind of run is drawn without its stream: a run that only passes through (its bar
+open, no earlier bar of it left open, every event before a). Nothing happens to it in
+the interval, so in the picture its bar is the one segment it is in now, from before a
+to past b, and no other segment, marker or event of it falls there. The view keeps
+that segment (its lane, status, code, start and position), so a crowded window (more
+such runs than the picture draws as rows, rule V1: they are all folded into their
+slot's density bands) draws them from the view, and reads the streams of the others.
+
 Entries by key (one table, `view_spans`):
 - `r/<run>`: a run's span (its hull, and what its current bar needs to know whether it
-  stays open: `BAR_OPEN`, the bar rule the picture draws by);
+  stays open: `bar_open`, the bar rule the picture draws by; its lane, and its open
+  segment's start and position);
 - `l/<process>`: a lane of the picture (a slot with process events, whose stream the read
   takes whole, or the slot of a bar or of a sweep);
 - `#`: the tally, the picture's summary: the decoded events, the last one's position, the
@@ -55,7 +64,7 @@ from epochledger.projections import fold_records
 from epochledger.projections.view import ViewSpec
 
 NAME = "spans"
-VERSION = 1
+VERSION = 2  # 2: a run keeps its bar's lane and its open segment (a run that passes through)
 
 NO_SLOT = "(no slot)"  # the lane of a run whose first event names no slot
 RUN, LANE, TALLY = "r/", "l/", "#"
@@ -91,6 +100,10 @@ class Entry(msgspec.Struct, kw_only=True, omit_defaults=True):
     open: bool = False
     status: str = ""
     code: str = ""
+    # a run: its current bar's lane, and its open segment's start (microseconds) and position
+    lane: str = ""
+    since: int = 0
+    since_position: int = 0
     # a lane: its slot has process events
     slot: bool = False
     # the tally
@@ -110,28 +123,47 @@ def initial() -> View:
     return {}
 
 
-def _run(old: Entry | None, e: RunEventBase, at: int) -> Entry:
+def _run(old: Entry | None, e: RunEventBase, at: int, position: int) -> Entry:
     """The run's span after `e`: the picture's bar fold (replay/timeline.py `_run_event`),
-    kept to whether each bar ends open."""
+    kept to whether each bar ends open, and the open segment."""
     if old is None or isinstance(e, RunQueued):  # a new bar; the one before stays as it was
         stuck = old is not None and (old.stuck or old.open)
-        span = Entry(lo=at if old is None else min(old.lo, at), hi=at if old is None else max(old.hi, at), stuck=stuck)
+        span = Entry(
+            lo=at if old is None else min(old.lo, at),
+            hi=at if old is None else max(old.hi, at),
+            stuck=stuck,
+            lane=getattr(e, "process", None) or NO_SLOT,
+        )
     else:
         span = Entry(
-            lo=min(old.lo, at), hi=max(old.hi, at), stuck=old.stuck, open=old.open, status=old.status, code=old.code
+            lo=min(old.lo, at),
+            hi=max(old.hi, at),
+            stuck=old.stuck,
+            open=old.open,
+            status=old.status,
+            code=old.code,
+            lane=old.lane,
+            since=old.since,
+            since_position=old.since_position,
         )
     if type(e) is RunFenced or e.status is None:  # a marker only
         return span
     if type(e) is RunDeleted:
-        span.open, span.status, span.code = False, "", ""
+        span.open, span.status, span.code, span.since, span.since_position = False, "", "", 0, 0
         return span
     if span.open and span.status == e.status and span.code == e.code:
         return span  # a checkpoint, a tick failure: the same segment
     if bar_open(e.status, e.code):
-        span.open, span.status, span.code = True, str(e.status), e.code
+        span.open, span.status, span.code, span.since, span.since_position = True, str(e.status), e.code, at, position
     else:
-        span.open, span.status, span.code = False, "", ""
+        span.open, span.status, span.code, span.since, span.since_position = False, "", "", 0, 0
     return span
+
+
+def passes_through(entry: Entry, lo: int) -> bool:
+    """Whether the run only passes through an interval starting at `lo`: its bar open, no
+    earlier bar of it open, every event before lo (module docstring)."""
+    return entry.open and not entry.stuck and entry.hi < lo
 
 
 def evolve(view: View, rec: Recorded) -> View:
@@ -151,7 +183,7 @@ def evolve(view: View, rec: Recorded) -> View:
     if isinstance(e, RunEventBase):
         key = RUN + e.run
         before = view.get(key)
-        span = _run(before, e, at)
+        span = _run(before, e, at, rec.position)
         if before is None or isinstance(e, RunQueued):
             lanes.append((getattr(e, "process", None) or NO_SLOT, False))
         if type(e) is RunRecovered:

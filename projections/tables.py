@@ -410,27 +410,34 @@ def _snapshot(
 
 def span_rows(
     store: ViewTables, view: str, table: str, lo: int, hi: int, *, open_level: int, levels: int, other: Sequence[int]
-) -> tuple[tuple[int, int] | None, list[str], list[tuple[str, bytes]]]:
+) -> tuple[tuple[int, int] | None, list[str], list[tuple[str, bytes]], list[tuple[str, bytes]]]:
     """(tracking, the keys of the spans view's rows whose hull meets [lo, hi], the (k,
-    state) rows of the levels `other`) read in one snapshot, as view_rows reads its rows
+    state) rows of the open hulls (`open_level`) that end before lo, the (k, state) rows
+    of the levels `other`) read in one snapshot, as view_rows reads its rows
     (projections/spans.py says what the columns hold). A closed hull of level L meets
     the interval only if it starts after lo - 2**L: one range of the (level, lo, hi)
     index per level, so the read is the hulls near the interval, not the table; an open
-    hull (`open_level`) meets it if it starts by hi."""
+    hull meets it if it starts by hi (those that end before lo, by their state)."""
     if _absent(store):
-        return None, [], []
+        return None, [], [], []
     floor = -(2**62)  # the lowest bound a range needs (an instant is above it), as a BIGINT
-    parts = [f"SELECT k FROM {store.quote(table)} WHERE level = ? AND lo <= ?"]
-    params: list[Any] = [open_level, hi]
+    parts = [f"SELECT k FROM {store.quote(table)} WHERE level = ? AND lo <= ? AND hi >= ?"]
+    params: list[Any] = [open_level, hi, lo]
     for level in range(levels):
         parts.append(f"SELECT k FROM {store.quote(table)} WHERE level = ? AND lo >= ? AND lo <= ? AND hi >= ?")
         params += [level, max(floor, lo - 2**level), hi, lo]
+    before = (f"SELECT k, state FROM {store.quote(table)} WHERE level = ? AND hi < ? ORDER BY k", [open_level, lo])
     others = (
         f"SELECT k, state FROM {store.quote(table)} WHERE level IN ({', '.join('?' * len(other))}) ORDER BY k",
         list(other),
     )
-    tracked, (keys, rows) = _snapshot(store, view, table, [(" UNION ALL ".join(parts), params), others])
-    return tracked, [k for (k,) in keys], [(k, bytes(state)) for k, state in rows]
+    tracked, (keys, ended, rows) = _snapshot(store, view, table, [(" UNION ALL ".join(parts), params), before, others])
+    return (
+        tracked,
+        [k for (k,) in keys],
+        [(k, bytes(state)) for k, state in ended],
+        [(k, bytes(state)) for k, state in rows],
+    )
 
 
 def orphan_candidates(

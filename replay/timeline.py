@@ -1322,15 +1322,18 @@ def window_history(
     the streams of the runs the spans view finds in the window and near the cursor
     (projections/spans.py: the rule it keeps), of the runs asked for when `runs` is
     given (with the window's: their recoveries are the sweeps marked on the lanes shown),
-    of the runs a what-if flags near them, and of every slot. The
-    summary's counts and the lanes are the view's. None on a read-only copy (no view
-    to catch up): read the whole log.
+    of the runs a what-if flags near them, and of every slot; past RUNS_MAX runs that
+    only pass through the window, those are drawn from the view (each its one open
+    segment: the picture folds them all, rule V1). The summary's counts and the lanes
+    are the view's. None on a read-only copy (no view to catch up): read the whole log.
 
     Exact because everything `render` and its cursor panel read of a run comes from
     its whole stream (a bar's segments and markers, and whether it is drawn at all),
-    every slot's epochs and markers from the slots' whole streams, and the only
-    facts of the rest of the log the page shows are the view's tally and lanes; a run
-    read that the window does not show draws nothing (tests/replay/test_timeline_window.py
+    every slot's epochs and markers from the slots' whole streams, a run that passes
+    through is a band's count in its status from before the window to after it (no
+    other segment, marker or event of it is in the window or near the cursor), and the
+    only facts of the rest of the log the page shows are the view's tally and lanes; a
+    run read that the window does not show draws nothing (tests/replay/test_timeline_window.py
     holds it to the whole log's page)."""
     from epochledger.projections import engine  # the store's view tables: only where a window is read
 
@@ -1349,6 +1352,14 @@ def window_history(
     chosen = set(found.runs) | set(runs or ())
     if whatif is not None:  # a flag near the cursor is in the panel, whichever bar it is on
         chosen.update(d.run for d in whatif.differences if lo <= us(d.at) <= hi)
+    # A run that only passes through the window is one open segment there, and matters
+    # to nothing the page says of the window (`_matters`): past RUNS_MAX of them the
+    # picture folds every one, so each is drawn as its segment, from the view; else,
+    # and on a page of some runs (which shows none it was not asked for), from its stream.
+    passing = [p for p in found.passing if p[0] not in chosen]
+    if runs or len(passing) <= RUNS_MAX:
+        chosen.update(p[0] for p in passing if not runs)
+        passing = []
     streams = [process_stream(p) for p, slot in sorted(found.lanes.items()) if slot]
     read = store.read_streams([*streams, *(run_stream(r) for r in sorted(chosen))])
     records = sorted(
@@ -1356,9 +1367,14 @@ def window_history(
         key=lambda rec: rec.position,
     )
     h = history(records)
+    epoch0 = datetime(1970, 1, 1, tzinfo=UTC)
+    for run, lane, status, code, since, position in passing:
+        bar = Bar(run=run, process=lane)
+        bar.segments.append(Segment(Status(status), code, epoch0 + timedelta(microseconds=since), None, position))
+        h.bars[run] = bar
+        h.lane(lane).bars.append(bar)
     for lane in found.lanes:  # the lanes of runs the window does not show: drawn empty
         h.lane(lane)
-    epoch0 = datetime(1970, 1, 1, tzinfo=UTC)
     h.events, h.position = found.events, found.last
     h.first = None if found.first_at is None else epoch0 + timedelta(microseconds=found.first_at)
     h.last = None if found.last_at is None else epoch0 + timedelta(microseconds=found.last_at)

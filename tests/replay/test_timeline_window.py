@@ -207,8 +207,15 @@ def _window(lo: int, length: int, at: int | None) -> dict[str, Any]:
 # Found by the law: r0 recovered by a sweep of w0, the slot r3 is queued on; the page of
 # r3 alone shows w0's lane, so that sweep's marker too, made of r0's stream.
 @example(steps=[("recover", 0, 0), ("queue", 3, 0)], windows=[(-10, 30, 0)], only=[3])
-def test_V2_a_window_is_the_whole_logs_page_on_generated_ledgers(tmp_path_factory, steps, windows, only) -> None:
+@pytest.mark.parametrize("runs_max", [timeline.RUNS_MAX, 2, 0])
+def test_V2_a_window_is_the_whole_logs_page_on_generated_ledgers(
+    tmp_path_factory, runs_max, steps, windows, only
+) -> None:
+    """With the picture's RUNS_MAX as it is, and at 2 and 0 so that these few runs fold
+    (rule V1) and the runs that only pass through a window are drawn from the spans view."""
     store = open_store(str(tmp_path_factory.mktemp("w") / "l.db"))
+    patch = pytest.MonkeyPatch()
+    patch.setattr(timeline, "RUNS_MAX", runs_max)
     try:
         rec = Recorder(store)
         for s in steps:
@@ -225,6 +232,7 @@ def test_V2_a_window_is_the_whole_logs_page_on_generated_ledgers(tmp_path_factor
             if runs:
                 same_page(store, **_window(*w), runs=runs)
     finally:
+        patch.undo()
         store.close()
 
 
