@@ -46,13 +46,67 @@ MODULES: list[str] = _CONFIG["only_mutate"]
 # epochledger/tick.py (the T1-T3 driver, the report, the roles and passes glue, about 1,060
 # mutants) is not measured here (docs/mutation.md, "The tick's cross-run rules").
 FUNCTIONS: dict[str, list[str]] = {
+    # The seams (docs/mutation.md, "The seams"): the functions that hold the guards, of the
+    # modules whose other functions read, list or render (the codec is all guards: whole).
+    # The SQLite write path, its log token, and how an unusable file is refused (L5, N6).
+    "epochledger/ledger/store/sqlite.py": [
+        f"epochledger.ledger.store.sqlite.{f}__mutmut_*"
+        for f in (
+            "xǁSQLiteStoreǁ_transact",
+            "xǁSQLiteStoreǁ_insert",
+            "xǁSQLiteStoreǁ_writer",
+            "xǁSQLiteStoreǁ_existing",
+            "xǁSQLiteStoreǁ_rows_at_on",
+            "xǁSQLiteStoreǁ_rows_at",
+            "xǁSQLiteStoreǁ_check",
+            "xǁSQLiteStoreǁtoken_after_append",
+            "xǁSQLiteStoreǁlog_token",
+            "xǁSQLiteStoreǁ_immutable",
+            "x__open_error",
+            "x__require_sqlite_ledger",
+            "x__writable",
+            "x__read_only_connection",
+        )
+    ],
+    # The engine's tracking (R3, T4): applying a batch under its position, parking, the
+    # re-read of a poison row, the shared pass, the positions a caller is told.
+    "epochledger/projections/engine.py": [
+        f"epochledger.projections.engine.{f}__mutmut_*"
+        for f in (
+            "xǁRunnerǁload",
+            "xǁRunnerǁrun",
+            "xǁRunnerǁapply",
+            "xǁRunnerǁ_fold_clean",
+            "xǁRunnerǁ_reread",
+            "x_run_together",
+            "x__feed",
+            "x__apply_types",
+            "x__index",
+            "x__latest",
+            "x__retry",
+            "x_status",
+            "x_is_current",
+            "x__is_built",
+            "x_rebuild",
+            "x_catch_up",
+            "x_behind",
+        )
+    ],
+    # What-if's difference kinds and the built-in policies (R4).
+    "epochledger/replay/whatif.py": [
+        "epochledger.replay.whatif.xǁ_Replayǁ*",
+        *(
+            f"epochledger.replay.whatif.x_{f}__mutmut_*"
+            for f in ("epoch_rule", "flat_age", "floor", "clamp", "heartbeat")
+        ),
+    ],
     "epochledger/tick.py": [
         "epochledger.tick.xǁ_StepThreadsǁ*",
         "epochledger.tick.x_run_batch__mutmut_*",
         "epochledger.tick.x__too_late__mutmut_*",
         "epochledger.tick.x__stops_the_tick__mutmut_*",
         "epochledger.tick.xǁTickDriverǁ_drive__mutmut_*",
-    ]
+    ],
 }
 
 
