@@ -60,7 +60,11 @@ BAD_LABELS = [
 ]
 
 
-@pytest.mark.parametrize(("labels", "reason"), BAD_LABELS, ids=[r for _, r in BAD_LABELS])
+# Ids without the reasons' backslashes and quotes: a node id a runner can select again.
+BAD_LABEL_IDS = ["space", "empty-key", "long-key", "too-many", "long-value", "newline", "int", "null", "array"]
+
+
+@pytest.mark.parametrize(("labels", "reason"), BAD_LABELS, ids=BAD_LABEL_IDS)
 def test_I2_L4_labels_out_of_bounds_are_refused_naming_the_field(
     sqlite_ledger: Ledger, labels: object, reason: str
 ) -> None:
