@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+import msgspec
 import pytest
 
 from epochledger import open_ledger
@@ -85,6 +86,29 @@ def test_R4_golden_incidents_give_exactly_the_expected_differences(goldens, hist
         result = whatif(lg._store, policy)
     got = [(d.kind, d.run, d.sweep_epoch, _figure(d)) for d in result.differences]
     assert got == EXPECTED[history, policy]
+
+
+GOLDEN = os.path.join(ROOT, "tests", "golden", "whatif")
+
+
+def _golden_path(history: str, policy: str) -> str:
+    return os.path.join(GOLDEN, f"{history}-{policy.replace(':', '_')}.json")
+
+
+def _result_bytes(url: str, policy: str) -> bytes:
+    with open_ledger(url, create=False) as lg:
+        return msgspec.json.format(msgspec.json.encode(whatif(lg._store, policy)), indent=1) + b"\n"
+
+
+@pytest.mark.parametrize(("history", "policy"), sorted(EXPECTED))
+def test_R4_each_incidents_whatif_is_its_golden_result_every_field(goldens, history, policy) -> None:
+    """The whole result, every field of every difference (the alternative's verdict, the
+    owner and its liveness, the age, the checkpoint, what happened next, the message),
+    byte for byte with tests/golden/whatif/. The table above says what each incident
+    is about; this pins the evidence a user reads. An intended change is regenerated,
+    and its diff reviewed, with `python -m tests.replay.test_whatif`."""
+    with open(_golden_path(history, policy), "rb") as f:
+        assert _result_bytes(goldens[history], policy) == f.read(), f"{history} {policy}: the result changed"
 
 
 def test_R4_a_killed_live_run_carries_its_evidence(goldens) -> None:
@@ -249,3 +273,18 @@ def test_R4_an_orphan_found_before_any_recorded_sweep_is_early(sqlite_ledger, cl
     }
     assert got == {"epoch": [(EARLY, "u", "w1.e2", None)], "flat-age:30m": [(EARLY, "u", "w2.e2", None)]}
     assert whatif(lg._store, "epoch").sweeps == 4  # four boots; the one whose sweep gave up is not judged
+
+
+if __name__ == "__main__":  # regenerate tests/golden/whatif/ from the incidents (module docstring)
+    import tempfile
+
+    os.makedirs(GOLDEN, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        urls = {}
+        for name in incidents.INCIDENTS:
+            urls[name] = f"sqlite:///{os.path.join(tmp, name + '.db')}"
+            with open_ledger(urls[name]) as lg, open(incidents.path(name), "rb") as f:
+                import_lines(lg, f, clock_steps="keep")
+        for history, policy in sorted(EXPECTED):
+            with open(_golden_path(history, policy), "wb") as f:
+                f.write(_result_bytes(urls[history], policy))
