@@ -9,7 +9,7 @@ from pathlib import Path
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
-from epochledger.replay.whatif import KILLED_LIVE, whatif
+from epochledger.replay.whatif import KILLED_LIVE, MISSED, whatif
 from tests.conftest import T0
 
 
@@ -100,3 +100,47 @@ def test_R4_clamp_is_the_recorded_rule_at_a_sweep_whose_clock_reads_exactly_the_
     # The sweep records a recovery (the superseded epoch's run), so it is judged at its own instant.
     assert [(v.run, v.rule) for v in lg.sweep(booted).recovered] == [("old", "O2-superseded")]
     assert _kinds(lg, "clamp") == [] and _kinds(lg, "epoch") == []
+
+
+def _heartbeat_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / f'beat-{seconds}.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        lg.queue("r", workflow="wf", process="worker-1")
+        lg.start("r", epoch="w1.e1", process="worker-1")
+        clock.advance(600)
+        lg.checkpoint("r", "node", "ref-1")  # its last heartbeat
+        clock.advance(seconds)
+        lg.startup("worker-2", epoch="w2.e1")
+        return _kinds(lg, "heartbeat:30m")
+
+
+def test_R4_heartbeat_takes_a_run_only_silent_longer_than_its_limit(tmp_path: Path) -> None:
+    """Silent exactly 30 minutes since its last checkpoint at the sweep is not silent
+    longer than 30 minutes; one second more and heartbeat:30m kills it (its owner is
+    live), counted from the checkpoint, not the start. Mutation caught: `<` for `<=`
+    in heartbeat's test of the silence."""
+    assert _heartbeat_at(tmp_path, 1800) == []
+    assert _heartbeat_at(tmp_path, 1801) == [(KILLED_LIVE, "r", "w2.e1")]
+
+
+def _floor_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / f'floor-{seconds}.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        lg.queue("r", workflow="wf", process="worker-1")
+        lg.start("r", epoch="w1.e1", process="worker-1")
+        clock.advance(seconds)
+        clock.restart(0)
+        _, report = lg.startup("worker-1", epoch="w1.e2")  # a redeploy: its sweep recovers r (O2)
+        assert [(v.run, v.rule) for v in report.recovered] == [("r", "O2-superseded")]
+        return _kinds(lg, "floor:30m")
+
+
+def test_R4_floor_keeps_a_verdict_on_a_run_started_exactly_its_floor_before_the_sweep(tmp_path: Path) -> None:
+    """A run started exactly 30 minutes before the redeploy's sweep passes floor:30m
+    (started at least 30 minutes before), so the floor recovers it as the record did;
+    one second younger and the floor misses it. Mutation caught: `>=` for `>` in the
+    floor's test of the start."""
+    assert _floor_at(tmp_path, 1800) == []
+    assert _floor_at(tmp_path, 1799) == [(MISSED, "r", "w1.e2")]
