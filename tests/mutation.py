@@ -16,6 +16,8 @@ CI (tens of minutes on 2 cores); run it when you touch a rule.
     python -m tests.mutation              # both parts, then the report
     python -m tests.mutation --tables     # only part 2 (a few minutes)
     python -m tests.mutation --report     # only the report, from mutmut's last results
+    python -m tests.mutation --fresh      # the seams' survivors and unrun mutants, each in a
+                                          # process of its own (FRESH_SUITES), then the report
 """
 
 from __future__ import annotations
@@ -106,6 +108,29 @@ FUNCTIONS: dict[str, list[str]] = {
         "epochledger.tick.x__too_late__mutmut_*",
         "epochledger.tick.x__stops_the_tick__mutmut_*",
         "epochledger.tick.xǁTickDriverǁ_drive__mutmut_*",
+    ],
+}
+
+
+# A second runner for the seams (`--fresh`): each of a module's mutants that mutmut's
+# runner left surviving or did not run, in a pytest process of its own, against the
+# suites that pin that module's guards. mutmut's runner forks from one process that
+# imported everything and ran the clean suite once, so a function whose result a module
+# keeps from its first call (the codec's checkers and decoder, `@cache`) is not called
+# again under the mutant there, and a mutant of it survives unseen; a fresh process calls
+# it. A kill here counts as a kill in the report (mutants/fresh.json).
+FRESH_SUITES: dict[str, list[str]] = {
+    "epochledger/ledger/codec.py": [
+        "tests/ledger/test_codec_branches.py",
+        "tests/ledger/test_hostile_input.py",
+        "tests/ledger/test_labels.py",
+        "tests/app/test_ndjson.py",
+    ],
+    "epochledger/replay/whatif.py": [
+        "tests/replay/test_whatif.py",
+        "tests/replay/test_whatif_edges.py",
+        "tests/cli/test_cli_golden.py",
+        "tests/replay/test_whatif_reads.py",
     ],
 }
 
@@ -266,6 +291,47 @@ def run_tables(workers: int = 2) -> dict[str, str]:
     return results
 
 
+def run_fresh(workers: int = 2) -> dict[str, str]:
+    """Each mutant of FRESH_SUITES' modules that mutmut left surviving or never ran, in a
+    fresh pytest process in mutants/ (mutmut's trampoline picks it by MUTANT_UNDER_TEST),
+    `workers` at a time: 'killed', 'survived', or a harness error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    results = mutmut_results()
+    todo = [
+        (name, module)
+        for module in FRESH_SUITES
+        for name, code in sorted(results.get(module, {}).items())
+        if code is None or code in SURVIVED
+    ]
+    path = ROOT / "mutants" / "fresh.json"
+    done: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+
+    def one(item: tuple[str, str]) -> str:
+        name, module = item
+        env = {**os.environ, "MUTANT_UNDER_TEST": name}
+        args = ["-x", "-q", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider", "-k", "not postgresql"]
+        try:
+            ran = subprocess.run(
+                [sys.executable, "-m", "pytest", *args, *FRESH_SUITES[module]],
+                cwd=ROOT / "mutants",
+                env=env,
+                capture_output=True,
+                timeout=900,
+            )
+        except subprocess.TimeoutExpired:
+            return "killed"  # a hang, as mutmut counts it
+        return {0: "survived", 1: "killed", 5: "survived"}.get(ran.returncode, f"error (pytest exit {ran.returncode})")
+
+    pending = [t for t in todo if done.get(t[0]) not in ("killed", "survived")]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for n, ((name, _), outcome) in enumerate(zip(pending, pool.map(one, pending), strict=True), start=1):
+            done[name] = outcome
+            path.write_text(json.dumps(done, indent=1))
+            print(f"[{n}/{len(pending)}] {outcome:8} {name}", flush=True)
+    return done
+
+
 # ------------------------------------------------------------- the report
 def mutmut_results() -> dict[str, dict[str, int | None]]:
     """mutant name -> exit code, per module file, from mutmut's own result files."""
@@ -306,10 +372,14 @@ def report() -> int:
         if (ROOT / "mutants" / "tables.json").exists()
         else {}
     )
+    fresh_path = ROOT / "mutants" / "fresh.json"
+    fresh: dict[str, str] = json.loads(fresh_path.read_text()) if fresh_path.exists() else {}
     failures = 0
     print(f"{'module':24} {'mutants':>8} {'killed':>7} {'equivalent':>11} {'score':>6}")
-    for module, results in mutmut_results().items():
+    for module, found in mutmut_results().items():
         table_rows = {k: v for k, v in tables.items() if k.startswith(module + ":")}
+        # A fresh run's verdict (`--fresh`) stands for a mutant mutmut left surviving or unrun.
+        results = {k: {"killed": 1, "survived": 0}.get(fresh.get(k, ""), v) for k, v in found.items()}
         names = {k: v for k, v in results.items() if v is not None}
         killed = sum(1 for v in names.values() if v in KILLED) + sum(v == "killed" for v in table_rows.values())
         survivors = [k for k, v in names.items() if v in SURVIVED] + [
@@ -340,10 +410,15 @@ def main() -> int:
     parser.add_argument("--tables", action="store_true", help="only the module-level table mutants")
     parser.add_argument("--report", action="store_true", help="only the report")
     parser.add_argument(
+        "--fresh", action="store_true", help="only the seams' survivors and unrun mutants, each in its own process"
+    )
+    parser.add_argument(
         "--children", type=int, default=2, help="mutants run at once (default 2; 1 on a shared machine)"
     )
     ns = parser.parse_args()
-    if not ns.report:
+    if ns.fresh:
+        run_fresh(ns.children)
+    elif not ns.report:
         if not ns.tables:
             subprocess.run(
                 [sys.executable, "-m", "mutmut", "run", "--max-children", str(ns.children), *mutant_patterns()],
