@@ -5,6 +5,7 @@ their limit. Histories written through the API with a manual clock, on SQLite.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from epochledger import ManualClock, open_ledger
@@ -58,15 +59,26 @@ def test_R4_O3_the_recorded_rule_honours_a_sweep_that_skipped_its_time_fallback(
     assert _kinds(lg, "epoch") == []
 
 
-def _flat_age_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
+def _one_run(
+    tmp_path: Path, name: str, policy: str, then: Callable[[Ledger, ManualClock], None]
+) -> list[tuple[str, str, str]]:
+    """The differences of `policy` over a run `r` started on worker-1's epoch, then what
+    `then` does (a new ledger file `name` each time)."""
     clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(f"sqlite:///{tmp_path / f'flat-{seconds}.db'}", clock=clock) as lg:
+    with open_ledger(f"sqlite:///{tmp_path / f'{name}.db'}", clock=clock) as lg:
         lg.boot("worker-1", epoch="w1.e1")
         lg.queue("r", workflow="wf", process="worker-1")
         lg.start("r", epoch="w1.e1", process="worker-1")
+        then(lg, clock)
+        return _kinds(lg, policy)
+
+
+def _flat_age_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
+    def then(lg: Ledger, clock: ManualClock) -> None:
         clock.advance(seconds)
         lg.startup("worker-2", epoch="w2.e1")
-        return _kinds(lg, "flat-age:30m")
+
+    return _one_run(tmp_path, f"flat-{seconds}", "flat-age:30m", then)
 
 
 def test_R4_flat_age_takes_a_run_only_older_than_its_limit(tmp_path: Path) -> None:
@@ -103,16 +115,13 @@ def test_R4_clamp_is_the_recorded_rule_at_a_sweep_whose_clock_reads_exactly_the_
 
 
 def _heartbeat_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
-    clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(f"sqlite:///{tmp_path / f'beat-{seconds}.db'}", clock=clock) as lg:
-        lg.boot("worker-1", epoch="w1.e1")
-        lg.queue("r", workflow="wf", process="worker-1")
-        lg.start("r", epoch="w1.e1", process="worker-1")
+    def then(lg: Ledger, clock: ManualClock) -> None:
         clock.advance(600)
         lg.checkpoint("r", "node", "ref-1")  # its last heartbeat
         clock.advance(seconds)
         lg.startup("worker-2", epoch="w2.e1")
-        return _kinds(lg, "heartbeat:30m")
+
+    return _one_run(tmp_path, f"beat-{seconds}", "heartbeat:30m", then)
 
 
 def test_R4_heartbeat_takes_a_run_only_silent_longer_than_its_limit(tmp_path: Path) -> None:
@@ -125,16 +134,13 @@ def test_R4_heartbeat_takes_a_run_only_silent_longer_than_its_limit(tmp_path: Pa
 
 
 def _floor_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
-    clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(f"sqlite:///{tmp_path / f'floor-{seconds}.db'}", clock=clock) as lg:
-        lg.boot("worker-1", epoch="w1.e1")
-        lg.queue("r", workflow="wf", process="worker-1")
-        lg.start("r", epoch="w1.e1", process="worker-1")
+    def then(lg: Ledger, clock: ManualClock) -> None:
         clock.advance(seconds)
         clock.restart(0)
         _, report = lg.startup("worker-1", epoch="w1.e2")  # a redeploy: its sweep recovers r (O2)
         assert [(v.run, v.rule) for v in report.recovered] == [("r", "O2-superseded")]
-        return _kinds(lg, "floor:30m")
+
+    return _one_run(tmp_path, f"floor-{seconds}", "floor:30m", then)
 
 
 def test_R4_floor_keeps_a_verdict_on_a_run_started_exactly_its_floor_before_the_sweep(tmp_path: Path) -> None:
