@@ -23,10 +23,12 @@ next chunk's file is written while DuckDB loads the previous one.
 Every other table in the file is a view over `events` (projections/audit/views.sql)
 except `lifecycle_predicates`, which sync computes from ledger/lifecycle.py for
 every (status, code) pair seen: the lifecycle module stays the only home of status
-sets (rule P3); no SQL here names a status; and `transitions` (each run event with
-the status and code it left) with its lookup `run_stream_heads`, which sync derives
-from `events` in each chunk's transaction (_derive), so that no report sorts every
-run event again (issue 23).
+sets (rule P3); no SQL here names a status; and the tables sync derives from `events`
+in each chunk's transaction (_derive), so that no report sorts or aggregates every run
+event again (issue 23): `transitions` (each run event with the status and code it
+left) with its lookup `run_stream_heads`, `run_queued` (what each run was queued
+with, which the runs view reads) and `stays` (each stay of a run in a status, which
+time_in_status reads).
 
 `query` runs arbitrary SQL on a read-only connection with file-system access
 disabled and the configuration locked: no statement can change the audit file, write
@@ -64,7 +66,9 @@ from epochledger.ledger.events import Status
 from epochledger.ledger.store import Store, resolve_url
 from epochledger.projections.audit.results import AuditStatus, ParquetExport, Result, SyncResult
 
-SCHEMA_VERSION = 2  # 2: the transitions table and run_stream_heads (version 1 had a transitions view)
+# 2: the transitions table and run_stream_heads (version 1 had a transitions view);
+# 3: run_queued and stays (issue 23: failures_by_label and time_in_status read them)
+SCHEMA_VERSION = 3
 DEFAULT_FILE = "epochledger.duckdb"
 CHUNK = 100_000  # events per DuckDB transaction
 
@@ -540,14 +544,17 @@ def _rewrite_checked(rows: list[tuple[int, str, int, Any]], path: str) -> None:
         f.write(b"".join(map(_checked_line, rows)))
 
 
-# The derived tables (schema.sql: transitions, run_stream_heads) after a chunk's rows,
-# in the chunk's transaction. A transition's from_status and from_code are those of the
+# The derived tables (schema.sql: transitions, run_stream_heads, run_queued, stays)
+# after a chunk's rows, in the chunk's transaction. A transition's from_status and from_code are those of the
 # previous event of its stream by version, over the whole history: the new rows of a
 # stream whose versions all follow its head (as every ledger appends them) follow the
 # head, then each other; a stream with a new version at or below its head (a store
 # written past the ledger) has its every row derived again, as if synced at once. So
 # the tables are always what one sync of the whole history gives (tests/projections/
-# test_audit.py, the law against the former views).
+# test_audit.py, the laws against the former views). run_queued follows the log by
+# position alone. A run's stays follow its transitions: its new status changes follow
+# its stays so far, the open one closed by the first; a run with a stream derived again
+# has its stays derived again.
 _DERIVE = (
     """
 CREATE OR REPLACE TEMP TABLE audit_fresh AS
@@ -590,13 +597,70 @@ INSERT INTO run_stream_heads
 SELECT stream, max(version), arg_max_null(status, version), arg_max_null(code, version)
 FROM audit_steps GROUP BY stream
 """,
+    # run_queued: by position alone, so the chunk's run.queued events follow the row so
+    # far (the workflow of the last that names one, the labels and parent of the last)
+    """
+CREATE OR REPLACE TEMP TABLE audit_queued AS
+SELECT q.run,
+       coalesce(q.workflow, o.workflow) AS workflow,
+       TRY_CAST(q.labels_json AS MAP(VARCHAR, VARCHAR)) AS labels,
+       q.parent,
+       coalesce(q.workflow, o.workflow) IS DISTINCT FROM o.workflow AS moved
+FROM (
+    SELECT run,
+           arg_max(payload->>'workflow', position) AS workflow,
+           arg_max_null(payload->'labels', position) AS labels_json,
+           arg_max_null(payload->>'parent', position) AS parent
+    FROM events
+    WHERE position > $before AND type = 'run.queued' AND starts_with(stream, 'run:')
+    GROUP BY run
+) q LEFT JOIN run_queued o ON o.run IS NOT DISTINCT FROM q.run
+""",
+    "DELETE FROM run_queued o USING audit_queued q WHERE o.run IS NOT DISTINCT FROM q.run",
+    "INSERT INTO run_queued SELECT run, workflow, labels, parent FROM audit_queued",
+    # the stays synced before: a run queued again under another workflow takes it
+    """
+UPDATE stays SET workflow = q.workflow FROM audit_queued q WHERE q.moved AND stays.run = q.run
+""",
+    # stays: a run with a stream derived again (above) has its every stay derived again;
+    # another run's new changes follow its stays so far (its open one closed by the first)
+    """
+CREATE OR REPLACE TEMP TABLE audit_rerun AS
+SELECT DISTINCT s.run FROM audit_steps s SEMI JOIN audit_redone r ON r.stream = s.stream WHERE s.run IS NOT NULL
+""",
+    "DELETE FROM stays WHERE run IN (SELECT run FROM audit_rerun)",
+    """
+CREATE OR REPLACE TEMP TABLE audit_changes AS
+SELECT run, position, CASE WHEN type = 'run.deleted' THEN NULL ELSE to_status END AS status, occurred_at AS entered_at
+FROM (
+    SELECT t.* FROM transitions t ANTI JOIN audit_rerun r ON r.run = t.run WHERE t.position > $before
+    UNION ALL
+    SELECT t.* FROM transitions t SEMI JOIN audit_rerun r ON r.run = t.run
+)
+WHERE (from_status IS DISTINCT FROM to_status OR type = 'run.deleted')
+  AND occurred_at IS NOT NULL AND run IS NOT NULL
+""",
+    """
+UPDATE stays SET left_at = f.first_at
+FROM (SELECT run, arg_min(entered_at, position) AS first_at FROM audit_changes GROUP BY run) f
+WHERE stays.run = f.run AND stays.left_at IS NULL
+""",
+    """
+INSERT INTO stays
+SELECT c.run, c.position, q.workflow, c.status, c.entered_at,
+       lead(c.entered_at) OVER (PARTITION BY c.run ORDER BY c.position)
+FROM audit_changes c LEFT JOIN run_queued q ON q.run = c.run
+ORDER BY c.position
+""",
     "DROP TABLE audit_fresh; DROP TABLE audit_redone; DROP TABLE audit_steps",
+    "DROP TABLE audit_queued; DROP TABLE audit_rerun; DROP TABLE audit_changes",
 )
 
 
 def _derive(con: duckdb.DuckDBPyConnection, before: int) -> None:
-    """Derive transitions and run_stream_heads for the events after position `before`
-    (the caller's transaction; before = 0 on empty tables derives them whole)."""
+    """Derive transitions, run_stream_heads, run_queued and stays for the events after
+    position `before` (the caller's transaction; before = 0 on empty tables derives
+    them whole)."""
     for statement in _DERIVE:
         con.execute(statement, {"before": before} if "$before" in statement else None)
 
@@ -819,8 +883,9 @@ def query(path: str, sql: str, *, timeout: float = QUERY_TIMEOUT_S, memory_limit
 
 def export_parquet(path: str, directory: str) -> ParquetExport:
     """Write the events table as Parquet under `directory`, partitioned by event date
-    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet and
-    transitions.parquet (derived by sync: views.sql reads the three). DuckDB
+    (events/event_date=YYYY-MM-DD/*.parquet), plus lifecycle_predicates.parquet,
+    transitions.parquet and run_queued.parquet (derived by sync: views.sql reads the
+    four). DuckDB
     streams the copy, so a history larger than memory exports (it spills to disk)."""
     if not directory:
         raise InvalidInput("needs a directory", where="directory")
@@ -843,7 +908,7 @@ def export_parquet(path: str, directory: str) -> ParquetExport:
                 "TO ? (FORMAT parquet, PARTITION_BY (event_date), COMPRESSION zstd)",
                 [events_dir],
             )
-            for table in ("lifecycle_predicates", "transitions"):  # views.sql reads them beside events
+            for table in ("lifecycle_predicates", "transitions", "run_queued"):  # views.sql reads them beside events
                 con.execute(f"COPY {table} TO ? (FORMAT parquet)", [os.path.join(directory, f"{table}.parquet")])
             (events,) = con.execute("SELECT count(*) FROM events").fetchone()  # type: ignore[misc]
         finally:

@@ -1,8 +1,9 @@
 -- The audit file's base tables (docs/audit.md). Created by `epochledger audit sync`;
 -- everything else in the file is a view over these tables (projections/audit/views.sql).
--- `events` is the ledger's rows as stored; `transitions` and `run_stream_heads` are
--- derived from `events` alone, by sync, in the same transaction as the rows they are
--- derived from (projections/audit/duck.py, _derive), so they never disagree with them.
+-- `events` is the ledger's rows as stored; `transitions`, `run_stream_heads`,
+-- `run_queued` and `stays` are derived from `events` alone, by sync, in the same
+-- transaction as the rows they are derived from (projections/audit/duck.py, _derive),
+-- so they never disagree with them.
 
 -- One row per ledger event, as stored. Common fields are columns; `payload` is the
 -- whole event exactly as the ledger holds it, so fields and codes this version does
@@ -51,6 +52,30 @@ CREATE TABLE IF NOT EXISTS run_stream_heads (
     version BIGINT NOT NULL,
     status  VARCHAR,
     code    VARCHAR
+);
+
+-- What each run was queued with (rule I2), from its run.queued events: the workflow of
+-- the last one that names one, the labels (NULL: none, or not a map of text) and the
+-- parent of the last one. The runs view reads them here; a run never queued has no row.
+CREATE TABLE IF NOT EXISTS run_queued (
+    run      VARCHAR,
+    workflow VARCHAR,
+    labels   MAP(VARCHAR, VARCHAR),
+    parent   VARCHAR
+);
+
+-- One row per stay of a run in a status (time_in_status): each status change of
+-- `transitions` (from_status IS DISTINCT FROM to_status) or deletion, with an instant,
+-- in position order per run. `status` is NULL for a deletion (it only ends the stay
+-- before it) and for an event without one; `left_at` is the next row's entered_at
+-- (NULL: the stay is open); `workflow` is the run's, as run_queued says.
+CREATE TABLE IF NOT EXISTS stays (
+    run        VARCHAR NOT NULL,
+    position   BIGINT NOT NULL,
+    workflow   VARCHAR,
+    status     VARCHAR,
+    entered_at TIMESTAMPTZ NOT NULL,
+    left_at    TIMESTAMPTZ
 );
 
 -- Where the last sync stopped: one row, updated in the same transaction as the rows.

@@ -33,17 +33,15 @@ WHERE p.is_failure
 
 -- Each run's current state: the status and code of its last event (each run event
 -- carries its resulting status and code, rule L1), plus every lifecycle predicate.
--- Deleted runs are kept, with deleted = true. `labels` (a MAP, empty when none) and
--- `parent` are set when the run is queued (rule I2): `labels['team']`.
+-- Deleted runs are kept, with deleted = true. `workflow`, `labels` (a MAP, empty when
+-- none) and `parent` are set when the run is queued (rule I2): `labels['team']`; they
+-- are the table run_queued's, which sync derives (schema.sql).
 CREATE OR REPLACE VIEW runs AS
 WITH latest AS (
     SELECT
         run,
         arg_max(status, position) AS status,
         arg_max(code, position) AS code,
-        arg_max(payload->>'workflow', position) FILTER (WHERE type = 'run.queued') AS workflow,
-        arg_max_null(payload->'labels', position) FILTER (WHERE type = 'run.queued') AS labels_json,
-        arg_max_null(payload->>'parent', position) FILTER (WHERE type = 'run.queued') AS parent,
         arg_max(process, position) FILTER (WHERE process IS NOT NULL) AS process,
         arg_max_null(epoch, position) FILTER (WHERE type = 'run.started') AS epoch,
         min(occurred_at) FILTER (WHERE type = 'run.queued') AS queued_at,
@@ -68,12 +66,14 @@ WITH latest AS (
     WHERE starts_with(stream, 'run:')
     GROUP BY run
 ), bound AS (
-    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position, labels_json, attempt),
-           CASE WHEN fenced_end_position > coalesce(last_start_position, 0) THEN fenced_end_epoch_any END
+    SELECT l.run, l.status, l.code, q.workflow, q.parent,
+           l.* EXCLUDE (run, status, code, fenced_end_epoch_any, fenced_end_position, last_start_position, attempt),
+           CASE WHEN l.fenced_end_position > coalesce(l.last_start_position, 0) THEN l.fenced_end_epoch_any END
                AS fenced_end_epoch,
-           coalesce(TRY_CAST(labels_json AS MAP(VARCHAR, VARCHAR)), MAP {}::MAP(VARCHAR, VARCHAR)) AS labels,
-           attempt
-    FROM latest
+           coalesce(q.labels, MAP {}::MAP(VARCHAR, VARCHAR)) AS labels,
+           l.attempt
+    FROM latest l
+    LEFT JOIN run_queued q ON q.run IS NOT DISTINCT FROM l.run
 )
 SELECT l.*, p.* EXCLUDE (status, code, fenced_end)
 FROM bound l

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import re
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -943,6 +944,10 @@ def test_A1_parquet_export_is_partitioned_by_date_and_reads_back(
     derived = con.execute(f"SELECT * FROM read_parquet('{out}/transitions.parquet') ORDER BY position")
     cells = [tuple(map(cell, row)) for row in derived.fetchall()]  # the audit's values (docs/audit.md, "Values")
     assert cells == audit.query(path, "SELECT * FROM transitions ORDER BY position").rows  # views.sql reads it
+    queued = con.execute(f"SELECT * FROM read_parquet('{out}/run_queued.parquet') ORDER BY run")
+    assert [tuple(map(cell, row)) for row in queued.fetchall()] == audit.query(
+        path, "SELECT * FROM run_queued ORDER BY run"
+    ).rows  # and this one, for the runs view
     assert main(["--store", store, "audit", "export-parquet", str(out)]) == 3  # not empty: refused
 
 
@@ -1484,8 +1489,57 @@ def test_A1_R3_a_chunk_read_again_for_the_checked_way_must_hold_the_same_events(
 # ------------------------------------------------ issue 23: the reports made fast
 # The former SQL of what issue 23 rewrote, kept here alone, as the oracle: the
 # transitions view (a window over every run event, now the table sync derives), the
-# views whose joins read every run or event, and orphaned_while_live's own window.
+# views whose joins read every run or event, the runs view as it read each run's
+# workflow, labels and parent from its run.queued payloads (now the table run_queued),
+# orphaned_while_live's own window, and time_in_status and failures_by_label as they
+# joined the runs view (time_in_status with its window over the status changes, now
+# the table stays).
 FORMER_VIEWS = """
+CREATE OR REPLACE VIEW runs AS
+WITH latest AS (
+    SELECT
+        run,
+        arg_max(status, position) AS status,
+        arg_max(code, position) AS code,
+        arg_max(payload->>'workflow', position) FILTER (WHERE type = 'run.queued') AS workflow,
+        arg_max_null(payload->'labels', position) FILTER (WHERE type = 'run.queued') AS labels_json,
+        arg_max_null(payload->>'parent', position) FILTER (WHERE type = 'run.queued') AS parent,
+        arg_max(process, position) FILTER (WHERE process IS NOT NULL) AS process,
+        arg_max_null(epoch, position) FILTER (WHERE type = 'run.started') AS epoch,
+        min(occurred_at) FILTER (WHERE type = 'run.queued') AS queued_at,
+        arg_max(occurred_at, position) FILTER (WHERE type = 'run.started') AS started_at,
+        -- a fenced report changes nothing but the stream's version (rule F1): not who
+        -- made the last transition, nor when, nor why (as ledger/run.py folds it)
+        arg_max(occurred_at, position) FILTER (WHERE type <> 'run.fenced') AS updated_at,
+        arg_max_null(actor, position) FILTER (WHERE type <> 'run.fenced') AS actor,
+        arg_max_null(reason, position) FILTER (WHERE type <> 'run.fenced') AS reason,
+        max(version) AS version,
+        max(position) AS last_position,
+        bool_or(type = 'run.deleted') AS deleted,
+        max(position) FILTER (WHERE type = 'run.started') AS last_start_position,
+        -- a fenced outcome report (run.fenced carrying `reported`) binds automation until
+        -- the run's next start (rule F2)
+        max(position) FILTER (WHERE type = 'run.fenced' AND payload->>'reported' IS NOT NULL) AS fenced_end_position,
+        arg_max(epoch, position) FILTER (WHERE type = 'run.fenced' AND payload->>'reported' IS NOT NULL) AS fenced_end_epoch_any,
+        count(*) FILTER (WHERE type = 'run.fenced') AS fenced,
+        -- starts so far: each start after a resume or retry is the next attempt
+        count(*) FILTER (WHERE type = 'run.started') AS attempt
+    FROM events
+    WHERE starts_with(stream, 'run:')
+    GROUP BY run
+), bound AS (
+    SELECT * EXCLUDE (fenced_end_epoch_any, fenced_end_position, last_start_position, labels_json, attempt),
+           CASE WHEN fenced_end_position > coalesce(last_start_position, 0) THEN fenced_end_epoch_any END
+               AS fenced_end_epoch,
+           coalesce(TRY_CAST(labels_json AS MAP(VARCHAR, VARCHAR)), MAP {}::MAP(VARCHAR, VARCHAR)) AS labels,
+           attempt
+    FROM latest
+)
+SELECT l.*, p.* EXCLUDE (status, code, fenced_end)
+FROM bound l
+LEFT JOIN lifecycle_predicates p
+    ON p.status = l.status AND p.code = l.code AND p.fenced_end = (l.fenced_end_epoch IS NOT NULL);
+
 CREATE OR REPLACE VIEW transitions AS
 SELECT
     run,
@@ -1604,6 +1658,57 @@ ASOF LEFT JOIN (
 WHERE e.type = 'run.recovered';
 """
 FORMER_REPORTS = {
+    "time_in_status": """
+WITH changes AS (
+    SELECT
+        t.run,
+        CASE WHEN t.type = 'run.deleted' THEN NULL ELSE t.to_status END AS status,
+        t.occurred_at AS entered_at,
+        lead(t.occurred_at) OVER (PARTITION BY t.run ORDER BY t.position) AS left_at
+    FROM transitions t
+    WHERE (t.from_status IS DISTINCT FROM t.to_status OR t.type = 'run.deleted')
+      AND t.occurred_at <= $as_of
+)
+SELECT
+    coalesce(r.workflow, '(none)') AS workflow,
+    c.status,
+    count(c.left_at) AS stays,
+    round(quantile_cont(epoch(c.left_at) - epoch(c.entered_at), 0.5), 3) AS p50_seconds,
+    round(quantile_cont(epoch(c.left_at) - epoch(c.entered_at), 0.95), 3) AS p95_seconds,
+    round(max(epoch(c.left_at) - epoch(c.entered_at)), 3) AS max_seconds,
+    count(*) FILTER (WHERE c.left_at IS NULL) AS still_in
+FROM changes c
+JOIN runs r ON r.run = c.run
+WHERE c.status IS NOT NULL
+GROUP BY ALL
+ORDER BY workflow, c.status
+""",
+    "failures_by_label": """
+WITH failures AS (
+    SELECT run, code
+    FROM failure_entries
+    WHERE occurred_at <= $as_of
+), labelled AS (
+    SELECT f.run, f.code, l.key AS label, l.value AS value
+    FROM failures f
+    JOIN runs r ON r.run = f.run, unnest(map_entries(r.labels)) AS e(l)
+    WHERE $label::VARCHAR IS NULL OR l.key = $label::VARCHAR
+    UNION ALL
+    SELECT f.run, f.code, $label::VARCHAR, NULL
+    FROM failures f
+    JOIN runs r ON r.run = f.run
+    WHERE $label::VARCHAR IS NOT NULL AND NOT map_contains(r.labels, $label::VARCHAR)
+)
+SELECT
+    label,
+    value,
+    CASE WHEN code = '' THEN 'UNKNOWN' ELSE code END AS code,
+    count(*) AS failures,
+    count(DISTINCT run) AS runs
+FROM labelled
+GROUP BY label, value, code
+ORDER BY label, failures DESC, value NULLS LAST, code
+""",
     "orphaned_while_live": """
 WITH marked AS (
     SELECT
@@ -1715,7 +1820,7 @@ def _former_reports(path: str, copy: str) -> dict[tuple[str, str, str, str | Non
     shutil.copyfile(path, copy)
     con = duckdb.connect(copy)
     try:
-        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads")
+        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads; DROP TABLE run_queued; DROP TABLE stays")
         con.execute(FORMER_VIEWS)
     finally:
         con.close()
@@ -1728,6 +1833,8 @@ def _derived(path: str) -> list:
         return [
             con.execute("SELECT * FROM transitions ORDER BY position").fetchall(),
             con.execute("SELECT * FROM run_stream_heads ORDER BY stream").fetchall(),
+            con.execute("SELECT * FROM run_queued ORDER BY run").fetchall(),
+            con.execute("SELECT * FROM stays ORDER BY position").fetchall(),
         ]
     finally:
         con.close()
@@ -1808,30 +1915,258 @@ def test_A1_the_former_sql_oracle_can_fail(tmp_path: Path, capsys: pytest.Captur
     assert _every_report(path, new) != former
 
 
-def test_A1_an_audit_file_of_the_former_schema_is_refused_saying_to_sync_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+_WORKFLOWS = [None, "nightly", "backfill"]
+_LABELS = [None, {}, {"team": "data"}, {"team": "ops", "env": "prod"}, {"env": "dev"}]
+
+
+def _stay_history(lg: Ledger, rnd: random.Random, ops: int) -> None:
+    """A ledger history for the two reports issue 23 made read derived tables: six runs
+    queued under several workflows and labels (or none), started, failed with a code or
+    with none (UNKNOWN), resumed, corrected, finished, cancelled, deleted, queued again
+    (the ledger appends nothing for the same fields and refuses others); the wall clock
+    stepped back now and then, so the instants leave the log's order."""
+    from epochledger.ledger.errors import LedgerError
+
+    for _ in range(ops):
+        run = f"s{rnd.randrange(6)}"
+        op = rnd.choice(["queue", "start", "start", "fail", "fail", "resume", "correct", "finish", "cancel", "delete"])
+        try:
+            match op:
+                case "queue":
+                    lg.queue(run, workflow=rnd.choice(_WORKFLOWS), labels=rnd.choice(_LABELS))
+                case "start":
+                    lg.start(run, process="w1")
+                case "fail":
+                    lg.fail(run, rnd.choice(["", "TIMEOUT", "FAIL_NODE"]), resumable=rnd.random() < 0.5)
+                case "resume":
+                    lg.resume(run, "operator")
+                case "correct":
+                    lg.correct(run, rnd.choice(list(Status)), code=rnd.choice(["", "TIMEOUT"]), actor="a", reason="r")
+                case "finish":
+                    lg.finish(run)
+                case "cancel":
+                    lg.cancel(run)
+                case "delete":
+                    lg.delete(run)
+        except LedgerError:
+            pass
+        step = rnd.choice([1, 5, 60, 600, -30, -3600])
+        if step < 0:
+            lg.clock.step_wall(step)  # type: ignore[attr-defined]
+        else:
+            lg.clock.advance(step)  # type: ignore[attr-defined]
+
+
+def _requeue_past_the_ledger(rnd: random.Random, versions: dict[str, int]) -> list[tuple[str, int, bytes]]:
+    """run.queued events written past the ledger (a foreign or tampered store): a run
+    queued again under another workflow and labels, labels that are not a map of text,
+    one without a workflow, at any instant; versions after the stream's head or at or
+    below it (its stays derived again)."""
+    out = []
+    for _ in range(rnd.randrange(4)):
+        run = f"s{rnd.randrange(7)}"
+        head = versions.get(f"run:{run}", 0)
+        event: dict[str, object] = {
+            "type": "run.queued",
+            "at": f"2026-09-09T{rnd.randrange(24):02d}:{rnd.randrange(60):02d}:00Z",
+            "run": run,
+            "status": "queued",
+            "code": "",
+        }
+        if (workflow := rnd.choice(_WORKFLOWS)) is not None:
+            event["workflow"] = workflow
+        event["labels"] = rnd.choice([*_LABELS, ["team"], {"team": 7}])
+        out.append((f"run:{run}", rnd.choice([head + 1, head + 2, max(1, head - 1)]), json.dumps(event).encode()))
+    return out
+
+
+def _reports_at(path: str, sql: dict[str, str], instants: list[datetime]) -> dict[tuple[str, str, str | None], list]:
+    con = duckdb.connect(path, read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        return {
+            (name, str(at), label): _report_rows(con, sql[name], at, "day", label)
+            for name in ("time_in_status", "failures_by_label")
+            for at in instants
+            for label in ((None, "team", "env", "nobody") if name == "failures_by_label" else (None,))
+        }
+    finally:
+        con.close()
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(seed=st.integers(0, 10**6), pieces=st.integers(1, 4), chunk=st.integers(1, 30))
+def test_A1_R3_time_in_status_and_failures_by_label_equal_their_former_sql_as_of_any_instant(
+    tmp_path_factory, seed: int, pieces: int, chunk: int
 ) -> None:
-    """A version-1 file (a transitions view, no derived tables) is derived data of
+    """Law (issue 23, the stays and run_queued tables): on histories with the clock
+    stepped back, deletions, runs queued again (under other workflows and labels: past
+    the ledger, which refuses that), corrections, empty codes (UNKNOWN), runs with and without
+    labels, time_in_status and failures_by_label (every label, and --label KEY for a
+    key some runs carry and one none does) equal their former SQL (the window over the
+    status changes, the join of the runs view) as of instants before, across, between
+    and after the history's, out of the log's order included; the runs view equals
+    its former SQL; and the file synced in `pieces` syncs (any chunk size) holds the
+    same derived tables as one sync."""
+    import shutil
+
+    from epochledger.app import open_ledger as open_
+    from epochledger.ledger.clock import ManualClock
+
+    rnd = random.Random(seed)
+    tmp = tmp_path_factory.mktemp("stays")
+    db = tmp / "ledger.db"
+    parts = str(tmp / "parts.duckdb")
+    with open_(str(db), clock=ManualClock(datetime(2026, 9, 9, 12, tzinfo=UTC), uptime=5.0)) as lg:
+        for _ in range(pieces):
+            _stay_history(lg, rnd, 40 // pieces)
+            audit.sync(lg._store, parts, chunk=chunk)
+        versions = {
+            stream: version
+            for stream, version in sqlite3.connect(db)
+            .execute("SELECT originator_id, max(originator_version) FROM epochledger_events GROUP BY 1")
+            .fetchall()
+        }
+        with sqlite3.connect(db) as conn:
+            for stream, version, state in _requeue_past_the_ledger(rnd, versions):
+                conn.execute(
+                    "INSERT OR IGNORE INTO epochledger_events (originator_id, originator_version, topic, state) "
+                    "VALUES (?,?,?,?)",
+                    (stream, version, "t", state),
+                )
+        conn.close()
+        _stay_history(lg, rnd, 10)
+        audit.sync(lg._store, parts, chunk=chunk)
+        once = str(tmp / "once.duckdb")
+        audit.sync(lg._store, once)
+    assert _derived(parts) == _derived(once)
+    con = duckdb.connect(once, read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        seen = [
+            at
+            for (at,) in con.execute("SELECT DISTINCT occurred_at FROM events WHERE occurred_at IS NOT NULL").fetchall()
+        ]
+    finally:
+        con.close()
+    picked = rnd.sample(sorted(seen), min(6, len(seen)))
+    instants = [
+        datetime(2026, 9, 1, tzinfo=UTC),
+        *picked,
+        *(at + timedelta(seconds=1) for at in picked),
+        max(seen, default=AS_OF) + timedelta(days=1),
+    ]
+    new = {n: duck._sql(f"report_{n}.sql") for n in ("time_in_status", "failures_by_label")}
+    got = _reports_at(parts, new, instants)
+    assert got == _reports_at(once, new, instants)
+    former = str(tmp / "former.duckdb")
+    shutil.copyfile(once, former)
+    con = duckdb.connect(former)
+    try:
+        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads; DROP TABLE run_queued; DROP TABLE stays")
+        con.execute(FORMER_VIEWS)
+    finally:
+        con.close()
+    assert got == _reports_at(former, FORMER_REPORTS, instants)
+    runs = {}
+    for file in (once, former):
+        con = duckdb.connect(file, read_only=True)
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            runs[file] = con.execute("SELECT * FROM runs ORDER BY run").fetchall()
+        finally:
+            con.close()
+    assert runs[once] == runs[former]  # the runs view reads run_queued as it read the payloads
+
+
+def test_A1_the_stays_oracle_can_fail(tmp_path: Path) -> None:
+    """The law sees a wrong derivation and a report that forgets the clock: a stay left
+    open that was closed, stays of another workflow, labels of another value, or a
+    time_in_status that takes each stay's left_at as it is (even of a run whose clock
+    stepped back), give other rows than the former SQL."""
+    import shutil
+
+    from epochledger.app import open_ledger as open_
+    from epochledger.ledger.clock import ManualClock
+
+    db, path, former = tmp_path / "ledger.db", str(tmp_path / "a.duckdb"), str(tmp_path / "former.duckdb")
+    with open_(str(db), clock=ManualClock(datetime(2026, 9, 9, 12, tzinfo=UTC), uptime=5.0)) as lg:
+        for run in "ab":
+            lg.queue(run, workflow="nightly", labels={"team": "data"})
+        lg.clock.advance(60)  # type: ignore[attr-defined]
+        for run in "ab":
+            lg.start(run, process="w1")
+        lg.clock.step_wall(-3600)  # type: ignore[attr-defined]
+        lg.fail("a", "", resumable=True)  # a stay of a ends before it began: the clock stepped back
+        lg.clock.advance(7200)  # type: ignore[attr-defined]
+        lg.resume("a", "operator")
+        lg.finish("b")  # b's stays are in the log's order
+        audit.sync(lg._store, path)
+    shutil.copyfile(path, former)
+    con = duckdb.connect(former)
+    try:
+        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads; DROP TABLE run_queued; DROP TABLE stays")
+        con.execute(FORMER_VIEWS)
+    finally:
+        con.close()
+    instants = [datetime(2026, 9, 9, h, m, tzinfo=UTC) for h in (11, 12, 13, 14) for m in (0, 30)]
+    new = {n: duck._sql(f"report_{n}.sql") for n in ("time_in_status", "failures_by_label")}
+    expected = _reports_at(former, FORMER_REPORTS, instants)
+    assert _reports_at(path, new, instants) == expected
+    naive = new | {"time_in_status": new["time_in_status"].replace("WHERE left_at < entered_at", "WHERE false")}
+    assert _reports_at(path, naive, instants) != expected
+    for wrong in (
+        "UPDATE stays SET left_at = NULL WHERE run = 'b' AND status = 'queued'",
+        "UPDATE stays SET workflow = 'backfill'",
+        "UPDATE run_queued SET labels = MAP {'team': 'ops'}",
+    ):
+        broken = str(tmp_path / "broken.duckdb")
+        shutil.copyfile(path, broken)
+        con = duckdb.connect(broken)
+        try:
+            con.execute(wrong)
+        finally:
+            con.close()
+        assert _reports_at(broken, new, instants) != expected, wrong
+
+
+@pytest.mark.parametrize(
+    ("version", "former"),
+    [
+        (1, "DROP TABLE transitions; DROP TABLE run_stream_heads; DROP TABLE run_queued; DROP TABLE stays"),
+        (2, "DROP TABLE run_queued; DROP TABLE stays"),
+    ],
+    ids=["version 1: a transitions view", "version 2: no run_queued nor stays"],
+)
+def test_A1_an_audit_file_of_the_former_schema_is_refused_saying_to_sync_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int, former: str
+) -> None:
+    """A file of a former version (1: a transitions view, no derived tables; 2: the
+    runs view reading the queued payloads, no run_queued nor stays) is derived data of
     another schema: sync and the reads refuse it, naming both versions and what to do,
     and leave it as it was."""
     store, path = _golden_file(tmp_path, capsys)
     con = duckdb.connect(path)
     try:
-        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads")
-        con.execute(FORMER_VIEWS)
-        con.execute("UPDATE audit_sync SET schema_version = 1")
+        con.execute(former)
+        con.execute(FORMER_VIEWS if version == 1 else FORMER_VIEWS.split("CREATE OR REPLACE VIEW transitions")[0])
+        con.execute("UPDATE audit_sync SET schema_version = ?", [version])
     finally:
         con.close()
     before = file_digest(path)
     with open_ledger(store) as lg:
-        with pytest.raises(InvalidInput, match="audit schema version 1, this epochledger writes 2.*delete it and sync"):
+        with pytest.raises(
+            InvalidInput, match=f"audit schema version {version}, this epochledger writes 3.*delete it and sync"
+        ):
             audit.sync(lg._store, path)
     for read in (
         lambda: audit.report(path, "corrections"),
         lambda: audit.query(path, "SELECT 1"),
         lambda: audit.status(path),
     ):
-        with pytest.raises(InvalidInput, match="audit schema version 1"):
+        with pytest.raises(InvalidInput, match=f"audit schema version {version}"):
             read()
     assert file_digest(path) == before
 
