@@ -175,6 +175,9 @@ def test_R4_a_bad_policy_is_refused_naming_it(capsys, goldens, spec) -> None:
     code = main(["--store", goldens["whatif_clock_step"], "whatif", "--policy", spec])
     err = capsys.readouterr().err
     assert code == 3 and "BadPolicy: --policy:" in err and "Traceback" not in err
+    if spec in ("clamp:5", "epoch:x"):  # a policy without an argument names itself
+        name, arg = spec.split(":")
+        assert f"policy {name!r}: {name} takes no argument, got {arg!r}" in err
 
 
 @pytest.mark.parametrize("at", ["yesterday", "2026-09-09T10:00:00", "2026-13-01T00:00:00Z"])

@@ -150,3 +150,29 @@ def test_R4_floor_keeps_a_verdict_on_a_run_started_exactly_its_floor_before_the_
     floor's test of the start."""
     assert _floor_at(tmp_path, 1800) == []
     assert _floor_at(tmp_path, 1799) == [(MISSED, "r", "w1.e2")]
+
+
+def test_R4_no_policy_judges_a_deleted_a_failed_or_a_queued_run(tmp_path: Path) -> None:
+    """An hour after they were queued, their slot redeploys and its sweep judges them: a
+    run deleted while it ran (its status stays running: a deletion keeps the status),
+    one that started and failed, and one still queued are no policy's to take, however
+    old. Mutation caught: flat-age's and heartbeat's guards with `and` for `or` (the
+    deleted run, or the failed one, killed)."""
+
+    def then(lg: Ledger, clock: ManualClock) -> None:
+        for run in ("deleted", "failed", "queued"):
+            lg.queue(run, workflow="wf", process="worker-1")
+        for run in ("deleted", "failed"):
+            lg.start(run, epoch="w1.e1", process="worker-1")
+        clock.advance(60)
+        lg.startup("worker-2", epoch="w2.e1")  # a decision point while they run: the what-if reads them
+        lg.delete("deleted")
+        lg.fail("failed", "TIMEOUT", resumable=True)
+        lg.finish("r")
+        clock.advance(3600)
+        clock.restart(0)
+        _, report = lg.startup("worker-1", epoch="w1.e2")
+        assert report.recovered == []
+
+    for policy in ("flat-age:30m", "heartbeat:30m", "floor:30m", "epoch", "clamp"):
+        assert _one_run(tmp_path, f"none-{policy.replace(':', '_')}", policy, then) == [], policy
