@@ -409,7 +409,7 @@ class _Replay:
         for run in self.killed:
             if run in runs:
                 runs[run] = replace(runs[run], status=Status.FAILED_RESUMABLE, code=PROCESS_ORPHANED)
-        return View(processes=self.view.processes, runs=runs, position=self.view.position, hosts=self.view.hosts)
+        return replace(self.view, runs=runs)  # every other fact of the record's view: slots, hosts, settings
 
     def point(self, epoch: EpochState, now: datetime, skipped: str | None) -> Sweep:
         return Sweep(

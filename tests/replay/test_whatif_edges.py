@@ -176,3 +176,33 @@ def test_R4_no_policy_judges_a_deleted_a_failed_or_a_queued_run(tmp_path: Path) 
 
     for policy in ("flat-age:30m", "heartbeat:30m", "floor:30m", "epoch", "clamp"):
         assert _one_run(tmp_path, f"none-{policy.replace(':', '_')}", policy, then) == [], policy
+
+
+def test_R4_O9_the_alternatives_world_keeps_the_default_slot_after_a_miss(tmp_path: Path) -> None:
+    """The ledger names worker-1 the default slot (rule O9). floor:10m misses `young` at
+    worker-1's first redeploy (5 minutes old), so from then on the alternative judges a
+    world of its own, where `young` still runs; at the second redeploy, that world must
+    still know the default slot: the floor takes the unowned run `u` as the record's O3
+    fallback did (no difference for it), and `young`, an hour late. Defect caught: the
+    alternative's world was rebuilt without the ledger's settings, so it listed `u` as
+    missed."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / 'default-slot.db'}", clock=clock) as lg:
+        lg.set_default_slot("worker-1", actor="operator")
+        lg.boot("worker-1", epoch="w1.e1")
+        clock.advance(55 * 60)
+        lg.queue("young", workflow="wf", process="worker-1")
+        lg.start("young", epoch="w1.e1", process="worker-1")
+        clock.advance(5 * 60)
+        clock.restart(0)
+        _, first = lg.startup("worker-1", epoch="w1.e2")
+        assert [(v.run, v.rule) for v in first.recovered] == [("young", "O2-superseded")]
+        clock.advance(60)
+        lg.queue("u")
+        lg.start("u")  # neither process nor epoch: the default slot judges it
+        clock.advance(59 * 60)
+        clock.restart(0)
+        _, second = lg.startup("worker-1", epoch="w1.e3")
+        assert [(v.run, v.rule) for v in second.recovered] == [("u", "O3-fallback")]
+        found = whatif(lg._store, "floor:10m").differences
+    assert [(d.kind, d.run, d.sweep_epoch) for d in found] == [("late", "young", "w1.e2")]
