@@ -10,7 +10,7 @@ from pathlib import Path
 
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
-from epochledger.replay.whatif import KILLED_LIVE, MISSED, whatif
+from epochledger.replay.whatif import KILLED_LIVE, MISSED, Difference, whatif
 from tests.conftest import T0
 
 
@@ -206,3 +206,62 @@ def test_R4_O9_the_alternatives_world_keeps_the_default_slot_after_a_miss(tmp_pa
         assert [(v.run, v.rule) for v in second.recovered] == [("u", "O3-fallback")]
         found = whatif(lg._store, "floor:10m").differences
     assert [(d.kind, d.run, d.sweep_epoch) for d in found] == [("late", "young", "w1.e2")]
+
+
+def _stepped_back(tmp_path: Path, name: str, back: float | None = None) -> list[Difference]:
+    """worker-1 (the default slot, O9) redeploys; the wall clock steps back before the new
+    epoch's sweep, which skips its time fallback (O3) and recovers nothing. Runs of the
+    slot then: `u` (its process, no epoch: O3's), `mine` (started on the new, live epoch
+    under the stepped clock), `dflt` (neither process nor epoch: the default slot's), a
+    run that failed and one deleted while it ran (both read: a decision point fell while
+    they ran). `back`: seconds the clock steps back (default: ten minutes). The clamp's
+    differences."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / f'{name}.db'}", clock=clock) as lg:
+        lg.set_default_slot("worker-1", actor="operator")
+        lg.boot("worker-1", epoch="w1.e1")
+        lg.queue("u", workflow="wf", process="worker-1")
+        lg.start("u", process="worker-1")
+        for run in ("failed", "deleted"):
+            lg.queue(run, workflow="wf", process="worker-1")
+            lg.start(run, epoch="w1.e1", process="worker-1")
+        lg.queue("dflt")
+        lg.start("dflt")
+        clock.advance(60)
+        lg.startup("worker-2", epoch="w2.e1")  # a decision point while they run
+        lg.fail("failed", "TIMEOUT", resumable=True)
+        lg.delete("deleted")
+        clock.advance(40 * 60)
+        clock.restart(1)
+        booted = lg.boot("worker-1", epoch="w1.e2")
+        step = back if back is not None else 600.0
+        clock.step_wall(-step)
+        lg.queue("mine", workflow="wf", process="worker-1")
+        lg.start("mine", epoch="w1.e2", process="worker-1")
+        clock.advance(120)
+        report = lg.sweep(booted)
+        assert report.recovered == [] and report.fallback_skipped is not None
+        return whatif(lg._store, "clamp").differences
+
+
+def test_R4_O9_the_clamp_takes_only_the_slots_own_unowned_runs_at_a_stepped_back_sweep(tmp_path: Path) -> None:
+    """At the sweep whose clock stepped back, the clamp takes `u`, whose start was stamped
+    before the clock's reading minus the margin, though the record held it (its owner's
+    epoch ended, yet the recorded rule skipped the time fallback): killed while "not
+    live". It leaves the run owned by the live epoch, the default slot's run (no process:
+    not the slot's own), the failed and the deleted runs. Mutation caught: each of the
+    clamp's guards with `and` for `or`, the view or the margin not passed."""
+    found = _stepped_back(tmp_path, "clamp")
+    assert [(d.kind, d.run, d.sweep_epoch) for d in found] == [(KILLED_LIVE, "u", "w1.e2")]
+    [d] = found
+    assert d.alternative is not None and (d.alternative.rule, d.alternative.relative_to) == ("clamp", "w1.e2")
+    assert d.owner_live is False and "was not live, yet the recorded rule holds the run healthy" in d.message
+
+
+def test_R4_the_clamp_takes_a_run_only_stamped_before_its_cutoff(tmp_path: Path) -> None:
+    """The same history with the clock stepped back so far that the sweep reads `u`'s
+    start plus the margin exactly (43 minutes): `u` was stamped at the
+    clamp's cutoff, not before it, and stays; a second less far back and the clamp takes
+    it. Mutation caught: `<=` for `<` in the clamp's test of the start."""
+    assert _stepped_back(tmp_path, "at-cutoff", back=2580.0) == []
+    assert [(d.kind, d.run) for d in _stepped_back(tmp_path, "past-cutoff", back=2579.0)] == [(KILLED_LIVE, "u")]
