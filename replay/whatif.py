@@ -488,8 +488,8 @@ class _Replay:
                 k.diff.then = f"{e.status} at {e.at.isoformat()} ({e.actor or '?'})"
         try:
             orphans.evolve(self.view, rec)
-        except Exception:  # noqa: BLE001, S110 - the engine's poison rule (T4): skip what cannot apply
-            pass
+        except Exception:  # noqa: BLE001 - the engine's poison rule (T4): park what cannot apply, move on
+            self.view.position = rec.position  # as an event not read moves it (`passed`): the view stood at it
 
     def close(self) -> None:
         assert self.open is not None
