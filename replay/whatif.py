@@ -386,8 +386,7 @@ class _Killed(msgspec.Struct):
 
 
 class _Replay:
-    def __init__(self, name: str, policy: Policy):
-        self.name = name
+    def __init__(self, policy: Policy):
         self.policy = policy
         self.view = orphans.initial()
         self.beats: dict[str, Beat] = {}
@@ -699,7 +698,7 @@ def whatif(
         check_position(position, "--position")
     label = policy if isinstance(policy, str) else (name or str(getattr(policy, "__name__", "policy")))
     fn = resolve(policy) if isinstance(policy, str) else policy
-    replay = _Replay(label, fn)
+    replay = _Replay(fn)
     read = _judged(store, at, position) if getattr(fn, _ONE_RUN, False) is True else None
 
     def records() -> Iterable[Recorded]:
