@@ -187,12 +187,11 @@ def flat_age(arg: str | None) -> Policy:
             return None
         if sweep.now - run.started_at <= limit:
             return None
-        owner = orphans.owner_of(sweep.view, run)
         return Verdict(
             run=run.run,
             rule=f"flat-age:{arg}",
             owner_process=run.process,
-            owner_epoch=owner.epoch if owner is not None else run.epoch,
+            owner_epoch=run.epoch,  # the epoch its start named (its owner, if a slot booted it: owner_of)
             started_at=run.started_at,
             cutoff=sweep.now - limit,
         )

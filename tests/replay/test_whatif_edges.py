@@ -213,8 +213,8 @@ def _stepped_back(tmp_path: Path, name: str, back: float | None = None) -> list[
     epoch's sweep, which skips its time fallback (O3) and recovers nothing. Runs of the
     slot then: `u` (its process, no epoch: O3's), `mine` (started on the new, live epoch
     under the stepped clock), `dflt` (neither process nor epoch: the default slot's), a
-    run that failed and one deleted while it ran (both read: a decision point fell while
-    they ran). `back`: seconds the clock steps back (default: ten minutes). The clamp's
+    run that failed and two deleted while they ran, one owned and one as `u` (all read:
+    a decision point fell while they ran). `back`: seconds the clock steps back (default: ten minutes). The clamp's
     differences."""
     clock = ManualClock(T0, uptime=60.0)
     with open_ledger(f"sqlite:///{tmp_path / f'{name}.db'}", clock=clock) as lg:
@@ -227,10 +227,13 @@ def _stepped_back(tmp_path: Path, name: str, back: float | None = None) -> list[
             lg.start(run, epoch="w1.e1", process="worker-1")
         lg.queue("dflt")
         lg.start("dflt")
+        lg.queue("gone", workflow="wf", process="worker-1")
+        lg.start("gone", process="worker-1")  # unowned as `u`, then deleted while it ran
         clock.advance(60)
         lg.startup("worker-2", epoch="w2.e1")  # a decision point while they run
         lg.fail("failed", "TIMEOUT", resumable=True)
         lg.delete("deleted")
+        lg.delete("gone")
         clock.advance(40 * 60)
         clock.restart(1)
         booted = lg.boot("worker-1", epoch="w1.e2")
@@ -255,7 +258,8 @@ def test_R4_O9_the_clamp_takes_only_the_slots_own_unowned_runs_at_a_stepped_back
     assert [(d.kind, d.run, d.sweep_epoch) for d in found] == [(KILLED_LIVE, "u", "w1.e2")]
     [d] = found
     assert d.alternative is not None and (d.alternative.rule, d.alternative.relative_to) == ("clamp", "w1.e2")
-    assert d.owner_live is False and "was not live, yet the recorded rule holds the run healthy" in d.message
+    assert d.owner_live is False
+    assert "of worker-1 was not live, yet the recorded rule holds the run healthy; it was" in d.message
 
 
 def test_R4_the_clamp_takes_a_run_only_stamped_before_its_cutoff(tmp_path: Path) -> None:
