@@ -525,7 +525,7 @@ class _Replay:
         diff = self.base(KILLED_LIVE, sweep, state)
         diff.alternative = v
         # Healthy or orphan is the recorded rule's call, fleet-wide, at the same instant.
-        orphan = orphans.is_orphaned(record_view, state.run) if state.run in record_view.runs else False
+        orphan = orphans.is_orphaned(record_view, state.run)  # a run the record's view lacks is none
         if orphan:
             diff.kind = EARLY
             diff.message = (

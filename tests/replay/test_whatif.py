@@ -276,6 +276,11 @@ def test_R4_an_orphan_found_before_any_recorded_sweep_is_early(sqlite_ledger, cl
     }
     assert got == {"epoch": [(EARLY, "u", "w1.e2", None)], "flat-age:30m": [(EARLY, "u", "w2.e2", None)]}
     assert whatif(lg._store, "epoch").sweeps == 4  # four boots; the one whose sweep gave up is not judged
+    [early] = whatif(lg._store, "epoch").differences
+    assert early.message == (
+        f"u: the alternative recovers this orphan at the sweep of w1.e2 ({early.at.isoformat()}), "
+        "before any recorded sweep did"
+    )
 
 
 if __name__ == "__main__":  # regenerate tests/golden/whatif/ from the incidents (module docstring)

@@ -208,7 +208,7 @@ def test_R4_O9_the_alternatives_world_keeps_the_default_slot_after_a_miss(tmp_pa
     assert [(d.kind, d.run, d.sweep_epoch) for d in found] == [("late", "young", "w1.e2")]
 
 
-def _stepped_back(tmp_path: Path, name: str, back: float | None = None) -> list[Difference]:
+def _stepped_back(tmp_path: Path, name: str, back: float | None = None, policy: str = "clamp") -> list[Difference]:
     """worker-1 (the default slot, O9) redeploys; the wall clock steps back before the new
     epoch's sweep, which skips its time fallback (O3) and recovers nothing. Runs of the
     slot then: `u` (its process, no epoch: O3's), `mine` (started on the new, live epoch
@@ -244,7 +244,7 @@ def _stepped_back(tmp_path: Path, name: str, back: float | None = None) -> list[
         clock.advance(120)
         report = lg.sweep(booted)
         assert report.recovered == [] and report.fallback_skipped is not None
-        return whatif(lg._store, "clamp").differences
+        return whatif(lg._store, policy).differences
 
 
 def test_R4_O9_the_clamp_takes_only_the_slots_own_unowned_runs_at_a_stepped_back_sweep(tmp_path: Path) -> None:
@@ -260,6 +260,9 @@ def test_R4_O9_the_clamp_takes_only_the_slots_own_unowned_runs_at_a_stepped_back
     assert d.alternative is not None and (d.alternative.rule, d.alternative.relative_to) == ("clamp", "w1.e2")
     assert d.owner_live is False
     assert "of worker-1 was not live, yet the recorded rule holds the run healthy; it was" in d.message
+    # flat-age takes the default slot's run too, which has no owner to speak of
+    [dflt] = [d for d in _stepped_back(tmp_path, "flat", policy="flat-age:30m") if d.run == "dflt"]
+    assert dflt.owner_live is None and "while its owner ? of ? is not known; it was" in dflt.message
 
 
 def test_R4_the_clamp_takes_a_run_only_stamped_before_its_cutoff(tmp_path: Path) -> None:
