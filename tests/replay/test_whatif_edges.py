@@ -272,3 +272,41 @@ def test_R4_the_clamp_takes_a_run_only_stamped_before_its_cutoff(tmp_path: Path)
     it. Mutation caught: `<=` for `<` in the clamp's test of the start."""
     assert _stepped_back(tmp_path, "at-cutoff", back=2580.0) == []
     assert [(d.kind, d.run) for d in _stepped_back(tmp_path, "past-cutoff", back=2579.0)] == [(KILLED_LIVE, "u")]
+
+
+def test_R4_a_run_the_alternative_killed_is_failed_in_its_world_and_not_killed_again(tmp_path: Path) -> None:
+    """flat-age:30m kills `r` at worker-2's sweep, 40 minutes in, while its owner is
+    live; at worker-3's sweep five minutes later the record still holds it running, but
+    in the alternative's world it failed at the first: one difference, not two.
+    Mutation caught: the alternative's world leaving a killed run as it was."""
+
+    def then(lg: Ledger, clock: ManualClock) -> None:
+        clock.advance(40 * 60)
+        lg.startup("worker-2", epoch="w2.e1")
+        clock.advance(5 * 60)
+        lg.startup("worker-3", epoch="w3.e1")
+
+    assert _one_run(tmp_path, "killed-once", "flat-age:30m", then) == [(KILLED_LIVE, "r", "w2.e1")]
+
+
+def test_R4_a_run_started_by_another_slots_epoch_is_that_epochs_to_own(tmp_path: Path) -> None:
+    """`x` is queued for worker-1 and started by worker-2's epoch (naming no process),
+    so worker-2's epoch owns it, not worker-1's epoch of the time: the kill names that
+    owner. Mutation caught: the difference naming the run's queue slot or that slot's
+    epoch instead of the epoch its start named."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / 'cross.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        lg.boot("worker-2", epoch="w2.e1")
+        lg.queue("x", workflow="wf", process="worker-1")
+        lg.start("x", epoch="w2.e1")
+        clock.advance(40 * 60)
+        lg.startup("worker-3", epoch="w3.e1")
+        [d] = whatif(lg._store, "flat-age:30m").differences
+    assert (d.kind, d.run, d.owner_process, d.owner_epoch, d.owner_live) == (
+        KILLED_LIVE,
+        "x",
+        "worker-2",
+        "w2.e1",
+        True,
+    )
