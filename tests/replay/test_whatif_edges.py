@@ -310,3 +310,56 @@ def test_R4_a_run_started_by_another_slots_epoch_is_that_epochs_to_own(tmp_path:
         "w2.e1",
         True,
     )
+
+
+def test_R4_a_missed_orphan_runs_until_the_record_starts_it_again_or_deletes_it(tmp_path: Path) -> None:
+    """floor:10m misses two young orphans the redeploy recovered (5 minutes old). Each
+    would have stayed running until the record's next say on it: `again` until it was
+    resumed and started again, `gone` until it was deleted. Mutation caught: the missed
+    run's end taken from no event, or said with another reason."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / 'missed-until.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        clock.advance(55 * 60)
+        for run in ("again", "gone"):
+            lg.queue(run, workflow="wf", process="worker-1")
+            lg.start(run, epoch="w1.e1", process="worker-1")
+        clock.advance(5 * 60)
+        clock.restart(0)
+        _, report = lg.startup("worker-1", epoch="w1.e2")
+        assert sorted(v.run for v in report.recovered) == ["again", "gone"]
+        clock.advance(10 * 60)
+        lg.resume("again", by="operator")
+        restarted = lg.start("again", epoch="w1.e2", process="worker-1").started_at
+        clock.advance(10 * 60)
+        lg.delete("gone")
+        deleted = clock.now()
+        found = whatif(lg._store, "floor:10m").differences
+    got = [(d.kind, d.run, d.until, d.until_why, d.running_for_s) for d in found]
+    assert got == [
+        (MISSED, "again", restarted, "the record started it again", 600.0),
+        (MISSED, "gone", deleted, "the record deleted it", 1200.0),
+    ]
+
+
+def test_R4_a_run_the_alternative_took_earlier_does_not_hide_another_a_later_sweep_missed(tmp_path: Path) -> None:
+    """flat-age:30m kills `r` (40 minutes old) at worker-2's sweep; worker-1's redeploy
+    then recovers `r` and the young `s`: `r` was the alternative's already, `s` it
+    misses. Mutation caught: `break` for `continue` after the first (the miss of `s`
+    lost)."""
+
+    def then(lg: Ledger, clock: ManualClock) -> None:
+        clock.advance(35 * 60)
+        lg.queue("s", workflow="wf", process="worker-1")
+        lg.start("s", epoch="w1.e1", process="worker-1")
+        clock.advance(5 * 60)
+        lg.startup("worker-2", epoch="w2.e1")
+        clock.advance(60)
+        clock.restart(0)
+        _, report = lg.startup("worker-1", epoch="w1.e2")
+        assert sorted(v.run for v in report.recovered) == ["r", "s"]
+
+    assert _one_run(tmp_path, "took-then-missed", "flat-age:30m", then) == [
+        (KILLED_LIVE, "r", "w2.e1"),
+        (MISSED, "s", "w1.e2"),
+    ]
