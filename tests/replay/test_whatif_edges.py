@@ -292,8 +292,7 @@ def test_R4_a_run_the_alternative_killed_is_failed_in_its_world_and_not_killed_a
 def test_R4_a_run_started_by_another_slots_epoch_is_that_epochs_to_own(tmp_path: Path) -> None:
     """`x` is queued for worker-1 and started by worker-2's epoch (naming no process),
     so worker-2's epoch owns it, not worker-1's epoch of the time: the kill names that
-    owner. Mutation caught: the difference naming the run's queue slot or that slot's
-    epoch instead of the epoch its start named."""
+    owner and its slot (the start records the epoch's slot as the run's: rule F1)."""
     clock = ManualClock(T0, uptime=60.0)
     with open_ledger(f"sqlite:///{tmp_path / 'cross.db'}", clock=clock) as lg:
         lg.boot("worker-1", epoch="w1.e1")
