@@ -8,8 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from epochledger import ManualClock, open_ledger
 from epochledger.app import Ledger
+from epochledger.ledger.errors import StaleEpoch
 from epochledger.replay.whatif import KILLED_LIVE, MISSED, Difference, whatif
 from tests.conftest import T0
 
@@ -362,3 +365,53 @@ def test_R4_a_run_the_alternative_took_earlier_does_not_hide_another_a_later_swe
         (KILLED_LIVE, "r", "w2.e1"),
         (MISSED, "s", "w1.e2"),
     ]
+
+
+def test_R4_what_the_record_did_next_to_a_killed_run_skips_its_fenced_report(tmp_path: Path) -> None:
+    """flat-age:30m kills `r` at worker-2's sweep; worker-1 is redeployed with boot() alone,
+    the old epoch's late finish of `r` is fenced (evidence, no status), and the new
+    epoch's sweep then recovers it: what happened next is that recovery, by the epoch
+    that swept. Mutation caught: a fenced report taken for the next status."""
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / 'then.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        lg.queue("r", workflow="wf", process="worker-1")
+        lg.start("r", epoch="w1.e1", process="worker-1")
+        clock.advance(40 * 60)
+        lg.startup("worker-2", epoch="w2.e1")
+        clock.advance(60)
+        clock.restart(0)
+        booted = lg.boot("worker-1", epoch="w1.e2")
+        with pytest.raises(StaleEpoch):  # a stale epoch's report: refused, kept as evidence (run.fenced)
+            lg.finish("r", epoch="w1.e1")
+        assert type(list(lg.events())[-1].event).__name__ == "RunFenced"
+        clock.advance(60)
+        assert [v.run for v in lg.sweep(booted).recovered] == ["r"]
+        recovered_at = clock.now()
+        [d] = whatif(lg._store, "flat-age:30m").differences
+    assert d.kind == KILLED_LIVE and d.then == f"failed_resumable at {recovered_at.isoformat()} (w1.e2)"
+
+
+def test_R4_a_missed_orphan_never_runs_for_less_than_nothing(tmp_path: Path) -> None:
+    """floor:10m misses the young orphan at the redeploy; the last event of the history is
+    stamped an hour earlier (another slot's boot under a clock that stepped back), so the
+    miss is counted to the sweep itself: it stayed running 0 s more, not minus an hour.
+    Mutation caught: the end of the history taken whatever its instant."""
+
+    def then(lg: Ledger, clock: ManualClock) -> None:
+        clock.advance(55 * 60)
+        lg.queue("young", workflow="wf", process="worker-1")
+        lg.start("young", epoch="w1.e1", process="worker-1")
+        clock.advance(5 * 60)
+        clock.restart(0)
+        lg.startup("worker-1", epoch="w1.e2")
+        clock.step_wall(-3600)
+        lg.boot("worker-2", epoch="w2.e1")
+
+    assert ("missed", "young", "w1.e2") in _one_run(tmp_path, "end-earlier", "floor:10m", then)
+    clock = ManualClock(T0, uptime=60.0)
+    with open_ledger(f"sqlite:///{tmp_path / 'end-earlier-2.db'}", clock=clock) as lg:
+        lg.boot("worker-1", epoch="w1.e1")
+        then(lg, clock)
+        [d] = [d for d in whatif(lg._store, "floor:10m").differences if d.run == "young"]
+    assert d.until == d.at and d.running_for_s == 0.0 and d.until_why == "the end of the replayed history"
