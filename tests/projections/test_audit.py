@@ -1812,9 +1812,9 @@ def _every_report(path: str, sql: dict[str, str]) -> dict[tuple[str, str, str, s
         con.close()
 
 
-def _former_reports(path: str, copy: str) -> dict[tuple[str, str, str, str | None], list]:
-    """The reports as the former SQL computes them, on a copy of the file whose
-    derived tables are replaced by the former views."""
+def _former_copy(path: str, copy: str) -> str:
+    """`copy`: a copy of the audit file at `path` whose derived tables are replaced by
+    the former views (the oracle's file)."""
     import shutil
 
     shutil.copyfile(path, copy)
@@ -1824,6 +1824,13 @@ def _former_reports(path: str, copy: str) -> dict[tuple[str, str, str, str | Non
         con.execute(FORMER_VIEWS)
     finally:
         con.close()
+    return copy
+
+
+def _former_reports(path: str, copy: str) -> dict[tuple[str, str, str, str | None], list]:
+    """The reports as the former SQL computes them, on a copy of the file whose
+    derived tables are replaced by the former views."""
+    _former_copy(path, copy)
     return _every_report(copy, {n: FORMER_REPORTS.get(n, duck._sql(f"report_{n}.sql")) for n in audit.report_names()})
 
 
@@ -2010,7 +2017,6 @@ def test_A1_R3_time_in_status_and_failures_by_label_equal_their_former_sql_as_of
     and after the history's, out of the log's order included; the runs view equals
     its former SQL; and the file synced in `pieces` syncs (any chunk size) holds the
     same derived tables as one sync."""
-    import shutil
 
     from epochledger.app import open_ledger as open_
     from epochledger.ledger.clock import ManualClock
@@ -2061,14 +2067,7 @@ def test_A1_R3_time_in_status_and_failures_by_label_equal_their_former_sql_as_of
     new = {n: duck._sql(f"report_{n}.sql") for n in ("time_in_status", "failures_by_label")}
     got = _reports_at(parts, new, instants)
     assert got == _reports_at(once, new, instants)
-    former = str(tmp / "former.duckdb")
-    shutil.copyfile(once, former)
-    con = duckdb.connect(former)
-    try:
-        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads; DROP TABLE run_queued; DROP TABLE stays")
-        con.execute(FORMER_VIEWS)
-    finally:
-        con.close()
+    former = _former_copy(once, str(tmp / "former.duckdb"))
     assert got == _reports_at(former, FORMER_REPORTS, instants)
     runs = {}
     for file in (once, former):
@@ -2104,13 +2103,7 @@ def test_A1_the_stays_oracle_can_fail(tmp_path: Path) -> None:
         lg.resume("a", "operator")
         lg.finish("b")  # b's stays are in the log's order
         audit.sync(lg._store, path)
-    shutil.copyfile(path, former)
-    con = duckdb.connect(former)
-    try:
-        con.execute("DROP TABLE transitions; DROP TABLE run_stream_heads; DROP TABLE run_queued; DROP TABLE stays")
-        con.execute(FORMER_VIEWS)
-    finally:
-        con.close()
+    _former_copy(path, former)
     instants = [datetime(2026, 9, 9, h, m, tzinfo=UTC) for h in (11, 12, 13, 14) for m in (0, 30)]
     new = {n: duck._sql(f"report_{n}.sql") for n in ("time_in_status", "failures_by_label")}
     expected = _reports_at(former, FORMER_REPORTS, instants)

@@ -62,9 +62,9 @@ def test_R4_O3_the_recorded_rule_honours_a_sweep_that_skipped_its_time_fallback(
     assert _kinds(lg, "epoch") == []
 
 
-def _one_run(
+def _one_run_whole(
     tmp_path: Path, name: str, policy: str, then: Callable[[Ledger, ManualClock], None]
-) -> list[tuple[str, str, str]]:
+) -> list[Difference]:
     """The differences of `policy` over a run `r` started on worker-1's epoch, then what
     `then` does (a new ledger file `name` each time)."""
     clock = ManualClock(T0, uptime=60.0)
@@ -73,7 +73,14 @@ def _one_run(
         lg.queue("r", workflow="wf", process="worker-1")
         lg.start("r", epoch="w1.e1", process="worker-1")
         then(lg, clock)
-        return _kinds(lg, policy)
+        return whatif(lg._store, policy).differences
+
+
+def _one_run(
+    tmp_path: Path, name: str, policy: str, then: Callable[[Ledger, ManualClock], None]
+) -> list[tuple[str, str, str]]:
+    """`_one_run_whole`'s differences as (kind, run, sweeping epoch)."""
+    return [(d.kind, d.run, d.sweep_epoch) for d in _one_run_whole(tmp_path, name, policy, then)]
 
 
 def _flat_age_at(tmp_path: Path, seconds: float) -> list[tuple[str, str, str]]:
@@ -217,8 +224,8 @@ def _stepped_back(tmp_path: Path, name: str, back: float | None = None, policy: 
     slot then: `u` (its process, no epoch: O3's), `mine` (started on the new, live epoch
     under the stepped clock), `dflt` (neither process nor epoch: the default slot's), a
     run that failed and two deleted while they ran, one owned and one as `u` (all read:
-    a decision point fell while they ran). `back`: seconds the clock steps back (default: ten minutes). The clamp's
-    differences."""
+    a decision point fell while they ran). `back`: seconds the clock steps back
+    (default: ten minutes). The differences of `policy`."""
     clock = ManualClock(T0, uptime=60.0)
     with open_ledger(f"sqlite:///{tmp_path / f'{name}.db'}", clock=clock) as lg:
         lg.set_default_slot("worker-1", actor="operator")
@@ -371,12 +378,10 @@ def test_R4_what_the_record_did_next_to_a_killed_run_skips_its_fenced_report(tmp
     """flat-age:30m kills `r` at worker-2's sweep; worker-1 is redeployed with boot() alone,
     the old epoch's late finish of `r` is fenced (evidence, no status), and the new
     epoch's sweep then recovers it: what happened next is that recovery, by the epoch
-    that swept. Mutation caught: a fenced report taken for the next status."""
-    clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(f"sqlite:///{tmp_path / 'then.db'}", clock=clock) as lg:
-        lg.boot("worker-1", epoch="w1.e1")
-        lg.queue("r", workflow="wf", process="worker-1")
-        lg.start("r", epoch="w1.e1", process="worker-1")
+    that swept."""
+    recovered_at = []
+
+    def then(lg: Ledger, clock: ManualClock) -> None:
         clock.advance(40 * 60)
         lg.startup("worker-2", epoch="w2.e1")
         clock.advance(60)
@@ -387,9 +392,10 @@ def test_R4_what_the_record_did_next_to_a_killed_run_skips_its_fenced_report(tmp
         assert type(list(lg.events())[-1].event).__name__ == "RunFenced"
         clock.advance(60)
         assert [v.run for v in lg.sweep(booted).recovered] == ["r"]
-        recovered_at = clock.now()
-        [d] = whatif(lg._store, "flat-age:30m").differences
-    assert d.kind == KILLED_LIVE and d.then == f"failed_resumable at {recovered_at.isoformat()} (w1.e2)"
+        recovered_at.append(clock.now())
+
+    [d] = _one_run_whole(tmp_path, "then", "flat-age:30m", then)
+    assert d.kind == KILLED_LIVE and d.then == f"failed_resumable at {recovered_at[0].isoformat()} (w1.e2)"
 
 
 def test_R4_a_missed_orphan_never_runs_for_less_than_nothing(tmp_path: Path) -> None:
@@ -408,10 +414,6 @@ def test_R4_a_missed_orphan_never_runs_for_less_than_nothing(tmp_path: Path) -> 
         clock.step_wall(-3600)
         lg.boot("worker-2", epoch="w2.e1")
 
-    assert ("missed", "young", "w1.e2") in _one_run(tmp_path, "end-earlier", "floor:10m", then)
-    clock = ManualClock(T0, uptime=60.0)
-    with open_ledger(f"sqlite:///{tmp_path / 'end-earlier-2.db'}", clock=clock) as lg:
-        lg.boot("worker-1", epoch="w1.e1")
-        then(lg, clock)
-        [d] = [d for d in whatif(lg._store, "floor:10m").differences if d.run == "young"]
+    [d] = [d for d in _one_run_whole(tmp_path, "end-earlier", "floor:10m", then) if d.run == "young"]
+    assert d.kind == MISSED and d.sweep_epoch == "w1.e2"
     assert d.until == d.at and d.running_for_s == 0.0 and d.until_why == "the end of the replayed history"
