@@ -417,3 +417,33 @@ def test_R4_a_missed_orphan_never_runs_for_less_than_nothing(tmp_path: Path) -> 
     [d] = [d for d in _one_run_whole(tmp_path, "end-earlier", "floor:10m", then) if d.run == "young"]
     assert d.kind == MISSED and d.sweep_epoch == "w1.e2"
     assert d.until == d.at and d.running_for_s == 0.0 and d.until_why == "the end of the replayed history"
+
+
+def test_R4_a_killed_run_started_again_is_the_records_again_without_its_old_checkpoint(tmp_path: Path) -> None:
+    """flat-age:30m kills `r` at worker-2's sweep; the record then fails it (no actor
+    named: what happened next says `?`), resumes it and starts it again, and at
+    worker-3's sweep 45 minutes later the alternative kills it again: a second
+    difference, which shows no checkpoint (its last one was before the restart).
+    Mutation caught: a restarted run left the alternative's, or keeping its old
+    checkpoint, or the missing actor printed otherwise."""
+    failed_at = []
+
+    def then(lg: Ledger, clock: ManualClock) -> None:
+        clock.advance(5 * 60)
+        lg.checkpoint("r", "node", "ref-1")
+        clock.advance(35 * 60)
+        lg.startup("worker-2", epoch="w2.e1")
+        clock.advance(60)
+        lg.fail("r", "TIMEOUT", resumable=True)
+        failed_at.append(clock.now())
+        lg.resume("r", by="operator")
+        lg.start("r", epoch="w1.e1", process="worker-1")
+        clock.advance(45 * 60)
+        lg.startup("worker-3", epoch="w3.e1")
+
+    found = _one_run_whole(tmp_path, "again", "flat-age:30m", then)
+    assert [(d.kind, d.run, d.sweep_epoch, d.last_checkpoint is None) for d in found] == [
+        (KILLED_LIVE, "r", "w2.e1", False),
+        (KILLED_LIVE, "r", "w3.e1", True),
+    ]
+    assert found[0].then == f"failed_resumable at {failed_at[0].isoformat()} (?)"
