@@ -81,6 +81,12 @@ def micros(t: datetime) -> int:
     return (t - _EPOCH) // _US
 
 
+def bar_lane(e: RunEventBase) -> str:
+    """The picture's lane rule: a bar is drawn in the lane of the slot its first event
+    (its run.queued, for a run queued again) names, else NO_SLOT's."""
+    return getattr(e, "process", None) or NO_SLOT
+
+
 def bar_open(status: Status, code: str) -> bool:
     """The picture's bar rule: a bar goes on while the run holds or waits for a slot, or
     waits for a human; it ends at any other status (a terminal, a failure: a resume
@@ -132,7 +138,7 @@ def _run(old: Entry | None, e: RunEventBase, at: int, position: int) -> Entry:
             lo=at if old is None else min(old.lo, at),
             hi=at if old is None else max(old.hi, at),
             stuck=stuck,
-            lane=getattr(e, "process", None) or NO_SLOT,
+            lane=bar_lane(e),
         )
     else:
         span = Entry(
@@ -185,7 +191,7 @@ def evolve(view: View, rec: Recorded) -> View:
         before = view.get(key)
         span = _run(before, e, at, rec.position)
         if before is None or isinstance(e, RunQueued):
-            lanes.append((getattr(e, "process", None) or NO_SLOT, False))
+            lanes.append((span.lane, False))
         if type(e) is RunRecovered:
             lanes.append((e.swept_by_process, False))
     elif isinstance(e, ProcessEventBase):
@@ -205,7 +211,7 @@ def keys(rec: Recorded) -> tuple[str, ...]:
     """The only entries `evolve(view, rec)` reads or changes."""
     e = rec.event
     if isinstance(e, RunEventBase):
-        lane = LANE + (getattr(e, "process", None) or NO_SLOT)
+        lane = LANE + bar_lane(e)
         if type(e) is RunRecovered:
             return (TALLY, RUN + e.run, lane, LANE + e.swept_by_process)
         return (TALLY, RUN + e.run, lane)

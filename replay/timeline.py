@@ -159,7 +159,7 @@ def _bar_open(status: Status, code: str) -> bool:
 def _run_event(h: History, rec: Recorded, e: RunEventBase) -> None:
     bar = h.bars.get(e.run)
     if bar is None or isinstance(e, RunQueued):
-        process = getattr(e, "process", None) or NO_SLOT
+        process = spans.bar_lane(e)  # the lane rule, one place: projections/spans.py
         bar = Bar(run=e.run, process=process, workflow=getattr(e, "workflow", None))
         h.bars[e.run] = bar
         h.lane(process).bars.append(bar)
@@ -1358,7 +1358,8 @@ def window_history(
     # and on a page of some runs (which shows none it was not asked for), from its stream.
     passing = [p for p in found.passing if p[0] not in chosen]
     if runs or len(passing) <= RUNS_MAX:
-        chosen.update(p[0] for p in passing if not runs)
+        if not runs:
+            chosen.update(p[0] for p in passing)
         passing = []
     streams = [process_stream(p) for p, slot in sorted(found.lanes.items()) if slot]
     read = store.read_streams([*streams, *(run_stream(r) for r in sorted(chosen))])
