@@ -32,7 +32,7 @@ import msgspec
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import Cookie, ResponseHeader
 from litestar.enums import RequestEncodingType
-from litestar.params import Body, FromPath, Parameter
+from litestar.params import Body, FromPath, FromQuery, QueryParameter
 
 from epochledger import reports as facade
 from epochledger.ledger import access
@@ -299,7 +299,7 @@ def error_class_link(error_class: str) -> str:
 
 
 @get("/tick-health", opt={"op": "error_class_health"}, sync_to_thread=True, include_in_schema=False)
-def error_class_page(request: Req, error_class: str) -> Response[str]:
+def error_class_page(request: Req, error_class: FromQuery[str]) -> Response[str]:
     """One error class's tick health (the fleet's row of the class, run by run): the
     runs whose open streak is of this class, and its dead-letters (docs/tick.md)."""
     found = cast("ErrorClassHealth", reads.error_class_health.fn(request.app.state, name=error_class))
@@ -353,14 +353,14 @@ RUN_FILTERS = ("status", "predicate", "code", "label", "process", "parent")
 @get("/runs", opt={"op": "list_runs"}, sync_to_thread=True, include_in_schema=False)
 def runs(
     request: Req,
-    status: list[str] | None = None,
-    predicate: list[str] | None = None,
-    code: list[str] | None = None,
-    label: list[str] | None = None,
-    process: list[str] | None = None,
-    parent: list[str] | None = None,
-    after: str | None = None,
-    limit: int = reads.PAGE_DEFAULT,
+    status: FromQuery[list[str] | None] = None,
+    predicate: FromQuery[list[str] | None] = None,
+    code: FromQuery[list[str] | None] = None,
+    label: FromQuery[list[str] | None] = None,
+    process: FromQuery[list[str] | None] = None,
+    parent: FromQuery[list[str] | None] = None,
+    after: FromQuery[str | None] = None,
+    limit: FromQuery[int] = reads.PAGE_DEFAULT,
 ) -> Response[str]:
     """Runs: the CLI's filters as a GET form, one page by the facade's cursor."""
     chosen: dict[str, list[str]] = {
@@ -511,7 +511,7 @@ def run_page(request: Req, run: FromPath[str]) -> Response[str]:
 
 
 @get("/epochs", opt={"op": "epoch_liveness"}, sync_to_thread=True, include_in_schema=False)
-def epochs(request: Req, retired: bool = False) -> Response[str]:
+def epochs(request: Req, retired: FromQuery[bool] = False) -> Response[str]:
     """Slots and epochs: each slot's epochs with their liveness facts (rule O7)."""
     found = cast(
         "list[EpochLiveness]", reads.epoch_liveness.fn(request.app.state, process=None, live=False, retired=retired)
@@ -549,12 +549,12 @@ def epochs(request: Req, retired: bool = False) -> Response[str]:
 @get("/incident", opt={"op": "timeline"}, sync_to_thread=True, include_in_schema=False)
 def incident(
     request: Req,
-    start: Annotated[str | None, Parameter(query="from")] = None,
-    end: Annotated[str | None, Parameter(query="to")] = None,
-    at: str | None = None,
-    run: list[str] | None = None,
-    policy: str | None = None,
-    upto: str | None = None,
+    start: Annotated[str | None, QueryParameter(name="from")] = None,
+    end: Annotated[str | None, QueryParameter(name="to")] = None,
+    at: FromQuery[str | None] = None,
+    run: FromQuery[list[str] | None] = None,
+    policy: FromQuery[str | None] = None,
+    upto: FromQuery[str | None] = None,
 ) -> Response[str]:
     """The incident picture (rule V1) of `timeline -o`, for an interval: `from`, `to`
     and the cursor `at`, RFC 3339; `run` (repeatable): only those runs; `policy`
@@ -653,7 +653,7 @@ def _difference(d: Any, picture: Mapping[str, str]) -> list[str]:
 
 
 @get("/whatif", opt={"op": "whatif"}, sync_to_thread=True, include_in_schema=False)
-def whatif(request: Req, policy: str | None = None, at: str | None = None) -> Response[str]:
+def whatif(request: Req, policy: FromQuery[str | None] = None, at: FromQuery[str | None] = None) -> Response[str]:
     """What-if (rule R4): a policy NAME[:ARG] and an instant as a GET form; every verdict
     that differs from the recorded sweeps', with its evidence, each run linked to its
     page and to the incident picture at the sweep. `/v1/whatif`'s own call."""
@@ -703,7 +703,12 @@ def _sql_form(sql: str | None) -> str:
 
 
 @get("/audit", opt={"op": "audit_report"}, sync_to_thread=True, include_in_schema=False)
-def audit_page(request: Req, report: str | None = None, as_of: str | None = None, period: str = "day") -> Response[str]:
+def audit_page(
+    request: Req,
+    report: FromQuery[str | None] = None,
+    as_of: FromQuery[str | None] = None,
+    period: FromQuery[str] = "day",
+) -> Response[str]:
     """Audit (rule A1): a canned report over the audit file, chosen by a GET form
     (`/v1/audit/reports/{name}`'s own call), and for a role that may query it, the
     read-only SQL form (`/audit/query`)."""
@@ -738,7 +743,7 @@ def audit_page(request: Req, report: str | None = None, as_of: str | None = None
 
 
 @get("/audit/query", opt={"op": "audit_query"}, sync_to_thread=True, include_in_schema=False)
-def audit_sql(request: Req, sql: str) -> Response[str]:
+def audit_sql(request: Req, sql: FromQuery[str]) -> Response[str]:
     """Read-only audit SQL (the auditor's and admin's; `/v1/audit/query`'s own call,
     with its default bounds): the result as a table, every value escaped."""
     found = cast("AuditTable", reads.audit_query.fn(request.app.state, sql=sql, timeout=None, memory_limit=None))

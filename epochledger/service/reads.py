@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from litestar import Response, get
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import FromPath, Parameter
+from litestar.params import FromPath, FromQuery, Parameter
 
 from epochledger import reports
 from epochledger.ledger.codec import instant
@@ -67,7 +67,7 @@ def _statuses(status: list[Status] | None) -> list[str]:
 @get("/v1/runs", opt={"op": "list_runs"}, sync_to_thread=True, summary="Runs, filtered, one page")
 def list_runs(
     state: State,
-    status: list[Status] | None = None,
+    status: FromQuery[list[Status] | None] = None,
     predicate: Many = None,
     code: Many = None,
     label: Annotated[list[str] | None, Parameter(description="KEY=VALUE, repeatable: every one must match")] = None,
@@ -115,7 +115,7 @@ def history_of(state: State, run: FromPath[str]) -> list[HistoryEntry]:
 @get("/v1/streaking", opt={"op": "streaking"}, sync_to_thread=True, summary="Runs with an open tick streak")
 def streaking(
     state: State,
-    status: list[Status] | None = None,
+    status: FromQuery[list[Status] | None] = None,
     predicate: Many = None,
     code: Many = None,
     label: Many = None,
@@ -137,7 +137,7 @@ def streaking(
 @get("/v1/orphans", opt={"op": "orphaned"}, sync_to_thread=True, summary="Orphans and unjudged runs")
 def orphaned(
     state: State,
-    status: list[Status] | None = None,
+    status: FromQuery[list[Status] | None] = None,
     predicate: Many = None,
     code: Many = None,
     label: Many = None,
@@ -152,7 +152,7 @@ def orphaned(
 
 @get("/v1/epochs", opt={"op": "epoch_liveness"}, sync_to_thread=True, summary="Epochs with their liveness facts")
 def epoch_liveness(
-    state: State, process: str | None = None, live: bool = False, retired: bool = False
+    state: State, process: FromQuery[str | None] = None, live: FromQuery[bool] = False, retired: FromQuery[bool] = False
 ) -> list[EpochLiveness]:
     """Every epoch of every slot (or of `process`), live or with the rule that ended it
     and its evidence (rule O7); `live`: only the live ones; `retired`: also the slots
@@ -208,7 +208,7 @@ def replay(
     state: State,
     position: Annotated[int | None, Parameter(ge=0)] = None,
     at: Annotated[str | None, Parameter(description="RFC 3339 with a time zone")] = None,
-    by: Literal["log", "event-time"] = "log",
+    by: FromQuery[Literal["log", "event-time"]] = "log",
 ) -> Response[bytes]:
     """The fleet's state as of a log position or an instant (rule R1): the bytes of
     `epochledger replay --json`, the state canonically encoded and the SHA-256 of
@@ -262,10 +262,10 @@ def audit_report(
     state: State,
     name: FromPath[str],
     as_of: Annotated[str | None, Parameter(description="RFC 3339 with a time zone")] = None,
-    period: str = "day",
-    label: str | None = None,
+    period: FromQuery[str] = "day",
+    label: FromQuery[str | None] = None,
     timeout: Annotated[float | None, Parameter(gt=0, description="seconds")] = None,
-    memory_limit: str | None = None,
+    memory_limit: FromQuery[str | None] = None,
 ) -> AuditTable:
     """A canned audit report over the audit file (docs/audit.md; `epochledger audit
     sync` fills it), bounded in time and memory as `audit report` is."""
@@ -283,7 +283,7 @@ def audit_query(
     state: State,
     sql: Annotated[str, Parameter(description="one SELECT (or WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)")],
     timeout: Annotated[float | None, Parameter(gt=0, description="seconds")] = None,
-    memory_limit: str | None = None,
+    memory_limit: FromQuery[str | None] = None,
 ) -> AuditTable:
     """One read-only SQL statement on the audit file, refused if it writes, interrupted
     at its time bound, within its memory bound (docs/audit.md, Bounds)."""

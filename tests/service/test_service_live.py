@@ -492,6 +492,7 @@ def test_H7_write_latency_requests_and_conflicts_are_counted_per_process(ledger:
     a write that lands and one that loses a race."""
     from litestar import Litestar, post
     from litestar.datastructures import State
+    from litestar.params import FromPath, FromQuery
     from litestar.testing import TestClient
 
     from epochledger.ledger.errors import ConflictError
@@ -500,7 +501,7 @@ def test_H7_write_latency_requests_and_conflicts_are_counted_per_process(ledger:
     from epochledger.service.config import ServiceConfig
 
     @post("/v1/runs/{run:str}/queue", opt={"op": "queue"}, status_code=201)
-    async def queue(run: str, lost: bool = False) -> dict[str, str]:
+    async def queue(run: FromPath[str], lost: FromQuery[bool] = False) -> dict[str, str]:
         if lost:
             raise ConflictError([f"run:{run}"])
         return {"run": run}
