@@ -113,6 +113,11 @@ FAILURE_CODES: dict[str, str] = {
     "AirflowSensorTimeout": TIMEOUT,
     "AirflowFailException": FAIL_NODE,  # "fail now, never retry": a deliberate fail
     "AirflowTaskTerminated": INTERRUPTED,  # Airflow itself stopped the task (marked failed, shut down)
+    # Human in the loop (the standard provider's HITLOperator): nobody answered before its
+    # response_timeout (and it has no defaults), or an ApprovalOperator with fail_on_reject was
+    # rejected, which its author made a deliberate fail; neither is an error of the task's code.
+    "HITLTimeoutError": TIMEOUT,
+    "HITLRejectException": FAIL_NODE,
 }
 
 # How Airflow's API says a user set a DAG run's state by hand (its failure is CANCELLED).

@@ -1,14 +1,15 @@
 """The Airflow 3 adapter against a real Airflow (rule E1; docs/adapters.md, "Airflow").
 
 One Airflow for the module (tests/helpers/airflow_instance.py: API server, scheduler with the
-LocalExecutor, DAG processor, triggerer, on SQLite), nine DAG runs triggered at once, each test
+LocalExecutor, DAG processor, triggerer, on SQLite), twelve DAG runs triggered at once, each test
 judging one: a success, a failure retried, a task process SIGKILLed under its live
 supervisor, a task lost with its supervisor (Airflow's heartbeat detection beside
 the adapter's probe), a sensor in reschedule mode (Airflow's own wait, resumed by
 Airflow in a new task runner), a deferrable sensor whose trigger runs in the triggerer,
-two sensors in reschedule mode marked failed and success by hand
-while they wait, and a task runner that leaves its spool to the watcher;
-the last test SIGKILLs the watcher and triggers a seventh, whose task runner drains its own. Skipped, saying why, when the Airflow venv is missing; with
+three waits for input (human in the loop: one answered "Approve" and one "Reject" through
+the REST API, one left to its response timeout), two sensors in reschedule mode marked
+failed and success by hand while they wait, and a task runner that leaves its spool to the
+watcher; the last test SIGKILLs the watcher and triggers one more, whose task runner drains its own. Skipped, saying why, when the Airflow venv is missing; with
 EPOCHLEDGER_TEST_AIRFLOW=require (CI) that is a failure.
 
 The mapping itself (ids, codes, the failure classes) is tested without Airflow in
@@ -35,6 +36,7 @@ from epochledger.ledger.events import tag_of
 from tests.helpers.airflow_instance import (
     AIRFLOW,
     HEARTBEAT_TIMEOUT_S,
+    HITL_TIMEOUT_S,
     POKE_INTERVAL_S,
     PROBE_INTERVAL_S,
     REQUIRE,
@@ -71,6 +73,9 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
             "el_mark_success",
             "el_left",
             "el_defer",
+            "el_hitl_approve",
+            "el_hitl_reject",
+            "el_hitl_timeout",
         )
     }
     try:
@@ -391,6 +396,106 @@ def test_E1_O2_a_deferred_sensor_waits_paused_for_airflow_while_the_triggerer_ru
     rejected = [f.read_text() for f in (airflow.home / "epochledger-spool").glob("*.rejected")]
     assert not [r for r in rejected if t.run in r], rejected
     _figures(airflow, "sensor deferred", {"waited_s": waited})
+
+
+def _resumed_once(af: Airflow, t: TaskTry, paused_epoch: str | None = None) -> tuple[list[Any], list[str]]:
+    """The try's events once its DAG run is over: queued, started, paused, resumed by the
+    orchestrator at execute_complete, started again under a new task runner's epoch (the
+    second attempt of try 1), then its outcome; nothing fenced, recovered or refused."""
+    with _ledger(af) as led:
+        events = [r.event for r in led.history(t.run)]
+        tags = [tag_of(e) for e in events]
+        assert tags[:5] == ["run.queued", "run.started", "run.paused", "run.resumed", "run.started"], tags
+        assert len(tags) == 6 and tags[5] in ("run.finished", "run.failed"), tags
+        paused, resumed, first, second = events[2], events[3], events[1], events[4]
+        assert (paused.kind, paused.reason) == ("orchestrator", "airflow: awaiting_input"), paused
+        assert resumed.by == "orchestrator" and resumed.reason == "airflow: resumed, next_method=execute_complete"
+        assert paused.epoch == first.epoch and second.epoch != first.epoch  # a new task runner (O8)
+        assert paused_epoch is None or first.epoch == paused_epoch
+        run = led.get_run(t.run)
+        assert run.attempt == 2 and run.labels["airflow.try_number"] == "1"  # an answer is no retry (I2)
+        assert led.epoch(first.epoch).stopped_at is not None and led.epoch(first.epoch).exited_at is None
+        assert led.epoch(second.epoch).stopped_at is not None
+    rejected = [f.read_text() for f in (af.home / "epochledger-spool").glob("*.rejected")]
+    assert not [r for r in rejected if t.run in r], rejected
+    return events, tags
+
+
+@pytest.mark.parametrize(
+    ("answer", "ended", "status", "code"),
+    [("Approve", "success", "finished", ""), ("Reject", "failed", "failed", "FAIL_NODE")],
+)
+def test_E1_O2_a_try_awaiting_input_waits_paused_for_airflow_until_a_users_answer_resumes_it(
+    airflow: Airflow, answer: str, ended: str, status: str, code: str
+) -> None:
+    """Human in the loop: the standard provider's ApprovalOperator writes its request and
+    raises TaskAwaitingInput; its task runner ends with the try awaiting_input (no trigger,
+    no triggerer: Airflow 3.3 parks it) and exits. The ledger pauses the try for the
+    orchestrator (reason `airflow: awaiting_input`) before that runner's clean stop, and the
+    watcher's rounds pass over it while it waits. A user answers through Airflow's REST API
+    (the try's hitlDetails), Airflow schedules the try again with its next_method, and a new
+    task runner resumes it at execute_complete: the orchestrator's resume and a start, the
+    try's second attempt, then its outcome: "Approve" finishes it; "Reject" (fail_on_reject)
+    fails it with HITLRejectException, a rejection the workflow's author made a deliberate
+    fail: FAIL_NODE, not an engine error."""
+    dag = f"el_hitl_{answer.lower()}"
+    t = _try(airflow, dag, "asks")
+    wait_for(
+        "the try to wait for input in the ledger", lambda: _status(airflow, t.run) == "paused_orchestrator" or None, 180
+    )
+    with _ledger(airflow) as led:
+        paused = led.get_run(t.run)
+        assert (paused.reason, paused.code) == ("airflow: awaiting_input", ""), paused
+        stopped = wait_for("the asking task runner's stop", lambda: _epoch(airflow, paused.epoch).stopped_at, 10)
+        assert stopped is not None and _epoch(airflow, paused.epoch).exited_at is None
+    # Airflow holds the try awaiting input: no trigger, the method it resumes in, the same try number.
+    row = wait_for(
+        "the try awaiting input in Airflow",
+        lambda: r if (r := airflow.ti(dag, "asks")) and r["state"] == "awaiting_input" else None,
+        30,
+    )
+    assert row["trigger_id"] is None and row["next_method"] == "execute_complete" and row["try_number"] == 1, row
+    time.sleep(PROBE_INTERVAL_S * 3)  # the watcher's rounds (reap, probe, sweep) pass over it
+    assert _status(airflow, t.run) == "paused_orchestrator"
+    said = airflow.answer(dag, "asks", [answer])
+    assert said["chosen_options"] == [answer], said
+    got = _ended(airflow, dag, timeout=180)
+    assert got == ended, f"{dag}'s DAG run ended {got}: " + airflow.why(dag, "asks")
+    wait_for(f"the try's end in the ledger ({status})", lambda: _status(airflow, t.run) == status or None, 30)
+    events, tags = _resumed_once(airflow, t, paused.epoch)
+    assert tags[-1] == ("run.finished" if status == "finished" else "run.failed"), tags
+    with _ledger(airflow) as led:
+        run = led.get_run(t.run)
+        assert (str(run.status), run.code) == (status, code)
+        if status == "failed":
+            assert run.cause is not None and run.cause.code == "HITLRejectException", run.cause
+    waited = (events[3].at - events[2].at).total_seconds()
+    assert waited >= PROBE_INTERVAL_S * 3, waited
+    _figures(airflow, f"awaiting input, answered {answer}", {"waited_s": waited})
+
+
+def test_E1_O2_a_try_awaiting_input_nobody_answers_is_resumed_by_airflows_timeout_and_fails_as_a_timeout(
+    airflow: Airflow,
+) -> None:
+    """An HITLOperator with a response_timeout and no defaults, left unanswered: its try
+    waits paused for the orchestrator until the scheduler's awaiting-input sweep finds its
+    deadline past and resumes it with a timeout event; the new task runner's execute_complete
+    raises HITLTimeoutError. The ledger: the resume and a start, then `failed` TIMEOUT (the
+    wait's time budget ran out), not an engine error."""
+    t = _try(airflow, "el_hitl_timeout", "asks")
+    got = _ended(airflow, "el_hitl_timeout", timeout=HITL_TIMEOUT_S + 180)
+    assert got == "failed", f"el_hitl_timeout's DAG run ended {got}: " + airflow.why("el_hitl_timeout", "asks")
+    wait_for("the try's failure in the ledger", lambda: _status(airflow, t.run) == "failed" or None, 30)
+    events, tags = _resumed_once(airflow, t)
+    assert tags[-1] == "run.failed", tags
+    with _ledger(airflow) as led:
+        run = led.get_run(t.run)
+        assert run.code == "TIMEOUT" and run.cause is not None and run.cause.code == "HITLTimeoutError", run
+    waited = (events[3].at - events[2].at).total_seconds()
+    # It waited its response_timeout out (counted from the request, a little before the pause),
+    # over many of the watcher's rounds, and was never an orphan meanwhile.
+    assert waited >= HITL_TIMEOUT_S / 2, waited
+    _figures(airflow, "awaiting input, timed out", {"waited_s": waited, "response_timeout_s": HITL_TIMEOUT_S})
 
 
 @pytest.mark.parametrize(("state", "status", "code"), [("failed", "failed", "CANCELLED"), ("success", "finished", "")])

@@ -112,12 +112,22 @@ class AirflowFailException(Exception):
     pass
 
 
+class HITLTimeoutError(Exception):  # the standard provider's human in the loop: nobody answered in time
+    pass
+
+
+class HITLRejectException(Exception):  # an ApprovalOperator with fail_on_reject, rejected
+    pass
+
+
 def test_E1_failure_codes_follow_the_exception_class_and_the_user_can_extend_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert failure_code(AirflowTaskTimeout("late"))[0] == "TIMEOUT"
     assert failure_code(AirflowSensorTimeoutLike("late"))[0] == "TIMEOUT"  # a subclass gets its code
     assert failure_code(AirflowFailException("no"))[0] == "FAIL_NODE"
+    assert failure_code(HITLTimeoutError("no answer"))[0] == "TIMEOUT"
+    assert failure_code(HITLRejectException('Receive "Reject"'))[0] == "FAIL_NODE"
     code, cause = failure_code(ValueError("bad"))
     assert code == "ENGINE_ERROR" and cause is not None and (cause.code, cause.message) == ("ValueError", "bad")
     assert failure_code("a message") == ("ENGINE_ERROR", None) and failure_code(None) == ("ENGINE_ERROR", None)

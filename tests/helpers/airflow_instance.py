@@ -150,6 +150,39 @@ def el_defer():
 
 el_defer()
 """
+# Human in the loop, as Airflow 3.3.2's standard provider makes it: an ApprovalOperator's execute
+# writes its request (the try's Human-in-the-loop detail) and raises TaskAwaitingInput, so its task
+# runner ends with the try awaiting_input, with no trigger and no triggerer; a user's answer through
+# the REST API (the PATCH of the try's hitlDetails) makes it scheduled again with its next_method,
+# and a new task runner resumes it at execute_complete. With fail_on_reject, "Reject" fails the try
+# (HITLRejectException); the test answers one DAG run's try "Approve" and the other's "Reject".
+for _answer in ("approve", "reject"):
+    DAGS[f"el_hitl_{_answer}"] = f"""
+from datetime import datetime
+from airflow.sdk import dag
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_hitl_{_answer}():
+    ApprovalOperator(task_id="asks", subject="Go on?", fail_on_reject=True)
+
+el_hitl_{_answer}()
+"""
+# One that nobody answers: past its response_timeout the scheduler's sweep (every
+# [scheduler] trigger_timeout_check_interval, 15 s by default) resumes it with a timeout event, which its
+# execute_complete raises as HITLTimeoutError (no defaults to fall back on).
+HITL_TIMEOUT_S = 20
+DAGS["el_hitl_timeout"] = f"""
+from datetime import datetime, timedelta
+from airflow.sdk import dag
+from airflow.providers.standard.operators.hitl import HITLOperator
+
+@dag(schedule=None, start_date=datetime(2024, 1, 1), catchup=False)
+def el_hitl_timeout():
+    HITLOperator(task_id="asks", subject="Which?", options=["one", "two"], response_timeout=timedelta(seconds={HITL_TIMEOUT_S}))
+
+el_hitl_timeout()
+"""
 
 
 def _free_port() -> int:
@@ -294,6 +327,15 @@ class Airflow:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
         found = self.api("PATCH", path, {"new_state": state})
         assert found is not None, f"could not mark {dag_id}.{task_id} {state}"
+
+    def answer(self, dag_id: str, task_id: str, options: list[str]) -> dict[str, Any]:
+        """A user's answer to a try that waits for input (the API's PATCH of the try's
+        Human-in-the-loop detail): what Airflow recorded of it."""
+        run_id = urllib.parse.quote(self.runs[dag_id], safe="")
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+        found = self.api("PATCH", path, {"chosen_options": options})
+        assert found is not None, f"could not answer {dag_id}.{task_id} {options}"
+        return dict(found)
 
     def trigger(self, dag_id: str) -> str:
         found = self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
