@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from epochledger.ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
 from epochledger.ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
@@ -467,9 +468,12 @@ def _read_only_connection(path: str, *, immutable: bool = False) -> sqlite3.Conn
     """A connection that cannot write. `immutable`: the file cannot change while it is
     read (a backup copy, a read-only mount), so SQLite takes no lock and makes no -shm
     or -wal file beside it: the directory is left exactly as it was. A plain read-only
-    open of a WAL database would create them."""
+    open of a WAL database would create them. The path is percent-encoded in the URI:
+    as it was, a `#` or `?` in a file's name began the URI's fragment or query and `%41`
+    was read as `A`, so a ledger named runs#1.db was checked by opening (and making) an
+    empty `runs` beside it, and refused."""
     query = "mode=ro&immutable=1" if immutable else "mode=ro"
-    return sqlite3.connect(f"file:{path}?{query}", uri=True, isolation_level=None, check_same_thread=False)
+    return sqlite3.connect(f"file:{quote(path)}?{query}", uri=True, isolation_level=None, check_same_thread=False)
 
 
 def _require_sqlite_ledger(path: str, *, immutable: bool = False) -> None:

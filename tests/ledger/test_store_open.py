@@ -179,3 +179,22 @@ def test_store_url_forms(tmp_path, monkeypatch) -> None:
     assert open_store().url == f"sqlite:///{tmp_path}/fromenv.db"
     monkeypatch.delenv("EPOCHLEDGER_STORE")
     assert open_store().url == f"sqlite:///{tmp_path}/epochledger.db"
+
+
+@pytest.mark.parametrize("name", ["runs#1.db", "runs?v=1.db", "runs%41.db", "runs 1.db"])
+def test_L4_a_ledger_whose_name_holds_a_uri_character_opens_again_and_nothing_is_made_beside_it(
+    tmp_path: Path, name: str
+) -> None:
+    """Repro (before the fix): the file's path went into SQLite's URI as it was, so a
+    `#` or `?` in its name began the URI's fragment or query and `%41` was read as `A`:
+    the check of a ledger named runs#1.db opened (and made) an empty `runs` beside it
+    and refused the ledger it had just written as "not an epochledger store"."""
+    path = tmp_path / name
+    with open_ledger(str(path)) as lg:
+        lg.queue("r1", workflow="nightly")
+    with open_ledger(str(path), create=False) as lg:
+        assert lg.get_run("r1").workflow == "nightly"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    with read_only_backup(path, tmp_path / "backup") as copy, open_ledger(str(copy)) as lg:
+        assert lg.get_run("r1").workflow == "nightly"
+        assert sorted(p.name for p in copy.parent.iterdir()) == [name]
