@@ -18,7 +18,6 @@ from epochledger.ledger.store.base import (
     Lines,
     LogToken,
     Store,
-    library_error,
     translated,
 )
 from epochledger.ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
@@ -194,7 +193,9 @@ class SQLiteStore(Store):
         # (another writer held the lock past the busy timeout) never began writing:
         # not committed. Any other error is checked like a lost commit (_settle): on a
         # local file the answer is almost always "not committed", but it is read, not
-        # assumed.
+        # assumed. Only the driver's errors come here: the append runs on the store's
+        # own connection, never the library's (so no PersistenceError), and SQLite
+        # words a busy timeout (SQLITE_BUSY) "database is locked" alone.
         if self.read_only:
             raise ReadOnlyStore(self.url, "write")
         try:
@@ -203,10 +204,8 @@ class SQLiteStore(Store):
                 return self._transact(conn, rows)
         except sqlite3.IntegrityError:
             raise _Duplicate from None
-        except Exception as e:
-            if not (library_error(e, "PersistenceError") or isinstance(e, sqlite3.Error)):
-                raise
-            if "database is locked" in str(e) or "database is busy" in str(e):
+        except sqlite3.Error as e:
+            if "database is locked" in str(e):
                 raise LockTimeout(
                     "append", f"the write lock of {self.path}", SQLITE_BUSY_TIMEOUT, streams=list(_versions(rows))
                 ) from None
