@@ -78,7 +78,7 @@ def _started(run: str) -> Append:
 
 def _shapes(statements: list[str]) -> list[str]:
     """Each statement up to its values, in capitals (SQL's words have no case)."""
-    return [s.split(" VALUES ")[0].upper() for s in statements]
+    return [s.upper().split(" VALUES ")[0] for s in statements]
 
 
 def test_W1_an_append_is_its_few_statements_and_the_connection_is_set_up_once(tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_L5_a_batch_over_many_streams_checks_and_finds_each_of_them(tmp_path: Pa
         assert store.append(started) == list(range(802, 1603))
         assert store.append(started, resend=True) == list(range(802, 1603))
         store._reader().set_trace_callback(None)
-        lookups = [s.split(" WHERE ")[0].upper() for s in seen if s.upper().startswith("SELECT ORIGINATOR_ID")]
+        lookups = [s.upper().split(" WHERE ")[0] for s in seen if s.upper().startswith("SELECT ORIGINATOR_ID")]
         check = f"SELECT ORIGINATOR_ID, ORIGINATOR_VERSION FROM {EVENTS_TABLE}".upper()
         reread = f"SELECT ORIGINATOR_ID, ORIGINATOR_VERSION, ROWID, TOPIC, STATE FROM {EVENTS_TABLE}".upper()
         assert lookups == [check] * 3 + [check] * 3 + [reread] * 3  # 801 pairs: 400, 400 and 1 a statement
@@ -195,21 +195,29 @@ def test_W1_the_token_after_an_append_is_the_logs_next_token_only_if_nothing_els
     (then the caller reads again: rule W1 trades a read for a proof, never a guess)."""
     store = open_store(str(tmp_path / "ledger.db"))
     try:
-        store.append([_queued("a")])
+        store.append([_queued("a"), _queued("a2"), _queued("a3")])
         before = store.log_token()
         assert before is not None and store.log_token() == before
+        assert before[1] != before[2]  # the data_version and the change count are told apart below
         store.append([_queued("b")])
         after = store.token_after_append(before)
         assert after is not None and after == store.log_token() and after != before
+        assert (after[0], after[1]) == (before[0], before[1]) and after[2] > before[2]
         assert store.token_after_append(None) is None
         store.append([_queued("c")])
         store.append([_queued("d")])  # something written through this connection since `before`
         assert store.token_after_append(before) is None
         other: list[object] = []
-        thread = threading.Thread(target=lambda: other.append(store.log_token()))
+
+        def another_thread() -> None:  # a thread that never appended: no token after its append
+            token = store.log_token()
+            other.extend([token, store.token_after_append(token)])
+
+        thread = threading.Thread(target=another_thread)
         thread.start()
         thread.join()
-        assert other[0] is not None and store.token_after_append(other[0]) is None  # type: ignore[arg-type]
+        assert other[0] is not None and other[1] is None
+        assert store.token_after_append(other[0]) is None  # type: ignore[arg-type]  # another connection's
         store.append([_queued("e")])
         with pytest.raises(ConflictError):
             store.append([_queued("e")])  # refused: it did not land in one transaction
