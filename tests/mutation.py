@@ -128,6 +128,16 @@ FRESH_SUITES: dict[str, list[str]] = {
     ],
     # (the reads' law and the CLI goldens, 30 s a survivor, are in mutmut's run)
     "epochledger/replay/whatif.py": ["tests/replay/test_whatif.py", "tests/replay/test_whatif_edges.py"],
+    # The refusal of an unusable file (L4), the write path and its token (L5): 17 s a
+    # survivor; the opening's tests first, which append too, so most mutants die in 3 s
+    "epochledger/ledger/store/sqlite.py": [
+        "tests/ledger/test_store_open.py",
+        "tests/ledger/test_sqlite_write_path.py",
+        "tests/ledger/test_store_ports.py",
+        "tests/ledger/test_store_sqlite.py",
+        "tests/app/test_damaged_log.py",
+        "tests/ledger/test_races.py",
+    ],
 }
 
 

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from epochledger.ledger.errors import DiskFull, InvalidInput, LockTimeout, NoSuchStore, ReadOnlyStore, StoreError
 from epochledger.ledger.store._rows import _MAX_POS, _Duplicate, _first_line, _Row, _Unsure, _versions
@@ -17,7 +18,6 @@ from epochledger.ledger.store.base import (
     Lines,
     LogToken,
     Store,
-    library_error,
     translated,
 )
 from epochledger.ledger.store.chain import CHAIN_TABLE, GENESIS, ChainEvent, Sealed, link_rows
@@ -193,7 +193,9 @@ class SQLiteStore(Store):
         # (another writer held the lock past the busy timeout) never began writing:
         # not committed. Any other error is checked like a lost commit (_settle): on a
         # local file the answer is almost always "not committed", but it is read, not
-        # assumed.
+        # assumed. Only the driver's errors come here: the append runs on the store's
+        # own connection, never the library's (so no PersistenceError), and SQLite
+        # words a busy timeout (SQLITE_BUSY) "database is locked" alone.
         if self.read_only:
             raise ReadOnlyStore(self.url, "write")
         try:
@@ -202,10 +204,8 @@ class SQLiteStore(Store):
                 return self._transact(conn, rows)
         except sqlite3.IntegrityError:
             raise _Duplicate from None
-        except Exception as e:
-            if not (library_error(e, "PersistenceError") or isinstance(e, sqlite3.Error)):
-                raise
-            if "database is locked" in str(e) or "database is busy" in str(e):
+        except sqlite3.Error as e:
+            if "database is locked" in str(e):
                 raise LockTimeout(
                     "append", f"the write lock of {self.path}", SQLITE_BUSY_TIMEOUT, streams=list(_versions(rows))
                 ) from None
@@ -467,9 +467,12 @@ def _read_only_connection(path: str, *, immutable: bool = False) -> sqlite3.Conn
     """A connection that cannot write. `immutable`: the file cannot change while it is
     read (a backup copy, a read-only mount), so SQLite takes no lock and makes no -shm
     or -wal file beside it: the directory is left exactly as it was. A plain read-only
-    open of a WAL database would create them."""
+    open of a WAL database would create them. The path is percent-encoded in the URI:
+    as it was, a `#` or `?` in a file's name began the URI's fragment or query and `%41`
+    was read as `A`, so a ledger named runs#1.db was checked by opening (and making) an
+    empty `runs` beside it, and refused."""
     query = "mode=ro&immutable=1" if immutable else "mode=ro"
-    return sqlite3.connect(f"file:{path}?{query}", uri=True, isolation_level=None, check_same_thread=False)
+    return sqlite3.connect(f"file:{quote(path)}?{query}", uri=True, isolation_level=None, check_same_thread=False)
 
 
 def _require_sqlite_ledger(path: str, *, immutable: bool = False) -> None:
