@@ -150,3 +150,206 @@ def test_L4_a_free_form_field_exactly_at_the_nesting_bound_is_accepted(ledger: L
             )
         )
     assert str(refused.value).startswith(f"nested deeper than {MAX_NESTING} levels")
+
+
+def test_W2_codec_decode_is_built_on_first_use_and_no_other_name_is_made_up() -> None:
+    """`codec.decode` is the catalogue decoder's own method, built when first asked for
+    (rule W2); any other missing name is refused as a module refuses it, naming the
+    module and the name. Mutation caught: the AttributeError raised without its text."""
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued
+    from tests.conftest import T0
+
+    event = RunQueued(at=T0, run="q")
+    assert codec.decode(codec.checked(event)) == event
+    with pytest.raises(AttributeError) as missing:
+        codec.nothing_here  # noqa: B018  # the lookup is the test
+    assert str(missing.value) == "module 'epochledger.ledger.codec' has no attribute 'nothing_here'"
+
+
+def test_L4_check_value_refuses_each_way_naming_where_and_the_value() -> None:
+    """`check_value` (every id a caller names outside an event: a CLI flag, an
+    Idempotency-Key, a pass's item) refuses in the words of `checked`, with the value and
+    the caller's `where`, and returns the value it proved. Mutations caught: the reason,
+    the value or `where` dropped from any of its four refusals, the encoder's error not
+    passed on, the value shown cut at 81 characters, not 80."""
+    from epochledger.ledger.events import Name, Text
+
+    refusals = {
+        "\udcff": (
+            "cannot be stored: str '\\udcff' ('utf-8' codec can't encode character '\\udcff' in position 0: "
+            "surrogates not allowed) - at `$`"
+        ),
+        "a" * 201: f"str '{'a' * 79} is not valid (Expected `str` of length <= 200)",
+        None: "null is not valid (Expected `str`, got `null`)",
+        b"x": "not stored as given: bytes b'x' would be stored as str 'eA==' - at `$`",
+        "a b": "'a b' is not valid (Expected `str` with no whitespace, control or format characters, got 'a b' - at `$`)",
+    }
+    for value, message in refusals.items():
+        with pytest.raises(InvalidInput) as refused:
+            check_value(value, Name, "--run")
+        assert (refused.value.where, refused.value.message) == ("--run", message), value
+    assert check_value("nightly-1", Name, "--run") == "nightly-1"
+    assert check_value("any text at all", Text, "--reason") == "any text at all"  # a type without markers
+
+
+def test_L4_an_instant_typed_by_a_person_is_refused_saying_what_is_wrong_with_it() -> None:
+    """`instant` (every instant flag and query parameter): not an instant, no time zone,
+    out of range, each refused naming the flag and saying which; no text is no instant.
+    Mutations caught: the reason or `where` dropped from the first two refusals."""
+    from epochledger.ledger import codec
+
+    cases = {
+        "yesterday": "not an RFC 3339 instant: 'yesterday' (e.g. 2026-09-09T14:29:19Z)",
+        "2026-09-09T14:00:00": "the instant needs a time zone: '2026-09-09T14:00:00' (e.g. 2026-09-09T14:29:19Z)",
+        "1969-12-31T23:59:59Z": "out of range: '1969-12-31T23:59:59Z' (the ledger's instants are from 1970 to before 9000 UTC)",
+    }
+    for text, message in cases.items():
+        with pytest.raises(InvalidInput) as refused:
+            codec.instant(text, "--since")
+        assert (refused.value.where, refused.value.message) == ("--since", message), text
+    assert codec.instant(None, "--since") is None
+
+
+def test_L4_a_value_not_stored_as_given_inside_lists_and_objects_is_named_by_its_place() -> None:
+    """The refusal of a value that would not be stored as given, or cannot be encoded,
+    names its place inside lists and objects, past the parts that are stored as given
+    (an equal object and an equal list before it). Mutations caught: the list walk
+    skipped, or crashing (StopIteration) on a part with no difference; the object walk
+    crashing the same way; the unencodable walk not entering a list."""
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunPaused
+    from tests.conftest import T0
+
+    fenced = RunFenced(
+        at=T0,
+        run="r",
+        epoch="e",
+        refused="run.finished",
+        why="w",
+        report={"same": {"x": [1]}, "list": [1, [2]], "bad": b"x"},
+    )
+    asked = RunPaused(at=T0, run="r", kind="waiting_human", questions=["ship?", b"x"])  # type: ignore[list-item]  # the refusal under test
+    unencodable = RunPaused(at=T0, run="r", kind="waiting_human", questions=["ship?", "\udc80"])
+    expected = [
+        (fenced, "not stored as given: bytes b'x' would be stored as str 'eA==' - at `$.report['bad']`"),
+        (asked, "not stored as given: bytes b'x' would be stored as str 'eA==' - at `$.questions[1]`"),
+        (
+            unencodable,
+            "cannot be stored: str '\\udc80' ('utf-8' codec can't encode character '\\udc80' in position 0: "
+            "surrogates not allowed) - at `$.questions[1]`",
+        ),
+    ]
+    for event, message in expected:
+        with pytest.raises(InvalidInput) as refused:
+            codec.checked(event, where="line 3")
+        assert refused.value.message == message
+
+
+def test_L4_a_structure_nested_past_the_encoders_limit_is_refused_at_its_top() -> None:
+    """A cause chain too deep for the encoder to walk is refused as nested too deeply, at
+    `$`: the slow path that names an unencodable field does not look inside a structure
+    the encoder could not walk. Mutation caught: the encoder's RecursionError not passed
+    to that path (it then re-encodes the parts and names `$.cause`)."""
+    from epochledger.ledger import codec
+
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(RunFailed(at=LATEST - timedelta(days=1), run="r", code="X", resumable=True, cause=_chain(5000)))
+    assert refused.value.message == "nested too deeply - at `$`"
+
+
+def test_L4_a_free_form_field_is_measured_from_where_each_bracket_closes() -> None:
+    """The measured depth goes back up by one level at each closing bracket: a report
+    whose first member is a small object and whose second nests to one level past the
+    bound is refused. Mutations caught: a closing bracket resetting the depth to 1, or
+    taking two levels off."""
+    from epochledger.ledger import codec
+    from tests.conftest import T0
+
+    deep: Any = 1
+    for _ in range(MAX_NESTING - 1):  # the event and the report add two levels: one past the bound
+        deep = {"a": deep}
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(
+            RunFenced(at=T0, run="r", epoch="e", refused="run.finished", why="w", report={"x": {}, "y": deep})
+        )
+    assert refused.value.message == f"nested deeper than {MAX_NESTING} levels"
+    codec.checked(
+        RunFenced(at=T0, run="r", epoch="e", refused="run.finished", why="w", report={"x": {}, "y": deep["a"]})
+    )
+
+
+def test_L4_an_event_breaking_several_rules_names_its_character_rules_first() -> None:
+    """Which field a refusal names when several break the write-time rules is fixed: the
+    character rules of the plain fields (one marker, optional or not, in field order),
+    then the instants' bounds, then the structured fields (codec._checker's order). So
+    a run queued before 1970 with a bad id or workflow is refused naming the id or the
+    workflow, every time. Mutations caught: `_plain_rule` sending the plain string
+    fields, the optional ones, or every field through the structured walk."""
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued
+
+    early = datetime(1969, 12, 31, tzinfo=UTC)
+    for event, place in (
+        (RunQueued(at=early, run="a b", workflow="c d"), "$.run"),
+        (RunQueued(at=early, run="r", workflow="c d"), "$.workflow"),
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            codec.checked(event)
+        assert refused.value.message.endswith(
+            f"got 'a b' - at `{place}`".replace("'a b'", repr(getattr(event, place[2:])))
+        )
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(RunQueued(at=early, run="r"))
+    assert (
+        refused.value.message
+        == "Expected `datetime` from 1970 to before 9000 UTC, got 1969-12-31T00:00:00+00:00 - at `$.at`"
+    )
+
+
+def test_H4_L4_a_token_digest_is_64_hex_digits_not_any_printable_text() -> None:
+    """A token's digest has a character rule of its own (64 hex digits) with no fast
+    test: 64 printable characters that are not hex are refused. Mutation caught: a rule
+    without a fast test given the no-control-characters one."""
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import TokenIssued
+    from tests.conftest import T0
+
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(TokenIssued(at=T0, token="t1", role="admin", digest="g" * 64))
+    assert refused.value.message == f"Expected `str` with 64 hex digits, got {'g' * 64!r} - at `$.digest`"
+    codec.checked(TokenIssued(at=T0, token="t1", role="admin", digest="0" * 64))
+
+
+def test_L4_a_value_whose_equality_contradicts_itself_is_refused_in_plain_words() -> None:
+    """A hostile value can be unequal to its own decoding while no part of it differs (its
+    `!=` and `==` both say True): `checked` and `check_value` refuse it all the same, in
+    plain words (there is no field to name). Mutations caught: those texts changed, the
+    value left out of check_value's."""
+    from epochledger.ledger import codec
+    from epochledger.ledger.events import RunQueued
+    from tests.conftest import T0
+
+    class LyingEvent(RunQueued, frozen=True, kw_only=True):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __ne__(self, other: object) -> bool:
+            return True
+
+    class LyingCause(Cause, frozen=True, kw_only=True):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __ne__(self, other: object) -> bool:
+            return True
+
+    with pytest.raises(InvalidInput) as refused:
+        codec.checked(LyingEvent(at=T0, run="q"), where="line 2")
+    assert (refused.value.where, refused.value.message) == ("line 2", "the event does not survive its own encoding")
+    with pytest.raises(InvalidInput) as refused:
+        check_value(LyingCause(code="X"), Cause, "--cause")
+    assert (refused.value.where, refused.value.message) == (
+        "--cause",
+        "LyingCause LyingCause(code='X', message=None, cause=None) is not valid",
+    )
