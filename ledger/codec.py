@@ -312,7 +312,9 @@ def _checker(tp: Any) -> Check | None:
         hints = typing.get_type_hints(tp, include_extras=True)
         # Plain fields with one marker (`Name`, `Name | None`, `Code`; `Instant`,
         # `Instant | None`) are checked inline, the rest through their own checkers:
-        # the common case stays cheap.
+        # the common case stays cheap. So an event that breaks several rules is refused
+        # naming the first plain field's character rule, then an instant's bound, then a
+        # structured field (tests/ledger/test_codec_branches.py pins that order).
         plain: list[tuple[str, re.Pattern[str], str, int]] = []
         instants: list[tuple[str, Bounds]] = []
         nested: list[tuple[str, Check]] = []
