@@ -128,6 +128,16 @@ FRESH_SUITES: dict[str, list[str]] = {
     ],
     # (the reads' law and the CLI goldens, 30 s a survivor, are in mutmut's run)
     "epochledger/replay/whatif.py": ["tests/replay/test_whatif.py", "tests/replay/test_whatif_edges.py"],
+    # The engine's tracking (R3, T4): the fast suites first, so that a kill stops early;
+    # the rebuild-equals-incremental law (tests/projections/test_engine.py) last.
+    "epochledger/projections/engine.py": [
+        "tests/projections/test_engine_positions.py",
+        "tests/projections/test_engine_determinism.py",
+        "tests/app/test_damaged_log.py",
+        "tests/projections/test_views_registered.py",
+        "tests/projections/test_engine_read_path.py",
+        "tests/projections/test_engine.py",
+    ],
 }
 
 
