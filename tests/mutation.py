@@ -132,6 +132,7 @@ FRESH_SUITES: dict[str, list[str]] = {
     # (the rebuild-equals-incremental law, 20 s a survivor on a loaded machine, first in
     # its file: its survivors are run against it on their own, docs/mutation.md)
     "epochledger/projections/engine.py": [
+        "tests/projections/test_engine_tracking.py",
         "tests/projections/test_engine_positions.py",
         "tests/app/test_damaged_log.py",
         "tests/projections/test_views_registered.py",
