@@ -6,8 +6,11 @@ stored record, as a read that raced a disk fault heals."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
+import msgspec
 import pytest
 
 from epochledger.app import Ledger
@@ -15,7 +18,8 @@ from epochledger.ledger.errors import RunNotFound
 from epochledger.ledger.events import Recorded
 from epochledger.ledger.store import Poison
 from epochledger.projections import engine, runs, tables
-from tests.helpers.engine_helpers import corrupt
+from epochledger.replay import verify as verify_mod
+from tests.helpers.engine_helpers import corrupt, delete_row
 
 BAD = b"\x00 no longer decodes"
 
@@ -30,22 +34,20 @@ def _queued(ledger: Ledger, n: int) -> list[Recorded]:
     return records
 
 
-def _heal_on_reread(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, good: Recorded) -> list[int]:
-    """The engine's re-read of `good`'s position (one event, `read_batches(p - 1, p, 1)`)
-    answers the stored record; every other read sees the row as stored. Returns the
-    positions re-read, in order."""
+def _torn_once(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, good: Recorded) -> Counter[int]:
+    """The first read of `good`'s row sees it torn (a Poison, as stored); every later
+    read, however it is asked for, sees the record. Returns how often each position
+    was read (every read of the store's log, the engine's re-reads among them)."""
     read_batches = ledger._store.read_batches
-    reread: list[int] = []
+    reads: Counter[int] = Counter()
 
     def torn(after: int = 0, upto: int | None = None, batch: int = 500) -> Iterator[list[Recorded | Poison]]:
-        if upto is not None and upto - after == 1 and batch == 1:
-            reread.append(upto)
-            if upto == good.position:
-                return iter([[good]])
-        return read_batches(after, upto, batch)
+        for chunk in read_batches(after, upto, batch):
+            reads.update(c.position for c in chunk)
+            yield [good if c.position == good.position and reads[c.position] > 1 else c for c in chunk]
 
     monkeypatch.setattr(ledger._store, "read_batches", torn)
-    return reread
+    return reads
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
@@ -60,13 +62,129 @@ def test_T4_a_row_parked_after_a_healed_reread_carries_the_time_of_the_healed_ev
     records = _queued(ledger, 4)
     corrupt(store_url, 2, BAD)
     corrupt(store_url, 3, BAD)
-    reread = _heal_on_reread(ledger, monkeypatch, records[1])
+    reads = _torn_once(ledger, monkeypatch, records[1])
     stats = engine.rebuild(ledger._store, runs, batch=2)
     assert (stats.events, stats.parked, stats.position) == (4, 1, 4)
     parked = tables.parked(ledger._store, "runs")
     assert [(p[1], p[6]) for p in parked] == [(3, records[1].event.at.isoformat())]
-    assert reread == [2, 3, 3]  # 2 healed at its first re-read; 3 read MAX_ATTEMPTS times in all
+    # 2 healed at its first re-read; 3 read MAX_ATTEMPTS times in all, the others once
+    assert reads == {1: 1, 2: 2, 3: engine.MAX_ATTEMPTS, 4: 1}
     state, _ = engine.read_run(ledger._store, "r2", catch_up_first=False)
     assert state is not None and state.run == "r2"
     with pytest.raises(RunNotFound):
         engine.read_run(ledger._store, "r3", catch_up_first=False)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_a_healed_event_of_an_entry_not_cached_folds_onto_the_entry_in_the_table(
+    ledger: Ledger, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runs view holds `a` queued (in its table, not in a new runner's cache). The
+    batch [start a (torn once), queue b] names only `b` among its decoded records; when
+    the start heals on its re-read, `a` is loaded from the table, the start folded onto
+    it, and `a`'s row written with the batch. Mutations caught: the re-read loading the
+    entries already cached instead of the missing ones, or storing them undecoded."""
+    ledger.queue("a", workflow="wf")
+    engine.catch_up(ledger._store, runs)
+    ledger.start("a", process="w1")
+    ledger.queue("b", workflow="wf")
+    start = list(ledger._store.read_all())[1]
+    corrupt(store_url, 2, BAD)
+    reads = _torn_once(ledger, monkeypatch, start)
+    stats = engine.catch_up(ledger._store, runs)
+    assert (stats.events, stats.parked, stats.position) == (2, 0, 3)
+    assert reads == {2: 2, 3: 1}
+    assert tables.parked(ledger._store, "runs") == []
+    state, _ = engine.read_run(ledger._store, "a", catch_up_first=False)
+    assert (state.status, state.version) == ("running", 2)
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+@pytest.mark.parametrize("poison", [False, True], ids=["clean batch", "batch with poison"])
+def test_T4_an_evolve_that_raises_is_tried_max_attempts_times_in_all_and_one_that_heals_is_folded(
+    ledger: Ledger, store_url: str, monkeypatch: pytest.MonkeyPatch, poison: bool
+) -> None:
+    """r2's queue raises at every call, r3's at its first only: r2's is called
+    MAX_ATTEMPTS times and parked with the last attempt's error, r3's is folded at its
+    second call, and every other event is evolved once. In a clean batch (the fast fold,
+    `_fold_clean`) and in one with an undecodable row (the loop of `Runner.apply`).
+    Mutations caught: one attempt more or fewer, and a retry that evolves another view
+    or record than the one that raised."""
+    records = _queued(ledger, 5)
+    if poison:
+        corrupt(store_url, 5, BAD)
+    calls: Counter[int] = Counter()
+    real = runs.evolve
+
+    def flaky(view: Any, rec: Recorded) -> Any:
+        calls[rec.position] += 1
+        if rec.position == 2 or (rec.position == 3 and calls[3] == 1):
+            raise RuntimeError(f"attempt {calls[rec.position]}")
+        return real(view, rec)
+
+    monkeypatch.setattr(runs, "VIEW", msgspec.structs.replace(runs.VIEW, evolve=flaky))
+    stats = engine.rebuild(ledger._store, runs)
+    assert calls == ({1: 1, 2: engine.MAX_ATTEMPTS, 3: 2, 4: 1} | ({} if poison else {5: 1}))
+    parked = [(p[1], p[4], p[5]) for p in tables.parked(ledger._store, "runs")]
+    assert parked == [(2, f"RuntimeError: attempt {engine.MAX_ATTEMPTS}", engine.MAX_ATTEMPTS)] + (
+        [(5, parked[-1][1], engine.MAX_ATTEMPTS)] if poison else []
+    )
+    assert (stats.events, stats.parked, stats.position) == (5, 2 if poison else 1, 5)
+    state, _ = engine.read_run(ledger._store, "r3", catch_up_first=False)
+    assert (state.run, state.version) == ("r3", 1)
+    with pytest.raises(RunNotFound):
+        engine.read_run(ledger._store, "r2", catch_up_first=False)
+    assert records[2].event.run == "r3"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_R3_a_runner_runs_to_upto_in_batches_and_reports_each_against_the_head_it_is_told(ledger: Ledger) -> None:
+    """`Runner.run` is one view's pass: from its tracking position to `upto`, `batch`
+    events at a time, calling `progress(view, position reached, head)` after each batch
+    (head 0 unless told), and its Stats say where the view is. A shadow runner whose
+    shadow is gone raises ShadowGone naming its tracking key. Mutations caught: each of
+    `upto`, `progress`, `head`, `batch` not passed on, the default head 1, the Stats of
+    another runner, ShadowGone without its key."""
+    _queued(ledger, 5)
+    engine.rebuild(ledger._store, runs, upto=1)
+    seen: list[tuple[str, int, int]] = []
+    runner = engine.Runner(ledger._store, runs)
+    stats = runner.run(upto=4, progress=lambda *a: seen.append(a), head=9, batch=2)
+    assert (stats.view, stats.events, stats.position) == ("runs", 3, 4)
+    assert seen == [("runs", 3, 9), ("runs", 4, 9)]
+    seen.clear()
+    stats = runner.run(progress=lambda *a: seen.append(a))
+    assert (stats.events, stats.position, seen) == (1, 5, [("runs", 5, 0)])
+    assert tables.tracking(ledger._store, "runs") == (runs.VIEW.VERSION, 5)
+    with pytest.raises(engine.ShadowGone) as gone:
+        engine.Runner(ledger._store, runs, shadow=True).run()
+    assert gone.value.args == ("runs" + engine.SHADOW,)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_a_poison_row_removed_before_its_reread_is_parked_not_replaced_by_the_next_event(
+    ledger: Ledger, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Position 2 does not decode, and is removed (a hand edit, a bad restore) after the
+    pass read it: its re-reads find nothing at 2 and it is parked; the event after it (3)
+    is folded once, in its place in the batch, not taken for the healed 2. Mutation
+    caught: the re-read asking for the first event after 1 with no upper bound."""
+    _queued(ledger, 4)
+    corrupt(store_url, 2, BAD)
+    read_batches = ledger._store.read_batches
+
+    def removed_after_read(
+        after: int = 0, upto: int | None = None, batch: int = 500
+    ) -> Iterator[list[Recorded | Poison]]:
+        for chunk in read_batches(after, upto, batch):
+            if any(c.position == 2 for c in chunk):
+                delete_row(store_url, 2)
+            yield chunk
+
+    monkeypatch.setattr(ledger._store, "read_batches", removed_after_read)
+    stats = engine.rebuild(ledger._store, runs)
+    assert (stats.events, stats.parked, stats.position) == (4, 1, 4)
+    assert [(p[1], p[5]) for p in tables.parked(ledger._store, "runs")] == [(2, engine.MAX_ATTEMPTS)]
+    versions = {r: engine.read_run(ledger._store, r, catch_up_first=False)[0].version for r in ("r1", "r3", "r4")}
+    assert versions == {"r1": 1, "r3": 1, "r4": 1}
