@@ -131,6 +131,8 @@ def test_T4_an_evolve_that_raises_is_tried_max_attempts_times_in_all_and_one_tha
         [(5, parked[-1][1], engine.MAX_ATTEMPTS)] if poison else []
     )
     assert (stats.events, stats.parked, stats.position) == (5, 2 if poison else 1, 5)
+    # an event that decodes but that evolve refuses is stamped with its own ledger time
+    assert tables.parked(ledger._store, "runs")[0][6] == records[1].event.at.isoformat()
     state, _ = engine.read_run(ledger._store, "r3", catch_up_first=False)
     assert (state.run, state.version) == ("r3", 1)
     with pytest.raises(RunNotFound):
@@ -188,3 +190,29 @@ def test_T4_a_poison_row_removed_before_its_reread_is_parked_not_replaced_by_the
     assert [(p[1], p[5]) for p in tables.parked(ledger._store, "runs")] == [(2, engine.MAX_ATTEMPTS)]
     versions = {r: engine.read_run(ledger._store, r, catch_up_first=False)[0].version for r in ("r1", "r3", "r4")}
     assert versions == {"r1": 1, "r3": 1, "r4": 1}
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+@pytest.mark.parametrize("view", ["spans", "epochs"])
+def test_T4_a_poison_first_in_its_batch_carries_the_time_of_the_last_event_of_the_batch_before(
+    ledger: Ledger, store_url: str, view: str
+) -> None:
+    """Batches of three: [boot, queue a, queue b], then [4 (undecodable), queue d]. The
+    poison is parked with the time of queue b, the last event of the batch before,
+    whether the view folds every event (spans: no TYPES) or only the boot (epochs: the
+    rest of the batch is other views' events). Mutations caught: the last record of a
+    clean batch forgotten or taken from another place than its end, and a typed view
+    keeping the last event it folded rather than the batch's last."""
+    from epochledger.projections import registry
+
+    module = next(v for v in registry.VIEWS if engine.spec(v).NAME == view)
+    ledger.boot("w", epoch="e1")
+    for run in ("a", "b", "c", "d"):
+        ledger.clock.advance(1)  # type: ignore[attr-defined]
+        ledger.queue(run, workflow="wf")
+    records = list(ledger._store.read_all())
+    corrupt(store_url, 4, BAD)
+    stats = engine.rebuild(ledger._store, module, batch=3)
+    assert (stats.events, stats.parked, stats.position) == (5, 1, 5)
+    parked = tables.parked(ledger._store, view)
+    assert [(p[1], p[6]) for p in parked] == [(4, records[2].event.at.isoformat())]
