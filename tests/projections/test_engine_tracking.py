@@ -34,17 +34,18 @@ def _queued(ledger: Ledger, n: int) -> list[Recorded]:
     return records
 
 
-def _torn_once(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, good: Recorded) -> Counter[int]:
-    """The first read of `good`'s row sees it torn (a Poison, as stored); every later
-    read, however it is asked for, sees the record. Returns how often each position
-    was read (every read of the store's log, the engine's re-reads among them)."""
+def _torn_once(ledger: Ledger, monkeypatch: pytest.MonkeyPatch, *good: Recorded) -> Counter[int]:
+    """The first read of each `good` record's row sees it torn (a Poison, as stored);
+    every later read, however it is asked for, sees the record. Returns how often each
+    position was read (every read of the store's log, the engine's re-reads among them)."""
     read_batches = ledger._store.read_batches
+    healed = {g.position: g for g in good}
     reads: Counter[int] = Counter()
 
     def torn(after: int = 0, upto: int | None = None, batch: int = 500) -> Iterator[list[Recorded | Poison]]:
         for chunk in read_batches(after, upto, batch):
             reads.update(c.position for c in chunk)
-            yield [good if c.position == good.position and reads[c.position] > 1 else c for c in chunk]
+            yield [healed[c.position] if c.position in healed and reads[c.position] > 1 else c for c in chunk]
 
     monkeypatch.setattr(ledger._store, "read_batches", torn)
     return reads
@@ -55,20 +56,23 @@ def test_T4_a_row_parked_after_a_healed_reread_carries_the_time_of_the_healed_ev
     ledger: Ledger, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Batches of two: [1, 2] where 2 does not decode and heals on its re-read, then
-    [3, 4] where 3 stays bad. 3 is parked with the ledger time of the last event before
-    it, 2 (healed), not 1: the record kept from the first batch is later than the last
-    one the batch decoded. Mutation caught: `_latest` returning the batch's last decoded
-    record (1) whatever the record kept."""
+    [3, 4] where 3 stays bad and 4 heals too. 3 is parked with the ledger time of the
+    last event before it, 2 (healed), not 1: the record kept from the first batch is
+    later than the last one the batch decoded. Mutations caught: `_latest` returning the
+    batch's last decoded record (1) whatever the record kept; the healed keys' set not
+    made anew after a batch (the second heal fails)."""
     records = _queued(ledger, 4)
-    corrupt(store_url, 2, BAD)
-    corrupt(store_url, 3, BAD)
-    reads = _torn_once(ledger, monkeypatch, records[1])
+    for p in (2, 3, 4):
+        corrupt(store_url, p, BAD)
+    reads = _torn_once(ledger, monkeypatch, records[1], records[3])
     stats = engine.rebuild(ledger._store, runs, batch=2)
     assert (stats.events, stats.parked, stats.position) == (4, 1, 4)
     parked = tables.parked(ledger._store, "runs")
     assert [(p[1], p[6]) for p in parked] == [(3, records[1].event.at.isoformat())]
-    # 2 healed at its first re-read; 3 read MAX_ATTEMPTS times in all, the others once
-    assert reads == {1: 1, 2: 2, 3: engine.MAX_ATTEMPTS, 4: 1}
+    # 2 and 4 healed at their first re-read; 3 read MAX_ATTEMPTS times in all, 1 once
+    assert reads == {1: 1, 2: 2, 3: engine.MAX_ATTEMPTS, 4: 2}
+    state, _ = engine.read_run(ledger._store, "r4", catch_up_first=False)
+    assert state is not None and state.run == "r4"
     state, _ = engine.read_run(ledger._store, "r2", catch_up_first=False)
     assert state is not None and state.run == "r2"
     with pytest.raises(RunNotFound):
@@ -147,7 +151,8 @@ def test_R3_a_runner_runs_to_upto_in_batches_and_reports_each_against_the_head_i
     (head 0 unless told), and its Stats say where the view is. A shadow runner whose
     shadow is gone raises ShadowGone naming its tracking key. Mutations caught: each of
     `upto`, `progress`, `head`, `batch` not passed on, the default head 1, the Stats of
-    another runner, ShadowGone without its key."""
+    another runner, ShadowGone without its key, a batch committed without the view's
+    kept counts (rule H9's fleet counts)."""
     _queued(ledger, 5)
     engine.rebuild(ledger._store, runs, upto=1)
     seen: list[tuple[str, int, int]] = []
@@ -159,6 +164,9 @@ def test_R3_a_runner_runs_to_upto_in_batches_and_reports_each_against_the_head_i
     stats = runner.run(progress=lambda *a: seen.append(a))
     assert (stats.events, stats.position, seen) == (1, 5, [("runs", 5, 0)])
     assert tables.tracking(ledger._store, "runs") == (runs.VIEW.VERSION, 5)
+    kept = engine.read_fleet_counts(ledger._store, catch_up_first=False)[0]  # moved by each batch's commit
+    engine.rebuild(ledger._store, runs)  # the swap counts the table afresh
+    assert kept == engine.read_fleet_counts(ledger._store, catch_up_first=False)[0] != []
     with pytest.raises(engine.ShadowGone) as gone:
         engine.Runner(ledger._store, runs, shadow=True).run()
     assert gone.value.args == ("runs" + engine.SHADOW,)
@@ -197,22 +205,23 @@ def test_T4_a_poison_row_removed_before_its_reread_is_parked_not_replaced_by_the
 def test_T4_a_poison_first_in_its_batch_carries_the_time_of_the_last_event_of_the_batch_before(
     ledger: Ledger, store_url: str, view: str
 ) -> None:
-    """Batches of three: [boot, queue a, queue b], then [4 (undecodable), queue d]. The
+    """Batches of three: [boot, queue a, queue b], then [4 (undecodable), ...]. The
     poison is parked with the time of queue b, the last event of the batch before,
     whether the view folds every event (spans: no TYPES) or only the boot (epochs: the
     rest of the batch is other views' events). Mutations caught: the last record of a
     clean batch forgotten or taken from another place than its end, and a typed view
-    keeping the last event it folded rather than the batch's last."""
+    keeping the last event it folded rather than the batch's last; the parked count or
+    the position of a pass taken from its last batch alone."""
     from epochledger.projections import registry
 
     module = next(v for v in registry.VIEWS if engine.spec(v).NAME == view)
     ledger.boot("w", epoch="e1")
-    for run in ("a", "b", "c", "d"):
+    for run in ("a", "b", "c", "d", "e", "f"):
         ledger.clock.advance(1)  # type: ignore[attr-defined]
         ledger.queue(run, workflow="wf")
     records = list(ledger._store.read_all())
     corrupt(store_url, 4, BAD)
-    stats = engine.rebuild(ledger._store, module, batch=3)
-    assert (stats.events, stats.parked, stats.position) == (5, 1, 5)
+    stats = engine.rebuild(ledger._store, module, batch=3)  # [1, 2, 3], [4, 5, 6], [7]: the last parks none
+    assert (stats.events, stats.parked, stats.position) == (7, 1, 7)
     parked = tables.parked(ledger._store, view)
     assert [(p[1], p[6]) for p in parked] == [(4, records[2].event.at.isoformat())]
