@@ -148,18 +148,25 @@ def test_T4_an_evolve_that_raises_is_tried_max_attempts_times_in_all_and_one_tha
 def test_R3_a_runner_runs_to_upto_in_batches_and_reports_each_against_the_head_it_is_told(ledger: Ledger) -> None:
     """`Runner.run` is one view's pass: from its tracking position to `upto`, `batch`
     events at a time, calling `progress(view, position reached, head)` after each batch
-    (head 0 unless told), and its Stats say where the view is. A shadow runner whose
-    shadow is gone raises ShadowGone naming its tracking key. Mutations caught: each of
-    `upto`, `progress`, `head`, `batch` not passed on, the default head 1, the Stats of
-    another runner, ShadowGone without its key, a batch committed without the view's
-    kept counts (rule H9's fleet counts)."""
-    _queued(ledger, 5)
+    (head 0 unless told), and its Stats say where the view is. r1 is in the table at
+    position 1 and its start (2) is in the first batch: it is looked up there. A shadow
+    runner whose shadow is gone raises ShadowGone naming its tracking key. Mutations
+    caught: each of `upto`, `progress`, `head`, `batch` not passed on, the default head 1
+    (of `run` and of `run_together`), the Stats of another runner, ShadowGone without its
+    key, a batch committed without the view's kept counts (rule H9's fleet counts), a
+    view at position 1 taken for one rebuilt from zero (its entries not looked up)."""
+    ledger.queue("r1", workflow="wf")
+    ledger.start("r1", process="w1")
+    for run in ("r2", "r3", "r4"):
+        ledger.queue(run, workflow="wf")
     engine.rebuild(ledger._store, runs, upto=1)
     seen: list[tuple[str, int, int]] = []
     runner = engine.Runner(ledger._store, runs)
     stats = runner.run(upto=4, progress=lambda *a: seen.append(a), head=9, batch=2)
-    assert (stats.view, stats.events, stats.position) == ("runs", 3, 4)
+    assert (stats.view, stats.events, stats.parked, stats.position) == ("runs", 3, 0, 4)
     assert seen == [("runs", 3, 9), ("runs", 4, 9)]
+    state, _ = engine.read_run(ledger._store, "r1", catch_up_first=False)
+    assert (state.status, state.version) == ("running", 2)
     seen.clear()
     stats = runner.run(progress=lambda *a: seen.append(a))
     assert (stats.events, stats.position, seen) == (1, 5, [("runs", 5, 0)])
@@ -167,9 +174,15 @@ def test_R3_a_runner_runs_to_upto_in_batches_and_reports_each_against_the_head_i
     kept = engine.read_fleet_counts(ledger._store, catch_up_first=False)[0]  # moved by each batch's commit
     engine.rebuild(ledger._store, runs)  # the swap counts the table afresh
     assert kept == engine.read_fleet_counts(ledger._store, catch_up_first=False)[0] != []
-    with pytest.raises(engine.ShadowGone) as gone:
-        engine.Runner(ledger._store, runs, shadow=True).run()
-    assert gone.value.args == ("runs" + engine.SHADOW,)
+    ledger.queue("r5", workflow="wf")
+    seen.clear()
+    together, gone = engine.run_together([engine.Runner(ledger._store, runs)], progress=lambda *a: seen.append(a))
+    assert (gone, [(s.events, s.position) for s in together], seen) == (set(), [(1, 6)], [("runs", 6, 0)])
+    shadow = engine.Runner(ledger._store, runs, shadow=True)
+    for call in (shadow.load, shadow.run):
+        with pytest.raises(engine.ShadowGone) as lost:
+            call()
+        assert lost.value.args == ("runs" + engine.SHADOW,)
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
