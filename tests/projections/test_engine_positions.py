@@ -7,7 +7,7 @@ tests only a two-thread race (tests/projections/test_engine.py) or the PostgreSQ
 from __future__ import annotations
 
 from epochledger.app import Ledger
-from epochledger.projections import engine, epochs, runs
+from epochledger.projections import engine, epochs, runs, tables
 from epochledger.replay import verify as verify_mod
 
 
@@ -27,15 +27,17 @@ def _version_of(ledger: Ledger, run: str) -> int:
 
 
 def test_R3_a_shared_pass_applies_each_view_only_the_events_past_its_own_position(ledger: Ledger) -> None:
-    """runs at position 3, epochs at 1 or 2: the pass starts at the lower one, and the
-    runs view must not be handed event 3 again (its checkpoint would count twice).
-    Mutations caught: `c.position >= r.position` for `>` when the chunk is cut at a
-    runner's position, and `<=` for `<` in the test that hands a runner the whole chunk."""
+    """runs at position 3, epochs at 1 or 2 (and runs at 2, epochs at 1): the pass starts
+    at the lower one, and the runs view must not be handed its last event again (its
+    checkpoint would count twice). Mutations caught: `c.position >= r.position` for `>`
+    when the chunk is cut at a runner's position, and `<=` for `<` in the test that
+    hands a runner the whole chunk, or that test made against the chunk's second event
+    (runs at 2: the chunk's first event is its own)."""
     _four_events(ledger)
-    for epochs_at in (1, 2):
-        engine.rebuild(ledger._store, runs, upto=3)
+    for runs_at, epochs_at in ((3, 1), (3, 2), (2, 1)):
+        engine.rebuild(ledger._store, runs, upto=runs_at)
         engine.rebuild(ledger._store, epochs, upto=epochs_at)
-        assert _version_of(ledger, "a") == 2
+        assert _version_of(ledger, "a") == runs_at - 1
         stats = engine.catch_up_all(ledger._store, [runs, epochs])
         assert [(s.view, s.position) for s in stats] == [("runs", 4), ("epochs", 4)]
         assert _version_of(ledger, "a") == 3
@@ -82,6 +84,35 @@ def test_R3_a_runner_put_behind_the_pass_by_a_swap_reads_the_events_it_missed(le
     assert swapped and gone == set()
     assert stats[0].position == head
     assert _version_of(ledger, "a") == 3
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
+
+
+def test_R3_a_runner_put_back_one_event_behind_the_pass_reads_from_there_up_to_the_pass_bound(
+    ledger: Ledger,
+) -> None:
+    """Batches of three, bounded at 8: after the first batch ([2, 3, 4]) a rebuild swaps
+    the view in at 3, one event behind the pass. The refused runner reloads 3 and must
+    read 4 before the next batch, and never past the pass's `upto`. Mutations caught:
+    the pass's read-up-to mark taken from another event of the batch than its last (the
+    runner at 3 is then not seen as behind, and 4 is lost), and the catch-up read of a
+    runner behind the pass unbounded (it runs to the log's head, past `upto`)."""
+    _four_events(ledger)
+    for n in range(2, 7):
+        ledger.queue(f"b{n}", workflow="wf")
+    assert ledger._store.max_position() == 9
+    engine.rebuild(ledger._store, runs, upto=1)
+    swapped: list[int] = []
+
+    def progress(view: str, position: int, _head: int) -> None:
+        if not swapped:  # the pass is at 4: put the view back at 3
+            engine.rebuild(ledger._store, runs, upto=3)
+            swapped.append(position)
+
+    stats, gone = engine.run_together([engine.Runner(ledger._store, runs)], upto=8, progress=progress, batch=3)
+    assert (swapped, gone) == ([4], set())
+    assert stats[0].position == 8 == tables.tracking(ledger._store, "runs")[1]
+    assert _version_of(ledger, "a") == 3
+    engine.catch_up(ledger._store, runs)
     assert verify_mod.verify_view(ledger._store, runs).difference is None
 
 
