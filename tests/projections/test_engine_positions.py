@@ -6,6 +6,8 @@ tests only a two-thread race (tests/projections/test_engine.py) or the PostgreSQ
 
 from __future__ import annotations
 
+import pytest
+
 from epochledger.app import Ledger
 from epochledger.projections import engine, epochs, runs, tables
 from epochledger.replay import verify as verify_mod
@@ -155,3 +157,42 @@ def test_W2_R3_a_catch_up_of_views_at_the_head_makes_no_runner_and_reads_no_even
     assert [(s.view, s.position) for s in stats] == [("runs", 5), ("epochs", 5)]
     assert (made, read) == (["runs", "epochs"], [4])
     assert _version_of(ledger, "a") == 4
+
+
+@pytest.mark.parametrize("via", ["rebuild_all", "run_together"])
+def test_R3_a_rebuild_whose_shadow_is_swapped_in_by_another_leaves_the_other_views_of_its_pass_going(
+    ledger: Ledger, via: str
+) -> None:
+    """runs and epochs rebuilt in one pass, batches of two; before the last batch another
+    rebuild of runs (a second replica's) finishes the shared shadow and swaps it in. The
+    pass's runs runner finds its shadow gone and drops out, named in the set the pass
+    returns; epochs still gets the last batch, and both views end at the head.
+    Mutations caught: `break` for `continue` after a runner drops out (the runners after
+    it miss that batch), and the set naming None for the view that dropped out."""
+    _four_events(ledger)
+    for n in range(2, 7):
+        ledger.queue(f"b{n}", workflow="wf")
+    head = ledger._store.max_position()
+    assert head == 9
+    raced: list[int] = []
+
+    def progress(view: str, position: int, _head: int) -> None:
+        if view == "epochs" and position == 8 and not raced:
+            raced.append(engine.rebuild(ledger._store, runs).position)
+
+    if via == "rebuild_all":
+        stats = engine.rebuild_all(ledger._store, [runs, epochs], progress=progress, batch=2)
+        assert [(s.view, s.position) for s in stats] == [("runs", head), ("epochs", head)]
+        assert [tables.tracking(ledger._store, v.NAME)[1] for v in (runs, epochs)] == [head, head]
+        for v in (runs, epochs):
+            assert verify_mod.verify_view(ledger._store, v).difference is None
+    else:
+        for v in (runs, epochs):
+            key = v.NAME + engine.SHADOW
+            tables.reset_view(ledger._store, key, engine.table_of(key), engine.column_spec(v), v.VIEW.VERSION)
+        shadows = [engine.Runner(ledger._store, v, shadow=True) for v in (runs, epochs)]
+        stats, gone = engine.run_together(shadows, progress=progress, batch=2)
+        assert gone == {"runs"}
+        assert (stats[1].view, stats[1].position) == ("epochs", head)
+        assert tables.tracking(ledger._store, "epochs" + engine.SHADOW)[1] == head
+    assert raced == [head]

@@ -183,6 +183,7 @@ def test_R3_a_runner_runs_to_upto_in_batches_and_reports_each_against_the_head_i
         with pytest.raises(engine.ShadowGone) as lost:
             call()
         assert lost.value.args == ("runs" + engine.SHADOW,)
+    assert engine.run_together([shadow])[1] == {"runs"}  # the pass names the view that dropped out
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
