@@ -239,3 +239,34 @@ def test_T4_a_poison_first_in_its_batch_carries_the_time_of_the_last_event_of_th
     assert (stats.events, stats.parked, stats.position) == (7, 1, 7)
     parked = tables.parked(ledger._store, view)
     assert [(p[1], p[6]) for p in parked] == [(4, records[2].event.at.isoformat())]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_R3_rebuild_and_catch_up_pass_their_bound_batch_and_progress_on_and_behind_counts_from_the_view(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rebuild` and `catch_up` are one view's `rebuild_all` and `catch_up_all`: each
+    reads up to `upto`, `batch` events at a time, and tells `progress` after each batch.
+    `behind` is the log's head less the view's position: the whole log when the view was
+    never built or is of another VERSION. Mutations caught: `upto`, `batch` or `progress`
+    not passed on, another view's Stats, `behind` counting from 1 for a view not built,
+    or reading the position of a view of another VERSION."""
+    _queued(ledger, 7)
+    store = ledger._store
+    assert engine.behind(store, runs) == 7 and not engine.is_current(store, runs)
+    seen: list[tuple[str, int, int]] = []
+    stats = engine.rebuild(store, runs, upto=4, batch=3, progress=lambda *a: seen.append(a))
+    assert (stats.view, stats.events, stats.position, stats.rebuilt) == ("runs", 4, 4, True)
+    assert seen == [("runs", 3, 4), ("runs", 4, 4)]
+    assert engine.behind(store, runs) == 3 and engine.is_current(store, runs)
+    assert engine.status(store, runs) == (runs.VIEW.VERSION, 4)
+    seen.clear()
+    stats = engine.catch_up(store, runs, upto=6, batch=1, progress=lambda *a: seen.append(a))
+    assert (stats.view, stats.events, stats.position, stats.rebuilt) == ("runs", 2, 6, False)
+    assert seen == [("runs", 5, 7), ("runs", 6, 7)]
+    seen.clear()
+    stats = engine.catch_up(store, runs, batch=1, progress=lambda *a: seen.append(a))
+    assert (stats.events, stats.position, seen) == (1, 7, [("runs", 7, 7)])
+    assert engine.behind(store, runs) == 0
+    monkeypatch.setattr(runs, "VIEW", msgspec.structs.replace(runs.VIEW, VERSION=runs.VIEW.VERSION + 1))
+    assert engine.behind(store, runs) == 7 and not engine.is_current(store, runs)
