@@ -172,6 +172,9 @@ class Runner:
         self.position = tracking[1]
         self.view = self.module.initial()
         self.flushed = {}
+        # The last record seen was folded from another position (a refused batch): kept,
+        # a poison applied again from here would carry the time of an event after it (T4).
+        self._last = None
         # From an empty table (a rebuild from zero) a key that is neither cached nor
         # evicted is known to be new: no need to look it up. Otherwise, look up.
         self.evicted: set[str] | None = set() if self.keyed and self.position == 0 else None

@@ -270,3 +270,30 @@ def test_R3_rebuild_and_catch_up_pass_their_bound_batch_and_progress_on_and_behi
     assert engine.behind(store, runs) == 0
     monkeypatch.setattr(runs, "VIEW", msgspec.structs.replace(runs.VIEW, VERSION=runs.VIEW.VERSION + 1))
     assert engine.behind(store, runs) == 7 and not engine.is_current(store, runs)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_T4_R3_a_poison_parked_again_after_a_lost_race_is_never_stamped_with_a_later_events_time(
+    ledger: Ledger, store_url: str
+) -> None:
+    """Batches of three, 6 undecodable. After the first batch a rebuild swaps the view in
+    at 5; the runner's batch [5, 6, 7] is refused (its compare-and-set on 4), it reloads
+    5 and applies [6, 7] again. 6 is never stamped with the time of 7, an event after it
+    (the last record of the refused batch, which the runner kept across the reload before
+    `load` forgot it): the part applied again holds no event before 6, so its time is not
+    known there (None), as for a poison first in a runner's first batch."""
+    records = _queued(ledger, 9)
+    corrupt(store_url, 6, BAD)
+    engine.rebuild(ledger._store, runs, upto=1)
+    swapped: list[int] = []
+
+    def progress(view: str, position: int, _head: int) -> None:
+        if not swapped:  # the pass is at 4: put the view at 5, ahead of it
+            engine.rebuild(ledger._store, runs, upto=5)
+            swapped.append(position)
+
+    stats, _ = engine.run_together([engine.Runner(ledger._store, runs)], progress=progress, batch=3)
+    assert swapped == [4] and stats[0].position == 9
+    parked = tables.parked(ledger._store, "runs")
+    assert [(p[1], p[6]) for p in parked] == [(6, None)]
+    assert records[6].event.at > records[4].event.at  # the two times the stamp could have been
