@@ -18,6 +18,7 @@ from epochledger.ledger.errors import RunNotFound
 from epochledger.ledger.events import Recorded
 from epochledger.ledger.store import Poison
 from epochledger.projections import engine, runs, tables
+from epochledger.projections.view import ViewSpec
 from epochledger.replay import verify as verify_mod
 from tests.helpers.engine_helpers import corrupt, delete_row
 
@@ -297,3 +298,39 @@ def test_T4_R3_a_poison_parked_again_after_a_lost_race_is_never_stamped_with_a_l
     parked = tables.parked(ledger._store, "runs")
     assert [(p[1], p[6]) for p in parked] == [(6, None)]
     assert records[6].event.at > records[4].event.at  # the two times the stamp could have been
+
+
+def _open_runs(view: dict[str, str], rec: Recorded) -> dict[str, str]:
+    """A view with no `keys`, stored entry by entry: the runs not yet finished, by status."""
+    from epochledger.ledger.events import RunEventBase, RunFinished
+
+    event = rec.event
+    if isinstance(event, RunFinished):
+        return {k: v for k, v in view.items() if k != event.run}
+    if isinstance(event, RunEventBase):
+        return {**view, event.run: str(event.status)}
+    return view
+
+
+OPEN_RUNS = ViewSpec(NAME="test_open_runs", VERSION=1, initial=dict, evolve=_open_runs, STATE=str)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)  # the engine's bookkeeping, not the backend's
+def test_R3_a_view_without_keys_deletes_the_row_of_an_entry_its_evolve_removed(ledger: Ledger) -> None:
+    """A view stored entry by entry but with no `keys` (the engine diffs its whole state
+    against what it flushed): a run that finishes leaves the view, and its row leaves
+    the table with the batch that removed it; the rows stay the view's. Mutations
+    caught: the rows to delete taken from the entries still there, or named None."""
+    store = ledger._store
+    for run in ("a", "b"):
+        ledger.queue(run, workflow="wf")
+    engine.catch_up(store, OPEN_RUNS)
+    table = engine.table_of(OPEN_RUNS.NAME)
+    assert [k for k, _ in tables.view_rows(store, OPEN_RUNS.NAME, table, [])[1]] == ["a", "b"]
+    ledger.start("a", process="w1")
+    ledger.finish("a")
+    ledger.start("b", process="w1")
+    engine.catch_up(store, OPEN_RUNS, batch=1)
+    rows = tables.view_rows(store, OPEN_RUNS.NAME, table, [])[1]
+    assert [(k, msgspec.json.decode(state)) for k, state in rows] == [("b", "running")]
+    assert verify_mod.verify_view(store, OPEN_RUNS).difference is None
