@@ -16,8 +16,9 @@ reloads from the table.
 
 Poison (T4): an event that does not decode, or whose evolve raises, is tried
 MAX_ATTEMPTS times, then parked in `epochledger_parked` with its position, stream,
-tag, error and the ledger time of the last event before it (not the wall clock: the
-engine stays deterministic); the tracking position moves past it. `rebuild` starts
+tag, error and a ledger time (not the wall clock: the engine stays deterministic): an
+event whose evolve raises, its own; a row that does not decode, whose own time cannot be
+read, the last event's before it. The tracking position moves past it. `rebuild` starts
 from zero and so retries every parked event; the swap replaces the view's parked list.
 
 Rebuild: from position zero into `view_<NAME>__rebuild` (tracked as `<NAME>__rebuild`),
@@ -172,6 +173,9 @@ class Runner:
         self.position = tracking[1]
         self.view = self.module.initial()
         self.flushed = {}
+        # The last record seen was folded from another position (a refused batch): kept,
+        # a poison applied again from here would carry the time of an event after it (T4).
+        self._last = None
         # From an empty table (a rebuild from zero) a key that is neither cached nor
         # evicted is known to be new: no need to look it up. Otherwise, look up.
         self.evicted: set[str] | None = set() if self.keyed and self.position == 0 else None
@@ -197,8 +201,8 @@ class Runner:
     ) -> None:
         """Fold `chunk` into the view and commit it with the new tracking position.
         `full`: the batch of the log `chunk` was taken from when it holds only this
-        view's TYPES (run_together); the tracking position moves to its end, and a
-        parked row's ledger time is still the last event before it in the log."""
+        view's TYPES (run_together); the tracking position moves to its end, and an
+        undecodable row's ledger time is still the last event's before it in the log."""
         module, view = self.module, self.view
         evolve = module.evolve
         parked: list[tuple[Any, ...]] = []

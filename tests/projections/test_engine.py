@@ -555,8 +555,8 @@ def test_T4_an_evolve_that_raises_in_a_clean_batch_parks_that_event_and_folds_th
     ledger, store_url, monkeypatch
 ) -> None:
     """A batch with no poison is folded by the engine's fast loop (Runner._fold_clean);
-    an evolve that raises there (a bug in a view) is retried, parked with the ledger time
-    of the event before it, and the fold goes on with the next event of the batch: the
+    an evolve that raises there (a bug in a view) is retried, parked with its own ledger
+    time, and the fold goes on with the next event of the batch: the
     same rows as a fold that skips exactly those events. Mutation: resume the loop at
     the raising event (or at the batch's start) and the rows or the parked list differ."""
     bulk_history(ledger, 30)

@@ -6,8 +6,10 @@ tests only a two-thread race (tests/projections/test_engine.py) or the PostgreSQ
 
 from __future__ import annotations
 
+import pytest
+
 from epochledger.app import Ledger
-from epochledger.projections import engine, epochs, runs
+from epochledger.projections import engine, epochs, runs, tables
 from epochledger.replay import verify as verify_mod
 
 
@@ -27,15 +29,17 @@ def _version_of(ledger: Ledger, run: str) -> int:
 
 
 def test_R3_a_shared_pass_applies_each_view_only_the_events_past_its_own_position(ledger: Ledger) -> None:
-    """runs at position 3, epochs at 1 or 2: the pass starts at the lower one, and the
-    runs view must not be handed event 3 again (its checkpoint would count twice).
-    Mutations caught: `c.position >= r.position` for `>` when the chunk is cut at a
-    runner's position, and `<=` for `<` in the test that hands a runner the whole chunk."""
+    """runs at position 3, epochs at 1 or 2 (and runs at 2, epochs at 1): the pass starts
+    at the lower one, and the runs view must not be handed its last event again (its
+    checkpoint would count twice). Mutations caught: `c.position >= r.position` for `>`
+    when the chunk is cut at a runner's position, and `<=` for `<` in the test that
+    hands a runner the whole chunk, or that test made against the chunk's second event
+    (runs at 2: the chunk's first event is its own)."""
     _four_events(ledger)
-    for epochs_at in (1, 2):
-        engine.rebuild(ledger._store, runs, upto=3)
+    for runs_at, epochs_at in ((3, 1), (3, 2), (2, 1)):
+        engine.rebuild(ledger._store, runs, upto=runs_at)
         engine.rebuild(ledger._store, epochs, upto=epochs_at)
-        assert _version_of(ledger, "a") == 2
+        assert _version_of(ledger, "a") == runs_at - 1
         stats = engine.catch_up_all(ledger._store, [runs, epochs])
         assert [(s.view, s.position) for s in stats] == [("runs", 4), ("epochs", 4)]
         assert _version_of(ledger, "a") == 3
@@ -85,6 +89,35 @@ def test_R3_a_runner_put_behind_the_pass_by_a_swap_reads_the_events_it_missed(le
     assert verify_mod.verify_view(ledger._store, runs).difference is None
 
 
+def test_R3_a_runner_put_back_one_event_behind_the_pass_reads_from_there_up_to_the_pass_bound(
+    ledger: Ledger,
+) -> None:
+    """Batches of three, bounded at 8: after the first batch ([2, 3, 4]) a rebuild swaps
+    the view in at 3, one event behind the pass. The refused runner reloads 3 and must
+    read 4 before the next batch, and never past the pass's `upto`. Mutations caught:
+    the pass's read-up-to mark taken from another event of the batch than its last (the
+    runner at 3 is then not seen as behind, and 4 is lost), and the catch-up read of a
+    runner behind the pass unbounded (it runs to the log's head, past `upto`)."""
+    _four_events(ledger)
+    for n in range(2, 7):
+        ledger.queue(f"b{n}", workflow="wf")
+    assert ledger._store.max_position() == 9
+    engine.rebuild(ledger._store, runs, upto=1)
+    swapped: list[int] = []
+
+    def progress(view: str, position: int, _head: int) -> None:
+        if not swapped:  # the pass is at 4: put the view back at 3
+            engine.rebuild(ledger._store, runs, upto=3)
+            swapped.append(position)
+
+    stats, gone = engine.run_together([engine.Runner(ledger._store, runs)], upto=8, progress=progress, batch=3)
+    assert (swapped, gone) == ([4], set())
+    assert stats[0].position == 8 == tables.tracking(ledger._store, "runs")[1]
+    assert _version_of(ledger, "a") == 3
+    engine.catch_up(ledger._store, runs)
+    assert verify_mod.verify_view(ledger._store, runs).difference is None
+
+
 def test_W2_R3_a_catch_up_of_views_at_the_head_makes_no_runner_and_reads_no_event(ledger: Ledger, monkeypatch) -> None:
     """Views whose tracking positions are at the log's head have nothing to apply: the
     catch-up makes no runner and reads no event, and says what the pass would have said
@@ -124,3 +157,42 @@ def test_W2_R3_a_catch_up_of_views_at_the_head_makes_no_runner_and_reads_no_even
     assert [(s.view, s.position) for s in stats] == [("runs", 5), ("epochs", 5)]
     assert (made, read) == (["runs", "epochs"], [4])
     assert _version_of(ledger, "a") == 4
+
+
+@pytest.mark.parametrize("via", ["rebuild_all", "run_together"])
+def test_R3_a_rebuild_whose_shadow_is_swapped_in_by_another_leaves_the_other_views_of_its_pass_going(
+    ledger: Ledger, via: str
+) -> None:
+    """runs and epochs rebuilt in one pass, batches of two; before the last batch another
+    rebuild of runs (a second replica's) finishes the shared shadow and swaps it in. The
+    pass's runs runner finds its shadow gone and drops out, named in the set the pass
+    returns; epochs still gets the last batch, and both views end at the head.
+    Mutations caught: `break` for `continue` after a runner drops out (the runners after
+    it miss that batch), and the set naming None for the view that dropped out."""
+    _four_events(ledger)
+    for n in range(2, 7):
+        ledger.queue(f"b{n}", workflow="wf")
+    head = ledger._store.max_position()
+    assert head == 9
+    raced: list[int] = []
+
+    def progress(view: str, position: int, _head: int) -> None:
+        if view == "epochs" and position == 8 and not raced:
+            raced.append(engine.rebuild(ledger._store, runs).position)
+
+    if via == "rebuild_all":
+        stats = engine.rebuild_all(ledger._store, [runs, epochs], progress=progress, batch=2)
+        assert [(s.view, s.position) for s in stats] == [("runs", head), ("epochs", head)]
+        assert [tables.tracking(ledger._store, v.NAME)[1] for v in (runs, epochs)] == [head, head]
+        for v in (runs, epochs):
+            assert verify_mod.verify_view(ledger._store, v).difference is None
+    else:
+        for v in (runs, epochs):
+            key = v.NAME + engine.SHADOW
+            tables.reset_view(ledger._store, key, engine.table_of(key), engine.column_spec(v), v.VIEW.VERSION)
+        shadows = [engine.Runner(ledger._store, v, shadow=True) for v in (runs, epochs)]
+        stats, gone = engine.run_together(shadows, progress=progress, batch=2)
+        assert gone == {"runs"}
+        assert (stats[1].view, stats[1].position) == ("epochs", head)
+        assert tables.tracking(ledger._store, "epochs" + engine.SHADOW)[1] == head
+    assert raced == [head]
