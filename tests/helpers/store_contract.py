@@ -35,6 +35,11 @@ from tests.conftest import T0
 from tests.helpers.engine_helpers import corrupt, random_history
 
 
+def queued_append(run: str, version: int = 1) -> Append:
+    """A store-level append of `run`'s queue, at `version` of its stream."""
+    return Append(run_stream(run), version, RunQueued(at=T0, run=run, status=Status.QUEUED))
+
+
 def _log(ledger: Ledger) -> list[tuple[int, str, int]]:
     return [(r.position, r.stream, r.version) for r in ledger.events()]
 

@@ -13,11 +13,12 @@ import pytest
 
 from epochledger import ManualClock, open_ledger
 from epochledger.ledger.errors import ConflictError, LockTimeout, NotCommitted, StoreError
-from epochledger.ledger.events import RunQueued, RunStarted, Status
+from epochledger.ledger.events import RunStarted, Status
 from epochledger.ledger.store import EVENTS_TABLE, Append, open_store
 from epochledger.ledger.store import sqlite as sqlite_store
 from epochledger.ledger.store.chain import CHAIN_TABLE
 from tests.conftest import T0
+from tests.helpers.store_contract import queued_append as _queued
 
 
 def test_L5_a_sqlite_writer_that_waits_past_the_busy_timeout_gets_lock_timeout(
@@ -66,10 +67,6 @@ def test_L5_a_database_file_in_another_journal_mode_is_switched_to_wal_on_the_fi
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         raw.close()
-
-
-def _queued(run: str, version: int = 1) -> Append:
-    return Append(f"run:{run}", version, RunQueued(at=T0, run=run, status=Status.QUEUED))
 
 
 def _started(run: str) -> Append:

@@ -16,6 +16,7 @@ from epochledger.cli import main
 from epochledger.ledger.errors import DiskFull, InvalidInput, NoSuchStore, ReadOnlyStore
 from epochledger.ledger.store import open_store
 from tests.conftest import PG_BASE, fill_disk, need_pg, read_only_backup, small_disk
+from tests.helpers.store_contract import queued_append
 
 READS = [
     ["runs"],
@@ -306,14 +307,6 @@ def test_L4_a_file_that_is_no_database_or_no_ledger_is_refused_naming_it(tmp_pat
     assert _digest(junk) == before and sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "notes.db"]
 
 
-def _queued(run: str, version: int = 1) -> object:
-    from epochledger.ledger.events import RunQueued, Status
-    from epochledger.ledger.store import Append
-    from tests.conftest import T0
-
-    return Append(f"run:{run}", version, RunQueued(at=T0, run=run, status=Status.QUEUED))
-
-
 def test_L4_a_ledger_in_a_directory_made_read_only_is_read_only_though_its_file_is_writable(tmp_path: Path) -> None:
     """The directory's mode bits decide too (root could write there anyway): a 0644
     file in a 0555 directory is read and never written, and an append to it is refused
@@ -328,7 +321,7 @@ def test_L4_a_ledger_in_a_directory_made_read_only_is_read_only_though_its_file_
         try:
             assert store.read_only
             with pytest.raises(ReadOnlyStore) as refused:
-                store.append([_queued("r2")])  # type: ignore[list-item]
+                store.append([queued_append("r2")])
             assert (refused.value.url, refused.value.what) == (store.url, "write")
             assert store.max_position() == 3
         finally:

@@ -22,6 +22,14 @@ def _four_events(ledger: Ledger) -> None:
     assert ledger._store.max_position() == 4
 
 
+def _nine_events(ledger: Ledger) -> None:
+    """The four above, then b2 to b6 queued: positions 1 to 9."""
+    _four_events(ledger)
+    for n in range(2, 7):
+        ledger.queue(f"b{n}", workflow="wf")
+    assert ledger._store.max_position() == 9
+
+
 def _version_of(ledger: Ledger, run: str) -> int:
     state, _ = engine.read_run(ledger._store, run, catch_up_first=False)
     assert state is not None
@@ -98,10 +106,7 @@ def test_R3_a_runner_put_back_one_event_behind_the_pass_reads_from_there_up_to_t
     the pass's read-up-to mark taken from another event of the batch than its last (the
     runner at 3 is then not seen as behind, and 4 is lost), and the catch-up read of a
     runner behind the pass unbounded (it runs to the log's head, past `upto`)."""
-    _four_events(ledger)
-    for n in range(2, 7):
-        ledger.queue(f"b{n}", workflow="wf")
-    assert ledger._store.max_position() == 9
+    _nine_events(ledger)
     engine.rebuild(ledger._store, runs, upto=1)
     swapped: list[int] = []
 
@@ -169,11 +174,8 @@ def test_R3_a_rebuild_whose_shadow_is_swapped_in_by_another_leaves_the_other_vie
     returns; epochs still gets the last batch, and both views end at the head.
     Mutations caught: `break` for `continue` after a runner drops out (the runners after
     it miss that batch), and the set naming None for the view that dropped out."""
-    _four_events(ledger)
-    for n in range(2, 7):
-        ledger.queue(f"b{n}", workflow="wf")
+    _nine_events(ledger)
     head = ledger._store.max_position()
-    assert head == 9
     raced: list[int] = []
 
     def progress(view: str, position: int, _head: int) -> None:
